@@ -1,0 +1,103 @@
+//! The engine's error type.
+
+use std::path::PathBuf;
+
+/// Errors of shoal-core. Every variant names what was wrong and where, so the daemon can
+/// pass the message to a client unchanged.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A dotted field path could not be parsed.
+    #[error("invalid field path {path:?}: {reason}")]
+    InvalidPath {
+        /// The text given.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A filter or PSF expression could not be parsed or is not supported.
+    #[error("invalid expression {expr:?}: {reason}")]
+    InvalidExpression {
+        /// The expression text.
+        expr: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A record of an ingested batch is not valid JSON (`reject` policy).
+    #[error("record {index} of the batch is not valid JSON: {reason}")]
+    InvalidRecord {
+        /// Zero-based index of the record within the batch.
+        index: usize,
+        /// The parser's message.
+        reason: String,
+    },
+    /// A record is larger than what fits in one log page.
+    #[error("record {index} of the batch is {size} bytes; the largest record a page of {page_size} bytes holds is {max} bytes (raise the page size)")]
+    RecordTooLarge {
+        /// Zero-based index of the record within the batch.
+        index: usize,
+        /// Encoded size in bytes.
+        size: usize,
+        /// The log's page size in bytes.
+        page_size: usize,
+        /// The largest encoded record size in bytes.
+        max: usize,
+    },
+    /// No PSF of that name exists.
+    #[error("no PSF named {0:?}")]
+    PsfNotFound(String),
+    /// A PSF of that name is already registered.
+    #[error("a PSF named {0:?} is already registered")]
+    PsfExists(String),
+    /// A PSF definition is invalid.
+    #[error("invalid PSF {name:?}: {reason}")]
+    InvalidPsf {
+        /// The PSF's name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A log address that cannot be read (below the begin address, past the tail, or
+    /// evicted from the null device).
+    #[error("log address {address} is not readable: {reason}")]
+    AddressNotReadable {
+        /// The logical address.
+        address: u64,
+        /// Why.
+        reason: String,
+    },
+    /// A flushed page failed its checksum.
+    #[error("page {page} of {path} is corrupt: {reason}")]
+    CorruptPage {
+        /// Page number.
+        page: u64,
+        /// Segment file.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+    /// An I/O error on a data file.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A configuration value is out of range.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// The store was closed.
+    #[error("the store is closed")]
+    Closed,
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+}

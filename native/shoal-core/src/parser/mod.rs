@@ -1,0 +1,131 @@
+//! FishStore's parser interface (§5.1): a batch of records and the current *fields of
+//! interest* go in; for every record, the values of those fields (borrowing the record's
+//! bytes, so payload offsets follow from them) come out. Only the fields of interest are
+//! materialised; the rest of each record is validated and skipped.
+
+use crate::path::FieldPath;
+use crate::value::FieldValue;
+
+mod sonic;
+
+pub use sonic::SonicParser;
+
+/// An ordered set of field paths; a path's position is its field id within a batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldSet {
+    paths: Vec<FieldPath>,
+}
+
+impl FieldSet {
+    /// An empty set.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `path` if absent; returns its field id either way.
+    pub fn insert(&mut self, path: &FieldPath) -> usize {
+        if let Some(id) = self.index_of(path) {
+            return id;
+        }
+        self.paths.push(path.clone());
+        self.paths.len() - 1
+    }
+
+    /// The field id of `path`, if present.
+    #[must_use]
+    pub fn index_of(&self, path: &FieldPath) -> Option<usize> {
+        self.paths.iter().position(|p| p == path)
+    }
+
+    /// The paths, in field-id order.
+    #[must_use]
+    pub fn paths(&self) -> &[FieldPath] {
+        &self.paths
+    }
+
+    /// Number of fields.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// True when there are no fields.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+}
+
+/// The output of [`RecordParser::parse_batch`]: for each record either its field values
+/// (one per field of the [`FieldSet`], in field-id order) or the parse error.
+#[derive(Debug, Default)]
+pub struct ParsedBatch<'a> {
+    field_count: usize,
+    values: Vec<FieldValue<'a>>,
+    /// For each record, `Ok(start index into values)` or the parse error message.
+    records: Vec<Result<usize, String>>,
+}
+
+impl<'a> ParsedBatch<'a> {
+    /// Empties the batch for reuse with `field_count` fields per record.
+    pub fn reset(&mut self, field_count: usize) {
+        self.field_count = field_count;
+        self.values.clear();
+        self.records.clear();
+    }
+
+    /// Appends a parsed record's values (exactly `field_count` of them).
+    pub fn push_values<I: IntoIterator<Item = FieldValue<'a>>>(&mut self, values: I) {
+        let start = self.values.len();
+        self.values.extend(values);
+        debug_assert_eq!(self.values.len() - start, self.field_count);
+        self.records.push(Ok(start));
+    }
+
+    /// Appends a record that failed to parse.
+    pub fn push_error(&mut self, message: String) {
+        self.records.push(Err(message));
+    }
+
+    /// Number of records.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// True when the batch holds no record.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The field values of record `index`, or its parse error.
+    ///
+    /// # Panics
+    /// If `index >= self.len()`.
+    #[must_use]
+    pub fn record(&self, index: usize) -> Result<&[FieldValue<'a>], &str> {
+        match &self.records[index] {
+            Ok(start) => Ok(&self.values[*start..*start + self.field_count]),
+            Err(message) => Err(message),
+        }
+    }
+}
+
+/// FishStore's generic parser interface. Implementations must validate each record in
+/// full (a record that is not exactly one JSON value, optionally surrounded by
+/// whitespace, is an error) while materialising only the fields of interest.
+pub trait RecordParser: Send {
+    /// Parses `records` and fills `out` with one entry per record, in order.
+    fn parse_batch<'a>(&mut self, records: &[&'a [u8]], fields: &FieldSet, out: &mut ParsedBatch<'a>);
+
+    /// A short name for logs and benchmarks (`"sonic-rs"`, `"simdjson-ondemand"`).
+    fn name(&self) -> &'static str;
+}
+
+/// The default parser.
+#[must_use]
+pub fn default_parser() -> Box<dyn RecordParser> {
+    Box::new(SonicParser::new())
+}

@@ -1,0 +1,1 @@
+//! Expression language. (being written)

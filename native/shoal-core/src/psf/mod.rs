@@ -1,0 +1,2 @@
+//! Predicated subset functions (FishStore §3).
+pub mod expr;

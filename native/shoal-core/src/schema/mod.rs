@@ -1,0 +1,1 @@
+//! Inferred schema. (being written)

@@ -91,6 +91,15 @@ pub enum Error {
     /// The store was closed.
     #[error("the store is closed")]
     Closed,
+    /// A requested column (field path) is not in the table's schema.
+    #[error("unknown column {column:?}: no record seen so far has this path")]
+    UnknownColumn {
+        /// The column's dotted path.
+        column: String,
+    },
+    /// Assembling an Arrow array or record batch failed.
+    #[error("building an Arrow batch failed: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
 }
 
 /// `Result` with [`Error`].

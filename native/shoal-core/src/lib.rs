@@ -5,11 +5,18 @@
 #![warn(missing_docs)]
 #![deny(clippy::unwrap_used)]
 
+pub mod epoch;
 pub mod error;
+pub mod index;
+pub mod ingest;
+pub mod log;
+pub mod record;
 pub mod parser;
 pub mod path;
 pub mod psf;
+pub mod scan;
 pub mod schema;
+pub mod table;
 pub mod value;
 
 pub use error::{Error, Result};

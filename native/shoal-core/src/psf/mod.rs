@@ -1,2 +1,522 @@
-//! Predicated subset functions (FishStore §3).
+//! Predicated subset functions (FishStore §3) and their registry (§6.2).
+//!
+//! A PSF maps a record to a value (or to nothing); every record with value `v` belongs
+//! to the subset of property `(f, v)`, whose members are linked in one hash chain.
+//! Kinds: [`PsfKind::Projection`] (one chain per distinct field value),
+//! [`PsfKind::Predicate`] (the chain of records where a boolean expression is true),
+//! [`PsfKind::Range`] (one chain per bucket of a numeric field) and
+//! [`PsfKind::Composite`] (one chain per tuple of field values).
+//!
+//! PSFs are registered and deregistered while ingestion runs. Registration moves
+//! REST → PREPARE (the new PSF set is published) → PENDING (every ingestion batch that
+//! could still use the old set has ended: an epoch of the registry's own
+//! [`LightEpoch`] is safe) → REST. At PENDING the log tail is the PSF's *safe register
+//! address*: every record at or above it is indexed. Deregistration records the tail
+//! before unpublishing as the *safe deregister address*: every record between the two
+//! boundaries is indexed, so index scans are exact there and full scans cover the rest.
+
 pub mod expr;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+
+use crate::epoch::LightEpoch;
+use crate::error::{Error, Result};
+use crate::parser::FieldSet;
+use crate::path::FieldPath;
+use crate::value::{encode_bucket, encode_canonical, encode_composite, tag, FieldValue};
+pub use expr::{parse_expr, BoundExpr, CmpOp, Expr, Literal};
+
+/// Identifier of a PSF within its table; never reused.
+pub type PsfId = u32;
+
+/// What a PSF computes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PsfKind {
+    /// The value of a field: one chain per distinct non-null scalar value.
+    Projection {
+        /// The field.
+        field: FieldPath,
+    },
+    /// A boolean expression: one chain, of the records where it is true.
+    Predicate {
+        /// The expression (normalised).
+        expr: Expr,
+    },
+    /// A numeric field split at ascending boundaries `b0 < b1 < … < bk`: bucket 0 holds
+    /// values `< b0`, bucket `i` values in `[b(i-1), b(i))`, bucket `k+1` values `≥ bk`.
+    Range {
+        /// The numeric field.
+        field: FieldPath,
+        /// Ascending, finite boundaries.
+        boundaries: Vec<f64>,
+    },
+    /// A tuple of fields: one chain per distinct tuple of non-null scalar values.
+    Composite {
+        /// The fields, in tuple order.
+        fields: Vec<FieldPath>,
+    },
+}
+
+/// A PSF as a user writes it: a name and a kind. Serialisable for the protocol and
+/// for checkpoints (expressions as SQL text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PsfSpec {
+    /// See [`PsfKind::Projection`].
+    Projection {
+        /// Dotted path.
+        field: String,
+    },
+    /// See [`PsfKind::Predicate`].
+    Predicate {
+        /// SQL expression text.
+        expr: String,
+    },
+    /// See [`PsfKind::Range`].
+    Range {
+        /// Dotted path.
+        field: String,
+        /// Ascending boundaries.
+        boundaries: Vec<f64>,
+    },
+    /// See [`PsfKind::Composite`].
+    Composite {
+        /// Dotted paths.
+        fields: Vec<String>,
+    },
+}
+
+impl PsfKind {
+    /// Builds a kind from its textual spec.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`], [`Error::InvalidExpression`], or [`Error::InvalidPsf`]
+    /// (for `name`) for boundaries that are empty, not finite or not ascending, or a
+    /// composite with fewer than two fields.
+    pub fn from_spec(name: &str, spec: &PsfSpec) -> Result<Self> {
+        let invalid = |reason: String| Error::InvalidPsf { name: name.to_owned(), reason };
+        Ok(match spec {
+            PsfSpec::Projection { field } => PsfKind::Projection { field: FieldPath::parse(field)? },
+            PsfSpec::Predicate { expr } => PsfKind::Predicate { expr: parse_expr(expr)? },
+            PsfSpec::Range { field, boundaries } => {
+                if boundaries.is_empty() {
+                    return Err(invalid("a range PSF needs at least one boundary".into()));
+                }
+                if boundaries.iter().any(|b| !b.is_finite()) || boundaries.windows(2).any(|w| w[0] >= w[1]) {
+                    return Err(invalid(format!("boundaries must be finite and strictly ascending, got {boundaries:?}")));
+                }
+                PsfKind::Range { field: FieldPath::parse(field)?, boundaries: boundaries.clone() }
+            }
+            PsfSpec::Composite { fields } => {
+                if fields.len() < 2 {
+                    return Err(invalid("a composite PSF needs at least two fields".into()));
+                }
+                PsfKind::Composite { fields: fields.iter().map(|f| FieldPath::parse(f)).collect::<Result<_>>()? }
+            }
+        })
+    }
+
+    /// The textual spec of this kind.
+    #[must_use]
+    pub fn to_spec(&self) -> PsfSpec {
+        match self {
+            PsfKind::Projection { field } => PsfSpec::Projection { field: field.to_string() },
+            PsfKind::Predicate { expr } => PsfSpec::Predicate { expr: expr.to_string() },
+            PsfKind::Range { field, boundaries } => {
+                PsfSpec::Range { field: field.to_string(), boundaries: boundaries.clone() }
+            }
+            PsfKind::Composite { fields } => PsfSpec::Composite { fields: fields.iter().map(ToString::to_string).collect() },
+        }
+    }
+
+    /// The fields the PSF reads (its fields of interest).
+    #[must_use]
+    pub fn fields(&self) -> Vec<FieldPath> {
+        match self {
+            PsfKind::Projection { field } | PsfKind::Range { field, .. } => vec![field.clone()],
+            PsfKind::Predicate { expr } => expr.fields(),
+            PsfKind::Composite { fields } => fields.clone(),
+        }
+    }
+}
+
+/// The bucket of `value` for a range PSF with `boundaries`, or `None` if not numeric.
+#[must_use]
+pub fn range_bucket(boundaries: &[f64], value: &FieldValue<'_>) -> Option<u32> {
+    let v = value.as_f64()?;
+    if v.is_nan() {
+        return None;
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    Some(boundaries.partition_point(|b| *b <= v) as u32)
+}
+
+/// A registered PSF with its safe boundaries and chain statistics.
+#[derive(Debug)]
+pub struct Psf {
+    /// Its id (the key pointers' PSF id).
+    pub id: PsfId,
+    /// Its name, unique within the table among registered PSFs.
+    pub name: String,
+    /// What it computes.
+    pub kind: PsfKind,
+    safe_register: AtomicU64,
+    safe_deregister: AtomicU64,
+    key_pointers: AtomicU64,
+}
+
+/// Value of an unset safe register address (registration still in PREPARE).
+pub const NOT_YET: u64 = u64::MAX;
+
+impl Psf {
+    /// Safe register address: every record at or above it (and below the deregister
+    /// address) is in this PSF's chains. [`NOT_YET`] while registration is under way.
+    #[must_use]
+    pub fn safe_register_address(&self) -> u64 {
+        self.safe_register.load(Ordering::Acquire)
+    }
+
+    /// Safe deregister address; [`NOT_YET`] (`u64::MAX`) while the PSF is active.
+    #[must_use]
+    pub fn safe_deregister_address(&self) -> u64 {
+        self.safe_deregister.load(Ordering::Acquire)
+    }
+
+    /// True while the PSF indexes new records.
+    #[must_use]
+    pub fn is_active(&self) -> bool {
+        self.safe_deregister_address() == NOT_YET
+    }
+
+    /// The log range `[from, to)` in which this PSF's chains are complete, if any.
+    #[must_use]
+    pub fn coverage(&self) -> Option<(u64, u64)> {
+        let from = self.safe_register_address();
+        (from != NOT_YET).then(|| (from, self.safe_deregister_address()))
+    }
+
+    /// Number of key pointers written for this PSF.
+    #[must_use]
+    pub fn key_pointer_count(&self) -> u64 {
+        self.key_pointers.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_key_pointer(&self) {
+        self.key_pointers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sets the boundaries (for recovery from a checkpoint).
+    pub fn restore_boundaries(&self, register: u64, deregister: u64) {
+        self.safe_register.store(register, Ordering::Release);
+        self.safe_deregister.store(deregister, Ordering::Release);
+    }
+}
+
+/// How an active PSF is evaluated against the fields of interest of a batch.
+#[derive(Debug, Clone)]
+enum Evaluator {
+    Projection(usize),
+    Predicate(BoundExpr),
+    Range(usize, Vec<f64>),
+    Composite(Vec<usize>),
+}
+
+/// A PSF of the current set with its evaluator bound to the snapshot's fields.
+#[derive(Debug, Clone)]
+pub struct ActivePsf {
+    /// The PSF.
+    pub psf: Arc<Psf>,
+    evaluator: Evaluator,
+}
+
+/// Where an evaluated PSF value should be stored in the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValuePlacement {
+    /// Fits in the key pointer (`value_word`).
+    Inline(u64),
+    /// A string borrowed from the payload: byte offset and length of its content.
+    Payload(u32, u32),
+    /// The canonical encoding goes into the value region.
+    ValueRegion,
+}
+
+impl ActivePsf {
+    /// Evaluates the PSF on one record's field values (in the snapshot's field order).
+    /// On a property, writes its canonical encoding into `canonical` (cleared first)
+    /// and returns where to store it; `payload` is the record's bytes, for offsets.
+    pub fn evaluate(&self, values: &[FieldValue<'_>], payload: &[u8], canonical: &mut Vec<u8>) -> Option<ValuePlacement> {
+        canonical.clear();
+        match &self.evaluator {
+            Evaluator::Projection(field) => scalar_property(&values[*field], payload, canonical),
+            Evaluator::Predicate(expr) => (expr.eval(values) == Some(true)).then(|| {
+                canonical.push(tag::TRUE);
+                ValuePlacement::Inline(0)
+            }),
+            Evaluator::Range(field, boundaries) => range_bucket(boundaries, &values[*field]).map(|bucket| {
+                encode_bucket(bucket, canonical);
+                ValuePlacement::Inline(u64::from(bucket))
+            }),
+            Evaluator::Composite(fields) => {
+                if fields.iter().any(|f| !is_indexable_scalar(&values[*f])) {
+                    return None;
+                }
+                encode_composite(fields.iter().map(|f| &values[*f]), canonical).then_some(ValuePlacement::ValueRegion)
+            }
+        }
+    }
+}
+
+fn is_indexable_scalar(value: &FieldValue<'_>) -> bool {
+    matches!(value, FieldValue::Bool(_) | FieldValue::Int(_) | FieldValue::Float(_) | FieldValue::Str(_))
+}
+
+/// Canonical property of a projected scalar; `None` for missing, null, objects, arrays.
+fn scalar_property(value: &FieldValue<'_>, payload: &[u8], canonical: &mut Vec<u8>) -> Option<ValuePlacement> {
+    if !is_indexable_scalar(value) {
+        return None;
+    }
+    encode_canonical(value, canonical);
+    Some(match value {
+        FieldValue::Str(std::borrow::Cow::Borrowed(s)) => {
+            let start = payload.as_ptr() as usize;
+            let at = s.as_ptr() as usize;
+            if at >= start && at + s.len() <= start + payload.len() {
+                #[allow(clippy::cast_possible_truncation)]
+                ValuePlacement::Payload((at - start) as u32, s.len() as u32)
+            } else {
+                ValuePlacement::ValueRegion
+            }
+        }
+        FieldValue::Str(_) => ValuePlacement::ValueRegion,
+        _ => {
+            let mut word = [0u8; 8];
+            let data = &canonical[1..];
+            word[..data.len()].copy_from_slice(data);
+            ValuePlacement::Inline(u64::from_le_bytes(word))
+        }
+    })
+}
+
+/// An immutable view of the PSF set that ingestion batches evaluate.
+#[derive(Debug, Default)]
+pub struct PsfSnapshot {
+    /// Increases with every change of the set.
+    pub version: u64,
+    /// The active PSFs.
+    pub active: Vec<ActivePsf>,
+    /// Fields of interest: the union of the active PSFs' fields.
+    pub fields: FieldSet,
+}
+
+impl PsfSnapshot {
+    fn build(version: u64, psfs: &[Arc<Psf>]) -> Self {
+        let mut fields = FieldSet::new();
+        let active = psfs
+            .iter()
+            .filter(|p| p.is_active())
+            .map(|psf| {
+                let evaluator = match &psf.kind {
+                    PsfKind::Projection { field } => Evaluator::Projection(fields.insert(field)),
+                    PsfKind::Predicate { expr } => Evaluator::Predicate(expr.bind(&mut fields)),
+                    PsfKind::Range { field, boundaries } => Evaluator::Range(fields.insert(field), boundaries.clone()),
+                    PsfKind::Composite { fields: paths } => {
+                        Evaluator::Composite(paths.iter().map(|p| fields.insert(p)).collect())
+                    }
+                };
+                ActivePsf { psf: Arc::clone(psf), evaluator }
+            })
+            .collect();
+        Self { version, active, fields }
+    }
+}
+
+/// Phases of the registration state machine (FishStore §6.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PsfPhase {
+    /// No change under way.
+    Rest,
+    /// A new PSF set is published; batches still running may use the old one.
+    Prepare,
+    /// Every batch uses the new set; boundaries are being fixed.
+    Pending,
+}
+
+/// The PSFs of one table.
+#[derive(Debug)]
+pub struct PsfRegistry {
+    all: RwLock<Vec<Arc<Psf>>>,
+    snapshot: RwLock<Arc<PsfSnapshot>>,
+    phase: Mutex<PsfPhase>,
+    /// Ingestion batches hold this epoch for their whole duration.
+    epoch: LightEpoch,
+    change: Mutex<()>,
+}
+
+impl Default for PsfRegistry {
+    fn default() -> Self {
+        Self {
+            all: RwLock::new(Vec::new()),
+            snapshot: RwLock::new(Arc::new(PsfSnapshot::default())),
+            phase: Mutex::new(PsfPhase::Rest),
+            epoch: LightEpoch::new(),
+            change: Mutex::new(()),
+        }
+    }
+}
+
+impl PsfRegistry {
+    /// The epoch that ingestion batches hold while they use a snapshot.
+    #[must_use]
+    pub fn epoch(&self) -> &LightEpoch {
+        &self.epoch
+    }
+
+    /// The current PSF set. Ingestion takes it once per batch, after protecting
+    /// [`Self::epoch`].
+    #[must_use]
+    pub fn snapshot(&self) -> Arc<PsfSnapshot> {
+        Arc::clone(&self.snapshot.read())
+    }
+
+    /// The current phase.
+    #[must_use]
+    pub fn phase(&self) -> PsfPhase {
+        *self.phase.lock()
+    }
+
+    /// Every PSF ever registered (deregistered ones included), by id.
+    #[must_use]
+    pub fn all(&self) -> Vec<Arc<Psf>> {
+        self.all.read().clone()
+    }
+
+    /// The PSF with `id`.
+    #[must_use]
+    pub fn get(&self, id: PsfId) -> Option<Arc<Psf>> {
+        self.all.read().get(id as usize).cloned()
+    }
+
+    /// The registered (active) PSF named `name`.
+    #[must_use]
+    pub fn find_active(&self, name: &str) -> Option<Arc<Psf>> {
+        self.all.read().iter().find(|p| p.is_active() && p.name == name).cloned()
+    }
+
+    fn publish(&self) {
+        let all = self.all.read().clone();
+        let mut snapshot = self.snapshot.write();
+        *snapshot = Arc::new(PsfSnapshot::build(snapshot.version + 1, &all));
+    }
+
+    /// Waits until every batch that may have taken a snapshot before now has ended.
+    fn wait_for_batches(&self) {
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&done);
+        self.epoch.bump_with(move || flag.store(true, Ordering::Release));
+        while !done.load(Ordering::Acquire) {
+            self.epoch.try_drain();
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
+    /// Registers a PSF while ingestion may run; returns it with its safe register
+    /// address set. `tail` reads the log tail.
+    ///
+    /// # Errors
+    /// [`Error::PsfExists`] if an active PSF has that name.
+    pub fn register(&self, name: &str, kind: PsfKind, tail: impl Fn() -> u64) -> Result<Arc<Psf>> {
+        let _change = self.change.lock();
+        if self.find_active(name).is_some() {
+            return Err(Error::PsfExists(name.to_owned()));
+        }
+        let psf = {
+            let mut all = self.all.write();
+            let id = PsfId::try_from(all.len()).map_err(|_| Error::InvalidPsf {
+                name: name.to_owned(),
+                reason: "too many PSFs".into(),
+            })?;
+            let psf = Arc::new(Psf {
+                id,
+                name: name.to_owned(),
+                kind,
+                safe_register: AtomicU64::new(NOT_YET),
+                safe_deregister: AtomicU64::new(NOT_YET),
+                key_pointers: AtomicU64::new(0),
+            });
+            all.push(Arc::clone(&psf));
+            psf
+        };
+        *self.phase.lock() = PsfPhase::Prepare;
+        self.publish();
+        self.wait_for_batches();
+        *self.phase.lock() = PsfPhase::Pending;
+        psf.safe_register.store(tail(), Ordering::Release);
+        *self.phase.lock() = PsfPhase::Rest;
+        Ok(psf)
+    }
+
+    /// Deregisters the active PSF `name`; returns it with its safe deregister address.
+    ///
+    /// # Errors
+    /// [`Error::PsfNotFound`].
+    pub fn deregister(&self, name: &str, tail: impl Fn() -> u64) -> Result<Arc<Psf>> {
+        let _change = self.change.lock();
+        let psf = self.find_active(name).ok_or_else(|| Error::PsfNotFound(name.to_owned()))?;
+        *self.phase.lock() = PsfPhase::Prepare;
+        psf.safe_deregister.store(tail(), Ordering::Release);
+        self.publish();
+        *self.phase.lock() = PsfPhase::Pending;
+        self.wait_for_batches();
+        *self.phase.lock() = PsfPhase::Rest;
+        Ok(psf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_buckets_follow_the_boundaries() {
+        let b = [0.0, 100.0, 1000.0];
+        let bucket = |v: FieldValue<'_>| range_bucket(&b, &v);
+        assert_eq!(bucket(FieldValue::Int(-1)), Some(0));
+        assert_eq!(bucket(FieldValue::Int(0)), Some(1));
+        assert_eq!(bucket(FieldValue::Float(99.9)), Some(1));
+        assert_eq!(bucket(FieldValue::Int(100)), Some(2));
+        assert_eq!(bucket(FieldValue::Int(5000)), Some(3));
+        assert_eq!(bucket(FieldValue::Str("5".into())), None);
+    }
+
+    #[test]
+    fn specs_are_validated_and_round_trip() {
+        let spec = PsfSpec::Range { field: "user.followers_count".into(), boundaries: vec![0.0, 100.0] };
+        assert_eq!(PsfKind::from_spec("r", &spec).unwrap().to_spec(), spec);
+        let bad = PsfSpec::Range { field: "a".into(), boundaries: vec![5.0, 1.0] };
+        assert!(matches!(PsfKind::from_spec("r", &bad), Err(Error::InvalidPsf { .. })));
+        let one = PsfSpec::Composite { fields: vec!["a".into()] };
+        assert!(matches!(PsfKind::from_spec("c", &one), Err(Error::InvalidPsf { .. })));
+        let json = r#"{"kind":"predicate","expr":"type = 'IssuesEvent'"}"#;
+        let parsed: PsfSpec = serde_json::from_str(json).unwrap();
+        assert!(matches!(PsfKind::from_spec("p", &parsed).unwrap(), PsfKind::Predicate { .. }));
+    }
+
+    #[test]
+    fn registration_sets_boundaries_in_order() {
+        let registry = PsfRegistry::default();
+        let kind = PsfKind::Projection { field: FieldPath::parse("id").unwrap() };
+        let psf = registry.register("by_id", kind.clone(), || 640).unwrap();
+        assert_eq!(psf.coverage(), Some((640, NOT_YET)));
+        assert!(matches!(registry.register("by_id", kind, || 0), Err(Error::PsfExists(_))));
+        assert_eq!(registry.snapshot().active.len(), 1);
+        registry.deregister("by_id", || 1280).unwrap();
+        assert_eq!(psf.coverage(), Some((640, 1280)));
+        assert!(registry.snapshot().active.is_empty());
+        assert!(matches!(registry.deregister("by_id", || 0), Err(Error::PsfNotFound(_))));
+        assert_eq!(registry.phase(), PsfPhase::Rest);
+    }
+}

@@ -1,0 +1,133 @@
+//! Parser throughput on GitHub Archive events (FishStore §7's workload): the six fields
+//! FishStore indexes, extracted from batches of 1000 records, against memcpy of the same
+//! bytes.
+//!
+//! Data: `scripts/fetch-data.sh` writes `data/github/events.ndjson`; another file can be
+//! given with `SHOAL_GITHUB_EVENTS`. Run:
+//! `cargo bench -p shoal-core --bench parser -- --warm-up-time 1 --measurement-time 5`.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use shoal_core::parser::{FieldSet, ParsedBatch, RecordParser, SonicParser};
+use shoal_core::FieldPath;
+
+const BATCH: usize = 1000;
+const GITHUB_FIELDS: [&str; 6] = ["id", "actor.id", "repo.id", "type", "payload.action", "payload.pull_request.head.repo.language"];
+
+fn events_path() -> PathBuf {
+    std::env::var_os("SHOAL_GITHUB_EVENTS").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/github/events.ndjson"),
+        PathBuf::from,
+    )
+}
+
+fn load() -> Option<Vec<u8>> {
+    let path = events_path();
+    match std::fs::read(&path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) => {
+            eprintln!(
+                "parser bench: cannot read {} ({e}).\n  Fetch the GitHub events with `scripts/fetch-data.sh` \
+                 (needs Maven), or point SHOAL_GITHUB_EVENTS at an NDJSON file. Skipping.",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+fn field_set(paths: &[&str]) -> FieldSet {
+    let mut set = FieldSet::new();
+    for p in paths {
+        set.insert(&FieldPath::parse(p).expect("valid path"));
+    }
+    set
+}
+
+fn bench_parser(c: &mut Criterion) {
+    let Some(data) = load() else { return };
+    let records: Vec<&[u8]> = data.split(|&b| b == b'\n').filter(|r| !r.is_empty()).collect();
+    let record_bytes: u64 = records.iter().map(|r| r.len() as u64).sum();
+    let fields = field_set(&GITHUB_FIELDS);
+
+    // Sanity: every record parses, and the fields are there.
+    let mut parser = SonicParser::new();
+    let mut out = ParsedBatch::default();
+    let (mut errors, mut with_language) = (0, 0);
+    for batch in records.chunks(BATCH) {
+        parser.parse_batch(batch, &fields, &mut out);
+        for i in 0..out.len() {
+            match out.record(i) {
+                Ok(values) => with_language += usize::from(!values[5].is_null()),
+                Err(_) => errors += 1,
+            }
+        }
+    }
+    eprintln!(
+        "parser bench: {} records, {record_bytes} bytes, {errors} rejected, {with_language} with a head repo language",
+        records.len()
+    );
+
+    let mut group = c.benchmark_group("github_events");
+    group.throughput(Throughput::Bytes(record_bytes));
+
+    let mut copy = vec![0u8; data.len()];
+    group.bench_function("memcpy", |b| {
+        b.iter(|| {
+            copy.copy_from_slice(black_box(&data));
+            black_box(&copy);
+        });
+    });
+
+    group.bench_function("sonic_parser_6_fields", |b| {
+        let mut parser = SonicParser::new();
+        let mut out = ParsedBatch::default();
+        b.iter(|| {
+            for batch in records.chunks(BATCH) {
+                parser.parse_batch(black_box(batch), &fields, &mut out);
+                black_box(&out);
+            }
+        });
+    });
+
+    // Reference points for the cost of full validation.
+    group.bench_function("sonic_parser_validate_only", |b| {
+        let mut parser = SonicParser::new();
+        let mut out = ParsedBatch::default();
+        let none = FieldSet::new();
+        b.iter(|| {
+            for batch in records.chunks(BATCH) {
+                parser.parse_batch(black_box(batch), &none, &mut out);
+                black_box(&out);
+            }
+        });
+    });
+
+    let mut tree = sonic_rs::PointerTree::new();
+    for path in GITHUB_FIELDS {
+        tree.add_path(path.split('.'));
+    }
+    group.bench_function("get_many_no_full_validation", |b| {
+        b.iter(|| {
+            for record in &records {
+                black_box(sonic_rs::get_many(black_box(*record), &tree).ok());
+            }
+        });
+    });
+    group.bench_function("ignored_any_then_get_many", |b| {
+        b.iter(|| {
+            for record in &records {
+                if sonic_rs::from_slice::<serde::de::IgnoredAny>(black_box(record)).is_ok() {
+                    // SAFETY: the record was just validated.
+                    black_box(unsafe { sonic_rs::get_many_unchecked(*record, &tree) }.ok());
+                }
+            }
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_parser);
+criterion_main!(benches);

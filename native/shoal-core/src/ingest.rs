@@ -1,0 +1,267 @@
+//! Concurrent ingestion (FishStore §6, Algorithm 1).
+//!
+//! Per batch: protect the PSF epoch and take the PSF snapshot; parse the batch with the
+//! snapshot's fields of interest; evaluate every active PSF on every record and size
+//! the records (all before anything is written, so a rejected batch writes nothing).
+//! Then per record: allocate on the log (fetch-and-add), write header, key pointers,
+//! value region and payload; link each key pointer into its chain with a CAS on the
+//! hash entry (retrying only the CAS, never the allocation); finally set the visible
+//! bit.
+
+use std::sync::atomic::Ordering;
+
+use crate::error::{Error, Result};
+use crate::parser::ParsedBatch;
+use crate::psf::{PsfId, ValuePlacement};
+use crate::record::{record_size, KeyPointer, RecordHeader, ValueMode, KEY_POINTER_SIZE, MAX_KEY_POINTERS, RECORD_PREFIX};
+use crate::table::{InvalidJsonPolicy, Table};
+
+/// What one [`Table::ingest`] call did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct IngestReport {
+    /// Records written.
+    pub records: usize,
+    /// Records skipped as invalid JSON (`skip` policy).
+    pub skipped: usize,
+    /// Index and parse error of the first skipped records (at most 10).
+    pub skipped_examples: Vec<(usize, String)>,
+    /// Address of the first record written (0 if none).
+    pub first_address: u64,
+    /// Address of the last record written (0 if none).
+    pub last_address: u64,
+    /// Bytes of payload written.
+    pub payload_bytes: usize,
+}
+
+/// Hash of a property `(psf, canonical value)`; selects the bucket and tag.
+#[must_use]
+pub fn property_hash(psf: PsfId, canonical: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(canonical, u64::from(psf))
+}
+
+struct PendingKeyPointer {
+    /// Position in the snapshot's active PSFs.
+    active: usize,
+    psf: PsfId,
+    tag: u8,
+    mode: ValueMode,
+    word: u64,
+    hash: u64,
+}
+
+struct PendingRecord<'a> {
+    payload: &'a [u8],
+    size: usize,
+    key_pointers: std::ops::Range<usize>,
+    value_region: std::ops::Range<usize>,
+}
+
+impl Table {
+    /// FishStore Algorithm 1: links the key pointer at `kp_address` into the chain of
+    /// `slot`, keeping the chain in descending address order without forward links and
+    /// without re-allocating the record on CAS failure.
+    ///
+    /// Usually the key pointer is newer than the chain's head: set its previous address
+    /// to the head and CAS the hash entry. When a newer record (allocated later, linked
+    /// earlier) is already at the head, walk down the chain to the first key pointer
+    /// whose previous address is older than ours and CAS that previous address instead.
+    ///
+    /// # Safety
+    /// The caller holds log-epoch protection taken before `kp_address` was allocated
+    /// and owns that record. Every key pointer newer than it is then in memory and its
+    /// page cannot be flushed until the caller's epoch is released, so the CAS on a
+    /// newer key pointer never races with its flush.
+    unsafe fn insert_key_pointer(&self, slot: crate::index::EntrySlot<'_>, kp_address: u64, template_word0: u64) {
+        use std::sync::atomic::AtomicU64;
+        use crate::record::ADDRESS_MASK;
+        let word0_at = |address: u64| -> &AtomicU64 { &*self.log.memory_ptr(address).cast::<AtomicU64>() };
+        let mine = word0_at(kp_address);
+        let mut current = slot.load();
+        'entry: loop {
+            let head = current & ADDRESS_MASK;
+            if head < kp_address {
+                mine.store(template_word0 | head, Ordering::Release);
+                match slot.swing(current, kp_address) {
+                    Ok(()) => return,
+                    Err(actual) => {
+                        current = actual;
+                        continue 'entry;
+                    }
+                }
+            }
+            // A newer key pointer heads the chain: find our place below it.
+            let mut newer = head;
+            loop {
+                let newer_word = word0_at(newer);
+                let word = newer_word.load(Ordering::Acquire);
+                let older = word & ADDRESS_MASK;
+                if older < kp_address {
+                    mine.store(template_word0 | older, Ordering::Release);
+                    let desired = (word & !ADDRESS_MASK) | kp_address;
+                    if newer_word.compare_exchange(word, desired, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                        return;
+                    }
+                    // Someone else inserted below `newer`; look again from it.
+                    continue;
+                }
+                newer = older;
+            }
+        }
+    }
+
+    /// Ingests a batch of JSON records (one JSON document each, as bytes). Safe to call
+    /// from many threads at once.
+    ///
+    /// Invalid JSON follows the table's [`InvalidJsonPolicy`]: `Reject` fails the whole
+    /// batch with [`Error::InvalidRecord`] (naming the record's index) and writes
+    /// nothing; `Skip` writes the valid records and counts the others.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRecord`], [`Error::RecordTooLarge`], [`Error::Closed`].
+    pub fn ingest(&self, records: &[&[u8]]) -> Result<IngestReport> {
+        let psf_guard = self.psfs.epoch().protect();
+        let snapshot = self.psfs.snapshot();
+        let mut parser = self.take_parser();
+        let mut parsed = ParsedBatch::default();
+        parsed.reset(snapshot.fields.len());
+        parser.parse_batch(records, &snapshot.fields, &mut parsed);
+        self.return_parser(parser);
+
+        let mut report = IngestReport::default();
+        let mut pending = Vec::with_capacity(records.len());
+        let mut key_pointers: Vec<PendingKeyPointer> = Vec::new();
+        let mut value_regions: Vec<u8> = Vec::new();
+        let mut canonical = Vec::new();
+        let max = self.log.max_record_size();
+        for (index, payload) in records.iter().enumerate() {
+            let values = match parsed.record(index) {
+                Ok(values) => values,
+                Err(reason) => match self.config.on_invalid_json {
+                    InvalidJsonPolicy::Reject => return Err(Error::InvalidRecord { index, reason: reason.to_owned() }),
+                    InvalidJsonPolicy::Skip => {
+                        report.skipped += 1;
+                        if report.skipped_examples.len() < 10 {
+                            report.skipped_examples.push((index, reason.to_owned()));
+                        }
+                        continue;
+                    }
+                },
+            };
+            let kp_start = key_pointers.len();
+            let region_start = value_regions.len();
+            for (active_index, active) in snapshot.active.iter().enumerate() {
+                let Some(placement) = active.evaluate(values, payload, &mut canonical) else { continue };
+                let (mode, word) = match placement {
+                    ValuePlacement::Inline(word) => (ValueMode::Inline, word),
+                    ValuePlacement::Payload(offset, len) => (ValueMode::Payload, u64::from(offset) | u64::from(len) << 32),
+                    ValuePlacement::ValueRegion => {
+                        let offset = (value_regions.len() - region_start) as u64;
+                        value_regions.extend_from_slice(&canonical);
+                        (ValueMode::ValueRegion, offset | (canonical.len() as u64) << 32)
+                    }
+                };
+                key_pointers.push(PendingKeyPointer {
+                    active: active_index,
+                    psf: active.psf.id,
+                    tag: canonical[0],
+                    mode,
+                    word,
+                    hash: property_hash(active.psf.id, &canonical),
+                });
+            }
+            let kp_count = key_pointers.len() - kp_start;
+            let size = record_size(kp_count, value_regions.len() - region_start, payload.len());
+            if size > max || kp_count > MAX_KEY_POINTERS || payload.len() > u32::MAX as usize {
+                return Err(Error::RecordTooLarge { index, size, page_size: self.log.page_size(), max });
+            }
+            pending.push(PendingRecord {
+                payload,
+                size,
+                key_pointers: kp_start..key_pointers.len(),
+                value_region: region_start..value_regions.len(),
+            });
+        }
+
+        let mut guard = self.log.epoch().protect();
+        for record in &pending {
+            let address = self.log.allocate(record.size, &mut guard)?;
+            let kps = &key_pointers[record.key_pointers.clone()];
+            let region = &value_regions[record.value_region.clone()];
+            #[allow(clippy::cast_possible_truncation)]
+            let header = RecordHeader::new(record.size as u32, kps.len() as u16, self.checkpoint_version());
+            // SAFETY: `allocate` gave this thread [address, address + size) in an
+            // in-memory page, and the page cannot be flushed or evicted while `guard`
+            // is held (it is not refreshed until the record is complete).
+            unsafe {
+                self.log.write_header(address, header);
+                let base = self.log.memory_ptr(address);
+                #[allow(clippy::cast_possible_truncation)]
+                {
+                    base.add(8).cast::<u32>().write_unaligned(record.payload.len() as u32);
+                    base.add(12).cast::<u32>().write_unaligned(region.len() as u32);
+                }
+                for (i, kp) in kps.iter().enumerate() {
+                    #[allow(clippy::cast_possible_truncation)]
+                    let words = KeyPointer {
+                        previous: 0,
+                        index: i as u16,
+                        mode: kp.mode,
+                        psf_id: kp.psf,
+                        value_tag: kp.tag,
+                        value_word: kp.word,
+                    }
+                    .encode();
+                    let at = base.add(RECORD_PREFIX + i * KEY_POINTER_SIZE).cast::<u64>();
+                    at.add(1).write(words[1]);
+                    at.add(2).write(words[2]);
+                    at.write(words[0]);
+                }
+                let region_at = base.add(RECORD_PREFIX + kps.len() * KEY_POINTER_SIZE);
+                std::ptr::copy_nonoverlapping(region.as_ptr(), region_at, region.len());
+                std::ptr::copy_nonoverlapping(record.payload.as_ptr(), region_at.add(region.len()), record.payload.len());
+            }
+            let mut linked = true;
+            for (i, kp) in kps.iter().enumerate() {
+                let kp_address = address + (RECORD_PREFIX + i * KEY_POINTER_SIZE) as u64;
+                let slot = match self.index.find_or_create_entry(kp.hash) {
+                    Ok(slot) => slot,
+                    Err(e) => {
+                        tracing::error!(error = %e, "hash index full; record left invisible");
+                        linked = false;
+                        break;
+                    }
+                };
+                #[allow(clippy::cast_possible_truncation)]
+                let template = KeyPointer {
+                    previous: 0,
+                    index: i as u16,
+                    mode: kp.mode,
+                    psf_id: kp.psf,
+                    value_tag: kp.tag,
+                    value_word: kp.word,
+                }
+                .encode()[0];
+                // SAFETY: this thread is protected since before it allocated
+                // `kp_address`; see `insert_key_pointer`.
+                unsafe { self.insert_key_pointer(slot, kp_address, template) };
+                snapshot.active[kp.active].psf.count_key_pointer();
+            }
+            let final_header = if linked { header.with_visible() } else { header.with_invalid() };
+            // SAFETY: as above.
+            unsafe { self.log.write_header(address, final_header) };
+            if !linked {
+                return Err(Error::InvalidConfig("hash index overflow area is full; raise index_size_bits".into()));
+            }
+            if report.records == 0 {
+                report.first_address = address;
+            }
+            report.last_address = address;
+            report.records += 1;
+            report.payload_bytes += record.payload.len();
+        }
+        drop(guard);
+        drop(psf_guard);
+        self.count_ingested(&report);
+        Ok(report)
+    }
+}

@@ -1,0 +1,144 @@
+//! Where flushed pages go: segment files in a directory, or nowhere (FishStore's null
+//! device, for benchmarks and tests).
+//!
+//! Page `p` lives in segment file `segment-{p / pages_per_segment:08}.log` at byte
+//! offset `(p % pages_per_segment) × page_size`. Each page ends with a
+//! [`PAGE_FOOTER_SIZE`]-byte footer: the CRC-32 (IEEE) of the page's
+//! record area (u32 LE), a magic number (u32 LE) and the page number (u64 LE).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::error::{Error, Result};
+
+/// Bytes at the end of every page reserved for its footer.
+pub const PAGE_FOOTER_SIZE: usize = 16;
+const PAGE_MAGIC: u32 = 0x5348_4F4C; // "SHOL"
+
+/// The storage below the in-memory ring.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceConfig {
+    /// Pages are discarded when evicted; reads below the head address fail.
+    Null,
+    /// Pages are written to segment files in this directory (created if absent).
+    Directory(PathBuf),
+}
+
+/// An open device.
+#[derive(Debug)]
+pub(crate) enum Device {
+    Null,
+    Segments(SegmentFiles),
+}
+
+#[derive(Debug)]
+pub(crate) struct SegmentFiles {
+    dir: PathBuf,
+    page_size: usize,
+    pages_per_segment: u64,
+    files: RwLock<HashMap<u64, Arc<File>>>,
+}
+
+impl Device {
+    pub(crate) fn open(config: &DeviceConfig, page_size: usize, pages_per_segment: u64) -> Result<Self> {
+        match config {
+            DeviceConfig::Null => Ok(Device::Null),
+            DeviceConfig::Directory(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+                Ok(Device::Segments(SegmentFiles {
+                    dir: dir.clone(),
+                    page_size,
+                    pages_per_segment,
+                    files: RwLock::new(HashMap::new()),
+                }))
+            }
+        }
+    }
+
+    pub(crate) fn is_null(&self) -> bool {
+        matches!(self, Device::Null)
+    }
+}
+
+/// Computes and stores the footer of `page` (whose last [`PAGE_FOOTER_SIZE`] bytes are
+/// overwritten).
+pub(crate) fn seal_page(page: &mut [u8], page_number: u64) {
+    let body = page.len() - PAGE_FOOTER_SIZE;
+    let crc = crc32fast::hash(&page[..body]);
+    page[body..body + 4].copy_from_slice(&crc.to_le_bytes());
+    page[body + 4..body + 8].copy_from_slice(&PAGE_MAGIC.to_le_bytes());
+    page[body + 8..body + 16].copy_from_slice(&page_number.to_le_bytes());
+}
+
+/// Checks the footer written by [`seal_page`]; the error says what failed.
+pub(crate) fn verify_page(page: &[u8], page_number: u64) -> std::result::Result<(), String> {
+    let body = page.len() - PAGE_FOOTER_SIZE;
+    let word = |at: usize| u32::from_le_bytes([page[at], page[at + 1], page[at + 2], page[at + 3]]);
+    if word(body + 4) != PAGE_MAGIC {
+        return Err("missing page footer (torn or never written)".into());
+    }
+    let mut number = [0u8; 8];
+    number.copy_from_slice(&page[body + 8..body + 16]);
+    let stored_number = u64::from_le_bytes(number);
+    if stored_number != page_number {
+        return Err(format!("footer names page {stored_number}"));
+    }
+    let crc = crc32fast::hash(&page[..body]);
+    if crc != word(body) {
+        return Err(format!("checksum mismatch (stored {:#010x}, computed {crc:#010x})", word(body)));
+    }
+    Ok(())
+}
+
+impl SegmentFiles {
+    fn segment_path(&self, segment: u64) -> PathBuf {
+        self.dir.join(format!("segment-{segment:08}.log"))
+    }
+
+    fn file(&self, segment: u64) -> Result<Arc<File>> {
+        if let Some(file) = self.files.read().get(&segment) {
+            return Ok(Arc::clone(file));
+        }
+        let path = self.segment_path(segment);
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(|e| Error::io(&path, e))?;
+        let file = Arc::new(file);
+        Ok(Arc::clone(self.files.write().entry(segment).or_insert(file)))
+    }
+
+    fn locate(&self, page: u64) -> (u64, u64) {
+        (page / self.pages_per_segment, (page % self.pages_per_segment) * self.page_size as u64)
+    }
+
+    /// Writes a sealed page; with `sync`, waits until it is on stable storage.
+    pub(crate) fn write_page(&self, page: u64, bytes: &[u8], sync: bool) -> Result<()> {
+        let (segment, offset) = self.locate(page);
+        let file = self.file(segment)?;
+        file.write_all_at(bytes, offset).map_err(|e| Error::io(self.segment_path(segment), e))?;
+        if sync {
+            file.sync_data().map_err(|e| Error::io(self.segment_path(segment), e))?;
+        }
+        Ok(())
+    }
+
+    /// Reads `buf.len()` bytes of page `page` starting at `offset_in_page`.
+    pub(crate) fn read(&self, page: u64, offset_in_page: usize, buf: &mut [u8]) -> Result<()> {
+        let (segment, offset) = self.locate(page);
+        let file = self.file(segment)?;
+        file.read_exact_at(buf, offset + offset_in_page as u64).map_err(|e| Error::io(self.segment_path(segment), e))
+    }
+
+    /// Reads a whole page and checks its footer.
+    pub(crate) fn read_page(&self, page: u64, buf: &mut [u8]) -> Result<()> {
+        self.read(page, 0, buf)?;
+        verify_page(buf, page).map_err(|reason| Error::CorruptPage {
+            page,
+            path: self.segment_path(self.locate(page).0),
+            reason,
+        })
+    }
+}

@@ -1,0 +1,661 @@
+//! The hybrid log (FASTER §4–5, append-only as in FishStore §5).
+//!
+//! One logical address space starting at 0. Addresses are 48-bit: the high bits are
+//! the page number, the low `page_size_bits` bits the offset in the page. The newest
+//! pages live in a ring of in-memory *frames* (page `p` in frame `p % frames`); the
+//! tail is allocated with a fetch-and-add. Offsets:
+//!
+//! ```text
+//! begin ≤ head ≤ flushed_until ≤ read_only ≤ tail
+//!  |      |          |              |          `- next address to allocate
+//!  |      |          |              `- start of the open tail page: everything below is immutable
+//!  |      |          `- everything below is on the device
+//!  |      `- lowest address still in memory (below: read from segment files)
+//!  `- lowest valid address (retention truncates here)
+//! ```
+//!
+//! A page is closed when an allocation overflows it: the overflowing thread writes a
+//! filler header over the unused end, opens the next page (waiting, if needed, for the
+//! frame's previous page to be flushed and evicted) and registers an epoch trigger
+//! action that hands the closed page to the flush thread once all its writers are done.
+//! Eviction moves the head forward and reuses the frame only when the epoch of the
+//! move is safe, so readers that checked `address >= head` under protection may keep
+//! reading the frame.
+
+pub mod device;
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::epoch::{EpochGuard, LightEpoch};
+use crate::error::{Error, Result};
+use crate::record::RecordHeader;
+pub use device::{DeviceConfig, PAGE_FOOTER_SIZE};
+use device::{seal_page, Device};
+
+/// The first address a record can have; addresses below it stay unused so that 0 can
+/// mean "no address" in chains and index entries.
+pub const FIRST_ADDRESS: u64 = 64;
+
+/// Size of a record header in bytes; a page end with less room than this needs no filler.
+const HEADER_SIZE: u64 = 8;
+
+/// Configuration of a [`HybridLog`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// log2 of the page size in bytes (12..=30). Default 22 (4 MiB pages).
+    pub page_size_bits: u32,
+    /// Memory budget of the in-memory ring in bytes; rounded down to whole pages, at
+    /// least 4 pages. Default 256 MiB.
+    pub memory_budget_bytes: usize,
+    /// Pages per segment file. Default 256 (1 GiB segments with 4 MiB pages).
+    pub pages_per_segment: u64,
+    /// Where flushed pages go.
+    pub device: DeviceConfig,
+    /// Whether each flushed page is synced to stable storage before it counts as
+    /// flushed.
+    pub sync_on_flush: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            page_size_bits: 22,
+            memory_budget_bytes: 256 << 20,
+            pages_per_segment: 256,
+            device: DeviceConfig::Null,
+            sync_on_flush: false,
+        }
+    }
+}
+
+/// Called by the flush thread with the bytes of each closed page, in page order,
+/// before the page is written (used for schema inference).
+pub type PageObserver = Box<dyn Fn(u64, &[u8]) + Send + Sync>;
+
+struct Frame {
+    ptr: *mut u8,
+}
+
+/// The hybrid log. Thread-safe; share it in an `Arc`.
+pub struct HybridLog {
+    page_bits: u32,
+    page_size: usize,
+    frames: Box<[Frame]>,
+    frame_layout: Layout,
+    device: Device,
+    sync_on_flush: bool,
+    epoch: LightEpoch,
+    /// Packed tail: page number in the high 32 bits, offset in the low 32 bits.
+    tail: AtomicU64,
+    begin_address: AtomicU64,
+    head_address: AtomicU64,
+    /// Frames of pages below this address may be reused.
+    safe_head_address: AtomicU64,
+    read_only_address: AtomicU64,
+    flushed_until: AtomicU64,
+    flush_state: Mutex<FlushState>,
+    flushed_signal: Condvar,
+    flush_thread: Mutex<Option<JoinHandle<()>>>,
+    observer: Mutex<Option<Arc<PageObserver>>>,
+    closed: AtomicBool,
+}
+
+#[derive(Default)]
+struct FlushState {
+    /// Closed pages whose writers are done, waiting for the flush thread.
+    ready: BTreeSet<u64>,
+    /// The next page to flush (pages are flushed in order).
+    next_page: u64,
+    /// The last flush error, cleared by the next success.
+    error: Option<String>,
+    shutdown: bool,
+}
+
+// SAFETY: frames are raw buffers shared between threads; every access is either to a
+// region owned by exactly one writer (allocated by fetch-and-add) or to immutable
+// pages, and frame reuse is gated by epoch protection (see the module docs).
+unsafe impl Send for HybridLog {}
+// SAFETY: as above.
+unsafe impl Sync for HybridLog {}
+
+impl std::fmt::Debug for HybridLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HybridLog")
+            .field("page_size", &self.page_size)
+            .field("frames", &self.frames.len())
+            .field("begin", &self.begin_address())
+            .field("head", &self.head_address())
+            .field("flushed_until", &self.flushed_until())
+            .field("tail", &self.tail_address())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HybridLog {
+    /// Creates an empty log and starts its flush thread.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a page size outside 4 KiB..=1 GiB;
+    /// [`Error::Io`] if the device directory cannot be created.
+    pub fn create(config: &LogConfig) -> Result<Arc<Self>> {
+        if !(12..=30).contains(&config.page_size_bits) {
+            return Err(Error::InvalidConfig(format!(
+                "page_size_bits must be within 12..=30 (4 KiB to 1 GiB pages), got {}",
+                config.page_size_bits
+            )));
+        }
+        if config.pages_per_segment == 0 {
+            return Err(Error::InvalidConfig("pages_per_segment must be at least 1".into()));
+        }
+        let page_size = 1usize << config.page_size_bits;
+        let frame_count = (config.memory_budget_bytes / page_size).max(4);
+        let frame_layout = Layout::from_size_align(page_size, 4096)
+            .map_err(|e| Error::InvalidConfig(format!("page layout: {e}")))?;
+        let mut frames = Vec::with_capacity(frame_count);
+        for _ in 0..frame_count {
+            // SAFETY: the layout has a non-zero size.
+            let ptr = unsafe { alloc_zeroed(frame_layout) };
+            if ptr.is_null() {
+                for frame in &frames {
+                    let Frame { ptr } = frame;
+                    // SAFETY: allocated above with the same layout.
+                    unsafe { dealloc(*ptr, frame_layout) };
+                }
+                return Err(Error::InvalidConfig(format!(
+                    "could not allocate {frame_count} pages of {page_size} bytes (memory budget {})",
+                    config.memory_budget_bytes
+                )));
+            }
+            frames.push(Frame { ptr });
+        }
+        let device = Device::open(&config.device, page_size, config.pages_per_segment)?;
+        let log = Arc::new(Self {
+            page_bits: config.page_size_bits,
+            page_size,
+            frames: frames.into_boxed_slice(),
+            frame_layout,
+            device,
+            sync_on_flush: config.sync_on_flush,
+            epoch: LightEpoch::new(),
+            tail: AtomicU64::new(FIRST_ADDRESS),
+            begin_address: AtomicU64::new(FIRST_ADDRESS),
+            head_address: AtomicU64::new(0),
+            safe_head_address: AtomicU64::new(0),
+            read_only_address: AtomicU64::new(0),
+            flushed_until: AtomicU64::new(0),
+            flush_state: Mutex::new(FlushState::default()),
+            flushed_signal: Condvar::new(),
+            flush_thread: Mutex::new(None),
+            observer: Mutex::new(None),
+            closed: AtomicBool::new(false),
+        });
+        let weak = Arc::downgrade(&log);
+        let handle = std::thread::Builder::new()
+            .name("shoal-flush".into())
+            .spawn(move || flush_loop(&weak))
+            .map_err(|e| Error::io("flush thread", e))?;
+        *log.flush_thread.lock() = Some(handle);
+        Ok(log)
+    }
+
+    /// Installs the function the flush thread calls with every closed page.
+    pub fn set_page_observer(&self, observer: PageObserver) {
+        *self.observer.lock() = Some(Arc::new(observer));
+    }
+
+    /// The epoch domain that protects frames of this log.
+    #[must_use]
+    pub fn epoch(&self) -> &LightEpoch {
+        &self.epoch
+    }
+
+    /// Page size in bytes.
+    #[must_use]
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// Bytes of a page available to records (the page size less the footer).
+    #[must_use]
+    pub fn page_capacity(&self) -> usize {
+        self.page_size - PAGE_FOOTER_SIZE
+    }
+
+    /// The largest record (in bytes) that fits in a page.
+    #[must_use]
+    pub fn max_record_size(&self) -> usize {
+        self.page_capacity()
+    }
+
+    /// Page number of `address`.
+    #[must_use]
+    pub fn page_of(&self, address: u64) -> u64 {
+        address >> self.page_bits
+    }
+
+    /// Offset of `address` within its page.
+    #[must_use]
+    pub fn offset_of(&self, address: u64) -> usize {
+        (address & ((1 << self.page_bits) - 1)) as usize
+    }
+
+    /// First address of page `page`.
+    #[must_use]
+    pub fn page_start(&self, page: u64) -> u64 {
+        page << self.page_bits
+    }
+
+    /// Next address to be allocated (the tail).
+    #[must_use]
+    pub fn tail_address(&self) -> u64 {
+        let packed = self.tail.load(Ordering::Acquire);
+        let (page, offset) = (packed >> 32, packed & 0xFFFF_FFFF);
+        self.page_start(page) + offset.min(self.page_capacity() as u64)
+    }
+
+    /// Lowest valid address.
+    #[must_use]
+    pub fn begin_address(&self) -> u64 {
+        self.begin_address.load(Ordering::Acquire)
+    }
+
+    /// Lowest address still in memory.
+    #[must_use]
+    pub fn head_address(&self) -> u64 {
+        self.head_address.load(Ordering::Acquire)
+    }
+
+    /// Start of the open tail page; everything below is immutable.
+    #[must_use]
+    pub fn read_only_address(&self) -> u64 {
+        self.read_only_address.load(Ordering::Acquire)
+    }
+
+    /// Everything below this address has been written to the device.
+    #[must_use]
+    pub fn flushed_until(&self) -> u64 {
+        self.flushed_until.load(Ordering::Acquire)
+    }
+
+    /// The last flush error, if the most recent flush attempt failed.
+    #[must_use]
+    pub fn flush_error(&self) -> Option<String> {
+        self.flush_state.lock().error.clone()
+    }
+
+    /// True when pages below the head can be read back (a directory device).
+    #[must_use]
+    pub fn has_storage(&self) -> bool {
+        !self.device.is_null()
+    }
+
+    fn frame_ptr(&self, page: u64) -> *mut u8 {
+        self.frames[(page % self.frames.len() as u64) as usize].ptr
+    }
+
+    /// Allocates `size` bytes (a multiple of 8, at most [`Self::max_record_size`]) at
+    /// the tail and returns their address. The caller must hold `guard` until it has
+    /// written the record, and write its header before anything else.
+    ///
+    /// May wait for a flush and eviction when the ring is full (backpressure); the
+    /// guard is refreshed while waiting.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a size that cannot fit a page; [`Error::Closed`].
+    pub fn allocate(self: &Arc<Self>, size: usize, guard: &mut EpochGuard<'_>) -> Result<u64> {
+        let capacity = self.page_capacity() as u64;
+        if size == 0 || size as u64 > capacity || size % 8 != 0 {
+            return Err(Error::InvalidConfig(format!(
+                "allocation of {size} bytes (must be a non-zero multiple of 8 up to {capacity})"
+            )));
+        }
+        loop {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            let old = self.tail.fetch_add(size as u64, Ordering::AcqRel);
+            let (page, offset) = (old >> 32, old & 0xFFFF_FFFF);
+            if offset + size as u64 <= capacity {
+                return Ok(self.page_start(page) + offset);
+            }
+            if offset <= capacity {
+                // This allocation overflowed the page first: close it.
+                self.close_page(page, offset, guard)?;
+            } else {
+                // Another thread is closing the page; wait for the tail to move on.
+                while self.tail.load(Ordering::Acquire) >> 32 == page {
+                    guard.refresh();
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
+    /// Makes the frame of `page` available: the page it held before must be flushed
+    /// and evicted, and no reader may still be protected in an epoch that saw it.
+    fn open_page(self: &Arc<Self>, page: u64, guard: &mut EpochGuard<'_>) -> Result<()> {
+        let frames = self.frames.len() as u64;
+        if page < frames {
+            return Ok(());
+        }
+        let evicted_page = page - frames;
+        let new_head = self.page_start(evicted_page + 1);
+        // 1. The evicted page must be on the device.
+        while self.flushed_until() < new_head {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            guard.refresh();
+            let mut state = self.flush_state.lock();
+            if self.flushed_until() < new_head {
+                self.flushed_signal.wait_for(&mut state, Duration::from_millis(1));
+            }
+        }
+        // 2. Shift the head; the frame is reusable once the shift's epoch is safe.
+        if self.head_address.fetch_max(new_head, Ordering::AcqRel) < new_head {
+            let log = Arc::downgrade(self);
+            let safe_head = move || {
+                if let Some(log) = log.upgrade() {
+                    log.safe_head_address.fetch_max(new_head, Ordering::AcqRel);
+                }
+            };
+            self.epoch.bump_with(safe_head);
+        }
+        while self.safe_head_address.load(Ordering::Acquire) < new_head {
+            guard.refresh();
+            std::thread::yield_now();
+        }
+        // 3. Clear the frame: scans rely on zero headers for unwritten space.
+        // SAFETY: no thread can reach the evicted page's frame any more.
+        unsafe { std::ptr::write_bytes(self.frame_ptr(page), 0, self.page_size) };
+        Ok(())
+    }
+
+    fn page_ready_to_flush(&self, page: u64) {
+        let mut state = self.flush_state.lock();
+        state.ready.insert(page);
+        self.flushed_signal.notify_all();
+    }
+
+    /// Writes a record header at `address`.
+    ///
+    /// # Safety
+    /// `address` must be in memory (≥ head, in a frame the caller owns a region of).
+    pub(crate) unsafe fn write_header(&self, address: u64, header: RecordHeader) {
+        let ptr = self.frame_ptr(self.page_of(address)).add(self.offset_of(address)).cast::<AtomicU64>();
+        (*ptr).store(header.0, Ordering::Release);
+    }
+
+    /// A pointer to the in-memory bytes at `address`.
+    ///
+    /// # Safety
+    /// The caller must hold epoch protection and have checked `address >= head`, or
+    /// own the region by allocation.
+    pub(crate) unsafe fn memory_ptr(&self, address: u64) -> *mut u8 {
+        self.frame_ptr(self.page_of(address)).add(self.offset_of(address))
+    }
+
+    /// Atomically loads the header word at an in-memory `address`.
+    ///
+    /// # Safety
+    /// As [`Self::memory_ptr`]; `address` must be 8-byte aligned.
+    pub(crate) unsafe fn load_header(&self, address: u64) -> RecordHeader {
+        RecordHeader((*self.memory_ptr(address).cast::<AtomicU64>()).load(Ordering::Acquire))
+    }
+
+    /// Copies `len` bytes at `address` (all within one page) into `out`, from memory or
+    /// from the device. Returns `false` if the bytes are below the begin address or were
+    /// evicted from the null device.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the device read fails.
+    pub fn read_into(&self, address: u64, len: usize, out: &mut Vec<u8>) -> Result<bool> {
+        out.clear();
+        if address < self.begin_address() {
+            return Ok(false);
+        }
+        {
+            let _guard = self.epoch.protect();
+            if address >= self.head_address() {
+                // SAFETY: protected and at or above the head.
+                let src = unsafe { std::slice::from_raw_parts(self.memory_ptr(address), len) };
+                out.extend_from_slice(src);
+                return Ok(true);
+            }
+        }
+        self.read_from_device(address, len, out)
+    }
+
+    /// Reads from the device (for addresses below the head).
+    ///
+    /// # Errors
+    /// [`Error::Io`].
+    pub fn read_from_device(&self, address: u64, len: usize, out: &mut Vec<u8>) -> Result<bool> {
+        match &self.device {
+            Device::Null => Ok(false),
+            Device::Segments(files) => {
+                out.resize(len, 0);
+                files.read(self.page_of(address), self.offset_of(address), out)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Copies page `page` into `out` (resized to the page size) and returns how many
+    /// bytes of it hold records: up to the tail for the open page. Pages on the device
+    /// are checked against their footer.
+    ///
+    /// Returns `Ok(None)` when the page is no longer readable (null device, truncated).
+    ///
+    /// # Errors
+    /// [`Error::CorruptPage`] or [`Error::Io`] for device pages.
+    pub fn read_page(&self, page: u64, out: &mut Vec<u8>) -> Result<Option<usize>> {
+        out.resize(self.page_size, 0);
+        let start = self.page_start(page);
+        if start + self.page_size as u64 <= self.begin_address() {
+            return Ok(None);
+        }
+        {
+            let _guard = self.epoch.protect();
+            if start >= self.head_address() {
+                let tail = self.tail_address();
+                let end = if tail >= start + self.page_size as u64 {
+                    self.page_capacity()
+                } else {
+                    (tail.saturating_sub(start)) as usize
+                };
+                // SAFETY: protected, page at or above the head.
+                let src = unsafe { std::slice::from_raw_parts(self.memory_ptr(start), end) };
+                out[..end].copy_from_slice(src);
+                out[end..].fill(0);
+                return Ok(Some(end));
+            }
+        }
+        match &self.device {
+            Device::Null => Ok(None),
+            Device::Segments(files) => {
+                files.read_page(page, out)?;
+                Ok(Some(self.page_capacity()))
+            }
+        }
+    }
+
+    /// Re-reads the header at an in-memory `address` of a page copy that showed an
+    /// in-flight record; returns the current header, or `None` if the page has left
+    /// memory (then it is complete on the device).
+    #[must_use]
+    pub fn current_header(&self, address: u64) -> Option<RecordHeader> {
+        let _guard = self.epoch.protect();
+        if address >= self.head_address() {
+            // SAFETY: protected, at or above the head.
+            Some(unsafe { self.load_header(address) })
+        } else {
+            None
+        }
+    }
+
+    /// The thread that overflowed page `page` at `offset` closes it: a filler over the
+    /// unused end, the next page's frame made ready, the tail moved, and the flush of
+    /// `page` registered for when all its writers are done (epoch safe).
+    fn close_page(self: &Arc<Self>, page: u64, offset: u64, guard: &mut EpochGuard<'_>) -> Result<()> {
+        let capacity = self.page_capacity() as u64;
+        if capacity - offset >= HEADER_SIZE {
+            #[allow(clippy::cast_possible_truncation)]
+            let filler = RecordHeader::filler((capacity - offset) as u32);
+            // SAFETY: [offset, capacity) of the open page is owned by the closing thread.
+            unsafe { self.write_header(self.page_start(page) + offset, filler) };
+        }
+        self.open_page(page + 1, guard)?;
+        self.tail.store((page + 1) << 32, Ordering::Release);
+        self.read_only_address.store(self.page_start(page + 1), Ordering::Release);
+        let log = Arc::downgrade(self);
+        self.epoch.bump_with(move || {
+            if let Some(log) = log.upgrade() {
+                log.page_ready_to_flush(page);
+            }
+        });
+        Ok(())
+    }
+
+    /// Closes the open page (its unused end becomes a filler) so that everything
+    /// allocated so far gets flushed; returns the start of the new tail page.
+    ///
+    /// # Errors
+    /// [`Error::Closed`].
+    pub fn close_tail_page(self: &Arc<Self>) -> Result<u64> {
+        let mut guard = self.epoch.protect();
+        let target_page = self.page_of(self.tail_address());
+        let capacity = self.page_capacity() as u64;
+        loop {
+            let packed = self.tail.load(Ordering::Acquire);
+            let (page, offset) = (packed >> 32, packed & 0xFFFF_FFFF);
+            if page > target_page || offset == 0 {
+                return Ok(self.page_start(page));
+            }
+            if offset > capacity {
+                guard.refresh();
+                std::thread::yield_now();
+                continue;
+            }
+            // Claim the rest of the page plus 8 bytes, so that this thread is the one
+            // that overflows it.
+            let claimed = packed + (capacity - offset) + 8;
+            if self.tail.compare_exchange(packed, claimed, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                self.close_page(page, offset, &mut guard)?;
+                return Ok(self.page_start(page + 1));
+            }
+        }
+    }
+
+    /// Waits until everything below `address` is flushed (or `timeout` passes).
+    /// Returns the flushed address.
+    pub fn wait_flushed(&self, address: u64, timeout: Duration) -> u64 {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            self.epoch.try_drain();
+            let flushed = self.flushed_until();
+            if flushed >= address || std::time::Instant::now() >= deadline {
+                return flushed;
+            }
+            let mut state = self.flush_state.lock();
+            if self.flushed_until() < address {
+                self.flushed_signal.wait_for(&mut state, Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// Stops the flush thread after it has flushed every closed page. Further
+    /// allocations fail with [`Error::Closed`].
+    pub fn shutdown(&self) {
+        self.epoch.try_drain();
+        {
+            let mut state = self.flush_state.lock();
+            state.shutdown = true;
+            self.flushed_signal.notify_all();
+        }
+        if let Some(handle) = self.flush_thread.lock().take() {
+            if handle.thread().id() != std::thread::current().id() {
+                let _ = handle.join();
+            }
+        }
+        self.closed.store(true, Ordering::Release);
+    }
+
+    fn flush_one(&self, page: u64) {
+        let observer = self.observer.lock().clone();
+        // SAFETY: the page is closed and all writers are done (its epoch is safe); it
+        // cannot be evicted before `flushed_until` passes it, which only this thread
+        // advances. The footer area is not used by records.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.frame_ptr(page), self.page_size) };
+        if let Some(observer) = observer {
+            observer(page, &bytes[..self.page_capacity()]);
+        }
+        let result = match &self.device {
+            Device::Null => Ok(()),
+            Device::Segments(files) => {
+                seal_page(bytes, page);
+                files.write_page(page, bytes, self.sync_on_flush)
+            }
+        };
+        let mut state = self.flush_state.lock();
+        match result {
+            Ok(()) => {
+                state.error = None;
+                state.next_page = page + 1;
+                self.flushed_until.fetch_max(self.page_start(page + 1), Ordering::AcqRel);
+            }
+            Err(e) => {
+                tracing::error!(page, error = %e, "page flush failed; retrying");
+                state.error = Some(e.to_string());
+                state.ready.insert(page);
+            }
+        }
+        self.flushed_signal.notify_all();
+    }
+}
+
+fn flush_loop(log: &Weak<HybridLog>) {
+    loop {
+        let Some(log) = log.upgrade() else { return };
+        let page = {
+            let mut state = log.flush_state.lock();
+            loop {
+                let next_page = state.next_page;
+                if state.ready.remove(&next_page) {
+                    break Some(next_page);
+                }
+                if state.shutdown {
+                    break None;
+                }
+                log.flushed_signal.wait_for(&mut state, Duration::from_millis(10));
+                drop(state);
+                // Closed pages wait for their epoch; nudge it if writers went idle.
+                log.epoch.try_drain();
+                state = log.flush_state.lock();
+            }
+        };
+        let Some(page) = page else { return };
+        log.flush_one(page);
+        if log.flush_error().is_some() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for HybridLog {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Release);
+        self.epoch.try_drain();
+        for frame in &*self.frames {
+            // SAFETY: allocated in `create` with this layout; no reference outlives the log.
+            unsafe { dealloc(frame.ptr, self.frame_layout) };
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The scan planner (FishStore §7.1): maps a filter onto registered PSFs and splits
+//! the requested log range into index scans (where a PSF's safe boundaries cover it)
+//! and full scans (everywhere else).
+//!
+//! Access paths, tried in this order on a conjunction: a registered predicate whose
+//! conjuncts all appear in the filter (its `true` chain); a composite PSF whose fields
+//! all have an equality (the tuple's chain); an equality or `IN` on a projected field
+//! (one chain per value); a comparison on a range-PSF field (the chains of the covering
+//! buckets). An `OR` is indexable when every branch is (the union of their chains).
+//! Every candidate an index scan returns is re-checked against the whole filter, so
+//! plans never change results, only cost.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::psf::{range_bucket, CmpOp, Expr, Literal, Psf, PsfId, PsfKind, NOT_YET};
+use crate::value::{encode_bucket, encode_canonical, encode_composite, tag, FieldValue};
+
+/// A half-open log range `[from, to)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LogRange {
+    /// First address.
+    pub from: u64,
+    /// One past the last address.
+    pub to: u64,
+}
+
+/// One property `(f, v)` whose chain an index scan walks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PropertyKey {
+    /// PSF id.
+    pub psf_id: PsfId,
+    /// PSF name.
+    pub psf: String,
+    /// The value, as readable text (`'IssuesEvent'`, `true`, `bucket 2`).
+    pub value: String,
+    /// Canonical encoding of the value.
+    #[serde(skip)]
+    pub canonical: Vec<u8>,
+}
+
+/// An index scan over a log range: the union of some chains.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IndexScanPlan {
+    /// Names of the PSFs used.
+    pub psfs: Vec<String>,
+    /// The chains walked.
+    pub properties: Vec<PropertyKey>,
+    /// First address covered.
+    pub from: u64,
+    /// One past the last address covered.
+    pub to: u64,
+}
+
+/// A plan: index scans and full scans that together cover the requested range exactly
+/// once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScanPlan {
+    /// The filter, normalised, as SQL text (None: every record).
+    pub filter: Option<String>,
+    /// Index scans.
+    pub index_scans: Vec<IndexScanPlan>,
+    /// Full scans.
+    pub full_scans: Vec<LogRange>,
+    /// Why the plan looks as it does (which access path, or why none).
+    pub reason: String,
+}
+
+struct AccessPath {
+    psfs: Vec<Arc<Psf>>,
+    properties: Vec<PropertyKey>,
+}
+
+impl AccessPath {
+    fn single(psf: &Arc<Psf>, properties: Vec<PropertyKey>) -> Self {
+        Self { psfs: vec![Arc::clone(psf)], properties }
+    }
+
+    /// The log range in which every PSF of the path is complete.
+    fn coverage(&self) -> Option<(u64, u64)> {
+        let mut from = 0;
+        let mut to = u64::MAX;
+        for psf in &self.psfs {
+            let (f, t) = psf.coverage()?;
+            from = from.max(f);
+            to = to.min(t);
+        }
+        (from < to).then_some((from, to))
+    }
+}
+
+fn key(psf: &Psf, canonical: Vec<u8>, value: String) -> PropertyKey {
+    PropertyKey { psf_id: psf.id, psf: psf.name.clone(), value, canonical }
+}
+
+fn literal_key(psf: &Psf, literal: &Literal) -> Option<PropertyKey> {
+    let value = literal.as_field_value();
+    if matches!(value, FieldValue::Null) {
+        return None;
+    }
+    let mut canonical = Vec::new();
+    encode_canonical(&value, &mut canonical);
+    Some(key(psf, canonical, literal.to_string()))
+}
+
+fn usable(psfs: &[Arc<Psf>]) -> impl Iterator<Item = &Arc<Psf>> {
+    psfs.iter().filter(|p| p.safe_register_address() != NOT_YET)
+}
+
+fn term_path(term: &Expr, psfs: &[Arc<Psf>]) -> Option<AccessPath> {
+    // A registered predicate equal to the term.
+    for psf in usable(psfs) {
+        if let PsfKind::Predicate { expr } = &psf.kind {
+            if expr == term {
+                return Some(AccessPath::single(psf, vec![key(psf, vec![tag::TRUE], "true".into())]));
+            }
+        }
+    }
+    match term {
+        Expr::Or(branches) => {
+            let mut union = AccessPath { psfs: Vec::new(), properties: Vec::new() };
+            for branch in branches {
+                let path = conjunction_path(branch, psfs)?;
+                for psf in path.psfs {
+                    if !union.psfs.iter().any(|p| p.id == psf.id) {
+                        union.psfs.push(psf);
+                    }
+                }
+                for property in path.properties {
+                    if !union.properties.contains(&property) {
+                        union.properties.push(property);
+                    }
+                }
+            }
+            Some(union)
+        }
+        Expr::Cmp { path, op: CmpOp::Eq, value } => {
+            for psf in usable(psfs) {
+                if let PsfKind::Projection { field } = &psf.kind {
+                    if field == path {
+                        return Some(AccessPath::single(psf, vec![literal_key(psf, value)?]));
+                    }
+                }
+            }
+            range_path(path, CmpOp::Eq, value, psfs)
+        }
+        Expr::Cmp { path, op, value } if *op != CmpOp::NotEq => range_path(path, *op, value, psfs),
+        Expr::In { path, list, negated: false } => {
+            for psf in usable(psfs) {
+                if let PsfKind::Projection { field } = &psf.kind {
+                    if field == path {
+                        let keys: Vec<_> = list.iter().filter_map(|l| literal_key(psf, l)).collect();
+                        return Some(AccessPath::single(psf, keys));
+                    }
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+fn range_path(path: &crate::path::FieldPath, op: CmpOp, value: &Literal, psfs: &[Arc<Psf>]) -> Option<AccessPath> {
+    let literal = value.as_field_value();
+    literal.as_f64()?;
+    for psf in usable(psfs) {
+        if let PsfKind::Range { field, boundaries } = &psf.kind {
+            if field != path {
+                continue;
+            }
+            let at = range_bucket(boundaries, &literal)?;
+            #[allow(clippy::cast_possible_truncation)]
+            let last = boundaries.len() as u32;
+            let buckets = match op {
+                CmpOp::Eq => at..=at,
+                CmpOp::Lt | CmpOp::LtEq => 0..=at,
+                CmpOp::Gt | CmpOp::GtEq => at..=last,
+                CmpOp::NotEq => return None,
+            };
+            let keys = buckets
+                .map(|b| {
+                    let mut canonical = Vec::new();
+                    encode_bucket(b, &mut canonical);
+                    key(psf, canonical, format!("bucket {b}"))
+                })
+                .collect();
+            return Some(AccessPath::single(psf, keys));
+        }
+    }
+    None
+}
+
+/// The best access path for a conjunction (or a single term).
+fn conjunction_path(expr: &Expr, psfs: &[Arc<Psf>]) -> Option<AccessPath> {
+    let terms = expr.conjuncts();
+    // 1. A registered predicate all of whose conjuncts are in the filter.
+    for psf in usable(psfs) {
+        if let PsfKind::Predicate { expr: predicate } = &psf.kind {
+            if predicate.conjuncts().iter().all(|c| terms.contains(c)) {
+                return Some(AccessPath::single(psf, vec![key(psf, vec![tag::TRUE], "true".into())]));
+            }
+        }
+    }
+    // 2. A composite with an equality on each of its fields.
+    for psf in usable(psfs) {
+        if let PsfKind::Composite { fields } = &psf.kind {
+            let literals: Option<Vec<&Literal>> = fields
+                .iter()
+                .map(|f| {
+                    terms.iter().find_map(|t| match t {
+                        Expr::Cmp { path, op: CmpOp::Eq, value } if path == f => Some(value),
+                        _ => None,
+                    })
+                })
+                .collect();
+            if let Some(literals) = literals {
+                let values: Vec<FieldValue<'_>> = literals.iter().map(|l| l.as_field_value()).collect();
+                let mut canonical = Vec::new();
+                if encode_composite(values.iter(), &mut canonical) {
+                    let text = literals.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+                    return Some(AccessPath::single(psf, vec![key(psf, canonical, format!("({text})"))]));
+                }
+            }
+        }
+    }
+    // 3. Any single indexable term; prefer the one with fewest chains.
+    terms.iter().filter_map(|t| term_path(t, psfs)).min_by_key(|p| p.properties.len())
+}
+
+/// Plans a scan of `[from, to)` for `filter` over the table's PSFs.
+#[must_use]
+pub fn plan_scan(filter: Option<&Expr>, psfs: &[Arc<Psf>], from: u64, to: u64) -> ScanPlan {
+    let filter_text = filter.map(ToString::to_string);
+    let full = |reason: String| ScanPlan {
+        filter: filter_text.clone(),
+        index_scans: Vec::new(),
+        full_scans: if from < to { vec![LogRange { from, to }] } else { Vec::new() },
+        reason,
+    };
+    let Some(filter) = filter else {
+        return full("no filter: full scan".into());
+    };
+    let Some(path) = conjunction_path(filter, psfs) else {
+        return full("no registered PSF covers the filter: full scan".into());
+    };
+    let names: Vec<String> = path.psfs.iter().map(|p| p.name.clone()).collect();
+    let Some((covered_from, covered_to)) = path.coverage() else {
+        return full(format!("PSFs {names:?} have no common coverage: full scan"));
+    };
+    let index_from = covered_from.max(from);
+    let index_to = covered_to.min(to);
+    if index_from >= index_to {
+        return full(format!(
+            "PSFs {names:?} cover [{covered_from}, {covered_to}), outside the requested range: full scan"
+        ));
+    }
+    let mut full_scans = Vec::new();
+    if from < index_from {
+        full_scans.push(LogRange { from, to: index_from });
+    }
+    if index_to < to {
+        full_scans.push(LogRange { from: index_to, to });
+    }
+    let reason = if path.properties.is_empty() {
+        format!("PSFs {names:?} prove the filter matches no record in [{index_from}, {index_to})")
+    } else {
+        format!("index scan on {names:?} in [{index_from}, {index_to}); full scans elsewhere")
+    };
+    ScanPlan {
+        filter: filter_text,
+        index_scans: vec![IndexScanPlan { psfs: names, properties: path.properties, from: index_from, to: index_to }],
+        full_scans,
+        reason,
+    }
+}

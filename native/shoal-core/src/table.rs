@@ -1,0 +1,293 @@
+//! A table: one hybrid log, one hash index, one PSF registry, one inferred schema.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::index::HashIndex;
+use crate::ingest::IngestReport;
+use crate::log::{DeviceConfig, HybridLog, LogConfig};
+use crate::parser::{default_parser, RecordParser};
+use crate::psf::{Psf, PsfKind, PsfRegistry, PsfSpec};
+use crate::record::RecordView;
+use crate::schema::InferredSchema;
+
+/// What to do with a record that is not valid JSON.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InvalidJsonPolicy {
+    /// Fail the whole batch, naming the record; nothing of the batch is written.
+    #[default]
+    Reject,
+    /// Write the valid records, count and skip the others.
+    Skip,
+}
+
+/// Configuration of a [`Table`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableConfig {
+    /// The hybrid log (page size, memory budget, device).
+    pub log: LogConfig,
+    /// log2 of the number of 64-byte hash buckets. Default 18 (16 MiB, ~1.8 M entries).
+    pub index_size_bits: u32,
+    /// Policy for invalid JSON. Default [`InvalidJsonPolicy::Reject`].
+    pub on_invalid_json: InvalidJsonPolicy,
+}
+
+impl Default for TableConfig {
+    fn default() -> Self {
+        Self { log: LogConfig::default(), index_size_bits: 18, on_invalid_json: InvalidJsonPolicy::Reject }
+    }
+}
+
+impl TableConfig {
+    /// An in-memory table (null device) with the given memory budget; pages evicted
+    /// from memory are lost, as with FishStore's null device.
+    #[must_use]
+    pub fn in_memory(memory_budget_bytes: usize) -> Self {
+        Self { log: LogConfig { memory_budget_bytes, ..LogConfig::default() }, ..Self::default() }
+    }
+
+    /// A table whose log pages are flushed to segment files in `dir`.
+    #[must_use]
+    pub fn on_disk(dir: impl Into<PathBuf>) -> Self {
+        Self { log: LogConfig { device: DeviceConfig::Directory(dir.into()), ..LogConfig::default() }, ..Self::default() }
+    }
+}
+
+/// Counters of a table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TableStats {
+    /// Records ingested.
+    pub records: u64,
+    /// Payload bytes ingested.
+    pub payload_bytes: u64,
+    /// Records skipped as invalid JSON.
+    pub skipped_records: u64,
+    /// Lowest valid log address.
+    pub begin_address: u64,
+    /// Lowest in-memory address.
+    pub head_address: u64,
+    /// Everything below is on the device.
+    pub flushed_until_address: u64,
+    /// Next address to allocate.
+    pub tail_address: u64,
+    /// Bytes of the hash index.
+    pub index_bytes: u64,
+    /// Overflow buckets in use.
+    pub index_overflow_buckets: u64,
+}
+
+/// A FishStore instance: ingest JSON records, register PSFs, scan subsets.
+pub struct Table {
+    pub(crate) config: TableConfig,
+    pub(crate) log: Arc<HybridLog>,
+    pub(crate) index: HashIndex,
+    pub(crate) psfs: PsfRegistry,
+    pub(crate) schema: Arc<Mutex<InferredSchema>>,
+    parsers: Mutex<Vec<Box<dyn RecordParser>>>,
+    records: AtomicU64,
+    payload_bytes: AtomicU64,
+    skipped: AtomicU64,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table").field("log", &self.log).field("index", &self.index).finish_non_exhaustive()
+    }
+}
+
+impl Table {
+    /// Creates an empty table.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`], or [`Error::Io`] when the data directory cannot be
+    /// created; [`Error::InvalidConfig`] if the directory already holds segment files
+    /// (opening existing data is recovery, which this version does not do).
+    pub fn create(config: TableConfig) -> Result<Arc<Self>> {
+        if let DeviceConfig::Directory(dir) = &config.log.device {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                let existing = entries.filter_map(std::result::Result::ok).any(|e| e.file_name().to_string_lossy().starts_with("segment-"));
+                if existing {
+                    return Err(Error::InvalidConfig(format!(
+                        "{} already holds a log; refusing to overwrite it",
+                        dir.display()
+                    )));
+                }
+            }
+        }
+        let log = HybridLog::create(&config.log)?;
+        let index = HashIndex::new(config.index_size_bits)?;
+        let schema = Arc::new(Mutex::new(InferredSchema::new()));
+        let observed = Arc::clone(&schema);
+        let capacity = log.page_capacity();
+        log.set_page_observer(Box::new(move |_page, bytes| {
+            let mut page_schema = InferredSchema::new();
+            for_each_record(&bytes[..capacity], |_, view| {
+                if view.header().is_visible() {
+                    page_schema.observe(view.payload());
+                }
+            });
+            observed.lock().merge(&page_schema);
+        }));
+        Ok(Arc::new(Self {
+            config,
+            log,
+            index,
+            psfs: PsfRegistry::default(),
+            schema,
+            parsers: Mutex::new(Vec::new()),
+            records: AtomicU64::new(0),
+            payload_bytes: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+        }))
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &TableConfig {
+        &self.config
+    }
+
+    /// The hybrid log.
+    #[must_use]
+    pub fn log(&self) -> &Arc<HybridLog> {
+        &self.log
+    }
+
+    /// The PSF registry.
+    #[must_use]
+    pub fn psfs(&self) -> &PsfRegistry {
+        &self.psfs
+    }
+
+    /// The hash index.
+    #[must_use]
+    pub fn index(&self) -> &HashIndex {
+        &self.index
+    }
+
+    pub(crate) fn take_parser(&self) -> Box<dyn RecordParser> {
+        self.parsers.lock().pop().unwrap_or_else(default_parser)
+    }
+
+    pub(crate) fn return_parser(&self, parser: Box<dyn RecordParser>) {
+        self.parsers.lock().push(parser);
+    }
+
+    pub(crate) fn checkpoint_version(&self) -> u16 {
+        0
+    }
+
+    pub(crate) fn count_ingested(&self, report: &IngestReport) {
+        self.records.fetch_add(report.records as u64, Ordering::Relaxed);
+        self.payload_bytes.fetch_add(report.payload_bytes as u64, Ordering::Relaxed);
+        self.skipped.fetch_add(report.skipped as u64, Ordering::Relaxed);
+    }
+
+    /// Registers a PSF while ingestion runs (FishStore §6.2); returns it with its safe
+    /// register address.
+    ///
+    /// # Errors
+    /// [`Error::PsfExists`], [`Error::InvalidPsf`], [`Error::InvalidPath`],
+    /// [`Error::InvalidExpression`].
+    pub fn register_psf(&self, name: &str, spec: &PsfSpec) -> Result<Arc<Psf>> {
+        if name.is_empty() {
+            return Err(Error::InvalidPsf { name: String::new(), reason: "the name is empty".into() });
+        }
+        let kind = PsfKind::from_spec(name, spec)?;
+        self.psfs.register(name, kind, || self.log.tail_address())
+    }
+
+    /// Deregisters a PSF; returns it with its safe deregister address. Its chains stay
+    /// usable for the log range it covered.
+    ///
+    /// # Errors
+    /// [`Error::PsfNotFound`].
+    pub fn deregister_psf(&self, name: &str) -> Result<Arc<Psf>> {
+        self.psfs.deregister(name, || self.log.tail_address())
+    }
+
+    /// The inferred schema: pages observed as they closed, plus the open tail page.
+    #[must_use]
+    pub fn schema(&self) -> InferredSchema {
+        let mut schema = self.schema.lock().clone();
+        let read_only = self.log.read_only_address();
+        let tail = self.log.tail_address();
+        if tail > read_only {
+            let mut page = Vec::new();
+            if let Ok(Some(end)) = self.log.read_page(self.log.page_of(tail), &mut page) {
+                for_each_record(&page[..end], |_, view| {
+                    if view.header().is_visible() {
+                        schema.observe(view.payload());
+                    }
+                });
+            }
+        }
+        schema
+    }
+
+    /// Counters and log addresses.
+    #[must_use]
+    pub fn stats(&self) -> TableStats {
+        TableStats {
+            records: self.records.load(Ordering::Relaxed),
+            payload_bytes: self.payload_bytes.load(Ordering::Relaxed),
+            skipped_records: self.skipped.load(Ordering::Relaxed),
+            begin_address: self.log.begin_address(),
+            head_address: self.log.head_address(),
+            flushed_until_address: self.log.flushed_until(),
+            tail_address: self.log.tail_address(),
+            index_bytes: self.index.memory_bytes() as u64,
+            index_overflow_buckets: self.index.overflow_bucket_count(),
+        }
+    }
+
+    /// Flushes everything ingested so far to the device (closing the open page) and
+    /// waits for it. Returns the flushed address.
+    ///
+    /// # Errors
+    /// [`Error::Closed`].
+    pub fn flush(&self) -> Result<u64> {
+        let target = self.log.close_tail_page()?;
+        Ok(self.log.wait_flushed(target, std::time::Duration::from_secs(60)))
+    }
+
+    /// Flushes and stops the table's background thread.
+    ///
+    /// # Errors
+    /// As [`Self::flush`].
+    pub fn close(&self) -> Result<()> {
+        if self.log.tail_address() > self.log.flushed_until() {
+            self.flush()?;
+        }
+        self.log.shutdown();
+        Ok(())
+    }
+}
+
+/// Calls `visit(offset, record)` for every record of a page image (`bytes` = its
+/// record area), stopping at the first empty header or filler.
+pub(crate) fn for_each_record(bytes: &[u8], mut visit: impl FnMut(usize, RecordView<'_>)) {
+    let mut offset = 0;
+    while offset + 8 <= bytes.len() {
+        let Some(view) = RecordView::new(&bytes[offset..]) else {
+            // Empty header (never written) or a header that does not parse.
+            if offset == 0 {
+                offset = crate::log::FIRST_ADDRESS as usize;
+                continue;
+            }
+            return;
+        };
+        let header = view.header();
+        if header.is_filler() {
+            return;
+        }
+        visit(offset, view);
+        offset += header.size();
+    }
+}

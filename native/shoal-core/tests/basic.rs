@@ -1,0 +1,108 @@
+//! Small end-to-end checks of ingestion, PSFs and scans on one table.
+
+use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use shoal_core::psf::{parse_expr, PsfSpec};
+use shoal_core::scan::ScanRequest;
+use shoal_core::table::{InvalidJsonPolicy, Table, TableConfig};
+use shoal_core::{Error, FieldPath};
+
+fn ids(batches: &[RecordBatch]) -> Vec<i64> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let column = batch.column(0).as_any().downcast_ref::<Int64Array>().expect("id is Int64");
+        out.extend((0..column.len()).map(|i| column.value(i)));
+    }
+    out.sort_unstable();
+    out
+}
+
+fn query(table: &Table, filter: &str) -> (Vec<i64>, shoal_core::scan::ScanPlan) {
+    let request = ScanRequest {
+        filter: Some(parse_expr(filter).unwrap()),
+        columns: vec![FieldPath::parse("id").unwrap()],
+        ..ScanRequest::default()
+    };
+    let plan = table.plan(&request);
+    let (batches, _) = table.scan(&request).unwrap();
+    (ids(&batches), plan)
+}
+
+#[test]
+fn three_records_subset_scan_through_a_projection_psf() {
+    let table = Table::create(TableConfig::in_memory(1 << 20)).unwrap();
+    let records: [&[u8]; 3] = [
+        br#"{"id": 1, "type": "PushEvent", "actor": {"login": "alice"}}"#,
+        br#"{"id": 2, "type": "IssuesEvent", "actor": {"login": "bob"}}"#,
+        br#"{"id": 3, "type": "PushEvent", "actor": {"login": "b\u006fb"}}"#,
+    ];
+    table.register_psf("login", &PsfSpec::Projection { field: "actor.login".into() }).unwrap();
+    let report = table.ingest(&records).unwrap();
+    assert_eq!(report.records, 3);
+    let (found, plan) = query(&table, "actor.login = 'bob'");
+    assert_eq!(found, vec![2, 3]);
+    assert_eq!(plan.index_scans.len(), 1, "{plan:?}");
+    assert!(plan.full_scans.is_empty(), "{plan:?}");
+    let (found, plan) = query(&table, "type = 'PushEvent'");
+    assert_eq!(found, vec![1, 3]);
+    assert!(plan.index_scans.is_empty());
+}
+
+#[test]
+fn records_before_registration_are_found_by_full_scan() {
+    let table = Table::create(TableConfig::in_memory(1 << 20)).unwrap();
+    table.ingest(&[br#"{"id": 1, "type": "A"}"#, br#"{"id": 2, "type": "B"}"#]).unwrap();
+    table.register_psf("type", &PsfSpec::Projection { field: "type".into() }).unwrap();
+    table.ingest(&[br#"{"id": 3, "type": "A"}"#, br#"{"id": 4, "type": "B"}"#]).unwrap();
+    let (found, plan) = query(&table, "type = 'A'");
+    assert_eq!(found, vec![1, 3]);
+    assert_eq!(plan.index_scans.len(), 1);
+    assert_eq!(plan.full_scans.len(), 1);
+    assert_eq!(plan.full_scans[0].to, plan.index_scans[0].from);
+}
+
+#[test]
+fn rejected_batch_writes_nothing_and_names_the_record() {
+    let table = Table::create(TableConfig::in_memory(1 << 20)).unwrap();
+    table.ingest(&[br#"{"id": 1}"#]).unwrap();
+    let error = table.ingest(&[br#"{"id": 2}"#, br#"{"id": 3"#]).unwrap_err();
+    assert!(matches!(error, Error::InvalidRecord { index: 1, .. }), "{error}");
+    let (found, _) = query(&table, "id > 0");
+    assert_eq!(found, vec![1]);
+}
+
+#[test]
+fn skip_policy_counts_invalid_records() {
+    let config = TableConfig { on_invalid_json: InvalidJsonPolicy::Skip, ..TableConfig::in_memory(1 << 20) };
+    let table = Table::create(config).unwrap();
+    let report = table.ingest(&[br#"{"id": 1}"#, b"nope", br#"{"id": 3}"#]).unwrap();
+    assert_eq!((report.records, report.skipped), (2, 1));
+    assert_eq!(report.skipped_examples[0].0, 1);
+    assert_eq!(table.stats().skipped_records, 1);
+}
+
+#[test]
+fn data_on_disk_is_scanned_through_chains_and_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TableConfig::on_disk(dir.path());
+    config.log.page_size_bits = 12;
+    config.log.memory_budget_bytes = 4 << 12;
+    let table = Table::create(config).unwrap();
+    table.register_psf("kind", &PsfSpec::Projection { field: "kind".into() }).unwrap();
+    for chunk in 0..50 {
+        let records: Vec<String> =
+            (0..40).map(|i| format!(r#"{{"id": {}, "kind": "k{}", "pad": "{}"}}"#, chunk * 40 + i, i % 7, "x".repeat(i))).collect();
+        let refs: Vec<&[u8]> = records.iter().map(String::as_bytes).collect();
+        table.ingest(&refs).unwrap();
+    }
+    assert!(table.log().head_address() > 0, "pages were evicted to disk");
+    let expected: Vec<i64> = (0..2000).filter(|i| i % 40 % 7 == 3).collect();
+    let (found, plan) = query(&table, "kind = 'k3'");
+    assert_eq!(plan.index_scans.len(), 1);
+    assert_eq!(found, expected);
+    let (found, _) = query(&table, "kind LIKE 'k3%'");
+    assert_eq!(found, expected);
+    let column = table.scan(&ScanRequest { columns: vec![FieldPath::parse("kind").unwrap()], limit: Some(5), ..ScanRequest::default() }).unwrap().0;
+    let rows: usize = column.iter().map(RecordBatch::num_rows).sum();
+    assert_eq!(rows, 5);
+    assert!(column[0].column(0).as_any().downcast_ref::<StringArray>().is_some());
+}

@@ -1,0 +1,123 @@
+//! Shared helpers for the engine's integration tests: GitHub Archive events and a
+//! serde_json oracle for filters.
+#![allow(dead_code)]
+
+use std::cmp::Ordering;
+use std::path::PathBuf;
+
+use arrow_array::{Array, RecordBatch, StringArray};
+use shoal_core::psf::{CmpOp, Expr, Literal};
+use shoal_core::FieldPath;
+
+/// Up to `limit` GitHub Archive events (NDJSON lines), or `None` with a message when
+/// the data was not fetched (`scripts/fetch-data.sh`). With `SHOAL_REQUIRE_DATA=1`
+/// (set by the test script and CI) a missing file is a failure.
+pub fn github_events(limit: usize) -> Option<Vec<String>> {
+    let path = std::env::var_os("SHOAL_GITHUB_EVENTS").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/github/events.ndjson")
+    });
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text.lines().filter(|l| !l.trim().is_empty()).take(limit).map(str::to_owned).collect()),
+        Err(e) => {
+            assert!(
+                std::env::var("SHOAL_REQUIRE_DATA").as_deref() != Ok("1"),
+                "GitHub events missing at {}: {e}; run scripts/fetch-data.sh",
+                path.display()
+            );
+            eprintln!("SKIPPED: GitHub events missing at {} ({e}); run scripts/fetch-data.sh", path.display());
+            None
+        }
+    }
+}
+
+fn lookup<'v>(record: &'v serde_json::Value, path: &FieldPath) -> Option<&'v serde_json::Value> {
+    path.segments().iter().try_fold(record, |v, key| v.as_object()?.get(key))
+}
+
+fn compare(value: &serde_json::Value, literal: &Literal) -> Option<Ordering> {
+    use serde_json::Value;
+    match (value, literal) {
+        (Value::String(s), Literal::Str(l)) => Some(s.as_bytes().cmp(l.as_bytes())),
+        (Value::Bool(b), Literal::Bool(l)) => Some(b.cmp(l)),
+        (Value::Number(n), Literal::Int(l)) => match n.as_i64() {
+            Some(i) => Some(i.cmp(l)),
+            None => n.as_f64()?.partial_cmp(&(*l as f64)),
+        },
+        (Value::Number(n), Literal::Float(l)) => n.as_f64()?.partial_cmp(l),
+        _ => None,
+    }
+}
+
+fn holds(op: CmpOp, ordering: Ordering) -> bool {
+    match op {
+        CmpOp::Eq => ordering == Ordering::Equal,
+        CmpOp::NotEq => ordering != Ordering::Equal,
+        CmpOp::Lt => ordering == Ordering::Less,
+        CmpOp::LtEq => ordering != Ordering::Greater,
+        CmpOp::Gt => ordering == Ordering::Greater,
+        CmpOp::GtEq => ordering != Ordering::Less,
+    }
+}
+
+/// SQL three-valued evaluation of `expr` on a serde_json record, written independently
+/// of the engine's evaluator.
+pub fn oracle(expr: &Expr, record: &serde_json::Value) -> Option<bool> {
+    let is_null = |p: &FieldPath| lookup(record, p).is_none_or(serde_json::Value::is_null);
+    match expr {
+        Expr::Const(b) => Some(*b),
+        Expr::Field(p) => lookup(record, p)?.as_bool(),
+        Expr::Not(inner) => oracle(inner, record).map(|b| !b),
+        Expr::And(terms) => {
+            let mut result = Some(true);
+            for t in terms {
+                match oracle(t, record) {
+                    Some(false) => return Some(false),
+                    None => result = None,
+                    Some(true) => {}
+                }
+            }
+            result
+        }
+        Expr::Or(terms) => {
+            let mut result = Some(false);
+            for t in terms {
+                match oracle(t, record) {
+                    Some(true) => return Some(true),
+                    None => result = None,
+                    Some(false) => {}
+                }
+            }
+            result
+        }
+        Expr::Cmp { path, op, value } => Some(holds(*op, compare(lookup(record, path)?, value)?)),
+        Expr::In { path, list, negated } => {
+            let v = lookup(record, path)?;
+            let mut unknown = v.is_null();
+            for l in list {
+                match compare(v, l) {
+                    Some(Ordering::Equal) => return Some(!negated),
+                    None => unknown = true,
+                    _ => {}
+                }
+            }
+            if unknown { None } else { Some(*negated) }
+        }
+        Expr::IsNull { path, negated } => Some(is_null(path) != *negated),
+        Expr::Like { path, prefix, negated } => {
+            let s = lookup(record, path)?.as_str()?;
+            Some(s.starts_with(prefix.as_str()) != *negated)
+        }
+        _ => panic!("oracle does not know {expr:?}"),
+    }
+}
+
+/// The sorted values of a Utf8 column across batches.
+pub fn strings(batches: &[RecordBatch], column: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let array = batch.column(column).as_any().downcast_ref::<StringArray>().expect("a Utf8 column");
+        out.extend((0..array.len()).map(|i| array.value(i).to_owned()));
+    }
+    out.sort();
+    out
+}

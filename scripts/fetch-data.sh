@@ -36,8 +36,14 @@ jar="$data_dir/.downloads/$jar_name"
 if [[ -s "$jar" && $force -eq 0 ]]; then
   log "using the cached $jar"
 else
-  log "downloading $artifact from Maven Central (~16 MB) into $data_dir/.downloads"
-  mvn -B -q dependency:copy -Dartifact="$artifact" -DoutputDirectory="$data_dir/.downloads" -Dmdep.overWriteReleases=true
+  log "downloading $artifact (~16 MB, from Maven Central unless ~/.m2 has it) into $data_dir/.downloads"
+  # Maven's output (even with -q) is shown only when it fails.
+  if ! mvn_output="$(mvn -B -q -Dstyle.color=never dependency:copy -Dartifact="$artifact" \
+      -DoutputDirectory="$data_dir/.downloads" -Dmdep.overWriteReleases=true 2>&1)"; then
+    printf '%s\n' "$mvn_output" >&2
+    log "error: mvn dependency:copy failed (is Maven Central reachable?)"
+    exit 1
+  fi
 fi
 [[ -s "$jar" ]] || { log "error: $jar was not downloaded"; exit 1; }
 
@@ -90,6 +96,7 @@ with open(path, "w", encoding="utf-8") as f:
     for value in values:
         f.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
 EOF
+chmod 644 "$tmp"
 mv "$tmp" "$events"
 trap - EXIT
 log "wrote $events: $(wc -l <"$events") records, $(wc -c <"$events") bytes"

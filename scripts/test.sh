@@ -2,8 +2,10 @@
 # Builds everything and runs every test. This is the command the README gives and the
 # one CI (.ci/run) calls.
 #
-# Steps: fetch the test data (GitHub Archive events from Maven Central, into data/),
-# then the Rust workspace's tests (unit, integration, doc tests).
+# Steps: fetch the test data (GitHub Archive events from Maven Central, into data/);
+# build the Rust workspace and run its tests (unit, integration, doc tests); create the
+# Python virtual environment .venv (pyarrow, pytest) and run the daemon's end-to-end
+# tests against the real `shoal` binary.
 # Environment: CARGO_BUILD_JOBS etc. as usual; SHOAL_REQUIRE_DATA=1 is set so that tests
 # needing the real events fail instead of skipping when the data is missing.
 set -euo pipefail
@@ -16,7 +18,17 @@ step "fetching test data"
 scripts/fetch-data.sh
 
 export SHOAL_REQUIRE_DATA=1
-step "Rust: cargo test --workspace --locked"
+step "Rust: cargo build + cargo test --workspace --locked"
+cargo build --workspace --locked
 cargo test --workspace --locked
+
+step "Python: virtual environment .venv (pyarrow, pytest)"
+if [[ ! -x .venv/bin/python ]]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
+
+step "Python: end-to-end tests of the daemon (pytest, pyarrow.flight)"
+SHOAL_BIN="$repo_root/target/debug/shoal" .venv/bin/python -m pytest -q flight-server/tests/e2e
 
 step "all tests passed"

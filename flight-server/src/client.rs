@@ -1,0 +1,365 @@
+//! The CLI's Flight client commands: they talk to a running daemon exactly as any
+//! other Flight client would.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::{RecordBatch, StringArray};
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::{Action, FlightClient, FlightDescriptor};
+use arrow_schema::{DataType, Field, Schema};
+use futures::{StreamExt, TryStreamExt};
+use serde_json::{json, Value};
+
+/// Where the daemon is.
+#[derive(clap::Args, Clone)]
+pub struct Connection {
+    /// Daemon address.
+    #[arg(long, env = "SHOAL_ENDPOINT", default_value = "grpc://127.0.0.1:50051")]
+    endpoint: String,
+    /// Bearer token, if the daemon requires one.
+    #[arg(long, env = "SHOAL_AUTH_TOKEN")]
+    token: Option<String>,
+}
+
+/// `shoal ingest`.
+#[derive(clap::Args)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// Table name.
+    #[arg(long)]
+    table: String,
+    /// Create the table if it does not exist.
+    #[arg(long)]
+    create: bool,
+    /// Records per DoPut batch.
+    #[arg(long, default_value_t = 4096)]
+    batch_records: usize,
+    /// NDJSON file, or `-` for standard input.
+    input: PathBuf,
+}
+
+/// `shoal psf`.
+#[derive(clap::Args)]
+pub struct PsfArgs {
+    #[command(flatten)]
+    connection: Connection,
+    #[command(subcommand)]
+    command: PsfCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum PsfCommand {
+    /// Register a PSF (exactly one of --projection, --predicate, --range, --composite).
+    Add {
+        /// Table name.
+        #[arg(long)]
+        table: String,
+        /// PSF name.
+        #[arg(long)]
+        name: String,
+        /// Field projection: a dotted path.
+        #[arg(long, group = "kind")]
+        projection: Option<String>,
+        /// Boolean predicate: a SQL expression.
+        #[arg(long, group = "kind")]
+        predicate: Option<String>,
+        /// Range PSF: a numeric field (with --boundaries).
+        #[arg(long, group = "kind", requires = "boundaries")]
+        range: Option<String>,
+        /// Ascending bucket boundaries for --range, comma separated.
+        #[arg(long, value_delimiter = ',')]
+        boundaries: Vec<f64>,
+        /// Composite projection: comma-separated dotted paths.
+        #[arg(long, group = "kind", value_delimiter = ',')]
+        composite: Vec<String>,
+    },
+    /// List PSFs with their safe boundaries.
+    List {
+        /// Table name.
+        #[arg(long)]
+        table: String,
+    },
+    /// Deregister a PSF.
+    Drop {
+        /// Table name.
+        #[arg(long)]
+        table: String,
+        /// PSF name.
+        #[arg(long)]
+        name: String,
+    },
+}
+
+/// `shoal query`.
+#[derive(clap::Args)]
+pub struct QueryArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// Table name.
+    #[arg(long)]
+    table: String,
+    /// Filter (SQL expression over dotted paths).
+    #[arg(long)]
+    filter: Option<String>,
+    /// Columns (comma-separated dotted paths); default all top-level fields.
+    #[arg(long, value_delimiter = ',')]
+    columns: Vec<String>,
+    /// At most this many rows.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Print at most this many rows (the count is always exact).
+    #[arg(long, default_value_t = 20)]
+    show: usize,
+}
+
+/// `shoal stats`.
+#[derive(clap::Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// Table name (default: every table).
+    #[arg(long)]
+    table: Option<String>,
+}
+
+/// `shoal create-table`.
+#[derive(clap::Args)]
+pub struct CreateTableArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// Table name.
+    name: String,
+    /// `reject` or `skip` records that are not valid JSON.
+    #[arg(long, default_value = "reject")]
+    on_invalid_json: String,
+}
+
+/// Runs a client future on a small runtime.
+pub fn run(future: impl std::future::Future<Output = Result<(), String>>) -> Result<(), String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?
+        .block_on(future)
+}
+
+async fn connect(connection: &Connection) -> Result<FlightClient, String> {
+    let uri = connection.endpoint.replacen("grpc://", "http://", 1).replacen("grpc+tcp://", "http://", 1);
+    let channel = tonic::transport::Endpoint::from_shared(uri.clone())
+        .map_err(|e| format!("invalid endpoint {:?}: {e}", connection.endpoint))?
+        .connect()
+        .await
+        .map_err(|e| format!("cannot connect to {}: {e} (is `shoal serve` running?)", connection.endpoint))?;
+    let mut client = FlightClient::new(channel);
+    if let Some(token) = &connection.token {
+        client.add_header("authorization", &format!("Bearer {token}")).map_err(|e| e.to_string())?;
+    }
+    Ok(client)
+}
+
+fn flight_error(context: &str, error: FlightError) -> String {
+    match error {
+        FlightError::Tonic(status) => format!("{context}: {} ({:?})", status.message(), status.code()),
+        other => format!("{context}: {other}"),
+    }
+}
+
+async fn action(client: &mut FlightClient, name: &str, body: &Value) -> Result<Value, String> {
+    let mut results = client
+        .do_action(Action::new(name, body.to_string()))
+        .await
+        .map_err(|e| flight_error(name, e))?;
+    let body = results.next().await.ok_or_else(|| format!("{name}: empty answer"))?.map_err(|e| flight_error(name, e))?;
+    serde_json::from_slice(&body).map_err(|e| format!("{name}: answer is not JSON: {e}"))
+}
+
+/// `shoal create-table`.
+pub async fn create_table(args: CreateTableArgs) -> Result<(), String> {
+    let mut client = connect(&args.connection).await?;
+    let result = action(&mut client, "create_table", &json!({"name": args.name, "on_invalid_json": args.on_invalid_json})).await?;
+    println!("{result}");
+    Ok(())
+}
+
+/// `shoal ingest`: reads NDJSON, sends batches through DoPut, shows progress and MB/s.
+pub async fn ingest(args: IngestArgs) -> Result<(), String> {
+    let mut client = connect(&args.connection).await?;
+    if args.create {
+        action(&mut client, "create_table", &json!({"name": args.table, "if_not_exists": true})).await?;
+    }
+    let (reader, total): (Box<dyn Read + Send>, Option<u64>) = if args.input.as_os_str() == "-" {
+        (Box::new(std::io::stdin()), None)
+    } else {
+        let file = std::fs::File::open(&args.input).map_err(|e| format!("cannot open {}: {e}", args.input.display()))?;
+        let size = file.metadata().ok().map(|m| m.len());
+        (Box::new(file), size)
+    };
+    let progress = match total {
+        Some(bytes) => indicatif::ProgressBar::new(bytes),
+        None => indicatif::ProgressBar::new_spinner(),
+    };
+    progress.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}")
+            .map_err(|e| e.to_string())?,
+    );
+    let schema = Arc::new(Schema::new(vec![Field::new("json", DataType::Utf8, false)]));
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
+    let batch_records = args.batch_records.max(1);
+    let read_schema = Arc::clone(&schema);
+    let input_name = args.input.display().to_string();
+    let reader_progress = progress.clone();
+    let reading = tokio::task::spawn_blocking(move || -> Result<(u64, u64), String> {
+        let mut lines = BufReader::with_capacity(1 << 20, reader);
+        let (mut records, mut bytes) = (0u64, 0u64);
+        let mut batch: Vec<String> = Vec::with_capacity(batch_records);
+        let mut line = String::new();
+        let mut line_number = 0u64;
+        loop {
+            line.clear();
+            let read = lines.read_line(&mut line).map_err(|e| format!("{input_name}: line {}: {e}", line_number + 1))?;
+            line_number += 1;
+            bytes += read as u64;
+            reader_progress.set_position(bytes);
+            let trimmed = line.trim_end_matches(['\n', '\r']);
+            if !trimmed.trim().is_empty() {
+                batch.push(trimmed.to_owned());
+            }
+            if batch.len() >= batch_records || (read == 0 && !batch.is_empty()) {
+                records += batch.len() as u64;
+                let column = StringArray::from(std::mem::take(&mut batch));
+                let batch = RecordBatch::try_new(Arc::clone(&read_schema), vec![Arc::new(column)]).map_err(|e| e.to_string())?;
+                if sender.blocking_send(Ok(batch)).is_err() {
+                    break;
+                }
+            }
+            if read == 0 {
+                break;
+            }
+        }
+        Ok((records, bytes))
+    });
+    let started = Instant::now();
+    let data = FlightDataEncoderBuilder::new()
+        .with_schema(schema)
+        .with_flight_descriptor(Some(FlightDescriptor::new_path(vec![args.table.clone()])))
+        .build(tokio_stream::wrappers::ReceiverStream::new(receiver));
+    let mut results = client.do_put(data).await.map_err(|e| flight_error("DoPut", e))?;
+    let (mut acked, mut skipped, mut last_address) = (0u64, 0u64, 0u64);
+    while let Some(result) = results.next().await {
+        let result = result.map_err(|e| flight_error(&format!("DoPut into {}", args.table), e))?;
+        let metadata: Value = serde_json::from_slice(&result.app_metadata).unwrap_or_default();
+        acked += metadata["records"].as_u64().unwrap_or(0);
+        skipped += metadata["skipped"].as_u64().unwrap_or(0);
+        last_address = metadata["last_address"].as_u64().unwrap_or(last_address);
+        progress.set_message(format!("{acked} records"));
+    }
+    let (records, bytes) = reading.await.map_err(|e| e.to_string())??;
+    progress.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64().max(1e-9);
+    #[allow(clippy::cast_precision_loss)]
+    let rate = bytes as f64 / seconds / 1e6;
+    println!(
+        "ingested {acked} of {records} records ({skipped} skipped, {bytes} bytes) into {} in {seconds:.2} s: {rate:.1} MB/s; last address {last_address}",
+        args.table
+    );
+    Ok(())
+}
+
+/// `shoal psf ...`.
+pub async fn psf(args: PsfArgs) -> Result<(), String> {
+    let mut client = connect(&args.connection).await?;
+    let result = match args.command {
+        PsfCommand::Add { table, name, projection, predicate, range, boundaries, composite } => {
+            let mut body = json!({"table": table, "name": name});
+            if let Some(field) = projection {
+                body["kind"] = json!("projection");
+                body["field"] = json!(field);
+            } else if let Some(expr) = predicate {
+                body["kind"] = json!("predicate");
+                body["expr"] = json!(expr);
+            } else if let Some(field) = range {
+                body["kind"] = json!("range");
+                body["field"] = json!(field);
+                body["boundaries"] = json!(boundaries);
+            } else if !composite.is_empty() {
+                body["kind"] = json!("composite");
+                body["fields"] = json!(composite);
+            } else {
+                return Err("give one of --projection, --predicate, --range or --composite".into());
+            }
+            action(&mut client, "register_psf", &body).await?
+        }
+        PsfCommand::List { table } => action(&mut client, "list_psfs", &json!({"table": table})).await?,
+        PsfCommand::Drop { table, name } => action(&mut client, "deregister_psf", &json!({"table": table, "name": name})).await?,
+    };
+    println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
+    Ok(())
+}
+
+/// `shoal query`: plans, reads every endpoint, prints rows, count, plan and time.
+pub async fn query(args: QueryArgs) -> Result<(), String> {
+    let mut client = connect(&args.connection).await?;
+    let started = Instant::now();
+    let command = json!({"table": args.table, "filter": args.filter, "columns": args.columns, "limit": args.limit});
+    let info = client
+        .get_flight_info(FlightDescriptor::new_cmd(command.to_string()))
+        .await
+        .map_err(|e| flight_error("GetFlightInfo", e))?;
+    let metadata: Value = serde_json::from_slice(&info.app_metadata).unwrap_or_default();
+    let mut batches = Vec::new();
+    for endpoint in &info.endpoint {
+        let Some(ticket) = endpoint.ticket.clone() else { continue };
+        let stream = client.do_get(ticket).await.map_err(|e| flight_error("DoGet", e))?;
+        let mut part: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| flight_error("DoGet", e))?;
+        batches.append(&mut part);
+    }
+    let mut rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    if let Some(limit) = args.limit {
+        rows = rows.min(limit);
+    }
+    let elapsed = started.elapsed();
+    let mut shown = Vec::new();
+    let mut left = args.show.min(rows);
+    for batch in &batches {
+        if left == 0 {
+            break;
+        }
+        let take = left.min(batch.num_rows());
+        shown.push(batch.slice(0, take));
+        left -= take;
+    }
+    if !shown.is_empty() {
+        println!("{}", arrow_cast::pretty::pretty_format_batches(&shown).map_err(|e| e.to_string())?);
+    }
+    println!("{rows} rows in {:.1} ms", elapsed.as_secs_f64() * 1e3);
+    println!("plan: {}", serde_json::to_string_pretty(&metadata["plan"]).unwrap_or_default());
+    Ok(())
+}
+
+/// `shoal stats`.
+pub async fn stats(args: StatsArgs) -> Result<(), String> {
+    let mut client = connect(&args.connection).await?;
+    let tables: Vec<String> = match args.table {
+        Some(table) => vec![table],
+        None => {
+            let infos: Vec<_> = client
+                .list_flights(bytes::Bytes::new())
+                .await
+                .map_err(|e| flight_error("ListFlights", e))?
+                .try_collect()
+                .await
+                .map_err(|e| flight_error("ListFlights", e))?;
+            infos.iter().filter_map(|i| i.flight_descriptor.as_ref()?.path.first().cloned()).collect()
+        }
+    };
+    for table in tables {
+        let stats = action(&mut client, "stats", &json!({"table": table})).await?;
+        println!("{}", serde_json::to_string_pretty(&stats).unwrap_or_default());
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! Server configuration: defaults, a TOML file, then environment variables and flags
+//! (in increasing precedence). Every key is documented in `docs/configuration.md`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The daemon's settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address of the Flight service. Default `127.0.0.1:50051`.
+    pub listen: SocketAddr,
+    /// Directory of the tables' segment files. Default `./shoal-data`.
+    pub data_dir: PathBuf,
+    /// Keep tables in memory only (null device; evicted pages are lost). Default false.
+    pub in_memory: bool,
+    /// Default memory budget of each table's log ring, in bytes. Default 256 MiB.
+    pub memory_budget_bytes: usize,
+    /// Sync each flushed page to stable storage (fsync). Default false.
+    pub sync_on_flush: bool,
+    /// Tokio worker threads (0 = one per core). Default 0.
+    pub worker_threads: usize,
+    /// Most endpoints (parallel log ranges) per query plan. Default 4.
+    pub endpoints_per_query: usize,
+    /// If set, every call must carry `authorization: Bearer <token>`.
+    pub auth_token: Option<String>,
+    /// Address of the Prometheus metrics endpoint (`/metrics`); unset: no endpoint.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Rows per Arrow batch in DoGet streams. Default 4096.
+    pub batch_rows: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            data_dir: PathBuf::from("./shoal-data"),
+            in_memory: false,
+            memory_budget_bytes: 256 << 20,
+            sync_on_flush: false,
+            worker_threads: 0,
+            endpoints_per_query: 4,
+            auth_token: None,
+            metrics_listen: None,
+            batch_rows: 4096,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Reads a TOML file (keys as in this struct; missing keys keep their defaults).
+    ///
+    /// # Errors
+    /// A message naming the file and the key or line that is wrong.
+    pub fn from_toml_file(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("invalid config file {}: {e}", path.display()))
+    }
+}

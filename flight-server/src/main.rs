@@ -1,0 +1,236 @@
+//! `shoal`: the daemon (`shoal serve`) and a command-line Flight client for it
+//! (`shoal ingest`, `shoal psf`, `shoal query`, `shoal stats`).
+
+mod catalog;
+mod client;
+mod config;
+mod protocol;
+mod service;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow_flight::flight_service_server::FlightServiceServer;
+use clap::{Parser, Subcommand};
+use tonic::{Request, Status};
+
+use crate::catalog::Catalog;
+use crate::config::ServerConfig;
+use crate::service::ShoalFlightService;
+
+#[derive(Parser)]
+#[command(name = "shoal", version, about = "shoal: JSON records queryable the moment they land (FishStore over Arrow Flight)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon.
+    Serve(ServeArgs),
+    /// Ingest NDJSON (a file or `-` for stdin) into a table.
+    Ingest(client::IngestArgs),
+    /// Register, list or drop PSFs.
+    Psf(client::PsfArgs),
+    /// Run a query and print its rows and plan.
+    Query(client::QueryArgs),
+    /// Print table statistics (all tables when --table is absent).
+    Stats(client::StatsArgs),
+    /// Create a table.
+    CreateTable(client::CreateTableArgs),
+}
+
+/// Flags of `shoal serve`; each overrides the config file and has an environment variable.
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// TOML config file (keys as in docs/configuration.md).
+    #[arg(long, env = "SHOAL_CONFIG")]
+    config: Option<PathBuf>,
+    /// Flight listen address [default: 127.0.0.1:50051].
+    #[arg(long, env = "SHOAL_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Data directory [default: ./shoal-data].
+    #[arg(long, env = "SHOAL_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Keep tables in memory only (evicted pages are lost).
+    #[arg(long, env = "SHOAL_IN_MEMORY")]
+    in_memory: bool,
+    /// Memory budget per table log, in MiB [default: 256].
+    #[arg(long, env = "SHOAL_MEMORY_BUDGET_MB")]
+    memory_budget_mb: Option<usize>,
+    /// fsync every flushed page.
+    #[arg(long, env = "SHOAL_SYNC_ON_FLUSH")]
+    sync_on_flush: bool,
+    /// Tokio worker threads [default: one per core].
+    #[arg(long, env = "SHOAL_WORKER_THREADS")]
+    worker_threads: Option<usize>,
+    /// Require `authorization: Bearer <token>` on every call.
+    #[arg(long, env = "SHOAL_AUTH_TOKEN")]
+    auth_token: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics.
+    #[arg(long, env = "SHOAL_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
+    /// Most endpoints per query plan [default: 4].
+    #[arg(long, env = "SHOAL_ENDPOINTS_PER_QUERY")]
+    endpoints_per_query: Option<usize>,
+    /// Log format: `text` or `json`.
+    #[arg(long, env = "SHOAL_LOG_FORMAT", default_value = "text")]
+    log_format: String,
+}
+
+impl ServeArgs {
+    fn resolve(&self) -> Result<ServerConfig, String> {
+        let mut config = match &self.config {
+            Some(path) => ServerConfig::from_toml_file(path)?,
+            None => ServerConfig::default(),
+        };
+        if let Some(listen) = self.listen {
+            config.listen = listen;
+        }
+        if let Some(dir) = &self.data_dir {
+            config.data_dir.clone_from(dir);
+        }
+        config.in_memory |= self.in_memory;
+        if let Some(mb) = self.memory_budget_mb {
+            config.memory_budget_bytes = mb << 20;
+        }
+        config.sync_on_flush |= self.sync_on_flush;
+        if let Some(threads) = self.worker_threads {
+            config.worker_threads = threads;
+        }
+        if self.auth_token.is_some() {
+            config.auth_token.clone_from(&self.auth_token);
+        }
+        if self.metrics_listen.is_some() {
+            config.metrics_listen = self.metrics_listen;
+        }
+        if let Some(n) = self.endpoints_per_query {
+            config.endpoints_per_query = n;
+        }
+        Ok(config)
+    }
+}
+
+fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(&args),
+        Command::Ingest(args) => client::run(client::ingest(args)),
+        Command::Psf(args) => client::run(client::psf(args)),
+        Command::Query(args) => client::run(client::query(args)),
+        Command::Stats(args) => client::run(client::stats(args)),
+        Command::CreateTable(args) => client::run(client::create_table(args)),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("shoal: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: &ServeArgs) -> Result<(), String> {
+    init_logging(&args.log_format);
+    let config = args.resolve()?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if config.worker_threads > 0 {
+        runtime.worker_threads(config.worker_threads);
+    }
+    let runtime = runtime.build().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(serve_async(config))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+async fn serve_async(config: ServerConfig) -> Result<(), String> {
+    if let Some(addr) = config.metrics_listen {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(addr)
+            .install()
+            .map_err(|e| format!("cannot start the metrics endpoint on {addr}: {e}"))?;
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let catalog = Arc::new(Catalog::open(config.clone())?);
+    let service = ShoalFlightService::new(Arc::clone(&catalog));
+    let token = config.auth_token.clone();
+    let check_auth = move |request: Request<()>| -> Result<Request<()>, Status> {
+        let Some(token) = &token else { return Ok(request) };
+        let expected = format!("Bearer {token}");
+        match request.metadata().get("authorization").and_then(|v| v.to_str().ok()) {
+            Some(value) if value == expected => Ok(request),
+            Some(_) => Err(Status::unauthenticated("the bearer token is not valid")),
+            None => Err(Status::unauthenticated("this server requires an `authorization: Bearer <token>` header")),
+        }
+    };
+    let server = FlightServiceServer::new(service)
+        .max_decoding_message_size(256 << 20)
+        .max_encoding_message_size(256 << 20);
+    let server = tonic::service::interceptor::InterceptedService::new(server, check_auth);
+    let gauges = tokio::spawn(update_gauges(Arc::clone(&catalog)));
+    tracing::info!(listen = %local, data_dir = %config.data_dir.display(), in_memory = config.in_memory, "shoal ready");
+    println!("shoal ready: listening on {local}");
+    tonic::transport::Server::builder()
+        .add_service(server)
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown_signal())
+        .await
+        .map_err(|e| format!("server error: {e}"))?;
+    gauges.abort();
+    tracing::info!("shutting down: flushing tables");
+    let closing = Arc::clone(&catalog);
+    tokio::task::spawn_blocking(move || closing.close_all()).await.map_err(|e| e.to_string())?;
+    tracing::info!("shoal stopped");
+    Ok(())
+}
+
+#[allow(clippy::cast_precision_loss)]
+async fn update_gauges(catalog: Arc<Catalog>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        for entry in catalog.list() {
+            let stats = entry.table.stats();
+            let name = entry.name.clone();
+            metrics::gauge!("shoal_log_tail_address", "table" => name.clone()).set(stats.tail_address as f64);
+            metrics::gauge!("shoal_log_head_address", "table" => name.clone()).set(stats.head_address as f64);
+            metrics::gauge!("shoal_log_flushed_until_address", "table" => name.clone()).set(stats.flushed_until_address as f64);
+            metrics::gauge!("shoal_index_bytes", "table" => name.clone()).set(stats.index_bytes as f64);
+            metrics::gauge!("shoal_records", "table" => name).set(stats.records as f64);
+        }
+    }
+}

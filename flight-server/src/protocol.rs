@@ -1,0 +1,147 @@
+//! The public protocol: JSON bodies of commands, actions, tickets and results
+//! (documented in `docs/protocol.md`), and the mapping of engine errors onto Flight
+//! status codes.
+//!
+//! Every body is a JSON object; unknown keys, wrong types and malformed JSON are
+//! `INVALID_ARGUMENT` with a message that names the key.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use shoal_core::psf::PsfSpec;
+use shoal_core::table::InvalidJsonPolicy;
+use tonic::Status;
+
+/// Version of the ticket format.
+pub const TICKET_VERSION: u32 = 1;
+
+/// Parses a JSON body of `what` (an action or command name), mapping every error to
+/// `INVALID_ARGUMENT` with serde's message (which names the key and the position).
+pub fn parse_body<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, Status> {
+    if body.is_empty() {
+        return Err(Status::invalid_argument(format!("{what}: the body must be a JSON object, got nothing")));
+    }
+    serde_json::from_slice(body).map_err(|e| Status::invalid_argument(format!("{what}: invalid JSON body: {e}")))
+}
+
+/// `create_table`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTable {
+    /// Table name: 1–128 characters of `[A-Za-z0-9_.-]`, not starting with `.`.
+    pub name: String,
+    /// `reject` (default) or `skip`.
+    #[serde(default)]
+    pub on_invalid_json: InvalidJsonPolicy,
+    /// Memory budget of the table's log, in bytes (default: the server's).
+    #[serde(default)]
+    pub memory_budget_bytes: Option<usize>,
+    /// log2 of the page size in bytes (default 22 = 4 MiB).
+    #[serde(default)]
+    pub page_size_bits: Option<u32>,
+    /// log2 of the hash bucket count (default 18).
+    #[serde(default)]
+    pub index_size_bits: Option<u32>,
+    /// Succeed without change if the table exists (default false: `ALREADY_EXISTS`).
+    #[serde(default)]
+    pub if_not_exists: bool,
+}
+
+/// `drop_table`, `stats`, `list_psfs`, `checkpoint`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableRef {
+    /// Table name.
+    #[serde(alias = "name")]
+    pub table: String,
+}
+
+/// `register_psf`: a name and a [`PsfSpec`] (`kind` with `field`, `expr`, `fields` or
+/// `field` + `boundaries`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RegisterPsf {
+    /// Table name.
+    pub table: String,
+    /// PSF name (unique among the table's registered PSFs).
+    pub name: String,
+    /// The definition.
+    #[serde(flatten)]
+    pub spec: PsfSpec,
+}
+
+/// `deregister_psf`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeregisterPsf {
+    /// Table name.
+    pub table: String,
+    /// PSF name.
+    pub name: String,
+}
+
+/// The `GetFlightInfo` command.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryCommand {
+    /// Table name.
+    pub table: String,
+    /// SQL expression over dotted paths; absent: every record.
+    #[serde(default)]
+    pub filter: Option<String>,
+    /// Dotted paths; absent or empty: every top-level field.
+    #[serde(default)]
+    pub columns: Vec<String>,
+    /// At most this many records in total.
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Most endpoints to split the log into (default: the server's `endpoints_per_query`).
+    #[serde(default)]
+    pub max_endpoints: Option<usize>,
+    /// Lowest log address to read (default: the table's begin address).
+    #[serde(default)]
+    pub from_address: Option<u64>,
+    /// One past the highest log address (default: the tail when planned).
+    #[serde(default)]
+    pub to_address: Option<u64>,
+}
+
+/// A `DoGet` ticket: the query restricted to one log range. Opaque to clients, but
+/// JSON so that it can be logged and debugged.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TicketBody {
+    /// [`TICKET_VERSION`].
+    pub v: u32,
+    /// Table name.
+    pub table: String,
+    /// Filter text.
+    pub filter: Option<String>,
+    /// Dotted paths.
+    pub columns: Vec<String>,
+    /// Limit of this endpoint.
+    pub limit: Option<usize>,
+    /// First log address.
+    pub from: u64,
+    /// One past the last log address.
+    pub to: u64,
+}
+
+/// Maps an engine error to a Flight status with the right code.
+pub fn status_from_engine(error: &shoal_core::Error) -> Status {
+    use shoal_core::Error as E;
+    let message = error.to_string();
+    match error {
+        E::InvalidPath { .. }
+        | E::InvalidExpression { .. }
+        | E::InvalidRecord { .. }
+        | E::RecordTooLarge { .. }
+        | E::InvalidPsf { .. }
+        | E::UnknownColumn { .. }
+        | E::InvalidConfig(_) => Status::invalid_argument(message),
+        E::PsfNotFound(_) => Status::not_found(message),
+        E::PsfExists(_) => Status::already_exists(message),
+        E::AddressNotReadable { .. } => Status::out_of_range(message),
+        E::Io { source, .. } if matches!(source.raw_os_error(), Some(28 | 122)) => Status::resource_exhausted(message),
+        E::Closed => Status::unavailable(message),
+        _ => Status::internal(message),
+    }
+}

@@ -1,0 +1,131 @@
+"""Fixtures for the daemon's end-to-end tests: the real `shoal` binary started as a
+process on a free port, a pyarrow Flight client, and GitHub Archive events."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def shoal_binary() -> Path:
+    path = Path(os.environ.get("SHOAL_BIN", REPO / "target" / "debug" / "shoal"))
+    if not path.exists():
+        pytest.fail(f"shoal binary not found at {path}: run `cargo build -p shoal-server` (or set SHOAL_BIN)")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """A running `shoal serve` process."""
+
+    def __init__(self, data_dir: Path, *extra: str):
+        self.port = free_port()
+        self.location = f"grpc://127.0.0.1:{self.port}"
+        self.log_lines: list[str] = []
+        self.process = subprocess.Popen(
+            [str(shoal_binary()), "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(data_dir), *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        ready = threading.Event()
+
+        def pump():
+            for line in self.process.stdout:
+                self.log_lines.append(line.rstrip())
+                if "shoal ready" in line:
+                    ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(60):
+            self.process.kill()
+            raise RuntimeError("shoal did not become ready in 60 s:\n" + "\n".join(self.log_lines))
+
+    def client(self, **kwargs) -> flight.FlightClient:
+        return flight.FlightClient(self.location, **kwargs)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> int:
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                raise
+        return self.process.returncode
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    d = Daemon(tmp_path / "data")
+    yield d
+    code = d.stop()
+    assert code == 0, "shoal exited with %s:\n%s" % (code, "\n".join(d.log_lines[-30:]))
+
+
+@pytest.fixture
+def start_daemon(tmp_path):
+    started = []
+
+    def start(*extra: str) -> Daemon:
+        d = Daemon(tmp_path / f"data{len(started)}", *extra)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.stop()
+
+
+def github_events(limit: int | None = None) -> list[str]:
+    path = Path(os.environ.get("SHOAL_GITHUB_EVENTS", REPO / "data" / "github" / "events.ndjson"))
+    if not path.exists():
+        if os.environ.get("SHOAL_REQUIRE_DATA") == "1":
+            pytest.fail(f"GitHub events missing at {path}: run scripts/fetch-data.sh")
+        pytest.skip(f"GitHub events missing at {path}: run scripts/fetch-data.sh")
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return lines[:limit] if limit else lines
+
+
+def action(client: flight.FlightClient, name: str, body: dict, **kwargs):
+    results = list(client.do_action(flight.Action(name, json.dumps(body).encode()), **kwargs))
+    return json.loads(results[0].body.to_pybytes())
+
+
+def put(client: flight.FlightClient, table: str, records: list[str], batch: int = 500) -> list[dict]:
+    """Ingests records through DoPut; returns the PutResult metadata of every batch."""
+    schema = pa.schema([("json", pa.string())])
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), schema)
+    acks = []
+    with writer:
+        for start in range(0, len(records), batch):
+            writer.write_batch(pa.record_batch([pa.array(records[start : start + batch], pa.string())], schema=schema))
+            acks.append(json.loads(reader.read().to_pybytes()))
+        writer.done_writing()
+    return acks
+
+
+def query(client: flight.FlightClient, command: dict):
+    """Plans with GetFlightInfo and reads every endpoint; returns (table, info, plan metadata)."""
+    info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
+    tables = [client.do_get(endpoint.ticket).read_all() for endpoint in info.endpoints]
+    table = pa.concat_tables(tables) if tables else None
+    return table, info, json.loads(info.app_metadata) if info.app_metadata else {}

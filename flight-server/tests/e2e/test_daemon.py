@@ -1,0 +1,189 @@
+"""End-to-end tests of the shoal daemon over Arrow Flight, with pyarrow as the client."""
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from conftest import REPO, action, github_events, put, query
+
+# pyarrow maps INVALID_ARGUMENT to ArrowInvalid, NOT_FOUND/ALREADY_EXISTS to
+# ArrowKeyError/FlightServerError depending on the version; tests check the message.
+ANY_ERROR = (flight.FlightError, pa.ArrowException)
+
+GITHUB_PSFS = [
+    {"name": "id", "kind": "projection", "field": "id"},
+    {"name": "actor_id", "kind": "projection", "field": "actor.id"},
+    {"name": "repo_id", "kind": "projection", "field": "repo.id"},
+    {"name": "type", "kind": "projection", "field": "type"},
+    {"name": "opened_issues", "kind": "predicate", "expr": "type = 'IssuesEvent' AND payload.action = 'opened'"},
+    {
+        "name": "cpp_pull_requests",
+        "kind": "predicate",
+        "expr": "type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'",
+    },
+]
+
+
+def dig(record, path):
+    for key in path.split("."):
+        if not isinstance(record, dict) or key not in record:
+            return None
+        record = record[key]
+    return record
+
+
+def test_github_events_with_psfs_registered_part_way_match_a_python_oracle(daemon):
+    events = github_events(4000)
+    records = [json.loads(e) for e in events]
+    client = daemon.client()
+    assert action(client, "create_table", {"name": "events"})["created"] is True
+    half = len(events) // 2
+    acks = put(client, "events", events[:half])
+    assert sum(a["records"] for a in acks) == half
+    assert all(a["first_address"] <= a["last_address"] for a in acks)
+    boundaries = {}
+    for psf in GITHUB_PSFS:
+        result = action(client, "register_psf", {"table": "events", **psf})
+        boundaries[psf["name"]] = result["safe_register_address"]
+        assert result["safe_register_address"] >= acks[-1]["last_address"]
+    put(client, "events", events[half:])
+
+    some_actor = records[half + 10]["actor"]["id"]
+    cases = [
+        ("type = 'PushEvent'", "type", lambda r: r["type"] == "PushEvent"),
+        ("type = 'IssuesEvent' AND payload.action = 'opened'", "opened_issues",
+         lambda r: r["type"] == "IssuesEvent" and dig(r, "payload.action") == "opened"),
+        ("type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'", "cpp_pull_requests",
+         lambda r: r["type"] == "PullRequestEvent" and dig(r, "payload.pull_request.head.repo.language") == "C++"),
+        (f"actor.id = {some_actor}", "actor_id", lambda r: r["actor"]["id"] == some_actor),
+        ("payload.size > 3", None, lambda r: isinstance(dig(r, "payload.size"), int) and dig(r, "payload.size") > 3),
+    ]
+    for text, psf, oracle in cases:
+        table, info, meta = query(client, {"table": "events", "filter": text, "columns": ["id", "actor.login"]})
+        expected = sorted(r["id"] for r in records if oracle(r))
+        got = sorted(table.column("id").to_pylist()) if table is not None else []
+        assert got == expected, text
+        assert table is None or table.schema.names == ["id", "actor.login"]
+        plan = meta["plan"]
+        if psf is None:
+            assert plan["index_scans"] == [], text
+            assert len(plan["full_scans"]) == 1
+        else:
+            assert [s["psfs"] for s in plan["index_scans"]] == [[psf]], text
+            assert plan["index_scans"][0]["from"] == boundaries[psf]
+            assert plan["full_scans"][0]["to"] == boundaries[psf], "records before registration are full-scanned"
+        assert len(info.endpoints) >= 1
+
+
+def test_limit_columns_schema_and_listings(daemon):
+    events = github_events(500)
+    client = daemon.client()
+    action(client, "create_table", {"name": "gh"})
+    put(client, "gh", events)
+    table, info, _ = query(client, {"table": "gh", "columns": ["actor.login", "payload.size"], "limit": 7})
+    assert table.num_rows <= 7 * len(info.endpoints)
+    assert table.schema.names == ["actor.login", "payload.size"]
+    schema = client.get_schema(flight.FlightDescriptor.for_path("gh")).schema
+    assert pa.types.is_struct(schema.field("actor").type)
+    assert schema.field("actor").type.get_field_index("login") >= 0
+    flights = list(client.list_flights())
+    assert [f.descriptor.path[0].decode() for f in flights] == ["gh"]
+    assert flights[0].total_records == 500
+    stats = action(client, "stats", {"table": "gh"})
+    assert stats["records"] == 500
+
+
+def json_test_suite() -> Path | None:
+    candidates = [os.environ.get("SHOAL_JSON_TEST_SUITE"), REPO.parent / "shared" / "data" / "JSONTestSuite" / "test_parsing"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    if os.environ.get("SHOAL_REQUIRE_DATA") == "1":
+        pytest.fail("JSONTestSuite not found (set SHOAL_JSON_TEST_SUITE)")
+    pytest.skip("JSONTestSuite not found (set SHOAL_JSON_TEST_SUITE)")
+
+
+def put_bytes(client, table, payloads: list[bytes]):
+    schema = pa.schema([("json", pa.binary())])
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), schema)
+    with writer:
+        writer.write_batch(pa.record_batch([pa.array(payloads, pa.binary())], schema=schema))
+        ack = json.loads(reader.read().to_pybytes())
+        writer.done_writing()
+    return ack
+
+
+def test_must_reject_json_gets_a_clear_error_and_earlier_data_stays(daemon):
+    suite = json_test_suite()
+    client = daemon.client()
+    action(client, "create_table", {"name": "strict"})
+    action(client, "create_table", {"name": "lenient", "on_invalid_json": "skip"})
+    put(client, "strict", ['{"id": "a"}', '{"id": "b"}'])
+    rejects = sorted(suite.glob("n_*.json"))
+    accepts = sorted(suite.glob("y_*.json"))
+    assert len(rejects) > 100
+    for path in rejects:
+        with pytest.raises(pa.ArrowInvalid) as error:
+            put_bytes(client, "strict", [path.read_bytes()])
+        assert "not valid JSON" in str(error.value), path.name
+        assert daemon.alive()
+    for path in accepts:
+        assert put_bytes(client, "strict", [path.read_bytes()])["records"] == 1, path.name
+    table, _, _ = query(client, {"table": "strict", "filter": "id IN ('a', 'b')", "columns": ["id"]})
+    assert sorted(table.column("id").to_pylist()) == ["a", "b"]
+    assert action(client, "stats", {"table": "strict"})["records"] == 2 + len(accepts)
+    ack = put_bytes(client, "lenient", [p.read_bytes() for p in rejects + accepts])
+    assert (ack["records"], ack["skipped"]) == (len(accepts), len(rejects))
+
+
+def test_protocol_errors_use_the_right_status_codes(daemon):
+    client = daemon.client()
+    action(client, "create_table", {"name": "t"})
+    put(client, "t", ['{"a": 1}'])
+    with pytest.raises(pa.ArrowInvalid, match="unknown field `nme`"):
+        action(client, "create_table", {"nme": "x"})
+    with pytest.raises(pa.ArrowInvalid, match="invalid JSON body"):
+        list(client.do_action(flight.Action("create_table", b"{not json")))
+    with pytest.raises(ANY_ERROR, match="already exists"):
+        action(client, "create_table", {"name": "t"})
+    with pytest.raises(ANY_ERROR, match="does not exist"):
+        query(client, {"table": "missing"})
+    with pytest.raises(ANY_ERROR, match="no PSF named"):
+        action(client, "deregister_psf", {"table": "t", "name": "nope"})
+    with pytest.raises(pa.ArrowInvalid, match="unknown column"):
+        query(client, {"table": "t", "columns": ["b"]})
+    with pytest.raises(pa.ArrowInvalid, match="invalid expression"):
+        query(client, {"table": "t", "filter": "a = = 1"})
+    with pytest.raises(pa.ArrowInvalid, match="unknown action"):
+        action(client, "explode", {})
+    with pytest.raises(pa.ArrowInvalid, match="column named \"json\""):
+        schema = pa.schema([("body", pa.string())])
+        writer, reader = client.do_put(flight.FlightDescriptor.for_path("t"), schema)
+        writer.write_batch(pa.record_batch([pa.array(["{}"])], schema=schema))
+        reader.read()
+        writer.close()
+    assert daemon.alive()
+
+
+def test_bearer_token_is_required_when_configured(start_daemon):
+    d = start_daemon("--auth-token", "s3cret")
+    with pytest.raises(flight.FlightUnauthenticatedError):
+        list(d.client().list_flights())
+    options = flight.FlightCallOptions(headers=[(b"authorization", b"Bearer s3cret")])
+    assert list(d.client().list_flights(options=options)) == []
+    with pytest.raises(flight.FlightUnauthenticatedError):
+        bad = flight.FlightCallOptions(headers=[(b"authorization", b"Bearer wrong")])
+        list(d.client().list_flights(options=bad))
+
+
+def test_sigterm_flushes_and_exits_cleanly(start_daemon):
+    d = start_daemon()
+    client = d.client()
+    action(client, "create_table", {"name": "t"})
+    put(client, "t", ['{"a": %d}' % i for i in range(100)])
+    assert d.stop() == 0
+    assert any("table flushed and closed" in line for line in d.log_lines)

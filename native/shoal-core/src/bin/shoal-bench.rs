@@ -1,0 +1,618 @@
+//! `shoal-bench`: ingestion throughput of shoal-core on GitHub Archive events, set
+//! against the two bounds FishStore measures itself by (SIGMOD'19 §8): a plain memcpy of
+//! the bytes and the parser alone extracting the fields of interest.
+//!
+//! Cases (each run `--reps` times; the table shows the median and the min–max):
+//!
+//! * `memcpy` — copying the record bytes into a preallocated buffer;
+//! * `parser` — `shoal_core::parser::default_parser()` extracting the six fields of
+//!   FishStore's GitHub workload from batches of 1000 records (1 and 2 threads);
+//! * `memory` — ingestion into an in-memory table (null device, memory budget larger
+//!   than the data) with the GitHub workload of FishStore's Table 1 registered first:
+//!   projections on `id`, `actor.id`, `repo.id`, `type`, and the predicates
+//!   `type = 'IssuesEvent' AND payload.action = 'opened'` and
+//!   `type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'`;
+//! * `disk` — the same into a table on disk (a fresh temporary directory per run;
+//!   `--disk-memory-mb`, default 64, so pages are flushed and evicted during the run;
+//!   the time includes the final `flush()`);
+//! * `nopsf` — in-memory ingestion with no PSF;
+//! * `query` — after ingestion: `type = 'PushEvent'`, the predicate
+//!   `type = 'IssuesEvent' AND payload.action = 'opened'` and a point lookup on
+//!   `actor.id`, each as planned (index scan) and as a forced full scan, on the
+//!   in-memory and on the disk table.
+//!
+//! The ingestion threads each ingest a contiguous share of the batches of 1000 records.
+//! MB are 10^6 bytes of record payload (the JSON text, without newlines).
+//!
+//! ```text
+//! cargo run --release -p shoal-core --bin shoal-bench -- [--input data/github/events.ndjson]
+//!     [--repeat N | --target-mb 200] [--reps 3] [--threads 1,2] [--disk-memory-mb 64]
+//!     [--dir /tmp] [--cases memcpy,parser,memory,disk,nopsf,query]
+//! ```
+
+use std::collections::HashSet;
+use std::error::Error as StdError;
+use std::hint::black_box;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use shoal_core::parser::{default_parser, FieldSet, ParsedBatch};
+use shoal_core::psf::{parse_expr, PsfSpec};
+use shoal_core::scan::{LogRange, ScanPlan, ScanRequest, ScanStats};
+use shoal_core::table::{Table, TableConfig};
+use shoal_core::FieldPath;
+
+type BoxResult<T> = Result<T, Box<dyn StdError>>;
+
+/// Records per ingested (and parsed) batch, as in FishStore's experiments.
+const BATCH: usize = 1000;
+
+/// FishStore's fields of interest for the GitHub workload.
+const GITHUB_FIELDS: [&str; 6] = ["id", "actor.id", "repo.id", "type", "payload.action", "payload.pull_request.head.repo.language"];
+
+/// FishStore's GitHub PSFs (SIGMOD'19, Table 1): four projections, two predicates.
+fn github_psfs() -> Vec<(&'static str, PsfSpec)> {
+    let projection = |field: &str| PsfSpec::Projection { field: field.into() };
+    let predicate = |expr: &str| PsfSpec::Predicate { expr: expr.into() };
+    vec![
+        ("id", projection("id")),
+        ("actor_id", projection("actor.id")),
+        ("repo_id", projection("repo.id")),
+        ("type", projection("type")),
+        ("issues_opened", predicate("type = 'IssuesEvent' AND payload.action = 'opened'")),
+        ("cpp_pull_requests", predicate("type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'")),
+    ]
+}
+
+const USAGE: &str = "\
+shoal-bench: ingestion throughput of shoal-core on GitHub Archive events
+
+options:
+  --input PATH          NDJSON events (default data/github/events.ndjson)
+  --repeat N            replicate the file N times in memory, with unique ids
+  --target-mb MB        without --repeat: replicate up to about this size (default 200)
+  --reps N              repetitions per case (default 3)
+  --threads LIST        ingestion thread counts (default 1,2)
+  --disk-memory-mb MB   memory budget of the on-disk table (default 64)
+  --dir PATH            where the on-disk tables go (default: the system temp dir)
+  --cases LIST          any of memcpy,parser,memory,disk,nopsf,query (default: all)
+  -h, --help            this text";
+
+#[derive(Debug)]
+struct Options {
+    input: PathBuf,
+    repeat: Option<usize>,
+    target_mb: usize,
+    reps: usize,
+    threads: Vec<usize>,
+    disk_memory_mb: usize,
+    dir: PathBuf,
+    cases: Vec<String>,
+}
+
+impl Options {
+    fn parse() -> BoxResult<Self> {
+        let mut options = Options {
+            input: PathBuf::from("data/github/events.ndjson"),
+            repeat: None,
+            target_mb: 200,
+            reps: 3,
+            threads: vec![1, 2],
+            disk_memory_mb: 64,
+            dir: std::env::temp_dir(),
+            cases: ["memcpy", "parser", "memory", "disk", "nopsf", "query"].map(String::from).to_vec(),
+        };
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            let (name, inline) = match arg.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n.to_owned(), Some(v.to_owned())),
+                _ => (arg.clone(), None),
+            };
+            if name == "-h" || name == "--help" {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            let mut value = || -> BoxResult<String> {
+                inline.clone().or_else(|| args.next()).ok_or_else(|| format!("{name} needs a value").into())
+            };
+            let number = |text: String| -> BoxResult<usize> {
+                text.parse::<usize>().map_err(|e| format!("{name}: {text:?} is not a number ({e})").into())
+            };
+            match name.as_str() {
+                "--input" => options.input = PathBuf::from(value()?),
+                "--repeat" => options.repeat = Some(number(value()?)?.max(1)),
+                "--target-mb" => options.target_mb = number(value()?)?,
+                "--reps" => options.reps = number(value()?)?.max(1),
+                "--threads" => {
+                    options.threads = value()?.split(',').map(|t| number(t.trim().to_owned()).map(|n| n.max(1))).collect::<BoxResult<_>>()?;
+                }
+                "--disk-memory-mb" => options.disk_memory_mb = number(value()?)?,
+                "--dir" => options.dir = PathBuf::from(value()?),
+                "--cases" => options.cases = value()?.split(',').map(|c| c.trim().to_owned()).collect(),
+                _ => return Err(format!("unknown option {arg:?}\n\n{USAGE}").into()),
+            }
+        }
+        Ok(options)
+    }
+
+    fn wants(&self, case: &str) -> bool {
+        self.cases.iter().any(|c| c == case)
+    }
+}
+
+/// The events, replicated, as one buffer of concatenated records.
+struct Dataset {
+    bytes: Vec<u8>,
+    spans: Vec<(usize, usize)>,
+    file_bytes: usize,
+    copies: usize,
+    ids_rewritten: usize,
+}
+
+impl Dataset {
+    fn records(&self) -> Vec<&[u8]> {
+        self.spans.iter().map(|&(start, end)| &self.bytes[start..end]).collect()
+    }
+
+    fn total_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+/// Finds the input: as given, else relative to the workspace root (for runs from
+/// elsewhere than the repository root).
+fn locate_input(path: &Path) -> PathBuf {
+    if path.exists() || path.is_absolute() {
+        return path.to_owned();
+    }
+    let from_workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(path);
+    if from_workspace.exists() {
+        from_workspace
+    } else {
+        path.to_owned()
+    }
+}
+
+/// Loads the NDJSON file and replicates it `copies` times. With more than one copy every
+/// record's top-level `"id":"…"` (the first key of every GitHub Archive event) gets a
+/// fixed-width copy number appended, so ids stay unique across copies.
+fn load(path: &Path, repeat: Option<usize>, target_mb: usize) -> BoxResult<Dataset> {
+    let file = std::fs::read(path).map_err(|e| {
+        format!("cannot read {} ({e}); fetch the GitHub events with scripts/fetch-data.sh or pass --input", path.display())
+    })?;
+    let lines: Vec<&[u8]> = file
+        .split(|&b| b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+        .collect();
+    if lines.is_empty() {
+        return Err(format!("{} holds no records", path.display()).into());
+    }
+    let line_bytes: usize = lines.iter().map(|l| l.len()).sum();
+    let copies = repeat.unwrap_or_else(|| (target_mb * 1_000_000).div_ceil(line_bytes).max(1));
+    let width = (copies.saturating_sub(1)).to_string().len();
+    const ID_PREFIX: &[u8] = br#"{"id":""#;
+    let mut bytes = Vec::with_capacity(copies * (line_bytes + lines.len() * (width + 1)));
+    let mut spans = Vec::with_capacity(copies * lines.len());
+    let mut ids_rewritten = 0;
+    for copy in 0..copies {
+        let suffix = format!("{copy:0width$}");
+        for line in &lines {
+            let start = bytes.len();
+            let id_end = line
+                .strip_prefix(ID_PREFIX)
+                .and_then(|rest| rest.iter().position(|&b| b == b'"' || b == b'\\'))
+                .filter(|&end| line[ID_PREFIX.len() + end] == b'"');
+            match id_end {
+                Some(end) if copies > 1 => {
+                    let split = ID_PREFIX.len() + end;
+                    bytes.extend_from_slice(&line[..split]);
+                    bytes.extend_from_slice(suffix.as_bytes());
+                    bytes.extend_from_slice(&line[split..]);
+                    ids_rewritten += 1;
+                }
+                _ => bytes.extend_from_slice(line),
+            }
+            spans.push((start, bytes.len()));
+        }
+    }
+    Ok(Dataset { bytes, spans, file_bytes: line_bytes, copies, ids_rewritten })
+}
+
+/// Checks that the ids are unique (the index would otherwise see fewer properties than
+/// the replication suggests).
+fn distinct_ids(records: &[&[u8]]) -> usize {
+    let mut parser = default_parser();
+    let mut fields = FieldSet::new();
+    fields.insert(&FieldPath::parse("id").expect("a valid path"));
+    let mut out = ParsedBatch::default();
+    let mut ids = HashSet::new();
+    for batch in records.chunks(BATCH) {
+        parser.parse_batch(batch, &fields, &mut out);
+        for i in 0..out.len() {
+            if let Ok(values) = out.record(i) {
+                ids.insert(format!("{:?}", values[0]));
+            }
+        }
+    }
+    ids.len()
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Summary {
+    median: Duration,
+    min: Duration,
+    max: Duration,
+}
+
+fn summarize(mut samples: Vec<Duration>) -> Summary {
+    samples.sort();
+    let n = samples.len();
+    let median = if n % 2 == 1 { samples[n / 2] } else { (samples[n / 2 - 1] + samples[n / 2]) / 2 };
+    Summary { median, min: samples[0], max: samples[n - 1] }
+}
+
+fn mb_per_s(bytes: usize, time: Duration) -> f64 {
+    bytes as f64 / 1e6 / time.as_secs_f64()
+}
+
+struct Row {
+    case: String,
+    threads: usize,
+    summary: Summary,
+}
+
+fn memcpy_case(data: &Dataset, reps: usize) -> Summary {
+    let mut destination = vec![0u8; data.total_bytes()];
+    // Touch the destination once so page faults are not measured.
+    destination.copy_from_slice(&data.bytes);
+    let samples = (0..reps)
+        .map(|_| {
+            let start = Instant::now();
+            destination.copy_from_slice(black_box(&data.bytes));
+            black_box(&destination);
+            start.elapsed()
+        })
+        .collect();
+    summarize(samples)
+}
+
+fn github_field_set() -> FieldSet {
+    let mut fields = FieldSet::new();
+    for path in GITHUB_FIELDS {
+        fields.insert(&FieldPath::parse(path).expect("a valid path"));
+    }
+    fields
+}
+
+/// Parses every record (batches of 1000) on `threads` threads; returns the time and the
+/// number of rejected records.
+fn parse_once(records: &[&[u8]], threads: usize, fields: &FieldSet) -> (Duration, usize) {
+    let batches: Vec<&[&[u8]]> = records.chunks(BATCH).collect();
+    let start = Instant::now();
+    let rejected: usize = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let share = &batches[t * batches.len() / threads..(t + 1) * batches.len() / threads];
+                scope.spawn(move || {
+                    let mut parser = default_parser();
+                    let mut out = ParsedBatch::default();
+                    let mut rejected = 0;
+                    for batch in share {
+                        parser.parse_batch(batch, fields, &mut out);
+                        rejected += (0..out.len()).filter(|&i| out.record(i).is_err()).count();
+                        black_box(&out);
+                    }
+                    rejected
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("parser thread panicked")).sum()
+    });
+    (start.elapsed(), rejected)
+}
+
+fn parser_case(records: &[&[u8]], threads: usize, reps: usize) -> BoxResult<Summary> {
+    let fields = github_field_set();
+    let mut samples = Vec::new();
+    for _ in 0..reps {
+        let (time, rejected) = parse_once(records, threads, &fields);
+        if rejected > 0 {
+            return Err(format!("the parser rejected {rejected} of {} records", records.len()).into());
+        }
+        samples.push(time);
+    }
+    Ok(summarize(samples))
+}
+
+/// A table configuration for one ingestion run.
+#[derive(Clone)]
+enum Target {
+    Memory { budget: usize },
+    Disk { base: PathBuf, budget: usize },
+}
+
+struct Ingested {
+    table: Arc<Table>,
+    time: Duration,
+    dir: Option<PathBuf>,
+}
+
+impl Ingested {
+    /// Closes the table and removes its directory.
+    fn discard(self) {
+        let _ = self.table.close();
+        drop(self.table);
+        if let Some(dir) = self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn unique_dir(base: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static RUN: AtomicUsize = AtomicUsize::new(0);
+    base.join(format!("shoal-bench-{}-{}", std::process::id(), RUN.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// Creates a table, registers the PSFs (if asked), and times the ingestion of every
+/// record on `threads` threads (plus the final flush for a disk table).
+fn ingest_once(records: &[&[u8]], threads: usize, target: &Target, with_psfs: bool) -> BoxResult<Ingested> {
+    let (config, dir) = match target {
+        Target::Memory { budget } => (TableConfig::in_memory(*budget), None),
+        Target::Disk { base, budget } => {
+            let dir = unique_dir(base);
+            let mut config = TableConfig::on_disk(&dir);
+            config.log.memory_budget_bytes = *budget;
+            (config, Some(dir))
+        }
+    };
+    let table = Table::create(config)?;
+    if with_psfs {
+        for (name, spec) in github_psfs() {
+            table.register_psf(name, &spec)?;
+        }
+    }
+    let batches: Vec<&[&[u8]]> = records.chunks(BATCH).collect();
+    let start = Instant::now();
+    let written: usize = std::thread::scope(|scope| -> BoxResult<usize> {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let share = &batches[t * batches.len() / threads..(t + 1) * batches.len() / threads];
+                let table = &table;
+                scope.spawn(move || -> Result<usize, shoal_core::Error> {
+                    let mut written = 0;
+                    for batch in share {
+                        written += table.ingest(batch)?.records;
+                    }
+                    Ok(written)
+                })
+            })
+            .collect();
+        let mut written = 0;
+        for handle in handles {
+            written += handle.join().map_err(|_| "an ingestion thread panicked")??;
+        }
+        Ok(written)
+    })?;
+    if dir.is_some() {
+        table.flush()?;
+    }
+    let time = start.elapsed();
+    if written != records.len() || table.stats().records != records.len() as u64 {
+        return Err(format!("ingested {written} records (table says {}), expected {}", table.stats().records, records.len()).into());
+    }
+    Ok(Ingested { table, time, dir })
+}
+
+fn ingest_case(records: &[&[u8]], threads: usize, target: &Target, with_psfs: bool, reps: usize) -> BoxResult<Summary> {
+    let mut samples = Vec::new();
+    for _ in 0..reps {
+        let run = ingest_once(records, threads, target, with_psfs)?;
+        samples.push(run.time);
+        run.discard();
+    }
+    Ok(summarize(samples))
+}
+
+fn print_table(rows: &[Row], total_bytes: usize, records: usize, parser: Option<Summary>, memcpy: Option<Summary>) {
+    println!();
+    println!(
+        "{:<34} {:>3}  {:>9} {:>19}  {:>11}  {:>9}  {:>8}  {:>8}",
+        "case", "thr", "MB/s", "(min–max MB/s)", "records/s", "MB/s/thr", "×parser", "×memcpy"
+    );
+    println!("{}", "-".repeat(114));
+    let ratio = |mbs: f64, base: Option<Summary>| {
+        base.map_or_else(|| "-".to_owned(), |b| format!("{:.3}", mbs / mb_per_s(total_bytes, b.median)))
+    };
+    for row in rows {
+        let mbs = mb_per_s(total_bytes, row.summary.median);
+        let (low, high) = (mb_per_s(total_bytes, row.summary.max), mb_per_s(total_bytes, row.summary.min));
+        println!(
+            "{:<34} {:>3}  {:>9.1} {:>19}  {:>11.0}  {:>9.1}  {:>8}  {:>8}",
+            row.case,
+            row.threads,
+            mbs,
+            format!("({low:.1}–{high:.1})"),
+            records as f64 / row.summary.median.as_secs_f64(),
+            mbs / row.threads as f64,
+            ratio(mbs, parser),
+            ratio(mbs, memcpy),
+        );
+    }
+    println!();
+    println!("MB = 10^6 bytes of record payload; MB/s and records/s from the median run; ×parser and ×memcpy");
+    println!("are the median throughput divided by the 1-thread parser's and memcpy's median throughput.");
+}
+
+/// Counts the rows a scan returns (column `id` only, to keep projection cheap).
+fn run_query(table: &Table, request: &ScanRequest, plan: &ScanPlan) -> BoxResult<(usize, ScanStats)> {
+    let mut rows = 0;
+    let stats = table.scan_with_plan(request, plan, &mut |batch| {
+        rows += batch.num_rows();
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok((rows, stats))
+}
+
+fn full_scan_plan(table: &Table, request: &ScanRequest) -> ScanPlan {
+    let stats = table.stats();
+    ScanPlan {
+        filter: request.filter.as_ref().map(ToString::to_string),
+        index_scans: Vec::new(),
+        full_scans: vec![LogRange { from: stats.begin_address, to: stats.tail_address }],
+        reason: "forced full scan".into(),
+    }
+}
+
+fn describe(stats: &ScanStats) -> String {
+    let mut text = format!(
+        "chain entries {}, index candidates {}, full-scan records {}",
+        stats.chain_entries, stats.index_candidates, stats.full_scan_records
+    );
+    if stats.device_reads > 0 {
+        text.push_str(&format!(", device reads {} ({:.1} MB)", stats.device_reads, stats.device_bytes as f64 / 1e6));
+    }
+    text
+}
+
+fn query_section(label: &str, table: &Table, queries: &[(String, String)], reps: usize) -> BoxResult<()> {
+    println!();
+    println!("queries on the {label} table ({} records, head {} / tail {}):", table.stats().records, table.stats().head_address, table.stats().tail_address);
+    println!("{:<28} {:<6} {:>10} {:>10} {:>10} {:>9}  details", "query", "path", "median ms", "min ms", "max ms", "rows");
+    for (name, filter) in queries {
+        let request = ScanRequest {
+            filter: Some(parse_expr(filter)?),
+            columns: vec![FieldPath::parse("id")?],
+            ..ScanRequest::default()
+        };
+        let planned = table.plan(&request);
+        let forced = full_scan_plan(table, &request);
+        let mut counts = Vec::new();
+        for (path, plan) in [("index", &planned), ("full", &forced)] {
+            let mut samples = Vec::new();
+            let mut last = (0, ScanStats::default());
+            for _ in 0..reps {
+                let start = Instant::now();
+                last = run_query(table, &request, plan)?;
+                samples.push(start.elapsed());
+            }
+            let s = summarize(samples);
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            let details = if path == "index" && plan.index_scans.is_empty() { format!("NOT INDEXED ({}); {}", plan.reason, describe(&last.1)) } else { describe(&last.1) };
+            println!("{:<28} {:<6} {:>10.2} {:>10.2} {:>10.2} {:>9}  {}", name, path, ms(s.median), ms(s.min), ms(s.max), last.0, details);
+            counts.push(last.0);
+        }
+        if counts[0] != counts[1] {
+            return Err(format!("{name}: the index scan returned {} rows, the full scan {}", counts[0], counts[1]).into());
+        }
+    }
+    Ok(())
+}
+
+/// The actor with the most events in the data (for the point lookup).
+fn busiest_actor(records: &[&[u8]]) -> Option<i64> {
+    let mut parser = default_parser();
+    let mut fields = FieldSet::new();
+    fields.insert(&FieldPath::parse("actor.id").expect("a valid path"));
+    let mut out = ParsedBatch::default();
+    let mut counts = std::collections::HashMap::new();
+    for batch in records.chunks(BATCH) {
+        parser.parse_batch(batch, &fields, &mut out);
+        for i in 0..out.len() {
+            if let Ok([shoal_core::FieldValue::Int(actor)]) = out.record(i) {
+                *counts.entry(*actor).or_insert(0usize) += 1;
+            }
+        }
+    }
+    counts.into_iter().max_by_key(|&(actor, n)| (n, std::cmp::Reverse(actor))).map(|(actor, _)| actor)
+}
+
+fn main() -> BoxResult<()> {
+    let options = Options::parse()?;
+    let input = locate_input(&options.input);
+    let data = load(&input, options.repeat, options.target_mb)?;
+    let records = data.records();
+    let total = data.total_bytes();
+    println!(
+        "shoal-bench: {} × {} ({:.1} MB, {} records per copy) = {} records, {:.1} MB; {} ids rewritten",
+        data.copies,
+        input.display(),
+        data.file_bytes as f64 / 1e6,
+        records.len() / data.copies,
+        records.len(),
+        total as f64 / 1e6,
+        data.ids_rewritten
+    );
+    let distinct = distinct_ids(&records);
+    println!("distinct ids: {distinct} of {} records", records.len());
+    println!(
+        "reps {}, ingestion threads {:?}, batches of {BATCH} records, {} CPUs available",
+        options.reps,
+        options.threads,
+        std::thread::available_parallelism().map_or(0, std::num::NonZeroUsize::get)
+    );
+
+    // In-memory budget: the payload plus a generous allowance for headers and key
+    // pointers (16 + 24 × 6 bytes per record at most) plus spare pages.
+    let memory_budget = total + records.len() * 192 + (64 << 20);
+    let memory = Target::Memory { budget: memory_budget };
+    let disk = Target::Disk { base: options.dir.clone(), budget: options.disk_memory_mb << 20 };
+
+    let mut rows = Vec::new();
+    let mut memcpy = None;
+    let mut parser = None;
+    if options.wants("memcpy") {
+        let s = memcpy_case(&data, options.reps);
+        memcpy = Some(s);
+        rows.push(Row { case: "memcpy".into(), threads: 1, summary: s });
+        eprintln!("memcpy done");
+    }
+    if options.wants("parser") {
+        for &threads in &options.threads {
+            let s = parser_case(&records, threads, options.reps)?;
+            if threads == 1 {
+                parser = Some(s);
+            }
+            rows.push(Row { case: "parser (6 fields of interest)".into(), threads, summary: s });
+            eprintln!("parser ×{threads} done");
+        }
+    }
+    let cases: [(&str, &str, &Target, bool); 3] = [
+        ("memory", "ingest, in memory, GitHub PSFs", &memory, true),
+        ("disk", "ingest, disk, GitHub PSFs", &disk, true),
+        ("nopsf", "ingest, in memory, no PSF", &memory, false),
+    ];
+    for (key, label, target, with_psfs) in cases {
+        if !options.wants(key) {
+            continue;
+        }
+        for &threads in &options.threads {
+            let s = ingest_case(&records, threads, target, with_psfs, options.reps)?;
+            rows.push(Row { case: label.into(), threads, summary: s });
+            eprintln!("{label} ×{threads} done");
+        }
+    }
+    print_table(&rows, total, records.len(), parser, memcpy);
+
+    if options.wants("query") {
+        let actor = busiest_actor(&records).ok_or("no record has an integer actor.id")?;
+        let queries = vec![
+            ("type = 'PushEvent'".to_owned(), "type = 'PushEvent'".to_owned()),
+            ("issues opened (predicate)".to_owned(), "type = 'IssuesEvent' AND payload.action = 'opened'".to_owned()),
+            (format!("actor.id = {actor}"), format!("actor.id = {actor}")),
+        ];
+        for (label, target) in [("in-memory", &memory), ("on-disk", &disk)] {
+            let run = ingest_once(&records, 1, target, true)?;
+            for psf in run.table.psfs().all() {
+                eprintln!("  PSF {:<18} key pointers {:>9}", psf.name, psf.key_pointer_count());
+            }
+            let result = query_section(label, &run.table, &queries, options.reps);
+            run.discard();
+            result?;
+        }
+    }
+    Ok(())
+}

@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use shoal_core::parser::{FieldSet, ParsedBatch, RecordParser, SonicParser};
+use shoal_core::parser::{FieldSet, ParsedBatch, RecordParser, OnDemandParser};
 use shoal_core::FieldPath;
 
 const BATCH: usize = 1000;
@@ -53,7 +53,7 @@ fn bench_parser(c: &mut Criterion) {
     let fields = field_set(&GITHUB_FIELDS);
 
     // Sanity: every record parses, and the fields are there.
-    let mut parser = SonicParser::new();
+    let mut parser = OnDemandParser::new();
     let mut out = ParsedBatch::default();
     let (mut errors, mut with_language) = (0, 0);
     for batch in records.chunks(BATCH) {
@@ -82,7 +82,7 @@ fn bench_parser(c: &mut Criterion) {
     });
 
     group.bench_function("sonic_parser_6_fields", |b| {
-        let mut parser = SonicParser::new();
+        let mut parser = OnDemandParser::new();
         let mut out = ParsedBatch::default();
         b.iter(|| {
             for batch in records.chunks(BATCH) {
@@ -94,7 +94,7 @@ fn bench_parser(c: &mut Criterion) {
 
     // Reference points for the cost of full validation.
     group.bench_function("sonic_parser_validate_only", |b| {
-        let mut parser = SonicParser::new();
+        let mut parser = OnDemandParser::new();
         let mut out = ParsedBatch::default();
         let none = FieldSet::new();
         b.iter(|| {

@@ -4,6 +4,7 @@
 //! hybrid log (Chandramouli et al., SIGMOD 2018).
 #![warn(missing_docs)]
 #![deny(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod epoch;
 pub mod error;

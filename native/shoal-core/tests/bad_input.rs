@@ -321,7 +321,7 @@ fn run_in_child_process(name: &str) {
     if std::env::var_os("SHOAL_BAD_INPUT_VERBOSE").is_some() {
         eprint!("{stderr}");
     }
-    let last_step = stderr.lines().filter_map(|l| l.strip_prefix("step: ")).last().unwrap_or("(none)");
+    let last_step = stderr.lines().filter_map(|l| l.strip_prefix("step: ")).next_back().unwrap_or("(none)");
     // The child's panic message (its list of failures), else the last lines (an abort).
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("step: ")).collect();
     let from = lines.iter().rposition(|l| l.contains("panicked at")).unwrap_or(lines.len().saturating_sub(10));

@@ -163,7 +163,7 @@ fn plans_use_each_psf_kind_within_its_safe_boundaries() {
     let table = &fixture.table;
     let psfs = table.psfs().all();
     for (filter, psf) in [
-        ("type = 'PushEvent'", "type"),
+        ("type = 'IssuesEvent'", "type"),
         ("type = 'IssuesEvent' AND payload.action = 'opened'", "opened_issues"),
         ("payload.size >= 5", "push_size"),
     ] {
@@ -175,6 +175,11 @@ fn plans_use_each_psf_kind_within_its_safe_boundaries() {
         assert_eq!(plan.full_scans.len(), 1, "records before registration are full-scanned");
         assert_eq!(plan.full_scans[0].to, registered);
     }
+    // PushEvents are over half of the records: the planner prefers a full scan.
+    let plan = table.plan(&ScanRequest { filter: Some(parse_expr("type = 'PushEvent'").expect("parse")), ..ScanRequest::default() });
+    assert!(plan.index_scans.is_empty(), "{plan:?}");
+    assert!(plan.reason.contains("full scan is cheaper"), "{}", plan.reason);
+    assert_eq!(plan.full_scans.len(), 1, "adjacent full-scan ranges are merged: {plan:?}");
     // The deregistered projection covers only the middle third.
     let login = psfs.iter().find(|p| p.name == "login").expect("login psf");
     let (from, to) = login.coverage().expect("coverage");

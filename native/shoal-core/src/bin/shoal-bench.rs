@@ -606,6 +606,12 @@ fn main() -> BoxResult<()> {
         ];
         for (label, target) in [("in-memory", &memory), ("on-disk", &disk)] {
             let run = ingest_once(&records, 1, target, true)?;
+            // Schema inference runs on the flush thread as pages close; right after
+            // ingestion it may not have seen every closed page yet.
+            let (observed, written) = (run.table.schema().record_count(), run.table.stats().records);
+            eprintln!("  inferred schema right after ingestion ({label}): {observed} of {written} records observed");
+            // Let the flush thread catch up so that it does not compete with the queries.
+            run.table.flush()?;
             for psf in run.table.psfs().all() {
                 eprintln!("  PSF {:<18} key pointers {:>9}", psf.name, psf.key_pointer_count());
             }

@@ -6,9 +6,9 @@
 use crate::path::FieldPath;
 use crate::value::FieldValue;
 
-mod sonic;
+mod ondemand;
 
-pub use sonic::SonicParser;
+pub use ondemand::OnDemandParser;
 
 /// An ordered set of field paths; a path's position is its field id within a batch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -127,5 +127,5 @@ pub trait RecordParser: Send {
 /// The default parser.
 #[must_use]
 pub fn default_parser() -> Box<dyn RecordParser> {
-    Box::new(SonicParser::new())
+    Box::new(OnDemandParser::new())
 }

@@ -9,7 +9,6 @@ use std::ops::ControlFlow;
 
 use arrow_array::RecordBatch;
 use serde::Serialize;
-use sonic_rs::PointerTree;
 
 use crate::error::{Error, Result};
 use crate::parser::{FieldSet, ParsedBatch, RecordParser};
@@ -64,10 +63,11 @@ pub struct ScanStats {
 struct Projector<'t> {
     table: &'t Table,
     filter: Option<BoundExpr>,
-    filter_fields: FieldSet,
+    /// Fields of interest: the filter's, then the columns'.
+    fields: FieldSet,
     parser: Box<dyn RecordParser>,
-    tree: PointerTree,
-    columns: usize,
+    /// Field id of each output column.
+    column_ids: Vec<usize>,
     builder: BatchBuilder,
     batch_rows: usize,
     remaining: usize,
@@ -86,29 +86,22 @@ impl Projector<'_> {
             return Ok(ControlFlow::Continue(()));
         }
         let mut parsed = ParsedBatch::default();
-        if self.filter.is_some() {
-            parsed.reset(self.filter_fields.len());
-            self.parser.parse_batch(payloads, &self.filter_fields, &mut parsed);
-        }
-        for (i, payload) in payloads.iter().enumerate() {
+        parsed.reset(self.fields.len());
+        self.parser.parse_batch(payloads, &self.fields, &mut parsed);
+        let mut texts: Vec<Option<String>> = Vec::with_capacity(self.column_ids.len());
+        for i in 0..payloads.len() {
             if self.remaining == 0 {
                 return Ok(ControlFlow::Break(()));
             }
+            let Ok(values) = parsed.record(i) else { continue };
             if let Some(filter) = &self.filter {
-                let Ok(values) = parsed.record(i) else { continue };
                 if filter.eval(values) != Some(true) {
                     continue;
                 }
             }
-            let lazy = if self.columns > 0 {
-                match sonic_rs::get_many(*payload, &self.tree) {
-                    Ok(values) => values,
-                    Err(_) => continue,
-                }
-            } else {
-                Vec::new()
-            };
-            let raw: Vec<Option<&str>> = lazy.iter().map(|v| v.as_ref().map(sonic_rs::LazyValue::as_raw_str)).collect();
+            texts.clear();
+            texts.extend(self.column_ids.iter().map(|&id| json_text(&values[id])));
+            let raw: Vec<Option<&str>> = texts.iter().map(Option::as_deref).collect();
             self.builder.append_row(&raw);
             self.remaining -= 1;
             self.stats.records_returned += 1;
@@ -134,11 +127,60 @@ impl Projector<'_> {
 }
 
 impl Table {
-    /// Plans `request` without running it.
+    /// Plans `request` without running it: [`plan_scan`] over the table's PSFs, then
+    /// a cost check — when the chains of an index scan hold at least
+    /// [`FULL_SCAN_THRESHOLD`] of the records in its range, reading them one by one
+    /// costs more than one sequential full scan, so the plan switches to a full scan
+    /// and says why.
     #[must_use]
     pub fn plan(&self, request: &ScanRequest) -> ScanPlan {
         let (from, to) = self.resolve_range(request);
-        plan_scan(request.filter.as_ref(), &self.psfs.all(), from, to)
+        let mut plan = plan_scan(request.filter.as_ref(), &self.psfs.all(), from, to);
+        let stats = self.stats();
+        let span = stats.tail_address.saturating_sub(stats.begin_address).max(1);
+        for i in (0..plan.index_scans.len()).rev() {
+            let scan = &plan.index_scans[i];
+            #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss, clippy::cast_sign_loss)]
+            let records_in_range = (stats.records as f64 * (scan.to - scan.from) as f64 / span as f64) as u64;
+            #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss, clippy::cast_sign_loss)]
+            let cap = ((records_in_range as f64 * FULL_SCAN_THRESHOLD) as u64).max(1);
+            if records_in_range < 1_000 {
+                continue;
+            }
+            let entries: u64 = scan.properties.iter().map(|p| self.chain_length(p, scan.from, scan.to, cap)).sum();
+            if entries >= cap {
+                let scan = plan.index_scans.remove(i);
+                plan.reason = format!(
+                    "the chains of {:?} hold at least {entries} of ~{records_in_range} records in [{}, {}): a full scan is cheaper",
+                    scan.psfs, scan.from, scan.to
+                );
+                plan.full_scans.push(LogRange { from: scan.from, to: scan.to });
+            }
+        }
+        plan.full_scans.sort_by_key(|r| r.from);
+        merge_adjacent(&mut plan.full_scans);
+        plan
+    }
+
+    /// Number of key pointers of `property` in `[from, to)`, counting at most `cap`.
+    #[must_use]
+    pub fn chain_length(&self, property: &PropertyKey, from: u64, to: u64, cap: u64) -> u64 {
+        let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
+        let Some(mut address) = self.index.find_entry(hash) else { return 0 };
+        let mut reader = LogReader::new(&self.log);
+        let mut count = 0;
+        while address != 0 && address >= from && address >= self.log.begin_address() && count < cap {
+            let Ok(Some(bytes)) = reader.read(address, KEY_POINTER_SIZE) else { break };
+            let kp = KeyPointer::decode(words(bytes));
+            if address < to && kp.psf_id == property.psf_id {
+                count += 1;
+            }
+            if kp.previous >= address {
+                break;
+            }
+            address = kp.previous;
+        }
+        count
     }
 
     fn resolve_range(&self, request: &ScanRequest) -> (u64, u64) {
@@ -180,19 +222,15 @@ impl Table {
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
     ) -> Result<ScanStats> {
         let columns = self.output_columns(&request.columns)?;
-        let mut tree = PointerTree::new();
-        for (path, _) in &columns {
-            tree.add_path(path.segments());
-        }
-        let mut filter_fields = FieldSet::new();
-        let filter = request.filter.as_ref().map(|f| f.bind(&mut filter_fields));
+        let mut fields = FieldSet::new();
+        let filter = request.filter.as_ref().map(|f| f.bind(&mut fields));
+        let column_ids = columns.iter().map(|(path, _)| fields.insert(path)).collect();
         let mut projector = Projector {
             table: self,
             filter,
-            filter_fields,
+            fields,
             parser: self.take_parser(),
-            tree,
-            columns: columns.len(),
+            column_ids,
             builder: BatchBuilder::new(&columns),
             batch_rows: request.batch_rows.max(1),
             remaining: request.limit.unwrap_or(usize::MAX),
@@ -363,6 +401,36 @@ impl Table {
             return Ok(records);
         }
     }
+}
+
+/// The JSON text of an extracted value (what the batch builder consumes); `None` for
+/// a missing field.
+fn json_text(value: &crate::value::FieldValue<'_>) -> Option<String> {
+    use crate::value::FieldValue;
+    Some(match value {
+        FieldValue::Missing => return None,
+        FieldValue::Null => "null".to_owned(),
+        FieldValue::Bool(b) => b.to_string(),
+        FieldValue::Int(i) => i.to_string(),
+        FieldValue::Float(f) if f.is_finite() => serde_json::to_string(f).unwrap_or_else(|_| "null".to_owned()),
+        FieldValue::Float(_) => "null".to_owned(),
+        FieldValue::Str(s) => serde_json::to_string(s.as_ref()).unwrap_or_else(|_| "null".to_owned()),
+        FieldValue::Object(raw) | FieldValue::Array(raw) => (*raw).to_owned(),
+    })
+}
+
+/// Share of a range's records above which an index scan is replaced by a full scan.
+pub const FULL_SCAN_THRESHOLD: f64 = 0.5;
+
+fn merge_adjacent(ranges: &mut Vec<LogRange>) {
+    let mut merged: Vec<LogRange> = Vec::with_capacity(ranges.len());
+    for range in ranges.drain(..) {
+        match merged.last_mut() {
+            Some(last) if last.to == range.from => last.to = range.to,
+            _ => merged.push(range),
+        }
+    }
+    *ranges = merged;
 }
 
 fn words(bytes: &[u8]) -> [u64; 3] {

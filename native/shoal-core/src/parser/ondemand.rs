@@ -33,7 +33,7 @@
 //! `from_slice::<IgnoredAny>` then `get_many_unchecked` 0.77 GiB/s; `get_many` alone,
 //! without full validation, 1.16 GiB/s; memcpy 22.6 GiB/s.
 //!
-//! The semantics are documented on [`SonicParser`].
+//! The semantics are documented on [`OnDemandParser`].
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -140,7 +140,7 @@ impl FieldTree {
 ///   fields of interest).
 /// * Objects and arrays are their raw text, exactly as in the record (a sub-slice).
 #[derive(Debug)]
-pub struct SonicParser {
+pub struct OnDemandParser {
     tree: FieldTree,
     /// Open containers of the validating skipper (`b'}'` or `b']'`, the closing byte).
     stack: Vec<u8>,
@@ -152,13 +152,13 @@ pub struct SonicParser {
     generation: u32,
 }
 
-impl Default for SonicParser {
+impl Default for OnDemandParser {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl SonicParser {
+impl OnDemandParser {
     /// A parser with no fields of interest yet.
     #[must_use]
     pub fn new() -> Self {
@@ -209,7 +209,7 @@ impl SonicParser {
     }
 }
 
-impl RecordParser for SonicParser {
+impl RecordParser for OnDemandParser {
     fn parse_batch<'a>(&mut self, records: &[&'a [u8]], fields: &FieldSet, out: &mut ParsedBatch<'a>) {
         self.prepare(fields);
         out.reset(fields.len());
@@ -710,7 +710,7 @@ mod tests {
     }
 
     /// Parses one record with `parser` and returns its values (owned) or its error.
-    fn parse_with(parser: &mut SonicParser, record: &[u8], fields: &FieldSet) -> Result<Vec<FieldValue<'static>>, String> {
+    fn parse_with(parser: &mut OnDemandParser, record: &[u8], fields: &FieldSet) -> Result<Vec<FieldValue<'static>>, String> {
         let mut out = ParsedBatch::default();
         parser.parse_batch(&[record], fields, &mut out);
         assert_eq!(out.len(), 1);
@@ -732,7 +732,7 @@ mod tests {
     }
 
     fn parse(record: &str, paths: &[&str]) -> Result<Vec<FieldValue<'static>>, String> {
-        parse_with(&mut SonicParser::new(), record.as_bytes(), &field_set(paths))
+        parse_with(&mut OnDemandParser::new(), record.as_bytes(), &field_set(paths))
     }
 
     fn s(text: &str) -> FieldValue<'static> {
@@ -774,7 +774,7 @@ mod tests {
     fn unescaped_strings_borrow_the_record() {
         let record = GITHUB.as_bytes().to_vec();
         let fields = field_set(&["type", "payload.pull_request.head.repo.language", "repo", "actor.login"]);
-        let mut parser = SonicParser::new();
+        let mut parser = OnDemandParser::new();
         let mut out = ParsedBatch::default();
         parser.parse_batch(&[&record], &fields, &mut out);
         let values = out.record(0).expect("valid");
@@ -879,7 +879,7 @@ mod tests {
         let mut mismatches = Vec::new();
         for &(record, offset) in cases {
             for fields in [&fields, &FieldSet::new()] {
-                let err = parse_with(&mut SonicParser::new(), record, fields).expect_err(&String::from_utf8_lossy(record));
+                let err = parse_with(&mut OnDemandParser::new(), record, fields).expect_err(&String::from_utf8_lossy(record));
                 if !err.contains(&format!("at byte {offset}:")) {
                     mismatches.push(format!("{}: {err:?} (expected byte {offset})", String::from_utf8_lossy(record)));
                 }
@@ -906,7 +906,7 @@ mod tests {
                 assert_eq!(parse(record, paths).expect_err(record), message);
             }
         }
-        let err = parse_with(&mut SonicParser::new(), b"[\"ok\", \"\xe9t\xe9\"]", &FieldSet::new()).expect_err("latin-1");
+        let err = parse_with(&mut OnDemandParser::new(), b"[\"ok\", \"\xe9t\xe9\"]", &FieldSet::new()).expect_err("latin-1");
         assert_eq!(err, "invalid JSON at byte 8: invalid UTF-8");
     }
 
@@ -925,7 +925,7 @@ mod tests {
     #[test]
     fn batches_keep_order_and_tree_follows_the_field_set() {
         let records: Vec<&[u8]> = vec![br#"{"a":1,"b":2}"#, b"{", br#"{"a":"x"}"#];
-        let mut parser = SonicParser::new();
+        let mut parser = OnDemandParser::new();
         let mut out = ParsedBatch::default();
         parser.parse_batch(&records, &field_set(&["a"]), &mut out);
         assert_eq!(out.len(), 3);
@@ -979,7 +979,7 @@ mod tests {
         let (mut accepted, mut rejected) = (0, 0);
         let mut implementation_defined = Vec::new();
         let field_sets = [FieldSet::new(), field_set(&["a", "a.b", "\"\"", "id"])];
-        let mut parser = SonicParser::new();
+        let mut parser = OnDemandParser::new();
         for path in &entries {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -1059,7 +1059,7 @@ mod tests {
             for path in PROP_PATHS {
                 fields.insert(&FieldPath::from_segments(path.iter().copied()).expect("non-empty"));
             }
-            let mut parser = SonicParser::new();
+            let mut parser = OnDemandParser::new();
             let mut out = ParsedBatch::default();
             parser.parse_batch(&[text.as_bytes()], &fields, &mut out);
             let values = out.record(0).map_err(|e| TestCaseError::fail(format!("rejected {text}: {e}")))?;
@@ -1113,7 +1113,7 @@ mod tests {
             }
             // Into a `Value`: into `IgnoredAny`, serde_json does not check UTF-8.
             let serde = serde_json::from_slice::<Value>(&bytes);
-            let mut parser = SonicParser::new();
+            let mut parser = OnDemandParser::new();
             let ours = parse_with(&mut parser, &bytes, &FieldSet::new());
             let ours_with_fields = parse_with(&mut parser, &bytes, &field_set(&["a", "a.b", "c"]));
             prop_assert_eq!(ours.is_ok(), ours_with_fields.is_ok());

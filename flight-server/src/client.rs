@@ -18,10 +18,10 @@ use serde_json::{json, Value};
 #[derive(clap::Args, Clone)]
 pub struct Connection {
     /// Daemon address.
-    #[arg(long, env = "SHOAL_ENDPOINT", default_value = "grpc://127.0.0.1:50051")]
+    #[arg(long, global = true, env = "SHOAL_ENDPOINT", default_value = "grpc://127.0.0.1:50051")]
     endpoint: String,
     /// Bearer token, if the daemon requires one.
-    #[arg(long, env = "SHOAL_AUTH_TOKEN")]
+    #[arg(long, global = true, env = "SHOAL_AUTH_TOKEN")]
     token: Option<String>,
 }
 

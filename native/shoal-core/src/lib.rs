@@ -2,6 +2,54 @@
 //!
 //! The storage engine of shoal, after FishStore (Xie et al., SIGMOD 2019) on FASTER's
 //! hybrid log (Chandramouli et al., SIGMOD 2018).
+//!
+//! **Hybrid log** ([`log`]). Records are appended to one logical address space. The
+//! tail lives in a ring of in-memory pages (the memory budget); a fetch-and-add on the
+//! tail allocates; full pages become immutable, are flushed to segment files once all
+//! their writers are done ([`epoch`] protection), and are evicted when the ring needs
+//! their frame. Readers reach any address, in memory or on disk. Each record keeps its
+//! exact input bytes behind a header and its *key pointers* ([`record`]).
+//!
+//! **PSFs** ([`psf`]). A predicated subset function maps a record to a value: a field
+//! projection (`actor.login`), a boolean predicate (`type = 'IssuesEvent' AND
+//! payload.action = 'opened'`), a numeric range bucket, or a tuple of fields. Every
+//! record with value `v` gets a key pointer linked into the hash chain of the property
+//! `(f, v)` ([`index`], FishStore Algorithm 1 in [`ingest`]). PSFs are registered and
+//! deregistered while ingestion runs; each records the log addresses where its chains
+//! begin and end (safe register / deregister boundaries).
+//!
+//! **Scans** ([`scan`]). A request is a filter (the same SQL expression language),
+//! columns, a log range and a limit. The planner uses index scans along chains where a
+//! PSF covers the range and full scans elsewhere; every candidate is re-checked against
+//! the filter, and the requested columns come out as Arrow record batches typed by the
+//! inferred schema ([`schema`]).
+//!
+//! ```
+//! use shoal_core::psf::{parse_expr, PsfSpec};
+//! use shoal_core::scan::ScanRequest;
+//! use shoal_core::table::{Table, TableConfig};
+//! use shoal_core::FieldPath;
+//!
+//! # fn main() -> shoal_core::Result<()> {
+//! let table = Table::create(TableConfig::in_memory(16 << 20))?;
+//! table.register_psf("by_type", &PsfSpec::Projection { field: "type".into() })?;
+//! table.ingest(&[
+//!     br#"{"id": 1, "type": "PushEvent", "actor": {"login": "alice"}}"#,
+//!     br#"{"id": 2, "type": "IssuesEvent", "actor": {"login": "bob"}}"#,
+//!     br#"{"id": 3, "type": "PushEvent", "actor": {"login": "carol"}}"#,
+//! ])?;
+//! let request = ScanRequest {
+//!     filter: Some(parse_expr("type = 'PushEvent'")?),
+//!     columns: vec![FieldPath::parse("actor.login")?],
+//!     ..ScanRequest::default()
+//! };
+//! let plan = table.plan(&request);
+//! assert_eq!(plan.index_scans[0].psfs, ["by_type"]); // answered from the chain
+//! let (batches, _stats) = table.scan(&request)?;
+//! assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
+//! # Ok(())
+//! # }
+//! ```
 #![warn(missing_docs)]
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]

@@ -142,7 +142,7 @@ def main():
                          cwd=REPO, check=True, capture_output=True, text=True).stdout
     engine = None
     for line in out.splitlines():
-        m = re.search(r"memory.*?\b1\b.*?([\d.]+)\s*MB/s", line)
+        m = re.match(r"ingest, in memory, GitHub PSFs\s+1\s+([\d.]+)", line)
         if m:
             engine = float(m.group(1))
             break

@@ -98,8 +98,7 @@ impl Catalog {
             }
             return Err(Status::already_exists(format!("table {:?} already exists", request.name)));
         }
-        let mut config = TableConfig::default();
-        config.on_invalid_json = request.on_invalid_json;
+        let mut config = TableConfig { on_invalid_json: request.on_invalid_json, ..TableConfig::default() };
         config.log.memory_budget_bytes = request.memory_budget_bytes.unwrap_or(self.config.memory_budget_bytes);
         if let Some(bits) = request.page_size_bits {
             config.log.page_size_bits = bits;

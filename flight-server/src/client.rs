@@ -23,6 +23,9 @@ pub struct Connection {
     /// Bearer token, if the daemon requires one.
     #[arg(long, global = true, env = "SHOAL_AUTH_TOKEN")]
     token: Option<String>,
+    /// PEM certificate(s) to trust for a `grpc+tls://` endpoint.
+    #[arg(long, global = true, env = "SHOAL_TLS_CA")]
+    tls_ca: Option<PathBuf>,
 }
 
 /// `shoal ingest`.
@@ -149,9 +152,23 @@ pub fn run(future: impl std::future::Future<Output = Result<(), String>>) -> Res
 }
 
 async fn connect(connection: &Connection) -> Result<FlightClient, String> {
-    let uri = connection.endpoint.replacen("grpc://", "http://", 1).replacen("grpc+tcp://", "http://", 1);
-    let channel = tonic::transport::Endpoint::from_shared(uri.clone())
-        .map_err(|e| format!("invalid endpoint {:?}: {e}", connection.endpoint))?
+    let tls = connection.endpoint.starts_with("grpc+tls://");
+    let uri = connection
+        .endpoint
+        .replacen("grpc+tls://", "https://", 1)
+        .replacen("grpc://", "http://", 1)
+        .replacen("grpc+tcp://", "http://", 1);
+    let mut endpoint = tonic::transport::Endpoint::from_shared(uri.clone())
+        .map_err(|e| format!("invalid endpoint {:?}: {e}", connection.endpoint))?;
+    if tls {
+        let mut config = tonic::transport::ClientTlsConfig::new();
+        if let Some(ca) = &connection.tls_ca {
+            let pem = std::fs::read(ca).map_err(|e| format!("cannot read {}: {e}", ca.display()))?;
+            config = config.ca_certificate(tonic::transport::Certificate::from_pem(pem));
+        }
+        endpoint = endpoint.tls_config(config).map_err(|e| format!("TLS configuration: {e}"))?;
+    }
+    let channel = endpoint
         .connect()
         .await
         .map_err(|e| format!("cannot connect to {}: {e} (is `shoal serve` running?)", connection.endpoint))?;

@@ -30,6 +30,10 @@ pub struct ServerConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// Rows per Arrow batch in DoGet streams. Default 4096.
     pub batch_rows: usize,
+    /// PEM certificate chain; with `tls_key`, the service speaks TLS (`grpc+tls://`).
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -45,6 +49,8 @@ impl Default for ServerConfig {
             auth_token: None,
             metrics_listen: None,
             batch_rows: 4096,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }

@@ -75,6 +75,12 @@ struct ServeArgs {
     /// Most endpoints per query plan [default: 4].
     #[arg(long, env = "SHOAL_ENDPOINTS_PER_QUERY")]
     endpoints_per_query: Option<usize>,
+    /// PEM certificate chain for TLS (with --tls-key).
+    #[arg(long, env = "SHOAL_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for TLS (with --tls-cert).
+    #[arg(long, env = "SHOAL_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Log format: `text` or `json`.
     #[arg(long, env = "SHOAL_LOG_FORMAT", default_value = "text")]
     log_format: String,
@@ -108,6 +114,13 @@ impl ServeArgs {
         }
         if let Some(n) = self.endpoints_per_query {
             config.endpoints_per_query = n;
+        }
+        if self.tls_cert.is_some() {
+            config.tls_cert.clone_from(&self.tls_cert);
+            config.tls_key.clone_from(&self.tls_key);
+        }
+        if config.tls_cert.is_some() != config.tls_key.is_some() {
+            return Err("TLS needs both tls_cert and tls_key".into());
         }
         Ok(config)
     }
@@ -203,9 +216,18 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
         .max_encoding_message_size(256 << 20);
     let server = tonic::service::interceptor::InterceptedService::new(server, check_auth);
     let gauges = tokio::spawn(update_gauges(Arc::clone(&catalog)));
-    tracing::info!(listen = %local, data_dir = %config.data_dir.display(), in_memory = config.in_memory, "shoal ready");
-    println!("shoal ready: listening on {local}");
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
+        let read = |path: &PathBuf| std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()));
+        let identity = tonic::transport::Identity::from_pem(read(cert)?, read(key)?);
+        builder = builder
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .map_err(|e| format!("invalid TLS certificate or key: {e}"))?;
+    }
+    let scheme = if config.tls_cert.is_some() { "grpc+tls" } else { "grpc" };
+    tracing::info!(listen = %local, data_dir = %config.data_dir.display(), in_memory = config.in_memory, scheme, "shoal ready");
+    println!("shoal ready: listening on {local} ({scheme})");
+    builder
         .add_service(server)
         .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown_signal())
         .await

@@ -33,9 +33,9 @@ def free_port() -> int:
 class Daemon:
     """A running `shoal serve` process."""
 
-    def __init__(self, data_dir: Path, *extra: str):
+    def __init__(self, data_dir: Path, *extra: str, scheme: str = "grpc", host: str = "127.0.0.1"):
         self.port = free_port()
-        self.location = f"grpc://127.0.0.1:{self.port}"
+        self.location = f"{scheme}://{host}:{self.port}"
         self.log_lines: list[str] = []
         self.process = subprocess.Popen(
             [str(shoal_binary()), "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(data_dir), *extra],
@@ -85,8 +85,8 @@ def daemon(tmp_path):
 def start_daemon(tmp_path):
     started = []
 
-    def start(*extra: str) -> Daemon:
-        d = Daemon(tmp_path / f"data{len(started)}", *extra)
+    def start(*extra: str, **kwargs) -> Daemon:
+        d = Daemon(tmp_path / f"data{len(started)}", *extra, **kwargs)
         started.append(d)
         return d
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pyarrow as pa
@@ -189,3 +190,21 @@ def test_sigterm_flushes_and_exits_cleanly(start_daemon):
     put(client, "t", ['{"a": %d}' % i for i in range(100)])
     assert d.stop() == 0
     assert any("table flushed and closed" in line for line in d.log_lines)
+
+
+def test_tls_serves_grpc_tls_clients(start_daemon, tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    d = start_daemon("--tls-cert", str(cert), "--tls-key", str(key), scheme="grpc+tls", host="localhost")
+    client = d.client(tls_root_certs=cert.read_bytes())
+    action(client, "create_table", {"name": "secure"})
+    put(client, "secure", ['{"a": 1}', '{"a": 2}'])
+    table, _, _ = query(client, {"table": "secure", "filter": "a = 2"})
+    assert table.column("a").to_pylist() == [2]
+    plain = flight.FlightClient(f"grpc://localhost:{d.port}")
+    with pytest.raises(ANY_ERROR):
+        list(plain.list_flights())

@@ -89,6 +89,8 @@ pub struct Table {
     pub(crate) index: HashIndex,
     pub(crate) psfs: PsfRegistry,
     pub(crate) schema: Arc<Mutex<InferredSchema>>,
+    /// Every page below this address has been merged into `schema`.
+    schema_observed_until: Arc<AtomicU64>,
     parsers: Mutex<Vec<Box<dyn RecordParser>>>,
     records: AtomicU64,
     payload_bytes: AtomicU64,
@@ -124,8 +126,11 @@ impl Table {
         let index = HashIndex::new(config.index_size_bits)?;
         let schema = Arc::new(Mutex::new(InferredSchema::new()));
         let observed = Arc::clone(&schema);
+        let observed_until = Arc::new(AtomicU64::new(0));
+        let advance = Arc::clone(&observed_until);
         let capacity = log.page_capacity();
-        log.set_page_observer(Box::new(move |_page, bytes| {
+        let page_size = log.page_size() as u64;
+        log.set_page_observer(Box::new(move |page, bytes| {
             let mut page_schema = InferredSchema::new();
             for_each_record(&bytes[..capacity], |_, view| {
                 if view.header().is_visible() {
@@ -133,6 +138,7 @@ impl Table {
                 }
             });
             observed.lock().merge(&page_schema);
+            advance.fetch_max((page + 1) * page_size, Ordering::AcqRel);
         }));
         Ok(Arc::new(Self {
             config,
@@ -140,6 +146,7 @@ impl Table {
             index,
             psfs: PsfRegistry::default(),
             schema,
+            schema_observed_until: observed_until,
             parsers: Mutex::new(Vec::new()),
             records: AtomicU64::new(0),
             payload_bytes: AtomicU64::new(0),
@@ -212,20 +219,24 @@ impl Table {
         self.psfs.deregister(name, || self.log.tail_address())
     }
 
-    /// The inferred schema: pages observed as they closed, plus the open tail page.
+    /// The inferred schema: pages merged by the flush thread as they closed, plus the
+    /// pages it has not reached yet (closed pages still queued, and the open tail page),
+    /// observed here so that every record ingested so far is reflected.
     #[must_use]
     pub fn schema(&self) -> InferredSchema {
+        let observed_until = self.schema_observed_until.load(Ordering::Acquire);
         let mut schema = self.schema.lock().clone();
-        let read_only = self.log.read_only_address();
         let tail = self.log.tail_address();
-        if tail > read_only {
+        if tail > observed_until {
             let mut page = Vec::new();
-            if let Ok(Some(end)) = self.log.read_page(self.log.page_of(tail), &mut page) {
-                for_each_record(&page[..end], |_, view| {
-                    if view.header().is_visible() {
-                        schema.observe(view.payload());
-                    }
-                });
+            for number in self.log.page_of(observed_until)..=self.log.page_of(tail) {
+                if let Ok(Some(end)) = self.log.read_page(number, &mut page) {
+                    for_each_record(&page[..end], |_, view| {
+                        if view.header().is_visible() {
+                            schema.observe(view.payload());
+                        }
+                    });
+                }
             }
         }
         schema

@@ -106,3 +106,19 @@ fn data_on_disk_is_scanned_through_chains_and_pages() {
     assert_eq!(rows, 5);
     assert!(column[0].column(0).as_any().downcast_ref::<StringArray>().is_some());
 }
+
+#[test]
+fn schema_reflects_every_record_ingested_so_far() {
+    let mut config = TableConfig::in_memory(64 << 12);
+    config.log.page_size_bits = 12;
+    let table = Table::create(config).unwrap();
+    let records: Vec<String> = (0..2000).map(|i| format!(r#"{{"k{i}": {i}}}"#)).collect();
+    for chunk in records.chunks(100) {
+        let refs: Vec<&[u8]> = chunk.iter().map(String::as_bytes).collect();
+        table.ingest(&refs).unwrap();
+    }
+    let schema = table.schema();
+    for i in 0..2000 {
+        assert!(schema.arrow_field(&FieldPath::parse(&format!("k{i}")).unwrap()).is_some(), "k{i} missing");
+    }
+}

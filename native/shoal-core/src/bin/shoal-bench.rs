@@ -18,8 +18,10 @@
 //! * `nopsf` — in-memory ingestion with no PSF;
 //! * `query` — after ingestion: `type = 'PushEvent'`, the predicate
 //!   `type = 'IssuesEvent' AND payload.action = 'opened'` and a point lookup on
-//!   `actor.id`, each as planned (index scan) and as a forced full scan, on the
-//!   in-memory and on the disk table.
+//!   `actor.id` (the busiest actor), each along the PSF chains (`plan_scan`, an index
+//!   scan), as a forced full scan, and as `Table::plan` decides (with its planning
+//!   time), on the in-memory and on the disk table. It also prints how many records the
+//!   inferred schema had seen right after ingestion.
 //!
 //! The ingestion threads each ingest a contiguous share of the batches of 1000 records.
 //! MB are 10^6 bytes of record payload (the JSON text, without newlines).
@@ -40,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use shoal_core::parser::{default_parser, FieldSet, ParsedBatch};
 use shoal_core::psf::{parse_expr, PsfSpec};
-use shoal_core::scan::{LogRange, ScanPlan, ScanRequest, ScanStats};
+use shoal_core::scan::{plan_scan, LogRange, ScanPlan, ScanRequest, ScanStats};
 use shoal_core::table::{Table, TableConfig};
 use shoal_core::FieldPath;
 
@@ -478,35 +480,58 @@ fn describe(stats: &ScanStats) -> String {
     text
 }
 
+/// Times `plan` over `reps` runs; returns the rows and stats of the last run.
+fn time_query(table: &Table, request: &ScanRequest, plan: &ScanPlan, reps: usize) -> BoxResult<(Summary, usize, ScanStats)> {
+    let mut samples = Vec::new();
+    let mut last = (0, ScanStats::default());
+    for _ in 0..reps {
+        let start = Instant::now();
+        last = run_query(table, request, plan)?;
+        samples.push(start.elapsed());
+    }
+    Ok((summarize(samples), last.0, last.1))
+}
+
+/// Each query three ways: along the PSF chains (`plan_scan`, the planner without its
+/// cost check), as a forced full scan, and as `Table::plan` decides (with the time the
+/// planning itself took).
 fn query_section(label: &str, table: &Table, queries: &[(String, String)], reps: usize) -> BoxResult<()> {
+    let stats = table.stats();
     println!();
-    println!("queries on the {label} table ({} records, head {} / tail {}):", table.stats().records, table.stats().head_address, table.stats().tail_address);
-    println!("{:<28} {:<6} {:>10} {:>10} {:>10} {:>9}  details", "query", "path", "median ms", "min ms", "max ms", "rows");
+    println!("queries on the {label} table ({} records, head {} / tail {}):", stats.records, stats.head_address, stats.tail_address);
+    println!("{:<28} {:<8} {:>10} {:>10} {:>10} {:>7}  details", "query", "path", "median ms", "min ms", "max ms", "rows");
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     for (name, filter) in queries {
         let request = ScanRequest {
             filter: Some(parse_expr(filter)?),
             columns: vec![FieldPath::parse("id")?],
             ..ScanRequest::default()
         };
-        let planned = table.plan(&request);
-        let forced = full_scan_plan(table, &request);
-        let mut counts = Vec::new();
-        for (path, plan) in [("index", &planned), ("full", &forced)] {
-            let mut samples = Vec::new();
-            let mut last = (0, ScanStats::default());
-            for _ in 0..reps {
-                let start = Instant::now();
-                last = run_query(table, &request, plan)?;
-                samples.push(start.elapsed());
-            }
-            let s = summarize(samples);
-            let ms = |d: Duration| d.as_secs_f64() * 1e3;
-            let details = if path == "index" && plan.index_scans.is_empty() { format!("NOT INDEXED ({}); {}", plan.reason, describe(&last.1)) } else { describe(&last.1) };
-            println!("{:<28} {:<6} {:>10.2} {:>10.2} {:>10.2} {:>9}  {}", name, path, ms(s.median), ms(s.min), ms(s.max), last.0, details);
-            counts.push(last.0);
+        let along_chains = plan_scan(request.filter.as_ref(), &table.psfs().all(), stats.begin_address, stats.tail_address);
+        let full = full_scan_plan(table, &request);
+        let mut plan_times = Vec::new();
+        let mut planned = table.plan(&request);
+        for _ in 0..reps {
+            let start = Instant::now();
+            planned = table.plan(&request);
+            plan_times.push(start.elapsed());
         }
-        if counts[0] != counts[1] {
-            return Err(format!("{name}: the index scan returned {} rows, the full scan {}", counts[0], counts[1]).into());
+        let plan_time = summarize(plan_times);
+        let mut counts = Vec::new();
+        for (path, plan) in [("index", &along_chains), ("full", &full), ("planned", &planned)] {
+            let (s, rows, scan_stats) = time_query(table, &request, plan, reps)?;
+            let mut details = describe(&scan_stats);
+            if path == "index" && plan.index_scans.is_empty() {
+                details = format!("NO INDEX PATH ({}); {details}", plan.reason);
+            }
+            if path == "planned" {
+                details = format!("Table::plan took {:.2} ms (median): {}", ms(plan_time.median), plan.reason);
+            }
+            println!("{:<28} {:<8} {:>10.2} {:>10.2} {:>10.2} {:>7}  {}", name, path, ms(s.median), ms(s.min), ms(s.max), rows, details);
+            counts.push(rows);
+        }
+        if counts.iter().any(|&c| c != counts[0]) {
+            return Err(format!("{name}: index, full and planned scans returned {counts:?} rows").into());
         }
     }
     Ok(())

@@ -311,7 +311,7 @@ impl HybridLog {
     /// [`Error::InvalidConfig`] for a size that cannot fit a page; [`Error::Closed`].
     pub fn allocate(self: &Arc<Self>, size: usize, guard: &mut EpochGuard<'_>) -> Result<u64> {
         let capacity = self.page_capacity() as u64;
-        if size == 0 || size as u64 > capacity || size % 8 != 0 {
+        if size == 0 || size as u64 > capacity || !size.is_multiple_of(8) {
             return Err(Error::InvalidConfig(format!(
                 "allocation of {size} bytes (must be a non-zero multiple of 8 up to {capacity})"
             )));
@@ -643,7 +643,11 @@ fn flush_loop(log: &Weak<HybridLog>) {
         };
         let Some(page) = page else { return };
         log.flush_one(page);
-        if log.flush_error().is_some() {
+        if let Some(error) = log.flush_error() {
+            if log.flush_state.lock().shutdown {
+                tracing::error!(page, %error, "giving up flushing at shutdown; the log's durable end stays at the last flushed page");
+                return;
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }

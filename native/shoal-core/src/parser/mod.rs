@@ -7,8 +7,10 @@ use crate::path::FieldPath;
 use crate::value::FieldValue;
 
 mod ondemand;
+mod simdjson;
 
 pub use ondemand::OnDemandParser;
+pub use simdjson::SimdjsonParser;
 
 /// An ordered set of field paths; a path's position is its field id within a batch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -127,5 +129,5 @@ pub trait RecordParser: Send {
 /// The default parser.
 #[must_use]
 pub fn default_parser() -> Box<dyn RecordParser> {
-    Box::new(OnDemandParser::new())
+    Box::new(SimdjsonParser::new())
 }

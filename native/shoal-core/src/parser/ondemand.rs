@@ -638,7 +638,7 @@ fn hex4(s: &[u8]) -> Option<u32> {
 }
 
 /// Appends the unescaped form of validated string content. Lone surrogates become U+FFFD.
-fn unescape_into(content: &str, out: &mut String) {
+pub(super) fn unescape_into(content: &str, out: &mut String) {
     let bytes = content.as_bytes();
     let mut run_start = 0;
     let mut i = 0;

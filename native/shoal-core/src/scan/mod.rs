@@ -117,7 +117,7 @@ impl Projector<'_> {
     }
 
     fn finish(mut self, sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>) -> Result<ScanStats> {
-        if self.builder.len() > 0 {
+        if !self.builder.is_empty() {
             let batch = self.builder.finish()?;
             let _ = sink(batch)?;
         }
@@ -269,8 +269,12 @@ impl Table {
         Ok((batches, stats))
     }
 
-    /// Walks the chains of an index scan, collects the addresses of matching records
-    /// in `[from, to)`, and processes them in address order.
+    /// Walks the chains of an index scan (newest to oldest, so reads on disk move
+    /// towards lower addresses, which the reader's prefetch window follows), re-checks
+    /// each key pointer's PSF and value (hash collisions), and processes the payloads of
+    /// matching records in batches as it goes — so a limit stops the walk early and no
+    /// record is read twice. With several chains (an `IN` or `OR`), a record reached
+    /// through more than one of them is returned once.
     fn index_scan(
         &self,
         scan: &IndexScanPlan,
@@ -278,8 +282,19 @@ impl Table {
         projector: &mut Projector<'_>,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<()>> {
-        let mut addresses = Vec::new();
+        let chunk_rows = projector.batch_rows.clamp(64, 4096);
+        let mut seen = std::collections::HashSet::new();
         let mut canonical = Vec::new();
+        let mut buffer = Vec::new();
+        let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut flush = |buffer: &mut Vec<u8>, spans: &mut Vec<std::ops::Range<usize>>, projector: &mut Projector<'_>| {
+            projector.stats.index_candidates += spans.len() as u64;
+            let payloads: Vec<&[u8]> = spans.iter().map(|s| &buffer[s.clone()]).collect();
+            let flow = projector.process(&payloads, sink);
+            buffer.clear();
+            spans.clear();
+            flow
+        };
         for property in &scan.properties {
             let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
             let Some(mut address) = self.index.find_entry(hash) else { continue };
@@ -289,7 +304,8 @@ impl Table {
                 let kp = KeyPointer::decode(words(kp_bytes));
                 let record_address = address - KeyPointer::offset_in_record(usize::from(kp.index)) as u64;
                 let next = kp.previous;
-                if address < scan.to && kp.psf_id == property.psf_id {
+                let in_range = address < scan.to && kp.psf_id == property.psf_id;
+                if in_range && (scan.properties.len() == 1 || !seen.contains(&record_address)) {
                     if let Some(record) = reader.read_record(record_address)? {
                         let view = RecordView::new(record).ok_or_else(|| corrupt(record_address, "chain record"))?;
                         let header = view.header();
@@ -299,7 +315,15 @@ impl Table {
                             && kp.canonical_value(view.value_region(), view.payload(), &mut canonical)
                             && canonical == property.canonical
                         {
-                            addresses.push(record_address);
+                            if scan.properties.len() > 1 {
+                                seen.insert(record_address);
+                            }
+                            let start = buffer.len();
+                            buffer.extend_from_slice(view.payload());
+                            spans.push(start..buffer.len());
+                            if spans.len() >= chunk_rows && flush(&mut buffer, &mut spans, projector)?.is_break() {
+                                return Ok(ControlFlow::Break(()));
+                            }
                         }
                     }
                 }
@@ -309,27 +333,7 @@ impl Table {
                 address = next;
             }
         }
-        addresses.sort_unstable();
-        addresses.dedup();
-        let mut buffer = Vec::new();
-        let mut spans = Vec::new();
-        for chunk in addresses.chunks(projector.batch_rows.clamp(64, 4096)) {
-            buffer.clear();
-            spans.clear();
-            for &address in chunk {
-                let Some(record) = reader.read_record(address)? else { continue };
-                let view = RecordView::new(record).ok_or_else(|| corrupt(address, "candidate"))?;
-                let start = buffer.len();
-                buffer.extend_from_slice(view.payload());
-                spans.push(start..buffer.len());
-            }
-            projector.stats.index_candidates += spans.len() as u64;
-            let payloads: Vec<&[u8]> = spans.iter().map(|s| &buffer[s.clone()]).collect();
-            if projector.process(&payloads, sink)?.is_break() {
-                return Ok(ControlFlow::Break(()));
-            }
-        }
-        Ok(ControlFlow::Continue(()))
+        flush(&mut buffer, &mut spans, projector)
     }
 
     /// Reads every page overlapping `range` and processes its visible records.

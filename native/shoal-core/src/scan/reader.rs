@@ -5,9 +5,9 @@
 //! keeps one window of a page read from the segment file. When a chain's next address
 //! falls outside the window, the reader issues a new read that ends just after the
 //! address and reaches back `window` bytes (chains go towards lower addresses). The
-//! window doubles (up to [`MAX_WINDOW`]) when the previous window served several
-//! addresses — the chain is dense there, so one larger sequential read beats many
-//! small ones — and halves (down to [`MIN_WINDOW`]) when it served one or none.
+//! window doubles (up to [`MAX_WINDOW`]) when the previous window served at least two
+//! further reads — the chain is dense there, so one larger sequential read beats many
+//! small ones — and halves (down to [`MIN_WINDOW`]) otherwise.
 
 use crate::error::Result;
 use crate::log::HybridLog;
@@ -73,7 +73,7 @@ impl<'l> LogReader<'l> {
     fn refill(&mut self, address: u64, len: usize) -> Result<()> {
         if self.window_hits >= 2 {
             self.window_size = (self.window_size * 2).min(MAX_WINDOW);
-        } else if self.window_hits == 0 {
+        } else {
             self.window_size = (self.window_size / 2).max(MIN_WINDOW);
         }
         self.window_hits = 0;

@@ -16,6 +16,9 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "fetching test data"
 scripts/fetch-data.sh
+SHOAL_JSON_TEST_SUITE="$(scripts/json-test-suite.sh)"
+export SHOAL_JSON_TEST_SUITE
+echo "JSONTestSuite: $SHOAL_JSON_TEST_SUITE"
 
 export SHOAL_REQUIRE_DATA=1
 step "Rust: cargo build + cargo test --workspace --locked"

@@ -183,6 +183,7 @@ impl Table {
         }
 
         let mut guard = self.log.epoch().protect();
+        let mut word0_templates: Vec<u64> = Vec::new();
         for record in &pending {
             let address = self.log.allocate(record.size, &mut guard)?;
             let kps = &key_pointers[record.key_pointers.clone()];
@@ -200,6 +201,7 @@ impl Table {
                     base.add(8).cast::<u32>().write_unaligned(record.payload.len() as u32);
                     base.add(12).cast::<u32>().write_unaligned(region.len() as u32);
                 }
+                word0_templates.clear();
                 for (i, kp) in kps.iter().enumerate() {
                     #[allow(clippy::cast_possible_truncation)]
                     let words = KeyPointer {
@@ -211,6 +213,7 @@ impl Table {
                         value_word: kp.word,
                     }
                     .encode();
+                    word0_templates.push(words[0]);
                     let at = base.add(RECORD_PREFIX + i * KEY_POINTER_SIZE).cast::<u64>();
                     at.add(1).write(words[1]);
                     at.add(2).write(words[2]);
@@ -231,16 +234,7 @@ impl Table {
                         break;
                     }
                 };
-                #[allow(clippy::cast_possible_truncation)]
-                let template = KeyPointer {
-                    previous: 0,
-                    index: i as u16,
-                    mode: kp.mode,
-                    psf_id: kp.psf,
-                    value_tag: kp.tag,
-                    value_word: kp.word,
-                }
-                .encode()[0];
+                let template = word0_templates[i];
                 // SAFETY: this thread is protected since before it allocated
                 // `kp_address`; see `insert_key_pointer`.
                 unsafe { self.insert_key_pointer(slot, kp_address, template) };

@@ -98,6 +98,7 @@ impl Catalog {
             }
             return Err(Status::already_exists(format!("table {:?} already exists", request.name)));
         }
+        check_limits(request, &self.config)?;
         let mut config = TableConfig { on_invalid_json: request.on_invalid_json, ..TableConfig::default() };
         config.log.memory_budget_bytes = request.memory_budget_bytes.unwrap_or(self.config.memory_budget_bytes);
         if let Some(bits) = request.page_size_bits {
@@ -141,6 +142,39 @@ impl Catalog {
             }
         }
     }
+}
+
+/// Largest `index_size_bits` a client may ask for (2^24 buckets × 64 bytes = 1 GiB).
+pub const MAX_INDEX_SIZE_BITS: u32 = 24;
+/// Largest `page_size_bits` a client may ask for (256 MiB pages).
+pub const MAX_PAGE_SIZE_BITS: u32 = 28;
+
+/// Rejects table sizes that would exhaust the daemon's memory: the index and page sizes
+/// within fixed bounds, the memory budget at most 4 × the server's default.
+fn check_limits(request: &CreateTable, config: &ServerConfig) -> Result<(), Status> {
+    if let Some(bits) = request.index_size_bits {
+        if !(4..=MAX_INDEX_SIZE_BITS).contains(&bits) {
+            return Err(Status::invalid_argument(format!(
+                "index_size_bits must be within 4..={MAX_INDEX_SIZE_BITS} (2^bits buckets of 64 bytes), got {bits}"
+            )));
+        }
+    }
+    if let Some(bits) = request.page_size_bits {
+        if !(12..=MAX_PAGE_SIZE_BITS).contains(&bits) {
+            return Err(Status::invalid_argument(format!(
+                "page_size_bits must be within 12..={MAX_PAGE_SIZE_BITS} (4 KiB to 256 MiB pages), got {bits}"
+            )));
+        }
+    }
+    if let Some(bytes) = request.memory_budget_bytes {
+        let max = config.memory_budget_bytes.saturating_mul(4);
+        if bytes > max {
+            return Err(Status::resource_exhausted(format!(
+                "memory_budget_bytes {bytes} exceeds this server's limit of {max} (4 × memory_budget_bytes)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn remove_dir_if_exists(dir: &Path) -> Result<(), Status> {

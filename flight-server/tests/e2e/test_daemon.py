@@ -161,6 +161,10 @@ def test_protocol_errors_use_the_right_status_codes(daemon):
         query(client, {"table": "t", "columns": ["b"]})
     with pytest.raises(pa.ArrowInvalid, match="invalid expression"):
         query(client, {"table": "t", "filter": "a = = 1"})
+    with pytest.raises(pa.ArrowInvalid, match="index_size_bits must be within"):
+        action(client, "create_table", {"name": "huge", "index_size_bits": 30})
+    with pytest.raises(ANY_ERROR, match="exceeds this server's limit"):
+        action(client, "create_table", {"name": "huge", "memory_budget_bytes": 1 << 50})
     with pytest.raises(pa.ArrowInvalid, match="unknown action"):
         action(client, "explode", {})
     with pytest.raises(pa.ArrowInvalid, match="column named \"json\""):

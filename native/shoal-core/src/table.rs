@@ -122,8 +122,9 @@ impl Table {
                 }
             }
         }
-        let log = HybridLog::create(&config.log)?;
+        // The index first: it validates its size before the log starts a thread.
         let index = HashIndex::new(config.index_size_bits)?;
+        let log = HybridLog::create(&config.log)?;
         let schema = Arc::new(Mutex::new(InferredSchema::new()));
         let observed = Arc::clone(&schema);
         let observed_until = Arc::new(AtomicU64::new(0));

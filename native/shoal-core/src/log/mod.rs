@@ -621,27 +621,29 @@ impl HybridLog {
     }
 }
 
+/// The flush thread: flushes closed pages in page order. It holds a strong reference
+/// to the log only while it works or waits for at most 10 ms, so a log dropped without
+/// `shutdown` (e.g. a table whose creation failed later) ends the thread.
 fn flush_loop(log: &Weak<HybridLog>) {
     loop {
         let Some(log) = log.upgrade() else { return };
         let page = {
             let mut state = log.flush_state.lock();
-            loop {
-                let next_page = state.next_page;
-                if state.ready.remove(&next_page) {
-                    break Some(next_page);
-                }
-                if state.shutdown {
-                    break None;
-                }
+            let next_page = state.next_page;
+            if state.ready.remove(&next_page) {
+                Some(next_page)
+            } else if state.shutdown {
+                return;
+            } else {
                 log.flushed_signal.wait_for(&mut state, Duration::from_millis(10));
-                drop(state);
-                // Closed pages wait for their epoch; nudge it if writers went idle.
-                log.epoch.try_drain();
-                state = log.flush_state.lock();
+                None
             }
         };
-        let Some(page) = page else { return };
+        let Some(page) = page else {
+            // Closed pages wait for their epoch; nudge it if writers went idle.
+            log.epoch.try_drain();
+            continue;
+        };
         log.flush_one(page);
         if let Some(error) = log.flush_error() {
             if log.flush_state.lock().shutdown {

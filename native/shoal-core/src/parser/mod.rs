@@ -131,3 +131,37 @@ pub trait RecordParser: Send {
 pub fn default_parser() -> Box<dyn RecordParser> {
     Box::new(SimdjsonParser::new())
 }
+
+/// Test support shared by the parsers' test modules.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::path::PathBuf;
+
+    /// The JSONTestSuite `test_parsing` files (`y_`/`n_`/`i_*.json`), sorted: from
+    /// `$SHOAL_JSON_TEST_SUITE`, else `../shared/data/JSONTestSuite/test_parsing` next to
+    /// the repository. `None` (with a loud message) when absent — a failure instead when
+    /// `SHOAL_REQUIRE_DATA=1`, as in `scripts/test.sh`.
+    pub(crate) fn json_test_suite_files(who: &str) -> Option<Vec<PathBuf>> {
+        let from_env = std::env::var_os("SHOAL_JSON_TEST_SUITE").map(PathBuf::from);
+        let default = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/JSONTestSuite/test_parsing");
+        let Some(dir) = from_env.into_iter().chain([default]).find(|dir| dir.is_dir()) else {
+            assert!(
+                std::env::var("SHOAL_REQUIRE_DATA").as_deref() != Ok("1"),
+                "JSONTestSuite not found: set SHOAL_JSON_TEST_SUITE (scripts/json-test-suite.sh prints it)"
+            );
+            eprintln!(
+                "\n!!!!!!!! JSONTestSuite NOT RUN for {who}: set SHOAL_JSON_TEST_SUITE to the test_parsing \
+                 directory of https://github.com/nst/JSONTestSuite (scripts/json-test-suite.sh) !!!!!!!!\n"
+            );
+            return None;
+        };
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        entries.sort();
+        assert!(entries.len() > 250, "only {} files in {}", entries.len(), dir.display());
+        Some(entries)
+    }
+}

@@ -693,7 +693,6 @@ fn number(raw: &str, integer: bool) -> Option<FieldValue<'static>> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
 
     use proptest::prelude::*;
     use serde_json::Value;
@@ -945,36 +944,9 @@ mod tests {
         assert_eq!(values.iter().filter(|v| **v == FieldValue::Missing).count(), 18);
     }
 
-    /// `$SHOAL_JSON_TEST_SUITE`, else `../shared/data/JSONTestSuite/test_parsing` next to
-    /// the repository (present on the development machines, not in a fresh clone).
-    fn json_test_suite_dir() -> Option<PathBuf> {
-        let from_env = std::env::var_os("SHOAL_JSON_TEST_SUITE").map(PathBuf::from);
-        let default = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/JSONTestSuite/test_parsing");
-        if let Some(dir) = &from_env {
-            if !dir.is_dir() {
-                eprintln!("SHOAL_JSON_TEST_SUITE={} is not a directory", dir.display());
-            }
-        }
-        from_env.into_iter().chain([default]).find(|dir| dir.is_dir())
-    }
-
     #[test]
     fn json_test_suite() {
-        let Some(dir) = json_test_suite_dir() else {
-            eprintln!(
-                "\n!!!!!!!! JSONTestSuite NOT RUN: the 318 accept/reject files were not found. Set \
-                 SHOAL_JSON_TEST_SUITE to the test_parsing directory of https://github.com/nst/JSONTestSuite \
-                 to run them. !!!!!!!!\n"
-            );
-            return;
-        };
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-        entries.sort();
-        assert!(entries.len() > 250, "only {} files in {}", entries.len(), dir.display());
+        let Some(entries) = super::super::test_support::json_test_suite_files("OnDemandParser") else { return };
         let mut failures = Vec::new();
         let (mut accepted, mut rejected) = (0, 0);
         let mut implementation_defined = Vec::new();

@@ -428,7 +428,6 @@ fn convert<'a>(record: &'a str, value: &ShimValue) -> Option<FieldValue<'a>> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
 
     use proptest::prelude::*;
     use serde_json::Value;
@@ -751,30 +750,9 @@ mod tests {
         assert_eq!(values.iter().filter(|v| **v == FieldValue::Missing).count(), 18);
     }
 
-    /// `$SHOAL_JSON_TEST_SUITE`, else `../shared/data/JSONTestSuite/test_parsing` next to
-    /// the repository (present on the development machines, not in a fresh clone).
-    fn json_test_suite_dir() -> Option<PathBuf> {
-        let from_env = std::env::var_os("SHOAL_JSON_TEST_SUITE").map(PathBuf::from);
-        let default = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/JSONTestSuite/test_parsing");
-        from_env.into_iter().chain([default]).find(|dir| dir.is_dir())
-    }
-
     #[test]
     fn json_test_suite() {
-        let Some(dir) = json_test_suite_dir() else {
-            eprintln!(
-                "\n!!!!!!!! JSONTestSuite NOT RUN for SimdjsonParser: set SHOAL_JSON_TEST_SUITE to the \
-                 test_parsing directory of https://github.com/nst/JSONTestSuite to run it. !!!!!!!!\n"
-            );
-            return;
-        };
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-        entries.sort();
-        assert!(entries.len() > 250, "only {} files in {}", entries.len(), dir.display());
+        let Some(entries) = super::super::test_support::json_test_suite_files("SimdjsonParser") else { return };
         let field_sets = [FieldSet::new(), field_set(&["a", "a.b", "\"\"", "id"])];
         let mut parser = SimdjsonParser::new();
         let (mut failures, mut accepted, mut rejected) = (Vec::new(), 0, 0);

@@ -169,6 +169,7 @@ async fn connect(connection: &Connection) -> Result<FlightClient, String> {
         endpoint = endpoint.tls_config(config).map_err(|e| format!("TLS configuration: {e}"))?;
     }
     let channel = endpoint
+        .tcp_nodelay(true)
         .connect()
         .await
         .map_err(|e| format!("cannot connect to {}: {e} (is `shoal serve` running?)", connection.endpoint))?;

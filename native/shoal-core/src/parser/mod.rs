@@ -137,6 +137,32 @@ pub fn default_parser() -> Box<dyn RecordParser> {
 pub(crate) mod test_support {
     use std::path::PathBuf;
 
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    /// JSON values whose keys come from a small alphabet, so that the test paths hit.
+    pub(crate) fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_filter_map("finite", |f| serde_json::Number::from_f64(f).map(Value::Number)),
+            any::<String>().prop_map(Value::String),
+            "[a-c\"\\\\/é\u{1}\n😀]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(arb_key(), inner, 0..6).prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    pub(crate) fn arb_key() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["a", "b", "c", "q\"\n", "é/~", ""]).prop_map(str::to_owned)
+    }
+
     /// The JSONTestSuite `test_parsing` files (`y_`/`n_`/`i_*.json`), sorted: from
     /// `$SHOAL_JSON_TEST_SUITE`, else `../shared/data/JSONTestSuite/test_parsing` next to
     /// the repository. `None` (with a loud message) when absent — a failure instead when

@@ -433,6 +433,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
+    use crate::parser::test_support::{arb_json, arb_key};
     use crate::path::FieldPath;
 
     fn field_set(paths: &[&str]) -> FieldSet {
@@ -778,29 +779,6 @@ mod tests {
         }
         eprintln!("JSONTestSuite (simdjson): {} files, {accepted} accepted, {rejected} rejected", entries.len());
         assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
-    }
-
-    /// JSON values whose keys come from a small alphabet, so that the test paths hit.
-    fn arb_json() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::from),
-            any::<u64>().prop_map(Value::from),
-            any::<f64>().prop_filter_map("finite", |f| serde_json::Number::from_f64(f).map(Value::Number)),
-            any::<String>().prop_map(Value::String),
-            "[a-c\"\\\\/é\u{1}\n😀]{0,6}".prop_map(Value::String),
-        ];
-        leaf.prop_recursive(4, 48, 6, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-                prop::collection::btree_map(arb_key(), inner, 0..6).prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
-    }
-
-    fn arb_key() -> impl Strategy<Value = String> {
-        prop::sample::select(vec!["a", "b", "c", "q\"\n", "é/~", ""]).prop_map(str::to_owned)
     }
 
     /// JSON text written token by token (not through serde_json), with what serde_json never

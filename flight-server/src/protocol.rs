@@ -8,6 +8,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use shoal_core::psf::PsfSpec;
+use shoal_core::scan::{Aggregate, AggregateFunction};
 use shoal_core::table::InvalidJsonPolicy;
 use tonic::Status;
 
@@ -102,6 +103,37 @@ pub struct QueryCommand {
     /// One past the highest log address (default: the tail when planned).
     #[serde(default)]
     pub to_address: Option<u64>,
+    /// Aggregates to compute instead of returning records (then `columns` must be empty
+    /// and `limit` absent); each endpoint returns one row of partial aggregates.
+    #[serde(default)]
+    pub aggregates: Vec<AggregateSpec>,
+}
+
+/// One aggregate of a query: `{"function": "count"|"min"|"max", "column"?: "path"}`;
+/// `count` without a column is `COUNT(*)`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AggregateSpec {
+    /// `count`, `min` or `max`.
+    pub function: AggregateFunction,
+    /// Dotted path of the aggregated column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<String>,
+}
+
+impl AggregateSpec {
+    /// The engine's aggregate.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` when `column` is not a valid dotted path.
+    pub fn to_aggregate(&self) -> Result<Aggregate, Status> {
+        let column = self
+            .column
+            .as_deref()
+            .map(|c| shoal_core::FieldPath::parse(c).map_err(|e| status_from_engine(&e)))
+            .transpose()?;
+        Ok(Aggregate { function: self.function, column })
+    }
 }
 
 /// A `DoGet` ticket: the query restricted to one log range. Opaque to clients, but
@@ -123,6 +155,9 @@ pub struct TicketBody {
     pub from: u64,
     /// One past the last log address.
     pub to: u64,
+    /// Aggregates (empty: return records).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aggregates: Vec<AggregateSpec>,
 }
 
 /// Maps an engine error to a Flight status with the right code.
@@ -136,6 +171,7 @@ pub fn status_from_engine(error: &shoal_core::Error) -> Status {
         | E::RecordTooLarge { .. }
         | E::InvalidPsf { .. }
         | E::UnknownColumn { .. }
+        | E::InvalidAggregate { .. }
         | E::InvalidConfig(_) => Status::invalid_argument(message),
         E::PsfNotFound(_) => Status::not_found(message),
         E::PsfExists(_) => Status::already_exists(message),

@@ -21,14 +21,14 @@ use futures::stream;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 use shoal_core::psf::{parse_expr, Expr};
-use shoal_core::scan::{ScanPlan, ScanRequest};
+use shoal_core::scan::{Aggregate, ScanPlan, ScanRequest, ScanStats};
 use shoal_core::table::Table;
 use shoal_core::FieldPath;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::catalog::{Catalog, TableEntry};
 use crate::protocol::{
-    parse_body, status_from_engine, CreateTable, DeregisterPsf, QueryCommand, RegisterPsf, TableRef, TicketBody,
+    parse_body, status_from_engine, AggregateSpec, CreateTable, DeregisterPsf, QueryCommand, RegisterPsf, TableRef, TicketBody,
     TICKET_VERSION,
 };
 
@@ -76,6 +76,10 @@ fn parse_filter(filter: Option<&str>) -> Result<Option<Expr>, Status> {
 
 fn parse_columns(columns: &[String]) -> Result<Vec<FieldPath>, Status> {
     columns.iter().map(|c| FieldPath::parse(c).map_err(|e| status_from_engine(&e))).collect()
+}
+
+fn parse_aggregates(aggregates: &[AggregateSpec]) -> Result<Vec<Aggregate>, Status> {
+    aggregates.iter().map(AggregateSpec::to_aggregate).collect()
 }
 
 /// Runs blocking engine work off the async runtime.
@@ -133,8 +137,18 @@ impl ShoalFlightService {
         let table = &entry.table;
         let filter = parse_filter(command.filter.as_deref())?;
         let columns = parse_columns(&command.columns)?;
-        let output = table.output_columns(&columns).map_err(|e| status_from_engine(&e))?;
-        let schema = Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>());
+        let aggregates = parse_aggregates(&command.aggregates)?;
+        let schema = if aggregates.is_empty() {
+            let output = table.output_columns(&columns).map_err(|e| status_from_engine(&e))?;
+            Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>())
+        } else if !command.columns.is_empty() || command.limit.is_some() {
+            return Err(Status::invalid_argument(
+                "GetFlightInfo command: \"aggregates\" cannot be combined with \"columns\" or \"limit\" \
+                 (the result is one row of aggregates per endpoint)",
+            ));
+        } else {
+            table.aggregate_schema(&aggregates).map_err(|e| status_from_engine(&e))?
+        };
         let request = ScanRequest {
             filter: filter.clone(),
             columns: columns.clone(),
@@ -156,6 +170,7 @@ impl ShoalFlightService {
                 limit: command.limit,
                 from: part_from,
                 to: part_to,
+                aggregates: command.aggregates.clone(),
             };
             let part_plan = table.plan(&ScanRequest { from_address: part_from, to_address: part_to, ..request.clone() });
             let ticket = serde_json::to_vec(&ticket).map_err(|e| Status::internal(e.to_string()))?;
@@ -164,7 +179,11 @@ impl ShoalFlightService {
         let stats = table.stats();
         let span = stats.tail_address.saturating_sub(stats.begin_address).max(1);
         #[allow(clippy::cast_possible_wrap)]
-        let estimate = (u128::from(stats.records) * u128::from(to.saturating_sub(from)) / u128::from(span)) as i64;
+        let estimate = if aggregates.is_empty() {
+            (u128::from(stats.records) * u128::from(to.saturating_sub(from)) / u128::from(span)) as i64
+        } else {
+            endpoints.len() as i64
+        };
         let metadata = json!({
             "table": command.table,
             "from": from,
@@ -299,8 +318,7 @@ impl FlightService for ShoalFlightService {
         let entry = self.catalog.get(&ticket.table)?;
         let filter = parse_filter(ticket.filter.as_deref())?;
         let columns = parse_columns(&ticket.columns)?;
-        let output = entry.table.output_columns(&columns).map_err(|e| status_from_engine(&e))?;
-        let schema = Arc::new(Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<Field>>()));
+        let aggregates = parse_aggregates(&ticket.aggregates)?;
         let request = ScanRequest {
             filter,
             columns,
@@ -309,8 +327,19 @@ impl FlightService for ShoalFlightService {
             limit: ticket.limit,
             batch_rows: self.catalog.config().batch_rows,
         };
+        if !aggregates.is_empty() {
+            let batch = blocking(move || run_aggregate(&entry, &request, &aggregates)).await?;
+            let schema = batch.schema();
+            let batches = stream::iter([Ok(batch)]);
+            let stream = FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from);
+            return Ok(Response::new(Box::pin(stream)));
+        }
+        // Resolve the columns once: the announced schema and the scanned batches agree
+        // even if schema inference widens a type while the scan runs.
+        let output = entry.table.output_columns(&request.columns).map_err(|e| status_from_engine(&e))?;
+        let schema = Arc::new(Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<Field>>()));
         let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
-        tokio::task::spawn_blocking(move || run_scan(&entry, &request, &sender));
+        tokio::task::spawn_blocking(move || run_scan(&entry, &request, &output, &sender));
         let batches = tokio_stream::wrappers::ReceiverStream::new(receiver);
         let stream = FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from);
         Ok(Response::new(Box::pin(stream)))
@@ -383,24 +412,41 @@ impl FlightService for ShoalFlightService {
     }
 }
 
-fn run_scan(entry: &TableEntry, request: &ScanRequest, sender: &tokio::sync::mpsc::Sender<Result<RecordBatch, FlightError>>) {
+fn record_scan_metrics(entry: &TableEntry, plan: &ScanPlan, stats: &ScanStats, started: Instant) {
+    let kind = if plan.index_scans.is_empty() { "full" } else { "index" };
+    metrics::counter!("shoal_scans_total", "table" => entry.name.clone(), "kind" => kind).increment(1);
+    metrics::counter!("shoal_scan_records_returned_total", "table" => entry.name.clone()).increment(stats.records_returned);
+    metrics::histogram!("shoal_scan_seconds", "table" => entry.name.clone()).record(started.elapsed().as_secs_f64());
+    tracing::debug!(table = %entry.name, ?stats, elapsed_ms = started.elapsed().as_millis(), "scan done");
+}
+
+fn run_scan(
+    entry: &TableEntry,
+    request: &ScanRequest,
+    columns: &[(FieldPath, Field)],
+    sender: &tokio::sync::mpsc::Sender<Result<RecordBatch, FlightError>>,
+) {
     let started = Instant::now();
     let plan = entry.table.plan(request);
-    let result = entry.table.scan_with_plan(request, &plan, &mut |batch| {
+    let result = entry.table.scan_columns(request, &plan, columns, &mut |batch| {
         Ok(if sender.blocking_send(Ok(batch)).is_ok() { ControlFlow::Continue(()) } else { ControlFlow::Break(()) })
     });
     match result {
-        Ok(stats) => {
-            let kind = if plan.index_scans.is_empty() { "full" } else { "index" };
-            metrics::counter!("shoal_scans_total", "table" => entry.name.clone(), "kind" => kind).increment(1);
-            metrics::counter!("shoal_scan_records_returned_total", "table" => entry.name.clone()).increment(stats.records_returned);
-            metrics::histogram!("shoal_scan_seconds", "table" => entry.name.clone()).record(started.elapsed().as_secs_f64());
-            tracing::debug!(table = %entry.name, ?stats, elapsed_ms = started.elapsed().as_millis(), "scan done");
-        }
+        Ok(stats) => record_scan_metrics(entry, &plan, &stats, started),
         Err(e) => {
             let _ = sender.blocking_send(Err(FlightError::Tonic(Box::new(status_from_engine(&e)))));
         }
     }
+}
+
+/// Computes one endpoint's partial aggregates.
+fn run_aggregate(entry: &TableEntry, request: &ScanRequest, aggregates: &[Aggregate]) -> Result<RecordBatch, Status> {
+    let started = Instant::now();
+    let plan = entry.table.plan(request);
+    let (batch, stats) =
+        entry.table.aggregate_with_plan(request, &plan, aggregates).map_err(|e| status_from_engine(&e))?;
+    record_scan_metrics(entry, &plan, &stats, started);
+    Ok(batch)
 }
 
 fn ingest_batch(entry: &TableEntry, batch: &RecordBatch, number: usize) -> Result<PutResult, Status> {

@@ -212,3 +212,53 @@ def test_tls_serves_grpc_tls_clients(start_daemon, tmp_path):
     plain = flight.FlightClient(f"grpc://localhost:{d.port}")
     with pytest.raises(ANY_ERROR):
         list(plain.list_flights())
+
+
+def test_pushed_aggregates_combine_across_endpoints_to_the_python_oracle(daemon):
+    events = github_events(3000)
+    records = [json.loads(e) for e in events]
+    client = daemon.client()
+    # Small pages so the query splits into several endpoints, each with partial aggregates.
+    action(client, "create_table", {"name": "agg", "page_size_bits": 18})
+    put(client, "agg", events[:1500])
+    action(client, "register_psf", {"table": "agg", "name": "type", "kind": "projection", "field": "type"})
+    put(client, "agg", events[1500:])
+    aggregates = [
+        {"function": "count"},
+        {"function": "count", "column": "payload.size"},
+        {"function": "min", "column": "payload.size"},
+        {"function": "max", "column": "payload.size"},
+        {"function": "max", "column": "actor.login"},
+    ]
+    for text, oracle in [
+        ("type = 'WatchEvent'", lambda r: r["type"] == "WatchEvent"),
+        ("payload.size > 3", lambda r: isinstance(dig(r, "payload.size"), int) and dig(r, "payload.size") > 3),
+        ("type = 'NoSuchEvent'", lambda r: False),
+        (None, lambda r: True),
+    ]:
+        command = {"table": "agg", "aggregates": aggregates, "max_endpoints": 4}
+        if text:
+            command["filter"] = text
+        table, info, _ = query(client, command)
+        assert len(info.endpoints) > 1 or text == "type = 'NoSuchEvent'", text
+        assert table.num_rows == len(info.endpoints), "one row of partial aggregates per endpoint"
+        assert table.schema.names == ["count(*)", "count(payload.size)", "min(payload.size)", "max(payload.size)", "max(actor.login)"]
+        matching = [r for r in records if oracle(r)]
+        sizes = [dig(r, "payload.size") for r in matching if dig(r, "payload.size") is not None]
+        logins = [dig(r, "actor.login") for r in matching if dig(r, "actor.login") is not None]
+        columns = [[v for v in table.column(i).to_pylist() if v is not None] for i in range(5)]
+        assert sum(columns[0]) == len(matching), text
+        assert sum(columns[1]) == len(sizes), text
+        assert min(columns[2], default=None) == min(sizes, default=None), text
+        assert max(columns[3], default=None) == max(sizes, default=None), text
+        assert max(columns[4], default=None) == max(logins, default=None), text
+
+    def status_of(command):
+        with pytest.raises(ANY_ERROR) as error:
+            query(client, command)
+        return str(error.value)
+
+    assert "cannot be combined" in status_of({"table": "agg", "aggregates": [{"function": "count"}], "columns": ["id"]})
+    assert "min(actor)" in status_of({"table": "agg", "aggregates": [{"function": "min", "column": "actor"}]})
+    assert "unknown variant `avg`" in status_of({"table": "agg", "aggregates": [{"function": "avg", "column": "id"}]})
+    assert daemon.alive()

@@ -100,6 +100,14 @@ pub enum Error {
     /// Assembling an Arrow array or record batch failed.
     #[error("building an Arrow batch failed: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
+    /// An aggregate cannot be computed over the column it names (e.g. `MIN` of a struct).
+    #[error("invalid aggregate {aggregate}: {reason}")]
+    InvalidAggregate {
+        /// The aggregate, as `min(path)`.
+        aggregate: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// `Result` with [`Error`].

@@ -187,3 +187,46 @@ fn plans_use_each_psf_kind_within_its_safe_boundaries() {
     assert_eq!((plan.index_scans[0].from, plan.index_scans[0].to), (from, to));
     assert_eq!(plan.full_scans.len(), 2);
 }
+
+/// `COUNT(*)`, `COUNT`, `MIN` and `MAX` pushed into the scan equal what the serde_json
+/// oracle computes over the records that satisfy the filter — through index scans, full
+/// scans and pages on disk.
+#[test]
+fn pushed_aggregates_equal_the_oracle() {
+    use shoal_core::scan::{Aggregate, AggregateFunction};
+    let Some(fixture) = fixture() else { return };
+    let path = |p: &str| FieldPath::parse(p).expect("path");
+    let aggregates = [
+        Aggregate { function: AggregateFunction::Count, column: None },
+        Aggregate { function: AggregateFunction::Count, column: Some(path("payload.size")) },
+        Aggregate { function: AggregateFunction::Min, column: Some(path("payload.size")) },
+        Aggregate { function: AggregateFunction::Max, column: Some(path("payload.size")) },
+        Aggregate { function: AggregateFunction::Min, column: Some(path("actor.login")) },
+        Aggregate { function: AggregateFunction::Max, column: Some(path("created_at")) },
+        Aggregate { function: AggregateFunction::Max, column: Some(path("public")) },
+    ];
+    let lookup = |record: &serde_json::Value, p: &str| -> serde_json::Value {
+        p.split('.').try_fold(record, |v, k| v.get(k)).cloned().unwrap_or(serde_json::Value::Null)
+    };
+    for filter_text in ["type = 'PushEvent'", "type = 'IssuesEvent' AND payload.action = 'opened'", "payload.size >= 5", "actor.id > 20000000", "type = 'NoSuchEvent'"] {
+        let filter = parse_expr(filter_text).expect("parse");
+        let matching: Vec<&serde_json::Value> =
+            fixture.records.iter().filter(|r| common::oracle(&filter, r) == Some(true)).collect();
+        let request = ScanRequest { filter: Some(filter), ..ScanRequest::default() };
+        let plan = fixture.table.plan(&request);
+        let (batch, _) = fixture.table.aggregate_with_plan(&request, &plan, &aggregates).expect("aggregate");
+        let sizes: Vec<i64> = matching.iter().filter_map(|r| lookup(r, "payload.size").as_i64()).collect();
+        let logins: Vec<String> = matching.iter().filter_map(|r| lookup(r, "actor.login").as_str().map(str::to_owned)).collect();
+        let created: Vec<String> = matching.iter().filter_map(|r| lookup(r, "created_at").as_str().map(str::to_owned)).collect();
+        let public: Vec<bool> = matching.iter().filter_map(|r| lookup(r, "public").as_bool()).collect();
+        let column = |i: usize| arrow_cast::display::array_value_to_string(batch.column(i), 0).expect("display");
+        let text = |v: Option<String>| v.unwrap_or_default();
+        assert_eq!(column(0), matching.len().to_string(), "count(*) for {filter_text}");
+        assert_eq!(column(1), sizes.len().to_string(), "count(payload.size) for {filter_text}");
+        assert_eq!(column(2), text(sizes.iter().min().map(ToString::to_string)), "{filter_text}");
+        assert_eq!(column(3), text(sizes.iter().max().map(ToString::to_string)), "{filter_text}");
+        assert_eq!(column(4), text(logins.iter().min().cloned()), "{filter_text}");
+        assert_eq!(column(5), text(created.iter().max().cloned()), "{filter_text}");
+        assert_eq!(column(6), text(public.iter().max().map(ToString::to_string)), "{filter_text}");
+    }
+}

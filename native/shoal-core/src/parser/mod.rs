@@ -106,7 +106,6 @@ impl<'a> ParsedBatch<'a> {
     ///
     /// # Panics
     /// If `index >= self.len()`.
-    #[must_use]
     pub fn record(&self, index: usize) -> Result<&[FieldValue<'a>], &str> {
         match &self.records[index] {
             Ok(start) => Ok(&self.values[*start..*start + self.field_count]),

@@ -2,6 +2,7 @@
 //! the log range, full scans elsewhere; every candidate re-checked against the filter;
 //! the requested columns projected into Arrow record batches.
 
+mod aggregate;
 mod plan;
 mod reader;
 
@@ -17,6 +18,7 @@ use crate::psf::{BoundExpr, Expr};
 use crate::record::{KeyPointer, RecordView, KEY_POINTER_SIZE};
 use crate::schema::BatchBuilder;
 use crate::table::Table;
+pub use aggregate::{Aggregate, AggregateFunction};
 pub use plan::{plan_scan, IndexScanPlan, LogRange, PropertyKey, ScanPlan};
 use reader::LogReader;
 
@@ -222,6 +224,24 @@ impl Table {
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
     ) -> Result<ScanStats> {
         let columns = self.output_columns(&request.columns)?;
+        self.scan_columns(request, plan, &columns, sink)
+    }
+
+    /// [`Self::scan_with_plan`] with the output columns already resolved by
+    /// [`Self::output_columns`] (possibly none: then batches carry only a row count).
+    /// A caller that announced a schema before scanning (a Flight `DoGet`) passes the
+    /// columns it announced, so that schema inference widening a type in between cannot
+    /// make the batches disagree with it.
+    ///
+    /// # Errors
+    /// As [`Self::scan_with_plan`].
+    pub fn scan_columns(
+        &self,
+        request: &ScanRequest,
+        plan: &ScanPlan,
+        columns: &[(FieldPath, arrow_schema::Field)],
+        sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
+    ) -> Result<ScanStats> {
         let mut fields = FieldSet::new();
         let filter = request.filter.as_ref().map(|f| f.bind(&mut fields));
         let column_ids = columns.iter().map(|(path, _)| fields.insert(path)).collect();
@@ -231,7 +251,7 @@ impl Table {
             fields,
             parser: self.take_parser(),
             column_ids,
-            builder: BatchBuilder::new(&columns),
+            builder: BatchBuilder::new(columns),
             batch_rows: request.batch_rows.max(1),
             remaining: request.limit.unwrap_or(usize::MAX),
             stats: ScanStats::default(),

@@ -43,6 +43,11 @@ pub const ACTIONS: &[(&str, &str)] = &[
     ("checkpoint", r#"{"table"} → flushes the log; {"flushed_until_address"}"#),
 ];
 
+/// Batches of one DoPut stream that may wait between decoding and ingestion, and
+/// acknowledgements that may wait to be sent: enough to keep both stages busy, small
+/// enough to bound the memory a stream holds (batches are typically a few MB).
+const PUT_PIPELINE_DEPTH: usize = 4;
+
 /// The Flight service.
 pub struct ShoalFlightService {
     catalog: Arc<Catalog>,
@@ -346,14 +351,30 @@ impl FlightService for ShoalFlightService {
     }
 
     async fn do_put(&self, request: Request<Streaming<FlightData>>) -> Result<Response<Self::DoPutStream>, Status> {
+        // Two stages, so that receiving and decoding batch n+1 overlaps with ingesting
+        // batch n: this task decodes FlightData into record batches; a blocking worker
+        // ingests them in order and answers each with its PutResult. A failure of either
+        // stage travels through the same ordered queue, so the client sees the results
+        // of every batch before it, then the error, and nothing after it.
         let catalog = Arc::clone(&self.catalog);
         let mut decoder = FlightDataDecoder::new(request.into_inner().map_err(FlightError::from));
-        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<PutResult, Status>>(4);
+        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<PutResult, Status>>(PUT_PIPELINE_DEPTH);
+        let (work_sender, mut work) = tokio::sync::mpsc::channel::<Result<(Arc<TableEntry>, RecordBatch), Status>>(PUT_PIPELINE_DEPTH);
+        tokio::task::spawn_blocking(move || {
+            let mut number = 0usize;
+            while let Some(item) = work.blocking_recv() {
+                let result = item.and_then(|(entry, batch)| ingest_batch(&entry, &batch, number));
+                number += 1;
+                let failed = result.is_err();
+                if sender.blocking_send(result).is_err() || failed {
+                    return;
+                }
+            }
+        });
         tokio::spawn(async move {
             let mut entry: Option<Arc<TableEntry>> = None;
-            let mut batch_number = 0usize;
             while let Some(message) = decoder.next().await {
-                let outcome: Result<Option<PutResult>, Status> = async {
+                let item: Result<Option<(Arc<TableEntry>, RecordBatch)>, Status> = (|| {
                     let message = message.map_err(Status::from)?;
                     if entry.is_none() {
                         let descriptor = message.inner.flight_descriptor.as_ref().ok_or_else(|| {
@@ -361,32 +382,20 @@ impl FlightService for ShoalFlightService {
                         })?;
                         entry = Some(catalog.get(&table_from_descriptor(descriptor)?)?);
                     }
-                    let batch = match message.payload {
-                        DecodedPayload::RecordBatch(batch) => batch,
-                        DecodedPayload::Schema(schema) => {
-                            check_put_schema(&schema)?;
-                            return Ok(None);
-                        }
-                        DecodedPayload::None => return Ok(None),
-                    };
-                    let Some(entry) = entry.clone() else { return Ok(None) };
-                    let number = batch_number;
-                    batch_number += 1;
-                    let result = blocking(move || ingest_batch(&entry, &batch, number)).await?;
-                    Ok(Some(result))
-                }
-                .await;
-                match outcome {
-                    Ok(Some(result)) => {
-                        if sender.send(Ok(result)).await.is_err() {
-                            return;
-                        }
+                    match (message.payload, &entry) {
+                        (DecodedPayload::RecordBatch(batch), Some(entry)) => Ok(Some((Arc::clone(entry), batch))),
+                        (DecodedPayload::Schema(schema), _) => check_put_schema(&schema).map(|()| None),
+                        _ => Ok(None),
                     }
-                    Ok(None) => {}
-                    Err(status) => {
-                        let _ = sender.send(Err(status)).await;
-                        return;
-                    }
+                })();
+                let item = match item {
+                    Ok(None) => continue,
+                    Ok(Some(work)) => Ok(work),
+                    Err(status) => Err(status),
+                };
+                let failed = item.is_err();
+                if work_sender.send(item).await.is_err() || failed {
+                    return;
                 }
             }
         });

@@ -1,0 +1,117 @@
+package dev.shoal.spark;
+
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.List;
+
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.NamedReference;
+import org.apache.spark.sql.connector.expressions.aggregate.AggregateFunc;
+import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
+import org.apache.spark.sql.connector.expressions.aggregate.Count;
+import org.apache.spark.sql.connector.expressions.aggregate.CountStar;
+import org.apache.spark.sql.connector.expressions.aggregate.Max;
+import org.apache.spark.sql.connector.expressions.aggregate.Min;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * Aggregate pushdown: Spark's {@code COUNT(*)}, {@code COUNT(col)}, {@code MIN(col)},
+ * {@code MAX(col)} without {@code GROUP BY} as the daemon's {@code "aggregates"} command key.
+ * Each endpoint answers one row of <em>partial</em> aggregates over its log range; Spark sums the
+ * counts and takes the min of mins and max of maxes (partial pushdown).
+ */
+public final class ShoalAggregates implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  private final List<String[]> functions;
+  private final StructType schema;
+
+  private ShoalAggregates(List<String[]> functions, StructType schema) {
+    this.functions = functions;
+    this.schema = schema;
+  }
+
+  /**
+   * The daemon form of {@code aggregation}, or null when some part of it cannot be pushed
+   * (grouping, DISTINCT, an expression, a struct/array/JSON-text column, another function).
+   */
+  public static ShoalAggregates of(Aggregation aggregation, StructType tableSchema) {
+    if (aggregation.groupByExpressions().length > 0) {
+      return null;
+    }
+    List<String[]> functions = new ArrayList<>();
+    List<StructField> fields = new ArrayList<>();
+    for (AggregateFunc func : aggregation.aggregateExpressions()) {
+      if (func instanceof CountStar) {
+        functions.add(new String[] {"count", null});
+        fields.add(new StructField("count(*)", DataTypes.LongType, false, org.apache.spark.sql.types.Metadata.empty()));
+        continue;
+      }
+      String name;
+      Expression column;
+      if (func instanceof Count && !((Count) func).isDistinct()) {
+        name = "count";
+        column = ((Count) func).column();
+      } else if (func instanceof Min) {
+        name = "min";
+        column = ((Min) func).column();
+      } else if (func instanceof Max) {
+        name = "max";
+        column = ((Max) func).column();
+      } else {
+        return null;
+      }
+      if (!(column instanceof NamedReference)) {
+        return null;
+      }
+      String[] names = ((NamedReference) column).fieldNames();
+      StructField field = ShoalSchemas.fieldAt(tableSchema, names);
+      if (field == null || ShoalSchemas.isJsonText(field) || !isLeaf(field.dataType())) {
+        return null;
+      }
+      String path = ShoalSchemas.path(names);
+      functions.add(new String[] {name, path});
+      DataType type = name.equals("count") ? DataTypes.LongType : field.dataType();
+      fields.add(new StructField(name + "(" + path + ")", type, !name.equals("count"), org.apache.spark.sql.types.Metadata.empty()));
+    }
+    return new ShoalAggregates(functions, new StructType(fields.toArray(new StructField[0])));
+  }
+
+  private static boolean isLeaf(DataType type) {
+    return type instanceof LongType || type instanceof DoubleType || type instanceof StringType || type instanceof BooleanType;
+  }
+
+  /** The scan's output: one column per aggregate, in Spark's order. */
+  public StructType schema() {
+    return schema;
+  }
+
+  /** Adds {@code "aggregates": [...]} to a query command. */
+  public void addTo(ObjectNode command) {
+    ArrayNode list = command.putArray("aggregates");
+    for (String[] f : functions) {
+      ObjectNode node = list.addObject().put("function", f[0]);
+      if (f[1] != null) {
+        node.put("column", f[1]);
+      }
+    }
+  }
+
+  @Override
+  public String toString() {
+    List<String> names = new ArrayList<>();
+    for (StructField f : schema.fields()) {
+      names.add(f.name());
+    }
+    return names.toString();
+  }
+}

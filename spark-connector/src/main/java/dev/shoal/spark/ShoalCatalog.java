@@ -1,0 +1,122 @@
+package dev.shoal.spark;
+
+import java.net.URI;
+import java.util.LinkedHashSet;
+import java.util.Map;
+import java.util.Set;
+
+import org.apache.arrow.flight.FlightRuntimeException;
+import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
+import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
+import org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException;
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCatalog;
+import org.apache.spark.sql.connector.catalog.TableChange;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * A Spark catalog over the daemon's tables:
+ * {@code spark.sql.catalog.shoal = dev.shoal.spark.ShoalCatalog},
+ * {@code spark.sql.catalog.shoal.endpoint = grpc://host:port} (plus the other
+ * {@link ShoalOptions}). {@code SHOW TABLES IN shoal} lists the tables ({@code ListFlights}, the
+ * union over shards), {@code SELECT ... FROM shoal.events} reads one, {@code CREATE TABLE} and
+ * {@code DROP TABLE} call the daemon's actions. Tables live in the root namespace.
+ */
+public final class ShoalCatalog implements TableCatalog {
+  private String name;
+  private ShoalOptions options;
+
+  @Override
+  public void initialize(String catalogName, CaseInsensitiveStringMap properties) {
+    this.name = catalogName;
+    this.options = ShoalOptions.forCatalog(properties);
+  }
+
+  @Override
+  public String name() {
+    return name;
+  }
+
+  private void checkNamespace(String[] namespace) throws NoSuchNamespaceException {
+    if (namespace.length != 0) {
+      throw new NoSuchNamespaceException(namespace);
+    }
+  }
+
+  @Override
+  public Identifier[] listTables(String[] namespace) throws NoSuchNamespaceException {
+    checkNamespace(namespace);
+    Set<String> names = new LinkedHashSet<>();
+    for (URI shard : options.endpoints()) {
+      try (ShoalClient client = ShoalClient.open(shard, options.token())) {
+        names.addAll(client.listTables());
+      }
+    }
+    return names.stream().sorted().map(n -> Identifier.of(new String[0], n)).toArray(Identifier[]::new);
+  }
+
+  @Override
+  public Table loadTable(Identifier ident) throws NoSuchTableException {
+    if (ident.namespace().length != 0) {
+      throw new NoSuchTableException(ident);
+    }
+    ShoalOptions tableOptions = options.withTable(ident.name());
+    StructType schema;
+    try {
+      schema = ShoalDataSource.daemonSchema(tableOptions);
+    } catch (ShoalException e) {
+      if (e.getCause() instanceof FlightRuntimeException
+          && ((FlightRuntimeException) e.getCause()).status().code() == org.apache.arrow.flight.FlightStatusCode.NOT_FOUND) {
+        throw new NoSuchTableException(ident);
+      }
+      throw e;
+    }
+    return new ShoalTable(tableOptions, schema, false);
+  }
+
+  @Override
+  public Table createTable(Identifier ident, StructType schema, Transform[] partitions, Map<String, String> properties)
+      throws TableAlreadyExistsException, NoSuchNamespaceException {
+    checkNamespace(ident.namespace());
+    for (URI shard : options.endpoints()) {
+      try (ShoalClient client = ShoalClient.open(shard, options.token())) {
+        com.fasterxml.jackson.databind.JsonNode answer =
+            client.action("create_table", ShoalClient.JSON.createObjectNode().put("name", ident.name()).put("if_not_exists", true), ident.name());
+        if (answer != null && !answer.path("created").asBoolean(true) && shard.equals(options.endpoints().get(0))) {
+          throw new TableAlreadyExistsException(ident);
+        }
+      }
+    }
+    return new ShoalTable(options.withTable(ident.name()), schema, true);
+  }
+
+  @Override
+  public Table alterTable(Identifier ident, TableChange... changes) {
+    throw new UnsupportedOperationException("shoal tables have no declared schema to alter (table '" + ident.name() + "')");
+  }
+
+  @Override
+  public boolean dropTable(Identifier ident) {
+    boolean dropped = false;
+    for (URI shard : options.endpoints()) {
+      try (ShoalClient client = ShoalClient.open(shard, options.token())) {
+        client.action("drop_table", ShoalClient.JSON.createObjectNode().put("name", ident.name()), ident.name());
+        dropped = true;
+      } catch (ShoalException e) {
+        if (!(e.getCause() instanceof FlightRuntimeException
+            && ((FlightRuntimeException) e.getCause()).status().code() == org.apache.arrow.flight.FlightStatusCode.NOT_FOUND)) {
+          throw e;
+        }
+      }
+    }
+    return dropped;
+  }
+
+  @Override
+  public void renameTable(Identifier oldIdent, Identifier newIdent) {
+    throw new UnsupportedOperationException("shoal cannot rename tables (table '" + oldIdent.name() + "')");
+  }
+}

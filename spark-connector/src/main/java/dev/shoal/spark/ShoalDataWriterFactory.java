@@ -1,0 +1,97 @@
+package dev.shoal.spark;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.write.DataWriter;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.types.StructType;
+
+/** Creates the write tasks' writers; task {@code p} writes to shard {@code p mod shards}. */
+public final class ShoalDataWriterFactory implements DataWriterFactory {
+  private static final long serialVersionUID = 1L;
+
+  private final ShoalOptions options;
+  private final StructType schema;
+
+  ShoalDataWriterFactory(ShoalOptions options, StructType schema) {
+    this.options = options;
+    this.schema = schema;
+  }
+
+  @Override
+  public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
+    return new ShoalDataWriter(options, schema, partitionId);
+  }
+
+  /** The rows a task wrote. */
+  public static final class Committed implements WriterCommitMessage {
+    private static final long serialVersionUID = 1L;
+    public final long records;
+
+    Committed(long records) {
+      this.records = records;
+    }
+  }
+
+  /** Buffers rows as JSON records and sends them in batches of {@code write.batch-rows}. */
+  static final class ShoalDataWriter implements DataWriter<InternalRow> {
+    private final ShoalOptions options;
+    private final StructType schema;
+    private final ShoalClient client;
+    private final ShoalClient.Put put;
+    private final List<String> buffer = new ArrayList<>();
+
+    ShoalDataWriter(ShoalOptions options, StructType schema, int partitionId) {
+      this.options = options;
+      this.schema = schema;
+      this.client = ShoalClient.open(options.endpoints().get(partitionId % options.endpoints().size()), options.token());
+      ShoalClient.Put started;
+      try {
+        started = client.startPut(options.table());
+      } catch (RuntimeException e) {
+        client.close();
+        throw e;
+      }
+      this.put = started;
+    }
+
+    @Override
+    public void write(InternalRow row) {
+      buffer.add(ShoalJsonRows.toJson(row, schema));
+      if (buffer.size() >= options.writeBatchRows()) {
+        flush();
+      }
+    }
+
+    private void flush() {
+      if (!buffer.isEmpty()) {
+        put.send(buffer);
+        buffer.clear();
+      }
+    }
+
+    @Override
+    public WriterCommitMessage commit() {
+      flush();
+      put.finish();
+      return new Committed(put.records());
+    }
+
+    @Override
+    public void abort() {
+      buffer.clear();
+    }
+
+    @Override
+    public void close() {
+      try {
+        put.close();
+      } finally {
+        client.close();
+      }
+    }
+  }
+}

@@ -1,0 +1,41 @@
+package dev.shoal.spark;
+
+import java.net.URI;
+
+import org.apache.spark.sql.connector.read.InputPartition;
+
+/**
+ * One endpoint of a query's FlightInfo: where to {@code DoGet} (the endpoint's location, else
+ * the shard it was planned on), its ticket, and how many index and full scans its log range uses.
+ */
+public final class ShoalInputPartition implements InputPartition {
+  private static final long serialVersionUID = 1L;
+
+  private final URI location;
+  private final byte[] ticket;
+  private final int indexScans;
+  private final int fullScans;
+
+  ShoalInputPartition(URI location, byte[] ticket, int indexScans, int fullScans) {
+    this.location = location;
+    this.ticket = ticket;
+    this.indexScans = indexScans;
+    this.fullScans = fullScans;
+  }
+
+  public URI location() {
+    return location;
+  }
+
+  public byte[] ticket() {
+    return ticket;
+  }
+
+  public int indexScans() {
+    return indexScans;
+  }
+
+  public int fullScans() {
+    return fullScans;
+  }
+}

@@ -1,0 +1,143 @@
+package dev.shoal.spark;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.arrow.flight.FlightRuntimeException;
+import org.apache.arrow.flight.FlightStatusCode;
+import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownAggregates;
+import org.apache.spark.sql.connector.read.SupportsPushDownLimit;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.connector.read.SupportsPushDownV2Filters;
+import org.apache.spark.sql.types.StructType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Collects what Spark pushes down — filters ({@link ShoalV2Filters} decides which), the
+ * required (possibly nested) columns, a limit, and aggregates — and builds the {@link ShoalScan}.
+ */
+public final class ShoalScanBuilder implements ScanBuilder, SupportsPushDownV2Filters, SupportsPushDownRequiredColumns,
+    SupportsPushDownLimit, SupportsPushDownAggregates {
+  private static final Logger LOG = LoggerFactory.getLogger(ShoalScanBuilder.class);
+  /** Shards known to lack (false) or have (true) aggregate support, by endpoint. */
+  private static final ConcurrentHashMap<String, Boolean> AGGREGATE_SUPPORT = new ConcurrentHashMap<>();
+
+  private final ShoalOptions options;
+  private final StructType tableSchema;
+  private StructType readSchema;
+  private final List<Predicate> pushed = new ArrayList<>();
+  private final List<String> pushedText = new ArrayList<>();
+  private long limit = -1;
+  private ShoalAggregates aggregates;
+
+  /**
+   * @param tableSchema the daemon's schema (decides which filters are exact)
+   * @param readSchema the table's schema as Spark sees it (the daemon's, or the user's)
+   */
+  ShoalScanBuilder(ShoalOptions options, StructType tableSchema, StructType readSchema) {
+    this.options = options;
+    this.tableSchema = tableSchema;
+    this.readSchema = readSchema;
+  }
+
+  @Override
+  public Predicate[] pushPredicates(Predicate[] predicates) {
+    List<Predicate> rest = new ArrayList<>();
+    for (Predicate p : predicates) {
+      String text = ShoalV2Filters.translate(p, tableSchema);
+      if (text == null) {
+        rest.add(p);
+      } else {
+        pushed.add(p);
+        pushedText.add(text);
+      }
+    }
+    return rest.toArray(new Predicate[0]);
+  }
+
+  @Override
+  public Predicate[] pushedPredicates() {
+    return pushed.toArray(new Predicate[0]);
+  }
+
+  @Override
+  public void pruneColumns(StructType requiredSchema) {
+    this.readSchema = requiredSchema;
+  }
+
+  @Override
+  public boolean pushLimit(int n) {
+    this.limit = n;
+    return true;
+  }
+
+  @Override
+  public boolean supportCompletePushDown(Aggregation aggregation) {
+    return false;
+  }
+
+  @Override
+  public boolean pushAggregation(Aggregation aggregation) {
+    if (!options.aggregatePushdown()) {
+      return false;
+    }
+    ShoalAggregates candidate = ShoalAggregates.of(aggregation, tableSchema);
+    if (candidate == null || !daemonAnswers(candidate)) {
+      return false;
+    }
+    this.aggregates = candidate;
+    return true;
+  }
+
+  /**
+   * Capability check: daemons without aggregate support reject the unknown command key
+   * {@code aggregates} with INVALID_ARGUMENT. The first shard is asked with the real command
+   * (so unsupported column types are caught too); the answer per shard is cached when it is
+   * about the key itself.
+   */
+  private boolean daemonAnswers(ShoalAggregates candidate) {
+    String shard = options.endpoints().get(0).toString();
+    if (Boolean.FALSE.equals(AGGREGATE_SUPPORT.get(shard))) {
+      return false;
+    }
+    ObjectNode command = ShoalScan.command(options, filter(), null, -1, candidate);
+    try (ShoalClient client = ShoalClient.open(options.endpoints().get(0), options.token())) {
+      client.getFlightInfoRaw(command);
+      AGGREGATE_SUPPORT.put(shard, true);
+      return true;
+    } catch (FlightRuntimeException e) {
+      String message = String.valueOf(e.getMessage());
+      if (e.status().code() == FlightStatusCode.INVALID_ARGUMENT && message.contains("unknown field") && message.contains("aggregates")) {
+        AGGREGATE_SUPPORT.put(shard, false);
+        LOG.info("shoal daemon at {} does not support aggregate pushdown; Spark aggregates the rows", shard);
+      } else {
+        LOG.info("shoal: aggregates {} not pushed to {}: {}", candidate, shard, message);
+      }
+      return false;
+    }
+  }
+
+  /** The pushed filters as one shoal filter ({@code a AND b}), or null. */
+  private String filter() {
+    if (pushedText.isEmpty()) {
+      return null;
+    }
+    if (pushedText.size() == 1) {
+      return pushedText.get(0);
+    }
+    return String.join(" AND ", pushedText);
+  }
+
+  @Override
+  public Scan build() {
+    return new ShoalScan(options, tableSchema, aggregates != null ? aggregates.schema() : readSchema,
+        pushed.toArray(new Predicate[0]), filter(), aggregates != null ? -1 : limit, aggregates);
+  }
+}

@@ -1,0 +1,92 @@
+package dev.shoal.spark;
+
+import java.util.EnumSet;
+import java.util.Set;
+
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * A shoal table (over one or several shards): batch reads with pushdown and batch appends.
+ * Records are schemaless JSON, so appends accept any schema ({@code ACCEPT_ANY_SCHEMA}).
+ */
+public final class ShoalTable implements SupportsRead, SupportsWrite {
+  private final ShoalOptions options;
+  private final StructType schema;
+  private final boolean userSchema;
+
+  /**
+   * @param schema the daemon's schema, or the user's ({@code .schema(...)}, or the written
+   *     DataFrame's) when {@code userSchema}
+   */
+  ShoalTable(ShoalOptions options, StructType schema, boolean userSchema) {
+    this.options = options;
+    this.schema = schema;
+    this.userSchema = userSchema;
+  }
+
+  @Override
+  public String name() {
+    return options.table();
+  }
+
+  @Override
+  public StructType schema() {
+    return schema;
+  }
+
+  @Override
+  public Set<TableCapability> capabilities() {
+    return EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.ACCEPT_ANY_SCHEMA);
+  }
+
+  @Override
+  public ScanBuilder newScanBuilder(CaseInsensitiveStringMap scanOptions) {
+    ShoalOptions merged = options;
+    StructType daemonSchema = schema;
+    if (userSchema) {
+      daemonSchema = ShoalDataSource.daemonSchema(merged);
+      checkUserSchema(schema, daemonSchema, "");
+    }
+    return new ShoalScanBuilder(merged, daemonSchema, schema);
+  }
+
+  /** Fails naming the column and the option when the user's schema disagrees with the daemon's. */
+  private void checkUserSchema(StructType user, StructType daemon, String prefix) {
+    for (StructField f : user.fields()) {
+      String column = prefix + f.name();
+      StructField d = ShoalSchemas.fieldAt(daemon, new String[] {f.name()});
+      if (d == null) {
+        throw new ShoalException("shoal table '" + options.table() + "' at " + options.endpointText() + ": unknown column '"
+            + column + "' (no record has it). Remove it from the schema given with .schema(...).");
+      }
+      checkType(f.dataType(), d.dataType(), column);
+    }
+  }
+
+  private void checkType(DataType user, DataType daemon, String column) {
+    if (user instanceof StructType && daemon instanceof StructType) {
+      checkUserSchema((StructType) user, (StructType) daemon, column + ".");
+    } else if (user instanceof ArrayType && daemon instanceof ArrayType) {
+      checkType(((ArrayType) user).elementType(), ((ArrayType) daemon).elementType(), column + "[]");
+    } else if (!user.sameType(daemon)) {
+      throw new ShoalException("shoal table '" + options.table() + "': type mismatch for column '" + column + "': the schema given with"
+          + " .schema(...) declares " + user.simpleString() + " but the daemon has " + daemon.simpleString()
+          + ". Declare it " + daemon.simpleString() + " (or omit .schema(...)).");
+    }
+  }
+
+  @Override
+  public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+    return new ShoalWriteBuilder(options, info.schema());
+  }
+}

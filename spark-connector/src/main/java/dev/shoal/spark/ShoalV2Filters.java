@@ -1,0 +1,228 @@
+package dev.shoal.spark;
+
+import java.math.BigDecimal;
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.Literal;
+import org.apache.spark.sql.connector.expressions.NamedReference;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * Translates Spark's V2 predicates into shoal's filter language (SQL expression syntax over
+ * dotted JSON paths) — and nothing else.
+ *
+ * <p>A predicate is translated only when shoal's answer equals Spark's for every record:
+ * <ul>
+ *   <li>columns must be leaves of type bigint, double, string or boolean in the table's schema
+ *       (top-level or nested through structs); struct and array columns, and strings that hold
+ *       JSON text of mixed JSON types ({@code shoal.json_text}), stay in Spark — shoal compares by
+ *       JSON type, Spark compares the text;</li>
+ *   <li>literals must have the column's type family (numbers for numeric columns, strings for
+ *       string columns, booleans for boolean columns), not be null, NaN or infinite;</li>
+ *   <li>operators: {@code = <> < <= > >= IN IS_NULL IS_NOT_NULL STARTS_WITH AND OR NOT}.
+ *       {@code AND}, {@code OR} and {@code NOT} are translated only when all their children are.
+ *       Both sides use SQL's three-valued logic, and a missing field is NULL in both.</li>
+ * </ul>
+ * {@link #translate} returns null for a predicate that must stay in Spark.
+ */
+public final class ShoalV2Filters {
+  private ShoalV2Filters() {}
+
+  /** The filter text of {@code predicate}, or null when it cannot be pushed exactly. */
+  public static String translate(Predicate predicate, StructType schema) {
+    String name = predicate.name();
+    Expression[] children = predicate.children();
+    switch (name) {
+      case "ALWAYS_TRUE":
+        return "TRUE";
+      case "ALWAYS_FALSE":
+        return "FALSE";
+      case "AND":
+      case "OR": {
+        String left = translateChild(children[0], schema);
+        String right = translateChild(children[1], schema);
+        if (left == null || right == null) {
+          return null;
+        }
+        return "(" + left + " " + name + " " + right + ")";
+      }
+      case "NOT": {
+        String inner = translateChild(children[0], schema);
+        return inner == null ? null : "NOT (" + inner + ")";
+      }
+      case "IS_NULL":
+      case "IS_NOT_NULL": {
+        String column = column(children[0], schema);
+        return column == null ? null : column + (name.equals("IS_NULL") ? " IS NULL" : " IS NOT NULL");
+      }
+      case "=":
+      case "<>":
+      case "<":
+      case "<=":
+      case ">":
+      case ">=":
+        return comparison(name, children, schema);
+      case "IN":
+        return in(children, schema);
+      case "STARTS_WITH":
+        return startsWith(children, schema);
+      default:
+        return null;
+    }
+  }
+
+  private static String translateChild(Expression child, StructType schema) {
+    return child instanceof Predicate ? translate((Predicate) child, schema) : null;
+  }
+
+  private static String comparison(String op, Expression[] children, StructType schema) {
+    if (children.length != 2) {
+      return null;
+    }
+    String flipped = flip(op);
+    Expression left = children[0];
+    Expression right = children[1];
+    if (left instanceof Literal && right instanceof NamedReference) {
+      Expression swap = left;
+      left = right;
+      right = swap;
+      op = flipped;
+    }
+    StructField field = leaf(left, schema);
+    if (field == null || !(right instanceof Literal)) {
+      return null;
+    }
+    String literal = literal((Literal<?>) right, field.dataType());
+    if (literal == null) {
+      return null;
+    }
+    return path(left) + " " + op + " " + literal;
+  }
+
+  private static String flip(String op) {
+    switch (op) {
+      case "<":
+        return ">";
+      case "<=":
+        return ">=";
+      case ">":
+        return "<";
+      case ">=":
+        return "<=";
+      default:
+        return op;
+    }
+  }
+
+  private static String in(Expression[] children, StructType schema) {
+    if (children.length < 2) {
+      return null;
+    }
+    StructField field = leaf(children[0], schema);
+    if (field == null) {
+      return null;
+    }
+    List<String> values = new ArrayList<>();
+    for (int i = 1; i < children.length; i++) {
+      if (!(children[i] instanceof Literal)) {
+        return null;
+      }
+      String literal = literal((Literal<?>) children[i], field.dataType());
+      if (literal == null) {
+        return null;
+      }
+      values.add(literal);
+    }
+    return path(children[0]) + " IN (" + String.join(", ", values) + ")";
+  }
+
+  private static String startsWith(Expression[] children, StructType schema) {
+    if (children.length != 2) {
+      return null;
+    }
+    StructField field = leaf(children[0], schema);
+    if (field == null || !(field.dataType() instanceof StringType) || !(children[1] instanceof Literal)) {
+      return null;
+    }
+    Object value = ((Literal<?>) children[1]).value();
+    if (!(value instanceof UTF8String)) {
+      return null;
+    }
+    String prefix = value.toString();
+    StringBuilder escaped = new StringBuilder();
+    boolean needsEscape = false;
+    for (char c : prefix.toCharArray()) {
+      if (c == '%' || c == '_' || c == '\\') {
+        escaped.append('\\');
+        needsEscape = true;
+      }
+      escaped.append(c);
+    }
+    String pattern = quoteString(escaped + "%");
+    return path(children[0]) + " LIKE " + pattern + (needsEscape ? " ESCAPE '\\'" : "");
+  }
+
+  /** The schema field of a column reference when filters on it can be pushed, else null. */
+  private static StructField leaf(Expression expression, StructType schema) {
+    if (!(expression instanceof NamedReference)) {
+      return null;
+    }
+    StructField field = ShoalSchemas.fieldAt(schema, ((NamedReference) expression).fieldNames());
+    if (field == null || ShoalSchemas.isJsonText(field)) {
+      return null;
+    }
+    DataType type = field.dataType();
+    if (type instanceof LongType || type instanceof DoubleType || type instanceof StringType || type instanceof BooleanType) {
+      return field;
+    }
+    return null;
+  }
+
+  private static String column(Expression expression, StructType schema) {
+    return leaf(expression, schema) == null ? null : path(expression);
+  }
+
+  private static String path(Expression expression) {
+    return ShoalSchemas.path(((NamedReference) expression).fieldNames());
+  }
+
+  /** The literal in shoal's syntax when it has the column's type family, else null. */
+  static String literal(Literal<?> literal, DataType columnType) {
+    Object value = literal.value();
+    if (value == null) {
+      return null;
+    }
+    if (columnType instanceof StringType) {
+      return value instanceof UTF8String ? quoteString(value.toString()) : null;
+    }
+    if (columnType instanceof BooleanType) {
+      return value instanceof Boolean ? ((Boolean) value ? "TRUE" : "FALSE") : null;
+    }
+    if (value instanceof Long || value instanceof Integer || value instanceof Short || value instanceof Byte) {
+      return Long.toString(((Number) value).longValue());
+    }
+    if (value instanceof Double || value instanceof Float) {
+      double d = ((Number) value).doubleValue();
+      if (Double.isNaN(d) || Double.isInfinite(d)) {
+        return null;
+      }
+      String plain = BigDecimal.valueOf(d).toPlainString();
+      return plain.contains(".") ? plain : plain + ".0";
+    }
+    return null;
+  }
+
+  private static String quoteString(String s) {
+    return "'" + s.replace("'", "''") + "'";
+  }
+}

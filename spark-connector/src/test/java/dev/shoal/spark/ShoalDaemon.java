@@ -1,0 +1,94 @@
+package dev.shoal.spark;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The real {@code shoal} daemon as a child process ({@code shoal serve --listen 127.0.0.1:PORT
+ * --data-dir DIR}) on a free port; ready when it prints {@code shoal ready}; stopped with SIGTERM.
+ * The binary comes from the system property {@code shoal.bin}.
+ */
+public final class ShoalDaemon implements AutoCloseable {
+  private final Process process;
+  private final int port;
+  private final List<String> log = Collections.synchronizedList(new ArrayList<>());
+
+  private ShoalDaemon(Process process, int port) {
+    this.process = process;
+    this.port = port;
+  }
+
+  /** Starts a daemon over a fresh data directory. */
+  public static ShoalDaemon start(Path dataDir, String... extraArgs) throws IOException, InterruptedException {
+    String bin = System.getProperty("shoal.bin", "../target/debug/shoal");
+    if (!Files.isExecutable(Paths.get(bin))) {
+      throw new IllegalStateException("shoal binary not found at " + bin
+          + ": run `cargo build -p shoal-server` (or set -Dshoal.bin)");
+    }
+    int port;
+    try (ServerSocket socket = new ServerSocket(0)) {
+      port = socket.getLocalPort();
+    }
+    List<String> command = new ArrayList<>(List.of(bin, "serve", "--listen", "127.0.0.1:" + port, "--data-dir", dataDir.toString()));
+    command.addAll(List.of(extraArgs));
+    Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
+    ShoalDaemon daemon = new ShoalDaemon(process, port);
+    CountDownLatch ready = new CountDownLatch(1);
+    Thread pump = new Thread(() -> {
+      try (BufferedReader reader = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
+        String line;
+        while ((line = reader.readLine()) != null) {
+          daemon.log.add(line);
+          if (line.contains("shoal ready")) {
+            ready.countDown();
+          }
+        }
+      } catch (IOException ignored) {
+        // the process ended
+      }
+    }, "shoal-daemon-" + port);
+    pump.setDaemon(true);
+    pump.start();
+    if (!ready.await(60, TimeUnit.SECONDS)) {
+      process.destroyForcibly();
+      throw new IllegalStateException("shoal did not become ready in 60 s:\n" + String.join("\n", daemon.log));
+    }
+    return daemon;
+  }
+
+  /** {@code grpc://127.0.0.1:PORT}. */
+  public String endpoint() {
+    return "grpc://127.0.0.1:" + port;
+  }
+
+  public int port() {
+    return port;
+  }
+
+  public List<String> log() {
+    return new ArrayList<>(log);
+  }
+
+  /** SIGTERM (graceful shutdown), then waits; kills after 60 s. Returns the exit code. */
+  @Override
+  public void close() throws InterruptedException {
+    if (process.isAlive()) {
+      process.destroy(); // SIGTERM on Unix
+      if (!process.waitFor(60, TimeUnit.SECONDS)) {
+        process.destroyForcibly();
+        throw new IllegalStateException("shoal did not stop within 60 s of SIGTERM");
+      }
+    }
+  }
+}

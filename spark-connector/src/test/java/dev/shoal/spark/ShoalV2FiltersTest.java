@@ -1,0 +1,165 @@
+package dev.shoal.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.FieldReference;
+import org.apache.spark.sql.connector.expressions.LiteralValue;
+import org.apache.spark.sql.connector.expressions.NamedReference;
+import org.apache.spark.sql.connector.expressions.filter.And;
+import org.apache.spark.sql.connector.expressions.filter.Not;
+import org.apache.spark.sql.connector.expressions.filter.Or;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.MetadataBuilder;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+import org.junit.jupiter.api.Test;
+
+/** One test per operator of {@link ShoalV2Filters}, and the cases that must stay in Spark. */
+class ShoalV2FiltersTest {
+  private static final StructType SCHEMA = new StructType()
+      .add("type", DataTypes.StringType)
+      .add("public", DataTypes.BooleanType)
+      .add("score", DataTypes.DoubleType)
+      .add("a.b", DataTypes.LongType)
+      .add("mixed", DataTypes.StringType, true, new MetadataBuilder().putBoolean(ShoalSchemas.JSON_TEXT, true).build())
+      .add("tags", new ArrayType(DataTypes.StringType, true))
+      .add("actor", new StructType().add("login", DataTypes.StringType).add("id", DataTypes.LongType))
+      .add("payload", new StructType().add("size", DataTypes.LongType)
+          .add("pull_request", new StructType().add("head", new StructType().add("ref", DataTypes.StringType))));
+
+  private static NamedReference col(String... names) {
+    return FieldReference.apply(scala.collection.JavaConverters.asScalaBuffer(java.util.Arrays.asList(names)).toSeq());
+  }
+
+  private static Expression lit(Object value) {
+    if (value instanceof String) {
+      return LiteralValue.apply(UTF8String.fromString((String) value), DataTypes.StringType);
+    }
+    DataType type = value instanceof Long ? DataTypes.LongType
+        : value instanceof Integer ? DataTypes.IntegerType
+        : value instanceof Double ? DataTypes.DoubleType
+        : value instanceof Boolean ? DataTypes.BooleanType : DataTypes.NullType;
+    return LiteralValue.apply(value, type);
+  }
+
+  private static Predicate p(String name, Expression... children) {
+    return new Predicate(name, children);
+  }
+
+  private static String t(Predicate predicate) {
+    return ShoalV2Filters.translate(predicate, SCHEMA);
+  }
+
+  @Test
+  void equality_on_a_top_level_string() {
+    assertEquals("type = 'PushEvent'", t(p("=", col("type"), lit("PushEvent"))));
+  }
+
+  @Test
+  void not_equal() {
+    assertEquals("payload.size <> 3", t(p("<>", col("payload", "size"), lit(3L))));
+  }
+
+  @Test
+  void less_than_and_literal_on_the_left_flips_the_operator() {
+    assertEquals("payload.size < 5", t(p("<", col("payload", "size"), lit(5L))));
+    assertEquals("payload.size > 5", t(p("<", lit(5L), col("payload", "size"))));
+  }
+
+  @Test
+  void less_or_equal() {
+    assertEquals("payload.size <= 5", t(p("<=", col("payload", "size"), lit(5))));
+  }
+
+  @Test
+  void greater_than_on_a_double() {
+    assertEquals("score > 1.5", t(p(">", col("score"), lit(1.5d))));
+    assertEquals("score > 3", t(p(">", col("score"), lit(3L))));
+  }
+
+  @Test
+  void greater_or_equal_on_a_nested_field() {
+    assertEquals("actor.id >= 100", t(p(">=", col("actor", "id"), lit(100L))));
+  }
+
+  @Test
+  void in_list() {
+    assertEquals("type IN ('a', 'b''c')", t(p("IN", col("type"), lit("a"), lit("b'c"))));
+  }
+
+  @Test
+  void in_with_a_null_stays_in_spark() {
+    assertNull(t(p("IN", col("type"), lit("a"), LiteralValue.apply(null, DataTypes.StringType))));
+  }
+
+  @Test
+  void is_null_and_is_not_null() {
+    assertEquals("actor.login IS NULL", t(p("IS_NULL", col("actor", "login"))));
+    assertEquals("payload.pull_request.head.ref IS NOT NULL", t(p("IS_NOT_NULL", col("payload", "pull_request", "head", "ref"))));
+  }
+
+  @Test
+  void starts_with_becomes_a_like_prefix_with_escapes() {
+    assertEquals("actor.login LIKE 'bot%'", t(p("STARTS_WITH", col("actor", "login"), lit("bot"))));
+    assertEquals("actor.login LIKE '50\\%\\_x%' ESCAPE '\\'", t(p("STARTS_WITH", col("actor", "login"), lit("50%_x"))));
+  }
+
+  @Test
+  void and_or_not() {
+    Predicate eq = p("=", col("type"), lit("IssuesEvent"));
+    Predicate gt = p(">", col("payload", "size"), lit(1L));
+    assertEquals("(type = 'IssuesEvent' AND payload.size > 1)", t(new And(eq, gt)));
+    assertEquals("(type = 'IssuesEvent' OR payload.size > 1)", t(new Or(eq, gt)));
+    assertEquals("NOT (type = 'IssuesEvent')", t(new Not(eq)));
+  }
+
+  @Test
+  void and_or_with_an_untranslatable_child_stay_in_spark() {
+    Predicate ok = p("=", col("type"), lit("IssuesEvent"));
+    Predicate onArray = p("IS_NULL", col("tags"));
+    assertNull(t(new And(ok, onArray)));
+    assertNull(t(new Or(ok, onArray)));
+    assertNull(t(new Not(onArray)));
+  }
+
+  @Test
+  void booleans() {
+    assertEquals("public = TRUE", t(p("=", col("public"), lit(true))));
+    assertNull(t(p("=", col("public"), lit("true"))));
+  }
+
+  @Test
+  void segments_that_are_not_identifiers_or_are_keywords_are_quoted() {
+    assertEquals("\"a.b\" = 1", t(p("=", col("a.b"), lit(1L))));
+    assertEquals("\"end\"", ShoalSchemas.quoteSegment("end"));
+    assertEquals("\"say \"\"hi\"\"\"", ShoalSchemas.quoteSegment("say \"hi\""));
+  }
+
+  @Test
+  void json_text_struct_array_and_unknown_columns_stay_in_spark() {
+    assertNull(t(p("=", col("mixed"), lit("1"))));
+    assertNull(t(p("IS_NULL", col("actor"))));
+    assertNull(t(p("IS_NOT_NULL", col("tags"))));
+    assertNull(t(p("=", col("nope"), lit("x"))));
+  }
+
+  @Test
+  void literal_of_another_type_family_stays_in_spark() {
+    assertNull(t(p("=", col("type"), lit(1L))));
+    assertNull(t(p("=", col("payload", "size"), lit("1"))));
+    assertNull(t(p(">", col("score"), lit(Double.NaN))));
+  }
+
+  @Test
+  void other_predicates_stay_in_spark() {
+    assertNull(t(p("ENDS_WITH", col("type"), lit("Event"))));
+    assertNull(t(p("CONTAINS", col("type"), lit("Push"))));
+    assertNull(t(p("<=>", col("type"), lit("x"))));
+  }
+}

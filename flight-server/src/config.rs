@@ -24,8 +24,11 @@ pub struct ServerConfig {
     pub worker_threads: usize,
     /// Most endpoints (parallel log ranges) per query plan. Default 4.
     pub endpoints_per_query: usize,
-    /// If set, every call must carry `authorization: Bearer <token>`.
+    /// If set, calls may authenticate with `authorization: Bearer <token>`.
     pub auth_token: Option<String>,
+    /// `USER:PASSWORD`: if set, calls may authenticate with HTTP basic credentials, and a
+    /// Flight handshake with them returns a session bearer token.
+    pub basic_auth: Option<String>,
     /// Address of the Prometheus metrics endpoint (`/metrics`); unset: no endpoint.
     pub metrics_listen: Option<SocketAddr>,
     /// Rows per Arrow batch in DoGet streams. Default 4096.
@@ -47,6 +50,7 @@ impl Default for ServerConfig {
             worker_threads: 0,
             endpoints_per_query: 4,
             auth_token: None,
+            basic_auth: None,
             metrics_listen: None,
             batch_rows: 4096,
             tls_cert: None,

@@ -1,6 +1,7 @@
 //! `shoal`: the daemon (`shoal serve`) and a command-line Flight client for it
 //! (`shoal ingest`, `shoal psf`, `shoal query`, `shoal stats`).
 
+mod auth;
 mod catalog;
 mod client;
 mod config;
@@ -16,6 +17,7 @@ use clap::{Parser, Subcommand};
 use tonic::{Request, Status};
 
 use crate::catalog::Catalog;
+use crate::auth::Authenticator;
 use crate::config::ServerConfig;
 use crate::service::ShoalFlightService;
 
@@ -66,9 +68,13 @@ struct ServeArgs {
     /// Tokio worker threads [default: one per core].
     #[arg(long, env = "SHOAL_WORKER_THREADS")]
     worker_threads: Option<usize>,
-    /// Require `authorization: Bearer <token>` on every call.
+    /// Require authentication; accept `authorization: Bearer <token>`.
     #[arg(long, env = "SHOAL_AUTH_TOKEN")]
     auth_token: Option<String>,
+    /// Require authentication; accept basic credentials USER:PASSWORD (prefer the
+    /// environment variable or the config file: flags show in `ps`).
+    #[arg(long, env = "SHOAL_BASIC_AUTH")]
+    basic_auth: Option<String>,
     /// Serve Prometheus metrics at http://ADDR/metrics.
     #[arg(long, env = "SHOAL_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
@@ -108,6 +114,9 @@ impl ServeArgs {
         }
         if self.auth_token.is_some() {
             config.auth_token.clone_from(&self.auth_token);
+        }
+        if self.basic_auth.is_some() {
+            config.basic_auth.clone_from(&self.basic_auth);
         }
         if self.metrics_listen.is_some() {
             config.metrics_listen = self.metrics_listen;
@@ -200,16 +209,11 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let catalog = Arc::new(Catalog::open(config.clone())?);
-    let service = ShoalFlightService::new(Arc::clone(&catalog));
-    let token = config.auth_token.clone();
+    let authenticator = Arc::new(Authenticator::new(config.auth_token.clone(), config.basic_auth.as_deref())?);
+    let service = ShoalFlightService::new(Arc::clone(&catalog), Arc::clone(&authenticator));
     let check_auth = move |request: Request<()>| -> Result<Request<()>, Status> {
-        let Some(token) = &token else { return Ok(request) };
-        let expected = format!("Bearer {token}");
-        match request.metadata().get("authorization").and_then(|v| v.to_str().ok()) {
-            Some(value) if value == expected => Ok(request),
-            Some(_) => Err(Status::unauthenticated("the bearer token is not valid")),
-            None => Err(Status::unauthenticated("this server requires an `authorization: Bearer <token>` header")),
-        }
+        authenticator.check(request.metadata())?;
+        Ok(request)
     };
     let server = FlightServiceServer::new(service)
         .max_decoding_message_size(256 << 20)

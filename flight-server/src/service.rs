@@ -26,6 +26,7 @@ use shoal_core::table::Table;
 use shoal_core::FieldPath;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::auth::{Authenticator, Credentials};
 use crate::catalog::{Catalog, TableEntry};
 use crate::protocol::{
     parse_body, status_from_engine, AggregateSpec, CreateTable, DeregisterPsf, QueryCommand, RegisterPsf, TableRef, TicketBody,
@@ -51,12 +52,14 @@ const PUT_PIPELINE_DEPTH: usize = 4;
 /// The Flight service.
 pub struct ShoalFlightService {
     catalog: Arc<Catalog>,
+    auth: Arc<Authenticator>,
 }
 
 impl ShoalFlightService {
-    /// A service over `catalog`.
-    pub fn new(catalog: Arc<Catalog>) -> Self {
-        Self { catalog }
+    /// A service over `catalog`; `auth` answers handshakes with basic credentials (the
+    /// interceptor built from the same authenticator checks every call).
+    pub fn new(catalog: Arc<Catalog>, auth: Arc<Authenticator>) -> Self {
+        Self { catalog, auth }
     }
 }
 
@@ -268,11 +271,18 @@ impl FlightService for ShoalFlightService {
     type ListActionsStream = BoxedStream<ActionType>;
     type DoExchangeStream = BoxedStream<FlightData>;
 
-    async fn handshake(&self, _request: Request<Streaming<HandshakeRequest>>) -> Result<Response<Self::HandshakeStream>, Status> {
-        // Authentication (when configured) is checked by the interceptor on every call;
-        // a handshake that got here is authenticated.
+    async fn handshake(&self, request: Request<Streaming<HandshakeRequest>>) -> Result<Response<Self::HandshakeStream>, Status> {
+        // The interceptor has checked the credentials; basic ones are answered with a
+        // session token in the `authorization` response header (Flight's basic-token flow).
+        let credentials = self.auth.check(request.metadata())?;
         let response = HandshakeResponse { protocol_version: 0, payload: bytes::Bytes::new() };
-        Ok(Response::new(Box::pin(stream::iter([Ok(response)]))))
+        let mut response = Response::new(Box::pin(stream::iter([Ok(response)])) as Self::HandshakeStream);
+        if credentials == Credentials::Basic {
+            let token = self.auth.issue_token()?;
+            let value = format!("Bearer {token}").parse().map_err(|_| Status::internal("session token is not ASCII"))?;
+            response.metadata_mut().insert("authorization", value);
+        }
+        Ok(response)
     }
 
     async fn list_flights(&self, _request: Request<Criteria>) -> Result<Response<Self::ListFlightsStream>, Status> {
@@ -294,7 +304,7 @@ impl FlightService for ShoalFlightService {
 
     async fn get_flight_info(&self, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
         let descriptor = request.into_inner();
-        let service = Self { catalog: Arc::clone(&self.catalog) };
+        let service = Self { catalog: Arc::clone(&self.catalog), auth: Arc::clone(&self.auth) };
         let info = blocking(move || service.flight_info(descriptor)).await?;
         Ok(Response::new(info))
     }

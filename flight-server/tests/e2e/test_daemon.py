@@ -187,6 +187,23 @@ def test_bearer_token_is_required_when_configured(start_daemon):
         list(d.client().list_flights(options=bad))
 
 
+def test_basic_credentials_get_a_session_token_through_the_flight_handshake(start_daemon):
+    d = start_daemon("--basic-auth", "analyst:pa:ss")
+    client = d.client()
+    with pytest.raises(flight.FlightUnauthenticatedError):
+        list(client.list_flights())
+    with pytest.raises(flight.FlightUnauthenticatedError):
+        client.authenticate_basic_token(b"analyst", b"wrong")
+    # pyarrow's basic-token flow: Handshake with basic credentials, bearer token back.
+    header = client.authenticate_basic_token(b"analyst", b"pa:ss")
+    assert header[0] == b"authorization" and header[1].startswith(b"Bearer ")
+    options = flight.FlightCallOptions(headers=[header])
+    action(client, "create_table", {"name": "t"}, options=options)
+    assert [f.descriptor.path[0] for f in client.list_flights(options=options)] == [b"t"]
+    with pytest.raises(flight.FlightUnauthenticatedError):
+        list(client.list_flights(options=flight.FlightCallOptions(headers=[(b"authorization", b"Bearer forged")])))
+
+
 def test_sigterm_flushes_and_exits_cleanly(start_daemon):
     d = start_daemon()
     client = d.client()

@@ -1,0 +1,40 @@
+package dev.shoal.flink;
+
+import org.apache.flink.api.common.serialization.SerializationSchema;
+import org.apache.flink.api.connector.sink2.Sink;
+import org.apache.flink.api.connector.sink2.SinkWriter;
+import org.apache.flink.connector.base.sink.writer.ElementConverter;
+
+/**
+ * Turns each element into one JSON document (UTF-8 bytes) with a {@link SerializationSchema}: the
+ * request entry of the sink. The schema must produce exactly one JSON document per element (Flink's
+ * {@code json} format does, and so does {@code SimpleStringSchema} over JSON strings).
+ */
+final class SerializationSchemaElementConverter<InputT> implements ElementConverter<InputT, byte[]> {
+  private static final long serialVersionUID = 1L;
+
+  private final SerializationSchema<InputT> schema;
+  private boolean opened;
+
+  SerializationSchemaElementConverter(SerializationSchema<InputT> schema) {
+    this.schema = schema;
+  }
+
+  @Override
+  public void open(Sink.InitContext context) {
+    if (opened) {
+      return;
+    }
+    try {
+      schema.open(context.asSerializationSchemaInitializationContext());
+    } catch (Exception e) {
+      throw new IllegalStateException("could not open the serialization schema of the shoal sink", e);
+    }
+    opened = true;
+  }
+
+  @Override
+  public byte[] apply(InputT element, SinkWriter.Context context) {
+    return schema.serialize(element);
+  }
+}

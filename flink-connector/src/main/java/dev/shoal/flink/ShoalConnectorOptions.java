@@ -1,0 +1,131 @@
+package dev.shoal.flink;
+
+import java.time.Duration;
+import org.apache.flink.configuration.ConfigOption;
+import org.apache.flink.configuration.ConfigOptions;
+import org.apache.flink.configuration.MemorySize;
+import org.apache.flink.connector.base.DeliveryGuarantee;
+
+/**
+ * Options of the shoal sink, shared by the Flink SQL factory ({@code 'connector' = 'shoal'}) and
+ * {@link ShoalSinkBuilder} (whose setters take the same defaults). Every description states the
+ * default and how the option interacts with the others; docs/flink.md has the same table.
+ */
+public final class ShoalConnectorOptions {
+
+  private ShoalConnectorOptions() {}
+
+  public static final ConfigOption<String> ENDPOINT =
+      ConfigOptions.key("endpoint")
+          .stringType()
+          .noDefaultValue()
+          .withDescription(
+              "Required. The shoal daemon's Arrow Flight endpoint: 'grpc://host:port', 'grpc+tls://host:port' "
+                  + "(TLS, server certificate checked against the JVM's trust store) or 'host:port' (plain gRPC).");
+
+  public static final ConfigOption<String> TABLE =
+      ConfigOptions.key("table")
+          .stringType()
+          .noDefaultValue()
+          .withDescription(
+              "Required. The shoal table the records are written to (DoPut descriptor path [table]). The table "
+                  + "must exist (DoAction create_table); a missing table fails the job with an error naming it. "
+                  + "Its on_invalid_json policy decides what a record that is not JSON does: 'reject' (default) "
+                  + "fails the job naming the record, 'skip' drops and counts it.");
+
+  public static final ConfigOption<String> TOKEN =
+      ConfigOptions.key("token")
+          .stringType()
+          .noDefaultValue()
+          .withDescription(
+              "Optional bearer token, sent as the header 'authorization: Bearer <token>' on every call; needed "
+                  + "when the daemon runs with --auth-token. Default: none (no header).");
+
+  public static final ConfigOption<DeliveryGuarantee> DELIVERY_GUARANTEE =
+      ConfigOptions.key("sink.delivery-guarantee")
+          .enumType(DeliveryGuarantee.class)
+          .defaultValue(DeliveryGuarantee.AT_LEAST_ONCE)
+          .withDescription(
+              "Default: 'at-least-once'. 'none': batches are sent as they fill up; a checkpoint waits only for "
+                  + "the batches already in flight, and records still buffered go into the checkpoint state. "
+                  + "'at-least-once': a checkpoint sends everything buffered, waits for every batch's "
+                  + "acknowledgement, then has the daemon flush the table (DoAction checkpoint) and waits until "
+                  + "everything acknowledged is in the table's segment files; records may be written twice after a "
+                  + "failure. 'exactly-once' is rejected: it needs transaction actions the daemon does not have yet.");
+
+  public static final ConfigOption<Integer> BUFFER_FLUSH_MAX_ROWS =
+      ConfigOptions.key("sink.buffer-flush.max-rows")
+          .intType()
+          .defaultValue(1000)
+          .withDescription(
+              "Default: 1000. Maximum records per DoPut batch. A batch is sent when it reaches this many records, "
+                  + "when it reaches 'sink.buffer-flush.max-bytes', or when its oldest record has waited "
+                  + "'sink.buffer-flush.interval', whichever comes first. Must be smaller than "
+                  + "'sink.requests.max-buffered'.");
+
+  public static final ConfigOption<MemorySize> BUFFER_FLUSH_MAX_BYTES =
+      ConfigOptions.key("sink.buffer-flush.max-bytes")
+          .memoryType()
+          .defaultValue(MemorySize.parse("8mb"))
+          .withDescription(
+              "Default: 8 mb. Maximum bytes of JSON per DoPut batch (see 'sink.buffer-flush.max-rows' for when a "
+                  + "batch is sent). Also the largest single record the sink accepts: a larger record fails the "
+                  + "job. The daemon accepts messages up to 256 MiB and records up to its page size.");
+
+  public static final ConfigOption<Duration> BUFFER_FLUSH_INTERVAL =
+      ConfigOptions.key("sink.buffer-flush.interval")
+          .durationType()
+          .defaultValue(Duration.ofSeconds(1))
+          .withDescription(
+              "Default: 1 s. The longest a record waits in the buffer before its batch is sent even if it is "
+                  + "not full. Must be > 0. Independent of checkpoints: a checkpoint flushes (at-least-once) "
+                  + "regardless.");
+
+  public static final ConfigOption<Integer> MAX_IN_FLIGHT_REQUESTS =
+      ConfigOptions.key("sink.requests.max-in-flight")
+          .intType()
+          .defaultValue(4)
+          .withDescription(
+              "Default: 4. Maximum DoPut batches a writer (one per parallel subtask) has sent and not yet "
+                  + "seen acknowledged. When reached, the writer stops taking records (backpressure) until an "
+                  + "acknowledgement arrives. A batch being retried keeps its slot.");
+
+  public static final ConfigOption<Integer> MAX_BUFFERED_REQUESTS =
+      ConfigOptions.key("sink.requests.max-buffered")
+          .intType()
+          .defaultValue(10000)
+          .withDescription(
+              "Default: 10000. Maximum records a writer buffers (not yet in a batch in flight). When reached, "
+                  + "the writer blocks (backpressure). Must be greater than 'sink.buffer-flush.max-rows'.");
+
+  public static final ConfigOption<Integer> MAX_RETRIES =
+      ConfigOptions.key("sink.max-retries")
+          .intType()
+          .defaultValue(10)
+          .withDescription(
+              "Default: 10. How often a batch (or the checkpoint action) is retried after a transient error "
+                  + "(UNAVAILABLE, e.g. connection refused; deadline exceeded; RESOURCE_EXHAUSTED) before the job "
+                  + "fails. Waits between attempts grow from 'sink.retry.initial-backoff' doubling up to "
+                  + "'sink.retry.max-backoff'. Permanent errors (unknown table, rejected JSON, "
+                  + "UNAUTHENTICATED) are never retried. A retried batch may be written twice (at-least-once).");
+
+  public static final ConfigOption<Duration> RETRY_INITIAL_BACKOFF =
+      ConfigOptions.key("sink.retry.initial-backoff")
+          .durationType()
+          .defaultValue(Duration.ofMillis(100))
+          .withDescription("Default: 100 ms. Wait before the first retry; doubles per retry up to 'sink.retry.max-backoff'.");
+
+  public static final ConfigOption<Duration> RETRY_MAX_BACKOFF =
+      ConfigOptions.key("sink.retry.max-backoff")
+          .durationType()
+          .defaultValue(Duration.ofSeconds(10))
+          .withDescription("Default: 10 s. Upper bound of the wait between retries; must be >= 'sink.retry.initial-backoff'.");
+
+  public static final ConfigOption<Duration> REQUEST_TIMEOUT =
+      ConfigOptions.key("sink.request-timeout")
+          .durationType()
+          .defaultValue(Duration.ofSeconds(60))
+          .withDescription(
+              "Default: 60 s. Deadline of one Flight call (a DoPut of one batch, or one checkpoint action). A "
+                  + "call past it counts as a transient error and is retried per 'sink.max-retries'.");
+}

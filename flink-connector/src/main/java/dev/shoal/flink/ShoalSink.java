@@ -1,0 +1,132 @@
+package dev.shoal.flink;
+
+import java.io.IOException;
+import java.time.Duration;
+import java.util.Collection;
+import java.util.Collections;
+import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.flink.connector.base.sink.AsyncSinkBase;
+import org.apache.flink.connector.base.sink.writer.BufferedRequestState;
+import org.apache.flink.connector.base.sink.writer.ElementConverter;
+import org.apache.flink.core.io.SimpleVersionedSerializer;
+
+/**
+ * A Flink Sink V2 sink that writes JSON records into a shoal table over Arrow Flight {@code
+ * DoPut}. Built with {@link #builder()}:
+ *
+ * <pre>{@code
+ * ShoalSink<String> sink = ShoalSink.<String>builder()
+ *     .setEndpoint("grpc://localhost:7700")
+ *     .setTable("events")
+ *     .setDeliveryGuarantee(DeliveryGuarantee.AT_LEAST_ONCE)
+ *     .build();
+ * stream.sinkTo(sink);
+ * }</pre>
+ *
+ * <p>It is an {@link AsyncSinkBase}: flink-connector-base does the batching (by rows, bytes and
+ * time), the bound on in-flight batches with its backpressure, and the wait for in-flight batches
+ * at a checkpoint; {@link ShoalWriter} adds the DoPut calls, the retries with backoff and, under
+ * {@code at-least-once}, the durability wait after the flush.
+ *
+ * @param <InputT> the element type; {@code String} elements are taken as JSON documents, other
+ *     types need a {@code SerializationSchema} producing one JSON document each
+ */
+public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> {
+  private static final long serialVersionUID = 1L;
+
+  /**
+   * The base's own per-request timer (it re-sends or fails a batch whose completion did not arrive
+   * in time) is set far beyond our own per-call deadline and retry budget, which are what bound a
+   * batch; failing on it avoids a second copy of a batch still being retried.
+   */
+  private static final long BASE_REQUEST_TIMEOUT_MS = Duration.ofHours(1).toMillis();
+
+  private final String endpoint;
+  private final String table;
+  private final String token;
+  private final DeliveryGuarantee deliveryGuarantee;
+  private final RetryPolicy retryPolicy;
+  private final Duration requestTimeout;
+
+  ShoalSink(
+      ElementConverter<InputT, byte[]> elementConverter,
+      int maxBatchSize,
+      int maxInFlightRequests,
+      int maxBufferedRequests,
+      long maxBatchSizeInBytes,
+      long maxTimeInBufferMs,
+      String endpoint,
+      String table,
+      String token,
+      DeliveryGuarantee deliveryGuarantee,
+      RetryPolicy retryPolicy,
+      Duration requestTimeout) {
+    super(
+        elementConverter,
+        maxBatchSize,
+        maxInFlightRequests,
+        maxBufferedRequests,
+        maxBatchSizeInBytes,
+        maxTimeInBufferMs,
+        maxBatchSizeInBytes,
+        BASE_REQUEST_TIMEOUT_MS,
+        true);
+    this.endpoint = endpoint;
+    this.table = table;
+    this.token = token;
+    this.deliveryGuarantee = deliveryGuarantee;
+    this.retryPolicy = retryPolicy;
+    this.requestTimeout = requestTimeout;
+  }
+
+  /** A builder; see {@link ShoalSinkBuilder} for the options and their defaults. */
+  public static <InputT> ShoalSinkBuilder<InputT> builder() {
+    return new ShoalSinkBuilder<>();
+  }
+
+  public String getEndpoint() {
+    return endpoint;
+  }
+
+  public String getTable() {
+    return table;
+  }
+
+  public DeliveryGuarantee getDeliveryGuarantee() {
+    return deliveryGuarantee;
+  }
+
+  @Override
+  @Deprecated
+  public ShoalWriter<InputT> createWriter(InitContext context) throws IOException {
+    return restoreWriter(context, Collections.emptyList());
+  }
+
+  @Override
+  @Deprecated
+  public ShoalWriter<InputT> restoreWriter(
+      InitContext context, Collection<BufferedRequestState<byte[]>> recoveredState) throws IOException {
+    return new ShoalWriter<>(
+        getElementConverter(),
+        context,
+        org.apache.flink.connector.base.sink.writer.config.AsyncSinkWriterConfiguration.builder()
+            .setMaxBatchSize(getMaxBatchSize())
+            .setMaxBatchSizeInBytes(getMaxBatchSizeInBytes())
+            .setMaxInFlightRequests(getMaxInFlightRequests())
+            .setMaxBufferedRequests(getMaxBufferedRequests())
+            .setMaxTimeInBufferMS(getMaxTimeInBufferMS())
+            .setMaxRecordSizeInBytes(getMaxRecordSizeInBytes())
+            .setRequestTimeoutMS(getRequestTimeoutMS())
+            .setFailOnTimeout(getFailOnTimeout())
+            .build(),
+        recoveredState,
+        new ShoalClient(endpoint, table, token, requestTimeout),
+        deliveryGuarantee,
+        retryPolicy);
+  }
+
+  @Override
+  public SimpleVersionedSerializer<BufferedRequestState<byte[]>> getWriterStateSerializer() {
+    return new ShoalWriterStateSerializer();
+  }
+}

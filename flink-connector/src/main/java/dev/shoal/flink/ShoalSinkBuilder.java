@@ -1,0 +1,164 @@
+package dev.shoal.flink;
+
+import java.time.Duration;
+import org.apache.flink.api.common.serialization.SerializationSchema;
+import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.flink.connector.base.sink.writer.ElementConverter;
+
+/**
+ * Builds a {@link ShoalSink}. Endpoint and table are required; everything else defaults to the
+ * value of the matching {@link ShoalConnectorOptions} option (named in each setter). Elements of
+ * type {@code String} need no serialization schema (each is one JSON document); other types need
+ * {@link #setSerializationSchema}.
+ */
+public class ShoalSinkBuilder<InputT> {
+
+  /** Why {@code exactly-once} is refused (the factory says the same). */
+  static final String EXACTLY_ONCE_UNSUPPORTED =
+      "shoal sink: delivery guarantee 'exactly-once' is not supported yet: it needs transaction actions in the "
+          + "shoal daemon (writer sessions with serial numbers and a two-phase commit), which come with the "
+          + "daemon's durability work and do not exist today. Use 'at-least-once' (records may be written twice "
+          + "after a failure) or 'none'.";
+
+  private String endpoint;
+  private String table;
+  private String token;
+  private SerializationSchema<InputT> serializationSchema;
+  private DeliveryGuarantee deliveryGuarantee = ShoalConnectorOptions.DELIVERY_GUARANTEE.defaultValue();
+  private int maxBatchSize = ShoalConnectorOptions.BUFFER_FLUSH_MAX_ROWS.defaultValue();
+  private long maxBatchSizeInBytes = ShoalConnectorOptions.BUFFER_FLUSH_MAX_BYTES.defaultValue().getBytes();
+  private Duration maxTimeInBuffer = ShoalConnectorOptions.BUFFER_FLUSH_INTERVAL.defaultValue();
+  private int maxInFlightRequests = ShoalConnectorOptions.MAX_IN_FLIGHT_REQUESTS.defaultValue();
+  private int maxBufferedRequests = ShoalConnectorOptions.MAX_BUFFERED_REQUESTS.defaultValue();
+  private int maxRetries = ShoalConnectorOptions.MAX_RETRIES.defaultValue();
+  private Duration initialBackoff = ShoalConnectorOptions.RETRY_INITIAL_BACKOFF.defaultValue();
+  private Duration maxBackoff = ShoalConnectorOptions.RETRY_MAX_BACKOFF.defaultValue();
+  private Duration requestTimeout = ShoalConnectorOptions.REQUEST_TIMEOUT.defaultValue();
+
+  ShoalSinkBuilder() {}
+
+  /** {@code endpoint}: {@code grpc://host:port}, {@code grpc+tls://host:port} or {@code host:port}. */
+  public ShoalSinkBuilder<InputT> setEndpoint(String endpoint) {
+    this.endpoint = endpoint;
+    return this;
+  }
+
+  /** {@code table}: an existing shoal table. */
+  public ShoalSinkBuilder<InputT> setTable(String table) {
+    this.table = table;
+    return this;
+  }
+
+  /** {@code token}: bearer token; null for none. */
+  public ShoalSinkBuilder<InputT> setToken(String token) {
+    this.token = token;
+    return this;
+  }
+
+  /** How elements become JSON documents; not needed for {@code String} elements. */
+  public ShoalSinkBuilder<InputT> setSerializationSchema(SerializationSchema<InputT> serializationSchema) {
+    this.serializationSchema = serializationSchema;
+    return this;
+  }
+
+  /** {@code sink.delivery-guarantee}; {@code EXACTLY_ONCE} is rejected by {@link #build()}. */
+  public ShoalSinkBuilder<InputT> setDeliveryGuarantee(DeliveryGuarantee deliveryGuarantee) {
+    this.deliveryGuarantee = deliveryGuarantee;
+    return this;
+  }
+
+  /** {@code sink.buffer-flush.max-rows}. */
+  public ShoalSinkBuilder<InputT> setMaxBatchSize(int maxBatchSize) {
+    this.maxBatchSize = maxBatchSize;
+    return this;
+  }
+
+  /** {@code sink.buffer-flush.max-bytes}; also the largest record accepted. */
+  public ShoalSinkBuilder<InputT> setMaxBatchSizeInBytes(long maxBatchSizeInBytes) {
+    this.maxBatchSizeInBytes = maxBatchSizeInBytes;
+    return this;
+  }
+
+  /** {@code sink.buffer-flush.interval}. */
+  public ShoalSinkBuilder<InputT> setMaxTimeInBuffer(Duration maxTimeInBuffer) {
+    this.maxTimeInBuffer = maxTimeInBuffer;
+    return this;
+  }
+
+  /** {@code sink.requests.max-in-flight}. */
+  public ShoalSinkBuilder<InputT> setMaxInFlightRequests(int maxInFlightRequests) {
+    this.maxInFlightRequests = maxInFlightRequests;
+    return this;
+  }
+
+  /** {@code sink.requests.max-buffered}. */
+  public ShoalSinkBuilder<InputT> setMaxBufferedRequests(int maxBufferedRequests) {
+    this.maxBufferedRequests = maxBufferedRequests;
+    return this;
+  }
+
+  /** {@code sink.max-retries}, {@code sink.retry.initial-backoff}, {@code sink.retry.max-backoff}. */
+  public ShoalSinkBuilder<InputT> setRetries(int maxRetries, Duration initialBackoff, Duration maxBackoff) {
+    this.maxRetries = maxRetries;
+    this.initialBackoff = initialBackoff;
+    this.maxBackoff = maxBackoff;
+    return this;
+  }
+
+  /** {@code sink.request-timeout}. */
+  public ShoalSinkBuilder<InputT> setRequestTimeout(Duration requestTimeout) {
+    this.requestTimeout = requestTimeout;
+    return this;
+  }
+
+  /**
+   * @throws IllegalArgumentException on a missing endpoint or table, {@code exactly-once}, or limits
+   *     that contradict each other (the message names the option)
+   */
+  public ShoalSink<InputT> build() {
+    require(endpoint != null && !endpoint.isBlank(), "shoal sink: 'endpoint' is required");
+    require(table != null && !table.isBlank(), "shoal sink: 'table' is required");
+    ShoalClient.location(endpoint); // fails early on a malformed endpoint
+    require(deliveryGuarantee != null, "shoal sink: 'sink.delivery-guarantee' must not be null");
+    require(deliveryGuarantee != DeliveryGuarantee.EXACTLY_ONCE, EXACTLY_ONCE_UNSUPPORTED);
+    require(maxBatchSize > 0, "shoal sink: 'sink.buffer-flush.max-rows' must be > 0, was " + maxBatchSize);
+    require(maxBatchSizeInBytes > 0, "shoal sink: 'sink.buffer-flush.max-bytes' must be > 0, was " + maxBatchSizeInBytes);
+    require(
+        !maxTimeInBuffer.isNegative() && !maxTimeInBuffer.isZero(),
+        "shoal sink: 'sink.buffer-flush.interval' must be > 0, was " + maxTimeInBuffer);
+    require(maxInFlightRequests > 0, "shoal sink: 'sink.requests.max-in-flight' must be > 0, was " + maxInFlightRequests);
+    require(
+        maxBufferedRequests > maxBatchSize,
+        "shoal sink: 'sink.requests.max-buffered' (" + maxBufferedRequests
+            + ") must be greater than 'sink.buffer-flush.max-rows' (" + maxBatchSize + ")");
+    require(
+        !requestTimeout.isNegative() && !requestTimeout.isZero(),
+        "shoal sink: 'sink.request-timeout' must be > 0, was " + requestTimeout);
+    RetryPolicy retryPolicy = new RetryPolicy(maxRetries, initialBackoff, maxBackoff);
+    return new ShoalSink<>(
+        converter(),
+        maxBatchSize,
+        maxInFlightRequests,
+        maxBufferedRequests,
+        maxBatchSizeInBytes,
+        maxTimeInBuffer.toMillis(),
+        endpoint,
+        table,
+        token,
+        deliveryGuarantee,
+        retryPolicy,
+        requestTimeout);
+  }
+
+  private ElementConverter<InputT, byte[]> converter() {
+    return serializationSchema != null
+        ? new SerializationSchemaElementConverter<>(serializationSchema)
+        : new JsonStringElementConverter<>();
+  }
+
+  private static void require(boolean condition, String message) {
+    if (!condition) {
+      throw new IllegalArgumentException(message);
+    }
+  }
+}

@@ -1,0 +1,121 @@
+package dev.shoal.flink.table;
+
+import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_INTERVAL;
+import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_MAX_BYTES;
+import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_MAX_ROWS;
+import static dev.shoal.flink.ShoalConnectorOptions.DELIVERY_GUARANTEE;
+import static dev.shoal.flink.ShoalConnectorOptions.ENDPOINT;
+import static dev.shoal.flink.ShoalConnectorOptions.MAX_BUFFERED_REQUESTS;
+import static dev.shoal.flink.ShoalConnectorOptions.MAX_IN_FLIGHT_REQUESTS;
+import static dev.shoal.flink.ShoalConnectorOptions.MAX_RETRIES;
+import static dev.shoal.flink.ShoalConnectorOptions.REQUEST_TIMEOUT;
+import static dev.shoal.flink.ShoalConnectorOptions.RETRY_INITIAL_BACKOFF;
+import static dev.shoal.flink.ShoalConnectorOptions.RETRY_MAX_BACKOFF;
+import static dev.shoal.flink.ShoalConnectorOptions.TABLE;
+import static dev.shoal.flink.ShoalConnectorOptions.TOKEN;
+
+import dev.shoal.flink.ShoalSink;
+import dev.shoal.flink.ShoalSinkBuilder;
+import java.util.Set;
+import org.apache.flink.api.common.serialization.SerializationSchema;
+import org.apache.flink.configuration.ConfigOption;
+import org.apache.flink.configuration.ReadableConfig;
+import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.flink.table.api.ValidationException;
+import org.apache.flink.table.connector.format.EncodingFormat;
+import org.apache.flink.table.connector.sink.DynamicTableSink;
+import org.apache.flink.table.data.RowData;
+import org.apache.flink.table.factories.DynamicTableSinkFactory;
+import org.apache.flink.table.factories.FactoryUtil;
+import org.apache.flink.table.factories.SerializationFormatFactory;
+
+/**
+ * The Flink SQL / Table API factory of the shoal sink: {@code 'connector' = 'shoal'}.
+ *
+ * <pre>{@code
+ * CREATE TABLE shoal_events (id STRING, type STRING, actor ROW<login STRING>)
+ * WITH ('connector' = 'shoal', 'endpoint' = 'grpc://localhost:7700', 'table' = 'events',
+ *       'format' = 'json');
+ * INSERT INTO shoal_events SELECT ...;
+ * }</pre>
+ *
+ * <p>Rows are serialised by the format named in {@code 'format'}, discovered through {@link
+ * FactoryUtil} (normally Flink's own {@code json}; any format that writes one JSON document per
+ * row works, e.g. {@code raw} over a single STRING column of JSON text). The options are in
+ * {@link dev.shoal.flink.ShoalConnectorOptions}. The sink is append-only (insert-only changelog).
+ */
+public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
+
+  public static final String IDENTIFIER = "shoal";
+
+  @Override
+  public String factoryIdentifier() {
+    return IDENTIFIER;
+  }
+
+  @Override
+  public Set<ConfigOption<?>> requiredOptions() {
+    return Set.of(ENDPOINT, TABLE, FactoryUtil.FORMAT);
+  }
+
+  @Override
+  public Set<ConfigOption<?>> optionalOptions() {
+    return Set.of(
+        TOKEN,
+        DELIVERY_GUARANTEE,
+        BUFFER_FLUSH_MAX_ROWS,
+        BUFFER_FLUSH_MAX_BYTES,
+        BUFFER_FLUSH_INTERVAL,
+        MAX_IN_FLIGHT_REQUESTS,
+        MAX_BUFFERED_REQUESTS,
+        MAX_RETRIES,
+        RETRY_INITIAL_BACKOFF,
+        RETRY_MAX_BACKOFF,
+        REQUEST_TIMEOUT,
+        FactoryUtil.SINK_PARALLELISM);
+  }
+
+  @Override
+  public Set<ConfigOption<?>> forwardOptions() {
+    return Set.of(ENDPOINT, TABLE, TOKEN);
+  }
+
+  @Override
+  public DynamicTableSink createDynamicTableSink(Context context) {
+    FactoryUtil.TableFactoryHelper helper = FactoryUtil.createTableFactoryHelper(this, context);
+    EncodingFormat<SerializationSchema<RowData>> format =
+        helper.discoverEncodingFormat(SerializationFormatFactory.class, FactoryUtil.FORMAT);
+    helper.validate();
+    ReadableConfig options = helper.getOptions();
+    if (options.get(DELIVERY_GUARANTEE) == DeliveryGuarantee.EXACTLY_ONCE) {
+      throw new ValidationException(
+          "table " + context.getObjectIdentifier().asSummaryString() + ": 'sink.delivery-guarantee' = "
+              + "'exactly-once' is not supported yet: it needs transaction actions in the shoal daemon "
+              + "(writer sessions and a two-phase commit) that do not exist today. Use 'at-least-once' or 'none'.");
+    }
+    ShoalSinkBuilder<RowData> builder = ShoalSink.<RowData>builder()
+        .setEndpoint(options.get(ENDPOINT))
+        .setTable(options.get(TABLE))
+        .setToken(options.getOptional(TOKEN).orElse(null))
+        .setDeliveryGuarantee(options.get(DELIVERY_GUARANTEE))
+        .setMaxBatchSize(options.get(BUFFER_FLUSH_MAX_ROWS))
+        .setMaxBatchSizeInBytes(options.get(BUFFER_FLUSH_MAX_BYTES).getBytes())
+        .setMaxTimeInBuffer(options.get(BUFFER_FLUSH_INTERVAL))
+        .setMaxInFlightRequests(options.get(MAX_IN_FLIGHT_REQUESTS))
+        .setMaxBufferedRequests(options.get(MAX_BUFFERED_REQUESTS))
+        .setRetries(options.get(MAX_RETRIES), options.get(RETRY_INITIAL_BACKOFF), options.get(RETRY_MAX_BACKOFF))
+        .setRequestTimeout(options.get(REQUEST_TIMEOUT));
+    try {
+      // Validates the limits now, so a bad option fails at planning time, not in the job.
+      builder.build();
+    } catch (IllegalArgumentException e) {
+      throw new ValidationException(
+          "table " + context.getObjectIdentifier().asSummaryString() + ": " + e.getMessage(), e);
+    }
+    return new ShoalDynamicSink(
+        builder,
+        format,
+        context.getPhysicalRowDataType(),
+        options.getOptional(FactoryUtil.SINK_PARALLELISM).orElse(null));
+  }
+}

@@ -1,0 +1,207 @@
+package dev.shoal.flink;
+
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Iterator;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.arrow.flight.Action;
+import org.apache.arrow.flight.FlightClient;
+import org.apache.arrow.flight.FlightDescriptor;
+import org.apache.arrow.flight.FlightEndpoint;
+import org.apache.arrow.flight.FlightInfo;
+import org.apache.arrow.flight.FlightStream;
+import org.apache.arrow.flight.Location;
+import org.apache.arrow.flight.Result;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.junit.jupiter.api.extension.AfterAllCallback;
+import org.junit.jupiter.api.extension.BeforeAllCallback;
+import org.junit.jupiter.api.extension.ExtensionContext;
+
+/**
+ * The real {@code shoal} daemon as a process for a test class (JUnit 5 extension, {@code
+ * @RegisterExtension static}): {@code shoal serve --listen 127.0.0.1:PORT --data-dir DIR} on a free
+ * port, ready when its output prints {@code shoal ready}, stopped with SIGTERM. The binary is the
+ * system property {@code shoal.bin}. Also a small Flight client for the tests: create a table, read
+ * a column back with GetFlightInfo + DoGet on every endpoint.
+ */
+public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
+
+  static {
+    // Arrow initialises its compression codec factory through the thread's context class loader on
+    // first use. gRPC's shared executor threads are created inside Flink jobs and keep a job's
+    // user-code class loader (closed after the job) as context loader, so the test client's first
+    // DoGet would fail in them; initialise the factory here, on the test thread, instead.
+    org.apache.arrow.vector.compression.CompressionCodec.Factory.INSTANCE.hashCode();
+  }
+
+  private final int port;
+  private Path dataDir;
+  private Process process;
+  private final List<String> output = Collections.synchronizedList(new ArrayList<>());
+  private BufferAllocator allocator;
+  private FlightClient client;
+
+  public ShoalDaemon() {
+    this(freePort());
+  }
+
+  /** A daemon that will listen on {@code port} (tests that start it late). */
+  public ShoalDaemon(int port) {
+    this.port = port;
+  }
+
+  public static Path binary() {
+    String bin = System.getProperty("shoal.bin", "../target/debug/shoal");
+    Path path = Paths.get(bin);
+    if (!Files.isExecutable(path)) {
+      fail("shoal binary not found at " + path.toAbsolutePath()
+          + ": run `cargo build -p shoal-server` or pass -Dshoal.bin=...");
+    }
+    return path;
+  }
+
+  public static Path events() {
+    Path path = Paths.get(System.getProperty("shoal.data", "../data/github/events.ndjson"));
+    if (!Files.isReadable(path)) {
+      fail("GitHub Archive events not found at " + path.toAbsolutePath() + ": run scripts/fetch-data.sh");
+    }
+    return path;
+  }
+
+  public static int freePort() {
+    try (ServerSocket socket = new ServerSocket(0)) {
+      return socket.getLocalPort();
+    } catch (IOException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  @Override
+  public void beforeAll(ExtensionContext context) throws Exception {
+    start();
+  }
+
+  @Override
+  public void afterAll(ExtensionContext context) throws Exception {
+    stop();
+  }
+
+  public void start() throws Exception {
+    dataDir = Files.createTempDirectory("shoal-flink-test");
+    process = new ProcessBuilder(
+            binary().toString(), "serve", "--listen", "127.0.0.1:" + port, "--data-dir", dataDir.resolve("data").toString())
+        .redirectErrorStream(true)
+        .start();
+    CountDownLatch ready = new CountDownLatch(1);
+    Thread pump = new Thread(() -> {
+      try (BufferedReader reader = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
+        String line;
+        while ((line = reader.readLine()) != null) {
+          output.add(line);
+          if (line.contains("shoal ready")) {
+            ready.countDown();
+          }
+        }
+      } catch (IOException ignored) {
+        // process ended
+      }
+    }, "shoal-daemon-output");
+    pump.setDaemon(true);
+    pump.start();
+    if (!ready.await(60, TimeUnit.SECONDS)) {
+      process.destroyForcibly();
+      fail("shoal did not become ready in 60 s:\n" + String.join("\n", output));
+    }
+    allocator = new RootAllocator();
+    client = FlightClient.builder(allocator, new Location(new URI(endpoint()))).build();
+  }
+
+  /** SIGTERM, then wait. */
+  public void stop() throws Exception {
+    if (client != null) {
+      client.close();
+      allocator.close();
+      client = null;
+    }
+    if (process != null && process.isAlive()) {
+      process.destroy(); // SIGTERM on Linux
+      if (!process.waitFor(60, TimeUnit.SECONDS)) {
+        process.destroyForcibly();
+        fail("shoal did not stop within 60 s of SIGTERM:\n" + String.join("\n", output));
+      }
+    }
+  }
+
+  public String endpoint() {
+    return "grpc://127.0.0.1:" + port;
+  }
+
+  public List<String> output() {
+    return output;
+  }
+
+  /** {@code create_table} with the given {@code on_invalid_json} policy ("reject" or "skip"). */
+  public void createTable(String name, String onInvalidJson) {
+    action("create_table", "{\"name\":\"" + name + "\",\"on_invalid_json\":\"" + onInvalidJson + "\"}");
+  }
+
+  public String action(String type, String body) {
+    Iterator<Result> results = client.doAction(new Action(type, body.getBytes(StandardCharsets.UTF_8)));
+    StringBuilder answer = new StringBuilder();
+    while (results.hasNext()) {
+      answer.append(new String(results.next().getBody(), StandardCharsets.UTF_8));
+    }
+    return answer.toString();
+  }
+
+  /**
+   * Every value of {@code column} in {@code table}: GetFlightInfo with {@code {"table","columns"}},
+   * then DoGet on every endpoint. Values as strings (JSON text for nested values).
+   */
+  public List<String> column(String table, String column) throws Exception {
+    String command = "{\"table\":\"" + table + "\",\"columns\":[\"" + column + "\"]}";
+    FlightInfo info = client.getInfo(FlightDescriptor.command(command.getBytes(StandardCharsets.UTF_8)));
+    List<String> values = new ArrayList<>();
+    for (FlightEndpoint endpoint : info.getEndpoints()) {
+      try (FlightStream stream = client.getStream(endpoint.getTicket())) {
+        while (stream.next()) {
+          VectorSchemaRoot root = stream.getRoot();
+          FieldVector vector = root.getVector(column);
+          for (int i = 0; i < root.getRowCount(); i++) {
+            Object value = vector.getObject(i);
+            values.add(value == null ? null : value.toString());
+          }
+        }
+      }
+    }
+    return values;
+  }
+
+  /** The {@code id} of every line of the GitHub Archive events file. */
+  public static List<String> eventIds() throws IOException {
+    List<String> ids = new ArrayList<>();
+    var mapper = new com.fasterxml.jackson.databind.ObjectMapper();
+    for (String line : Files.readAllLines(events(), StandardCharsets.UTF_8)) {
+      if (!line.isBlank()) {
+        ids.add(mapper.readTree(line).get("id").asText());
+      }
+    }
+    return ids;
+  }
+}

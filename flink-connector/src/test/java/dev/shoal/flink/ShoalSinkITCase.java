@@ -1,0 +1,228 @@
+package dev.shoal.flink;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.RestartStrategyOptions;
+import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.flink.connector.file.src.FileSource;
+import org.apache.flink.connector.file.src.reader.TextLineInputFormat;
+import org.apache.flink.core.fs.Path;
+import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.test.junit5.MiniClusterExtension;
+import org.apache.flink.util.ExceptionUtils;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * The DataStream sink in a Flink MiniCluster against the real daemon: the GitHub Archive events
+ * (9,996, bounded FileSource over the NDJSON file) go through {@link ShoalSink}; a Flight query
+ * (GetFlightInfo + DoGet on every endpoint, column {@code id}) then finds them.
+ */
+class ShoalSinkITCase {
+
+  static final int PARALLELISM = 2;
+  static final long FAIL_AFTER = 6000;
+
+  @RegisterExtension
+  static final MiniClusterExtension FLINK = new MiniClusterExtension(
+      new MiniClusterResourceConfiguration.Builder()
+          .setNumberTaskManagers(1)
+          .setNumberSlotsPerTaskManager(PARALLELISM)
+          .build());
+
+  @RegisterExtension
+  static final ShoalDaemon SHOAL = new ShoalDaemon();
+
+  static StreamExecutionEnvironment environment(String restartStrategy) {
+    Configuration conf = new Configuration();
+    conf.set(RestartStrategyOptions.RESTART_STRATEGY, restartStrategy);
+    if (restartStrategy.equals("fixed-delay")) {
+      conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 3);
+      conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofMillis(200));
+    }
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+    env.setParallelism(PARALLELISM);
+    return env;
+  }
+
+  static DataStream<String> events(StreamExecutionEnvironment env) {
+    FileSource<String> source = FileSource
+        .forRecordStreamFormat(new TextLineInputFormat(), new Path(ShoalDaemon.events().toAbsolutePath().toUri()))
+        .build();
+    return env.fromSource(source, WatermarkStrategy.noWatermarks(), "github-events");
+  }
+
+  static ShoalSinkBuilder<String> sink(String table, DeliveryGuarantee guarantee) {
+    return ShoalSink.<String>builder()
+        .setEndpoint(SHOAL.endpoint())
+        .setTable(table)
+        .setDeliveryGuarantee(guarantee)
+        .setMaxBatchSize(500)
+        .setMaxTimeInBuffer(Duration.ofMillis(200));
+  }
+
+  static Map<String, Integer> counts(List<String> values) {
+    Map<String, Integer> counts = new HashMap<>();
+    for (String value : values) {
+      counts.merge(value, 1, Integer::sum);
+    }
+    return counts;
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = DeliveryGuarantee.class, names = {"NONE", "AT_LEAST_ONCE"})
+  void everyEventIsWrittenExactlyOnceWhenNothingFails(DeliveryGuarantee guarantee) throws Exception {
+    String table = "events_" + guarantee.name().toLowerCase();
+    SHOAL.createTable(table, "reject");
+    StreamExecutionEnvironment env = environment("none");
+    env.enableCheckpointing(500);
+    events(env).sinkTo(sink(table, guarantee).build());
+
+    long started = System.nanoTime();
+    env.execute("github events -> shoal (" + guarantee + ")");
+    double seconds = (System.nanoTime() - started) / 1e9;
+
+    List<String> expected = ShoalDaemon.eventIds();
+    List<String> written = SHOAL.column(table, "id");
+    System.out.printf("%s: %d events in %.2f s (%.0f records/s, job submission included)%n",
+        guarantee, expected.size(), seconds, expected.size() / seconds);
+    assertEquals(counts(expected), counts(written), "every event id exactly once");
+  }
+
+  /** Fails the job once, after {@code failAfter} records in total, then passes everything. */
+  static final class FailOnce implements MapFunction<String, String> {
+    static final AtomicBoolean FAILED = new AtomicBoolean();
+    static final AtomicLong SEEN = new AtomicLong();
+    private final long failAfter;
+
+    FailOnce(long failAfter) {
+      this.failAfter = failAfter;
+    }
+
+    @Override
+    public String map(String value) throws Exception {
+      long seen = SEEN.incrementAndGet();
+      if (seen % 20 == 0) {
+        Thread.sleep(1); // spread the input over several checkpoints (~200 ms apart)
+      }
+      if (seen >= failAfter && FAILED.compareAndSet(false, true)) {
+        throw new IllegalStateException("planned failure after " + seen + " records");
+      }
+      return value;
+    }
+  }
+
+  @Test
+  void atLeastOnceLosesNoEventWhenTheJobFailsAndRecoversFromItsCheckpoint() throws Exception {
+    String table = "events_failover";
+    SHOAL.createTable(table, "reject");
+    FailOnce.FAILED.set(false);
+    FailOnce.SEEN.set(0);
+    StreamExecutionEnvironment env = environment("fixed-delay");
+    env.enableCheckpointing(200);
+    events(env).map(new FailOnce(FAIL_AFTER)).name("fail-once").sinkTo(sink(table, DeliveryGuarantee.AT_LEAST_ONCE).build());
+
+    env.execute("github events -> shoal, failing once");
+
+    assertTrue(FailOnce.FAILED.get(), "the planned failure happened");
+    List<String> expected = ShoalDaemon.eventIds();
+    List<String> written = SHOAL.column(table, "id");
+    Set<String> missing = new HashSet<>(expected);
+    missing.removeAll(new HashSet<>(written));
+    System.out.printf("failover: %d records seen by the map (input %d), %d written (%d duplicates)%n",
+        FailOnce.SEEN.get(), expected.size(), written.size(), written.size() - expected.size());
+    assertEquals(Set.of(), missing, "no event id is missing after recovery");
+    // Recovery from a checkpoint, not from scratch: a restart from scratch would make the map see
+    // the FAIL_AFTER records before the failure plus the whole input again.
+    assertTrue(FailOnce.SEEN.get() < FAIL_AFTER + expected.size(),
+        "the job resumed from a checkpoint (map saw " + FailOnce.SEEN.get() + " records)");
+  }
+
+  @Test
+  void unknownTableFailsTheJobNamingTheTable() {
+    StreamExecutionEnvironment env = environment("none");
+    env.fromData("{\"a\":1}", "{\"a\":2}").sinkTo(sink("no_such_table", DeliveryGuarantee.AT_LEAST_ONCE).build());
+
+    Exception e = assertThrows(Exception.class, () -> env.execute("unknown table"));
+
+    // Failure causes come back from the MiniCluster as SerializedThrowable: match the message.
+    Optional<Throwable> cause = ExceptionUtils.findThrowableWithMessage(e, "shoal table \"no_such_table\"");
+    assertTrue(cause.isPresent(), () -> "an error naming the table in " + ExceptionUtils.stringifyException(e));
+    assertTrue(cause.get().getMessage().contains("the table does not exist"), cause.get().getMessage());
+  }
+
+  @Test
+  void invalidJsonFailsTheJobNamingTheRecord() {
+    String table = "events_reject";
+    SHOAL.createTable(table, "reject");
+    StreamExecutionEnvironment env = environment("none");
+    env.setParallelism(1);
+    List<String> records = new ArrayList<>();
+    for (int i = 0; i < 10; i++) {
+      records.add(i == 7 ? "{\"id\": \"broken\", oops" : "{\"id\":\"" + i + "\"}");
+    }
+    env.fromData(records).sinkTo(sink(table, DeliveryGuarantee.AT_LEAST_ONCE).build());
+
+    Exception e = assertThrows(Exception.class, () -> env.execute("invalid json"));
+
+    Optional<Throwable> cause = ExceptionUtils.findThrowableWithMessage(e, "rejected record 7 of a batch of 10");
+    assertTrue(cause.isPresent(), () -> "an error naming the record in " + ExceptionUtils.stringifyException(e));
+    String message = cause.get().getMessage();
+    assertTrue(message.contains("rejected record 7 of a batch of 10"), message);
+    assertTrue(message.contains("{\"id\": \"broken\", oops"), message);
+  }
+
+  @Test
+  void connectionRefusedIsRetriedUntilTheDaemonIsReachable() throws Exception {
+    SHOAL.createTable("late", "reject");
+    int port = ShoalDaemon.freePort();
+    StreamExecutionEnvironment env = environment("none");
+    env.setParallelism(1);
+    List<String> ids = new ArrayList<>();
+    List<String> records = new ArrayList<>();
+    for (int i = 0; i < 100; i++) {
+      ids.add("r" + i);
+      records.add("{\"id\":\"r" + i + "\"}");
+    }
+    env.fromData(records).sinkTo(ShoalSink.<String>builder()
+        .setEndpoint("127.0.0.1:" + port)
+        .setTable("late")
+        .setRetries(30, Duration.ofMillis(100), Duration.ofMillis(400))
+        .build());
+    try (TcpForwarder forwarder = new TcpForwarder(port, Integer.parseInt(SHOAL.endpoint().replaceAll(".*:", "")))) {
+      CompletableFuture<Void> job = CompletableFuture.runAsync(() -> {
+        try {
+          env.execute("daemon reachable late");
+        } catch (Exception e) {
+          throw new RuntimeException(e);
+        }
+      });
+      Thread.sleep(2000); // meanwhile the sink meets "connection refused" (UNAVAILABLE) and retries
+      assertTrue(!job.isDone(), "the job waits for the daemon");
+      forwarder.open();
+      job.get(60, TimeUnit.SECONDS);
+    }
+    assertEquals(counts(ids), counts(SHOAL.column("late", "id")));
+  }
+}

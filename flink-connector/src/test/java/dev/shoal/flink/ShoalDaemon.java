@@ -18,6 +18,9 @@ import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.arrow.flight.Action;
+import org.apache.arrow.flight.CallOption;
+import org.apache.arrow.flight.FlightCallHeaders;
+import org.apache.arrow.flight.HeaderCallOption;
 import org.apache.arrow.flight.FlightClient;
 import org.apache.arrow.flight.FlightDescriptor;
 import org.apache.arrow.flight.FlightEndpoint;
@@ -51,6 +54,7 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
   }
 
   private final int port;
+  private final String token;
   private Path dataDir;
   private Process process;
   private final List<String> output = Collections.synchronizedList(new ArrayList<>());
@@ -58,12 +62,13 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
   private FlightClient client;
 
   public ShoalDaemon() {
-    this(freePort());
+    this(null);
   }
 
-  /** A daemon that will listen on {@code port} (tests that start it late). */
-  public ShoalDaemon(int port) {
-    this.port = port;
+  /** A daemon started with {@code --auth-token token} (null: none); the helper's client sends it. */
+  public ShoalDaemon(String token) {
+    this.port = freePort();
+    this.token = token;
   }
 
   public static Path binary() {
@@ -104,8 +109,12 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
 
   public void start() throws Exception {
     dataDir = Files.createTempDirectory("shoal-flink-test");
-    process = new ProcessBuilder(
-            binary().toString(), "serve", "--listen", "127.0.0.1:" + port, "--data-dir", dataDir.resolve("data").toString())
+    List<String> command = new ArrayList<>(List.of(
+        binary().toString(), "serve", "--listen", "127.0.0.1:" + port, "--data-dir", dataDir.resolve("data").toString()));
+    if (token != null) {
+      command.addAll(List.of("--auth-token", token));
+    }
+    process = new ProcessBuilder(command)
         .redirectErrorStream(true)
         .start();
     CountDownLatch ready = new CountDownLatch(1);
@@ -161,8 +170,17 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
     action("create_table", "{\"name\":\"" + name + "\",\"on_invalid_json\":\"" + onInvalidJson + "\"}");
   }
 
+  private CallOption[] options() {
+    if (token == null) {
+      return new CallOption[0];
+    }
+    FlightCallHeaders headers = new FlightCallHeaders();
+    headers.insert("authorization", "Bearer " + token);
+    return new CallOption[] {new HeaderCallOption(headers)};
+  }
+
   public String action(String type, String body) {
-    Iterator<Result> results = client.doAction(new Action(type, body.getBytes(StandardCharsets.UTF_8)));
+    Iterator<Result> results = client.doAction(new Action(type, body.getBytes(StandardCharsets.UTF_8)), options());
     StringBuilder answer = new StringBuilder();
     while (results.hasNext()) {
       answer.append(new String(results.next().getBody(), StandardCharsets.UTF_8));
@@ -176,10 +194,10 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
    */
   public List<String> column(String table, String column) throws Exception {
     String command = "{\"table\":\"" + table + "\",\"columns\":[\"" + column + "\"]}";
-    FlightInfo info = client.getInfo(FlightDescriptor.command(command.getBytes(StandardCharsets.UTF_8)));
+    FlightInfo info = client.getInfo(FlightDescriptor.command(command.getBytes(StandardCharsets.UTF_8)), options());
     List<String> values = new ArrayList<>();
     for (FlightEndpoint endpoint : info.getEndpoints()) {
-      try (FlightStream stream = client.getStream(endpoint.getTicket())) {
+      try (FlightStream stream = client.getStream(endpoint.getTicket(), options())) {
         while (stream.next()) {
           VectorSchemaRoot root = stream.getRoot();
           FieldVector vector = root.getVector(column);

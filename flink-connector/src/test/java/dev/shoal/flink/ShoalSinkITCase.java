@@ -196,7 +196,7 @@ class ShoalSinkITCase {
   @Test
   void connectionRefusedIsRetriedUntilTheDaemonIsReachable() throws Exception {
     SHOAL.createTable("late", "reject");
-    int port = ShoalDaemon.freePort();
+    int port = ShoalDaemon.freePort(); // nothing listens here until the forwarder opens
     StreamExecutionEnvironment env = environment("none");
     env.setParallelism(1);
     List<String> ids = new ArrayList<>();

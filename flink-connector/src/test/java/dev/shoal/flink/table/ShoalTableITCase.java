@@ -1,0 +1,134 @@
+package dev.shoal.flink.table;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.shoal.flink.ShoalDaemon;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.RestartStrategyOptions;
+import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
+import org.apache.flink.test.junit5.MiniClusterExtension;
+import org.apache.flink.util.ExceptionUtils;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * Flink SQL against the real daemon: {@code CREATE TABLE ... WITH ('connector' = 'shoal', ...,
+ * 'format' = 'json')} and {@code INSERT INTO ... SELECT}; the rows are then read back with a
+ * Flight query.
+ */
+class ShoalTableITCase {
+
+  @RegisterExtension
+  static final MiniClusterExtension FLINK = new MiniClusterExtension(
+      new MiniClusterResourceConfiguration.Builder().setNumberTaskManagers(1).setNumberSlotsPerTaskManager(2).build());
+
+  static final String TOKEN = "s3cret-token";
+
+  /** Started with --auth-token: every call of the sink must carry 'authorization: Bearer ...'. */
+  @RegisterExtension
+  static final ShoalDaemon SHOAL = new ShoalDaemon(TOKEN);
+
+  static StreamTableEnvironment tableEnvironment() {
+    Configuration conf = new Configuration();
+    conf.set(RestartStrategyOptions.RESTART_STRATEGY, "none");
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+    env.setParallelism(2);
+    env.enableCheckpointing(500);
+    return StreamTableEnvironment.create(env);
+  }
+
+  static String shoalTable(String name, String table, String columns, String extraOptions) {
+    return "CREATE TABLE " + name + " (" + columns + ") WITH ("
+        + "'connector' = 'shoal', 'endpoint' = '" + SHOAL.endpoint() + "', 'table' = '" + table + "', "
+        + "'format' = 'json'" + extraOptions + ")";
+  }
+
+  static <T> Map<T, Integer> counts(List<T> values) {
+    Map<T, Integer> counts = new HashMap<>();
+    values.forEach(v -> counts.merge(v, 1, Integer::sum));
+    return counts;
+  }
+
+  @Test
+  void insertIntoSelectWritesEveryEventWithItsNestedFields() throws Exception {
+    SHOAL.createTable("sql_events", "reject");
+    StreamTableEnvironment tEnv = tableEnvironment();
+    tEnv.executeSql("CREATE TABLE github_events ("
+        + "id STRING, type STRING, actor ROW<id BIGINT, login STRING>, repo ROW<id BIGINT, name STRING>, "
+        + "created_at STRING) WITH ('connector' = 'filesystem', 'path' = '"
+        + ShoalDaemon.events().toAbsolutePath().toUri() + "', 'format' = 'json')");
+    tEnv.executeSql(shoalTable("shoal_events", "sql_events",
+        "id STRING, type STRING, actor ROW<login STRING>, repo_name STRING, created_at STRING",
+        ", 'token' = '" + TOKEN + "', 'sink.buffer-flush.max-rows' = '300', 'sink.buffer-flush.interval' = '200ms', "
+            + "'sink.delivery-guarantee' = 'at-least-once'"));
+
+    tEnv.executeSql("INSERT INTO shoal_events "
+        + "SELECT id, type, ROW(actor.login), repo.name, created_at FROM github_events").await();
+
+    ObjectMapper mapper = new ObjectMapper();
+    List<String> ids = new ArrayList<>();
+    List<String> logins = new ArrayList<>();
+    for (String line : Files.readAllLines(ShoalDaemon.events(), StandardCharsets.UTF_8)) {
+      JsonNode event = mapper.readTree(line);
+      ids.add(event.get("id").asText());
+      logins.add(event.get("actor").get("login").asText());
+    }
+    assertEquals(counts(ids), counts(SHOAL.column("sql_events", "id")), "every event id exactly once");
+    assertEquals(counts(logins), counts(SHOAL.column("sql_events", "actor.login")),
+        "nested ROW fields serialised by Flink's json format");
+  }
+
+  @Test
+  void insertValuesWithBuilderDefaults() throws Exception {
+    SHOAL.createTable("sql_values", "reject");
+    StreamTableEnvironment tEnv = tableEnvironment();
+    tEnv.executeSql(shoalTable("shoal_values", "sql_values", "id STRING, n INT", ", 'token' = '" + TOKEN + "'"));
+    tEnv.executeSql("INSERT INTO shoal_values VALUES ('a', 1), ('b', 2), ('c', 3)").await();
+    assertEquals(counts(List.of("a", "b", "c")), counts(SHOAL.column("sql_values", "id")));
+    assertEquals(counts(List.of("1", "2", "3")), counts(SHOAL.column("sql_values", "n")));
+  }
+
+  @Test
+  void missingTokenFailsTheJobAsUnauthenticated() {
+    SHOAL.createTable("sql_no_token", "reject");
+    StreamTableEnvironment tEnv = tableEnvironment();
+    tEnv.executeSql(shoalTable("shoal_no_token", "sql_no_token", "id STRING", ""));
+    Exception e = assertThrows(Exception.class,
+        () -> tEnv.executeSql("INSERT INTO shoal_no_token VALUES ('a')").await());
+    Optional<Throwable> cause = ExceptionUtils.findThrowableWithMessage(e, "UNAUTHENTICATED");
+    assertTrue(cause.isPresent(), () -> ExceptionUtils.stringifyException(e));
+    assertTrue(cause.get().getMessage().contains("shoal table \"sql_no_token\""), cause.get().getMessage());
+  }
+
+  @Test
+  void exactlyOnceIsRejectedAtPlanningTime() {
+    StreamTableEnvironment tEnv = tableEnvironment();
+    tEnv.executeSql(shoalTable("shoal_eo", "whatever", "id STRING", ", 'sink.delivery-guarantee' = 'exactly-once'"));
+    Exception e = assertThrows(Exception.class, () -> tEnv.executeSql("INSERT INTO shoal_eo VALUES ('a')"));
+    Optional<Throwable> cause = ExceptionUtils.findThrowableWithMessage(e, "'exactly-once' is not supported yet");
+    assertTrue(cause.isPresent(), () -> ExceptionUtils.stringifyException(e));
+    assertTrue(cause.get().getMessage().contains("transaction actions"), cause.get().getMessage());
+  }
+
+  @Test
+  void unknownOptionIsRejectedNamingIt() {
+    StreamTableEnvironment tEnv = tableEnvironment();
+    tEnv.executeSql(shoalTable("shoal_typo", "whatever", "id STRING", ", 'sink.buffer-flush.max-row' = '10'"));
+    Exception e = assertThrows(Exception.class, () -> tEnv.executeSql("INSERT INTO shoal_typo VALUES ('a')"));
+    assertTrue(ExceptionUtils.findThrowableWithMessage(e, "sink.buffer-flush.max-row").isPresent(),
+        () -> ExceptionUtils.stringifyException(e));
+  }
+}

@@ -16,7 +16,14 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.metrics.Counter;
+import org.apache.flink.metrics.Histogram;
+import org.apache.flink.metrics.Metric;
+import org.apache.flink.runtime.testutils.InMemoryReporter;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
@@ -44,9 +51,13 @@ class ShoalSinkITCase {
   static final int PARALLELISM = 2;
   static final long FAIL_AFTER = 6000;
 
+  /** Keeps every metric of every job, for the metrics assertions. */
+  static final InMemoryReporter METRICS = InMemoryReporter.createWithRetainedMetrics();
+
   @RegisterExtension
   static final MiniClusterExtension FLINK = new MiniClusterExtension(
       new MiniClusterResourceConfiguration.Builder()
+          .setConfiguration(METRICS.addToConfiguration(new Configuration()))
           .setNumberTaskManagers(1)
           .setNumberSlotsPerTaskManager(PARALLELISM)
           .build());
@@ -97,10 +108,10 @@ class ShoalSinkITCase {
     SHOAL.createTable(table, "reject");
     StreamExecutionEnvironment env = environment("none");
     env.enableCheckpointing(500);
-    events(env).sinkTo(sink(table, guarantee).build());
+    events(env).sinkTo(sink(table, guarantee).build()).name("shoal-sink");
 
     long started = System.nanoTime();
-    env.execute("github events -> shoal (" + guarantee + ")");
+    JobExecutionResult result = env.execute("github events -> shoal (" + guarantee + ")");
     double seconds = (System.nanoTime() - started) / 1e9;
 
     List<String> expected = ShoalDaemon.eventIds();
@@ -108,6 +119,36 @@ class ShoalSinkITCase {
     System.out.printf("%s: %d events in %.2f s (%.0f records/s, job submission included)%n",
         guarantee, expected.size(), seconds, expected.size() / seconds);
     assertEquals(counts(expected), counts(written), "every event id exactly once");
+
+    long bytes = 0;
+    for (String line : java.nio.file.Files.readAllLines(ShoalDaemon.events())) {
+      bytes += line.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+    }
+    Map<String, Metric> writerMetrics = new HashMap<>();
+    METRICS.findMetrics(result.getJobID(), "shoal-sink").forEach(writerMetrics::put);
+    assertEquals(expected.size(), sum(writerMetrics, ".numRecordsOut"), () -> "numRecordsOut in " + writerMetrics.keySet());
+    assertEquals(bytes, sum(writerMetrics, ".numBytesOut"), "numBytesOut = the JSON bytes sent");
+    long batches = sum(writerMetrics, ".shoalBatchesOut");
+    assertTrue(batches >= expected.size() / 500, "at least one batch per 500 records, got " + batches);
+    assertEquals(0, sum(writerMetrics, ".shoalRetries"), "no retries when nothing fails");
+    long latencies = writerMetrics.entrySet().stream()
+        .filter(e -> e.getKey().endsWith(".shoalAckLatencyMs"))
+        .mapToLong(e -> ((Histogram) e.getValue()).getCount())
+        .sum();
+    assertEquals(batches, latencies, "one acknowledgement latency per batch");
+
+    if (guarantee == DeliveryGuarantee.AT_LEAST_ONCE) {
+      // The end-of-input flush waited for the daemon's checkpoint: every record is in the segment files.
+      JsonNode stats = new ObjectMapper().readTree(SHOAL.action("stats", "{\"table\":\"" + table + "\"}"));
+      assertEquals(stats.get("tail_address").asLong(), stats.get("flushed_until_address").asLong(), stats.toString());
+    }
+  }
+
+  static long sum(Map<String, Metric> metrics, String suffix) {
+    return metrics.entrySet().stream()
+        .filter(e -> e.getKey().endsWith(suffix))
+        .mapToLong(e -> ((Counter) e.getValue()).getCount())
+        .sum();
   }
 
   /** Fails the job once, after {@code failAfter} records in total, then passes everything. */
@@ -209,11 +250,11 @@ class ShoalSinkITCase {
         .setEndpoint("127.0.0.1:" + port)
         .setTable("late")
         .setRetries(30, Duration.ofMillis(100), Duration.ofMillis(400))
-        .build());
+        .build()).name("late-sink");
     try (TcpForwarder forwarder = new TcpForwarder(port, Integer.parseInt(SHOAL.endpoint().replaceAll(".*:", "")))) {
-      CompletableFuture<Void> job = CompletableFuture.runAsync(() -> {
+      CompletableFuture<JobExecutionResult> job = CompletableFuture.supplyAsync(() -> {
         try {
-          env.execute("daemon reachable late");
+          return env.execute("daemon reachable late");
         } catch (Exception e) {
           throw new RuntimeException(e);
         }
@@ -221,7 +262,10 @@ class ShoalSinkITCase {
       Thread.sleep(2000); // meanwhile the sink meets "connection refused" (UNAVAILABLE) and retries
       assertTrue(!job.isDone(), "the job waits for the daemon");
       forwarder.open();
-      job.get(60, TimeUnit.SECONDS);
+      JobExecutionResult result = job.get(60, TimeUnit.SECONDS);
+      Map<String, Metric> writerMetrics = new HashMap<>();
+      METRICS.findMetrics(result.getJobID(), "late-sink").forEach(writerMetrics::put);
+      assertTrue(sum(writerMetrics, ".shoalRetries") >= 3, () -> "retries counted: " + writerMetrics);
     }
     assertEquals(counts(ids), counts(SHOAL.column("late", "id")));
   }

@@ -124,15 +124,44 @@ public final class ShoalScanBuilder implements ScanBuilder, SupportsPushDownV2Fi
     }
   }
 
-  /** The pushed filters as one shoal filter ({@code a AND b}), or null. */
+  /**
+   * The pushed filters as one shoal filter ({@code a AND b}), or null. Spark adds
+   * {@code col IS NOT NULL} next to every comparison on {@code col}; a comparison is never true
+   * on NULL, so those conjuncts are implied and left out (the daemon's plan stays readable).
+   */
   private String filter() {
-    if (pushedText.isEmpty()) {
+    List<String> terms = new ArrayList<>();
+    for (int i = 0; i < pushed.size(); i++) {
+      if (!impliedNotNull(pushed.get(i))) {
+        terms.add(pushedText.get(i));
+      }
+    }
+    if (terms.isEmpty()) {
       return null;
     }
-    if (pushedText.size() == 1) {
-      return pushedText.get(0);
+    return String.join(" AND ", terms);
+  }
+
+  private boolean impliedNotNull(Predicate p) {
+    if (!p.name().equals("IS_NOT_NULL") || !(p.children()[0] instanceof org.apache.spark.sql.connector.expressions.NamedReference)) {
+      return false;
     }
-    return String.join(" AND ", pushedText);
+    String column = ((org.apache.spark.sql.connector.expressions.NamedReference) p.children()[0]).describe();
+    for (Predicate other : pushed) {
+      switch (other.name()) {
+        case "=": case "<": case "<=": case ">": case ">=": case "IN": case "STARTS_WITH":
+          for (org.apache.spark.sql.connector.expressions.Expression child : other.children()) {
+            if (child instanceof org.apache.spark.sql.connector.expressions.NamedReference
+                && ((org.apache.spark.sql.connector.expressions.NamedReference) child).describe().equals(column)) {
+              return true;
+            }
+          }
+          break;
+        default:
+          break;
+      }
+    }
+    return false;
   }
 
   @Override

@@ -1,0 +1,149 @@
+package dev.shoal.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.stream.Stream;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * Differential tests in Spark local mode against the real daemon: every query returns over
+ * {@code shoal.events} exactly what Spark's own {@code spark.read.json} returns over the same
+ * NDJSON file. The first half of the events is ingested before the PSFs are registered, the
+ * second half after, so every query spans index scans and full scans.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@ExtendWith(ShoalDaemonExtension.class)
+class ShoalDifferentialTest extends ShoalSparkTestBase {
+  private SparkSession spark;
+  private ShoalDaemon daemon;
+
+  @BeforeAll
+  void setUp(ShoalDaemon daemon) throws Exception {
+    this.daemon = daemon;
+    List<String> events = events();
+    int half = events.size() / 2;
+    ingest(daemon.endpoint(), "events", events.subList(0, half), 1000);
+    registerPsf(daemon.endpoint(), psf("events", "type", "projection").put("field", "type"));
+    registerPsf(daemon.endpoint(), psf("events", "login", "projection").put("field", "actor.login"));
+    registerPsf(daemon.endpoint(), psf("events", "opened", "predicate").put("expr", "type = 'IssuesEvent' AND payload.action = 'opened'"));
+    ObjectNode size = psf("events", "size", "range").put("field", "payload.size");
+    size.putArray("boundaries").add(1).add(5).add(20);
+    registerPsf(daemon.endpoint(), size);
+    ingest(daemon.endpoint(), "events", events.subList(half, events.size()), 1000);
+    spark = spark(daemon.endpoint());
+    spark.read().json(eventsPath().toString()).createOrReplaceTempView("oracle");
+  }
+
+  @AfterAll
+  void tearDown() {
+    if (spark != null) {
+      spark.stop();
+    }
+  }
+
+  /** The SQL queries; {@code T} is replaced by {@code shoal.events} or by the JSON oracle. */
+  static Stream<String> queries() {
+    return Stream.of(
+        // equality and IN on projected (PSF) fields
+        "SELECT id, type FROM T WHERE type = 'PushEvent'",
+        "SELECT id, type FROM T WHERE type IN ('IssuesEvent', 'ForkEvent', 'MemberEvent')",
+        "SELECT id, actor.login, repo.name FROM T WHERE actor.login = 'gentoo-repo-qa-bot'",
+        "SELECT id FROM T WHERE actor.login IN ('LombiqBot', 'speedtracker-bot') AND type = 'PushEvent'",
+        // the registered predicate
+        "SELECT id, actor.login, payload.issue.number FROM T WHERE type = 'IssuesEvent' AND payload.action = 'opened'",
+        // ranges on the bucketed field
+        "SELECT id, payload.size FROM T WHERE payload.size >= 5 AND payload.size < 20",
+        "SELECT id, payload.size FROM T WHERE payload.size > 20",
+        "SELECT id FROM T WHERE payload.size <= 1",
+        "SELECT id, payload.size FROM T WHERE payload.size IN (2, 3, 33)",
+        // OR and NOT
+        "SELECT id, type FROM T WHERE type = 'ForkEvent' OR actor.login = 'LombiqBot'",
+        "SELECT id, type FROM T WHERE type <> 'PushEvent' AND type <> 'CreateEvent'",
+        "SELECT id, payload.action FROM T WHERE NOT (payload.action = 'started' OR payload.action = 'created')",
+        "SELECT id FROM T WHERE NOT (type IN ('PushEvent', 'CreateEvent', 'WatchEvent'))",
+        // STARTS_WITH, IS [NOT] NULL, nested and missing structs
+        "SELECT id, repo.name FROM T WHERE repo.name LIKE 'Lombiq/%'",
+        "SELECT id, org.login FROM T WHERE org.login IS NOT NULL AND org.login LIKE 'a%'",
+        "SELECT org.login, count(*) AS n FROM T GROUP BY org.login",
+        "SELECT id, payload.pull_request.head.repo.language FROM T WHERE payload.pull_request.head.repo.language = 'Java'",
+        "SELECT id, payload.pull_request.merged FROM T WHERE type = 'PullRequestEvent' AND payload.pull_request.merged_at IS NULL",
+        "SELECT id, actor.login, actor.id FROM T WHERE actor.id > 10000000 AND actor.id < 20000000",
+        "SELECT id, public FROM T WHERE public = true AND type = 'PublicEvent'",
+        // filters on unindexed fields (full scans)
+        "SELECT id, created_at FROM T WHERE created_at >= '2018-01-01T11:20:00Z'",
+        "SELECT id, payload.ref_type FROM T WHERE payload.ref_type = 'tag'",
+        // filters that stay in Spark (functions, field against field)
+        "SELECT id, actor.login FROM T WHERE length(actor.login) > 20",
+        "SELECT id FROM T WHERE actor.display_login <> actor.login",
+        // arrays of structs, whole structs, whole rows
+        "SELECT id, payload.commits FROM T WHERE type = 'PushEvent' AND payload.size > 25",
+        "SELECT id, size(payload.commits) AS n FROM T WHERE payload.size >= 10",
+        "SELECT id, actor, repo FROM T WHERE type = 'ReleaseEvent'",
+        "SELECT * FROM T WHERE type = 'MemberEvent'",
+        // COUNT / MIN / MAX (pushed to the daemon when it can answer them)
+        "SELECT count(*) FROM T",
+        "SELECT count(*) FROM T WHERE type = 'WatchEvent'",
+        "SELECT count(*), min(created_at), max(created_at), max(payload.size) FROM T WHERE type = 'PushEvent'",
+        "SELECT min(actor.id), max(actor.id), count(payload.size), min(payload.size) FROM T",
+        "SELECT count(payload.action), max(payload.action) FROM T WHERE payload.size IS NULL",
+        "SELECT count(*), min(payload.size) FROM T WHERE type = 'NoSuchEvent'",
+        // aggregates Spark keeps (GROUP BY, DISTINCT)
+        "SELECT type, count(*) AS n, max(payload.size) AS m FROM T GROUP BY type",
+        "SELECT count(DISTINCT actor.login) FROM T WHERE type = 'PushEvent'");
+  }
+
+  private static List<String> rows(Dataset<Row> df) {
+    List<String> out = new ArrayList<>();
+    for (Row r : df.collectAsList()) {
+      out.add(r.toString());
+    }
+    Collections.sort(out);
+    return out;
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("queries")
+  void query_over_shoal_equals_spark_json_reader(String sql) {
+    List<String> expected = rows(spark.sql(sql.replace(" T", " oracle")));
+    List<String> actual = rows(spark.sql(sql.replace(" T", " shoal.events")));
+    assertFalse(expected.isEmpty(), "the oracle returns rows for " + sql);
+    assertEquals(expected.size(), actual.size(), "row count of " + sql);
+    assertEquals(expected, actual, sql);
+  }
+
+  @Test
+  void limit_returns_exactly_that_many_rows_that_match() {
+    List<String> all = rows(spark.sql("SELECT id, type FROM oracle WHERE type = 'PushEvent'"));
+    for (int limit : new int[] {1, 7, 1000}) {
+      List<String> limited = rows(spark.sql("SELECT id, type FROM shoal.events WHERE type = 'PushEvent' LIMIT " + limit));
+      assertEquals(limit, limited.size());
+      assertTrue(all.containsAll(limited), "every limited row is a matching row");
+    }
+    List<String> any = rows(spark.sql("SELECT id FROM shoal.events LIMIT 3"));
+    assertEquals(3, any.size());
+  }
+
+  @Test
+  void data_source_api_reads_the_same_as_the_catalog() {
+    Dataset<Row> df = spark.read().format("shoal").option("endpoint", daemon.endpoint()).option("table", "events").load();
+    assertEquals(rows(spark.sql("SELECT id FROM oracle WHERE type = 'GollumEvent'")),
+        rows(df.where("type = 'GollumEvent'").select("id")));
+    assertEquals(spark.table("oracle").schema().fieldNames().length, df.schema().fieldNames().length);
+  }
+}

@@ -1,0 +1,163 @@
+package dev.shoal.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.datasources.v2.BatchScanExec;
+import org.apache.spark.sql.execution.metric.SQLMetric;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * What is pushed down and what EXPLAIN and the metrics say: the PSFs used, full scans for
+ * filters no PSF covers, no Spark Filter above exact pushed filters, nested column pruning,
+ * aggregates answered by the daemon.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@ExtendWith(ShoalDaemonExtension.class)
+class ShoalPushdownTest extends ShoalSparkTestBase {
+  private SparkSession spark;
+  private String endpoint;
+
+  @BeforeAll
+  void setUp(ShoalDaemon daemon) throws Exception {
+    endpoint = daemon.endpoint();
+    List<String> events = events().subList(0, 4000);
+    ingest(endpoint, "pushdown", events.subList(0, 2000), 500);
+    registerPsf(endpoint, psf("pushdown", "type", "projection").put("field", "type"));
+    ObjectNode size = psf("pushdown", "size", "range").put("field", "payload.size");
+    size.putArray("boundaries").add(1).add(5).add(20);
+    registerPsf(endpoint, size);
+    ingest(endpoint, "pushdown", events.subList(2000, 4000), 500);
+    spark = spark(endpoint).newSession();
+    spark.conf().set("spark.sql.catalog.pd", ShoalCatalog.class.getName());
+    spark.conf().set("spark.sql.catalog.pd.endpoint", endpoint);
+  }
+
+  @AfterAll
+  void tearDown() {
+    // the session is shared with the other test classes of this JVM; it stops with the JVM
+  }
+
+  private String explain(String sql) {
+    return spark.sql(sql).queryExecution().executedPlan().toString();
+  }
+
+  private static BatchScanExec scan(Dataset<Row> df) {
+    SparkPlan plan = df.queryExecution().executedPlan();
+    scala.collection.Iterator<SparkPlan> leaves = plan.collectLeaves().iterator();
+    while (leaves.hasNext()) {
+      SparkPlan leaf = leaves.next();
+      if (leaf instanceof BatchScanExec) {
+        return (BatchScanExec) leaf;
+      }
+    }
+    throw new AssertionError("no BatchScanExec in " + plan);
+  }
+
+  private static long metric(BatchScanExec scan, String name) {
+    SQLMetric m = scan.metrics().get(name).get();
+    return m.value();
+  }
+
+  @Test
+  void explain_names_the_psfs_of_an_index_scan_and_the_filter_is_not_evaluated_again() {
+    String plan = explain("SELECT id FROM pd.pushdown WHERE type = 'WatchEvent'");
+    assertTrue(plan.contains("ShoalScan table=pushdown"), plan);
+    assertTrue(plan.contains("filter=[type = 'WatchEvent']"), plan);
+    assertTrue(plan.contains("PSFs [type]"), plan);
+    assertTrue(plan.contains("full scans [["), "the half ingested before registration is a full scan: " + plan);
+    assertFalse(plan.contains("Filter "), "exact pushed filters are not re-evaluated by Spark: " + plan);
+  }
+
+  @Test
+  void explain_shows_the_range_psf_for_a_bucketed_field() {
+    String plan = explain("SELECT id FROM pd.pushdown WHERE payload.size >= 5 AND payload.size < 20");
+    assertTrue(plan.contains("PSFs [size]"), plan);
+  }
+
+  @Test
+  void a_filter_no_psf_covers_runs_as_a_full_scan_and_is_correct() {
+    String sql = "SELECT id FROM pd.pushdown WHERE created_at >= '2018-01-01T11:05:00Z' AND public = true";
+    String plan = explain(sql);
+    assertTrue(plan.contains("index scans []"), plan);
+    assertTrue(plan.contains("full scans [["), plan);
+    Dataset<Row> df = spark.sql(sql);
+    long expected = spark.read().json(eventsPath().toString()).limit(4000)
+        .where("created_at >= '2018-01-01T11:05:00Z' AND public = true").count();
+    assertEquals(expected, df.count());
+    List<Row> rows = df.collectAsList();
+    BatchScanExec scan = scan(df);
+    assertEquals(expected, rows.size());
+    assertEquals(0, metric(scan, ShoalMetrics.INDEX_SCANS));
+    assertTrue(metric(scan, ShoalMetrics.FULL_SCANS) > 0);
+  }
+
+  @Test
+  void metrics_count_rows_bytes_and_index_scans() {
+    Dataset<Row> df = spark.sql("SELECT id, actor.login FROM pd.pushdown WHERE type = 'WatchEvent'");
+    List<Row> rows = df.collectAsList();
+    BatchScanExec scan = scan(df);
+    assertEquals(rows.size(), metric(scan, ShoalMetrics.ROWS_READ));
+    assertTrue(metric(scan, ShoalMetrics.BYTES_READ) > 0);
+    assertTrue(metric(scan, ShoalMetrics.INDEX_SCANS) > 0);
+  }
+
+  @Test
+  void filters_that_cannot_be_pushed_stay_in_spark() {
+    String plan = explain("SELECT id FROM pd.pushdown WHERE length(actor.login) > 10 AND type = 'PushEvent'");
+    assertTrue(plan.contains("Filter "), plan);
+    assertTrue(plan.contains("AND type = 'PushEvent']"), plan);
+  }
+
+  @Test
+  void nested_columns_are_pruned_to_their_paths() {
+    String plan = explain("SELECT actor.login, payload.pull_request.head.repo.language FROM pd.pushdown");
+    assertTrue(plan.contains("columns=[actor.login, payload.pull_request.head.repo.language]"), plan);
+  }
+
+  @Test
+  void count_without_columns_reads_one_cheap_column() {
+    Dataset<Row> df = spark.read().format("shoal").option("endpoint", endpoint).option("table", "pushdown")
+        .option(ShoalOptions.AGGREGATE_PUSHDOWN, "false").load();
+    assertEquals(4000, df.count());
+    String plan = df.groupBy().count().queryExecution().executedPlan().toString();
+    assertFalse(plan.contains("aggregates="), plan);
+    assertTrue(plan.contains("columns=[public]"), plan);
+  }
+
+  @Test
+  void aggregates_are_answered_by_the_daemon_when_it_can() {
+    Dataset<Row> df = spark.sql("SELECT count(*), min(payload.size), max(created_at) FROM pd.pushdown WHERE type = 'PushEvent'");
+    String plan = df.queryExecution().executedPlan().toString();
+    assertTrue(plan.contains("aggregates=[count(*), min(payload.size), max(created_at)]"), plan);
+    Row row = df.collectAsList().get(0);
+    Row expected = spark.read().json(eventsPath().toString()).limit(4000).where("type = 'PushEvent'")
+        .selectExpr("count(*)", "min(payload.size)", "max(created_at)").collectAsList().get(0);
+    assertEquals(expected.toString(), row.toString());
+  }
+
+  @Test
+  void limit_is_pushed_to_every_endpoint() {
+    String plan = explain("SELECT id FROM pd.pushdown WHERE type = 'PushEvent' LIMIT 5");
+    assertTrue(plan.contains("limit=5"), plan);
+    assertEquals(5, spark.sql("SELECT id FROM pd.pushdown WHERE type = 'PushEvent' LIMIT 5").collectAsList().size());
+  }
+
+  @Test
+  void show_tables_lists_the_daemons_tables() {
+    List<Row> tables = spark.sql("SHOW TABLES IN pd").collectAsList();
+    assertTrue(tables.stream().anyMatch(r -> r.getString(1).equals("pushdown")), tables.toString());
+  }
+}

@@ -48,6 +48,18 @@ final class ShoalErrors {
     return null;
   }
 
+  /** The error's message plus its root cause's (gRPC says "io exception"; the cause says "Connection refused"). */
+  static String describe(Throwable error) {
+    Throwable root = error;
+    while (root.getCause() != null && root.getCause() != root) {
+      root = root.getCause();
+    }
+    String message = String.valueOf(error.getMessage());
+    return root == error || root.getMessage() == null || message.contains(root.getMessage())
+        ? message
+        : message + " (" + root.getMessage() + ")";
+  }
+
   static RuntimeException unwrap(ExecutionException e) {
     Throwable cause = e.getCause() == null ? e : e.getCause();
     return cause instanceof RuntimeException r ? r : new RuntimeException(cause);
@@ -56,7 +68,7 @@ final class ShoalErrors {
   /** The permanent-failure exception for a DoPut of {@code records} into the client's table. */
   static ShoalSinkException putFailed(ShoalClient client, List<byte[]> records, Throwable error, int attempts) {
     FlightStatusCode code = code(error);
-    String server = error.getMessage();
+    String server = describe(error);
     String where = "shoal table \"" + client.table() + "\" at " + client.endpoint();
     if (code == FlightStatusCode.NOT_FOUND) {
       return new ShoalSinkException(

@@ -147,7 +147,7 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]> {
             "shoal table \"{}\" at {}: DoPut of {} records failed with a transient error (attempt {} of {}), "
                 + "retrying in {} ms: {}",
             client.table(), client.endpoint(), records.size(), attempt, retryPolicy.maxRetries() + 1, backoff,
-            e.getMessage());
+            ShoalErrors.describe(e));
         try {
           Thread.sleep(backoff);
         } catch (InterruptedException interrupted) {
@@ -200,7 +200,7 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]> {
         if (!ShoalErrors.isTransient(e)) {
           throw new ShoalSinkException(
               "shoal table \"" + client.table() + "\" at " + client.endpoint()
-                  + ": checkpoint action failed while waiting for durability: " + e.getMessage(),
+                  + ": checkpoint action failed while waiting for durability: " + ShoalErrors.describe(e),
               e);
         }
         failure = e;

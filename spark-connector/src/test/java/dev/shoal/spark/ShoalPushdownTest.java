@@ -156,6 +156,38 @@ class ShoalPushdownTest extends ShoalSparkTestBase {
   }
 
   @Test
+  void reader_stopped_at_the_limit_cancels_its_stream_and_leaks_no_arrow_memory() {
+    ShoalOptions options = ShoalOptions.forTable(java.util.Map.of("endpoint", endpoint, "table", "pushdown"));
+    org.apache.spark.sql.types.StructType schema = ShoalDataSource.daemonSchema(options);
+    ShoalScanBuilder builder = new ShoalScanBuilder(options, schema, schema);
+    builder.pruneColumns(new org.apache.spark.sql.types.StructType().add("id", "string")
+        .add("actor", new org.apache.spark.sql.types.StructType().add("login", "string")));
+    builder.pushLimit(3);
+    ShoalScan scan = (ShoalScan) builder.build();
+    org.apache.spark.sql.connector.read.InputPartition[] partitions = scan.planInputPartitions();
+    assertTrue(partitions.length > 1, "one partition per endpoint");
+    org.apache.spark.sql.connector.read.PartitionReaderFactory factory = scan.createReaderFactory();
+    for (org.apache.spark.sql.connector.read.InputPartition partition : partitions) {
+      // close() closes the allocator, which throws if a buffer of the stream leaked
+      try (org.apache.spark.sql.connector.read.PartitionReader<org.apache.spark.sql.vectorized.ColumnarBatch> reader =
+          factory.createColumnarReader(partition)) {
+        long rows = 0;
+        while (reader.next()) {
+          org.apache.spark.sql.vectorized.ColumnarBatch batch = reader.get();
+          for (int i = 0; i < batch.numRows(); i++) {
+            assertFalse(batch.getRow(i).getUTF8String(0) == null);
+            assertFalse(batch.getRow(i).getStruct(1, 1).isNullAt(0), "every event has actor.login");
+          }
+          rows += batch.numRows();
+        }
+        assertTrue(rows <= 3, "at most the limit per partition");
+      } catch (java.io.IOException e) {
+        throw new AssertionError(e);
+      }
+    }
+  }
+
+  @Test
   void show_tables_lists_the_daemons_tables() {
     List<Row> tables = spark.sql("SHOW TABLES IN pd").collectAsList();
     assertTrue(tables.stream().anyMatch(r -> r.getString(1).equals("pushdown")), tables.toString());

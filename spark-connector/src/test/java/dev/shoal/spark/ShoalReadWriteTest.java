@@ -1,0 +1,148 @@
+package dev.shoal.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Writes through DoPut, sharded tables (two daemons), columns of mixed JSON types, and structs
+ * that are missing in some records — each checked against Spark's JSON reader.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@ExtendWith(ShoalDaemonExtension.class)
+class ShoalReadWriteTest extends ShoalSparkTestBase {
+  private SparkSession spark;
+  private String endpoint;
+  private ShoalDaemon second;
+  private Dataset<Row> oracle;
+
+  @BeforeAll
+  void setUp(ShoalDaemon daemon) throws Exception {
+    endpoint = daemon.endpoint();
+    second = ShoalDaemon.start(Files.createTempDirectory("shoal-spark-shard2").resolve("data"));
+    spark = spark(endpoint).newSession();
+    oracle = spark.read().json(eventsPath().toString());
+  }
+
+  @AfterAll
+  void tearDown() throws Exception {
+    if (second != null) {
+      second.close();
+    }
+  }
+
+  private static List<String> rows(Dataset<Row> df) {
+    List<String> out = new ArrayList<>();
+    for (Row r : df.collectAsList()) {
+      out.add(r.toString());
+    }
+    Collections.sort(out);
+    return out;
+  }
+
+  private Dataset<Row> read(String endpoints, String table) {
+    return spark.read().format("shoal").option("endpoint", endpoints).option("table", table).load();
+  }
+
+  @Test
+  void append_through_doput_reads_back_what_was_written() {
+    Dataset<Row> source = oracle.where("type IN ('IssuesEvent', 'ForkEvent', 'ReleaseEvent')");
+    source.write().format("shoal").option("endpoint", endpoint).option("table", "written")
+        .option(ShoalOptions.WRITE_BATCH_ROWS, "100").mode("append").save();
+    String cols = "id, type, actor.login, actor.id, payload.action, payload.issue.number, payload.forkee.full_name, created_at, public";
+    assertEquals(rows(source.selectExpr(cols.split(", "))), rows(read(endpoint, "written").selectExpr(cols.split(", "))));
+    assertEquals(source.count(), read(endpoint, "written").where("type = 'IssuesEvent' OR type <> 'IssuesEvent'").count());
+  }
+
+  @Test
+  void a_sharded_table_is_the_union_of_its_shards() throws Exception {
+    List<String> events = events();
+    List<String> even = new ArrayList<>();
+    List<String> odd = new ArrayList<>();
+    for (int i = 0; i < events.size(); i++) {
+      (i % 2 == 0 ? even : odd).add(events.get(i));
+    }
+    ingest(endpoint, "sharded", even, 1000);
+    ingest(second.endpoint(), "sharded", odd, 1000);
+    Dataset<Row> both = read(endpoint + "," + second.endpoint(), "sharded");
+    assertEquals(events.size(), both.count());
+    String where = "type = 'PullRequestEvent' AND payload.pull_request.head.repo.language IS NOT NULL";
+    assertEquals(rows(oracle.where(where).select("id", "payload.pull_request.head.repo.language")),
+        rows(both.where(where).select("id", "payload.pull_request.head.repo.language")));
+    assertEquals(rows(oracle.selectExpr("count(*)", "min(payload.size)", "max(created_at)")),
+        rows(both.selectExpr("count(*)", "min(payload.size)", "max(created_at)")));
+    assertEquals(5, both.where("type = 'PushEvent'").limit(5).collectAsList().size());
+    String plan = both.where("type = 'PushEvent'").queryExecution().executedPlan().toString();
+    assertTrue(plan.contains("shard " + endpoint) && plan.contains("shard " + second.endpoint()), plan);
+  }
+
+  @Test
+  void columns_of_mixed_json_types_are_json_text_and_their_filters_stay_in_spark() throws Exception {
+    List<String> records = List.of(
+        "{\"k\": 1, \"m\": 1, \"o\": {\"x\": 1}}",
+        "{\"k\": 2, \"m\": \"1\", \"o\": {\"x\": \"a\"}}",
+        "{\"k\": 3, \"m\": \"x\"}",
+        "{\"k\": 4, \"m\": true, \"o\": null}",
+        "{\"k\": 5}");
+    ingest(endpoint, "mixed", records, 10);
+    Path file = Files.createTempFile("mixed", ".json");
+    Files.write(file, records);
+    Dataset<Row> json = spark.read().json(file.toString());
+    Dataset<Row> shoal = read(endpoint, "mixed");
+    for (String where : new String[] {"m = '1'", "m = 'x'", "m IS NULL", "o.x = '1'", "o IS NULL", "o.x IS NULL"}) {
+      assertEquals(rows(json.where(where).select("k")), rows(shoal.where(where).select("k")), where);
+    }
+    String plan = shoal.where("m = '1'").select("k").queryExecution().executedPlan().toString();
+    assertTrue(plan.contains("Filter "), "filters on JSON-text columns are evaluated by Spark: " + plan);
+    assertFalse(plan.contains("filter=[m"), plan);
+  }
+
+  @Test
+  void pruned_structs_match_spark_when_the_struct_is_missing_or_partial() throws Exception {
+    List<String> records = List.of(
+        "{\"k\": 1, \"s\": {\"a\": 1, \"b\": \"x\", \"t\": {\"c\": 1}}}",
+        "{\"k\": 2, \"s\": {\"b\": \"y\"}}",
+        "{\"k\": 3}",
+        "{\"k\": 4, \"s\": null}",
+        "{\"k\": 5, \"s\": {\"t\": {}}}");
+    ingest(endpoint, "structs", records, 10);
+    Path file = Files.createTempFile("structs", ".json");
+    Files.write(file, records);
+    Dataset<Row> json = spark.read().json(file.toString());
+    Dataset<Row> shoal = read(endpoint, "structs");
+    String[][] projections = {{"k", "s.a"}, {"k", "s.b", "s.t.c"}, {"k", "s"}, {"k", "s.t"}};
+    for (String[] p : projections) {
+      assertEquals(rows(json.selectExpr(p)), rows(shoal.selectExpr(p)), String.join(",", p));
+    }
+    for (String where : new String[] {"s.a IS NULL", "s.b = 'y'", "s.t.c IS NULL", "s IS NULL"}) {
+      assertEquals(rows(json.where(where).select("k")), rows(shoal.where(where).select("k")), where);
+    }
+    assertEquals(rows(json.selectExpr("k", "s.a IS NULL AS n")), rows(shoal.selectExpr("k", "s.a IS NULL AS n")));
+  }
+
+  @Test
+  void catalog_create_table_and_insert() {
+    spark.sql("CREATE TABLE shoal.made (id STRING, n BIGINT)");
+    spark.read().json(spark.createDataset(List.of("{\"id\": \"a\", \"n\": 1}", "{\"id\": \"b\", \"n\": 2}"), Encoders.STRING()))
+        .write().format("shoal").option("endpoint", endpoint).option("table", "made").mode("append").save();
+    assertEquals(List.of("[b,2]"), rows(spark.sql("SELECT id, n FROM shoal.made WHERE n > 1")));
+    List<Row> tables = spark.sql("SHOW TABLES IN shoal").collectAsList();
+    assertTrue(tables.stream().anyMatch(r -> r.getString(1).equals("made")), tables.toString());
+  }
+}

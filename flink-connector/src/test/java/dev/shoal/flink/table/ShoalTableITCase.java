@@ -102,6 +102,17 @@ class ShoalTableITCase {
   }
 
   @Test
+  void rawFormatOverAStringColumnOfJsonTextWritesTheDocumentsAsTheyAre() throws Exception {
+    SHOAL.createTable("sql_raw", "reject");
+    StreamTableEnvironment tEnv = tableEnvironment();
+    tEnv.executeSql("CREATE TABLE shoal_raw (doc STRING) WITH ('connector' = 'shoal', 'endpoint' = '"
+        + SHOAL.endpoint() + "', 'table' = 'sql_raw', 'format' = 'raw', 'token' = '" + TOKEN + "')");
+    tEnv.executeSql("INSERT INTO shoal_raw VALUES ('{\"id\": \"x1\", \"deep\": {\"k\": 1}}'), ('{\"id\": \"x2\"}')")
+        .await();
+    assertEquals(counts(List.of("x1", "x2")), counts(SHOAL.column("sql_raw", "id")));
+  }
+
+  @Test
   void missingTokenFailsTheJobAsUnauthenticated() {
     SHOAL.createTable("sql_no_token", "reject");
     StreamTableEnvironment tEnv = tableEnvironment();

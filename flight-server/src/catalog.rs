@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use shoal_core::checkpoint::TABLE_META_FILE;
 use shoal_core::log::DeviceConfig;
 use shoal_core::table::{Table, TableConfig};
 use tonic::Status;
@@ -38,30 +39,51 @@ pub fn validate_table_name(name: &str) -> Result<(), Status> {
 }
 
 impl Catalog {
-    /// Opens the catalog on `config.data_dir`.
+    /// Opens the catalog on `config.data_dir`, recovering every table found under
+    /// `<data_dir>/tables/` (see `shoal_core::recovery`) and logging what recovery did.
     ///
     /// # Errors
-    /// When the data directory cannot be created, or already holds tables: reopening
-    /// existing tables needs recovery, which this version does not have.
+    /// When the data directory cannot be created or read, or a table there cannot be
+    /// recovered (the message names it; the daemon does not start rather than serve
+    /// without it).
     pub fn open(config: ServerConfig) -> Result<Self, String> {
+        let mut tables = BTreeMap::new();
         if !config.in_memory {
-            let tables = config.data_dir.join("tables");
-            std::fs::create_dir_all(&tables)
-                .map_err(|e| format!("cannot create data directory {}: {e}", tables.display()))?;
-            let existing: Vec<String> = std::fs::read_dir(&tables)
-                .map_err(|e| format!("cannot read {}: {e}", tables.display()))?
+            let root = config.data_dir.join("tables");
+            std::fs::create_dir_all(&root)
+                .map_err(|e| format!("cannot create data directory {}: {e}", root.display()))?;
+            let mut names: Vec<String> = std::fs::read_dir(&root)
+                .map_err(|e| format!("cannot read {}: {e}", root.display()))?
                 .filter_map(Result::ok)
+                .filter(|e| e.path().join(TABLE_META_FILE).exists())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect();
-            if !existing.is_empty() {
-                return Err(format!(
-                    "data directory {} already holds tables {existing:?}; this version cannot recover existing tables yet \
-                     — start with an empty --data-dir (or move the old one away)",
-                    config.data_dir.display()
-                ));
+            names.sort();
+            for name in names {
+                let dir = root.join(&name);
+                let mut table_config = TableConfig::on_disk(&dir);
+                table_config.log.sync_on_flush = config.sync_on_flush;
+                let (table, report) = Table::open(table_config).map_err(|e| {
+                    format!("cannot recover table {name:?} in {}: {e} (move the directory away to start without it)", dir.display())
+                })?;
+                tracing::info!(
+                    table = %name,
+                    records = report.records,
+                    pages = report.pages_replayed,
+                    bytes_replayed = report.bytes_replayed,
+                    checkpoint_used = report.checkpoint_used,
+                    corrupt_page = ?report.corrupt_page,
+                    bytes_cut = report.bytes_cut,
+                    elapsed_ms = report.elapsed_ms,
+                    "table recovered"
+                );
+                if let Some((page, reason)) = &report.corrupt_page {
+                    tracing::warn!(table = %name, page, %reason, "a damaged page and everything after it were cut off");
+                }
+                tables.insert(name.clone(), Arc::new(TableEntry { name, table }));
             }
         }
-        Ok(Self { config, tables: RwLock::new(BTreeMap::new()) })
+        Ok(Self { config, tables: RwLock::new(tables) })
     }
 
     /// The server configuration.
@@ -110,6 +132,14 @@ impl Catalog {
         config.log.sync_on_flush = self.config.sync_on_flush;
         if !self.config.in_memory {
             let dir = self.table_dir(&request.name);
+            if dir.join(TABLE_META_FILE).exists() {
+                return Err(Status::failed_precondition(format!(
+                    "{} holds a table {:?} this daemon did not load; move it away first",
+                    dir.display(),
+                    request.name
+                )));
+            }
+            // Leftovers of a creation that crashed before writing the metadata.
             remove_dir_if_exists(&dir)?;
             config.log.device = DeviceConfig::Directory(dir);
         }

@@ -41,7 +41,7 @@ pub const ACTIONS: &[(&str, &str)] = &[
     ("deregister_psf", r#"{"table", "name"} → PSF with safe deregister address"#),
     ("list_psfs", r#"{"table"} → [PSF]"#),
     ("stats", r#"{"table"} → counters and log addresses"#),
-    ("checkpoint", r#"{"table"} → flushes the log; {"flushed_until_address"}"#),
+    ("checkpoint", r#"{"table"} → flushes the log and saves the inferred schema; {"flushed_until_address"}"#),
 ];
 
 /// Batches of one DoPut stream that may wait between decoding and ingestion, and
@@ -533,8 +533,13 @@ fn run_action(catalog: &Catalog, action: &Action) -> Result<serde_json::Value, S
         "checkpoint" => {
             let request: TableRef = parse_body("checkpoint", body)?;
             let entry = catalog.get(&request.table)?;
-            let flushed = entry.table.flush().map_err(|e| status_from_engine(&e))?;
-            Ok(json!({"table": request.table, "flushed_until_address": flushed, "index_checkpoint": false}))
+            let state = entry.table.checkpoint().map_err(|e| status_from_engine(&e))?;
+            Ok(json!({
+                "table": request.table,
+                "flushed_until_address": state.log_end_address,
+                "schema_observed_until": state.schema_observed_until,
+                "index_checkpoint": false,
+            }))
         }
         other => Err(Status::invalid_argument(format!(
             "unknown action {other:?}; known actions: {}",

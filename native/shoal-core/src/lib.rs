@@ -54,6 +54,7 @@
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod checkpoint;
 pub mod epoch;
 pub mod error;
 pub mod index;
@@ -63,6 +64,7 @@ pub mod record;
 pub mod parser;
 pub mod path;
 pub mod psf;
+pub mod recovery;
 pub mod scan;
 pub mod schema;
 pub mod table;

@@ -7,6 +7,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::{
+    write_json_atomic, CheckpointState, PsfMeta, TableMeta, CHECKPOINT_FILE, FORMAT_VERSION, TABLE_META_FILE,
+};
 use crate::error::{Error, Result};
 use crate::index::HashIndex;
 use crate::ingest::IngestReport;
@@ -90,11 +93,15 @@ pub struct Table {
     pub(crate) psfs: PsfRegistry,
     pub(crate) schema: Arc<Mutex<InferredSchema>>,
     /// Every page below this address has been merged into `schema`.
-    schema_observed_until: Arc<AtomicU64>,
+    pub(crate) schema_observed_until: Arc<AtomicU64>,
+    /// Directory of an on-disk table (metadata and checkpoint files).
+    dir: Option<PathBuf>,
+    /// Serialises rewrites of `table.json`.
+    meta_lock: Mutex<()>,
     parsers: Mutex<Vec<Box<dyn RecordParser>>>,
-    records: AtomicU64,
-    payload_bytes: AtomicU64,
-    skipped: AtomicU64,
+    pub(crate) records: AtomicU64,
+    pub(crate) payload_bytes: AtomicU64,
+    pub(crate) skipped: AtomicU64,
 }
 
 impl std::fmt::Debug for Table {
@@ -104,30 +111,36 @@ impl std::fmt::Debug for Table {
 }
 
 impl Table {
-    /// Creates an empty table.
+    /// Creates an empty table. On a directory device, writes its metadata
+    /// (`table.json`, see [`crate::checkpoint`]) there first.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`], or [`Error::Io`] when the data directory cannot be
-    /// created; [`Error::InvalidConfig`] if the directory already holds segment files
-    /// (opening existing data is recovery, which this version does not do).
+    /// created; [`Error::InvalidConfig`] if the directory already holds a table (open it
+    /// with [`Table::open`], which recovers it).
     pub fn create(config: TableConfig) -> Result<Arc<Self>> {
         if let DeviceConfig::Directory(dir) = &config.log.device {
-            if let Ok(entries) = std::fs::read_dir(dir) {
-                let existing = entries.filter_map(std::result::Result::ok).any(|e| e.file_name().to_string_lossy().starts_with("segment-"));
-                if existing {
-                    return Err(Error::InvalidConfig(format!(
-                        "{} already holds a log; refusing to overwrite it",
-                        dir.display()
-                    )));
-                }
+            if holds_table(dir) {
+                return Err(Error::InvalidConfig(format!(
+                    "{} already holds a table; open it (recovery) instead of creating one",
+                    dir.display()
+                )));
             }
         }
         // The index first: it validates its size before the log starts a thread.
         let index = HashIndex::new(config.index_size_bits)?;
         let log = HybridLog::create(&config.log)?;
-        let schema = Arc::new(Mutex::new(InferredSchema::new()));
+        let table = Self::assemble(config, log, index, InferredSchema::new());
+        table.write_meta(&[])?;
+        Ok(table)
+    }
+
+    /// A table over a log and an index that are ready (created or recovered); the
+    /// inferred schema covers the log up to its tail.
+    pub(crate) fn assemble(config: TableConfig, log: Arc<HybridLog>, index: HashIndex, schema: InferredSchema) -> Arc<Self> {
+        let schema = Arc::new(Mutex::new(schema));
         let observed = Arc::clone(&schema);
-        let observed_until = Arc::new(AtomicU64::new(0));
+        let observed_until = Arc::new(AtomicU64::new(log.tail_address()));
         let advance = Arc::clone(&observed_until);
         let capacity = log.page_capacity();
         let page_size = log.page_size() as u64;
@@ -141,18 +154,46 @@ impl Table {
             observed.lock().merge(&page_schema);
             advance.fetch_max((page + 1) * page_size, Ordering::AcqRel);
         }));
-        Ok(Arc::new(Self {
+        let dir = match &config.log.device {
+            DeviceConfig::Directory(dir) => Some(dir.clone()),
+            DeviceConfig::Null => None,
+        };
+        Arc::new(Self {
             config,
             log,
             index,
             psfs: PsfRegistry::default(),
             schema,
             schema_observed_until: observed_until,
+            dir,
+            meta_lock: Mutex::new(()),
             parsers: Mutex::new(Vec::new()),
             records: AtomicU64::new(0),
             payload_bytes: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
-        }))
+        })
+    }
+
+    /// Rewrites `table.json` with `psfs` (no-op for in-memory tables).
+    pub(crate) fn write_meta(&self, psfs: &[Arc<Psf>]) -> Result<()> {
+        let Some(dir) = &self.dir else { return Ok(()) };
+        let _serialised = self.meta_lock.lock();
+        let meta = TableMeta {
+            format_version: FORMAT_VERSION,
+            page_size_bits: self.config.log.page_size_bits,
+            pages_per_segment: self.config.log.pages_per_segment,
+            index_size_bits: self.config.index_size_bits,
+            memory_budget_bytes: self.config.log.memory_budget_bytes,
+            on_invalid_json: self.config.on_invalid_json,
+            psfs: psfs.iter().map(|p| PsfMeta::of(p)).collect(),
+        };
+        write_json_atomic(dir, TABLE_META_FILE, &meta)
+    }
+
+    /// The directory of an on-disk table.
+    #[must_use]
+    pub fn directory(&self) -> Option<&std::path::Path> {
+        self.dir.as_deref()
     }
 
     /// The configuration.
@@ -208,7 +249,7 @@ impl Table {
             return Err(Error::InvalidPsf { name: String::new(), reason: "the name is empty".into() });
         }
         let kind = PsfKind::from_spec(name, spec)?;
-        self.psfs.register(name, kind, || self.log.tail_address())
+        self.psfs.register(name, kind, || self.log.tail_address(), |all| self.write_meta(all))
     }
 
     /// Deregisters a PSF; returns it with its safe deregister address. Its chains stay
@@ -217,7 +258,7 @@ impl Table {
     /// # Errors
     /// [`Error::PsfNotFound`].
     pub fn deregister_psf(&self, name: &str) -> Result<Arc<Psf>> {
-        self.psfs.deregister(name, || self.log.tail_address())
+        self.psfs.deregister(name, || self.log.tail_address(), |all| self.write_meta(all))
     }
 
     /// The inferred schema: pages merged by the flush thread as they closed, plus the
@@ -269,17 +310,47 @@ impl Table {
         Ok(self.log.wait_flushed(target, std::time::Duration::from_secs(60)))
     }
 
-    /// Flushes and stops the table's background thread.
+    /// Takes a checkpoint: flushes the log (closing the open page) and writes the
+    /// inferred schema with the address it covers (`checkpoint.json`), so that recovery
+    /// re-infers only what comes after. Returns the checkpoint's state.
+    /// In-memory tables only flush.
     ///
     /// # Errors
-    /// As [`Self::flush`].
-    pub fn close(&self) -> Result<()> {
-        if self.log.tail_address() > self.log.flushed_until() {
-            self.flush()?;
+    /// [`Error::Closed`]; [`Error::Io`] writing the file.
+    pub fn checkpoint(&self) -> Result<CheckpointState> {
+        let flushed = self.flush()?;
+        let observed_until = self.schema_observed_until.load(Ordering::Acquire);
+        let state = CheckpointState {
+            log_end_address: flushed,
+            schema: self.schema.lock().clone(),
+            schema_observed_until: observed_until,
+        };
+        if let Some(dir) = &self.dir {
+            write_json_atomic(dir, CHECKPOINT_FILE, &state)?;
         }
-        self.log.shutdown();
-        Ok(())
+        Ok(state)
     }
+
+    /// Takes a checkpoint and stops the table's background thread.
+    ///
+    /// # Errors
+    /// As [`Self::checkpoint`].
+    pub fn close(&self) -> Result<()> {
+        let result = self.checkpoint().map(|_| ());
+        self.log.shutdown();
+        result
+    }
+}
+
+/// True when `dir` holds a table's metadata or log.
+pub(crate) fn holds_table(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.filter_map(std::result::Result::ok).any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("segment-") || name == TABLE_META_FILE
+        })
+    })
 }
 
 /// Calls `visit(offset, record)` for every record of a page image (`bytes` = its

@@ -142,3 +142,80 @@ impl SegmentFiles {
         })
     }
 }
+
+/// What recovery finds at a page of the device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PageState {
+    /// The page is there and its footer checks (its bytes are in the buffer).
+    Valid,
+    /// The page was never written (past the end of its segment file, or no file).
+    Missing,
+    /// The page is there but damaged: torn write, bad checksum, wrong page number.
+    Corrupt(String),
+}
+
+impl SegmentFiles {
+    /// Reads page `page` into `buf` (one page long) for recovery, without creating
+    /// segment files, and says whether it is valid, missing or corrupt.
+    ///
+    /// # Errors
+    /// [`Error::Io`] for read errors other than a short file.
+    pub(crate) fn recover_page(&self, page: u64, buf: &mut [u8]) -> Result<PageState> {
+        let (segment, offset) = self.locate(page);
+        let path = self.segment_path(segment);
+        let length = match std::fs::metadata(&path) {
+            Ok(metadata) => metadata.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PageState::Missing),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        if length <= offset {
+            return Ok(PageState::Missing);
+        }
+        if length < offset + self.page_size as u64 {
+            return Ok(PageState::Corrupt(format!("only {} of {} bytes were written", length - offset, self.page_size)));
+        }
+        self.read(page, 0, buf)?;
+        Ok(match verify_page(buf, page) {
+            Ok(()) => PageState::Valid,
+            // All zeros: space the file was extended over, never written.
+            Err(_) if buf.iter().all(|&b| b == 0) => PageState::Missing,
+            Err(reason) => PageState::Corrupt(reason),
+        })
+    }
+
+    /// Removes page `page` and everything after it from the device: its segment file is
+    /// cut at the page, later segment files are deleted. Returns the bytes removed.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub(crate) fn truncate_from(&self, page: u64) -> Result<u64> {
+        let (segment, offset) = self.locate(page);
+        let mut removed = 0;
+        self.files.write().clear();
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        for entry in entries.filter_map(std::result::Result::ok) {
+            let name = entry.file_name();
+            let Some(number) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("segment-"))
+                .and_then(|n| n.strip_suffix(".log"))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            let path = entry.path();
+            let length = entry.metadata().map_err(|e| Error::io(&path, e))?.len();
+            if number > segment {
+                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                removed += length;
+            } else if number == segment && length > offset {
+                let file = OpenOptions::new().write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+                file.set_len(offset).map_err(|e| Error::io(&path, e))?;
+                file.sync_all().map_err(|e| Error::io(&path, e))?;
+                removed += length - offset;
+            }
+        }
+        std::fs::File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(&self.dir, e))?;
+        Ok(removed)
+    }
+}

@@ -145,6 +145,21 @@ impl HybridLog {
     /// [`Error::InvalidConfig`] for a page size outside 4 KiB..=1 GiB;
     /// [`Error::Io`] if the device directory cannot be created.
     pub fn create(config: &LogConfig) -> Result<Arc<Self>> {
+        Self::start(config, FIRST_ADDRESS, 0)
+    }
+
+    /// Opens the log of a recovered device for appending: pages below `first_page` are
+    /// on the device (nothing of them is in memory), the tail is the start of
+    /// `first_page` (for page 0: [`FIRST_ADDRESS`]), and `begin_address` is the lowest
+    /// valid address. Starts the flush thread.
+    ///
+    /// # Errors
+    /// As [`Self::create`].
+    pub fn recover(config: &LogConfig, begin_address: u64, first_page: u64) -> Result<Arc<Self>> {
+        Self::start(config, begin_address, first_page)
+    }
+
+    fn start(config: &LogConfig, begin_address: u64, first_page: u64) -> Result<Arc<Self>> {
         if !(12..=30).contains(&config.page_size_bits) {
             return Err(Error::InvalidConfig(format!(
                 "page_size_bits must be within 12..=30 (4 KiB to 1 GiB pages), got {}",
@@ -176,6 +191,7 @@ impl HybridLog {
             frames.push(Frame { ptr });
         }
         let device = Device::open(&config.device, page_size, config.pages_per_segment)?;
+        let start_address = first_page << config.page_size_bits;
         let log = Arc::new(Self {
             page_bits: config.page_size_bits,
             page_size,
@@ -184,13 +200,13 @@ impl HybridLog {
             device,
             sync_on_flush: config.sync_on_flush,
             epoch: LightEpoch::new(),
-            tail: AtomicU64::new(FIRST_ADDRESS),
-            begin_address: AtomicU64::new(FIRST_ADDRESS),
-            head_address: AtomicU64::new(0),
-            safe_head_address: AtomicU64::new(0),
-            read_only_address: AtomicU64::new(0),
-            flushed_until: AtomicU64::new(0),
-            flush_state: Mutex::new(FlushState::default()),
+            tail: AtomicU64::new(if first_page == 0 { FIRST_ADDRESS } else { first_page << 32 }),
+            begin_address: AtomicU64::new(begin_address),
+            head_address: AtomicU64::new(start_address),
+            safe_head_address: AtomicU64::new(start_address),
+            read_only_address: AtomicU64::new(start_address),
+            flushed_until: AtomicU64::new(start_address),
+            flush_state: Mutex::new(FlushState { next_page: first_page, ..FlushState::default() }),
             flushed_signal: Condvar::new(),
             flush_thread: Mutex::new(None),
             observer: Mutex::new(None),

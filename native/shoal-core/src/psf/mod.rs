@@ -209,6 +209,10 @@ impl Psf {
         self.key_pointers.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn add_key_pointers(&self, count: u64) {
+        self.key_pointers.fetch_add(count, Ordering::Relaxed);
+    }
+
     /// Sets the boundaries (for recovery from a checkpoint).
     pub fn restore_boundaries(&self, register: u64, deregister: u64) {
         self.safe_register.store(register, Ordering::Release);
@@ -424,11 +428,20 @@ impl PsfRegistry {
     }
 
     /// Registers a PSF while ingestion may run; returns it with its safe register
-    /// address set. `tail` reads the log tail.
+    /// address set. `tail` reads the log tail. `persist` is called with every PSF
+    /// (this one included) twice: once its id is taken, before any record can carry a
+    /// key pointer for it (a failure there abandons the registration), and once its
+    /// safe register address is set.
     ///
     /// # Errors
-    /// [`Error::PsfExists`] if an active PSF has that name.
-    pub fn register(&self, name: &str, kind: PsfKind, tail: impl Fn() -> u64) -> Result<Arc<Psf>> {
+    /// [`Error::PsfExists`] if an active PSF has that name; what `persist` returns.
+    pub fn register(
+        &self,
+        name: &str,
+        kind: PsfKind,
+        tail: impl Fn() -> u64,
+        persist: impl Fn(&[Arc<Psf>]) -> Result<()>,
+    ) -> Result<Arc<Psf>> {
         let _change = self.change.lock();
         if self.find_active(name).is_some() {
             return Err(Error::PsfExists(name.to_owned()));
@@ -448,6 +461,10 @@ impl PsfRegistry {
                 key_pointers: AtomicU64::new(0),
             });
             all.push(Arc::clone(&psf));
+            if let Err(e) = persist(&all) {
+                all.pop();
+                return Err(e);
+            }
             psf
         };
         *self.phase.lock() = PsfPhase::Prepare;
@@ -456,14 +473,43 @@ impl PsfRegistry {
         *self.phase.lock() = PsfPhase::Pending;
         psf.safe_register.store(tail(), Ordering::Release);
         *self.phase.lock() = PsfPhase::Rest;
+        persist(&self.all())?;
         Ok(psf)
+    }
+
+    /// Replaces the (empty) registry with PSFs recovered from the table's metadata:
+    /// `(name, kind, safe register address, safe deregister address)` in id order, with
+    /// [`NOT_YET`] for unset boundaries. A PSF whose registration never completed keeps
+    /// its id but covers nothing (deregistered at its register address).
+    pub fn restore(&self, psfs: Vec<(String, PsfKind, u64, u64)>) {
+        let _change = self.change.lock();
+        let mut all = self.all.write();
+        all.clear();
+        for (id, (name, kind, register, deregister)) in (0..).zip(psfs) {
+            let deregister = if register == NOT_YET { 0 } else { deregister };
+            all.push(Arc::new(Psf {
+                id,
+                name,
+                kind,
+                safe_register: AtomicU64::new(register),
+                safe_deregister: AtomicU64::new(deregister),
+                key_pointers: AtomicU64::new(0),
+            }));
+        }
+        drop(all);
+        self.publish();
     }
 
     /// Deregisters the active PSF `name`; returns it with its safe deregister address.
     ///
     /// # Errors
     /// [`Error::PsfNotFound`].
-    pub fn deregister(&self, name: &str, tail: impl Fn() -> u64) -> Result<Arc<Psf>> {
+    pub fn deregister(
+        &self,
+        name: &str,
+        tail: impl Fn() -> u64,
+        persist: impl Fn(&[Arc<Psf>]) -> Result<()>,
+    ) -> Result<Arc<Psf>> {
         let _change = self.change.lock();
         let psf = self.find_active(name).ok_or_else(|| Error::PsfNotFound(name.to_owned()))?;
         *self.phase.lock() = PsfPhase::Prepare;
@@ -472,6 +518,7 @@ impl PsfRegistry {
         *self.phase.lock() = PsfPhase::Pending;
         self.wait_for_batches();
         *self.phase.lock() = PsfPhase::Rest;
+        persist(&self.all())?;
         Ok(psf)
     }
 }
@@ -509,14 +556,14 @@ mod tests {
     fn registration_sets_boundaries_in_order() {
         let registry = PsfRegistry::default();
         let kind = PsfKind::Projection { field: FieldPath::parse("id").unwrap() };
-        let psf = registry.register("by_id", kind.clone(), || 640).unwrap();
+        let psf = registry.register("by_id", kind.clone(), || 640, |_| Ok(())).unwrap();
         assert_eq!(psf.coverage(), Some((640, NOT_YET)));
-        assert!(matches!(registry.register("by_id", kind, || 0), Err(Error::PsfExists(_))));
+        assert!(matches!(registry.register("by_id", kind, || 0, |_| Ok(())), Err(Error::PsfExists(_))));
         assert_eq!(registry.snapshot().active.len(), 1);
-        registry.deregister("by_id", || 1280).unwrap();
+        registry.deregister("by_id", || 1280, |_| Ok(())).unwrap();
         assert_eq!(psf.coverage(), Some((640, 1280)));
         assert!(registry.snapshot().active.is_empty());
-        assert!(matches!(registry.deregister("by_id", || 0), Err(Error::PsfNotFound(_))));
+        assert!(matches!(registry.deregister("by_id", || 0, |_| Ok(())), Err(Error::PsfNotFound(_))));
         assert_eq!(registry.phase(), PsfPhase::Rest);
     }
 }

@@ -1,0 +1,150 @@
+//! What a table keeps on disk besides its log (FishStore Appendix E, FASTER §6.5):
+//!
+//! - `table.json` — [`TableMeta`]: the log geometry, the hash-index size, the invalid-JSON
+//!   policy and every PSF ever registered with its id, definition and safe boundaries.
+//!   Rewritten (atomically) when a table is created and when a PSF is registered or
+//!   deregistered, *before* the change is acknowledged: a PSF's id is recorded before any
+//!   record can carry a key pointer for it.
+//! - `checkpoint.json` — [`CheckpointState`]: the inferred schema with the address up to
+//!   which it covers the log, written by [`Table::checkpoint`](crate::table::Table::checkpoint)
+//!   and at close, so that recovery re-infers only the pages after it.
+//!
+//! Files are replaced atomically: written to `NAME.tmp`, synced, renamed over `NAME`, and
+//! the directory synced, so a crash leaves either the old or the new version.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::psf::{Psf, PsfSpec, NOT_YET};
+use crate::schema::InferredSchema;
+use crate::table::InvalidJsonPolicy;
+
+/// File name of [`TableMeta`] in a table's directory.
+pub const TABLE_META_FILE: &str = "table.json";
+/// File name of [`CheckpointState`] in a table's directory.
+pub const CHECKPOINT_FILE: &str = "checkpoint.json";
+/// Version of the on-disk format (`table.json`, records, pages).
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A table's durable metadata (`table.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableMeta {
+    /// [`FORMAT_VERSION`] of the writer.
+    pub format_version: u32,
+    /// log2 of the page size in bytes.
+    pub page_size_bits: u32,
+    /// Pages per segment file.
+    pub pages_per_segment: u64,
+    /// log2 of the hash bucket count.
+    pub index_size_bits: u32,
+    /// Memory budget of the log's in-memory ring, in bytes.
+    pub memory_budget_bytes: usize,
+    /// Policy for invalid JSON.
+    pub on_invalid_json: InvalidJsonPolicy,
+    /// Every PSF ever registered, in id order.
+    pub psfs: Vec<PsfMeta>,
+}
+
+/// One PSF in [`TableMeta`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PsfMeta {
+    /// Its id (its position in [`TableMeta::psfs`]).
+    pub id: u32,
+    /// Its name.
+    pub name: String,
+    /// Its definition.
+    pub definition: PsfSpec,
+    /// Safe register address; `None` while registration had not completed.
+    pub safe_register_address: Option<u64>,
+    /// Safe deregister address; `None` while active.
+    pub safe_deregister_address: Option<u64>,
+}
+
+impl PsfMeta {
+    /// The metadata of `psf` now.
+    #[must_use]
+    pub fn of(psf: &Psf) -> Self {
+        let known = |address: u64| (address != NOT_YET).then_some(address);
+        Self {
+            id: psf.id,
+            name: psf.name.clone(),
+            definition: psf.kind.to_spec(),
+            safe_register_address: known(psf.safe_register_address()),
+            safe_deregister_address: known(psf.safe_deregister_address()),
+        }
+    }
+}
+
+/// State written by a checkpoint (`checkpoint.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointState {
+    /// The log's tail when the checkpoint was taken; everything below was flushed.
+    pub log_end_address: u64,
+    /// The inferred schema of every record below [`Self::schema_observed_until`].
+    pub schema: InferredSchema,
+    /// Address up to which [`Self::schema`] covers the log (a page boundary).
+    pub schema_observed_until: u64,
+}
+
+/// Writes `value` as JSON to `dir/name`, atomically (temporary file, sync, rename,
+/// directory sync).
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub fn write_json_atomic<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<()> {
+    let path = dir.join(name);
+    let temporary = dir.join(format!("{name}.tmp"));
+    let text = serde_json::to_vec_pretty(value).map_err(|e| Error::InvalidConfig(format!("encoding {name}: {e}")))?;
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(&text)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, &path)?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| Error::io(&path, e))
+}
+
+/// Reads `dir/name` as JSON; `Ok(None)` when the file does not exist.
+///
+/// # Errors
+/// [`Error::Io`] when it cannot be read; [`Error::InvalidConfig`] naming the file when
+/// it is not the expected JSON.
+pub fn read_json<T: DeserializeOwned>(dir: &Path, name: &str) -> Result<Option<T>> {
+    let path = dir.join(name);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::InvalidConfig(format!("{} is damaged or not a shoal file: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(&path, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_json_round_trips_and_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read_json::<CheckpointState>(dir.path(), CHECKPOINT_FILE).unwrap().is_none());
+        let mut state = CheckpointState { log_end_address: 64, ..CheckpointState::default() };
+        write_json_atomic(dir.path(), CHECKPOINT_FILE, &state).unwrap();
+        state.log_end_address = 128;
+        write_json_atomic(dir.path(), CHECKPOINT_FILE, &state).unwrap();
+        let read: CheckpointState = read_json(dir.path(), CHECKPOINT_FILE).unwrap().unwrap();
+        assert_eq!(read.log_end_address, 128);
+        assert!(!dir.path().join("checkpoint.json.tmp").exists());
+        std::fs::write(dir.path().join(TABLE_META_FILE), b"{not json").unwrap();
+        let error = read_json::<TableMeta>(dir.path(), TABLE_META_FILE).unwrap_err();
+        assert!(error.to_string().contains("table.json"), "{error}");
+    }
+}

@@ -1,0 +1,251 @@
+//! Recovery of an on-disk table after a clean shutdown or a crash (FASTER §6.5,
+//! FishStore Appendix E).
+//!
+//! The log on the device is the truth. Pages are flushed in order and every page carries
+//! a checksummed footer, so the durable log is a prefix of pages: recovery reads pages
+//! from the first one until a page is missing (the clean end) or fails its check (a torn
+//! or damaged write, which is cut off together with everything after it and reported).
+//!
+//! Within that prefix, chains need no repair: a key pointer's previous address always
+//! points to an older key pointer (FishStore Alg. 1 keeps chains descending), older
+//! addresses are in the prefix too, and a key pointer is never changed after its page
+//! was flushed. Only the chain *heads* live in memory, in the hash index. Recovery
+//! rebuilds them by replaying the key pointers of every visible record: the head of a
+//! property is its newest key pointer. The PSFs (ids, definitions, safe boundaries) come
+//! from `table.json`; the inferred schema from `checkpoint.json` when it covers a prefix
+//! of the recovered log, re-inferred for the pages after it.
+//!
+//! The recovered log continues at the start of the page after the last recovered page;
+//! the rest of a partly filled last page stays unused.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::checkpoint::{read_json, CheckpointState, TableMeta, CHECKPOINT_FILE, FORMAT_VERSION, TABLE_META_FILE};
+use crate::error::{Error, Result};
+use crate::index::HashIndex;
+use crate::ingest::property_hash;
+use crate::log::device::{Device, PageState};
+use crate::log::{DeviceConfig, HybridLog, FIRST_ADDRESS};
+use crate::psf::{PsfKind, NOT_YET};
+use crate::record::{ADDRESS_MASK, KEY_POINTER_SIZE, RECORD_PREFIX};
+use crate::schema::InferredSchema;
+use crate::table::{for_each_record, Table, TableConfig};
+
+/// What [`Table::open`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RecoveryReport {
+    /// Pages read and replayed.
+    pub pages_replayed: u64,
+    /// Bytes read from segment files.
+    pub bytes_replayed: u64,
+    /// Visible records found.
+    pub records: u64,
+    /// Key pointers linked into the rebuilt index.
+    pub key_pointers: u64,
+    /// End of the recovered log: one past the last record.
+    pub end_address: u64,
+    /// Where ingestion continues (the start of the page after the last one recovered).
+    pub tail_address: u64,
+    /// Whether `checkpoint.json` provided the schema (else it was inferred from scratch).
+    pub checkpoint_used: bool,
+    /// Why the checkpoint was not used, when there was one.
+    pub checkpoint_ignored: Option<String>,
+    /// Bytes of pages the schema was inferred from during recovery.
+    pub schema_bytes_inferred: u64,
+    /// The first page that failed its check, with the reason; it and every later page
+    /// were cut off.
+    pub corrupt_page: Option<(u64, String)>,
+    /// Bytes removed from segment files (damaged pages and anything after them).
+    pub bytes_cut: u64,
+    /// Wall-clock time of the recovery, in milliseconds.
+    pub elapsed_ms: u64,
+}
+
+impl Table {
+    /// Opens the table in `config`'s directory, recovering it as described in the
+    /// [module documentation](self). The log geometry, memory budget, index size and
+    /// invalid-JSON policy are the ones the table was created with (from `table.json`);
+    /// the sync policy is `config`'s.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the directory holds no table, its metadata is
+    /// damaged or of another format version, or the config has no directory device;
+    /// [`Error::Io`]; [`Error::InvalidPsf`] for a stored PSF definition that does not
+    /// parse.
+    pub fn open(mut config: TableConfig) -> Result<(Arc<Self>, RecoveryReport)> {
+        let started = Instant::now();
+        let DeviceConfig::Directory(dir) = config.log.device.clone() else {
+            return Err(Error::InvalidConfig("only tables on a directory device can be opened".into()));
+        };
+        let meta: TableMeta = read_json(&dir, TABLE_META_FILE)?.ok_or_else(|| {
+            Error::InvalidConfig(format!("{} holds no shoal table (no {TABLE_META_FILE})", dir.display()))
+        })?;
+        if meta.format_version != FORMAT_VERSION {
+            return Err(Error::InvalidConfig(format!(
+                "{} was written in format version {}; this build reads version {FORMAT_VERSION}",
+                dir.display(),
+                meta.format_version
+            )));
+        }
+        config.log.page_size_bits = meta.page_size_bits;
+        config.log.pages_per_segment = meta.pages_per_segment;
+        config.index_size_bits = meta.index_size_bits;
+        config.log.memory_budget_bytes = meta.memory_budget_bytes;
+        config.on_invalid_json = meta.on_invalid_json;
+        let psf_kinds = meta
+            .psfs
+            .iter()
+            .map(|p| PsfKind::from_spec(&p.name, &p.definition))
+            .collect::<Result<Vec<_>>>()?;
+
+        let mut report = RecoveryReport::default();
+        let checkpoint: Option<CheckpointState> = read_json(&dir, CHECKPOINT_FILE)?;
+        let index = HashIndex::new(config.index_size_bits)?;
+        let page_size = 1usize << config.log.page_size_bits;
+        let capacity = page_size - crate::log::PAGE_FOOTER_SIZE;
+        let Device::Segments(files) = Device::open(&config.log.device, page_size, config.log.pages_per_segment)? else {
+            return Err(Error::InvalidConfig("a directory device opened as the null device".into()));
+        };
+        let schema_from = checkpoint.as_ref().map_or(0, |c| c.schema_observed_until);
+        let mut schema = InferredSchema::new();
+        let mut key_pointer_counts = vec![0u64; psf_kinds.len()];
+        let (mut records, mut payload_bytes) = (0u64, 0u64);
+        let mut end_address = FIRST_ADDRESS;
+        let mut buffer = vec![0u8; page_size];
+        let mut canonical = Vec::new();
+        let mut page = 0u64;
+        loop {
+            match files.recover_page(page, &mut buffer)? {
+                PageState::Valid => {}
+                PageState::Missing => break,
+                PageState::Corrupt(reason) => {
+                    tracing::warn!(page, %reason, "recovery: damaged page; the log is cut off before it");
+                    report.corrupt_page = Some((page, reason));
+                    break;
+                }
+            }
+            let page_start = page << config.log.page_size_bits;
+            let infer = page_start >= schema_from;
+            let mut failure = None;
+            for_each_record(&buffer[..capacity], |offset, view| {
+                let address = page_start + offset as u64;
+                let header = view.header();
+                end_address = address + header.size() as u64;
+                if !header.is_visible() || failure.is_some() {
+                    return;
+                }
+                records += 1;
+                payload_bytes += view.payload().len() as u64;
+                if infer {
+                    schema.observe(view.payload());
+                }
+                for i in 0..header.key_pointer_count() {
+                    let Some(kp) = view.key_pointer(i) else { continue };
+                    let Some(count) = key_pointer_counts.get_mut(kp.psf_id as usize) else { continue };
+                    canonical.clear();
+                    if !kp.canonical_value(view.value_region(), view.payload(), &mut canonical) {
+                        continue;
+                    }
+                    let kp_address = address + (RECORD_PREFIX + i * KEY_POINTER_SIZE) as u64;
+                    match index.find_or_create_entry(property_hash(kp.psf_id, &canonical)) {
+                        Ok(slot) => {
+                            let mut current = slot.load();
+                            while current & ADDRESS_MASK < kp_address {
+                                match slot.swing(current, kp_address) {
+                                    Ok(()) => break,
+                                    Err(actual) => current = actual,
+                                }
+                            }
+                            *count += 1;
+                            report.key_pointers += 1;
+                        }
+                        Err(e) => failure = Some(e),
+                    }
+                }
+            });
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            if infer {
+                report.schema_bytes_inferred += page_size as u64;
+            }
+            report.pages_replayed += 1;
+            report.bytes_replayed += page_size as u64;
+            page += 1;
+        }
+        report.bytes_cut = files.truncate_from(page)?;
+        drop(files);
+
+        let schema = match checkpoint {
+            Some(state) if state.schema_observed_until <= (page << config.log.page_size_bits) => {
+                report.checkpoint_used = true;
+                let mut merged = state.schema;
+                merged.merge(&schema);
+                merged
+            }
+            Some(state) => {
+                report.checkpoint_ignored = Some(format!(
+                    "its schema covers the log up to address {}, beyond the recovered log",
+                    state.schema_observed_until
+                ));
+                // The pages before `schema_from` were not inferred: infer them now.
+                if schema_from > 0 {
+                    return Self::open_without_checkpoint(config, &dir, report, started);
+                }
+                schema
+            }
+            None => schema,
+        };
+
+        let log = HybridLog::recover(&config.log, FIRST_ADDRESS, page)?;
+        let tail = log.tail_address();
+        let table = Table::assemble(config, log, index, schema);
+        // Boundaries past the recovered tail would claim chains for records written
+        // after recovery under a different PSF set: clamp them to the tail.
+        let restored = meta
+            .psfs
+            .iter()
+            .zip(psf_kinds)
+            .map(|(p, kind)| {
+                let deregister = p.safe_deregister_address.map_or(NOT_YET, |d| d.min(tail));
+                let register = p.safe_register_address.map_or(NOT_YET, |r| r.min(tail).min(deregister));
+                (p.name.clone(), kind, register, deregister)
+            })
+            .collect();
+        table.psfs.restore(restored);
+        for (psf, count) in table.psfs.all().iter().zip(key_pointer_counts) {
+            psf.add_key_pointers(count);
+        }
+        table.records.store(records, Ordering::Relaxed);
+        table.payload_bytes.store(payload_bytes, Ordering::Relaxed);
+        report.records = records;
+        report.end_address = end_address;
+        report.tail_address = tail;
+        report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(dir = %dir.display(), ?report, "table recovered");
+        Ok((table, report))
+    }
+
+    /// Recovery again with the checkpoint file set aside (it covered more than the
+    /// recovered log, so its schema may describe records that are gone).
+    fn open_without_checkpoint(
+        config: TableConfig,
+        dir: &std::path::Path,
+        report: RecoveryReport,
+        started: Instant,
+    ) -> Result<(Arc<Self>, RecoveryReport)> {
+        let path = dir.join(CHECKPOINT_FILE);
+        let aside = dir.join(format!("{CHECKPOINT_FILE}.ignored"));
+        std::fs::rename(&path, &aside).map_err(|e| Error::io(&path, e))?;
+        let (table, mut second) = Self::open(config)?;
+        second.checkpoint_ignored = report.checkpoint_ignored;
+        second.corrupt_page = report.corrupt_page;
+        second.bytes_cut += report.bytes_cut;
+        second.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Ok((table, second))
+    }
+}

@@ -39,6 +39,22 @@ final class ShoalErrors {
     };
   }
 
+  /**
+   * For the idempotent {@code checkpoint} action: everything but a clearly permanent answer is
+   * retried. (Concurrent checkpoint actions on one table can fail in the daemon with an INTERNAL
+   * I/O error on its checkpoint.json; repeating the action is harmless.)
+   */
+  static boolean isRetryableForCheckpoint(Throwable error) {
+    FlightStatusCode code = code(error);
+    if (code == null) {
+      return false;
+    }
+    return switch (code) {
+      case NOT_FOUND, INVALID_ARGUMENT, UNAUTHENTICATED, UNAUTHORIZED, UNIMPLEMENTED, CANCELLED -> false;
+      default -> true;
+    };
+  }
+
   static FlightStatusCode code(Throwable error) {
     for (Throwable t = error; t != null; t = t.getCause()) {
       if (t instanceof FlightRuntimeException f) {

@@ -61,6 +61,8 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]> {
   private final AtomicLong highestAcknowledgedAddress = new AtomicLong(-1);
   /** Highest flushed address the daemon reported (PutResult durable_address or checkpoint). */
   private final AtomicLong durableAddress = new AtomicLong(-1);
+  /** System.nanoTime of the latest acknowledgement this writer received. */
+  private final AtomicLong lastAcknowledgedNanos = new AtomicLong(System.nanoTime());
 
   private final Counter batchesOut = new ThreadSafeSimpleCounter();
   private final Counter retries = new ThreadSafeSimpleCounter();
@@ -125,6 +127,7 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]> {
           highestAcknowledgedAddress.accumulateAndGet(ack.lastAddress(), Math::max);
         }
         durableAddress.accumulateAndGet(ack.durableAddress(), Math::max);
+        lastAcknowledgedNanos.accumulateAndGet(System.nanoTime(), Math::max);
         batchesOut.inc();
         ackLatency.update(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started));
         resultHandler.complete();
@@ -187,33 +190,70 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]> {
       return;
     }
     long started = System.nanoTime();
-    for (int attempt = 1; ; attempt++) {
-      RuntimeException failure = null;
-      try {
-        long flushed = client.checkpoint();
-        durableAddress.accumulateAndGet(flushed, Math::max);
-        if (flushed > target) {
-          lastDurabilityWaitMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
-          return;
+    TableDurability table = TableDurability.of(client.endpoint(), client.table());
+    // One checkpoint action at a time per table in this JVM: the subtasks of a job share the
+    // table, and one action flushes for all of them (the daemon also fails concurrent ones).
+    synchronized (table) {
+      for (int attempt = 1; ; attempt++) {
+        // Another writer's checkpoint action counts only if it started after this writer's last
+        // acknowledgement (then the daemon's flush covered it) and reported an address past ours.
+        if (table.lastStartedNanos - lastAcknowledgedNanos.get() > 0 && table.lastFlushedUntil > target) {
+          durableAddress.accumulateAndGet(table.lastFlushedUntil, Math::max);
+          break;
         }
-      } catch (RuntimeException e) {
-        if (!ShoalErrors.isTransient(e)) {
+        RuntimeException failure = null;
+        try {
+          long startedNanos = System.nanoTime();
+          long flushed = client.checkpoint();
+          table.lastStartedNanos = startedNanos;
+          table.lastFlushedUntil = flushed;
+          durableAddress.accumulateAndGet(flushed, Math::max);
+          if (flushed > target) {
+            break;
+          }
+        } catch (RuntimeException e) {
+          if (!ShoalErrors.isRetryableForCheckpoint(e)) {
+            throw new ShoalSinkException(
+                "shoal table \"" + client.table() + "\" at " + client.endpoint()
+                    + ": checkpoint action failed while waiting for durability: " + ShoalErrors.describe(e),
+                e);
+          }
+          failure = e;
+        }
+        if (attempt > retryPolicy.maxRetries()) {
           throw new ShoalSinkException(
-              "shoal table \"" + client.table() + "\" at " + client.endpoint()
-                  + ": checkpoint action failed while waiting for durability: " + ShoalErrors.describe(e),
-              e);
+              "shoal table \"" + client.table() + "\" at " + client.endpoint() + ": acknowledged records up to "
+                  + "log address " + target + " are still not durable after " + attempt + " checkpoint actions"
+                  + " (flushed until " + durableAddress.get() + ")"
+                  + (failure == null ? "" : "; last error: " + ShoalErrors.describe(failure)),
+              failure);
         }
-        failure = e;
+        retries.inc();
+        long backoff = retryPolicy.backoffMillis(attempt);
+        LOG.warn(
+            "shoal table \"{}\" at {}: checkpoint action did not make log address {} durable (attempt {} of {}), "
+                + "retrying in {} ms{}",
+            client.table(), client.endpoint(), target, attempt, retryPolicy.maxRetries() + 1, backoff,
+            failure == null ? "" : ": " + ShoalErrors.describe(failure));
+        Thread.sleep(backoff);
       }
-      if (attempt > retryPolicy.maxRetries()) {
-        throw new ShoalSinkException(
-            "shoal table \"" + client.table() + "\" at " + client.endpoint() + ": acknowledged records up to "
-                + "log address " + target + " are still not durable after " + attempt + " checkpoint actions"
-                + " (flushed until " + durableAddress.get() + ")",
-            failure);
-      }
-      retries.inc();
-      Thread.sleep(retryPolicy.backoffMillis(attempt));
+    }
+    lastDurabilityWaitMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+  }
+
+  /**
+   * The last checkpoint action on one table from this JVM, shared by its writers, and their lock:
+   * one action at a time per table.
+   */
+  private static final class TableDurability {
+    private static final java.util.concurrent.ConcurrentHashMap<String, TableDurability> TABLES =
+        new java.util.concurrent.ConcurrentHashMap<>();
+    /** When the last successful checkpoint action started (System.nanoTime) and what it answered; guarded by this. */
+    long lastStartedNanos = System.nanoTime();
+    long lastFlushedUntil = -1;
+
+    static TableDurability of(String endpoint, String table) {
+      return TABLES.computeIfAbsent(endpoint + "\u0000" + table, key -> new TableDurability());
     }
   }
 

@@ -18,7 +18,8 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 /**
  * Not part of the normal run: records/s of the sink in a MiniCluster (parallelism 2), the GitHub
  * events replayed from memory. {@code mvn -pl flink-connector verify -Dtest=ShoalSinkThroughputITCase
- * -Dshoal.flink.throughput.records=200000}.
+ * -Dshoal.flink.throughput.records=200000} (checkpoint interval: {@code
+ * -Dshoal.flink.throughput.checkpoint-ms=1000}, 0 for none).
  */
 @EnabledIfSystemProperty(named = "shoal.flink.throughput.records", matches = "\\d+")
 class ShoalSinkThroughputITCase {
@@ -56,7 +57,10 @@ class ShoalSinkThroughputITCase {
     SHOAL.createTable(table, "reject");
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
     env.setParallelism(2);
-    env.enableCheckpointing(1000);
+    long checkpointMs = Long.getLong("shoal.flink.throughput.checkpoint-ms", 1000);
+    if (checkpointMs > 0) {
+      env.enableCheckpointing(checkpointMs);
+    }
     NthEvent.lines();
     env.fromSequence(0, records - 1).map(new NthEvent())
         .sinkTo(ShoalSink.<String>builder().setEndpoint(SHOAL.endpoint()).setTable(table)
@@ -65,8 +69,8 @@ class ShoalSinkThroughputITCase {
     env.execute("throughput " + guarantee);
     double seconds = (System.nanoTime() - started) / 1e9;
     String stats = SHOAL.action("stats", "{\"table\":\"" + table + "\"}");
-    System.out.printf("THROUGHPUT %s: %d records in %.2f s = %.0f records/s; stats %s%n",
-        guarantee, records, seconds, records / seconds, stats);
+    System.out.printf("THROUGHPUT %s (checkpoints every %d ms): %d records in %.2f s = %.0f records/s; stats %s%n",
+        guarantee, checkpointMs, records, seconds, records / seconds, stats);
     assertEquals(records, new com.fasterxml.jackson.databind.ObjectMapper().readTree(stats).get("records").asLong());
   }
 }

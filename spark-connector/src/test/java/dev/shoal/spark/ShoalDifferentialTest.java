@@ -32,6 +32,7 @@ import org.junit.jupiter.params.provider.MethodSource;
 class ShoalDifferentialTest extends ShoalSparkTestBase {
   private SparkSession spark;
   private ShoalDaemon daemon;
+  private final List<String> timings = new ArrayList<>();
 
   @BeforeAll
   void setUp(ShoalDaemon daemon) throws Exception {
@@ -48,10 +49,15 @@ class ShoalDifferentialTest extends ShoalSparkTestBase {
     ingest(daemon.endpoint(), "events", events.subList(half, events.size()), 1000);
     spark = spark(daemon.endpoint());
     spark.read().json(eventsPath().toString()).createOrReplaceTempView("oracle");
+    // warm-up, so that the first query's timing is not Spark's start-up
+    spark.sql("SELECT count(*) FROM oracle WHERE type = 'PushEvent'").collect();
+    spark.sql("SELECT id FROM shoal.events WHERE type = 'PushEvent'").collect();
   }
 
   @AfterAll
   void tearDown() {
+    System.out.println("query timings (ms, shoal vs spark.read.json oracle, one run each after a warm-up query):");
+    timings.forEach(System.out::println);
     if (spark != null) {
       spark.stop();
     }
@@ -120,8 +126,12 @@ class ShoalDifferentialTest extends ShoalSparkTestBase {
   @ParameterizedTest(name = "{0}")
   @MethodSource("queries")
   void query_over_shoal_equals_spark_json_reader(String sql) {
+    long t0 = System.nanoTime();
     List<String> expected = rows(spark.sql(sql.replace(" T", " oracle")));
+    long t1 = System.nanoTime();
     List<String> actual = rows(spark.sql(sql.replace(" T", " shoal.events")));
+    long t2 = System.nanoTime();
+    timings.add(String.format("%7d %7d  %s", (t2 - t1) / 1_000_000, (t1 - t0) / 1_000_000, sql));
     assertFalse(expected.isEmpty(), "the oracle returns rows for " + sql);
     assertEquals(expected.size(), actual.size(), "row count of " + sql);
     assertEquals(expected, actual, sql);

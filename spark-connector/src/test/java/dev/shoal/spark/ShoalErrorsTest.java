@@ -57,8 +57,12 @@ class ShoalErrorsTest extends ShoalSparkTestBase {
 
   @Test
   void unknown_table_in_the_catalog_is_spark_table_not_found() {
-    Exception e = assertThrows(Exception.class, () -> spark.sql("SELECT * FROM shoal.nope").collect());
-    assertTrue(message(e).contains("nope"), message(e));
+    // A catalog named like the format ("shoal") makes Spark try `shoal`.`nope` as a direct query
+    // on files when the table is missing; without runSQLOnFiles the error is the plain one.
+    SparkSession session = spark.newSession();
+    session.conf().set("spark.sql.runSQLOnFiles", "false");
+    Exception e = assertThrows(Exception.class, () -> session.sql("SELECT * FROM shoal.nope").collect());
+    assertTrue(message(e).contains("TABLE_OR_VIEW_NOT_FOUND") && message(e).contains("nope"), message(e));
   }
 
   @Test
@@ -75,6 +79,26 @@ class ShoalErrorsTest extends ShoalSparkTestBase {
         .option("endpoint", endpoint).option("table", "small").load().collect());
     String m = message(e);
     assertTrue(m.contains("type mismatch for column 'a'") && m.contains("bigint") && m.contains("'small'"), m);
+  }
+
+  @Test
+  void bearer_token_option_authenticates_and_its_absence_is_named() throws Exception {
+    try (ShoalDaemon secured = ShoalDaemon.start(java.nio.file.Files.createTempDirectory("shoal-auth").resolve("data"),
+        "--auth-token", "s3cret")) {
+      try (ShoalClient client = ShoalClient.open(java.net.URI.create(secured.endpoint()), "s3cret")) {
+        client.createTableIfNotExists("locked");
+        try (ShoalClient.Put put = client.startPut("locked")) {
+          put.send(List.of("{\"a\": 1}", "{\"a\": 2}", "{\"a\": 3}"));
+          put.finish();
+        }
+      }
+      String m = message(assertThrows(Exception.class,
+          () -> spark.read().format("shoal").option("endpoint", secured.endpoint()).option("table", "locked").load()));
+      assertTrue(m.contains("option 'token'"), m);
+      long n = spark.read().format("shoal").option("endpoint", secured.endpoint()).option("table", "locked")
+          .option("token", "s3cret").load().where("a >= 2").count();
+      org.junit.jupiter.api.Assertions.assertEquals(2, n);
+    }
   }
 
   @Test

@@ -62,7 +62,9 @@ public final class ShoalProjection implements Serializable {
   public static ShoalProjection of(StructType readSchema, StructType fullSchema) {
     List<String> paths = new ArrayList<>();
     if (readSchema.fields().length == 0) {
-      return new ShoalProjection(readSchema, new Node[0], Collections.singletonList(cheapestColumn(fullSchema)), true);
+      String column = cheapestColumn(fullSchema);
+      List<String> only = column == null ? Collections.emptyList() : Collections.singletonList(column);
+      return new ShoalProjection(readSchema, new Node[0], only, true);
     }
     Node[] nodes = plan(readSchema, fullSchema, new String[0], paths);
     return new ShoalProjection(readSchema, nodes, Collections.unmodifiableList(paths), false);
@@ -128,7 +130,7 @@ public final class ShoalProjection implements Serializable {
     return a.equals(b);
   }
 
-  /** A top-level leaf (preferring booleans, then numbers) to count rows with. */
+  /** A top-level leaf (preferring booleans, then numbers) to count rows with; null when the table has no column. */
   private static String cheapestColumn(StructType full) {
     String best = null;
     int bestRank = Integer.MAX_VALUE;
@@ -140,10 +142,7 @@ public final class ShoalProjection implements Serializable {
         bestRank = rank;
       }
     }
-    if (best == null) {
-      throw new ShoalException("shoal: the table has no columns (no record was ingested yet)");
-    }
-    return ShoalSchemas.quoteSegment(best);
+    return best == null ? null : ShoalSchemas.quoteSegment(best);
   }
 
   /** The {@code columns} of the query command. */

@@ -72,6 +72,10 @@ public final class ShoalScan implements Scan, Batch {
   }
 
   private synchronized List<ShoalFlightPlan> plans() {
+    if (plans == null && projection != null && projection.countOnly() && projection.paths().isEmpty()) {
+      // The table has no column at all: no record was ingested, nothing to read.
+      plans = new ArrayList<>();
+    }
     if (plans == null) {
       ObjectNode command = command(options, filter, projection == null ? null : projection.paths(), limit, aggregates);
       List<ShoalFlightPlan> out = new ArrayList<>();

@@ -102,6 +102,17 @@ class ShoalErrorsTest extends ShoalSparkTestBase {
   }
 
   @Test
+  void an_empty_table_reads_as_no_rows() {
+    try (ShoalClient client = ShoalClient.open(java.net.URI.create(endpoint), null)) {
+      client.createTableIfNotExists("empty");
+    }
+    org.apache.spark.sql.Dataset<org.apache.spark.sql.Row> df =
+        spark.read().format("shoal").option("endpoint", endpoint).option("table", "empty").load();
+    org.junit.jupiter.api.Assertions.assertEquals(0, df.schema().fields().length);
+    org.junit.jupiter.api.Assertions.assertEquals(0, df.count());
+  }
+
+  @Test
   void missing_options_are_named() {
     String m = message(assertThrows(Exception.class, () -> spark.read().format("shoal").option("endpoint", endpoint).load()));
     assertTrue(m.contains("option 'table' is required"), m);

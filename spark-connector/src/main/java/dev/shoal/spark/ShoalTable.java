@@ -81,7 +81,8 @@ public final class ShoalTable implements SupportsRead, SupportsWrite {
     } else if (!user.sameType(daemon)) {
       throw new ShoalException("shoal table '" + options.table() + "': type mismatch for column '" + column + "': the schema given with"
           + " .schema(...) declares " + user.simpleString() + " but the daemon has " + daemon.simpleString()
-          + ". Declare it " + daemon.simpleString() + " (or omit .schema(...)).");
+          + ". Declare it " + daemon.simpleString() + " (or omit .schema(...); without .schema(...) the table's schema changed"
+          + " since the DataFrame was loaded: load it again).");
     }
   }
 

@@ -58,9 +58,6 @@ class ShoalDifferentialTest extends ShoalSparkTestBase {
   void tearDown() {
     System.out.println("query timings (ms, shoal vs spark.read.json oracle, one run each after a warm-up query):");
     timings.forEach(System.out::println);
-    if (spark != null) {
-      spark.stop();
-    }
   }
 
   /** The SQL queries; {@code T} is replaced by {@code shoal.events} or by the JSON oracle. */

@@ -23,7 +23,7 @@ class ShoalErrorsTest extends ShoalSparkTestBase {
   void setUp(ShoalDaemon daemon) {
     endpoint = daemon.endpoint();
     ingest(endpoint, "small", List.of("{\"a\": 1, \"s\": \"x\"}", "{\"a\": 2, \"s\": \"y\"}"), 10);
-    spark = spark(endpoint).newSession();
+    spark = spark(endpoint);
   }
 
   private static String message(Throwable t) {
@@ -59,7 +59,7 @@ class ShoalErrorsTest extends ShoalSparkTestBase {
   void unknown_table_in_the_catalog_is_spark_table_not_found() {
     // A catalog named like the format ("shoal") makes Spark try `shoal`.`nope` as a direct query
     // on files when the table is missing; without runSQLOnFiles the error is the plain one.
-    SparkSession session = spark.newSession();
+    SparkSession session = spark(endpoint);
     session.conf().set("spark.sql.runSQLOnFiles", "false");
     Exception e = assertThrows(Exception.class, () -> session.sql("SELECT * FROM shoal.nope").collect());
     assertTrue(message(e).contains("TABLE_OR_VIEW_NOT_FOUND") && message(e).contains("nope"), message(e));

@@ -40,7 +40,7 @@ class ShoalPushdownTest extends ShoalSparkTestBase {
     size.putArray("boundaries").add(1).add(5).add(20);
     registerPsf(endpoint, size);
     ingest(endpoint, "pushdown", events.subList(2000, 4000), 500);
-    spark = spark(endpoint).newSession();
+    spark = spark(endpoint);
     spark.conf().set("spark.sql.catalog.pd", ShoalCatalog.class.getName());
     spark.conf().set("spark.sql.catalog.pd.endpoint", endpoint);
   }

@@ -36,7 +36,7 @@ class ShoalReadWriteTest extends ShoalSparkTestBase {
   void setUp(ShoalDaemon daemon) throws Exception {
     endpoint = daemon.endpoint();
     second = ShoalDaemon.start(Files.createTempDirectory("shoal-spark-shard2").resolve("data"));
-    spark = spark(endpoint).newSession();
+    spark = spark(endpoint);
     oracle = spark.read().json(eventsPath().toString());
   }
 

@@ -31,8 +31,12 @@ abstract class ShoalSparkTestBase {
     return Paths.get(System.getProperty("shoal.data", "../data/github/events.ndjson")).toAbsolutePath();
   }
 
+  /**
+   * A fresh session of the JVM's shared local Spark whose catalog {@code shoal} points at
+   * {@code endpoint} (set on the session: a new session does not see another session's settings).
+   */
   static SparkSession spark(String endpoint) {
-    return SparkSession.builder()
+    SparkSession session = SparkSession.builder()
         .master("local[2]")
         .appName("shoal-spark-tests")
         .config("spark.ui.enabled", "false")
@@ -40,8 +44,11 @@ abstract class ShoalSparkTestBase {
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.catalog.shoal", ShoalCatalog.class.getName())
-        .config("spark.sql.catalog.shoal.endpoint", endpoint)
-        .getOrCreate();
+        .getOrCreate()
+        .newSession();
+    session.conf().set("spark.sql.catalog.shoal", ShoalCatalog.class.getName());
+    session.conf().set("spark.sql.catalog.shoal.endpoint", endpoint);
+    return session;
   }
 
   /** Sends records to a table through DoPut in batches of {@code batch}. */

@@ -188,6 +188,18 @@ class ShoalPushdownTest extends ShoalSparkTestBase {
   }
 
   @Test
+  void every_endpoint_is_one_input_partition_and_max_endpoints_bounds_them() {
+    Dataset<Row> one = spark.read().format("shoal").option("endpoint", endpoint).option("table", "pushdown")
+        .option(ShoalOptions.MAX_ENDPOINTS, "1").load().where("type = 'PushEvent'").select("id");
+    assertEquals(1, one.rdd().getNumPartitions());
+    assertTrue(one.queryExecution().executedPlan().toString().contains("endpoints=1"));
+    Dataset<Row> many = spark.read().format("shoal").option("endpoint", endpoint).option("table", "pushdown")
+        .option(ShoalOptions.MAX_ENDPOINTS, "3").load().where("type = 'PushEvent'").select("id");
+    assertEquals(3, many.rdd().getNumPartitions());
+    assertEquals(one.count(), many.count());
+  }
+
+  @Test
   void show_tables_lists_the_daemons_tables() {
     List<Row> tables = spark.sql("SHOW TABLES IN pd").collectAsList();
     assertTrue(tables.stream().anyMatch(r -> r.getString(1).equals("pushdown")), tables.toString());

@@ -31,6 +31,9 @@ pub struct IngestReport {
     pub last_address: u64,
     /// Bytes of payload written.
     pub payload_bytes: usize,
+    /// The batch was a writer's resend of a serial already ingested, and was skipped
+    /// ([`Table::ingest_as`](crate::table::Table::ingest_as)).
+    pub duplicate: bool,
 }
 
 /// Hash of a property `(psf, canonical value)`; selects the bucket and tag.

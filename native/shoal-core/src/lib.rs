@@ -67,6 +67,7 @@ pub mod psf;
 pub mod recovery;
 pub mod scan;
 pub mod schema;
+pub mod session;
 pub mod table;
 pub mod value;
 

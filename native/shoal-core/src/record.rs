@@ -20,7 +20,8 @@
 //! 60       filler: not a record, the unused end of a page
 //! 61       invalid: allocated but abandoned (never visible)
 //! 62       visible: every key pointer is linked into its chain; readers may use it
-//! 63       reserved (0)
+//! 63       control: a writer-session marker (see `session.rs`), never a data record;
+//!          always written together with the invalid bit, so scans skip it
 //! ```
 //! A header that reads as 0 belongs to a record whose allocation is in flight.
 //!
@@ -58,6 +59,7 @@ const VERSION_MASK: u64 = 0xFFFF;
 const FILLER_BIT: u64 = 1 << 60;
 const INVALID_BIT: u64 = 1 << 61;
 const VISIBLE_BIT: u64 = 1 << 62;
+const CONTROL_BIT: u64 = 1 << 63;
 
 /// The 8-byte record header. See the module documentation for its bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +134,19 @@ impl RecordHeader {
     #[must_use]
     pub fn with_invalid(self) -> Self {
         Self(self.0 | INVALID_BIT)
+    }
+
+    /// A complete control record of `size` bytes (no key pointers): invalid for every
+    /// reader of data, recognised by recovery.
+    #[must_use]
+    pub fn control(size: u32) -> Self {
+        Self(u64::from(size) | INVALID_BIT | CONTROL_BIT)
+    }
+
+    /// True for a control record (a writer-session marker).
+    #[must_use]
+    pub fn is_control(self) -> bool {
+        self.0 & CONTROL_BIT != 0
     }
 }
 

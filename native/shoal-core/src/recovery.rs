@@ -32,7 +32,10 @@ use crate::log::device::{Device, PageState};
 use crate::log::{DeviceConfig, HybridLog, FIRST_ADDRESS};
 use crate::psf::{PsfKind, NOT_YET};
 use crate::record::{ADDRESS_MASK, KEY_POINTER_SIZE, RECORD_PREFIX};
+use crate::log::device::{seal_page, SegmentFiles};
+use crate::record::RecordHeader;
 use crate::schema::InferredSchema;
+use crate::session::Marker;
 use crate::table::{for_each_record, Table, TableConfig};
 
 /// What [`Table::open`] did.
@@ -61,6 +64,13 @@ pub struct RecoveryReport {
     pub corrupt_page: Option<(u64, String)>,
     /// Bytes removed from segment files (damaged pages and anything after them).
     pub bytes_cut: u64,
+    /// Writer batches that had begun but not ended at the crash, `(writer, serial)`:
+    /// the log was cut at the oldest one's `begin` marker (see [`crate::session`]).
+    pub open_batches_cut: Vec<(String, u64)>,
+    /// Where the log was cut because of them.
+    pub cut_address: Option<u64>,
+    /// Writers known after recovery, with their last serial.
+    pub writers: usize,
     /// Wall-clock time of the recovery, in milliseconds.
     pub elapsed_ms: u64,
 }
@@ -76,8 +86,9 @@ impl Table {
     /// damaged or of another format version, or the config has no directory device;
     /// [`Error::Io`]; [`Error::InvalidPsf`] for a stored PSF definition that does not
     /// parse.
-    pub fn open(mut config: TableConfig) -> Result<(Arc<Self>, RecoveryReport)> {
+    pub fn open(config: TableConfig) -> Result<(Arc<Self>, RecoveryReport)> {
         let started = Instant::now();
+        let mut config = config;
         let DeviceConfig::Directory(dir) = config.log.device.clone() else {
             return Err(Error::InvalidConfig("only tables on a directory device can be opened".into()));
         };
@@ -95,6 +106,7 @@ impl Table {
         config.log.pages_per_segment = meta.pages_per_segment;
         config.index_size_bits = meta.index_size_bits;
         config.log.memory_budget_bytes = meta.memory_budget_bytes;
+        let mut config = config.with_durability(meta.durability);
         config.on_invalid_json = meta.on_invalid_json;
         let psf_kinds = meta
             .psfs
@@ -118,6 +130,8 @@ impl Table {
         let mut buffer = vec![0u8; page_size];
         let mut canonical = Vec::new();
         let mut page = 0u64;
+        let mut open_batches: std::collections::HashMap<(String, u64), u64> = std::collections::HashMap::new();
+        let mut last_serials = checkpoint.as_ref().map(|c| c.writers.clone()).unwrap_or_default();
         loop {
             match files.recover_page(page, &mut buffer)? {
                 PageState::Valid => {}
@@ -135,6 +149,23 @@ impl Table {
                 let address = page_start + offset as u64;
                 let header = view.header();
                 end_address = address + header.size() as u64;
+                if header.is_control() {
+                    match serde_json::from_slice::<Marker>(view.payload()) {
+                        Ok(Marker::Begin { writer, serial }) => {
+                            open_batches.insert((writer, serial), address);
+                        }
+                        Ok(Marker::Commit { writer, serial }) => {
+                            open_batches.remove(&(writer.clone(), serial));
+                            let last = last_serials.entry(writer).or_insert(serial);
+                            *last = (*last).max(serial);
+                        }
+                        Ok(Marker::Abort { writer, serial }) => {
+                            open_batches.remove(&(writer, serial));
+                        }
+                        Err(e) => tracing::warn!(address, error = %e, "recovery: unreadable control record ignored"),
+                    }
+                    return;
+                }
                 if !header.is_visible() || failure.is_some() {
                     return;
                 }
@@ -178,6 +209,27 @@ impl Table {
             page += 1;
         }
         report.bytes_cut = files.truncate_from(page)?;
+        if let Some(&cut) = open_batches.values().min() {
+            // A writer batch was in flight: its records (and everything after its
+            // `begin`) were never reported durable. Cut there and recover again.
+            let mut cut_batches: Vec<(String, u64)> = open_batches.into_keys().collect();
+            cut_batches.sort();
+            tracing::warn!(cut, batches = ?cut_batches, "recovery: cutting the log at the oldest unfinished writer batch");
+            report.bytes_cut += cut_log_at(&files, cut, config.log.page_size_bits, &mut buffer)?;
+            drop(files);
+            let (table, mut second) = Self::open(config)?;
+            second.corrupt_page = second.corrupt_page.or(report.corrupt_page);
+            second.bytes_cut += report.bytes_cut;
+            second.open_batches_cut = cut_batches;
+            second.cut_address = Some(cut);
+            second.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            return Ok((table, second));
+        }
+        // A last page that was flushed partly (group commit) ends in zeros, which
+        // readers take for records in flight: close it with a filler, as a full flush would.
+        if page > 0 {
+            report.bytes_cut += cut_log_at(&files, end_address, config.log.page_size_bits, &mut buffer)?;
+        }
         drop(files);
 
         let schema = match checkpoint {
@@ -220,6 +272,8 @@ impl Table {
         for (psf, count) in table.psfs.all().iter().zip(key_pointer_counts) {
             psf.add_key_pointers(count);
         }
+        table.sessions.restore(&last_serials);
+        report.writers = last_serials.len();
         table.records.store(records, Ordering::Relaxed);
         table.payload_bytes.store(payload_bytes, Ordering::Relaxed);
         report.records = records;
@@ -248,4 +302,36 @@ impl Table {
         second.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         Ok((table, second))
     }
+}
+
+/// Removes everything at and after `cut` from the device: the page holding it keeps its
+/// records below `cut` (a filler covers the rest, unless one starts there already; the
+/// page is resealed and synced) and later pages are deleted. Returns the bytes removed
+/// (the filled-over rest of the page counts).
+fn cut_log_at(files: &SegmentFiles, cut: u64, page_size_bits: u32, buffer: &mut [u8]) -> Result<u64> {
+    let page = cut >> page_size_bits;
+    let offset = (cut - (page << page_size_bits)) as usize;
+    let first_record = if page == 0 { FIRST_ADDRESS as usize } else { 0 };
+    if offset <= first_record {
+        return files.truncate_from(page);
+    }
+    if files.recover_page(page, buffer)? != PageState::Valid {
+        return Err(Error::InvalidConfig(format!("page {page} changed during recovery")));
+    }
+    let capacity = buffer.len() - crate::log::PAGE_FOOTER_SIZE;
+    if offset + 8 > capacity {
+        return files.truncate_from(page + 1);
+    }
+    let header = RecordHeader(u64::from_le_bytes(buffer[offset..offset + 8].try_into().unwrap_or_default()));
+    if header.is_filler() {
+        // Already closed here (a full page): only later pages go.
+        return files.truncate_from(page + 1);
+    }
+    let removed = (capacity - offset) as u64;
+    buffer[offset..capacity].fill(0);
+    #[allow(clippy::cast_possible_truncation)]
+    buffer[offset..offset + 8].copy_from_slice(&RecordHeader::filler((capacity - offset) as u32).0.to_le_bytes());
+    seal_page(buffer, page);
+    files.write_page(page, buffer, true)?;
+    Ok(removed + files.truncate_from(page + 1)?)
 }

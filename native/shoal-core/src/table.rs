@@ -18,6 +18,7 @@ use crate::parser::{default_parser, RecordParser};
 use crate::psf::{Psf, PsfKind, PsfRegistry, PsfSpec};
 use crate::record::RecordView;
 use crate::schema::InferredSchema;
+use crate::session::Sessions;
 
 /// What to do with a record that is not valid JSON.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +31,24 @@ pub enum InvalidJsonPolicy {
     Skip,
 }
 
+/// When an ingested batch counts as acknowledged, and what that promises.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "snake_case")]
+pub enum DurabilityPolicy {
+    /// Acknowledged means accepted: pages reach the segment files when they fill (or on
+    /// a checkpoint), unsynced. In-memory speed; a crash loses the unflushed tail.
+    #[default]
+    None,
+    /// Group commit: every `interval_ms` the log's filled prefix is written and synced;
+    /// a batch is acknowledged once it is durable (waits up to about one interval).
+    GroupCommit {
+        /// Interval between group commits, in milliseconds (at least 1).
+        interval_ms: u64,
+    },
+    /// Every batch is written and synced before it is acknowledged.
+    Fsync,
+}
+
 /// Configuration of a [`Table`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableConfig {
@@ -39,11 +58,19 @@ pub struct TableConfig {
     pub index_size_bits: u32,
     /// Policy for invalid JSON. Default [`InvalidJsonPolicy::Reject`].
     pub on_invalid_json: InvalidJsonPolicy,
+    /// Durability of acknowledged batches. Default [`DurabilityPolicy::None`]. Applied to
+    /// the log's settings by [`TableConfig::with_durability`].
+    pub durability: DurabilityPolicy,
 }
 
 impl Default for TableConfig {
     fn default() -> Self {
-        Self { log: LogConfig::default(), index_size_bits: 18, on_invalid_json: InvalidJsonPolicy::Reject }
+        Self {
+            log: LogConfig::default(),
+            index_size_bits: 18,
+            on_invalid_json: InvalidJsonPolicy::Reject,
+            durability: DurabilityPolicy::None,
+        }
     }
 }
 
@@ -53,6 +80,19 @@ impl TableConfig {
     #[must_use]
     pub fn in_memory(memory_budget_bytes: usize) -> Self {
         Self { log: LogConfig { memory_budget_bytes, ..LogConfig::default() }, ..Self::default() }
+    }
+
+    /// This configuration with `policy`, and the log set up for it: synced flushes for
+    /// `group_commit` and `fsync`, a group-commit interval for `group_commit`.
+    #[must_use]
+    pub fn with_durability(mut self, policy: DurabilityPolicy) -> Self {
+        self.durability = policy;
+        self.log.sync_on_flush = !matches!(policy, DurabilityPolicy::None);
+        self.log.flush_interval = match policy {
+            DurabilityPolicy::GroupCommit { interval_ms } => Some(std::time::Duration::from_millis(interval_ms.max(1))),
+            _ => None,
+        };
+        self
     }
 
     /// A table whose log pages are flushed to segment files in `dir`.
@@ -98,6 +138,10 @@ pub struct Table {
     dir: Option<PathBuf>,
     /// Serialises rewrites of `table.json`.
     meta_lock: Mutex<()>,
+    /// Serialises checkpoints (`checkpoint.json`).
+    checkpoint_lock: Mutex<()>,
+    /// Writer sessions (exactly-once batches).
+    pub(crate) sessions: Sessions,
     parsers: Mutex<Vec<Box<dyn RecordParser>>>,
     pub(crate) records: AtomicU64,
     pub(crate) payload_bytes: AtomicU64,
@@ -167,6 +211,8 @@ impl Table {
             schema_observed_until: observed_until,
             dir,
             meta_lock: Mutex::new(()),
+            checkpoint_lock: Mutex::new(()),
+            sessions: Sessions::default(),
             parsers: Mutex::new(Vec::new()),
             records: AtomicU64::new(0),
             payload_bytes: AtomicU64::new(0),
@@ -184,6 +230,7 @@ impl Table {
             pages_per_segment: self.config.log.pages_per_segment,
             index_size_bits: self.config.index_size_bits,
             memory_budget_bytes: self.config.log.memory_budget_bytes,
+            durability: self.config.durability,
             on_invalid_json: self.config.on_invalid_json,
             psfs: psfs.iter().map(|p| PsfMeta::of(p)).collect(),
         };
@@ -318,12 +365,15 @@ impl Table {
     /// # Errors
     /// [`Error::Closed`]; [`Error::Io`] writing the file.
     pub fn checkpoint(&self) -> Result<CheckpointState> {
+        // One checkpoint at a time: concurrent ones would race on the file's rename.
+        let _one_at_a_time = self.checkpoint_lock.lock();
         let flushed = self.flush()?;
         let observed_until = self.schema_observed_until.load(Ordering::Acquire);
         let state = CheckpointState {
             log_end_address: flushed,
             schema: self.schema.lock().clone(),
             schema_observed_until: observed_until,
+            writers: self.sessions.last_serials(),
         };
         if let Some(dir) = &self.dir {
             write_json_atomic(dir, CHECKPOINT_FILE, &state)?;

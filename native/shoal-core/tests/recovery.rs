@@ -10,7 +10,8 @@ use std::path::Path;
 
 use shoal_core::psf::{parse_expr, PsfSpec};
 use shoal_core::scan::{plan_scan, ScanRequest};
-use shoal_core::table::{Table, TableConfig};
+use shoal_core::session::WriterBatch;
+use shoal_core::table::{DurabilityPolicy, Table, TableConfig};
 use shoal_core::FieldPath;
 
 fn config(dir: &Path) -> TableConfig {
@@ -285,4 +286,127 @@ fn sigkill_at_random_moments_loses_no_acknowledged_record() {
     }
     assert!(present_end > 0, "no record survived any round");
     eprintln!("{kills} kills; {present_end} records survived; {total_replayed} bytes replayed in total");
+}
+
+/// Events with ids `crash-{writer}-{serial}-{i}` for batch `serial` of `writer`.
+fn writer_batch(lines: &[String], writer: &str, serial: u64, size: usize) -> Vec<String> {
+    (0..size)
+        .map(|i| {
+            let line = &lines[(serial as usize * size + i) % lines.len()];
+            let body = line.split_once(',').map_or("", |(_, rest)| rest);
+            format!("{{\"id\":\"crash-{writer}-{serial}-{i}\",{body}")
+        })
+        .collect()
+}
+
+const WRITERS: [&str; 2] = ["a", "b"];
+const WRITER_BATCH: usize = 20;
+
+/// The child side of the writer-session crash test (runs only when
+/// `SHOAL_SESSION_CHILD` names a directory): two threads, writers `a` and `b`, ingest
+/// batches with serial numbers into an `fsync` table, resuming after the serial the
+/// table reports; every few batches each makes its batch durable and prints
+/// `durable WRITER SERIAL`.
+#[test]
+fn session_child() {
+    let Some(dir) = std::env::var_os("SHOAL_SESSION_CHILD") else { return };
+    let lines = common::github_events(usize::MAX).expect("events");
+    let dir = Path::new(&dir);
+    let config = config(dir).with_durability(DurabilityPolicy::Fsync);
+    let table = if dir.join("table.json").exists() {
+        Table::open(config).expect("open").0
+    } else {
+        let table = Table::create(config).expect("create");
+        table.register_psf("type", &psfs()[0].1).expect("register");
+        table
+    };
+    std::thread::scope(|scope| {
+        for writer in WRITERS {
+            let (table, lines) = (&table, &lines);
+            scope.spawn(move || {
+                let mut serial = table.writer_status(writer).last_serial.unwrap_or(0) + 1;
+                loop {
+                    let batch = writer_batch(lines, writer, serial, WRITER_BATCH);
+                    let refs: Vec<&[u8]> = batch.iter().map(String::as_bytes).collect();
+                    let report = table.ingest_as(WriterBatch { writer, serial }, &refs).expect("ingest");
+                    assert!(!report.duplicate);
+                    if serial % 5 == 0 {
+                        table.wait_durable(report.last_address + 1, std::time::Duration::from_secs(30)).expect("durable");
+                        assert!(table.writer_status(writer).last_durable_serial >= Some(serial));
+                        println!("durable {writer} {serial}");
+                    }
+                    serial += 1;
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn writer_batches_survive_sigkill_exactly_once_and_whole() {
+    let Some(lines) = common::github_events(usize::MAX) else { return };
+    let kills: usize = std::env::var("SHOAL_CRASH_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(30);
+    let dir = tempfile::tempdir().expect("dir");
+    let exe = std::env::current_exe().expect("test binary");
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut cuts = 0;
+    for round in 0..kills {
+        let mut child = std::process::Command::new(&exe)
+            .args(["--exact", "session_child", "--nocapture", "--test-threads", "1"])
+            .env("SHOAL_SESSION_CHILD", dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("child");
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let acks_before_kill = seed % 8;
+        let extra_micros = (seed >> 8) % 5_000;
+        let mut acknowledged: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+        let mut lines_out = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut note = |line: &str| {
+            let mut parts = line.split(' ');
+            if let (Some("durable"), Some(writer), Some(serial)) = (parts.next(), parts.next(), parts.next()) {
+                let serial: u64 = serial.parse().expect("serial");
+                let entry = acknowledged.entry(writer.to_owned()).or_default();
+                *entry = (*entry).max(serial);
+            }
+        };
+        for _ in 0..acks_before_kill {
+            match lines_out.next() {
+                Some(Ok(line)) => note(&line),
+                _ => break,
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_micros(extra_micros));
+        child.kill().expect("kill");
+        for line in lines_out.map_while(std::result::Result::ok) {
+            note(&line);
+        }
+        let status = child.wait().expect("wait");
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "round {round}: {status}");
+
+        let (table, report) = Table::open(config(dir.path())).expect("recovery");
+        cuts += usize::from(report.cut_address.is_some());
+        let (present, _) = ids(&table, "id LIKE 'crash-%'");
+        for writer in WRITERS {
+            let last = table.writer_status(writer).last_serial.unwrap_or(0);
+            let acked = acknowledged.get(writer).copied().unwrap_or(0);
+            assert!(last >= acked, "round {round}: writer {writer} acknowledged serial {acked}, recovered {last} ({report:?})");
+            // Exactly the whole batches 1..=last of this writer, each record once.
+            let mut expected: Vec<String> =
+                (1..=last).flat_map(|s| (0..WRITER_BATCH).map(move |i| format!("crash-{writer}-{s}-{i}"))).collect();
+            expected.sort();
+            let prefix = format!("crash-{writer}-");
+            let mine: Vec<&String> = present.iter().filter(|id| id.starts_with(&prefix)).collect();
+            assert_eq!(mine.len(), expected.len(), "round {round}: writer {writer}, last serial {last} ({report:?})");
+            assert!(mine.iter().zip(&expected).all(|(a, b)| *a == b), "round {round}: writer {writer} records differ");
+        }
+        let (planned, full) = ids(&table, "type = 'PushEvent'");
+        assert_eq!(planned, full, "round {round}: chains agree with a full scan");
+        table.close().expect("close");
+    }
+    let _ = lines;
+    eprintln!("{kills} kills, {cuts} recoveries cut an unfinished writer batch");
 }

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::psf::{Psf, PsfSpec, NOT_YET};
 use crate::schema::InferredSchema;
-use crate::table::InvalidJsonPolicy;
+use crate::table::{DurabilityPolicy, InvalidJsonPolicy};
 
 /// File name of [`TableMeta`] in a table's directory.
 pub const TABLE_META_FILE: &str = "table.json";
@@ -44,6 +44,9 @@ pub struct TableMeta {
     pub index_size_bits: u32,
     /// Memory budget of the log's in-memory ring, in bytes.
     pub memory_budget_bytes: usize,
+    /// Durability policy.
+    #[serde(default)]
+    pub durability: DurabilityPolicy,
     /// Policy for invalid JSON.
     pub on_invalid_json: InvalidJsonPolicy,
     /// Every PSF ever registered, in id order.
@@ -91,6 +94,9 @@ pub struct CheckpointState {
     pub schema: InferredSchema,
     /// Address up to which [`Self::schema`] covers the log (a page boundary).
     pub schema_observed_until: u64,
+    /// Every writer's last ingested serial (see [`crate::session`]).
+    #[serde(default)]
+    pub writers: std::collections::BTreeMap<String, u64>,
 }
 
 /// Writes `value` as JSON to `dir/name`, atomically (temporary file, sync, rename,

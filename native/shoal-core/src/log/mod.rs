@@ -61,6 +61,10 @@ pub struct LogConfig {
     /// Whether each flushed page is synced to stable storage before it counts as
     /// flushed.
     pub sync_on_flush: bool,
+    /// Group commit: every interval, the flush thread also writes the filled prefix of
+    /// the open page ([`HybridLog::request_flush`]). `None`: only full pages are flushed
+    /// unless someone asks.
+    pub flush_interval: Option<Duration>,
 }
 
 impl Default for LogConfig {
@@ -71,6 +75,7 @@ impl Default for LogConfig {
             pages_per_segment: 256,
             device: DeviceConfig::Null,
             sync_on_flush: false,
+            flush_interval: None,
         }
     }
 }
@@ -91,6 +96,7 @@ pub struct HybridLog {
     frame_layout: Layout,
     device: Device,
     sync_on_flush: bool,
+    flush_interval: Option<Duration>,
     epoch: LightEpoch,
     /// Packed tail: page number in the high 32 bits, offset in the low 32 bits.
     tail: AtomicU64,
@@ -116,6 +122,9 @@ struct FlushState {
     /// The last flush error, cleared by the next success.
     error: Option<String>,
     shutdown: bool,
+    /// A requested flush of the open page's prefix: every record below this address
+    /// is complete (its request's epoch is safe), so the prefix may be written.
+    partial: Option<u64>,
 }
 
 // SAFETY: frames are raw buffers shared between threads; every access is either to a
@@ -199,6 +208,7 @@ impl HybridLog {
             frame_layout,
             device,
             sync_on_flush: config.sync_on_flush,
+            flush_interval: config.flush_interval,
             epoch: LightEpoch::new(),
             tail: AtomicU64::new(if first_page == 0 { FIRST_ADDRESS } else { first_page << 32 }),
             begin_address: AtomicU64::new(begin_address),
@@ -570,6 +580,31 @@ impl HybridLog {
         }
     }
 
+    /// Asks the flush thread to write everything allocated so far, including the
+    /// filled prefix of the open tail page, without closing that page (the group commit
+    /// of FASTER §6.3 / FishStore Appendix E). Once every thread that allocated below
+    /// the current tail has finished its record (an epoch becomes safe), the flush thread
+    /// writes the pages before it and then the prefix of the open page, sealed, at its
+    /// place in the segment file; `flushed_until` then reaches the tail read here. The
+    /// page is written again, whole, when it closes. Returns the address requested.
+    /// No-op on the null device (nothing is ever durable there).
+    pub fn request_flush(self: &Arc<Self>) -> u64 {
+        let tail = self.tail_address();
+        if self.device.is_null() || tail <= self.flushed_until() {
+            return tail;
+        }
+        let log = Arc::downgrade(self);
+        self.epoch.bump_with(move || {
+            if let Some(log) = log.upgrade() {
+                let mut state = log.flush_state.lock();
+                state.partial = Some(state.partial.map_or(tail, |p| p.max(tail)));
+                log.flushed_signal.notify_all();
+            }
+        });
+        self.epoch.try_drain();
+        tail
+    }
+
     /// Waits until everything below `address` is flushed (or `timeout` passes).
     /// Returns the flushed address.
     pub fn wait_flushed(&self, address: u64, timeout: Duration) -> u64 {
@@ -637,28 +672,98 @@ impl HybridLog {
     }
 }
 
+impl HybridLog {
+    /// Writes the prefix `[page start, until)` of the open page `page` (sealed, rest
+    /// zero) and advances `flushed_until` to `until`. Called by the flush thread only,
+    /// when every page before `page` is flushed.
+    fn flush_partial(&self, page: u64, until: u64, scratch: &mut Vec<u8>) {
+        let Device::Segments(files) = &self.device else { return };
+        let length = (until - self.page_start(page)) as usize;
+        scratch.clear();
+        scratch.resize(self.page_size, 0);
+        // SAFETY: `page` is in memory (it is not flushed, so not evicted) and its bytes
+        // below `until` are complete and no longer written (the request's epoch is
+        // safe); writers of later records touch only bytes at or above `until`.
+        let src = unsafe { std::slice::from_raw_parts(self.frame_ptr(page), length) };
+        scratch[..length].copy_from_slice(src);
+        seal_page(scratch, page);
+        let result = files.write_page(page, scratch, self.sync_on_flush);
+        let mut state = self.flush_state.lock();
+        match result {
+            Ok(()) => {
+                state.error = None;
+                self.flushed_until.fetch_max(until, Ordering::AcqRel);
+            }
+            Err(e) => {
+                tracing::error!(page, error = %e, "partial page flush failed; retrying");
+                state.error = Some(e.to_string());
+                state.partial = Some(state.partial.map_or(until, |p| p.max(until)));
+            }
+        }
+        self.flushed_signal.notify_all();
+    }
+}
+
+enum FlushWork {
+    /// A closed page.
+    Page(u64),
+    /// The prefix of the open page up to an address.
+    Prefix(u64, u64),
+}
+
 /// The flush thread: flushes closed pages in page order. It holds a strong reference
 /// to the log only while it works or waits for at most 10 ms, so a log dropped without
 /// `shutdown` (e.g. a table whose creation failed later) ends the thread.
 fn flush_loop(log: &Weak<HybridLog>) {
+    let mut scratch = Vec::new();
+    let mut last_group_commit = std::time::Instant::now();
     loop {
         let Some(log) = log.upgrade() else { return };
-        let page = {
+        if let Some(interval) = log.flush_interval {
+            if last_group_commit.elapsed() >= interval {
+                last_group_commit = std::time::Instant::now();
+                log.request_flush();
+            }
+        }
+        let idle_wait = log.flush_interval.map_or(Duration::from_millis(10), |i| i.min(Duration::from_millis(10)));
+        let work = {
             let mut state = log.flush_state.lock();
             let next_page = state.next_page;
             if state.ready.remove(&next_page) {
-                Some(next_page)
+                Some(FlushWork::Page(next_page))
+            } else if let Some(until) = state.partial.take() {
+                // A prefix of the open page, once every earlier page is written; a
+                // request that the page's own (full) flush already covers is done. A
+                // request that ends at a page boundary waits for that page's full
+                // flush (a "prefix" up to the boundary would let the page be evicted
+                // before its full flush ran).
+                if until <= log.flushed_until() {
+                    None
+                } else if log.page_of(until) == next_page {
+                    Some(FlushWork::Prefix(next_page, until))
+                } else {
+                    state.partial = Some(until);
+                    log.flushed_signal.wait_for(&mut state, Duration::from_millis(1));
+                    None
+                }
             } else if state.shutdown {
                 return;
             } else {
-                log.flushed_signal.wait_for(&mut state, Duration::from_millis(10));
+                log.flushed_signal.wait_for(&mut state, idle_wait);
                 None
             }
         };
-        let Some(page) = page else {
-            // Closed pages wait for their epoch; nudge it if writers went idle.
-            log.epoch.try_drain();
-            continue;
+        let page = match work {
+            Some(FlushWork::Page(page)) => page,
+            Some(FlushWork::Prefix(page, until)) => {
+                log.flush_partial(page, until, &mut scratch);
+                continue;
+            }
+            None => {
+                // Closed pages wait for their epoch; nudge it if writers went idle.
+                log.epoch.try_drain();
+                continue;
+            }
         };
         log.flush_one(page);
         if let Some(error) = log.flush_error() {

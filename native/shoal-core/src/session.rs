@@ -1,0 +1,247 @@
+//! Writer sessions: batches ingested exactly once across resends and crashes
+//! (FishStore Appendix E's per-session serial numbers; FASTER's CPR, §6, gives each
+//! session a durable prefix of its operations).
+//!
+//! A writer names itself and tags each batch with a serial number that increases by
+//! writer. [`Table::ingest_as`] ingests a batch whose serial is above the writer's last
+//! one and skips (reports as a duplicate) one that is not, so a client that resends
+//! after a failure ingests nothing twice. A batch is bracketed in the log by two
+//! *control records* (header bits: invalid + control, so scans never see them):
+//! `begin` before its records and `commit` (or `abort`, when ingestion failed) after.
+//!
+//! Crash consistency: a batch must be all there or not at all, although its records
+//! are allocated one by one between other writers' records. Before writing `begin`, the
+//! batch reserves the current tail; [`Table::durable_address`] never passes the oldest
+//! reservation of a batch in flight. Recovery cuts the log at the `begin` of the oldest
+//! batch without `commit`/`abort`: everything cut was never reported durable, and every
+//! writer's last serial is the one of its last `commit` before the cut.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::ingest::IngestReport;
+use crate::record::{record_size, RecordHeader, RECORD_PREFIX};
+use crate::table::Table;
+
+/// A batch's writer tag: who wrote it and its serial number (increasing per writer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterBatch<'a> {
+    /// The writer's name (any UTF-8, at most [`MAX_WRITER_NAME`] bytes).
+    pub writer: &'a str,
+    /// The batch's serial number.
+    pub serial: u64,
+}
+
+/// Longest writer name, in bytes.
+pub const MAX_WRITER_NAME: usize = 256;
+
+/// What a table knows of one writer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct WriterStatus {
+    /// The writer's name.
+    pub writer: String,
+    /// Serial of its last ingested batch (`None`: none yet).
+    pub last_serial: Option<u64>,
+    /// Serial of its last batch that is durable (at or below [`Table::durable_address`]).
+    pub last_durable_serial: Option<u64>,
+}
+
+/// The payload of a control record (JSON, a few dozen bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "marker", rename_all = "lowercase")]
+pub(crate) enum Marker {
+    Begin { writer: String, serial: u64 },
+    Commit { writer: String, serial: u64 },
+    Abort { writer: String, serial: u64 },
+}
+
+#[derive(Debug, Default)]
+struct WriterState {
+    last_serial: Option<u64>,
+    last_durable_serial: Option<u64>,
+    /// Committed batches not yet durable: (serial, end address of the commit record).
+    pending: VecDeque<(u64, u64)>,
+}
+
+/// The writer sessions of one table.
+#[derive(Debug, Default)]
+pub(crate) struct Sessions {
+    /// Tail addresses reserved by batches in flight (a multiset).
+    reservations: Mutex<BTreeMap<u64, usize>>,
+    writers: Mutex<HashMap<String, Arc<Mutex<WriterState>>>>,
+}
+
+impl Sessions {
+    fn writer(&self, name: &str) -> Arc<Mutex<WriterState>> {
+        Arc::clone(self.writers.lock().entry(name.to_owned()).or_default())
+    }
+
+    /// The oldest reservation of a batch in flight.
+    pub(crate) fn oldest_reservation(&self) -> Option<u64> {
+        self.reservations.lock().keys().next().copied()
+    }
+
+    fn reserve(&self, address: u64) {
+        *self.reservations.lock().entry(address).or_default() += 1;
+    }
+
+    fn release(&self, address: u64) {
+        let mut reservations = self.reservations.lock();
+        if let Some(count) = reservations.get_mut(&address) {
+            *count -= 1;
+            if *count == 0 {
+                reservations.remove(&address);
+            }
+        }
+    }
+
+    /// Restores the writers' last serials (recovery): everything recovered is durable.
+    pub(crate) fn restore(&self, last_serials: &BTreeMap<String, u64>) {
+        let mut writers = self.writers.lock();
+        for (name, serial) in last_serials {
+            let state = WriterState { last_serial: Some(*serial), last_durable_serial: Some(*serial), ..WriterState::default() };
+            writers.insert(name.clone(), Arc::new(Mutex::new(state)));
+        }
+    }
+
+    /// Every writer's last serial (for checkpoints).
+    pub(crate) fn last_serials(&self) -> BTreeMap<String, u64> {
+        let writers: Vec<(String, Arc<Mutex<WriterState>>)> =
+            self.writers.lock().iter().map(|(k, v)| (k.clone(), Arc::clone(v))).collect();
+        writers.into_iter().filter_map(|(name, state)| state.lock().last_serial.map(|s| (name, s))).collect()
+    }
+}
+
+impl Table {
+    /// Ingests `records` as batch `batch.serial` of writer `batch.writer`, exactly once:
+    /// a serial at or below the writer's last one is not ingested again and comes back
+    /// with [`IngestReport::duplicate`] set. Batches of one writer are ingested one at a
+    /// time, in the order of the calls. See the [module documentation](self).
+    ///
+    /// # Errors
+    /// As [`Table::ingest`] (the batch then ends with an `abort` marker and the serial
+    /// is not taken, so the writer may resend it); [`Error::InvalidConfig`] for a writer
+    /// name that is empty or longer than [`MAX_WRITER_NAME`] bytes.
+    pub fn ingest_as(&self, batch: WriterBatch<'_>, records: &[&[u8]]) -> Result<IngestReport> {
+        if batch.writer.is_empty() || batch.writer.len() > MAX_WRITER_NAME {
+            return Err(Error::InvalidConfig(format!(
+                "writer names must have 1 to {MAX_WRITER_NAME} bytes, got {}",
+                batch.writer.len()
+            )));
+        }
+        let writer = self.sessions.writer(batch.writer);
+        let mut state = writer.lock();
+        if state.last_serial.is_some_and(|last| batch.serial <= last) {
+            return Ok(IngestReport { duplicate: true, ..IngestReport::default() });
+        }
+        // Reserve the tail before `begin` is allocated: the durable address cannot pass
+        // this batch until its commit (or abort) marker is written.
+        let reservation = self.log.tail_address();
+        self.sessions.reserve(reservation);
+        let outcome = (|| {
+            let (writer, serial) = (batch.writer.to_owned(), batch.serial);
+            self.write_control(&Marker::Begin { writer: writer.clone(), serial })?;
+            match self.ingest(records) {
+                Ok(report) => {
+                    let end = self.write_control(&Marker::Commit { writer, serial })?;
+                    Ok((report, end))
+                }
+                Err(e) => {
+                    self.write_control(&Marker::Abort { writer, serial })?;
+                    Err(e)
+                }
+            }
+        })();
+        self.sessions.release(reservation);
+        let (report, end) = outcome?;
+        state.last_serial = Some(batch.serial);
+        state.pending.push_back((batch.serial, end));
+        Ok(report)
+    }
+
+    /// What the table knows of `writer` (nothing: all `None`).
+    #[must_use]
+    pub fn writer_status(&self, writer: &str) -> WriterStatus {
+        let Some(state) = self.sessions.writers.lock().get(writer).cloned() else {
+            return WriterStatus { writer: writer.to_owned(), ..WriterStatus::default() };
+        };
+        let durable = self.durable_address();
+        let mut state = state.lock();
+        while let Some(&(serial, end)) = state.pending.front() {
+            if end > durable {
+                break;
+            }
+            state.last_durable_serial = Some(serial);
+            state.pending.pop_front();
+        }
+        WriterStatus { writer: writer.to_owned(), last_serial: state.last_serial, last_durable_serial: state.last_durable_serial }
+    }
+
+    /// Everything below this address survives a crash: the log's flushed address, held
+    /// back to the start of the oldest writer batch still in flight. 0 for in-memory
+    /// tables, where nothing survives.
+    #[must_use]
+    pub fn durable_address(&self) -> u64 {
+        if !self.log.has_storage() {
+            return 0;
+        }
+        let flushed = self.log.flushed_until();
+        self.sessions.oldest_reservation().map_or(flushed, |r| r.min(flushed))
+    }
+
+    /// Makes everything ingested below `address` durable (writing the open page's
+    /// prefix if needed, see [`crate::log::HybridLog::request_flush`]) and waits for it.
+    /// Returns the durable address.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for an in-memory table; [`Error::Io`] with the device's
+    /// last error when `timeout` passes first.
+    pub fn wait_durable(&self, address: u64, timeout: Duration) -> Result<u64> {
+        if !self.log.has_storage() {
+            return Err(Error::InvalidConfig("an in-memory table has no durable storage".into()));
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let durable = self.durable_address();
+            if durable >= address {
+                return Ok(durable);
+            }
+            if std::time::Instant::now() >= deadline {
+                let reason = self.log.flush_error().unwrap_or_else(|| "timed out".into());
+                return Err(Error::io("log device", std::io::Error::other(format!(
+                    "address {address} is not durable after {timeout:?} (durable up to {durable}): {reason}"
+                ))));
+            }
+            // Group commit writes on its own interval; otherwise ask for the write now.
+            if !matches!(self.config.durability, crate::table::DurabilityPolicy::GroupCommit { .. }) {
+                self.log.request_flush();
+            }
+            self.log.wait_flushed(address.min(self.log.tail_address()), Duration::from_millis(5));
+        }
+    }
+
+    /// Appends a control record; returns the address just past it.
+    fn write_control(&self, marker: &Marker) -> Result<u64> {
+        let body = serde_json::to_vec(marker).map_err(|e| Error::InvalidConfig(format!("encoding a marker: {e}")))?;
+        let size = record_size(0, 0, body.len());
+        let mut guard = self.log.epoch().protect();
+        let address = self.log.allocate(size, &mut guard)?;
+        #[allow(clippy::cast_possible_truncation)]
+        // SAFETY: `allocate` gave this thread [address, address + size) in an in-memory
+        // page, which cannot be flushed or evicted while `guard` is held.
+        unsafe {
+            self.log.write_header(address, RecordHeader::new(size as u32, 0, 0));
+            let base = self.log.memory_ptr(address);
+            base.add(8).cast::<u32>().write_unaligned(body.len() as u32);
+            base.add(12).cast::<u32>().write_unaligned(0);
+            std::ptr::copy_nonoverlapping(body.as_ptr(), base.add(RECORD_PREFIX), body.len());
+            self.log.write_header(address, RecordHeader::control(size as u32));
+        }
+        Ok(address + size as u64)
+    }
+}

@@ -10,7 +10,8 @@ use shoal_core::log::DeviceConfig;
 use shoal_core::table::{Table, TableConfig};
 use tonic::Status;
 
-use crate::config::ServerConfig;
+use crate::config::{Durability, ServerConfig};
+use crate::transactions::Transactions;
 use crate::protocol::{status_from_engine, CreateTable};
 
 /// A table of the daemon.
@@ -19,6 +20,15 @@ pub struct TableEntry {
     pub name: String,
     /// The engine instance.
     pub table: Arc<Table>,
+    /// Its transactions (staged records of two-phase-commit writers).
+    pub transactions: Transactions,
+}
+
+impl TableEntry {
+    fn new(name: String, table: Arc<Table>) -> Result<Self, String> {
+        let transactions = Transactions::open(&table)?;
+        Ok(Self { name, table, transactions })
+    }
 }
 
 /// All tables of one daemon.
@@ -61,8 +71,7 @@ impl Catalog {
             names.sort();
             for name in names {
                 let dir = root.join(&name);
-                let mut table_config = TableConfig::on_disk(&dir);
-                table_config.log.sync_on_flush = config.sync_on_flush;
+                let table_config = TableConfig::on_disk(&dir);
                 let (table, report) = Table::open(table_config).map_err(|e| {
                     format!("cannot recover table {name:?} in {}: {e} (move the directory away to start without it)", dir.display())
                 })?;
@@ -80,7 +89,7 @@ impl Catalog {
                 if let Some((page, reason)) = &report.corrupt_page {
                     tracing::warn!(table = %name, page, %reason, "a damaged page and everything after it were cut off");
                 }
-                tables.insert(name.clone(), Arc::new(TableEntry { name, table }));
+                tables.insert(name.clone(), Arc::new(TableEntry::new(name, table)?));
             }
         }
         Ok(Self { config, tables: RwLock::new(tables) })
@@ -129,7 +138,15 @@ impl Catalog {
         if let Some(bits) = request.index_size_bits {
             config.index_size_bits = bits;
         }
-        config.log.sync_on_flush = self.config.sync_on_flush;
+        let durability = request.durability.unwrap_or(self.config.durability);
+        let group_commit_ms = request.group_commit_ms.unwrap_or(self.config.group_commit_ms);
+        if self.config.in_memory && durability != Durability::None {
+            return Err(Status::invalid_argument(format!(
+                "table {:?}: durability {durability:?} needs storage, but this daemon runs --in-memory",
+                request.name
+            )));
+        }
+        let mut config = config.with_durability(durability.policy(group_commit_ms));
         if !self.config.in_memory {
             let dir = self.table_dir(&request.name);
             if dir.join(TABLE_META_FILE).exists() {
@@ -144,7 +161,8 @@ impl Catalog {
             config.log.device = DeviceConfig::Directory(dir);
         }
         let table = Table::create(config).map_err(|e| status_from_engine(&e))?;
-        tables.insert(request.name.clone(), Arc::new(TableEntry { name: request.name.clone(), table }));
+        let entry = TableEntry::new(request.name.clone(), table).map_err(Status::internal)?;
+        tables.insert(request.name.clone(), Arc::new(entry));
         tracing::info!(table = %request.name, "table created");
         Ok(true)
     }

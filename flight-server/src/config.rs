@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use shoal_core::table::DurabilityPolicy;
 
 /// The daemon's settings.
 #[derive(Debug, Clone, Deserialize)]
@@ -18,8 +19,10 @@ pub struct ServerConfig {
     pub in_memory: bool,
     /// Default memory budget of each table's log ring, in bytes. Default 256 MiB.
     pub memory_budget_bytes: usize,
-    /// Sync each flushed page to stable storage (fsync). Default false.
-    pub sync_on_flush: bool,
+    /// Default durability of new tables: `none`, `group_commit` or `fsync`. Default `none`.
+    pub durability: Durability,
+    /// Interval of `group_commit`, in milliseconds. Default 5.
+    pub group_commit_ms: u64,
     /// Tokio worker threads (0 = one per core). Default 0.
     pub worker_threads: usize,
     /// Most endpoints (parallel log ranges) per query plan. Default 4.
@@ -46,7 +49,8 @@ impl Default for ServerConfig {
             data_dir: PathBuf::from("./shoal-data"),
             in_memory: false,
             memory_budget_bytes: 256 << 20,
-            sync_on_flush: false,
+            durability: Durability::None,
+            group_commit_ms: 5,
             worker_threads: 0,
             endpoints_per_query: 4,
             auth_token: None,
@@ -55,6 +59,32 @@ impl Default for ServerConfig {
             batch_rows: 4096,
             tls_cert: None,
             tls_key: None,
+        }
+    }
+}
+
+/// A durability policy by name (see `shoal_core::table::DurabilityPolicy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum Durability {
+    /// Acknowledged means accepted; pages are written as they fill, unsynced.
+    #[default]
+    None,
+    /// Acknowledged once durable; the log's prefix is written and synced every interval.
+    GroupCommit,
+    /// Acknowledged once durable; every batch is written and synced at once.
+    Fsync,
+}
+
+impl Durability {
+    /// The engine's policy, with `group_commit_ms` for group commit.
+    #[must_use]
+    pub fn policy(self, group_commit_ms: u64) -> DurabilityPolicy {
+        match self {
+            Self::None => DurabilityPolicy::None,
+            Self::GroupCommit => DurabilityPolicy::GroupCommit { interval_ms: group_commit_ms.max(1) },
+            Self::Fsync => DurabilityPolicy::Fsync,
         }
     }
 }

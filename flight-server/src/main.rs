@@ -7,6 +7,7 @@ mod client;
 mod config;
 mod protocol;
 mod service;
+mod transactions;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,7 +19,7 @@ use tonic::{Request, Status};
 
 use crate::catalog::Catalog;
 use crate::auth::Authenticator;
-use crate::config::ServerConfig;
+use crate::config::{Durability, ServerConfig};
 use crate::service::ShoalFlightService;
 
 #[derive(Parser)]
@@ -62,9 +63,12 @@ struct ServeArgs {
     /// Memory budget per table log, in MiB [default: 256].
     #[arg(long, env = "SHOAL_MEMORY_BUDGET_MB")]
     memory_budget_mb: Option<usize>,
-    /// fsync every flushed page.
-    #[arg(long, env = "SHOAL_SYNC_ON_FLUSH")]
-    sync_on_flush: bool,
+    /// Default durability of new tables [default: none].
+    #[arg(long, env = "SHOAL_DURABILITY", value_enum)]
+    durability: Option<Durability>,
+    /// Group-commit interval in milliseconds [default: 5].
+    #[arg(long, env = "SHOAL_GROUP_COMMIT_MS")]
+    group_commit_ms: Option<u64>,
     /// Tokio worker threads [default: one per core].
     #[arg(long, env = "SHOAL_WORKER_THREADS")]
     worker_threads: Option<usize>,
@@ -108,7 +112,12 @@ impl ServeArgs {
         if let Some(mb) = self.memory_budget_mb {
             config.memory_budget_bytes = mb << 20;
         }
-        config.sync_on_flush |= self.sync_on_flush;
+        if let Some(durability) = self.durability {
+            config.durability = durability;
+        }
+        if let Some(ms) = self.group_commit_ms {
+            config.group_commit_ms = ms;
+        }
         if let Some(threads) = self.worker_threads {
             config.worker_threads = threads;
         }

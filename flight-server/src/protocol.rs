@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use shoal_core::psf::PsfSpec;
 use shoal_core::scan::{Aggregate, AggregateFunction};
 use shoal_core::table::InvalidJsonPolicy;
+
+use crate::config::Durability;
 use tonic::Status;
 
 /// Version of the ticket format.
@@ -45,6 +47,12 @@ pub struct CreateTable {
     /// Succeed without change if the table exists (default false: `ALREADY_EXISTS`).
     #[serde(default)]
     pub if_not_exists: bool,
+    /// `none`, `group_commit` or `fsync` (default: the server's `durability`).
+    #[serde(default)]
+    pub durability: Option<Durability>,
+    /// Group-commit interval in milliseconds (default: the server's `group_commit_ms`).
+    #[serde(default)]
+    pub group_commit_ms: Option<u64>,
 }
 
 /// `drop_table`, `stats`, `list_psfs`, `checkpoint`.
@@ -134,6 +142,67 @@ impl AggregateSpec {
             .transpose()?;
         Ok(Aggregate { function: self.function, column })
     }
+}
+
+/// Metadata of one `DoPut` batch (`FlightData.app_metadata` of the message carrying
+/// it, JSON; empty: none). `writer` + `serial` make the batch exactly-once (a resent
+/// serial is skipped and answered with `"duplicate": true`); `transaction` stages the
+/// batch in an open transaction instead of ingesting it. The two are exclusive.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchMetadata {
+    /// Writer name (1–256 bytes).
+    #[serde(default)]
+    pub writer: Option<String>,
+    /// Serial number of the batch, increasing per writer.
+    #[serde(default)]
+    pub serial: Option<u64>,
+    /// Transaction to stage the batch in.
+    #[serde(default)]
+    pub transaction: Option<String>,
+}
+
+impl BatchMetadata {
+    /// Parses a batch's `app_metadata` (empty: no metadata).
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` naming the key, or for `writer` without `serial` (or the
+    /// reverse), or both a writer and a transaction.
+    pub fn parse(bytes: &[u8]) -> Result<Self, Status> {
+        if bytes.is_empty() {
+            return Ok(Self::default());
+        }
+        let metadata: Self = parse_body("DoPut batch app_metadata", bytes)?;
+        if metadata.writer.is_some() != metadata.serial.is_some() {
+            return Err(Status::invalid_argument("DoPut batch app_metadata: \"writer\" and \"serial\" go together"));
+        }
+        if metadata.writer.is_some() && metadata.transaction.is_some() {
+            return Err(Status::invalid_argument(
+                "DoPut batch app_metadata: a batch is either a writer's (\"writer\", \"serial\") or a transaction's, not both",
+            ));
+        }
+        Ok(metadata)
+    }
+}
+
+/// `begin_transaction`, `prepare_transaction`, `commit_transaction`, `abort_transaction`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransactionRef {
+    /// Table name.
+    pub table: String,
+    /// Transaction id.
+    pub transaction: String,
+}
+
+/// `writer_status`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriterRef {
+    /// Table name.
+    pub table: String,
+    /// Writer name.
+    pub writer: String,
 }
 
 /// A `DoGet` ticket: the query restricted to one log range. Opaque to clients, but

@@ -4,7 +4,7 @@
 use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow_array::{Array, BinaryArray, LargeBinaryArray, LargeStringArray, RecordBatch, StringArray};
 use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
@@ -22,14 +22,15 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 use shoal_core::psf::{parse_expr, Expr};
 use shoal_core::scan::{Aggregate, ScanPlan, ScanRequest, ScanStats};
-use shoal_core::table::Table;
+use shoal_core::session::WriterBatch;
+use shoal_core::table::{DurabilityPolicy, Table};
 use shoal_core::FieldPath;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::{Authenticator, Credentials};
 use crate::catalog::{Catalog, TableEntry};
 use crate::protocol::{
-    parse_body, status_from_engine, AggregateSpec, CreateTable, DeregisterPsf, QueryCommand, RegisterPsf, TableRef, TicketBody,
+    parse_body, status_from_engine, AggregateSpec, BatchMetadata, CreateTable, TransactionRef, WriterRef, DeregisterPsf, QueryCommand, RegisterPsf, TableRef, TicketBody,
     TICKET_VERSION,
 };
 
@@ -41,6 +42,12 @@ pub const ACTIONS: &[(&str, &str)] = &[
     ("deregister_psf", r#"{"table", "name"} → PSF with safe deregister address"#),
     ("list_psfs", r#"{"table"} → [PSF]"#),
     ("stats", r#"{"table"} → counters and log addresses"#),
+    ("writer_status", r#"{"table", "writer"} → {"last_serial", "last_durable_serial", "durable_address"}"#),
+    ("begin_transaction", r#"{"table", "transaction"} → opens a transaction; DoPut batches with app_metadata {"transaction"} are staged in it"#),
+    ("prepare_transaction", r#"{"table", "transaction"} → syncs its staged records"#),
+    ("commit_transaction", r#"{"table", "transaction"} → ingests its staged records exactly once, durably; idempotent"#),
+    ("abort_transaction", r#"{"table", "transaction"} → drops its staged records; idempotent"#),
+    ("list_transactions", r#"{"table"} → [{"transaction", "state", "records"}]"#),
     ("checkpoint", r#"{"table"} → flushes the log and saves the inferred schema; {"flushed_until_address"}"#),
 ];
 
@@ -361,20 +368,32 @@ impl FlightService for ShoalFlightService {
     }
 
     async fn do_put(&self, request: Request<Streaming<FlightData>>) -> Result<Response<Self::DoPutStream>, Status> {
-        // Two stages, so that receiving and decoding batch n+1 overlaps with ingesting
-        // batch n: this task decodes FlightData into record batches; a blocking worker
-        // ingests them in order and answers each with its PutResult. A failure of either
-        // stage travels through the same ordered queue, so the client sees the results
-        // of every batch before it, then the error, and nothing after it.
+        // Three stages, so that receiving and decoding batch n+1 and waiting for batch
+        // n-1 to become durable overlap with ingesting batch n: this task decodes
+        // FlightData into record batches; a blocking worker ingests them in order; an
+        // acknowledger waits for durability (per the table's policy) and answers each
+        // batch with its PutResult. A failure of any stage travels through the same
+        // ordered queues, so the client sees the results of every batch before it, then
+        // the error, and nothing after it.
         let catalog = Arc::clone(&self.catalog);
         let mut decoder = FlightDataDecoder::new(request.into_inner().map_err(FlightError::from));
         let (sender, receiver) = tokio::sync::mpsc::channel::<Result<PutResult, Status>>(PUT_PIPELINE_DEPTH);
-        let (work_sender, mut work) = tokio::sync::mpsc::channel::<Result<(Arc<TableEntry>, RecordBatch), Status>>(PUT_PIPELINE_DEPTH);
+        let (work_sender, mut work) = tokio::sync::mpsc::channel::<Result<PutWork, Status>>(PUT_PIPELINE_DEPTH);
+        let (ack_sender, mut acks) = tokio::sync::mpsc::channel::<Result<Ingested, Status>>(PUT_PIPELINE_DEPTH);
         tokio::task::spawn_blocking(move || {
             let mut number = 0usize;
             while let Some(item) = work.blocking_recv() {
-                let result = item.and_then(|(entry, batch)| ingest_batch(&entry, &batch, number));
+                let result = item.and_then(|w| ingest_batch(&w.entry, &w.batch, &w.metadata, number));
                 number += 1;
+                let failed = result.is_err();
+                if ack_sender.blocking_send(result).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        tokio::task::spawn_blocking(move || {
+            while let Some(item) = acks.blocking_recv() {
+                let result = item.and_then(acknowledge);
                 let failed = result.is_err();
                 if sender.blocking_send(result).is_err() || failed {
                     return;
@@ -384,7 +403,7 @@ impl FlightService for ShoalFlightService {
         tokio::spawn(async move {
             let mut entry: Option<Arc<TableEntry>> = None;
             while let Some(message) = decoder.next().await {
-                let item: Result<Option<(Arc<TableEntry>, RecordBatch)>, Status> = (|| {
+                let item: Result<Option<PutWork>, Status> = (|| {
                     let message = message.map_err(Status::from)?;
                     if entry.is_none() {
                         let descriptor = message.inner.flight_descriptor.as_ref().ok_or_else(|| {
@@ -393,7 +412,11 @@ impl FlightService for ShoalFlightService {
                         entry = Some(catalog.get(&table_from_descriptor(descriptor)?)?);
                     }
                     match (message.payload, &entry) {
-                        (DecodedPayload::RecordBatch(batch), Some(entry)) => Ok(Some((Arc::clone(entry), batch))),
+                        (DecodedPayload::RecordBatch(batch), Some(entry)) => Ok(Some(PutWork {
+                            entry: Arc::clone(entry),
+                            batch,
+                            metadata: BatchMetadata::parse(&message.inner.app_metadata)?,
+                        })),
                         (DecodedPayload::Schema(schema), _) => check_put_schema(&schema).map(|()| None),
                         _ => Ok(None),
                     }
@@ -468,26 +491,80 @@ fn run_aggregate(entry: &TableEntry, request: &ScanRequest, aggregates: &[Aggreg
     Ok(batch)
 }
 
-fn ingest_batch(entry: &TableEntry, batch: &RecordBatch, number: usize) -> Result<PutResult, Status> {
+/// One decoded DoPut batch on its way to ingestion.
+struct PutWork {
+    entry: Arc<TableEntry>,
+    batch: RecordBatch,
+    metadata: BatchMetadata,
+}
+
+/// An ingested (or staged) batch on its way to its acknowledgement.
+struct Ingested {
+    entry: Arc<TableEntry>,
+    /// The PutResult metadata, without `durable_address`.
+    metadata: serde_json::Value,
+    /// The log address the batch is durable at (`None`: nothing to wait for).
+    durable_at: Option<u64>,
+}
+
+fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &BatchMetadata, number: usize) -> Result<Ingested, Status> {
     let records = json_records(batch)?;
-    let started = Instant::now();
-    let report = entry.table.ingest(&records).map_err(|e| {
-        let status = status_from_engine(&e);
+    let with_context = |status: Status| {
         Status::new(status.code(), format!("table {:?}, DoPut batch {number}: {}", entry.name, status.message()))
-    })?;
+    };
+    if let Some(transaction) = &metadata.transaction {
+        let (staged, skipped) = entry.transactions.stage(&entry.table, transaction, &records).map_err(with_context)?;
+        let metadata = json!({
+            "batch": number,
+            "transaction": transaction,
+            "staged": staged,
+            "records": 0,
+            "skipped": skipped.len(),
+            "skipped_examples": skipped.iter().take(10).map(|(i, m)| json!({"row": i, "error": m})).collect::<Vec<_>>(),
+        });
+        return Ok(Ingested { entry: Arc::clone(entry), metadata, durable_at: None });
+    }
+    let started = Instant::now();
+    let result = match (&metadata.writer, metadata.serial) {
+        (Some(writer), Some(serial)) => entry.table.ingest_as(WriterBatch { writer, serial }, &records),
+        _ => entry.table.ingest(&records),
+    };
+    let report = result.map_err(|e| with_context(status_from_engine(&e)))?;
     metrics::counter!("shoal_ingested_records_total", "table" => entry.name.clone()).increment(report.records as u64);
     metrics::counter!("shoal_ingested_bytes_total", "table" => entry.name.clone()).increment(report.payload_bytes as u64);
     metrics::counter!("shoal_skipped_records_total", "table" => entry.name.clone()).increment(report.skipped as u64);
     metrics::histogram!("shoal_ingest_batch_seconds", "table" => entry.name.clone()).record(started.elapsed().as_secs_f64());
-    let metadata = json!({
+    let mut reply = json!({
         "batch": number,
         "records": report.records,
         "skipped": report.skipped,
         "skipped_examples": report.skipped_examples.iter().map(|(i, m)| json!({"row": i, "error": m})).collect::<Vec<_>>(),
         "first_address": report.first_address,
         "last_address": report.last_address,
-        "durable_address": entry.table.log().flushed_until(),
+        "end_address": report.end_address,
     });
+    if let (Some(writer), Some(serial)) = (&metadata.writer, metadata.serial) {
+        reply["writer"] = json!(writer);
+        reply["serial"] = json!(serial);
+        reply["duplicate"] = json!(report.duplicate);
+    }
+    // A duplicate was ingested earlier: it is durable once everything so far is.
+    let durable_at = if report.duplicate { entry.table.log().tail_address() } else { report.end_address };
+    Ok(Ingested { entry: Arc::clone(entry), metadata: reply, durable_at: Some(durable_at) })
+}
+
+/// Waits, under the `group_commit` and `fsync` policies, until the batch is durable;
+/// then builds its PutResult with the table's durable address.
+fn acknowledge(ingested: Ingested) -> Result<PutResult, Status> {
+    let Ingested { entry, mut metadata, durable_at } = ingested;
+    let table = &entry.table;
+    if let Some(address) = durable_at.filter(|_| table.config().durability != DurabilityPolicy::None) {
+        table.wait_durable(address, Duration::from_secs(60)).map_err(|e| {
+            let status = status_from_engine(&e);
+            Status::new(status.code(), format!("table {:?}: the batch was ingested but is not durable: {}", entry.name, status.message()))
+        })?;
+    }
+    metadata["durable_address"] = json!(table.durable_address());
     Ok(PutResult { app_metadata: metadata.to_string().into() })
 }
 
@@ -529,6 +606,37 @@ fn run_action(catalog: &Catalog, action: &Action) -> Result<serde_json::Value, S
             stats["table"] = json!(request.table);
             stats["psfs"] = json!(entry.table.psfs().all().len());
             Ok(stats)
+        }
+        "writer_status" => {
+            let request: WriterRef = parse_body("writer_status", body)?;
+            let entry = catalog.get(&request.table)?;
+            let status = entry.table.writer_status(&request.writer);
+            Ok(json!({
+                "table": request.table,
+                "writer": status.writer,
+                "last_serial": status.last_serial,
+                "last_durable_serial": status.last_durable_serial,
+                "durable_address": entry.table.durable_address(),
+            }))
+        }
+        "begin_transaction" | "prepare_transaction" | "commit_transaction" | "abort_transaction" => {
+            let name = action.r#type.as_str();
+            let request: TransactionRef = parse_body(name, body)?;
+            let entry = catalog.get(&request.table)?;
+            let transactions = &entry.transactions;
+            let info = match name {
+                "begin_transaction" => transactions.begin(&request.transaction),
+                "prepare_transaction" => transactions.prepare(&request.transaction),
+                "commit_transaction" => transactions.commit(&entry.table, &request.transaction),
+                _ => transactions.abort(&request.transaction),
+            }?;
+            tracing::debug!(table = %request.table, transaction = %request.transaction, state = ?info.state, "{name}");
+            Ok(serde_json::to_value(&info).unwrap_or_default())
+        }
+        "list_transactions" => {
+            let request: TableRef = parse_body("list_transactions", body)?;
+            let entry = catalog.get(&request.table)?;
+            Ok(serde_json::to_value(entry.transactions.list()).unwrap_or_default())
         }
         "checkpoint" => {
             let request: TableRef = parse_body("checkpoint", body)?;

@@ -31,6 +31,10 @@ pub struct IngestReport {
     pub last_address: u64,
     /// Bytes of payload written.
     pub payload_bytes: usize,
+    /// One past the last byte this call wrote to the log (for a writer batch: past its
+    /// commit marker); 0 if nothing was written. The batch is durable once
+    /// [`Table::durable_address`](crate::table::Table::durable_address) reaches it.
+    pub end_address: u64,
     /// The batch was a writer's resend of a serial already ingested, and was skipped
     /// ([`Table::ingest_as`](crate::table::Table::ingest_as)).
     pub duplicate: bool,
@@ -253,6 +257,7 @@ impl Table {
                 report.first_address = address;
             }
             report.last_address = address;
+            report.end_address = address + record.size as u64;
             report.records += 1;
             report.payload_bytes += record.payload.len();
         }

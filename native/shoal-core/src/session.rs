@@ -158,7 +158,8 @@ impl Table {
             }
         })();
         self.sessions.release(reservation);
-        let (report, end) = outcome?;
+        let (mut report, end) = outcome?;
+        report.end_address = end;
         state.last_serial = Some(batch.serial);
         state.pending.push_back((batch.serial, end));
         Ok(report)

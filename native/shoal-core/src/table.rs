@@ -285,6 +285,31 @@ impl Table {
         self.skipped.fetch_add(report.skipped as u64, Ordering::Relaxed);
     }
 
+    /// Checks `records` the way [`Self::ingest`] would, without writing anything:
+    /// returns the index and reason of each record that is not valid JSON or too large
+    /// to fit a page with this table's PSFs (used to validate records staged for later
+    /// ingestion, e.g. in a transaction, so that ingesting them cannot fail).
+    #[must_use]
+    pub fn check_records(&self, records: &[&[u8]]) -> Vec<(usize, String)> {
+        let mut parser = self.take_parser();
+        let mut parsed = crate::parser::ParsedBatch::default();
+        let fields = crate::parser::FieldSet::new();
+        parsed.reset(fields.len());
+        parser.parse_batch(records, &fields, &mut parsed);
+        self.return_parser(parser);
+        // Room for a key pointer per PSF and a value region as large as the record.
+        let psfs = self.psfs.all().len();
+        let mut problems = Vec::new();
+        for (index, record) in records.iter().enumerate() {
+            if let Err(reason) = parsed.record(index) {
+                problems.push((index, reason.to_owned()));
+            } else if crate::record::record_size(psfs, record.len(), record.len()) > self.log.max_record_size() {
+                problems.push((index, format!("{} bytes is too large for this table's pages", record.len())));
+            }
+        }
+        problems
+    }
+
     /// Registers a PSF while ingestion runs (FishStore §6.2); returns it with its safe
     /// register address.
     ///

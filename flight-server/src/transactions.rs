@@ -1,0 +1,331 @@
+//! Transactions: records staged under a transaction id, invisible to scans until a
+//! commit ingests them — the daemon side of a two-phase-commit sink (Flink's
+//! exactly-once `TwoPhaseCommittingSink`).
+//!
+//! Life cycle: `begin` → `DoPut` batches with `{"transaction": id}` are validated (as
+//! ingestion would: invalid JSON is rejected naming the record, or skipped under the
+//! table's `skip` policy) and appended to the transaction's staging file → `prepare`
+//! syncs the staging file → `commit` ingests the staged records as writer batches of the
+//! writer `txn/<id>` (serials 1, 2, … per chunk), waits until they are durable, and
+//! records the outcome; `abort` drops the staged records.
+//!
+//! - `commit` is idempotent: a committed transaction answers "committed" again. A commit
+//!   interrupted by a crash is finished by the next `commit`: chunks already ingested are
+//!   skipped through the writer's serials (recovery keeps a writer batch whole or drops
+//!   it), so every staged record is ingested exactly once.
+//! - On disk (`<table dir>/transactions/`): `<id>.staged` holds the records, each as a
+//!   little-endian u32 length and its bytes; `<id>.state` (JSON, replaced atomically)
+//!   holds the state and the number of staged records. In-memory tables keep staged
+//!   records in memory. A committed or aborted transaction keeps its state file so its
+//!   outcome can be asked again; its staged records are deleted.
+
+use std::collections::HashMap;
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use shoal_core::checkpoint::{read_json, write_json_atomic};
+use shoal_core::session::WriterBatch;
+use shoal_core::table::Table;
+use tonic::Status;
+
+use crate::protocol::status_from_engine;
+
+/// Records per writer batch when a commit ingests the staged records.
+const COMMIT_CHUNK: usize = 1000;
+
+/// The state of a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransactionState {
+    /// Accepting staged records.
+    Open,
+    /// Staged records are synced; waiting for commit or abort.
+    Prepared,
+    /// Its records are ingested and durable.
+    Committed,
+    /// Its records were dropped.
+    Aborted,
+}
+
+/// What `<id>.state` holds, and what the transaction actions answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TransactionInfo {
+    /// The transaction id.
+    pub transaction: String,
+    /// Its state.
+    pub state: TransactionState,
+    /// Records staged (for committed ones: ingested).
+    pub records: u64,
+    /// Records skipped as invalid JSON under the table's `skip` policy.
+    #[serde(default)]
+    pub skipped: u64,
+}
+
+struct Transaction {
+    info: TransactionInfo,
+    /// Staged records of an in-memory table.
+    memory: Vec<Vec<u8>>,
+}
+
+/// The transactions of one table.
+pub struct Transactions {
+    /// `<table dir>/transactions`, or `None` for an in-memory table.
+    dir: Option<PathBuf>,
+    all: Mutex<HashMap<String, Arc<Mutex<Transaction>>>>,
+}
+
+/// Checks a transaction id: 1–200 characters of `A-Z a-z 0-9 _ - . :`.
+fn validate_id(id: &str) -> Result<(), Status> {
+    let valid = !id.is_empty()
+        && id.len() <= 200
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
+    if valid {
+        Ok(())
+    } else {
+        Err(Status::invalid_argument(format!(
+            "invalid transaction id {id:?}: use 1-200 characters of A-Z a-z 0-9 _ - . : (not starting with '.')"
+        )))
+    }
+}
+
+fn io_status(what: &str, path: &Path, error: &std::io::Error) -> Status {
+    let message = format!("{what} {}: {error}", path.display());
+    if matches!(error.raw_os_error(), Some(28 | 122)) {
+        Status::resource_exhausted(message)
+    } else {
+        Status::internal(message)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Transactions {
+    /// The transactions of `table`, loaded from its directory (after a restart, open
+    /// and prepared transactions are still there with their staged records).
+    ///
+    /// # Errors
+    /// When the directory cannot be created or a state file cannot be read.
+    pub fn open(table: &Table) -> Result<Self, String> {
+        let dir = table.directory().map(|d| d.join("transactions"));
+        let mut all = HashMap::new();
+        if let Some(dir) = &dir {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+            for entry in entries.filter_map(Result::ok) {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(id) = name.strip_suffix(".state") else { continue };
+                let info: TransactionInfo = read_json(dir, &name)
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| format!("{name} vanished"))?;
+                all.insert(id.to_owned(), Arc::new(Mutex::new(Transaction { info, memory: Vec::new() })));
+            }
+        }
+        Ok(Self { dir, all: Mutex::new(all) })
+    }
+
+    fn get(&self, id: &str) -> Result<Arc<Mutex<Transaction>>, Status> {
+        validate_id(id)?;
+        lock(&self.all).get(id).cloned().ok_or_else(|| {
+            Status::not_found(format!("transaction {id:?} does not exist (begin it with begin_transaction)"))
+        })
+    }
+
+    fn staged_path(&self, id: &str) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(format!("{id}.staged")))
+    }
+
+    fn save(&self, info: &TransactionInfo) -> Result<(), Status> {
+        match &self.dir {
+            Some(dir) => write_json_atomic(dir, &format!("{}.state", info.transaction), info).map_err(|e| status_from_engine(&e)),
+            None => Ok(()),
+        }
+    }
+
+    /// `begin_transaction`: creates an open transaction; beginning an open or prepared
+    /// one again is a no-op.
+    ///
+    /// # Errors
+    /// `FAILED_PRECONDITION` for a committed or aborted id; `INVALID_ARGUMENT` for a bad id.
+    pub fn begin(&self, id: &str) -> Result<TransactionInfo, Status> {
+        validate_id(id)?;
+        let mut all = lock(&self.all);
+        if let Some(existing) = all.get(id) {
+            let info = lock(existing).info.clone();
+            return match info.state {
+                TransactionState::Open | TransactionState::Prepared => Ok(info),
+                state => Err(Status::failed_precondition(format!("transaction {id:?} is already {state:?}"))),
+            };
+        }
+        let info = TransactionInfo { transaction: id.to_owned(), state: TransactionState::Open, records: 0, skipped: 0 };
+        if let Some(path) = self.staged_path(id) {
+            std::fs::File::create(&path).map_err(|e| io_status("cannot create", &path, &e))?;
+        }
+        self.save(&info)?;
+        all.insert(id.to_owned(), Arc::new(Mutex::new(Transaction { info: info.clone(), memory: Vec::new() })));
+        Ok(info)
+    }
+
+    /// Stages `records` (validated as `table` would ingest them) in transaction `id`.
+    /// Returns `(records staged, skipped (row, reason))`.
+    ///
+    /// # Errors
+    /// `NOT_FOUND`; `FAILED_PRECONDITION` unless the transaction is open;
+    /// `INVALID_ARGUMENT` naming the first invalid record under the `reject` policy
+    /// (nothing of the batch is staged).
+    pub fn stage(&self, table: &Table, id: &str, records: &[&[u8]]) -> Result<(usize, Vec<(usize, String)>), Status> {
+        let transaction = self.get(id)?;
+        let mut transaction = lock(&transaction);
+        if transaction.info.state != TransactionState::Open {
+            return Err(Status::failed_precondition(format!(
+                "transaction {id:?} is {:?}; records can be staged only while it is open",
+                transaction.info.state
+            )));
+        }
+        let problems = table.check_records(records);
+        if let Some((index, reason)) = problems.first() {
+            if table.config().on_invalid_json == shoal_core::table::InvalidJsonPolicy::Reject {
+                return Err(Status::invalid_argument(format!("record {index} of the batch is not valid: {reason}")));
+            }
+        }
+        let skip: std::collections::HashSet<usize> = problems.iter().map(|(i, _)| *i).collect();
+        let kept: Vec<&[u8]> = records.iter().enumerate().filter(|(i, _)| !skip.contains(i)).map(|(_, r)| *r).collect();
+        match self.staged_path(id) {
+            Some(path) => {
+                let mut buffer = Vec::with_capacity(kept.iter().map(|r| r.len() + 4).sum());
+                for record in &kept {
+                    let length = u32::try_from(record.len()).map_err(|_| Status::invalid_argument("a record over 4 GiB"))?;
+                    buffer.extend_from_slice(&length.to_le_bytes());
+                    buffer.extend_from_slice(record);
+                }
+                let mut file = std::fs::OpenOptions::new().append(true).open(&path).map_err(|e| io_status("cannot open", &path, &e))?;
+                file.write_all(&buffer).map_err(|e| io_status("cannot write", &path, &e))?;
+            }
+            None => transaction.memory.extend(kept.iter().map(|r| r.to_vec())),
+        }
+        transaction.info.records += kept.len() as u64;
+        transaction.info.skipped += problems.len() as u64;
+        Ok((kept.len(), problems))
+    }
+
+    /// `prepare_transaction`: syncs the staged records; afterwards nothing more is staged.
+    ///
+    /// # Errors
+    /// `NOT_FOUND`; `FAILED_PRECONDITION` for a committed or aborted transaction.
+    pub fn prepare(&self, id: &str) -> Result<TransactionInfo, Status> {
+        let transaction = self.get(id)?;
+        let mut transaction = lock(&transaction);
+        match transaction.info.state {
+            TransactionState::Prepared => return Ok(transaction.info.clone()),
+            TransactionState::Open => {}
+            state => return Err(Status::failed_precondition(format!("transaction {id:?} is already {state:?}"))),
+        }
+        if let Some(path) = self.staged_path(id) {
+            let file = std::fs::File::open(&path).map_err(|e| io_status("cannot open", &path, &e))?;
+            file.sync_all().map_err(|e| io_status("cannot sync", &path, &e))?;
+        }
+        transaction.info.state = TransactionState::Prepared;
+        self.save(&transaction.info)?;
+        Ok(transaction.info.clone())
+    }
+
+    /// `commit_transaction`: ingests the staged records exactly once and waits until
+    /// they are durable (on-disk tables); idempotent.
+    ///
+    /// # Errors
+    /// `NOT_FOUND`; `FAILED_PRECONDITION` for an aborted transaction; engine errors.
+    pub fn commit(&self, table: &Table, id: &str) -> Result<TransactionInfo, Status> {
+        let transaction = self.get(id)?;
+        let mut transaction = lock(&transaction);
+        match transaction.info.state {
+            TransactionState::Committed => return Ok(transaction.info.clone()),
+            TransactionState::Aborted => {
+                return Err(Status::failed_precondition(format!("transaction {id:?} was aborted; it cannot commit")))
+            }
+            TransactionState::Open | TransactionState::Prepared => {}
+        }
+        let records = match self.staged_path(id) {
+            Some(path) => read_staged(&path)?,
+            None => std::mem::take(&mut transaction.memory),
+        };
+        let writer = format!("txn/{id}");
+        let mut end = 0;
+        for (chunk, serial) in records.chunks(COMMIT_CHUNK).zip(1u64..) {
+            let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+            let report = table.ingest_as(WriterBatch { writer: &writer, serial }, &refs).map_err(|e| status_from_engine(&e))?;
+            end = end.max(report.end_address);
+        }
+        if table.log().has_storage() {
+            // Chunks skipped as already ingested (a retried commit) are below the tail.
+            let target = if end == 0 { table.log().tail_address() } else { end };
+            table.wait_durable(target, Duration::from_secs(60)).map_err(|e| status_from_engine(&e))?;
+        }
+        transaction.info.state = TransactionState::Committed;
+        transaction.info.records = records.len() as u64;
+        self.save(&transaction.info)?;
+        if let Some(path) = self.staged_path(id) {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(transaction.info.clone())
+    }
+
+    /// `abort_transaction`: drops the staged records; idempotent.
+    ///
+    /// # Errors
+    /// `NOT_FOUND`; `FAILED_PRECONDITION` for a committed transaction.
+    pub fn abort(&self, id: &str) -> Result<TransactionInfo, Status> {
+        let transaction = self.get(id)?;
+        let mut transaction = lock(&transaction);
+        match transaction.info.state {
+            TransactionState::Aborted => return Ok(transaction.info.clone()),
+            TransactionState::Committed => {
+                return Err(Status::failed_precondition(format!("transaction {id:?} is committed; it cannot abort")))
+            }
+            TransactionState::Open | TransactionState::Prepared => {}
+        }
+        transaction.memory.clear();
+        transaction.info.state = TransactionState::Aborted;
+        self.save(&transaction.info)?;
+        if let Some(path) = self.staged_path(id) {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(transaction.info.clone())
+    }
+
+    /// `list_transactions`: every transaction, by id.
+    #[must_use]
+    pub fn list(&self) -> Vec<TransactionInfo> {
+        let all: Vec<Arc<Mutex<Transaction>>> = lock(&self.all).values().cloned().collect();
+        let mut infos: Vec<TransactionInfo> = all.iter().map(|t| lock(t).info.clone()).collect();
+        infos.sort_by(|a, b| a.transaction.cmp(&b.transaction));
+        infos
+    }
+}
+
+/// Reads a staging file (u32 LE length + bytes per record). A torn last record (a crash
+/// while an open transaction was written) ends the file.
+fn read_staged(path: &Path) -> Result<Vec<Vec<u8>>, Status> {
+    let file = std::fs::File::open(path).map_err(|e| io_status("cannot open", path, &e))?;
+    let mut reader = BufReader::new(file);
+    let mut records = Vec::new();
+    loop {
+        let mut length = [0u8; 4];
+        match reader.read_exact(&mut length) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(io_status("cannot read", path, &e)),
+        }
+        let mut record = vec![0u8; u32::from_le_bytes(length) as usize];
+        match reader.read_exact(&mut record) {
+            Ok(()) => records.push(record),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(io_status("cannot read", path, &e)),
+        }
+    }
+    Ok(records)
+}

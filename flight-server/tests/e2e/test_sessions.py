@@ -1,0 +1,109 @@
+"""Exactly-once over the wire: writer serial numbers in DoPut batch metadata, the
+durability policies, and transactions (staged, invisible until commit, idempotent
+commit) — across a SIGKILL of the daemon."""
+
+import json
+import signal
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from conftest import Daemon, action, github_events, query
+
+SCHEMA = pa.schema([("json", pa.string())])
+
+
+def put_tagged(client, table, batches):
+    """DoPut of (records, metadata dict) pairs; returns the PutResult metadata of each."""
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), SCHEMA)
+    acks = []
+    with writer:
+        for records, metadata in batches:
+            batch = pa.record_batch([pa.array(records, pa.string())], schema=SCHEMA)
+            writer.write_with_metadata(batch, pa.py_buffer(json.dumps(metadata).encode()))
+            acks.append(json.loads(reader.read().to_pybytes()))
+        writer.done_writing()
+    return acks
+
+
+def ids(client, table):
+    result, _, _ = query(client, {"table": table, "columns": ["id"]})
+    return sorted(result.column("id").to_pylist()) if result is not None else []
+
+
+def test_writer_serials_make_resends_exactly_once_and_fsync_acks_are_durable(tmp_path):
+    events = github_events(1000)
+    d = Daemon(tmp_path / "data")
+    client = d.client()
+    action(client, "create_table", {"name": "t", "durability": "fsync", "page_size_bits": 20})
+    batches = [(events[i:i + 100], {"writer": "job-1", "serial": i // 100 + 1}) for i in range(0, 600, 100)]
+    acks = put_tagged(client, "t", batches)
+    assert [a["duplicate"] for a in acks] == [False] * 6
+    assert all(a["durable_address"] >= a["end_address"] for a in acks), "fsync: acknowledged means durable"
+    status = action(client, "writer_status", {"table": "t", "writer": "job-1"})
+    assert status["last_serial"] == 6 and status["last_durable_serial"] == 6
+    # The daemon dies; the writer resends everything from serial 1, then continues.
+    d.process.send_signal(signal.SIGKILL)
+    d.process.wait(30)
+    d = Daemon(tmp_path / "data")
+    try:
+        client = d.client()
+        assert action(client, "writer_status", {"table": "t", "writer": "job-1"})["last_serial"] == 6
+        more = [(events[i:i + 100], {"writer": "job-1", "serial": i // 100 + 1}) for i in range(0, 1000, 100)]
+        acks = put_tagged(client, "t", more)
+        assert [a["duplicate"] for a in acks] == [True] * 6 + [False] * 4
+        got = ids(client, "t")
+        assert got == sorted(json.loads(e)["id"] for e in events), "every event exactly once"
+        with pytest.raises(pa.ArrowInvalid, match="go together"):
+            put_tagged(client, "t", [(events[:1], {"writer": "x"})])
+        with pytest.raises(pa.ArrowInvalid, match="unknown field"):
+            put_tagged(client, "t", [(events[:1], {"writr": "x", "serial": 1})])
+    finally:
+        assert d.stop() == 0
+
+
+def test_transactions_stage_invisibly_commit_idempotently_and_survive_sigkill(tmp_path):
+    events = github_events(900)
+    d = Daemon(tmp_path / "data")
+    client = d.client()
+    action(client, "create_table", {"name": "t", "page_size_bits": 20})
+    assert action(client, "begin_transaction", {"table": "t", "transaction": "sink-0-1"})["state"] == "open"
+    acks = put_tagged(client, "t", [(events[i:i + 150], {"transaction": "sink-0-1"}) for i in range(0, 450, 150)])
+    assert [a["staged"] for a in acks] == [150, 150, 150]
+    count, _, _ = query(client, {"table": "t", "aggregates": [{"function": "count"}]})
+    assert sum(count.column(0).to_pylist()) == 0, "staged records are invisible"
+    with pytest.raises(pa.ArrowInvalid, match="record 1 of the batch"):
+        put_tagged(client, "t", [(['{"ok": 1}', '{"broken"'], {"transaction": "sink-0-1"})])
+    assert action(client, "prepare_transaction", {"table": "t", "transaction": "sink-0-1"})["state"] == "prepared"
+    # A second transaction stays open; both outlive a SIGKILL.
+    action(client, "begin_transaction", {"table": "t", "transaction": "sink-0-2"})
+    put_tagged(client, "t", [(events[450:], {"transaction": "sink-0-2"})])
+    d.process.send_signal(signal.SIGKILL)
+    d.process.wait(30)
+
+    d = Daemon(tmp_path / "data")
+    try:
+        client = d.client()
+        states = {t["transaction"]: t["state"] for t in action(client, "list_transactions", {"table": "t"})}
+        assert states == {"sink-0-1": "prepared", "sink-0-2": "open"}
+        committed = action(client, "commit_transaction", {"table": "t", "transaction": "sink-0-1"})
+        assert committed["state"] == "committed" and committed["records"] == 450
+        again = action(client, "commit_transaction", {"table": "t", "transaction": "sink-0-1"})
+        assert again["state"] == "committed", "commit is idempotent"
+        assert action(client, "abort_transaction", {"table": "t", "transaction": "sink-0-2"})["state"] == "aborted"
+        assert ids(client, "t") == sorted(json.loads(e)["id"] for e in events[:450])
+        with pytest.raises((flight.FlightError, pa.ArrowInvalid), match="is committed; it cannot abort"):
+            action(client, "abort_transaction", {"table": "t", "transaction": "sink-0-1"})
+        with pytest.raises(pa.ArrowKeyError):
+            action(client, "commit_transaction", {"table": "t", "transaction": "nope"})
+    finally:
+        assert d.stop() == 0
+    # The committed outcome survives a restart too.
+    d = Daemon(tmp_path / "data")
+    try:
+        client = d.client()
+        assert action(client, "commit_transaction", {"table": "t", "transaction": "sink-0-1"})["state"] == "committed"
+        assert len(ids(client, "t")) == 450
+    finally:
+        assert d.stop() == 0

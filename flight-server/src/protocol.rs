@@ -195,6 +195,17 @@ pub struct TransactionRef {
     pub transaction: String,
 }
 
+/// `make_durable`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MakeDurable {
+    /// Table name.
+    pub table: String,
+    /// Address everything below which must be durable (default: the current tail).
+    #[serde(default)]
+    pub address: Option<u64>,
+}
+
 /// `writer_status`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -30,7 +30,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::auth::{Authenticator, Credentials};
 use crate::catalog::{Catalog, TableEntry};
 use crate::protocol::{
-    parse_body, status_from_engine, AggregateSpec, BatchMetadata, CreateTable, TransactionRef, WriterRef, DeregisterPsf, QueryCommand, RegisterPsf, TableRef, TicketBody,
+    parse_body, status_from_engine, AggregateSpec, BatchMetadata, CreateTable, MakeDurable, TransactionRef, WriterRef, DeregisterPsf, QueryCommand, RegisterPsf, TableRef, TicketBody,
     TICKET_VERSION,
 };
 
@@ -42,6 +42,7 @@ pub const ACTIONS: &[(&str, &str)] = &[
     ("deregister_psf", r#"{"table", "name"} → PSF with safe deregister address"#),
     ("list_psfs", r#"{"table"} → [PSF]"#),
     ("stats", r#"{"table"} → counters and log addresses"#),
+    ("make_durable", r#"{"table", "address"?} → waits until everything below address (default: the tail) is durable, without closing the open page; {"durable_address"}"#),
     ("writer_status", r#"{"table", "writer"} → {"last_serial", "last_durable_serial", "durable_address"}"#),
     ("begin_transaction", r#"{"table", "transaction"} → opens a transaction; DoPut batches with app_metadata {"transaction"} are staged in it"#),
     ("prepare_transaction", r#"{"table", "transaction"} → syncs its staged records"#),
@@ -606,6 +607,19 @@ fn run_action(catalog: &Catalog, action: &Action) -> Result<serde_json::Value, S
             stats["table"] = json!(request.table);
             stats["psfs"] = json!(entry.table.psfs().all().len());
             Ok(stats)
+        }
+        "make_durable" => {
+            let request: MakeDurable = parse_body("make_durable", body)?;
+            let entry = catalog.get(&request.table)?;
+            if !entry.table.log().has_storage() {
+                return Err(Status::failed_precondition(format!(
+                    "table {:?} is in memory (the daemon runs --in-memory): nothing can be made durable",
+                    request.table
+                )));
+            }
+            let address = request.address.unwrap_or_else(|| entry.table.log().tail_address());
+            let durable = entry.table.wait_durable(address, Duration::from_secs(60)).map_err(|e| status_from_engine(&e))?;
+            Ok(json!({"table": request.table, "durable_address": durable}))
         }
         "writer_status" => {
             let request: WriterRef = parse_body("writer_status", body)?;

@@ -107,3 +107,18 @@ def test_transactions_stage_invisibly_commit_idempotently_and_survive_sigkill(tm
         assert len(ids(client, "t")) == 450
     finally:
         assert d.stop() == 0
+
+
+def test_make_durable_writes_the_open_page_without_closing_it(tmp_path):
+    d = Daemon(tmp_path / "data")
+    try:
+        client = d.client()
+        action(client, "create_table", {"name": "t", "page_size_bits": 22})
+        acks = put_tagged(client, "t", [(['{"id": "a"}', '{"id": "b"}'], {})])
+        assert acks[0]["durable_address"] < acks[0]["end_address"], "policy none: not durable yet"
+        durable = action(client, "make_durable", {"table": "t"})["durable_address"]
+        assert durable >= acks[0]["end_address"]
+        stats = action(client, "stats", {"table": "t"})
+        assert stats["tail_address"] < 1 << 22, "the open page was not closed"
+    finally:
+        assert d.stop() == 0

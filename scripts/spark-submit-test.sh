@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# A real `spark-submit --jars shoal-spark-connector-*-shaded.jar` against a real daemon:
+# the check that the shaded jar works on a stock Spark 3.5 distribution (PySpark's), not
+# only on the test class path of `mvn verify`. Not part of scripts/test.sh (see
+# docs/spark.md, "spark-submit test", for the time it takes and why).
+#
+#   scripts/spark-submit-test.sh
+#
+# Steps: build the shaded jar (mvn package -pl spark-connector); create .venv-spark
+# (scripts/spark-venv.sh: pyspark 3.5, pyarrow); start `shoal serve` on a free port over a
+# temporary data directory; ingest data/github/events.ndjson with `shoal ingest` - the
+# first half before and the second half after registering the projection PSF `by_type`
+# on `type`; run spark-connector/src/test/pyspark/read_events.py with spark-submit, which
+# checks EXPLAIN for the pushed filter and the PSF, and compares results with Spark's JSON
+# reader.
+#
+# Environment: SHOAL_BIN (default target/debug/shoal), SHOAL_DATA (default
+# data/github/events.ndjson), SHOAL_SPARK_JAR (skip the Maven build and use this jar),
+# SHOAL_SPARK_VENV / PYSPARK_SPEC (see scripts/spark-venv.sh).
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+step() { printf '\n==> %s\n' "$*"; }
+started=$(date +%s)
+
+bin="${SHOAL_BIN:-$repo_root/target/debug/shoal}"
+data="${SHOAL_DATA:-$repo_root/data/github/events.ndjson}"
+if [[ ! -x "$bin" ]]; then
+  step "building the daemon (cargo build -p shoal-server)"
+  cargo build --locked -p shoal-server
+fi
+if [[ ! -f "$data" ]]; then
+  step "fetching test data"
+  scripts/fetch-data.sh
+fi
+
+jar="${SHOAL_SPARK_JAR:-}"
+if [[ -z "$jar" ]]; then
+  step "building the shaded connector jar"
+  mvn -B -ntp -q -pl spark-connector -am package -DskipTests
+  jar="$(ls "$repo_root"/spark-connector/target/shoal-spark-connector-*-shaded.jar | head -n 1)"
+fi
+echo "jar: $jar ($(du -h "$jar" | cut -f1))"
+
+step "PySpark virtual environment"
+venv="$(scripts/spark-venv.sh)"
+export PATH="$venv/bin:$PATH"
+export PYSPARK_PYTHON="$venv/bin/python"
+export SPARK_LOCAL_IP=127.0.0.1
+
+step "starting the daemon"
+work="$(mktemp -d)"
+daemon_pid=""
+cleanup() {
+  if [[ -n "$daemon_pid" ]]; then kill "$daemon_pid" 2>/dev/null || true; wait "$daemon_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+endpoint="grpc://127.0.0.1:$port"
+"$bin" serve --listen "127.0.0.1:$port" --data-dir "$work/data" >"$work/daemon.log" 2>&1 &
+daemon_pid=$!
+for _ in $(seq 1 100); do
+  grep -q "shoal ready" "$work/daemon.log" && break
+  kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/daemon.log"; echo "daemon exited" >&2; exit 1; }
+  sleep 0.1
+done
+grep -q "shoal ready" "$work/daemon.log" || { cat "$work/daemon.log"; echo "daemon not ready" >&2; exit 1; }
+echo "daemon at $endpoint (pid $daemon_pid)"
+
+step "ingesting $(wc -l <"$data") events (PSF by_type registered after the first half)"
+table=events
+total=$(wc -l <"$data")
+head -n $((total / 2)) "$data" >"$work/first.ndjson"
+tail -n +$((total / 2 + 1)) "$data" >"$work/second.ndjson"
+"$bin" ingest --endpoint "$endpoint" --table "$table" --create "$work/first.ndjson"
+"$bin" psf add --endpoint "$endpoint" --table "$table" --name by_type --projection type
+"$bin" ingest --endpoint "$endpoint" --table "$table" "$work/second.ndjson"
+
+step "spark-submit --jars $(basename "$jar")"
+submit_started=$(date +%s)
+spark-submit --master 'local[2]' --driver-memory 2g \
+  --conf spark.driver.host=127.0.0.1 --conf spark.log.level=WARN \
+  --jars "$jar" \
+  spark-connector/src/test/pyspark/read_events.py "$endpoint" "$table" "$data" by_type
+echo "spark-submit: $(( $(date +%s) - submit_started )) s; whole script: $(( $(date +%s) - started )) s"

@@ -24,19 +24,22 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::checkpoint::{read_json, CheckpointState, TableMeta, CHECKPOINT_FILE, FORMAT_VERSION, TABLE_META_FILE};
+use crate::checkpoint::index as index_checkpoint;
+use crate::checkpoint::{
+    read_json, CheckpointState, ObservedTotals, TableMeta, CHECKPOINT_FILE, FORMAT_VERSION, TABLE_META_FILE,
+};
 use crate::error::{Error, Result};
 use crate::index::HashIndex;
 use crate::ingest::property_hash;
 use crate::log::device::{Device, PageState};
 use crate::log::{DeviceConfig, HybridLog, FIRST_ADDRESS};
 use crate::psf::{PsfKind, NOT_YET};
-use crate::record::{ADDRESS_MASK, KEY_POINTER_SIZE, RECORD_PREFIX};
+use crate::record::{KEY_POINTER_SIZE, RECORD_PREFIX};
 use crate::log::device::{seal_page, SegmentFiles};
 use crate::record::RecordHeader;
 use crate::schema::InferredSchema;
 use crate::session::Marker;
-use crate::table::{for_each_record, Table, TableConfig};
+use crate::table::{for_each_record, Observed, Table, TableConfig};
 
 /// What [`Table::open`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -45,8 +48,12 @@ pub struct RecoveryReport {
     pub pages_replayed: u64,
     /// Bytes read from segment files.
     pub bytes_replayed: u64,
-    /// Visible records found.
+    /// Visible records in the recovered table.
     pub records: u64,
+    /// The fuzzy index checkpoint loaded, if any (then replay began at its start).
+    pub index_checkpoint: Option<String>,
+    /// First page replayed (0 without an index checkpoint).
+    pub first_page_replayed: u64,
     /// Key pointers linked into the rebuilt index.
     pub key_pointers: u64,
     /// End of the recovered log: one past the last record.
@@ -115,8 +122,29 @@ impl Table {
             .collect::<Result<Vec<_>>>()?;
 
         let mut report = RecoveryReport::default();
-        let checkpoint: Option<CheckpointState> = read_json(&dir, CHECKPOINT_FILE)?;
-        let index = HashIndex::new(config.index_size_bits)?;
+        let mut checkpoint: Option<CheckpointState> = read_json(&dir, CHECKPOINT_FILE)?;
+        let mut index = HashIndex::new(config.index_size_bits)?;
+        // With a fuzzy index copy, replay starts at the page of its start (or of the
+        // first record the checkpoint's schema and counters do not cover, if earlier).
+        let mut replay_from = 0u64;
+        if let Some(reference) = checkpoint.as_ref().and_then(|c| c.index.clone()) {
+            match index_checkpoint::load(&dir.join(&reference.file), &index, config.index_size_bits) {
+                Ok(header) if header.start == reference.start && header.end == reference.end => {
+                    report.index_checkpoint = Some(reference.file.clone());
+                    replay_from = reference.start.min(checkpoint.as_ref().map_or(0, |c| c.schema_observed_until));
+                }
+                Ok(_) => checkpoint = None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "recovery: the index checkpoint is unusable; replaying the whole log");
+                    report.checkpoint_ignored = Some(e.to_string());
+                    checkpoint = None;
+                }
+            }
+            if checkpoint.is_none() {
+                index = HashIndex::new(config.index_size_bits)?;
+                report.index_checkpoint = None;
+            }
+        }
         let page_size = 1usize << config.log.page_size_bits;
         let capacity = page_size - crate::log::PAGE_FOOTER_SIZE;
         let Device::Segments(files) = Device::open(&config.log.device, page_size, config.log.pages_per_segment)? else {
@@ -124,12 +152,12 @@ impl Table {
         };
         let schema_from = checkpoint.as_ref().map_or(0, |c| c.schema_observed_until);
         let mut schema = InferredSchema::new();
-        let mut key_pointer_counts = vec![0u64; psf_kinds.len()];
-        let (mut records, mut payload_bytes) = (0u64, 0u64);
-        let mut end_address = FIRST_ADDRESS;
+        let mut totals = ObservedTotals::default();
         let mut buffer = vec![0u8; page_size];
         let mut canonical = Vec::new();
-        let mut page = 0u64;
+        let mut page = replay_from >> config.log.page_size_bits;
+        report.first_page_replayed = page;
+        let mut end_address = (page << config.log.page_size_bits).max(FIRST_ADDRESS);
         let mut open_batches: std::collections::HashMap<(String, u64), u64> = std::collections::HashMap::new();
         let mut last_serials = checkpoint.as_ref().map(|c| c.writers.clone()).unwrap_or_default();
         loop {
@@ -143,6 +171,7 @@ impl Table {
                 }
             }
             let page_start = page << config.log.page_size_bits;
+            // Pages the checkpoint's schema and counters cover only update the index.
             let infer = page_start >= schema_from;
             let mut failure = None;
             for_each_record(&buffer[..capacity], |offset, view| {
@@ -169,31 +198,23 @@ impl Table {
                 if !header.is_visible() || failure.is_some() {
                     return;
                 }
-                records += 1;
-                payload_bytes += view.payload().len() as u64;
                 if infer {
                     schema.observe(view.payload());
+                    let kps = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
+                    totals.add(view.payload().len(), kps);
                 }
                 for i in 0..header.key_pointer_count() {
                     let Some(kp) = view.key_pointer(i) else { continue };
-                    let Some(count) = key_pointer_counts.get_mut(kp.psf_id as usize) else { continue };
+                    if kp.psf_id as usize >= psf_kinds.len() {
+                        continue;
+                    }
                     canonical.clear();
                     if !kp.canonical_value(view.value_region(), view.payload(), &mut canonical) {
                         continue;
                     }
                     let kp_address = address + (RECORD_PREFIX + i * KEY_POINTER_SIZE) as u64;
-                    match index.find_or_create_entry(property_hash(kp.psf_id, &canonical)) {
-                        Ok(slot) => {
-                            let mut current = slot.load();
-                            while current & ADDRESS_MASK < kp_address {
-                                match slot.swing(current, kp_address) {
-                                    Ok(()) => break,
-                                    Err(actual) => current = actual,
-                                }
-                            }
-                            *count += 1;
-                            report.key_pointers += 1;
-                        }
+                    match index.raise_entry(property_hash(kp.psf_id, &canonical), kp_address) {
+                        Ok(()) => report.key_pointers += 1,
                         Err(e) => failure = Some(e),
                     }
                 }
@@ -227,35 +248,39 @@ impl Table {
         }
         // A last page that was flushed partly (group commit) ends in zeros, which
         // readers take for records in flight: close it with a filler, as a full flush would.
-        if page > 0 {
+        if page > report.first_page_replayed {
             report.bytes_cut += cut_log_at(&files, end_address, config.log.page_size_bits, &mut buffer)?;
         }
         drop(files);
 
-        let schema = match checkpoint {
-            Some(state) if state.schema_observed_until <= (page << config.log.page_size_bits) => {
+        let recovered_end = page << config.log.page_size_bits;
+        let observed = match checkpoint {
+            Some(state)
+                if state.schema_observed_until <= recovered_end
+                    && state.index.as_ref().is_none_or(|i| i.end <= recovered_end) =>
+            {
                 report.checkpoint_used = true;
-                let mut merged = state.schema;
-                merged.merge(&schema);
-                merged
+                let mut observed = Observed { schema: state.schema, totals: state.totals, until: 0 };
+                observed.schema.merge(&schema);
+                observed.totals.merge(&totals);
+                observed
             }
             Some(state) => {
                 report.checkpoint_ignored = Some(format!(
-                    "its schema covers the log up to address {}, beyond the recovered log",
-                    state.schema_observed_until
+                    "it covers the log up to address {}, beyond the recovered log (end {end_address})",
+                    state.index.as_ref().map_or(state.schema_observed_until, |i| i.end.max(state.schema_observed_until))
                 ));
-                // The pages before `schema_from` were not inferred: infer them now.
-                if schema_from > 0 {
-                    return Self::open_without_checkpoint(config, &dir, report, started);
-                }
-                schema
+                // Pages before the checkpoint's were not replayed: start over without it.
+                return Self::open_without_checkpoint(config, &dir, report, started);
             }
-            None => schema,
+            None => Observed { schema, totals, until: 0 },
         };
+        let (records, payload_bytes) = (observed.totals.records, observed.totals.payload_bytes);
+        let key_pointer_counts = observed.totals.key_pointers.clone();
 
         let log = HybridLog::recover(&config.log, FIRST_ADDRESS, page)?;
         let tail = log.tail_address();
-        let table = Table::assemble(config, log, index, schema);
+        let table = Table::assemble(config, log, index, observed);
         // Boundaries past the recovered tail would claim chains for records written
         // after recovery under a different PSF set: clamp them to the tail.
         let restored = meta
@@ -272,11 +297,11 @@ impl Table {
         for (psf, count) in table.psfs.all().iter().zip(key_pointer_counts) {
             psf.add_key_pointers(count);
         }
+        report.records = records;
         table.sessions.restore(&last_serials);
         report.writers = last_serials.len();
         table.records.store(records, Ordering::Relaxed);
         table.payload_bytes.store(payload_bytes, Ordering::Relaxed);
-        report.records = records;
         report.end_address = end_address;
         report.tail_address = tail;
         report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

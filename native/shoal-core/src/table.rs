@@ -8,7 +8,8 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{
-    write_json_atomic, CheckpointState, PsfMeta, TableMeta, CHECKPOINT_FILE, FORMAT_VERSION, TABLE_META_FILE,
+    write_json_atomic, CheckpointState, IndexCheckpointRef, ObservedTotals, PsfMeta, TableMeta, CHECKPOINT_FILE,
+    FORMAT_VERSION, TABLE_META_FILE,
 };
 use crate::error::{Error, Result};
 use crate::index::HashIndex;
@@ -131,9 +132,8 @@ pub struct Table {
     pub(crate) log: Arc<HybridLog>,
     pub(crate) index: HashIndex,
     pub(crate) psfs: PsfRegistry,
-    pub(crate) schema: Arc<Mutex<InferredSchema>>,
-    /// Every page below this address has been merged into `schema`.
-    pub(crate) schema_observed_until: Arc<AtomicU64>,
+    /// The schema and counters of fully flushed pages (the flush thread's observer).
+    pub(crate) observed: Arc<Mutex<Observed>>,
     /// Directory of an on-disk table (metadata and checkpoint files).
     dir: Option<PathBuf>,
     /// Serialises rewrites of `table.json`.
@@ -174,29 +174,33 @@ impl Table {
         // The index first: it validates its size before the log starts a thread.
         let index = HashIndex::new(config.index_size_bits)?;
         let log = HybridLog::create(&config.log)?;
-        let table = Self::assemble(config, log, index, InferredSchema::new());
+        let table = Self::assemble(config, log, index, Observed::default());
         table.write_meta(&[])?;
         Ok(table)
     }
 
     /// A table over a log and an index that are ready (created or recovered); the
     /// inferred schema covers the log up to its tail.
-    pub(crate) fn assemble(config: TableConfig, log: Arc<HybridLog>, index: HashIndex, schema: InferredSchema) -> Arc<Self> {
-        let schema = Arc::new(Mutex::new(schema));
-        let observed = Arc::clone(&schema);
-        let observed_until = Arc::new(AtomicU64::new(log.tail_address()));
-        let advance = Arc::clone(&observed_until);
+    pub(crate) fn assemble(config: TableConfig, log: Arc<HybridLog>, index: HashIndex, observed: Observed) -> Arc<Self> {
+        let observed = Arc::new(Mutex::new(Observed { until: log.tail_address(), ..observed }));
+        let state = Arc::clone(&observed);
         let capacity = log.page_capacity();
         let page_size = log.page_size() as u64;
         log.set_page_observer(Box::new(move |page, bytes| {
             let mut page_schema = InferredSchema::new();
+            let mut totals = ObservedTotals::default();
             for_each_record(&bytes[..capacity], |_, view| {
-                if view.header().is_visible() {
+                let header = view.header();
+                if header.is_visible() {
                     page_schema.observe(view.payload());
+                    let kps = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
+                    totals.add(view.payload().len(), kps);
                 }
             });
-            observed.lock().merge(&page_schema);
-            advance.fetch_max((page + 1) * page_size, Ordering::AcqRel);
+            let mut state = state.lock();
+            state.schema.merge(&page_schema);
+            state.totals.merge(&totals);
+            state.until = state.until.max((page + 1) * page_size);
         }));
         let dir = match &config.log.device {
             DeviceConfig::Directory(dir) => Some(dir.clone()),
@@ -207,8 +211,7 @@ impl Table {
             log,
             index,
             psfs: PsfRegistry::default(),
-            schema,
-            schema_observed_until: observed_until,
+            observed,
             dir,
             meta_lock: Mutex::new(()),
             checkpoint_lock: Mutex::new(()),
@@ -338,8 +341,10 @@ impl Table {
     /// observed here so that every record ingested so far is reflected.
     #[must_use]
     pub fn schema(&self) -> InferredSchema {
-        let observed_until = self.schema_observed_until.load(Ordering::Acquire);
-        let mut schema = self.schema.lock().clone();
+        let (mut schema, observed_until) = {
+            let observed = self.observed.lock();
+            (observed.schema.clone(), observed.until)
+        };
         let tail = self.log.tail_address();
         if tail > observed_until {
             let mut page = Vec::new();
@@ -382,39 +387,75 @@ impl Table {
         Ok(self.log.wait_flushed(target, std::time::Duration::from_secs(60)))
     }
 
-    /// Takes a checkpoint: flushes the log (closing the open page) and writes the
-    /// inferred schema with the address it covers (`checkpoint.json`), so that recovery
-    /// re-infers only what comes after. Returns the checkpoint's state.
-    /// In-memory tables only flush.
+    /// Takes a checkpoint (FASTER §6.5's fuzzy checkpoint, FishStore Appendix E) while
+    /// ingestion continues: every writer's last serial; the log tail `start`; a copy of
+    /// the hash index (`index-<end>.checkpoint`); the tail `end`; the log made durable up
+    /// to `end` (without closing the open page); then `checkpoint.json` with the inferred
+    /// schema and counters of the flushed pages and a reference to the index copy. After a
+    /// crash, recovery loads the copy and replays the log only from `start` (or from the
+    /// first page the schema does not cover, if earlier). In-memory tables only flush.
     ///
     /// # Errors
-    /// [`Error::Closed`]; [`Error::Io`] writing the file.
+    /// [`Error::Closed`]; [`Error::Io`] writing the files or making the log durable.
     pub fn checkpoint(&self) -> Result<CheckpointState> {
         // One checkpoint at a time: concurrent ones would race on the file's rename.
         let _one_at_a_time = self.checkpoint_lock.lock();
-        let flushed = self.flush()?;
-        let observed_until = self.schema_observed_until.load(Ordering::Acquire);
-        let state = CheckpointState {
-            log_end_address: flushed,
-            schema: self.schema.lock().clone(),
-            schema_observed_until: observed_until,
-            writers: self.sessions.last_serials(),
+        let Some(dir) = &self.dir else {
+            let flushed = self.flush()?;
+            return Ok(CheckpointState { log_end_address: flushed, ..CheckpointState::default() });
         };
-        if let Some(dir) = &self.dir {
-            write_json_atomic(dir, CHECKPOINT_FILE, &state)?;
+        // Serials first: every commit marker they count is below the tail read after.
+        let writers = self.sessions.last_serials();
+        let start = self.log.tail_address();
+        let header =
+            crate::checkpoint::index::write(dir, &self.index, self.config.index_size_bits, start, || self.log.tail_address())?;
+        self.wait_durable(header.end, std::time::Duration::from_secs(60))?;
+        let observed = self.observed.lock().clone();
+        let state = CheckpointState {
+            log_end_address: header.end,
+            schema: observed.schema,
+            schema_observed_until: observed.until,
+            writers,
+            totals: observed.totals,
+            index: Some(IndexCheckpointRef {
+                file: crate::checkpoint::index::file_name(header.end),
+                start,
+                end: header.end,
+                entries: header.entries,
+            }),
+        };
+        write_json_atomic(dir, CHECKPOINT_FILE, &state)?;
+        // Older index copies are no longer referenced.
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.filter_map(std::result::Result::ok) {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let current = state.index.as_ref().is_some_and(|i| i.file == name);
+                if name.starts_with("index-") && name.ends_with(".checkpoint") && !current {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
         }
         Ok(state)
     }
 
-    /// Takes a checkpoint and stops the table's background thread.
+    /// Flushes every page (so the checkpoint's schema covers the whole log), takes a
+    /// checkpoint and stops the table's background thread.
     ///
     /// # Errors
     /// As [`Self::checkpoint`].
     pub fn close(&self) -> Result<()> {
-        let result = self.checkpoint().map(|_| ());
+        let result = self.flush().and_then(|_| self.checkpoint()).map(|_| ());
         self.log.shutdown();
         result
     }
+}
+
+/// The schema and counters of the log's fully flushed pages, below `until`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Observed {
+    pub(crate) schema: InferredSchema,
+    pub(crate) totals: ObservedTotals,
+    pub(crate) until: u64,
 }
 
 /// True when `dir` holds a table's metadata or log.

@@ -115,6 +115,8 @@ fn reopened_table_has_every_record_psf_and_chain() {
     assert_eq!(report.records, 1_600, "{report:?}");
     assert!(report.checkpoint_used, "{report:?}");
     assert_eq!(report.schema_bytes_inferred, 0, "the checkpoint covered every page: {report:?}");
+    assert!(report.index_checkpoint.is_some() && report.first_page_replayed > 0, "{report:?}");
+    assert_eq!(report.pages_replayed, 0, "a clean close leaves nothing to replay: {report:?}");
     assert!(report.corrupt_page.is_none());
     assert_eq!(table.stats().records, 1_600);
     let recovered = table.psfs().all();
@@ -143,10 +145,14 @@ fn damaged_last_page_is_cut_off_and_reported() {
     for (name, spec) in psfs() {
         table.register_psf(name, &spec).expect("register");
     }
-    ingest(&table, &lines);
-    table.close().expect("close");
+    ingest(&table, &lines[..200]);
+    let checkpoint = table.checkpoint().expect("checkpoint");
+    // Pages written after the checkpoint, then a "crash" (no close).
+    ingest(&table, &lines[200..]);
+    table.flush().expect("flush");
     let page_size = 1u64 << 18;
     let last_page = (table.log().tail_address() - 1) / page_size - 1;
+    assert!(last_page > checkpoint.log_end_address / page_size, "the damaged page comes after the checkpoint");
     drop(table);
     // Flip one byte in the middle of the last written page.
     let segment = dir.path().join(format!("segment-{:08}.log", last_page / 8));
@@ -160,7 +166,7 @@ fn damaged_last_page_is_cut_off_and_reported() {
     assert_eq!(page, last_page);
     assert!(reason.contains("checksum"), "{reason}");
     assert!(report.bytes_cut >= page_size, "{report:?}");
-    assert!(report.checkpoint_ignored.is_some(), "the checkpoint covered the cut page: {report:?}");
+    assert!(report.index_checkpoint.is_some(), "replay began at the checkpoint: {report:?}");
     let kept = usize::try_from(report.records).expect("count");
     assert!(kept > 0 && kept < lines.len(), "{report:?}");
     // The records before the damaged page are exactly the first `kept` lines.
@@ -306,7 +312,7 @@ const WRITER_BATCH: usize = 20;
 /// `SHOAL_SESSION_CHILD` names a directory): two threads, writers `a` and `b`, ingest
 /// batches with serial numbers into an `fsync` table, resuming after the serial the
 /// table reports; every few batches each makes its batch durable and prints
-/// `durable WRITER SERIAL`.
+/// `durable WRITER SERIAL`. A third thread takes a fuzzy checkpoint every 15 ms.
 #[test]
 fn session_child() {
     let Some(dir) = std::env::var_os("SHOAL_SESSION_CHILD") else { return };
@@ -321,6 +327,11 @@ fn session_child() {
         table
     };
     std::thread::scope(|scope| {
+        // Fuzzy checkpoints while both writers ingest: recovery then starts from them.
+        scope.spawn(|| loop {
+            std::thread::sleep(std::time::Duration::from_millis(15));
+            table.checkpoint().expect("checkpoint");
+        });
         for writer in WRITERS {
             let (table, lines) = (&table, &lines);
             scope.spawn(move || {
@@ -350,6 +361,7 @@ fn writer_batches_survive_sigkill_exactly_once_and_whole() {
     let exe = std::env::current_exe().expect("test binary");
     let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
     let mut cuts = 0;
+    let mut from_index_checkpoint = 0;
     for round in 0..kills {
         let mut child = std::process::Command::new(&exe)
             .args(["--exact", "session_child", "--nocapture", "--test-threads", "1"])
@@ -389,6 +401,7 @@ fn writer_batches_survive_sigkill_exactly_once_and_whole() {
 
         let (table, report) = Table::open(config(dir.path())).expect("recovery");
         cuts += usize::from(report.cut_address.is_some());
+        from_index_checkpoint += usize::from(report.index_checkpoint.is_some());
         let (present, _) = ids(&table, "id LIKE 'crash-%'");
         for writer in WRITERS {
             let last = table.writer_status(writer).last_serial.unwrap_or(0);
@@ -408,5 +421,6 @@ fn writer_batches_survive_sigkill_exactly_once_and_whole() {
         table.close().expect("close");
     }
     let _ = lines;
-    eprintln!("{kills} kills, {cuts} recoveries cut an unfinished writer batch");
+    eprintln!("{kills} kills, {cuts} recoveries cut an unfinished writer batch, {from_index_checkpoint} started from a fuzzy index checkpoint");
+    assert!(from_index_checkpoint > 0, "no recovery used an index checkpoint");
 }

@@ -12,6 +12,8 @@
 //! Files are replaced atomically: written to `NAME.tmp`, synced, renamed over `NAME`, and
 //! the directory synced, so a crash leaves either the old or the new version.
 
+pub mod index;
+
 use std::io::Write;
 use std::path::Path;
 
@@ -94,9 +96,69 @@ pub struct CheckpointState {
     pub schema: InferredSchema,
     /// Address up to which [`Self::schema`] covers the log (a page boundary).
     pub schema_observed_until: u64,
-    /// Every writer's last ingested serial (see [`crate::session`]).
+    /// Every writer's last ingested serial (see [`crate::session`]), taken before
+    /// [`Self::log_end_address`] was read.
     #[serde(default)]
     pub writers: std::collections::BTreeMap<String, u64>,
+    /// Counters of the records below [`Self::schema_observed_until`].
+    #[serde(default)]
+    pub totals: ObservedTotals,
+    /// The fuzzy index checkpoint taken with this checkpoint, if any.
+    #[serde(default)]
+    pub index: Option<IndexCheckpointRef>,
+}
+
+/// Counters of the records in fully flushed pages, kept by the flush thread's page
+/// observer together with the inferred schema.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedTotals {
+    /// Visible records.
+    pub records: u64,
+    /// Their payload bytes.
+    pub payload_bytes: u64,
+    /// Key pointers by PSF id.
+    pub key_pointers: Vec<u64>,
+}
+
+impl ObservedTotals {
+    /// Adds one visible record with its key pointers' PSF ids.
+    pub fn add(&mut self, payload_bytes: usize, psf_ids: impl Iterator<Item = u32>) {
+        self.records += 1;
+        self.payload_bytes += payload_bytes as u64;
+        for id in psf_ids {
+            let id = id as usize;
+            if self.key_pointers.len() <= id {
+                self.key_pointers.resize(id + 1, 0);
+            }
+            self.key_pointers[id] += 1;
+        }
+    }
+
+    /// Adds `other`.
+    pub fn merge(&mut self, other: &ObservedTotals) {
+        self.records += other.records;
+        self.payload_bytes += other.payload_bytes;
+        if self.key_pointers.len() < other.key_pointers.len() {
+            self.key_pointers.resize(other.key_pointers.len(), 0);
+        }
+        for (mine, theirs) in self.key_pointers.iter_mut().zip(&other.key_pointers) {
+            *mine += theirs;
+        }
+    }
+}
+
+/// Where a checkpoint's index copy is and the log range it is fuzzy over.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexCheckpointRef {
+    /// File name in the table directory.
+    pub file: String,
+    /// Log tail before the copy began: recovery replays from here.
+    pub start: u64,
+    /// Log tail after the copy ended: the checkpoint is usable only if the recovered log
+    /// reaches it.
+    pub end: u64,
+    /// Entries copied.
+    pub entries: u64,
 }
 
 /// Writes `value` as JSON to `dir/name`, atomically (temporary file, sync, rename,

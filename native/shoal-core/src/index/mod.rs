@@ -244,6 +244,58 @@ impl HashIndex {
         }
     }
 
+    /// Every in-use, non-tentative entry with a non-zero address, as `(main bucket
+    /// index, tag, address)`; entries of overflow buckets report their main bucket. A
+    /// fuzzy snapshot when entries change meanwhile (each entry is read atomically) —
+    /// what a fuzzy index checkpoint records (FASTER §6.5).
+    pub fn for_each_entry_in_bucket(&self, mut visit: impl FnMut(u64, u64, u64)) {
+        for (index, bucket) in self.buckets.iter().enumerate() {
+            let mut current = Some(bucket);
+            while let Some(b) = current {
+                for entry in &b.entries {
+                    let word = entry.load(Ordering::Acquire);
+                    if word & IN_USE != 0 && word & TENTATIVE == 0 && word & ADDRESS_MASK != 0 {
+                        visit(index as u64, (word >> TAG_SHIFT) & TAG_MASK, word & ADDRESS_MASK);
+                    }
+                }
+                let overflow = b.overflow.load(Ordering::Acquire);
+                current = (overflow != 0).then(|| self.overflow_bucket(overflow));
+            }
+        }
+    }
+
+    /// Sets the entry of `(bucket, tag)` to `address` unless it already holds a newer
+    /// (higher) one: loading a snapshot from [`Self::for_each_entry_in_bucket`] and
+    /// replaying the log after it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bucket outside this index or a full overflow area.
+    pub fn restore_entry(&self, bucket: u64, tag: u64, address: u64) -> Result<()> {
+        if bucket > self.mask || tag > TAG_MASK {
+            return Err(Error::InvalidConfig(format!(
+                "index checkpoint entry (bucket {bucket}, tag {tag}) does not fit an index of {} buckets",
+                self.buckets.len()
+            )));
+        }
+        self.raise_entry(bucket | (tag << TAG_SHIFT), address)
+    }
+
+    /// Sets the entry of `hash` to `address` unless it already holds a higher address.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the overflow area is exhausted.
+    pub fn raise_entry(&self, hash: u64, address: u64) -> Result<()> {
+        let slot = self.find_or_create_entry(hash)?;
+        let mut current = slot.load();
+        while current & ADDRESS_MASK < address {
+            match slot.swing(current, address) {
+                Ok(()) => break,
+                Err(actual) => current = actual,
+            }
+        }
+        Ok(())
+    }
+
     /// Every in-use, non-tentative entry as (bucket position, tag, address); for
     /// checkpoints and statistics.
     pub fn for_each_entry(&self, mut visit: impl FnMut(u64, u64)) {

@@ -23,6 +23,9 @@ pub struct ServerConfig {
     pub durability: Durability,
     /// Interval of `group_commit`, in milliseconds. Default 5.
     pub group_commit_ms: u64,
+    /// Seconds between automatic checkpoints of every table (0: only on demand and at
+    /// shutdown). Default 60.
+    pub checkpoint_interval_secs: u64,
     /// Tokio worker threads (0 = one per core). Default 0.
     pub worker_threads: usize,
     /// Most endpoints (parallel log ranges) per query plan. Default 4.
@@ -51,6 +54,7 @@ impl Default for ServerConfig {
             memory_budget_bytes: 256 << 20,
             durability: Durability::None,
             group_commit_ms: 5,
+            checkpoint_interval_secs: 60,
             worker_threads: 0,
             endpoints_per_query: 4,
             auth_token: None,

@@ -69,6 +69,9 @@ struct ServeArgs {
     /// Group-commit interval in milliseconds [default: 5].
     #[arg(long, env = "SHOAL_GROUP_COMMIT_MS")]
     group_commit_ms: Option<u64>,
+    /// Seconds between automatic checkpoints, 0 for none [default: 60].
+    #[arg(long, env = "SHOAL_CHECKPOINT_INTERVAL_SECS")]
+    checkpoint_interval_secs: Option<u64>,
     /// Tokio worker threads [default: one per core].
     #[arg(long, env = "SHOAL_WORKER_THREADS")]
     worker_threads: Option<usize>,
@@ -117,6 +120,9 @@ impl ServeArgs {
         }
         if let Some(ms) = self.group_commit_ms {
             config.group_commit_ms = ms;
+        }
+        if let Some(secs) = self.checkpoint_interval_secs {
+            config.checkpoint_interval_secs = secs;
         }
         if let Some(threads) = self.worker_threads {
             config.worker_threads = threads;
@@ -229,6 +235,8 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
         .max_encoding_message_size(256 << 20);
     let server = tonic::service::interceptor::InterceptedService::new(server, check_auth);
     let gauges = tokio::spawn(update_gauges(Arc::clone(&catalog)));
+    let checkpoints = (config.checkpoint_interval_secs > 0 && !config.in_memory)
+        .then(|| tokio::spawn(checkpoint_periodically(Arc::clone(&catalog), config.checkpoint_interval_secs)));
     let mut builder = tonic::transport::Server::builder();
     if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
         let read = |path: &PathBuf| std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()));
@@ -250,11 +258,38 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
         .await
         .map_err(|e| format!("server error: {e}"))?;
     gauges.abort();
+    if let Some(task) = checkpoints {
+        task.abort();
+    }
     tracing::info!("shutting down: flushing tables");
     let closing = Arc::clone(&catalog);
     tokio::task::spawn_blocking(move || closing.close_all()).await.map_err(|e| e.to_string())?;
     tracing::info!("shoal stopped");
     Ok(())
+}
+
+/// Checkpoints every table every `seconds` (fuzzy: ingestion continues), so that
+/// recovery replays at most about that much of the log.
+async fn checkpoint_periodically(catalog: Arc<Catalog>, seconds: u64) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(seconds));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        for entry in catalog.list() {
+            let started = std::time::Instant::now();
+            let table = Arc::clone(&entry.table);
+            match tokio::task::spawn_blocking(move || table.checkpoint()).await {
+                Ok(Ok(state)) => tracing::info!(
+                    table = %entry.name,
+                    end = state.log_end_address,
+                    elapsed_ms = started.elapsed().as_millis(),
+                    "checkpoint"
+                ),
+                Ok(Err(e)) => tracing::error!(table = %entry.name, error = %e, "checkpoint failed"),
+                Err(e) => tracing::error!(table = %entry.name, error = %e, "checkpoint task failed"),
+            }
+        }
+    }
 }
 
 #[allow(clippy::cast_precision_loss)]

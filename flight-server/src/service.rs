@@ -660,7 +660,7 @@ fn run_action(catalog: &Catalog, action: &Action) -> Result<serde_json::Value, S
                 "table": request.table,
                 "flushed_until_address": state.log_end_address,
                 "schema_observed_until": state.schema_observed_until,
-                "index_checkpoint": false,
+                "index_checkpoint": state.index,
             }))
         }
         other => Err(Status::invalid_argument(format!(

@@ -195,6 +195,41 @@ pub struct TransactionRef {
     pub transaction: String,
 }
 
+/// `truncate`: exactly one of the three rules.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Truncate {
+    /// Table name.
+    pub table: String,
+    /// Drop everything below this log address.
+    #[serde(default)]
+    pub before_address: Option<u64>,
+    /// Keep about the newest this many bytes of log.
+    #[serde(default)]
+    pub keep_bytes: Option<u64>,
+    /// Drop segment files last written longer ago than this many seconds.
+    #[serde(default)]
+    pub older_than_secs: Option<u64>,
+}
+
+impl Truncate {
+    /// The engine's rule.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` unless exactly one rule is given.
+    pub fn rule(&self) -> Result<shoal_core::retention::RetentionRule, Status> {
+        use shoal_core::retention::RetentionRule;
+        match (self.before_address, self.keep_bytes, self.older_than_secs) {
+            (Some(address), None, None) => Ok(RetentionRule::BeforeAddress(address)),
+            (None, Some(bytes), None) => Ok(RetentionRule::KeepBytes(bytes)),
+            (None, None, Some(secs)) => Ok(RetentionRule::OlderThan(std::time::Duration::from_secs(secs))),
+            _ => Err(Status::invalid_argument(
+                "truncate: give exactly one of \"before_address\", \"keep_bytes\", \"older_than_secs\"",
+            )),
+        }
+    }
+}
+
 /// `make_durable`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

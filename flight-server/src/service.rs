@@ -30,7 +30,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::auth::{Authenticator, Credentials};
 use crate::catalog::{Catalog, TableEntry};
 use crate::protocol::{
-    parse_body, status_from_engine, AggregateSpec, BatchMetadata, CreateTable, MakeDurable, TransactionRef, WriterRef, DeregisterPsf, QueryCommand, RegisterPsf, TableRef, TicketBody,
+    parse_body, status_from_engine, AggregateSpec, BatchMetadata, CreateTable, MakeDurable, Truncate, TransactionRef, WriterRef, DeregisterPsf, QueryCommand, RegisterPsf, TableRef, TicketBody,
     TICKET_VERSION,
 };
 
@@ -42,6 +42,7 @@ pub const ACTIONS: &[(&str, &str)] = &[
     ("deregister_psf", r#"{"table", "name"} → PSF with safe deregister address"#),
     ("list_psfs", r#"{"table"} → [PSF]"#),
     ("stats", r#"{"table"} → counters and log addresses"#),
+    ("truncate", r#"{"table", "before_address" | "keep_bytes" | "older_than_secs"} → drops the head of the log (whole segment files); {"begin_address", "segments_deleted", "bytes_deleted"}"#),
     ("make_durable", r#"{"table", "address"?} → waits until everything below address (default: the tail) is durable, without closing the open page; {"durable_address"}"#),
     ("writer_status", r#"{"table", "writer"} → {"last_serial", "last_durable_serial", "durable_address"}"#),
     ("begin_transaction", r#"{"table", "transaction"} → opens a transaction; DoPut batches with app_metadata {"transaction"} are staged in it"#),
@@ -607,6 +608,15 @@ fn run_action(catalog: &Catalog, action: &Action) -> Result<serde_json::Value, S
             stats["table"] = json!(request.table);
             stats["psfs"] = json!(entry.table.psfs().all().len());
             Ok(stats)
+        }
+        "truncate" => {
+            let request: Truncate = parse_body("truncate", body)?;
+            let rule = request.rule()?;
+            let entry = catalog.get(&request.table)?;
+            let report = entry.table.truncate(rule).map_err(|e| status_from_engine(&e))?;
+            let mut answer = serde_json::to_value(&report).unwrap_or_default();
+            answer["table"] = json!(request.table);
+            Ok(answer)
         }
         "make_durable" => {
             let request: MakeDurable = parse_body("make_durable", body)?;

@@ -64,3 +64,32 @@ def test_sigkill_keeps_every_record_acknowledged_by_a_checkpoint(tmp_path):
         assert set(got) <= {json.loads(e)["id"] for e in events}, "nothing that was never sent"
     finally:
         assert d.stop() == 0
+
+
+def test_truncate_drops_the_head_of_the_log_and_survives_restart(tmp_path):
+    events = github_events(3000)
+    d = Daemon(tmp_path / "data")
+    client = d.client()
+    action(client, "create_table", {"name": "t", "page_size_bits": 18})
+    put(client, "t", events[:1500])
+    middle = action(client, "checkpoint", {"table": "t"})["flushed_until_address"]
+    put(client, "t", events[1500:])
+    action(client, "checkpoint", {"table": "t"})
+    report = action(client, "truncate", {"table": "t", "before_address": middle})
+    assert 0 < report["begin_address"] <= middle and report["begin_address"] > report["previous_begin_address"]
+    kept, _ = ids(client, "t")
+    assert set(json.loads(e)["id"] for e in events[1500:]) <= set(kept)
+    assert len(kept) < len(events)
+    try:
+        action(client, "truncate", {"table": "t", "keep_bytes": 1, "before_address": 5})
+        raise AssertionError("two rules accepted")
+    except Exception as e:  # noqa: BLE001 - pyarrow maps INVALID_ARGUMENT to ArrowInvalid
+        assert "exactly one" in str(e)
+    assert d.stop() == 0
+    d = Daemon(tmp_path / "data")
+    try:
+        again, _ = ids(d.client(), "t")
+        assert again == kept
+        assert action(d.client(), "stats", {"table": "t"})["begin_address"] == report["begin_address"]
+    finally:
+        assert d.stop() == 0

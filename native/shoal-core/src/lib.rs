@@ -65,6 +65,7 @@ pub mod parser;
 pub mod path;
 pub mod psf;
 pub mod recovery;
+pub mod retention;
 pub mod scan;
 pub mod schema;
 pub mod session;

@@ -155,7 +155,8 @@ impl Table {
         let mut totals = ObservedTotals::default();
         let mut buffer = vec![0u8; page_size];
         let mut canonical = Vec::new();
-        let mut page = replay_from >> config.log.page_size_bits;
+        let begin = meta.begin_address.max(FIRST_ADDRESS);
+        let mut page = replay_from.max(begin) >> config.log.page_size_bits;
         report.first_page_replayed = page;
         let mut end_address = (page << config.log.page_size_bits).max(FIRST_ADDRESS);
         let mut open_batches: std::collections::HashMap<(String, u64), u64> = std::collections::HashMap::new();
@@ -278,7 +279,7 @@ impl Table {
         let (records, payload_bytes) = (observed.totals.records, observed.totals.payload_bytes);
         let key_pointer_counts = observed.totals.key_pointers.clone();
 
-        let log = HybridLog::recover(&config.log, FIRST_ADDRESS, page)?;
+        let log = HybridLog::recover(&config.log, begin, page.max(begin >> config.log.page_size_bits))?;
         let tail = log.tail_address();
         let table = Table::assemble(config, log, index, observed);
         // Boundaries past the recovered tail would claim chains for records written

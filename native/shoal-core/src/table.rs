@@ -225,6 +225,15 @@ impl Table {
 
     /// Rewrites `table.json` with `psfs` (no-op for in-memory tables).
     pub(crate) fn write_meta(&self, psfs: &[Arc<Psf>]) -> Result<()> {
+        self.write_meta_as(psfs, self.log.begin_address())
+    }
+
+    /// Rewrites `table.json` with the current PSFs and `begin_address`.
+    pub(crate) fn write_meta_with_begin(&self, begin_address: u64) -> Result<()> {
+        self.write_meta_as(&self.psfs.all(), begin_address)
+    }
+
+    fn write_meta_as(&self, psfs: &[Arc<Psf>], begin_address: u64) -> Result<()> {
         let Some(dir) = &self.dir else { return Ok(()) };
         let _serialised = self.meta_lock.lock();
         let meta = TableMeta {
@@ -234,6 +243,7 @@ impl Table {
             index_size_bits: self.config.index_size_bits,
             memory_budget_bytes: self.config.log.memory_budget_bytes,
             durability: self.config.durability,
+            begin_address,
             on_invalid_json: self.config.on_invalid_json,
             psfs: psfs.iter().map(|p| PsfMeta::of(p)).collect(),
         };

@@ -49,10 +49,17 @@ pub struct TableMeta {
     /// Durability policy.
     #[serde(default)]
     pub durability: DurabilityPolicy,
+    /// Lowest valid log address (moved by retention).
+    #[serde(default = "first_address")]
+    pub begin_address: u64,
     /// Policy for invalid JSON.
     pub on_invalid_json: InvalidJsonPolicy,
     /// Every PSF ever registered, in id order.
     pub psfs: Vec<PsfMeta>,
+}
+
+fn first_address() -> u64 {
+    crate::log::FIRST_ADDRESS
 }
 
 /// One PSF in [`TableMeta`].

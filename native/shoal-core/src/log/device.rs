@@ -101,11 +101,17 @@ impl SegmentFiles {
     }
 
     fn file(&self, segment: u64) -> Result<Arc<File>> {
+        self.open_file(segment, true)
+    }
+
+    /// The segment's file, opened once and cached; created if `create` (writes) —
+    /// reads of a segment retention deleted fail with `NotFound` instead of creating it.
+    fn open_file(&self, segment: u64, create: bool) -> Result<Arc<File>> {
         if let Some(file) = self.files.read().get(&segment) {
             return Ok(Arc::clone(file));
         }
         let path = self.segment_path(segment);
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(|e| Error::io(&path, e))?;
+        let file = OpenOptions::new().read(true).write(true).create(create).truncate(false).open(&path).map_err(|e| Error::io(&path, e))?;
         let file = Arc::new(file);
         Ok(Arc::clone(self.files.write().entry(segment).or_insert(file)))
     }
@@ -128,7 +134,7 @@ impl SegmentFiles {
     /// Reads `buf.len()` bytes of page `page` starting at `offset_in_page`.
     pub(crate) fn read(&self, page: u64, offset_in_page: usize, buf: &mut [u8]) -> Result<()> {
         let (segment, offset) = self.locate(page);
-        let file = self.file(segment)?;
+        let file = self.open_file(segment, false)?;
         file.read_exact_at(buf, offset + offset_in_page as u64).map_err(|e| Error::io(self.segment_path(segment), e))
     }
 
@@ -217,5 +223,61 @@ impl SegmentFiles {
         }
         std::fs::File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(&self.dir, e))?;
         Ok(removed)
+    }
+}
+
+impl SegmentFiles {
+    /// Deletes every segment file all of whose pages are below `page` (retention).
+    /// Returns `(files deleted, bytes deleted)`. Readers that opened a file before keep
+    /// reading it (the open handle outlives the unlink).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub(crate) fn delete_segments_below(&self, page: u64) -> Result<(u64, u64)> {
+        let last_whole_segment = page / self.pages_per_segment; // segments before it are whole
+        let (mut files, mut bytes) = (0, 0);
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        for entry in entries.filter_map(std::result::Result::ok) {
+            let name = entry.file_name();
+            let Some(number) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("segment-"))
+                .and_then(|n| n.strip_suffix(".log"))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if number < last_whole_segment {
+                let path = entry.path();
+                bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
+                self.files.write().remove(&number);
+                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                files += 1;
+            }
+        }
+        Ok((files, bytes))
+    }
+
+    /// The first page of the newest segment file last modified before `cutoff`, plus
+    /// one segment: retention by age deletes everything below the returned page.
+    pub(crate) fn first_page_after_segments_older_than(&self, cutoff: std::time::SystemTime) -> Result<Option<u64>> {
+        let mut newest_old: Option<u64> = None;
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        for entry in entries.filter_map(std::result::Result::ok) {
+            let name = entry.file_name();
+            let Some(number) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("segment-"))
+                .and_then(|n| n.strip_suffix(".log"))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            let modified = entry.metadata().and_then(|m| m.modified()).map_err(|e| Error::io(entry.path(), e))?;
+            if modified < cutoff {
+                newest_old = Some(newest_old.map_or(number, |n: u64| n.max(number)));
+            }
+        }
+        Ok(newest_old.map(|segment| (segment + 1) * self.pages_per_segment))
     }
 }

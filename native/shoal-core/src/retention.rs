@@ -1,0 +1,68 @@
+//! Retention: truncating the head of the log (FASTER's `ShiftBeginAddress`, §6) by
+//! address, by size or by age, deleting whole segment files.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::table::Table;
+
+/// Which part of the log to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetentionRule {
+    /// Drop everything below this log address.
+    BeforeAddress(u64),
+    /// Keep about the newest this many bytes of log.
+    KeepBytes(u64),
+    /// Drop the segment files last written longer ago than this.
+    OlderThan(Duration),
+}
+
+/// What [`Table::truncate`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TruncateReport {
+    /// The begin address before.
+    pub previous_begin_address: u64,
+    /// The begin address now (a page boundary, never above the flushed address).
+    pub begin_address: u64,
+    /// Segment files deleted.
+    pub segments_deleted: u64,
+    /// Bytes of segment files deleted.
+    pub bytes_deleted: u64,
+}
+
+impl Table {
+    /// Drops the head of the log per `rule`: records below the new begin address are
+    /// gone from scans and chains at once, and segment files wholly below it are
+    /// deleted (a segment partly above it stays until the begin address passes it). The
+    /// new begin address is written to `table.json` before any file is deleted, so
+    /// recovery never looks for a deleted page.
+    ///
+    /// # Errors
+    /// [`Error::Io`]; [`Error::InvalidConfig`] for an age on an in-memory table.
+    pub fn truncate(&self, rule: RetentionRule) -> Result<TruncateReport> {
+        let previous = self.log.begin_address();
+        let target = match rule {
+            RetentionRule::BeforeAddress(address) => address,
+            RetentionRule::KeepBytes(bytes) => self.log.tail_address().saturating_sub(bytes),
+            RetentionRule::OlderThan(age) => {
+                if !self.log.has_storage() {
+                    return Err(Error::InvalidConfig("an in-memory table has no segment files to age".into()));
+                }
+                let cutoff = SystemTime::now().checked_sub(age).unwrap_or(SystemTime::UNIX_EPOCH);
+                self.log.begin_for_age(cutoff)?.unwrap_or(previous)
+            }
+        };
+        if target <= previous {
+            return Ok(TruncateReport { previous_begin_address: previous, begin_address: previous, ..TruncateReport::default() });
+        }
+        // Persist the begin address first (clamped as the shift will clamp it).
+        let limit = self.log.page_start(self.log.page_of(self.log.flushed_until()));
+        let begin = self.log.page_start(self.log.page_of(target.min(limit))).max(previous);
+        self.write_meta_with_begin(begin)?;
+        let (begin, segments_deleted, bytes_deleted) = self.log.shift_begin_address(begin)?;
+        tracing::info!(previous, begin, segments_deleted, bytes_deleted, "log truncated");
+        Ok(TruncateReport { previous_begin_address: previous, begin_address: begin, segments_deleted, bytes_deleted })
+    }
+}

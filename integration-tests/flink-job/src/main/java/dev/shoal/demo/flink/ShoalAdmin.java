@@ -1,0 +1,70 @@
+package dev.shoal.demo.flink;
+
+import java.nio.charset.StandardCharsets;
+import java.util.Iterator;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.arrow.flight.Action;
+import org.apache.arrow.flight.FlightClient;
+import org.apache.arrow.flight.Location;
+import org.apache.arrow.flight.Result;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+
+/**
+ * The administrative actions of the shoal Flight protocol the demo job needs ({@code create_table},
+ * {@code register_psf}, {@code stats}; docs/protocol.md): JSON body in, the first result's JSON out.
+ * The sink itself has its own client in the connector.
+ */
+final class ShoalAdmin implements AutoCloseable {
+  static final ObjectMapper JSON = new ObjectMapper();
+
+  private final String endpoint;
+  private final BufferAllocator allocator = new RootAllocator(Long.MAX_VALUE);
+  private final FlightClient client;
+
+  ShoalAdmin(String endpoint) {
+    this.endpoint = endpoint;
+    this.client = FlightClient.builder(allocator, new Location(java.net.URI.create(endpoint))).build();
+  }
+
+  JsonNode action(String name, ObjectNode body) {
+    try {
+      Iterator<Result> results = client.doAction(new Action(name, JSON.writeValueAsBytes(body)));
+      JsonNode first = null;
+      while (results.hasNext()) {
+        byte[] bytes = results.next().getBody();
+        if (first == null) {
+          first = JSON.readTree(new String(bytes, StandardCharsets.UTF_8));
+        }
+      }
+      return first == null ? JSON.createObjectNode() : first;
+    } catch (java.io.IOException e) {
+      throw new IllegalStateException("shoal at " + endpoint + ": action " + name + ": cannot encode or read JSON", e);
+    } catch (RuntimeException e) {
+      throw new IllegalStateException("shoal at " + endpoint + ": action " + name + " " + body + " failed: " + e.getMessage(), e);
+    }
+  }
+
+  JsonNode createTableIfNotExists(String table) {
+    return action("create_table", JSON.createObjectNode().put("name", table).put("if_not_exists", true));
+  }
+
+  JsonNode stats(String table) {
+    return action("stats", JSON.createObjectNode().put("table", table));
+  }
+
+  JsonNode registerPsf(String table, ObjectNode definition) {
+    ObjectNode body = definition.deepCopy();
+    body.put("table", table);
+    return action("register_psf", body);
+  }
+
+  @Override
+  public void close() throws InterruptedException {
+    client.close();
+    allocator.close();
+  }
+}

@@ -10,6 +10,8 @@ import java.util.List;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.NullNode;
 import com.google.protobuf.ByteString;
+import com.google.protobuf.Descriptors;
+import com.google.protobuf.Message;
 import com.google.protobuf.UnknownFieldSet;
 import org.apache.arrow.flight.FlightEndpoint;
 import org.apache.arrow.flight.FlightInfo;
@@ -42,24 +44,35 @@ public final class ShoalFlightPlan {
     } catch (IOException | URISyntaxException e) {
       throw new ShoalException("shoal at " + shard + ": cannot read the FlightInfo: " + e, e);
     }
-    JsonNode metadata = appMetadata(proto.getUnknownFields(), FLIGHT_INFO_APP_METADATA);
+    JsonNode metadata = appMetadata(proto, FLIGHT_INFO_APP_METADATA);
     List<JsonNode> endpoints = new ArrayList<>();
     for (Flight.FlightEndpoint endpoint : proto.getEndpointList()) {
-      endpoints.add(appMetadata(endpoint.getUnknownFields(), FLIGHT_ENDPOINT_APP_METADATA));
+      endpoints.add(appMetadata(endpoint, FLIGHT_ENDPOINT_APP_METADATA));
     }
     return new ShoalFlightPlan(shard, info, metadata, Collections.unmodifiableList(endpoints));
   }
 
-  private static JsonNode appMetadata(UnknownFieldSet fields, int number) {
-    if (!fields.hasField(number)) {
-      return NullNode.getInstance();
+  /**
+   * The {@code app_metadata} bytes (field {@code number}) of a Flight message as JSON. Arrow Java
+   * 12's generated Flight.proto predates the field, so there it is an unknown field; Arrow Java
+   * 14 and later (Spark 4.x builds) know it. Protobuf reflection reads it in both cases.
+   */
+  private static JsonNode appMetadata(Message message, int number) {
+    ByteString value = ByteString.EMPTY;
+    Descriptors.FieldDescriptor field = message.getDescriptorForType().findFieldByNumber(number);
+    if (field != null && field.getJavaType() == Descriptors.FieldDescriptor.JavaType.BYTE_STRING) {
+      value = (ByteString) message.getField(field);
+    } else {
+      UnknownFieldSet fields = message.getUnknownFields();
+      if (fields.hasField(number) && !fields.getField(number).getLengthDelimitedList().isEmpty()) {
+        value = fields.getField(number).getLengthDelimitedList().get(0);
+      }
     }
-    List<ByteString> values = fields.getField(number).getLengthDelimitedList();
-    if (values.isEmpty() || values.get(0).isEmpty()) {
+    if (value.isEmpty()) {
       return NullNode.getInstance();
     }
     try {
-      return ShoalClient.JSON.readTree(values.get(0).toByteArray());
+      return ShoalClient.JSON.readTree(value.toByteArray());
     } catch (IOException e) {
       return NullNode.getInstance();
     }

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Builds and tests the Spark connector against several Spark lines (not part of CI:
+# every line downloads its own Spark, ~300 MB in ~/.m2, and runs the whole test suite).
+#
+#   scripts/matrix.sh [LINE...]        # LINE: 3.5 (default build), 4.0, 4.1; default: all
+#   SUBMIT=1 scripts/matrix.sh 4.0     # also spark-submit the line's shaded jar on PySpark X.Y
+#
+# 3.5 is the default build (Spark 3.5.9, Scala 2.12, Arrow 12.0.1, Netty 4.1.96). 4.0 and
+# 4.1 are the Maven profiles spark-4.0 / spark-4.1 of spark-connector/pom.xml (Spark 4.0.4 /
+# 4.1.3, Scala 2.13, and the Arrow, Netty and protobuf versions that release ships); they
+# build into spark-connector/target/spark-X.Y, so the default build's jars stay as they are.
+# Each line runs `mvn verify` of the module (unit tests and the tests against the real
+# daemon); SUBMIT=1 then runs scripts/spark-submit-test.sh with that line's shaded jar on
+# PySpark X.Y (a venv per line, .venv-spark-X.Y). Logs: target/matrix/LINE*.log. Prints a
+# table and exits non-zero when a line failed.
+#
+# Flink 2.x is not here (the Flink connector has its own per-major artifacts).
+set -uo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+lines=("$@")
+[[ ${#lines[@]} -eq 0 ]] && lines=(3.5 4.0 4.1)
+bin="${SHOAL_BIN:-$repo_root/target/debug/shoal}"
+data="${SHOAL_DATA:-$repo_root/data/github/events.ndjson}"
+[[ -x "$bin" ]] || cargo build --locked -p shoal-server || exit 1
+[[ -f "$data" ]] || scripts/fetch-data.sh || exit 1
+logs="$repo_root/target/matrix"
+mkdir -p "$logs"
+
+results=()
+failed=0
+for line in "${lines[@]}"; do
+  case "$line" in
+    3.5) profile=(); dir=spark-connector/target; classifier=shaded ;;
+    4.0|4.1) profile=("-Pspark-$line"); dir="spark-connector/target/spark-$line"; classifier="spark-$line-shaded" ;;
+    *) echo "unknown Spark line $line (3.5, 4.0, 4.1)" >&2; exit 2 ;;
+  esac
+  printf '\n==> Spark %s: mvn verify %s (log: %s)\n' "$line" "${profile[*]}" "$logs/$line.log"
+  start=$(date +%s)
+  if mvn -B -ntp -pl spark-connector -am "${profile[@]}" verify \
+      -Dshoal.bin="$bin" -Dshoal.data="$data" >"$logs/$line.log" 2>&1; then
+    verdict=passed
+  else
+    verdict=FAILED
+    failed=1
+  fi
+  tests="$(grep -E '^\[(INFO|ERROR|WARNING)\] Tests run:' "$logs/$line.log" | tail -n 1 | sed -E 's/^\[[A-Z]+\] //')"
+  results+=("$(printf '%-5s %-7s %5ss  mvn verify   %s' "$line" "$verdict" $(( $(date +%s) - start )) "${tests:-no tests ran (see log)}")")
+  echo "${results[-1]}"
+
+  if [[ "${SUBMIT:-0}" == 1 && "$verdict" == passed ]]; then
+    jar="$(ls "$dir"/shoal-spark-connector-*-"$classifier".jar | head -n 1)"
+    venv_line="$line"
+    printf '\n==> Spark %s: spark-submit %s on pyspark==%s.* (log: %s)\n' "$line" "$(basename "$jar")" "$venv_line" "$logs/$line-submit.log"
+    start=$(date +%s)
+    if SHOAL_SPARK_JAR="$jar" PYSPARK_SPEC="pyspark==$venv_line.*" \
+        SHOAL_SPARK_VENV="$repo_root/.venv-spark-$venv_line" SHOAL_BIN="$bin" SHOAL_DATA="$data" \
+        scripts/spark-submit-test.sh >"$logs/$line-submit.log" 2>&1; then
+      verdict=passed
+    else
+      verdict=FAILED
+      failed=1
+    fi
+    results+=("$(printf '%-5s %-7s %5ss  spark-submit %s' "$line" "$verdict" $(( $(date +%s) - start )) "$(grep -m1 '^Spark ' "$logs/$line-submit.log")")")
+    echo "${results[-1]}"
+  fi
+done
+
+printf '\n%-5s %-7s %6s  %s\n' line result time what
+printf '%s\n' "${results[@]}"
+exit "$failed"

@@ -4,9 +4,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -98,7 +96,7 @@ public final class GithubEventsJob {
     CompletableFuture<JobExecutionResult> result = job.getJobExecutionResult();
 
     long threshold = (long) Math.ceil(total * registerAt);
-    List<String> registered = new ArrayList<>();
+    Map<String, Long> registered = new LinkedHashMap<>();
     boolean registeredWhileRunning = false;
     long lastPrint = started;
     long lastRecords = 0;
@@ -137,22 +135,28 @@ public final class GithubEventsJob {
       say("warning: the stream ended before %,d events were in: PSFs registered after it", threshold);
       registered = register(admin, table, records, total);
     }
-    System.out.printf(Locale.ROOT, "summary: flink: %,d events streamed into table '%s' in %.1f s (job start-up "
-        + "included; parallelism %d, at-least-once); the table holds %,d records, log tail at address %,d%n",
-        total, table, seconds, parallelism, records, stats.path("tail_address").asLong());
-    System.out.printf(Locale.ROOT, "summary: psfs: %d registered %s the stream ran (%s)%n", registered.size(),
-        registeredWhileRunning ? "while" : "AFTER", String.join(", ", registered));
+    long tail = stats.path("tail_address").asLong();
+    System.out.printf(Locale.ROOT, "summary: flink: %,d events into table '%s' in %.1f s (start-up included; parallelism %d, "
+        + "at-least-once)%n", total, table, seconds, parallelism);
+    System.out.printf(Locale.ROOT, "summary: flink: the table holds %,d records; log tail at address %,d%n", records, tail);
+    long low = registered.values().stream().mapToLong(Long::longValue).min().orElse(0);
+    long high = registered.values().stream().mapToLong(Long::longValue).max().orElse(0);
+    System.out.printf(Locale.ROOT, "summary: psfs: %d registered %s the stream ran, indexed from log address %s: %s%n",
+        registered.size(), registeredWhileRunning ? "while" : "AFTER",
+        low == high ? String.format(Locale.ROOT, "%,d", low) : String.format(Locale.ROOT, "%,d-%,d", low, high),
+        String.join(", ", registered.keySet()));
     return registeredWhileRunning ? 0 : 1;
   }
 
-  private static List<String> register(ShoalAdmin admin, String table, long records, long total) {
+  /** Registers {@link DemoPsfs#all()}; their names and safe register addresses. */
+  private static Map<String, Long> register(ShoalAdmin admin, String table, long records, long total) {
     say("%,d / %,d events in: registering the PSFs (register_psf) while the stream runs", records, total);
-    List<String> names = new ArrayList<>();
+    Map<String, Long> names = new LinkedHashMap<>();
     for (ObjectNode psf : DemoPsfs.all()) {
       JsonNode answer = admin.registerPsf(table, psf);
       long safe = answer.path("safe_register_address").asLong();
       say("  PSF %-17s indexed from log address %,d: %s", answer.path("name").asText(), safe, DemoPsfs.describe(psf));
-      names.add(String.format(Locale.ROOT, "%s from %,d", answer.path("name").asText(), safe));
+      names.put(answer.path("name").asText(), safe);
     }
     return names;
   }

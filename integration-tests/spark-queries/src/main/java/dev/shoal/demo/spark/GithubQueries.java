@@ -54,10 +54,10 @@ public final class GithubQueries {
           "SELECT id, actor.login, repo.name, payload.pull_request.number AS pr FROM shoal.events "
               + "WHERE type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++' ORDER BY id",
           "cpp_pull_requests"),
-      new DemoQuery("events of one actor (actor.id = 22169029)",
+      new DemoQuery("events of one actor (actor.id 22169029)",
           "SELECT id, type, repo.name, created_at FROM shoal.events WHERE actor.id = 22169029 ORDER BY created_at, id",
           "actor_id"),
-      new DemoQuery("big pushes per repository (no PSF covers payload.size)",
+      new DemoQuery("pushes of 10+ commits per repo (no PSF)",
           "SELECT repo.name, count(*) AS pushes, sum(payload.size) AS commits FROM shoal.events "
               + "WHERE payload.size >= 10 GROUP BY repo.name ORDER BY commits DESC, repo.name",
           null));
@@ -140,21 +140,27 @@ public final class GithubQueries {
         for (String scan : shoal.scans()) {
           printPlan(scan);
         }
-        String comparison = "";
+        String jsonMillis = "-";
+        String same = "-";
         if (json != null) {
           Run oracle = run(spark, query.over("events_json"));
-          boolean same = sorted(oracle.rows()).equals(sorted(shoal.rows()));
-          ok &= same;
-          comparison = String.format(Locale.ROOT, " | spark.read.json: %d ms, same rows: %s", oracle.millis(), same ? "yes" : "NO");
+          boolean equal = sorted(oracle.rows()).equals(sorted(shoal.rows()));
+          ok &= equal;
+          jsonMillis = Long.toString(oracle.millis());
+          same = equal ? "yes" : "NO";
+          System.out.printf(Locale.ROOT, "  time: %d ms over shoal; %s ms over spark.read.json, same rows: %s%n", shoal.millis(),
+              jsonMillis, same);
+        } else {
+          System.out.printf(Locale.ROOT, "  time: %d ms over shoal%n", shoal.millis());
         }
-        String access = accessSummary(shoal.scans());
-        System.out.printf(Locale.ROOT, "  time: %d ms over shoal%s%n", shoal.millis(), comparison);
-        summary.add(String.format(Locale.ROOT, "summary: Q%d %-55s %5d rows %6d ms  %s%s", n, query.title(), shoal.rows().size(),
-            shoal.millis(), access, comparison));
+        summary.add(String.format(Locale.ROOT, "summary:   Q%d %-42s %5d %8d %8s  %-4s  %s", n, shorten(query.title(), 42),
+            shoal.rows().size(), shoal.millis(), jsonMillis, same, accessSummary(shoal.scans())));
       }
       System.out.println();
+      System.out.printf(Locale.ROOT, "summary: spark:%-42s %5s %8s %8s  %-4s  %s%n", "", "rows", "shoal ms", "json ms", "same",
+          "how shoal answered");
       summary.forEach(System.out::println);
-      System.out.printf(Locale.ROOT, "summary: spark: %d queries in %.1f s (Spark start-up included)%n", QUERIES.size(),
+      System.out.printf(Locale.ROOT, "summary: spark: %d queries in %.1f s (Spark start-up and spark.read.json included)%n", QUERIES.size(),
           (System.nanoTime() - started) / 1e9);
     } catch (RuntimeException e) {
       System.err.println("[spark] query failed: " + e);
@@ -177,7 +183,11 @@ public final class GithubQueries {
         }
       }
     }
-    return psfs.isEmpty() ? "full scans only" : "index scans on PSF " + String.join(", ", psfs) + " + full scans before it";
+    return psfs.isEmpty() ? "full scans only" : "index scan (PSF " + String.join(", ", psfs) + ") + full scan of the earlier log";
+  }
+
+  private static String shorten(String text, int width) {
+    return text.length() <= width ? text : text.substring(0, width - 3) + "...";
   }
 
   /** The scan description split into the request and one line per shard plan. */

@@ -28,10 +28,11 @@ import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 
 /**
- * The two calls of the shoal Flight protocol the sink needs (docs/protocol.md): {@code DoPut} of
- * one batch of JSON records into a table, and {@code DoAction checkpoint} (flush the table's log to
- * its segment files). Blocking; thread-safe (one gRPC channel, one Arrow allocator; every call
- * builds its own vectors).
+ * The calls of the shoal Flight protocol the sink needs (docs/protocol.md): {@code DoPut} of one
+ * batch of JSON records into a table (optionally staged in a transaction), {@code DoAction
+ * make_durable} (wait until the log is durable up to an address), {@code stats} and the
+ * transaction actions ({@code begin/prepare/commit/abort/list_transactions}). Blocking;
+ * thread-safe (one gRPC channel, one Arrow allocator; every call builds its own vectors).
  *
  * <p>Errors surface as Arrow's {@code FlightRuntimeException} with the daemon's status code; {@link
  * ShoalErrors} decides which are transient.
@@ -101,6 +102,15 @@ public final class ShoalClient implements AutoCloseable {
    * @param bytes their total size in bytes (sizes the vector in one allocation)
    */
   public PutAcknowledgement put(List<byte[]> records, long bytes) throws InterruptedException {
+    return put(records, bytes, null);
+  }
+
+  /**
+   * Like {@link #put(List, long)}, staging the batch in {@code transaction} (the batch's {@code
+   * FlightData.app_metadata} is {@code {"transaction": id}}) when it is not null: the records are
+   * validated and kept invisible until {@link #commitTransaction}.
+   */
+  public PutAcknowledgement put(List<byte[]> records, long bytes, String transaction) throws InterruptedException {
     try (VarCharVector json = new VarCharVector("json", allocator);
         VectorSchemaRoot root = VectorSchemaRoot.of(json);
         SyncPutListener listener = new SyncPutListener()) {
@@ -111,7 +121,15 @@ public final class ShoalClient implements AutoCloseable {
       root.setRowCount(records.size());
       FlightClient.ClientStreamListener stream =
           client.startPut(FlightDescriptor.path(table), root, listener, options);
-      stream.putNext();
+      if (transaction == null) {
+        stream.putNext();
+      } else {
+        byte[] metadata =
+            JSON.createObjectNode().put("transaction", transaction).toString().getBytes(StandardCharsets.UTF_8);
+        ArrowBuf buffer = allocator.buffer(metadata.length);
+        buffer.writeBytes(metadata); // (setBytes would leave writerIndex 0: empty metadata on the wire)
+        stream.putNext(buffer); // takes ownership of the buffer
+      }
       stream.completed();
       // Waits for the end of the call; throws FlightRuntimeException with the daemon's status.
       stream.getResult();
@@ -137,25 +155,70 @@ public final class ShoalClient implements AutoCloseable {
   }
 
   /**
-   * {@code DoAction checkpoint {"table"}}: the daemon flushes the table's log (closing its open
-   * page) to its segment files and waits for it.
+   * {@code DoAction make_durable {"table", "address"}}: waits until everything below {@code address}
+   * is durable (the daemon writes the open page's filled prefix without closing it).
    *
-   * @return {@code flushed_until_address}: every record below it is in the segment files
+   * @return the daemon's {@code durable_address} (at least {@code address})
    */
-  public long checkpoint() {
-    ObjectNode body = JSON.createObjectNode().put("table", table);
-    Iterator<Result> results =
-        client.doAction(new Action("checkpoint", body.toString().getBytes(StandardCharsets.UTF_8)), options);
-    long flushed = -1;
-    while (results.hasNext()) {
-      JsonNode answer = readJson(results.next().getBody());
-      flushed = answer.path("flushed_until_address").asLong(-1);
-    }
-    if (flushed < 0) {
+  public long makeDurable(long address) {
+    JsonNode answer = action("make_durable", JSON.createObjectNode().put("table", table).put("address", address));
+    long durable = answer.path("durable_address").asLong(-1);
+    if (durable < 0) {
       throw new IllegalStateException(
-          "shoal table \"" + table + "\" at " + endpoint + ": checkpoint answered without flushed_until_address");
+          "shoal table \"" + table + "\" at " + endpoint + ": make_durable answered without durable_address: " + answer);
     }
-    return flushed;
+    return durable;
+  }
+
+  /** {@code DoAction stats {"table"}}: counters and log addresses ({@code tail_address}, ...). */
+  public JsonNode stats() {
+    return action("stats", JSON.createObjectNode().put("table", table));
+  }
+
+  /** {@code begin_transaction}: opens the transaction (again: no-op). */
+  public JsonNode beginTransaction(String transaction) {
+    return transactionAction("begin_transaction", transaction);
+  }
+
+  /** {@code prepare_transaction}: syncs the staged records; answers the transaction's info ({@code records}). */
+  public JsonNode prepareTransaction(String transaction) {
+    return transactionAction("prepare_transaction", transaction);
+  }
+
+  /** {@code commit_transaction}: ingests the staged records exactly once, durably; idempotent. */
+  public JsonNode commitTransaction(String transaction) {
+    return transactionAction("commit_transaction", transaction);
+  }
+
+  /** {@code abort_transaction}: drops the staged records; idempotent. */
+  public JsonNode abortTransaction(String transaction) {
+    return transactionAction("abort_transaction", transaction);
+  }
+
+  /** {@code list_transactions}: every transaction of the table, {@code [{"transaction", "state", "records"}]}. */
+  public List<JsonNode> listTransactions() {
+    JsonNode answer = action("list_transactions", JSON.createObjectNode().put("table", table));
+    List<JsonNode> transactions = new ArrayList<>();
+    answer.forEach(transactions::add);
+    return transactions;
+  }
+
+  private JsonNode transactionAction(String type, String transaction) {
+    return action(type, JSON.createObjectNode().put("table", table).put("transaction", transaction));
+  }
+
+  /** One {@code DoAction} with a JSON body; its (last) JSON answer. */
+  JsonNode action(String type, ObjectNode body) {
+    Iterator<Result> results =
+        client.doAction(new Action(type, body.toString().getBytes(StandardCharsets.UTF_8)), options);
+    JsonNode answer = null;
+    while (results.hasNext()) {
+      answer = readJson(results.next().getBody());
+    }
+    if (answer == null) {
+      throw new IllegalStateException("shoal table \"" + table + "\" at " + endpoint + ": " + type + " gave no answer");
+    }
+    return answer;
   }
 
   static JsonNode readJson(byte[] body) {
@@ -177,8 +240,20 @@ public final class ShoalClient implements AutoCloseable {
   }
 
   /** A {@code PutResult}'s metadata: where the batch's records went in the table's log. */
+  /**
+   * A {@code PutResult}'s metadata: where the batch's records went in the table's log ({@code
+   * endAddress}: one past its last byte), or, for a batch staged in a transaction, how many records
+   * were staged ({@code staged}; -1 when the answer is not about a staged batch).
+   */
   public record PutAcknowledgement(
-      long batch, long records, long skipped, long firstAddress, long lastAddress, long durableAddress) {
+      long batch,
+      long records,
+      long skipped,
+      long firstAddress,
+      long lastAddress,
+      long endAddress,
+      long durableAddress,
+      long staged) {
 
     static PutAcknowledgement parse(byte[] raw) {
       JsonNode node = readJson(raw);
@@ -188,7 +263,9 @@ public final class ShoalClient implements AutoCloseable {
           node.path("skipped").asLong(0),
           node.path("first_address").asLong(-1),
           node.path("last_address").asLong(-1),
-          node.path("durable_address").asLong(-1));
+          node.path("end_address").asLong(-1),
+          node.path("durable_address").asLong(-1),
+          node.path("staged").asLong(-1));
     }
   }
 }

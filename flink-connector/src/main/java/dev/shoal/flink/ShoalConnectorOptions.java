@@ -49,9 +49,25 @@ public final class ShoalConnectorOptions {
               "Default: 'at-least-once'. 'none': batches are sent as they fill up; a checkpoint waits only for "
                   + "the batches already in flight, and records still buffered go into the checkpoint state. "
                   + "'at-least-once': a checkpoint sends everything buffered, waits for every batch's "
-                  + "acknowledgement, then has the daemon flush the table (DoAction checkpoint) and waits until "
-                  + "everything acknowledged is in the table's segment files; records may be written twice after a "
-                  + "failure. 'exactly-once' is rejected: it needs transaction actions the daemon does not have yet.");
+                  + "acknowledgement, then waits until everything acknowledged is durable (DoAction make_durable); "
+                  + "records may be written twice after a failure. 'exactly-once': the records of each checkpoint "
+                  + "interval are staged in a shoal transaction (invisible to queries), prepared at the checkpoint "
+                  + "and committed when the checkpoint completes (Flink's two-phase commit); readers see them only "
+                  + "after the checkpoint, so the latency is about the checkpoint interval. Needs checkpointing. "
+                  + "See 'sink.transactional-id-prefix'.");
+
+  public static final ConfigOption<String> TRANSACTIONAL_ID_PREFIX =
+      ConfigOptions.key("sink.transactional-id-prefix")
+          .stringType()
+          .noDefaultValue()
+          .withDescription(
+              "Exactly-once only. Prefix of the shoal transaction ids of this sink: "
+                  + "'<prefix>-<subtask>-<checkpoint>-<epoch>' (1-120 characters of A-Z a-z 0-9 _ - . :). On "
+                  + "(re)start the sink aborts the open or prepared transactions with this prefix that the restored "
+                  + "checkpoint does not cover, so the prefix must be unique per sink among all jobs writing to the "
+                  + "table. Default: 'flink-<job id>-<hash of the sink and table>', unique but different for "
+                  + "every submission of the job: set it (stable across submissions) so that a job restored from a "
+                  + "savepoint also aborts what the previous submission left open.");
 
   public static final ConfigOption<Integer> BUFFER_FLUSH_MAX_ROWS =
       ConfigOptions.key("sink.buffer-flush.max-rows")

@@ -40,11 +40,13 @@ final class ShoalErrors {
   }
 
   /**
-   * For the idempotent {@code checkpoint} action: everything but a clearly permanent answer is
-   * retried. (Concurrent checkpoint actions on one table can fail in the daemon with an INTERNAL
-   * I/O error on its checkpoint.json; repeating the action is harmless.)
+   * For the idempotent actions ({@code make_durable}, {@code list/begin/prepare/abort_transaction},
+   * {@code commit_transaction} is retried on transient errors only): everything but a clearly
+   * permanent answer is retried - e.g. an INTERNAL "not durable after 60 s" of make_durable.
+   * The daemon's FAILED_PRECONDITION reaches Arrow Java as INVALID_ARGUMENT (Arrow has no such
+   * code), so "transaction is committed/aborted" is permanent too.
    */
-  static boolean isRetryableForCheckpoint(Throwable error) {
+  static boolean isRetryableAction(Throwable error) {
     FlightStatusCode code = code(error);
     if (code == null) {
       return false;

@@ -47,6 +47,8 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> {
   private final DeliveryGuarantee deliveryGuarantee;
   private final RetryPolicy retryPolicy;
   private final Duration requestTimeout;
+  /** {@code sink.transactional-id-prefix}; null: derived per job (exactly-once only). */
+  private final String transactionalIdPrefix;
 
   ShoalSink(
       ElementConverter<InputT, byte[]> elementConverter,
@@ -60,7 +62,8 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> {
       String token,
       DeliveryGuarantee deliveryGuarantee,
       RetryPolicy retryPolicy,
-      Duration requestTimeout) {
+      Duration requestTimeout,
+      String transactionalIdPrefix) {
     super(
         elementConverter,
         maxBatchSize,
@@ -77,6 +80,7 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> {
     this.deliveryGuarantee = deliveryGuarantee;
     this.retryPolicy = retryPolicy;
     this.requestTimeout = requestTimeout;
+    this.transactionalIdPrefix = transactionalIdPrefix;
   }
 
   /** A builder; see {@link ShoalSinkBuilder} for the options and their defaults. */
@@ -94,6 +98,23 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> {
 
   public DeliveryGuarantee getDeliveryGuarantee() {
     return deliveryGuarantee;
+  }
+
+  /** {@code sink.transactional-id-prefix} as configured (null: derived from the job and the sink). */
+  public String getTransactionalIdPrefix() {
+    return transactionalIdPrefix;
+  }
+
+  String token() {
+    return token;
+  }
+
+  Duration requestTimeout() {
+    return requestTimeout;
+  }
+
+  RetryPolicy retryPolicy() {
+    return retryPolicy;
   }
 
   @Override
@@ -122,7 +143,8 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> {
         recoveredState,
         new ShoalClient(endpoint, table, token, requestTimeout),
         deliveryGuarantee,
-        retryPolicy);
+        retryPolicy,
+        transactionalIdPrefix);
   }
 
   @Override

@@ -13,12 +13,8 @@ import org.apache.flink.connector.base.sink.writer.ElementConverter;
  */
 public class ShoalSinkBuilder<InputT> {
 
-  /** Why {@code exactly-once} is refused (the factory says the same). */
-  static final String EXACTLY_ONCE_UNSUPPORTED =
-      "shoal sink: delivery guarantee 'exactly-once' is not supported yet: it needs transaction actions in the "
-          + "shoal daemon (writer sessions with serial numbers and a two-phase commit), which come with the "
-          + "daemon's durability work and do not exist today. Use 'at-least-once' (records may be written twice "
-          + "after a failure) or 'none'.";
+  /** What a transactional id prefix may consist of (the daemon's transaction id characters). */
+  static final java.util.regex.Pattern PREFIX = java.util.regex.Pattern.compile("[A-Za-z0-9_.:-]{1,120}");
 
   private String endpoint;
   private String table;
@@ -34,6 +30,7 @@ public class ShoalSinkBuilder<InputT> {
   private Duration initialBackoff = ShoalConnectorOptions.RETRY_INITIAL_BACKOFF.defaultValue();
   private Duration maxBackoff = ShoalConnectorOptions.RETRY_MAX_BACKOFF.defaultValue();
   private Duration requestTimeout = ShoalConnectorOptions.REQUEST_TIMEOUT.defaultValue();
+  private String transactionalIdPrefix;
 
   ShoalSinkBuilder() {}
 
@@ -61,7 +58,7 @@ public class ShoalSinkBuilder<InputT> {
     return this;
   }
 
-  /** {@code sink.delivery-guarantee}; {@code EXACTLY_ONCE} is rejected by {@link #build()}. */
+  /** {@code sink.delivery-guarantee}; {@code EXACTLY_ONCE} builds a {@link ShoalExactlyOnceSink}. */
   public ShoalSinkBuilder<InputT> setDeliveryGuarantee(DeliveryGuarantee deliveryGuarantee) {
     this.deliveryGuarantee = deliveryGuarantee;
     return this;
@@ -112,7 +109,18 @@ public class ShoalSinkBuilder<InputT> {
   }
 
   /**
-   * @throws IllegalArgumentException on a missing endpoint or table, {@code exactly-once}, or limits
+   * {@code sink.transactional-id-prefix} (exactly-once): the shoal transactions of this sink are
+   * named {@code <prefix>-<subtask>-<checkpoint>-<epoch>}. Null (default): {@code flink-<job
+   * id>-<hash of the sink's task name and table>}. Set it, unique per sink and stable across
+   * submissions of the job, to have transactions of an earlier submission aborted on restore.
+   */
+  public ShoalSinkBuilder<InputT> setTransactionalIdPrefix(String transactionalIdPrefix) {
+    this.transactionalIdPrefix = transactionalIdPrefix;
+    return this;
+  }
+
+  /**
+   * @throws IllegalArgumentException on a missing endpoint or table, a malformed prefix, or limits
    *     that contradict each other (the message names the option)
    */
   public ShoalSink<InputT> build() {
@@ -120,7 +128,10 @@ public class ShoalSinkBuilder<InputT> {
     require(table != null && !table.isBlank(), "shoal sink: 'table' is required");
     ShoalClient.location(endpoint); // fails early on a malformed endpoint
     require(deliveryGuarantee != null, "shoal sink: 'sink.delivery-guarantee' must not be null");
-    require(deliveryGuarantee != DeliveryGuarantee.EXACTLY_ONCE, EXACTLY_ONCE_UNSUPPORTED);
+    require(
+        transactionalIdPrefix == null || PREFIX.matcher(transactionalIdPrefix).matches(),
+        "shoal sink: 'sink.transactional-id-prefix' must be 1-120 characters of A-Z a-z 0-9 _ - . :, was '"
+            + transactionalIdPrefix + "'");
     require(maxBatchSize > 0, "shoal sink: 'sink.buffer-flush.max-rows' must be > 0, was " + maxBatchSize);
     require(maxBatchSizeInBytes > 0, "shoal sink: 'sink.buffer-flush.max-bytes' must be > 0, was " + maxBatchSizeInBytes);
     require(
@@ -135,6 +146,21 @@ public class ShoalSinkBuilder<InputT> {
         !requestTimeout.isNegative() && !requestTimeout.isZero(),
         "shoal sink: 'sink.request-timeout' must be > 0, was " + requestTimeout);
     RetryPolicy retryPolicy = new RetryPolicy(maxRetries, initialBackoff, maxBackoff);
+    if (deliveryGuarantee == DeliveryGuarantee.EXACTLY_ONCE) {
+      return new ShoalExactlyOnceSink<>(
+          converter(),
+          maxBatchSize,
+          maxInFlightRequests,
+          maxBufferedRequests,
+          maxBatchSizeInBytes,
+          maxTimeInBuffer.toMillis(),
+          endpoint,
+          table,
+          token,
+          retryPolicy,
+          requestTimeout,
+          transactionalIdPrefix);
+    }
     return new ShoalSink<>(
         converter(),
         maxBatchSize,
@@ -147,7 +173,8 @@ public class ShoalSinkBuilder<InputT> {
         token,
         deliveryGuarantee,
         retryPolicy,
-        requestTimeout);
+        requestTimeout,
+        transactionalIdPrefix);
   }
 
   private ElementConverter<InputT, byte[]> converter() {

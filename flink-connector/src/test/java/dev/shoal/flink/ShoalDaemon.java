@@ -109,6 +109,31 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
 
   public void start() throws Exception {
     dataDir = Files.createTempDirectory("shoal-flink-test");
+    launch();
+  }
+
+  /** SIGKILL: the daemon dies at once, with whatever was not durable. */
+  public void kill() throws Exception {
+    if (process != null && process.isAlive()) {
+      process.destroyForcibly(); // SIGKILL on Linux
+      if (!process.waitFor(30, TimeUnit.SECONDS)) {
+        fail("shoal did not die within 30 s of SIGKILL");
+      }
+    }
+  }
+
+  /** Starts the daemon again on the same port and data directory (it recovers its tables). */
+  public void restart() throws Exception {
+    kill();
+    if (client != null) {
+      client.close();
+      allocator.close();
+      client = null;
+    }
+    launch();
+  }
+
+  private void launch() throws Exception {
     List<String> command = new ArrayList<>(List.of(
         binary().toString(), "serve", "--listen", "127.0.0.1:" + port, "--data-dir", dataDir.resolve("data").toString()));
     if (token != null) {

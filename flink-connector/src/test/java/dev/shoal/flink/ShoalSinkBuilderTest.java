@@ -15,11 +15,28 @@ class ShoalSinkBuilderTest {
   }
 
   @Test
-  void exactlyOnceIsRejectedSayingTheDaemonLacksTransactions() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> valid().setDeliveryGuarantee(DeliveryGuarantee.EXACTLY_ONCE).build());
-    assertTrue(e.getMessage().contains("'exactly-once' is not supported yet"), e.getMessage());
-    assertTrue(e.getMessage().contains("transaction actions"), e.getMessage());
+  void exactlyOnceBuildsATwoPhaseCommittingSink() {
+    ShoalSink<String> sink = valid().setDeliveryGuarantee(DeliveryGuarantee.EXACTLY_ONCE)
+        .setTransactionalIdPrefix("job-7.sink:a_b").build();
+    assertTrue(sink instanceof org.apache.flink.api.connector.sink2.SupportsCommitter, sink.getClass().getName());
+    assertEquals("job-7.sink:a_b", sink.getTransactionalIdPrefix());
+    assertTrue(!(valid().build() instanceof org.apache.flink.api.connector.sink2.SupportsCommitter),
+        "no committer operator for at-least-once");
+  }
+
+  @Test
+  void malformedTransactionalIdPrefixIsNamed() {
+    String message = assertThrows(IllegalArgumentException.class,
+        () -> valid().setDeliveryGuarantee(DeliveryGuarantee.EXACTLY_ONCE).setTransactionalIdPrefix("a b").build())
+        .getMessage();
+    assertTrue(message.contains("sink.transactional-id-prefix"), message);
+  }
+
+  @Test
+  void committablesSurviveSerialization() throws Exception {
+    ShoalCommittable committable = new ShoalCommittable("grpc://h:1", "events", "p-0-5-1", 42);
+    ShoalCommittable.Serializer serializer = new ShoalCommittable.Serializer();
+    assertEquals(committable, serializer.deserialize(serializer.getVersion(), serializer.serialize(committable)));
   }
 
   @Test

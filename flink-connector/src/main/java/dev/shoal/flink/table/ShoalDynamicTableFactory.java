@@ -13,6 +13,7 @@ import static dev.shoal.flink.ShoalConnectorOptions.RETRY_INITIAL_BACKOFF;
 import static dev.shoal.flink.ShoalConnectorOptions.RETRY_MAX_BACKOFF;
 import static dev.shoal.flink.ShoalConnectorOptions.TABLE;
 import static dev.shoal.flink.ShoalConnectorOptions.TOKEN;
+import static dev.shoal.flink.ShoalConnectorOptions.TRANSACTIONAL_ID_PREFIX;
 
 import dev.shoal.flink.ShoalSink;
 import dev.shoal.flink.ShoalSinkBuilder;
@@ -20,7 +21,6 @@ import java.util.Set;
 import org.apache.flink.api.common.serialization.SerializationSchema;
 import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.ReadableConfig;
-import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.table.api.ValidationException;
 import org.apache.flink.table.connector.format.EncodingFormat;
 import org.apache.flink.table.connector.sink.DynamicTableSink;
@@ -72,6 +72,7 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
         RETRY_INITIAL_BACKOFF,
         RETRY_MAX_BACKOFF,
         REQUEST_TIMEOUT,
+        TRANSACTIONAL_ID_PREFIX,
         FactoryUtil.SINK_PARALLELISM);
   }
 
@@ -87,12 +88,6 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
         helper.discoverEncodingFormat(SerializationFormatFactory.class, FactoryUtil.FORMAT);
     helper.validate();
     ReadableConfig options = helper.getOptions();
-    if (options.get(DELIVERY_GUARANTEE) == DeliveryGuarantee.EXACTLY_ONCE) {
-      throw new ValidationException(
-          "table " + context.getObjectIdentifier().asSummaryString() + ": 'sink.delivery-guarantee' = "
-              + "'exactly-once' is not supported yet: it needs transaction actions in the shoal daemon "
-              + "(writer sessions and a two-phase commit) that do not exist today. Use 'at-least-once' or 'none'.");
-    }
     ShoalSinkBuilder<RowData> builder = ShoalSink.<RowData>builder()
         .setEndpoint(options.get(ENDPOINT))
         .setTable(options.get(TABLE))
@@ -104,7 +99,8 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
         .setMaxInFlightRequests(options.get(MAX_IN_FLIGHT_REQUESTS))
         .setMaxBufferedRequests(options.get(MAX_BUFFERED_REQUESTS))
         .setRetries(options.get(MAX_RETRIES), options.get(RETRY_INITIAL_BACKOFF), options.get(RETRY_MAX_BACKOFF))
-        .setRequestTimeout(options.get(REQUEST_TIMEOUT));
+        .setRequestTimeout(options.get(REQUEST_TIMEOUT))
+        .setTransactionalIdPrefix(options.getOptional(TRANSACTIONAL_ID_PREFIX).orElse(null));
     try {
       // Validates the limits now, so a bad option fails at planning time, not in the job.
       builder.build();

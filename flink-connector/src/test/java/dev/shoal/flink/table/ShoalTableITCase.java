@@ -125,13 +125,29 @@ class ShoalTableITCase {
   }
 
   @Test
-  void exactlyOnceIsRejectedAtPlanningTime() {
+  void exactlyOnceInsertIntoSelectCommitsEveryEventOnce() throws Exception {
+    SHOAL.createTable("sql_eo", "reject");
     StreamTableEnvironment tEnv = tableEnvironment();
-    tEnv.executeSql(shoalTable("shoal_eo", "whatever", "id STRING", ", 'sink.delivery-guarantee' = 'exactly-once'"));
-    Exception e = assertThrows(Exception.class, () -> tEnv.executeSql("INSERT INTO shoal_eo VALUES ('a')"));
-    Optional<Throwable> cause = ExceptionUtils.findThrowableWithMessage(e, "'exactly-once' is not supported yet");
-    assertTrue(cause.isPresent(), () -> ExceptionUtils.stringifyException(e));
-    assertTrue(cause.get().getMessage().contains("transaction actions"), cause.get().getMessage());
+    tEnv.executeSql("CREATE TABLE github_events_eo (id STRING, type STRING) WITH ('connector' = 'filesystem', "
+        + "'path' = '" + ShoalDaemon.events().toAbsolutePath().toUri() + "', 'format' = 'json')");
+    tEnv.executeSql(shoalTable("shoal_eo", "sql_eo", "id STRING, type STRING",
+        ", 'token' = '" + TOKEN + "', 'sink.delivery-guarantee' = 'exactly-once', "
+            + "'sink.transactional-id-prefix' = 'sql-eo', 'sink.buffer-flush.interval' = '200ms'"));
+
+    tEnv.executeSql("INSERT INTO shoal_eo SELECT id, type FROM github_events_eo").await();
+
+    List<String> ids = new ArrayList<>();
+    ObjectMapper mapper = new ObjectMapper();
+    for (String line : Files.readAllLines(ShoalDaemon.events(), StandardCharsets.UTF_8)) {
+      ids.add(mapper.readTree(line).get("id").asText());
+    }
+    assertEquals(counts(ids), counts(SHOAL.column("sql_eo", "id")), "every event id exactly once");
+    JsonNode transactions = mapper.readTree(SHOAL.action("list_transactions", "{\"table\":\"sql_eo\"}"));
+    assertTrue(transactions.size() > 0, "the sink wrote through transactions");
+    for (JsonNode transaction : transactions) {
+      assertTrue(transaction.get("transaction").asText().startsWith("sql-eo-"), transaction.toString());
+      assertEquals("committed", transaction.get("state").asText(), transaction.toString());
+    }
   }
 
   @Test

@@ -1,0 +1,50 @@
+package dev.shoal.flink;
+
+import java.io.IOException;
+import java.time.Duration;
+import org.apache.flink.api.connector.sink2.Committer;
+import org.apache.flink.api.connector.sink2.CommitterInitContext;
+import org.apache.flink.api.connector.sink2.SupportsCommitter;
+import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.flink.connector.base.sink.writer.ElementConverter;
+import org.apache.flink.core.io.SimpleVersionedSerializer;
+
+/**
+ * The {@code exactly-once} shoal sink: a {@link ShoalSink} whose writers stage each checkpoint
+ * interval's records in a shoal transaction and prepare it at the checkpoint, plus Flink 1.20's
+ * {@link SupportsCommitter} (the Sink V2 two-phase-commit API that replaces the deprecated {@code
+ * TwoPhaseCommittingSink}): a {@link ShoalCommitter} commits the prepared transactions once the
+ * checkpoint is complete. {@link ShoalSinkBuilder#build()} returns one for {@code EXACTLY_ONCE};
+ * the other guarantees get a plain {@link ShoalSink} (no committer operator in the job graph).
+ */
+public class ShoalExactlyOnceSink<InputT> extends ShoalSink<InputT> implements SupportsCommitter<ShoalCommittable> {
+  private static final long serialVersionUID = 1L;
+
+  ShoalExactlyOnceSink(
+      ElementConverter<InputT, byte[]> elementConverter,
+      int maxBatchSize,
+      int maxInFlightRequests,
+      int maxBufferedRequests,
+      long maxBatchSizeInBytes,
+      long maxTimeInBufferMs,
+      String endpoint,
+      String table,
+      String token,
+      RetryPolicy retryPolicy,
+      Duration requestTimeout,
+      String transactionalIdPrefix) {
+    super(elementConverter, maxBatchSize, maxInFlightRequests, maxBufferedRequests, maxBatchSizeInBytes,
+        maxTimeInBufferMs, endpoint, table, token, DeliveryGuarantee.EXACTLY_ONCE, retryPolicy, requestTimeout,
+        transactionalIdPrefix);
+  }
+
+  @Override
+  public Committer<ShoalCommittable> createCommitter(CommitterInitContext context) throws IOException {
+    return new ShoalCommitter(token(), requestTimeout(), retryPolicy());
+  }
+
+  @Override
+  public SimpleVersionedSerializer<ShoalCommittable> getCommittableSerializer() {
+    return new ShoalCommittable.Serializer();
+  }
+}

@@ -1,0 +1,248 @@
+package dev.shoal.flink;
+
+import static dev.shoal.flink.ShoalSinkITCase.counts;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.RestartStrategyOptions;
+import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.source.SourceFunction;
+import org.apache.flink.test.junit5.MiniClusterExtension;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * Exactly-once (shoal transactions, Flink's two-phase commit) and daemon restarts, in a Flink
+ * MiniCluster against the real daemon process. This class owns its daemon: one test kills it
+ * (SIGKILL) and starts it again on the same port and data directory.
+ */
+class ShoalExactlyOnceITCase {
+
+  static final ObjectMapper JSON = new ObjectMapper();
+  @RegisterExtension
+  static final MiniClusterExtension FLINK = new MiniClusterExtension(
+      new MiniClusterResourceConfiguration.Builder()
+          .setNumberTaskManagers(1)
+          .setNumberSlotsPerTaskManager(ShoalSinkITCase.PARALLELISM)
+          .build());
+
+  @RegisterExtension
+  static final ShoalDaemon SHOAL = new ShoalDaemon();
+
+  static StreamExecutionEnvironment environment(int restartAttempts) {
+    Configuration conf = new Configuration();
+    conf.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
+    conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, restartAttempts);
+    conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofMillis(300));
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+    env.setParallelism(ShoalSinkITCase.PARALLELISM);
+    return env;
+  }
+
+  static ShoalSinkBuilder<String> sink(String table, DeliveryGuarantee guarantee) {
+    return ShoalSink.<String>builder()
+        .setEndpoint(SHOAL.endpoint())
+        .setTable(table)
+        .setDeliveryGuarantee(guarantee)
+        .setMaxBatchSize(500)
+        .setMaxTimeInBuffer(Duration.ofMillis(100))
+        .setRetries(40, Duration.ofMillis(100), Duration.ofMillis(500));
+  }
+
+  static List<JsonNode> transactions(String table) throws Exception {
+    List<JsonNode> all = new ArrayList<>();
+    JSON.readTree(SHOAL.action("list_transactions", "{\"table\":\"" + table + "\"}")).forEach(all::add);
+    return all;
+  }
+
+  static Map<String, Integer> states(List<JsonNode> transactions) {
+    Map<String, Integer> states = new HashMap<>();
+    transactions.forEach(t -> states.merge(t.get("state").asText(), 1, Integer::sum));
+    return states;
+  }
+
+  static long visibleRecords(String table) throws Exception {
+    return JSON.readTree(SHOAL.action("stats", "{\"table\":\"" + table + "\"}")).get("records").asLong();
+  }
+
+  @Test
+  void exactlyOnceWritesEveryEventOnceAcrossAFailover() throws Exception {
+    String table = "eo_failover";
+    SHOAL.createTable(table, "reject");
+    ShoalSinkITCase.FailOnce.FAILED.set(false);
+    ShoalSinkITCase.FailOnce.SEEN.set(0);
+    StreamExecutionEnvironment env = environment(3);
+    env.enableCheckpointing(200);
+    ShoalSinkITCase.events(env)
+        .map(new ShoalSinkITCase.FailOnce(ShoalSinkITCase.FAIL_AFTER)).name("fail-once")
+        .sinkTo(sink(table, DeliveryGuarantee.EXACTLY_ONCE).build()).name("shoal-sink");
+
+    env.execute("github events -> shoal exactly-once, failing once");
+
+    assertTrue(ShoalSinkITCase.FailOnce.FAILED.get(), "the planned failure happened");
+    List<String> expected = ShoalDaemon.eventIds();
+    List<String> written = SHOAL.column(table, "id");
+    List<JsonNode> transactions = transactions(table);
+    System.out.printf("exactly-once failover: map saw %d records (input %d), %d written; transactions %s%n",
+        ShoalSinkITCase.FailOnce.SEEN.get(), expected.size(), written.size(), states(transactions));
+    assertEquals(counts(expected), counts(written), "every event id exactly once");
+    assertTrue(ShoalSinkITCase.FailOnce.SEEN.get() < ShoalSinkITCase.FAIL_AFTER + expected.size(),
+        "the job resumed from a checkpoint (map saw " + ShoalSinkITCase.FailOnce.SEEN.get() + " records)");
+    // Every transaction ended: committed, or aborted (what the failed attempt had staged).
+    Map<String, Integer> states = states(transactions);
+    assertEquals(Set.of("committed", "aborted"), states.keySet(), states.toString());
+    long committed = transactions.stream()
+        .filter(t -> t.get("state").asText().equals("committed"))
+        .mapToLong(t -> t.get("records").asLong())
+        .sum();
+    assertEquals(expected.size(), committed, "the committed transactions hold every event once");
+    assertTrue(states.get("committed") > 4, "one transaction per checkpoint interval and subtask: " + states);
+  }
+
+  /** Emits {@code count} records {"id": "v<i>"}, then waits until cancelled. */
+  static final class EmitThenWait implements SourceFunction<String> {
+    private final int count;
+    private volatile boolean running = true;
+
+    EmitThenWait(int count) {
+      this.count = count;
+    }
+
+    @Override
+    public void run(SourceContext<String> context) throws Exception {
+      for (int i = 0; i < count; i++) {
+        synchronized (context.getCheckpointLock()) {
+          context.collect("{\"id\":\"v" + i + "\"}");
+        }
+      }
+      while (running) {
+        Thread.sleep(20);
+      }
+    }
+
+    @Override
+    public void cancel() {
+      running = false;
+    }
+  }
+
+  @Test
+  void stagedRecordsStayInvisibleAndAnAbortedAttemptLeavesNothingBehind() throws Exception {
+    String table = "eo_invisible";
+    SHOAL.createTable(table, "reject");
+    // Attempt 1: 500 records staged, no checkpoint ever completes (interval: 1 h), then cancelled.
+    StreamExecutionEnvironment first = environment(0);
+    first.enableCheckpointing(3_600_000);
+    first.addSource(new EmitThenWait(500)).setParallelism(1)
+        .sinkTo(sink(table, DeliveryGuarantee.EXACTLY_ONCE).setTransactionalIdPrefix("invisible").build());
+    JobClient job = first.executeAsync("staged, never committed");
+    long staged = 0;
+    for (long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60); staged < 500; ) {
+      assertTrue(System.nanoTime() < deadline, "the records were staged in time: " + transactions(table));
+      staged = transactions(table).stream().mapToLong(t -> t.get("records").asLong()).sum();
+      Thread.sleep(50);
+    }
+    assertEquals(Map.of("open", 2), states(transactions(table)), "one open transaction per subtask");
+    assertEquals(0, visibleRecords(table), "staged records are invisible to queries");
+    job.cancel().get(60, TimeUnit.SECONDS);
+    assertEquals(0, visibleRecords(table), "nothing of the cancelled attempt is visible");
+
+    // Attempt 2 (a fresh start with the same prefix, parallelism 1): aborts what attempt 1 left
+    // open (subtasks 0 and 1 of the old parallelism) and writes its own records.
+    StreamExecutionEnvironment second = environment(0);
+    second.setParallelism(1);
+    second.enableCheckpointing(200);
+    second.fromData("{\"id\":\"w1\"}", "{\"id\":\"w2\"}", "{\"id\":\"w3\"}")
+        .sinkTo(sink(table, DeliveryGuarantee.EXACTLY_ONCE).setTransactionalIdPrefix("invisible").build());
+    second.execute("second attempt");
+
+    assertEquals(counts(List.of("w1", "w2", "w3")), counts(SHOAL.column(table, "id")),
+        "only the second attempt's records are visible");
+    Map<String, Integer> states = states(transactions(table));
+    assertEquals(2, states.get("aborted"), "the first attempt's transactions were aborted: " + states);
+    assertEquals(1, states.get("committed"), states.toString());
+  }
+
+  /** Passes records through, slowly, and opens {@link #HALFWAY} after {@code signalAfter} records. */
+  static final class Slow implements MapFunction<String, String> {
+    static volatile CountDownLatch HALFWAY = new CountDownLatch(1);
+    static final AtomicLong SEEN = new AtomicLong();
+    private final long signalAfter;
+
+    Slow(long signalAfter) {
+      this.signalAfter = signalAfter;
+    }
+
+    @Override
+    public String map(String value) throws Exception {
+      long seen = SEEN.incrementAndGet();
+      if (seen % 10 == 0) {
+        Thread.sleep(1);
+      }
+      if (seen == signalAfter) {
+        HALFWAY.countDown();
+      }
+      return value;
+    }
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = DeliveryGuarantee.class, names = {"EXACTLY_ONCE", "AT_LEAST_ONCE"})
+  void daemonKilledAndRestartedDuringTheJob(DeliveryGuarantee guarantee) throws Exception {
+    String table = "restart_" + guarantee.name().toLowerCase();
+    SHOAL.createTable(table, "reject");
+    Slow.HALFWAY = new CountDownLatch(1);
+    Slow.SEEN.set(0);
+    StreamExecutionEnvironment env = environment(10);
+    env.enableCheckpointing(200);
+    ShoalSinkITCase.events(env)
+        .map(new Slow(4000)).name("slow")
+        .sinkTo(sink(table, guarantee).build()).name("shoal-sink");
+    CompletableFuture<JobExecutionResult> job = CompletableFuture.supplyAsync(() -> {
+      try {
+        return env.execute("github events -> shoal (" + guarantee + "), daemon restarted");
+      } catch (Exception e) {
+        throw new RuntimeException(e);
+      }
+    });
+    assertTrue(Slow.HALFWAY.await(120, TimeUnit.SECONDS), "the job got part-way");
+    SHOAL.kill();
+    Thread.sleep(1000); // the sink meets connection refused meanwhile
+    SHOAL.restart();
+    job.get(180, TimeUnit.SECONDS);
+
+    List<String> expected = ShoalDaemon.eventIds();
+    List<String> written = SHOAL.column(table, "id");
+    Set<String> missing = new HashSet<>(expected);
+    missing.removeAll(new HashSet<>(written));
+    System.out.printf("%s across a daemon restart: map saw %d records (input %d: %s), %d written (%d duplicates)%s%n",
+        guarantee, Slow.SEEN.get(), expected.size(), Slow.SEEN.get() > expected.size() ? "failed over" : "no failover",
+        written.size(), written.size() - expected.size(),
+        guarantee == DeliveryGuarantee.EXACTLY_ONCE ? ", transactions " + states(transactions(table)) : "");
+    assertEquals(Set.of(), missing, "no event id is missing");
+    if (guarantee == DeliveryGuarantee.EXACTLY_ONCE) {
+      assertEquals(counts(expected), counts(written), "every event id exactly once");
+    }
+  }
+}

@@ -26,7 +26,8 @@ import org.apache.flink.core.execution.CheckpointingMode;
 /**
  * Flink's connector conformance suite for sinks ({@code SinkTestSuiteBase}: basic sink, restart
  * from a savepoint with the same, a higher and a lower parallelism, {@code numRecordsOut}) run
- * against the real daemon, at-least-once (exactly-once is not offered by the sink).
+ * against the real daemon, at-least-once and exactly-once (under exactly-once the suite checks
+ * that the table holds exactly the records of the completed checkpoints).
  */
 class ShoalSinkConformanceITCase extends SinkTestSuiteBase<String> {
 
@@ -37,7 +38,8 @@ class ShoalSinkConformanceITCase extends SinkTestSuiteBase<String> {
   DaemonResource shoal = new DaemonResource();
 
   @TestSemantics
-  CheckpointingMode[] semantics = new CheckpointingMode[] {CheckpointingMode.AT_LEAST_ONCE};
+  CheckpointingMode[] semantics =
+      new CheckpointingMode[] {CheckpointingMode.AT_LEAST_ONCE, CheckpointingMode.EXACTLY_ONCE};
 
   @TestContext
   ExternalContextFactory<ShoalContext> contexts = testName -> new ShoalContext(shoal.daemon);
@@ -73,13 +75,12 @@ class ShoalSinkConformanceITCase extends SinkTestSuiteBase<String> {
 
     @Override
     public Sink<String> createSink(TestingSinkSettings settings) {
-      if (settings.getCheckpointingMode() == org.apache.flink.streaming.api.CheckpointingMode.EXACTLY_ONCE) {
-        throw new UnsupportedOperationException("the shoal sink does not offer exactly-once yet");
-      }
+      boolean exactlyOnce =
+          settings.getCheckpointingMode() == org.apache.flink.streaming.api.CheckpointingMode.EXACTLY_ONCE;
       return ShoalSink.<String>builder()
           .setEndpoint(daemon.endpoint())
           .setTable(table)
-          .setDeliveryGuarantee(DeliveryGuarantee.AT_LEAST_ONCE)
+          .setDeliveryGuarantee(exactlyOnce ? DeliveryGuarantee.EXACTLY_ONCE : DeliveryGuarantee.AT_LEAST_ONCE)
           .setMaxBatchSize(50)
           .setMaxTimeInBuffer(Duration.ofMillis(100))
           .build();

@@ -50,7 +50,7 @@ class ShoalSinkThroughputITCase {
   }
 
   @ParameterizedTest
-  @EnumSource(value = DeliveryGuarantee.class, names = {"NONE", "AT_LEAST_ONCE"})
+  @EnumSource(value = DeliveryGuarantee.class, names = {"NONE", "AT_LEAST_ONCE", "EXACTLY_ONCE"})
   void throughput(DeliveryGuarantee guarantee) throws Exception {
     long records = Long.parseLong(System.getProperty("shoal.flink.throughput.records"));
     String table = "throughput_" + guarantee.name().toLowerCase();
@@ -69,8 +69,11 @@ class ShoalSinkThroughputITCase {
     env.execute("throughput " + guarantee);
     double seconds = (System.nanoTime() - started) / 1e9;
     String stats = SHOAL.action("stats", "{\"table\":\"" + table + "\"}");
-    System.out.printf("THROUGHPUT %s (checkpoints every %d ms): %d records in %.2f s = %.0f records/s; stats %s%n",
-        guarantee, checkpointMs, records, seconds, records / seconds, stats);
+    int transactions = new com.fasterxml.jackson.databind.ObjectMapper()
+        .readTree(SHOAL.action("list_transactions", "{\"table\":\"" + table + "\"}")).size();
+    System.out.printf("THROUGHPUT %s (checkpoints every %d ms): %d records in %.2f s = %.0f records/s; "
+            + "%d transactions; stats %s%n",
+        guarantee, checkpointMs, records, seconds, records / seconds, transactions, stats);
     assertEquals(records, new com.fasterxml.jackson.databind.ObjectMapper().readTree(stats).get("records").asLong());
   }
 }

@@ -445,6 +445,10 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
       try {
         return action.get();
       } catch (RuntimeException e) {
+        if (ShoalErrors.code(e) == FlightStatusCode.NOT_FOUND && what.equals("list_transactions")) {
+          throw new ShoalSinkException(where + ": the table does not exist (create it with the create_table action "
+              + "before the job starts): " + ShoalErrors.describe(e), e);
+        }
         if (!ShoalErrors.isRetryableAction(e) || attempt > retryPolicy.maxRetries()) {
           throw new ShoalSinkException(
               where + ": " + what + " failed after " + attempt + " attempts: " + ShoalErrors.describe(e), e);

@@ -184,6 +184,39 @@ class ShoalExactlyOnceITCase {
     assertEquals(1, states.get("committed"), states.toString());
   }
 
+  @Test
+  void committingAnAbortedTransactionFailsLoudly() throws Exception {
+    String table = "eo_aborted";
+    SHOAL.createTable(table, "reject");
+    SHOAL.action("begin_transaction", "{\"table\":\"" + table + "\",\"transaction\":\"gone-0-1-1\"}");
+    SHOAL.action("abort_transaction", "{\"table\":\"" + table + "\",\"transaction\":\"gone-0-1-1\"}");
+    SHOAL.action("begin_transaction", "{\"table\":\"" + table + "\",\"transaction\":\"kept-0-1-1\"}");
+    ShoalCommittable aborted = new ShoalCommittable(SHOAL.endpoint(), table, "gone-0-1-1", 7);
+    ShoalCommittable kept = new ShoalCommittable(SHOAL.endpoint(), table, "kept-0-1-1", 0);
+    try (ShoalCommitter committer =
+        new ShoalCommitter(null, Duration.ofSeconds(10), new RetryPolicy(2, Duration.ofMillis(10), Duration.ofMillis(10)))) {
+      committer.commit(List.of(request(kept)));
+      committer.commit(List.of(request(kept))); // idempotent
+      ShoalSinkException e = org.junit.jupiter.api.Assertions.assertThrows(
+          ShoalSinkException.class, () -> committer.commit(List.of(request(aborted))));
+      assertTrue(e.getMessage().contains("gone-0-1-1") && e.getMessage().contains("was aborted")
+          && e.getMessage().contains("7 records are NOT in the table"), e.getMessage());
+    }
+    assertEquals(Map.of("aborted", 1, "committed", 1), states(transactions(table)));
+  }
+
+  static org.apache.flink.api.connector.sink2.Committer.CommitRequest<ShoalCommittable> request(ShoalCommittable c) {
+    return new org.apache.flink.api.connector.sink2.Committer.CommitRequest<>() {
+      @Override public ShoalCommittable getCommittable() { return c; }
+      @Override public int getNumberOfRetries() { return 0; }
+      @Override public void signalFailedWithKnownReason(Throwable t) { throw new AssertionError(t); }
+      @Override public void signalFailedWithUnknownReason(Throwable t) { throw new AssertionError(t); }
+      @Override public void retryLater() { throw new AssertionError("retryLater"); }
+      @Override public void updateAndRetryLater(ShoalCommittable committable) { throw new AssertionError("update"); }
+      @Override public void signalAlreadyCommitted() {}
+    };
+  }
+
   /** Passes records through, slowly, and opens {@link #HALFWAY} after {@code signalAfter} records. */
   static final class Slow implements MapFunction<String, String> {
     static volatile CountDownLatch HALFWAY = new CountDownLatch(1);

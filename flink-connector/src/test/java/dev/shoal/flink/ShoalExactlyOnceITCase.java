@@ -82,6 +82,13 @@ class ShoalExactlyOnceITCase {
     return states;
   }
 
+  static long records(List<JsonNode> transactions, String state) {
+    return transactions.stream()
+        .filter(t -> t.get("state").asText().equals(state))
+        .mapToLong(t -> t.get("records").asLong())
+        .sum();
+  }
+
   static long visibleRecords(String table) throws Exception {
     return JSON.readTree(SHOAL.action("stats", "{\"table\":\"" + table + "\"}")).get("records").asLong();
   }
@@ -98,7 +105,47 @@ class ShoalExactlyOnceITCase {
         .map(new ShoalSinkITCase.FailOnce(ShoalSinkITCase.FAIL_AFTER)).name("fail-once")
         .sinkTo(sink(table, DeliveryGuarantee.EXACTLY_ONCE).build()).name("shoal-sink");
 
-    env.execute("github events -> shoal exactly-once, failing once");
+    // Meanwhile a reader samples what is visible: never more than the committed transactions plus
+    // those being committed (prepared), never less than what was committed before the sample.
+    List<String> violations = java.util.Collections.synchronizedList(new ArrayList<>());
+    AtomicLong samples = new AtomicLong();
+    AtomicLong midCommit = new AtomicLong();
+    java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+    Thread reader = new Thread(() -> {
+      while (!done.get()) {
+        try {
+          List<JsonNode> before = transactions(table);
+          long visible = visibleRecords(table);
+          List<JsonNode> after = transactions(table);
+          long committedBefore = records(before, "committed");
+          long committedAfter = records(after, "committed");
+          long committing = records(after, "prepared");
+          if (visible < committedBefore || visible > committedAfter + committing) {
+            violations.add("visible " + visible + ", committed before " + committedBefore + ", after " + committedAfter
+                + ", prepared " + committing);
+          }
+          if (visible > committedAfter) {
+            midCommit.incrementAndGet();
+          }
+          samples.incrementAndGet();
+          Thread.sleep(20);
+        } catch (Exception e) {
+          violations.add(e.toString());
+          return;
+        }
+      }
+    }, "visibility-sampler");
+    reader.start();
+    try {
+      env.execute("github events -> shoal exactly-once, failing once");
+    } finally {
+      done.set(true);
+      reader.join();
+    }
+    System.out.printf("visibility: %d samples, %d during a commit (part of a transaction visible), violations %s%n",
+        samples.get(), midCommit.get(), violations);
+    assertEquals(List.of(), violations, "queries never see staged (open or aborted) records");
+    assertTrue(samples.get() > 10, "the reader sampled during the job: " + samples.get());
 
     assertTrue(ShoalSinkITCase.FailOnce.FAILED.get(), "the planned failure happened");
     List<String> expected = ShoalDaemon.eventIds();

@@ -63,7 +63,7 @@ if [[ "${SHOAL_DEMO_SKIP_BUILD:-0}" != 1 ]]; then
       -pl integration-tests/flink-job,integration-tests/spark-queries -am 2>&1 | tee "$maven_log" | awk '
         /^\[INFO\] Building .*\[[0-9]+\/[0-9]+\]/ { sub(/^\[INFO\] /, ""); print "  " $0; fflush(); next }
         /^\[INFO\] -+< / { next }
-        /^Downloaded from / { d++; if (d % 100 == 0) { printf "  ... %d artifacts downloaded\n", d; fflush() } next }
+        /Downloaded from / { d++; if (d % 100 == 0) { printf "  ... %d artifacts downloaded\n", d; fflush() } next }
         /^\[ERROR\]/ { print "  " $0; fflush() }
         END { if (d > 0) printf "  %d artifacts downloaded in all\n", d }'; then
     :

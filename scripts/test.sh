@@ -6,7 +6,9 @@
 # build the Rust workspace and run its tests (unit, integration, doc tests); create the
 # Python virtual environment .venv (pyarrow, pytest) and run the daemon's end-to-end
 # tests against the real `shoal` binary; build the JVM connectors and run their tests
-# (Spark in local mode, Flink in a MiniCluster) against the same binary.
+# (Spark in local mode, Flink in a MiniCluster) against the same binary, then the end-to-end
+# test of integration-tests/ (the demo's Flink job -> shoal -> Spark SQL vs spark.read.json,
+# plus a pyarrow client from .venv).
 # Environment: CARGO_BUILD_JOBS etc. as usual; SHOAL_REQUIRE_DATA=1 is set so that tests
 # needing the real events fail instead of skipping when the data is missing.
 set -euo pipefail
@@ -35,7 +37,7 @@ fi
 step "Python: end-to-end tests of the daemon (pytest, pyarrow.flight)"
 SHOAL_BIN="$repo_root/target/debug/shoal" .venv/bin/python -m pytest -q flight-server/tests/e2e
 
-step "JVM: mvn verify (Spark and Flink connectors, against the real daemon)"
+step "JVM: mvn verify (Spark and Flink connectors, integration-tests; against the real daemon)"
 mvn -B -ntp verify \
   -Dshoal.bin="$repo_root/target/debug/shoal" \
   -Dshoal.data="$repo_root/data/github/events.ndjson"

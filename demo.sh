@@ -47,6 +47,9 @@ java_major="$(java -XshowSettings:properties -version 2>&1 | awk -F'= ' '/java.s
 [[ "${java_major%%.*}" -ge 17 ]] || die "java is version $java_major; the JVM parts need 17 or newer"
 
 if [[ "${SHOAL_DEMO_SKIP_BUILD:-0}" != 1 ]]; then
+  for tool in cmake c++; do
+    command -v "$tool" >/dev/null || die "$tool is not on PATH (the daemon's build compiles simdjson: cmake and a C++17 compiler)"
+  done
   step "build the daemon: cargo build --release --locked -p shoal-server"
   # cargo's own lines, thinned: every 20th crate, plus warnings and errors.
   cargo build --release --locked -p shoal-server 2>&1 | awk '

@@ -207,10 +207,23 @@ impl Table {
             return Err(Error::InvalidConfig("an in-memory table has no durable storage".into()));
         }
         let deadline = std::time::Instant::now() + timeout;
+        let mut failing_since: Option<std::time::Instant> = None;
         loop {
             let durable = self.durable_address();
             if durable >= address {
                 return Ok(durable);
+            }
+            // A device that keeps failing during this wait (e.g. a full disk: the flush
+            // thread's retries every 100 ms keep failing) fails it after half a second.
+            if self.log.flush_error().is_some() {
+                let since = *failing_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= Duration::from_millis(500) {
+                    if let Some(error) = self.log.device_failure(Duration::ZERO) {
+                        return Err(error);
+                    }
+                }
+            } else {
+                failing_since = None;
             }
             if std::time::Instant::now() >= deadline {
                 let reason = self.log.flush_error().unwrap_or_else(|| "timed out".into());

@@ -42,6 +42,8 @@ pub(crate) struct SegmentFiles {
     page_size: usize,
     pages_per_segment: u64,
     files: RwLock<HashMap<u64, Arc<File>>>,
+    /// OS error number every write fails with (0: none); a test hook.
+    write_fault: std::sync::atomic::AtomicI32,
 }
 
 impl Device {
@@ -55,6 +57,7 @@ impl Device {
                     page_size,
                     pages_per_segment,
                     files: RwLock::new(HashMap::new()),
+                    write_fault: std::sync::atomic::AtomicI32::new(0),
                 }))
             }
         }
@@ -123,6 +126,10 @@ impl SegmentFiles {
     /// Writes a sealed page; with `sync`, waits until it is on stable storage.
     pub(crate) fn write_page(&self, page: u64, bytes: &[u8], sync: bool) -> Result<()> {
         let (segment, offset) = self.locate(page);
+        let fault = self.write_fault.load(std::sync::atomic::Ordering::Relaxed);
+        if fault != 0 {
+            return Err(Error::io(self.segment_path(segment), std::io::Error::from_raw_os_error(fault)));
+        }
         let file = self.file(segment)?;
         file.write_all_at(bytes, offset).map_err(|e| Error::io(self.segment_path(segment), e))?;
         if sync {
@@ -227,6 +234,10 @@ impl SegmentFiles {
 }
 
 impl SegmentFiles {
+    pub(crate) fn inject_write_fault(&self, errno: Option<i32>) {
+        self.write_fault.store(errno.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Deletes every segment file all of whose pages are below `page` (retention).
     /// Returns `(files deleted, bytes deleted)`. Readers that opened a file before keep
     /// reading it (the open handle outlives the unlink).

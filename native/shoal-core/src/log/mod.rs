@@ -119,9 +119,12 @@ struct FlushState {
     ready: BTreeSet<u64>,
     /// The next page to flush (pages are flushed in order).
     next_page: u64,
-    /// The last flush error, cleared by the next success.
-    error: Option<String>,
+    /// The last flush error (message, OS error number, when the failing began), cleared
+    /// by the next success.
+    error: Option<(String, Option<i32>, std::time::Instant)>,
     shutdown: bool,
+    /// Pages below this one were handed to the page observer.
+    observed_pages: u64,
     /// A requested flush of the open page's prefix: every record below this address
     /// is complete (its request's epoch is safe), so the prefix may be written.
     partial: Option<u64>,
@@ -355,7 +358,71 @@ impl HybridLog {
     /// The last flush error, if the most recent flush attempt failed.
     #[must_use]
     pub fn flush_error(&self) -> Option<String> {
-        self.flush_state.lock().error.clone()
+        self.flush_state.lock().error.as_ref().map(|(message, _, _)| message.clone())
+    }
+
+    /// The device's failure as an error, once flushes have been failing for at least
+    /// `for_at_least` (a disk that is full stays full; a hiccup clears in a retry).
+    #[must_use]
+    pub fn device_failure(&self, for_at_least: Duration) -> Option<Error> {
+        let state = self.flush_state.lock();
+        let (message, errno, since) = state.error.as_ref()?;
+        (since.elapsed() >= for_at_least).then(|| {
+            let source = match errno {
+                Some(code) => std::io::Error::from_raw_os_error(*code),
+                None => std::io::Error::other(message.clone()),
+            };
+            Error::io(format!("log device ({message}); writes are retried every 100 ms"), source)
+        })
+    }
+
+    /// Waits until `bytes` more fit in the memory ring without waiting for a flush in
+    /// the middle of a batch, or fails with the device's error if the device is failing
+    /// meanwhile: ingestion then stops before writing anything of the batch (e.g. disk
+    /// full → `RESOURCE_EXHAUSTED` at the Flight boundary) instead of hanging halfway.
+    /// Everything already ingested stays readable; ingestion resumes once the flush
+    /// thread's retries succeed. Call it without log-epoch protection.
+    ///
+    /// # Errors
+    /// [`Error::Io`] with the device's error; [`Error::Closed`].
+    pub fn check_room(&self, bytes: usize) -> Result<()> {
+        if self.device.is_null() {
+            return Ok(());
+        }
+        let frames = self.frames.len() as u64;
+        loop {
+            // The frames of every page up to the batch's last (with a page of slack for
+            // fillers) must be free, i.e. the pages they held flushed. A batch larger
+            // than the ring can only wait for every closed page to be flushed.
+            let tail = self.tail_address();
+            let (first_page, last_page) = (self.page_of(tail), self.page_of(tail + bytes as u64) + 1);
+            let needed = if last_page < frames {
+                0
+            } else {
+                self.page_start((last_page + 1 - frames).min(first_page))
+            };
+            if self.flushed_until() >= needed {
+                return Ok(());
+            }
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            if let Some(error) = self.device_failure(Duration::ZERO) {
+                return Err(error);
+            }
+            self.epoch.try_drain();
+            let mut state = self.flush_state.lock();
+            self.flushed_signal.wait_for(&mut state, Duration::from_millis(1));
+        }
+    }
+
+    /// Test hook: makes every device write fail with OS error `errno` (e.g. 28, no space
+    /// left on device) until called with `None`.
+    #[doc(hidden)]
+    pub fn inject_write_fault(&self, errno: Option<i32>) {
+        if let Device::Segments(files) = &self.device {
+            files.inject_write_fault(errno);
+        }
     }
 
     /// True when pages below the head can be read back (a directory device).
@@ -388,6 +455,14 @@ impl HybridLog {
             if self.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed);
             }
+            // About to overflow the page: make sure the next page's frame can be had
+            // before claiming the overflow (the claimer must close the page), so that a
+            // failing device fails this allocation instead of blocking the log.
+            let peek = self.tail.load(Ordering::Acquire);
+            let (page, offset) = (peek >> 32, peek & 0xFFFF_FFFF);
+            if offset <= capacity && offset + size as u64 > capacity {
+                self.wait_for_frame(page + 1, guard)?;
+            }
             let old = self.tail.fetch_add(size as u64, Ordering::AcqRel);
             let (page, offset) = (old >> 32, old & 0xFFFF_FFFF);
             if offset + size as u64 <= capacity {
@@ -404,6 +479,30 @@ impl HybridLog {
                 }
             }
         }
+    }
+
+    /// Waits until the page that `page`'s frame holds is flushed, failing with the
+    /// device's error if the device is failing meanwhile.
+    fn wait_for_frame(&self, page: u64, guard: &mut EpochGuard<'_>) -> Result<()> {
+        let frames = self.frames.len() as u64;
+        if page < frames {
+            return Ok(());
+        }
+        let needed = self.page_start(page - frames + 1);
+        while self.flushed_until() < needed {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            if let Some(error) = self.device_failure(Duration::ZERO) {
+                return Err(error);
+            }
+            guard.refresh();
+            let mut state = self.flush_state.lock();
+            if self.flushed_until() < needed {
+                self.flushed_signal.wait_for(&mut state, Duration::from_millis(1));
+            }
+        }
+        Ok(())
     }
 
     /// Makes the frame of `page` available: the page it held before must be flushed
@@ -692,7 +791,14 @@ impl HybridLog {
         // cannot be evicted before `flushed_until` passes it, which only this thread
         // advances. The footer area is not used by records.
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.frame_ptr(page), self.page_size) };
-        if let Some(observer) = observer {
+        // Once per page, also when its write is retried after a failure.
+        let first_attempt = {
+            let mut state = self.flush_state.lock();
+            let first = state.observed_pages <= page;
+            state.observed_pages = state.observed_pages.max(page + 1);
+            first
+        };
+        if let (Some(observer), true) = (observer, first_attempt) {
             observer(page, &bytes[..self.page_capacity()]);
         }
         let result = match &self.device {
@@ -711,7 +817,7 @@ impl HybridLog {
             }
             Err(e) => {
                 tracing::error!(page, error = %e, "page flush failed; retrying");
-                state.error = Some(e.to_string());
+                state.error = Some(failure(&e, state.error.as_ref()));
                 state.ready.insert(page);
             }
         }
@@ -743,12 +849,22 @@ impl HybridLog {
             }
             Err(e) => {
                 tracing::error!(page, error = %e, "partial page flush failed; retrying");
-                state.error = Some(e.to_string());
+                state.error = Some(failure(&e, state.error.as_ref()));
                 state.partial = Some(state.partial.map_or(until, |p| p.max(until)));
             }
         }
         self.flushed_signal.notify_all();
     }
+}
+
+/// The flush error to record: `error`, failing since the earlier failure if any.
+fn failure(error: &Error, earlier: Option<&(String, Option<i32>, std::time::Instant)>) -> (String, Option<i32>, std::time::Instant) {
+    let errno = match error {
+        Error::Io { source, .. } => source.raw_os_error(),
+        _ => None,
+    };
+    let since = earlier.map_or_else(std::time::Instant::now, |(_, _, since)| *since);
+    (error.to_string(), errno, since)
 }
 
 enum FlushWork {

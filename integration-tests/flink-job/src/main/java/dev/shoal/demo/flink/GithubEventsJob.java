@@ -37,7 +37,8 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  *   [--table events] [--rate 2000] [--register-psfs-at 0.4] [--parallelism 2] [--checkpoint-ms 1000]
  * </pre>
  *
- * Exit code 0 when the job finished and every PSF was registered; 1 otherwise.
+ * Exit code 0 when the job finished and every PSF was registered (the {@code summary: psfs:} line
+ * says whether that was while the stream ran); 1 when the job failed.
  */
 public final class GithubEventsJob {
   private GithubEventsJob() {}
@@ -145,12 +146,12 @@ public final class GithubEventsJob {
         registered.size(), registeredWhileRunning ? "while" : "AFTER",
         low == high ? String.format(Locale.ROOT, "%,d", low) : String.format(Locale.ROOT, "%,d-%,d", low, high),
         String.join(", ", registered.keySet()));
-    return registeredWhileRunning ? 0 : 1;
+    return 0;
   }
 
   /** Registers {@link DemoPsfs#all()}; their names and safe register addresses. */
   private static Map<String, Long> register(ShoalAdmin admin, String table, long records, long total) {
-    say("%,d / %,d events in: registering the PSFs (register_psf) while the stream runs", records, total);
+    say("%,d / %,d events in: registering the PSFs (register_psf)", records, total);
     Map<String, Long> names = new LinkedHashMap<>();
     for (ObjectNode psf : DemoPsfs.all()) {
       JsonNode answer = admin.registerPsf(table, psf);

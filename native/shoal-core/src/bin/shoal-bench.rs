@@ -23,13 +23,22 @@
 //!   time), on the in-memory and on the disk table. It also prints how many records the
 //!   inferred schema had seen right after ingestion.
 //!
+//! * `durability` — one thread ingesting into a disk table under each durability policy
+//!   (`none`, `group_commit` every 5 ms, `fsync`), every batch acknowledged as the
+//!   daemon would (after `wait_durable` of its end, except under `none`); reported as
+//!   MB/s and as a ratio to `none`;
+//! * `recovery` — recovery time (`Table::open` after the table was dropped without
+//!   closing, as after a crash) against log size (a quarter and all of the data) and
+//!   checkpointing: none (the whole log replayed), and a fuzzy checkpoint taken at 90 %
+//!   of the ingestion (only the last ~10 % replayed) — the shape of FishStore's Fig. 20.
+//!
 //! The ingestion threads each ingest a contiguous share of the batches of 1000 records.
 //! MB are 10^6 bytes of record payload (the JSON text, without newlines).
 //!
 //! ```text
 //! cargo run --release -p shoal-core --bin shoal-bench -- [--input data/github/events.ndjson]
 //!     [--repeat N | --target-mb 200] [--reps 3] [--threads 1,2] [--disk-memory-mb 64]
-//!     [--dir /tmp] [--cases memcpy,parser,memory,disk,nopsf,query]
+//!     [--dir /tmp] [--cases memcpy,parser,memory,disk,nopsf,query,durability,recovery]
 //! ```
 
 use std::collections::HashSet;
@@ -621,6 +630,12 @@ fn main() -> BoxResult<()> {
         }
     }
     print_table(&rows, total, records.len(), parser, memcpy);
+    if options.wants("durability") {
+        durability_section(&records, &options.dir, options.disk_memory_mb << 20, options.reps)?;
+    }
+    if options.wants("recovery") {
+        recovery_section(&records, &options.dir, options.disk_memory_mb << 20, options.reps)?;
+    }
 
     if options.wants("query") {
         let actor = busiest_actor(&records).ok_or("no record has an integer actor.id")?;
@@ -643,6 +658,109 @@ fn main() -> BoxResult<()> {
             let result = query_section(label, &run.table, &queries, options.reps);
             run.discard();
             result?;
+        }
+    }
+    Ok(())
+}
+
+/// Ingestion into a disk table under each durability policy, acknowledging every batch
+/// as the daemon does.
+fn durability_section(records: &[&[u8]], base: &Path, budget: usize, reps: usize) -> BoxResult<()> {
+    use shoal_core::table::DurabilityPolicy;
+    let bytes: usize = records.iter().map(|r| r.len()).sum();
+    let policies = [
+        ("none", DurabilityPolicy::None),
+        ("group_commit 5 ms", DurabilityPolicy::GroupCommit { interval_ms: 5 }),
+        ("fsync", DurabilityPolicy::Fsync),
+    ];
+    println!();
+    println!("{:<22} {:>12} {:>16} {:>10}", "durability policy", "MB/s", "min-max MB/s", "vs none");
+    let mut baseline = None;
+    for (label, policy) in policies {
+        let mut samples = Vec::new();
+        for _ in 0..reps {
+            let dir = unique_dir(base);
+            let mut config = TableConfig::on_disk(&dir).with_durability(policy);
+            config.log.memory_budget_bytes = budget;
+            let table = Table::create(config)?;
+            for (name, spec) in github_psfs() {
+                table.register_psf(name, &spec)?;
+            }
+            let start = Instant::now();
+            for batch in records.chunks(BATCH) {
+                let report = table.ingest(batch)?;
+                if policy != DurabilityPolicy::None {
+                    table.wait_durable(report.end_address, Duration::from_secs(60))?;
+                }
+            }
+            samples.push(start.elapsed());
+            let _ = table.close();
+            drop(table);
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        let summary = summarize(samples);
+        let rate = mb_per_s(bytes, summary.median);
+        let base_rate = *baseline.get_or_insert(rate);
+        println!(
+            "{label:<22} {rate:>12.0} {:>7.0}-{:<8.0} {:>9.2}x",
+            mb_per_s(bytes, summary.max),
+            mb_per_s(bytes, summary.min),
+            rate / base_rate
+        );
+        eprintln!("durability {label} done");
+    }
+    Ok(())
+}
+
+/// Recovery time against log size and checkpointing.
+fn recovery_section(records: &[&[u8]], base: &Path, budget: usize, reps: usize) -> BoxResult<()> {
+    println!();
+    println!("{:<10} {:<28} {:>12} {:>14} {:>12}", "log MB", "checkpoint", "recovery ms", "replayed MB", "MB/s");
+    for fraction in [4, 1] {
+        let part = &records[..records.len() / fraction];
+        let bytes: usize = part.iter().map(|r| r.len()).sum();
+        for checkpoint in [false, true] {
+            let mut samples = Vec::new();
+            let mut replayed = 0;
+            for _ in 0..reps {
+                let dir = unique_dir(base);
+                let mut config = TableConfig::on_disk(&dir);
+                config.log.memory_budget_bytes = budget;
+                let table = Table::create(config.clone())?;
+                for (name, spec) in github_psfs() {
+                    table.register_psf(name, &spec)?;
+                }
+                let batches: Vec<&[&[u8]]> = part.chunks(BATCH).collect();
+                for (i, batch) in batches.iter().enumerate() {
+                    table.ingest(batch)?;
+                    if checkpoint && i + 1 == batches.len() * 9 / 10 {
+                        table.checkpoint()?;
+                    }
+                }
+                // Make the log durable without a checkpoint, then "crash" (no close).
+                table.wait_durable(table.log().tail_address(), Duration::from_secs(60))?;
+                drop(table);
+                let start = Instant::now();
+                let (table, report) = Table::open(config)?;
+                samples.push(start.elapsed());
+                replayed = report.bytes_replayed;
+                if table.stats().records != part.len() as u64 {
+                    return Err(format!("recovered {} of {} records", table.stats().records, part.len()).into());
+                }
+                let _ = table.close();
+                drop(table);
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            let summary = summarize(samples);
+            let label = if checkpoint { "fuzzy checkpoint at 90 %" } else { "none (whole log replayed)" };
+            #[allow(clippy::cast_precision_loss)]
+            let replayed_mb = replayed as f64 / 1e6;
+            println!(
+                "{:<10.0} {label:<28} {:>12.1} {replayed_mb:>14.1} {:>12.0}",
+                bytes as f64 / 1e6,
+                summary.median.as_secs_f64() * 1e3,
+                replayed_mb / summary.median.as_secs_f64().max(1e-9)
+            );
         }
     }
     Ok(())

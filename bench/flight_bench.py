@@ -61,7 +61,7 @@ def timed(fn, reps):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--target-mb", type=int, default=100)
+    parser.add_argument("--target-mb", type=int, default=200)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--batch-records", type=int, default=4096)
     args = parser.parse_args()

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use shoal_core::psf::{parse_expr, PsfSpec};
-use shoal_core::scan::{plan_scan, ScanRequest};
+use shoal_core::scan::ScanRequest;
 use shoal_core::session::WriterBatch;
 use shoal_core::table::{DurabilityPolicy, Table, TableConfig};
 use shoal_core::FieldPath;
@@ -39,26 +39,8 @@ fn ingest(table: &Table, lines: &[String]) {
     }
 }
 
-/// Ids of the records matching `filter`, by the planned scan and by a full scan.
 fn ids(table: &Table, filter: &str) -> (Vec<String>, Vec<String>) {
-    let request = ScanRequest {
-        filter: Some(parse_expr(filter).expect("filter")),
-        columns: vec![FieldPath::parse("id").expect("path")],
-        ..ScanRequest::default()
-    };
-    let run = |plan| {
-        let mut batches = Vec::new();
-        table
-            .scan_with_plan(&request, &plan, &mut |b| {
-                batches.push(b);
-                Ok(std::ops::ControlFlow::Continue(()))
-            })
-            .expect("scan");
-        common::strings(&batches, 0)
-    };
-    let planned = run(table.plan(&request));
-    let full = run(plan_scan(request.filter.as_ref(), &[], table.log().begin_address(), table.log().tail_address()));
-    (planned, full)
+    common::planned_and_full_ids(table, filter)
 }
 
 /// Checks the table against the oracle over `records` for filters that use each PSF.
@@ -222,52 +204,27 @@ fn sigkill_at_random_moments_loses_no_acknowledged_record() {
     }
     let kills: usize = std::env::var("SHOAL_CRASH_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(30);
     let dir = tempfile::tempdir().expect("dir");
-    let exe = std::env::current_exe().expect("test binary");
     // Ids on disk after the previous round: 0..present_end, each exactly once.
     let mut present_end = 0u64;
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut total_replayed = 0u64;
     for round in 0..kills {
         let first_id = present_end;
-        let mut child = std::process::Command::new(&exe)
-            .args(["--exact", "crash_child", "--nocapture", "--test-threads", "1"])
-            .env("SHOAL_CRASH_CHILD", dir.path())
-            .env("SHOAL_CRASH_FIRST_ID", first_id.to_string())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("child");
         // xorshift: kill after 0-5 acknowledged flushes, at a random moment after that.
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let flushes = seed % 6;
-        let extra_micros = (seed >> 8) % 20_000;
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut acknowledged = first_id;
-        let mut note = |line: &str| {
-            if let Some(n) = line.strip_prefix("durable ") {
-                acknowledged = n.parse::<u64>().expect("count");
-            }
-        };
-        for _ in 0..flushes {
-            match lines.next() {
-                Some(Ok(line)) => note(&line),
-                _ => break,
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_micros(extra_micros));
-        child.kill().expect("kill");
-        // What the child printed before it died still counts as acknowledged.
-        for line in lines.map_while(std::result::Result::ok) {
-            note(&line);
-        }
-        let status = child.wait().expect("wait");
-        assert!(
-            std::os::unix::process::ExitStatusExt::signal(&status) == Some(9),
-            "round {round}: the child ended by itself ({status}) instead of being killed"
+        let output = run_and_kill(
+            "crash_child",
+            &[("SHOAL_CRASH_CHILD", dir.path().display().to_string()), ("SHOAL_CRASH_FIRST_ID", first_id.to_string())],
+            seed % 6,
+            std::time::Duration::from_micros((seed >> 8) % 20_000),
         );
-
+        let acknowledged = output
+            .iter()
+            .filter_map(|line| line.strip_prefix("durable ").map(|n| n.parse::<u64>().expect("count")))
+            .max()
+            .unwrap_or(first_id);
         let (table, report) = Table::open(config(dir.path())).expect("recovery");
         total_replayed += report.bytes_replayed;
         let (present, _) = ids(&table, "id LIKE 'crash-%'");
@@ -358,47 +315,27 @@ fn writer_batches_survive_sigkill_exactly_once_and_whole() {
     let Some(lines) = common::github_events(usize::MAX) else { return };
     let kills: usize = std::env::var("SHOAL_CRASH_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(30);
     let dir = tempfile::tempdir().expect("dir");
-    let exe = std::env::current_exe().expect("test binary");
     let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
     let mut cuts = 0;
     let mut from_index_checkpoint = 0;
     for round in 0..kills {
-        let mut child = std::process::Command::new(&exe)
-            .args(["--exact", "session_child", "--nocapture", "--test-threads", "1"])
-            .env("SHOAL_SESSION_CHILD", dir.path())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("child");
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let acks_before_kill = seed % 8;
-        let extra_micros = (seed >> 8) % 5_000;
+        let output = run_and_kill(
+            "session_child",
+            &[("SHOAL_SESSION_CHILD", dir.path().display().to_string())],
+            seed % 8,
+            std::time::Duration::from_micros((seed >> 8) % 5_000),
+        );
         let mut acknowledged: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
-        let mut lines_out = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut note = |line: &str| {
+        for line in &output {
             let mut parts = line.split(' ');
             if let (Some("durable"), Some(writer), Some(serial)) = (parts.next(), parts.next(), parts.next()) {
-                let serial: u64 = serial.parse().expect("serial");
                 let entry = acknowledged.entry(writer.to_owned()).or_default();
-                *entry = (*entry).max(serial);
-            }
-        };
-        for _ in 0..acks_before_kill {
-            match lines_out.next() {
-                Some(Ok(line)) => note(&line),
-                _ => break,
+                *entry = (*entry).max(serial.parse().expect("serial"));
             }
         }
-        std::thread::sleep(std::time::Duration::from_micros(extra_micros));
-        child.kill().expect("kill");
-        for line in lines_out.map_while(std::result::Result::ok) {
-            note(&line);
-        }
-        let status = child.wait().expect("wait");
-        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "round {round}: {status}");
-
         let (table, report) = Table::open(config(dir.path())).expect("recovery");
         cuts += usize::from(report.cut_address.is_some());
         from_index_checkpoint += usize::from(report.index_checkpoint.is_some());
@@ -423,4 +360,35 @@ fn writer_batches_survive_sigkill_exactly_once_and_whole() {
     let _ = lines;
     eprintln!("{kills} kills, {cuts} recoveries cut an unfinished writer batch, {from_index_checkpoint} started from a fuzzy index checkpoint");
     assert!(from_index_checkpoint > 0, "no recovery used an index checkpoint");
+}
+
+/// Runs the test `child` of this test binary with `env`, lets it print `lines_first`
+/// lines, waits `then`, kills it with SIGKILL (asserting it did not end by itself) and
+/// returns every line it printed before it died.
+fn run_and_kill(child: &str, env: &[(&str, String)], lines_first: u64, then: std::time::Duration) -> Vec<String> {
+    let mut process = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", child, "--nocapture", "--test-threads", "1"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("child");
+    let mut lines = BufReader::new(process.stdout.take().expect("stdout")).lines();
+    let mut output = Vec::new();
+    for _ in 0..lines_first {
+        match lines.next() {
+            Some(Ok(line)) => output.push(line),
+            _ => break,
+        }
+    }
+    std::thread::sleep(then);
+    process.kill().expect("kill");
+    output.extend(lines.map_while(std::result::Result::ok));
+    let status = process.wait().expect("wait");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "{child} ended by itself ({status}) instead of being killed"
+    );
+    output
 }

@@ -7,9 +7,9 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use shoal_core::psf::{parse_expr, PsfSpec};
+use shoal_core::psf::PsfSpec;
 use shoal_core::retention::RetentionRule;
-use shoal_core::scan::{plan_scan, ScanRequest};
+use shoal_core::scan::ScanRequest;
 use shoal_core::table::{Table, TableConfig};
 use shoal_core::FieldPath;
 
@@ -33,25 +33,8 @@ fn segments(dir: &Path) -> Vec<String> {
     names
 }
 
-/// (planned, full-scan) ids matching `filter`.
 fn ids(table: &Table, filter: &str) -> (Vec<String>, Vec<String>) {
-    let request = ScanRequest {
-        filter: Some(parse_expr(filter).unwrap()),
-        columns: vec![FieldPath::parse("id").unwrap()],
-        ..ScanRequest::default()
-    };
-    let run = |plan| {
-        let mut batches = Vec::new();
-        table
-            .scan_with_plan(&request, &plan, &mut |b| {
-                batches.push(b);
-                Ok(std::ops::ControlFlow::Continue(()))
-            })
-            .unwrap();
-        common::strings(&batches, 0)
-    };
-    let full = plan_scan(request.filter.as_ref(), &[], table.log().begin_address(), table.log().tail_address());
-    (run(table.plan(&request)), run(full))
+    common::planned_and_full_ids(table, filter)
 }
 
 #[test]

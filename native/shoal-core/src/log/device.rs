@@ -205,17 +205,7 @@ impl SegmentFiles {
         let (segment, offset) = self.locate(page);
         let mut removed = 0;
         self.files.write().clear();
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
-        for entry in entries.filter_map(std::result::Result::ok) {
-            let name = entry.file_name();
-            let Some(number) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("segment-"))
-                .and_then(|n| n.strip_suffix(".log"))
-                .and_then(|n| n.parse::<u64>().ok())
-            else {
-                continue;
-            };
+        for (number, entry) in self.segment_entries()? {
             let path = entry.path();
             let length = entry.metadata().map_err(|e| Error::io(&path, e))?.len();
             if number > segment {
@@ -234,6 +224,23 @@ impl SegmentFiles {
 }
 
 impl SegmentFiles {
+    /// The segment files in the directory, with their segment numbers.
+    fn segment_entries(&self) -> Result<Vec<(u64, std::fs::DirEntry)>> {
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        Ok(entries
+            .filter_map(std::result::Result::ok)
+            .filter_map(|entry| {
+                let number = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("segment-"))
+                    .and_then(|n| n.strip_suffix(".log"))
+                    .and_then(|n| n.parse::<u64>().ok())?;
+                Some((number, entry))
+            })
+            .collect())
+    }
+
     pub(crate) fn inject_write_fault(&self, errno: Option<i32>) {
         self.write_fault.store(errno.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
     }
@@ -247,17 +254,7 @@ impl SegmentFiles {
     pub(crate) fn delete_segments_below(&self, page: u64) -> Result<(u64, u64)> {
         let last_whole_segment = page / self.pages_per_segment; // segments before it are whole
         let (mut files, mut bytes) = (0, 0);
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
-        for entry in entries.filter_map(std::result::Result::ok) {
-            let name = entry.file_name();
-            let Some(number) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("segment-"))
-                .and_then(|n| n.strip_suffix(".log"))
-                .and_then(|n| n.parse::<u64>().ok())
-            else {
-                continue;
-            };
+        for (number, entry) in self.segment_entries()? {
             if number < last_whole_segment {
                 let path = entry.path();
                 bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
@@ -273,17 +270,7 @@ impl SegmentFiles {
     /// one segment: retention by age deletes everything below the returned page.
     pub(crate) fn first_page_after_segments_older_than(&self, cutoff: std::time::SystemTime) -> Result<Option<u64>> {
         let mut newest_old: Option<u64> = None;
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
-        for entry in entries.filter_map(std::result::Result::ok) {
-            let name = entry.file_name();
-            let Some(number) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("segment-"))
-                .and_then(|n| n.strip_suffix(".log"))
-                .and_then(|n| n.parse::<u64>().ok())
-            else {
-                continue;
-            };
+        for (number, entry) in self.segment_entries()? {
             let modified = entry.metadata().and_then(|m| m.modified()).map_err(|e| Error::io(entry.path(), e))?;
             if modified < cutoff {
                 newest_old = Some(newest_old.map_or(number, |n: u64| n.max(number)));

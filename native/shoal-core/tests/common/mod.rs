@@ -122,3 +122,26 @@ pub fn strings(batches: &[RecordBatch], column: usize) -> Vec<String> {
     out.sort();
     out
 }
+
+/// Ids (column `id`, sorted) of the records matching `filter`: by the table's own plan
+/// (index scans where PSFs cover the log) and by a full scan of the whole log.
+pub fn planned_and_full_ids(table: &shoal_core::table::Table, filter: &str) -> (Vec<String>, Vec<String>) {
+    use shoal_core::scan::{plan_scan, ScanRequest};
+    let request = ScanRequest {
+        filter: Some(shoal_core::psf::parse_expr(filter).expect("filter")),
+        columns: vec![FieldPath::parse("id").expect("path")],
+        ..ScanRequest::default()
+    };
+    let run = |plan| {
+        let mut batches = Vec::new();
+        table
+            .scan_with_plan(&request, &plan, &mut |b| {
+                batches.push(b);
+                Ok(std::ops::ControlFlow::Continue(()))
+            })
+            .expect("scan");
+        strings(&batches, 0)
+    };
+    let full = plan_scan(request.filter.as_ref(), &[], table.log().begin_address(), table.log().tail_address());
+    (run(table.plan(&request)), run(full))
+}

@@ -1,0 +1,497 @@
+"""shoal against what users would pick instead, on the same machine in the same run
+(issue #7): ingestion MB/s and the latency of five queries of FishStore's GitHub
+workload, for
+
+* shoal over Arrow Flight from pyarrow (release daemon, `serve --in-memory`): DoPut
+  ingestion with the six GitHub PSFs registered first, queries by GetFlightInfo + DoGet
+  (Q1 through the `count` aggregate);
+* shoal in process: `shoal-bench --cases memory --threads 1` (ingestion only);
+* DuckDB: `read_json_auto` into a table (1 and 2 threads), a narrow load reading only the
+  queried fields (1 and 2 threads), then Q1-Q5 on the `read_json_auto` table;
+* PostgreSQL (when its server binaries are there or `apt-get install -y postgresql`
+  succeeds within a time limit; otherwise skipped, and the output says so): `COPY` into
+  an UNLOGGED `jsonb` column, expression / partial indexes matching the PSFs, Q1-Q5
+  without and with them.
+
+Spark's JSON reader is not run here: `bench/spark_bench.sh` measures it (in Spark local
+mode, against shoal through the connector).
+
+    scripts/bench-venv.sh    # creates .venv-bench (pyarrow, duckdb, matplotlib, psycopg)
+    .venv-bench/bin/python bench/compare.py [--target-mb 200] [--reps 3] [--query-reps 5]
+
+Writes bench/compare-results.md (the table), bench/compare-results.json and
+bench/compare.png (the chart) unless --out says elsewhere. Every system is warmed the same
+way (one untimed run of each query before the timed ones); ingestion reps start from an
+empty table each time; all figures use time.perf_counter.
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from flight_bench import PSFS, replicated  # noqa: E402
+from conftest import Daemon, action  # noqa: E402  (flight_bench put its folder on sys.path)
+
+QUERIES = {
+    "Q0": "(floor) actor.id = -1, nothing found: one Flight round trip",
+    "Q1": "count of type = 'PushEvent'",
+    "Q2": "id, actor.login of opened issues",
+    "Q3": "all events of one actor.id",
+    "Q4": "C++ pull requests (whole events)",
+    "Q5": "payload.size > 5 (no PSF): id, actor.login",
+}
+
+
+def timed(fn, reps, warm=True):
+    """(median, min, max, last result) over `reps` timed runs, after one untimed run."""
+    if warm:
+        fn()
+    times, result = [], None
+    for _ in range(reps):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times), max(times), result
+
+
+def ingest_figure(times, mb, detail=""):
+    med = statistics.median(times)
+    return {"kind": "ingest", "mbps": mb / med, "median_s": med, "min_s": min(times), "max_s": max(times),
+            "mbps_min": mb / max(times), "mbps_max": mb / min(times), "detail": detail}
+
+
+def query_figure(res, detail=""):
+    med, low, high, rows = res
+    return {"kind": "query", "median_s": med, "min_s": low, "max_s": high, "rows": rows, "detail": detail}
+
+
+# ---------------------------------------------------------------------------------- shoal
+
+def run_shoal(records, lines, mb, args, out):
+    schema = pa.schema([("json", pa.string())])
+    batches = [pa.record_batch([pa.array(records[i:i + args.batch_records], pa.string())], schema=schema)
+               for i in range(0, len(records), args.batch_records)]
+    os.environ["SHOAL_BIN"] = str(REPO / "target/release/shoal")
+    actor = json.loads(lines[100])["actor"]["id"]
+    with tempfile.TemporaryDirectory() as tmp:
+        daemon = Daemon(Path(tmp) / "data", "--in-memory", "--memory-budget-mb", str(max(512, 3 * args.target_mb)))
+        try:
+            client = daemon.client()
+            put_times = []
+            for rep in range(args.reps):
+                table = f"events{rep}"
+                action(client, "create_table", {"name": table})
+                for psf in PSFS:
+                    action(client, "register_psf", {"table": table, **psf})
+                start = time.perf_counter()
+                writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), schema)
+                for batch in batches:
+                    writer.write_batch(batch)
+                writer.done_writing()
+                acked = 0
+                while True:
+                    try:
+                        chunk = reader.read()
+                    except StopIteration:
+                        break
+                    if chunk is None:
+                        break
+                    acked += json.loads(chunk.to_pybytes())["records"]
+                writer.close()
+                put_times.append(time.perf_counter() - start)
+                assert acked == len(records), (acked, len(records))
+                if rep + 1 < args.reps:
+                    action(client, "drop_table", {"name": table})
+            out["shoal Flight"] = {"ingest": ingest_figure(put_times, mb, "DoPut, 1 stream, 6 PSFs")}
+            table = f"events{args.reps - 1}"
+
+            def query(filt, columns=None, count=False):
+                cmd = {"table": table, "filter": filt}
+                if count:
+                    cmd["aggregates"] = [{"function": "count"}]
+                elif columns:
+                    cmd["columns"] = columns
+
+                def run():
+                    info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)))
+                    if count:
+                        return sum(client.do_get(e.ticket).read_all().column(0)[0].as_py() for e in info.endpoints)
+                    return sum(client.do_get(e.ticket).read_all().num_rows for e in info.endpoints)
+
+                info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)))
+                plan = json.loads(info.app_metadata)["plan"]
+                kind = "index scan" if plan["index_scans"] and not plan["full_scans"] else (
+                    "index + full scan" if plan["index_scans"] else "full scan")
+                return query_figure(timed(run, args.query_reps), kind)
+
+            sel = ["id", "actor.login"]
+            out["shoal Flight"]["Q1"] = query("type = 'PushEvent'", count=True)
+            out["shoal Flight"]["Q2"] = query("type = 'IssuesEvent' AND payload.action = 'opened'", sel)
+            out["shoal Flight"]["Q3"] = query(f"actor.id = {actor}")
+            out["shoal Flight"]["Q4"] = query(
+                "type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'")
+            out["shoal Flight"]["Q5"] = query("payload.size > 5", sel)
+            # Not one of the issue's queries: the cost of a Flight query that finds nothing
+            # along a PSF chain (GetFlightInfo + DoGet round trips, planning), to read the
+            # latencies above against.
+            out["shoal Flight"]["Q0"] = query("actor.id = -1", sel)
+        finally:
+            daemon.stop()
+
+    print("  shoal in process (shoal-bench --cases memory --threads 1) ...", flush=True)
+    text = subprocess.run([str(REPO / "target/release/shoal-bench"), "--cases", "memory", "--threads", "1",
+                           "--target-mb", str(args.target_mb), "--reps", str(args.reps)],
+                          cwd=REPO, check=True, capture_output=True, text=True).stdout
+    m = re.search(r"ingest, in memory, GitHub PSFs\s+1\s+([\d.]+)\D+([\d.]+)\D+([\d.]+)", text)
+    if m:
+        med, low, high = (float(x) for x in m.groups())
+        out["shoal in process"] = {"ingest": {"kind": "ingest", "mbps": med, "mbps_min": low, "mbps_max": high,
+                                              "detail": "shoal-bench memory, 1 thread, 6 PSFs"}}
+    else:
+        m = re.search(r"ingest, in memory, GitHub PSFs\s+1\s+([\d.]+)", text)
+        if m:
+            v = float(m.group(1))
+            out["shoal in process"] = {"ingest": {"kind": "ingest", "mbps": v, "mbps_min": v, "mbps_max": v,
+                                                  "detail": "shoal-bench memory, 1 thread, 6 PSFs"}}
+        else:
+            print("could not parse shoal-bench's output:\n" + text)
+    return actor
+
+
+# --------------------------------------------------------------------------------- DuckDB
+
+NARROW_COLUMNS = ("{id: 'VARCHAR', type: 'VARCHAR', actor: 'STRUCT(id BIGINT, login VARCHAR)', "
+                  "repo: 'STRUCT(id BIGINT)', payload: 'STRUCT(action VARCHAR, size BIGINT, "
+                  "pull_request STRUCT(head STRUCT(repo STRUCT(language VARCHAR))))'}")
+
+
+def run_duckdb(path, mb, actor, args, out):
+    import duckdb
+
+    def load(sql, threads):
+        times = []
+        for _ in range(args.reps):
+            con = duckdb.connect()
+            con.execute(f"SET threads = {threads}")
+            start = time.perf_counter()
+            con.execute(sql)
+            times.append(time.perf_counter() - start)
+            con.close()
+        return times
+
+    full = f"CREATE TABLE events AS SELECT * FROM read_json_auto('{path}')"
+    narrow = ("CREATE TABLE narrow AS SELECT id, type, actor.id AS actor_id, actor.login AS actor_login, "
+              "repo.id AS repo_id, payload.action AS action, payload.pull_request.head.repo.language AS language, "
+              f"payload.size AS size FROM read_json('{path}', format = 'newline_delimited', columns = {NARROW_COLUMNS})")
+    for threads in (1, 2):
+        print(f"  DuckDB read_json_auto, {threads} thread(s) ...", flush=True)
+        out[f"DuckDB read_json_auto {threads}T"] = {"ingest": ingest_figure(load(full, threads), mb,
+                                                                               "whole records, inferred schema")}
+        print(f"  DuckDB narrow load, {threads} thread(s) ...", flush=True)
+        out[f"DuckDB narrow {threads}T"] = {"ingest": ingest_figure(load(narrow, threads), mb,
+                                                                     "8 queried fields, given schema")}
+    con = duckdb.connect()  # default threads (all cores) for the queries, as the daemon
+    con.execute(full)
+
+    def query(sql, count=False):
+        def run():
+            if count:
+                return con.execute(sql).fetchall()[0][0]
+            rel = con.sql(sql)
+            fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
+            return fetch().num_rows
+        return query_figure(timed(run, args.query_reps), "in-memory table, default threads")
+
+    sys_ = out.setdefault("DuckDB (read_json_auto table)", {})
+    sys_["Q1"] = query("SELECT count(*) FROM events WHERE type = 'PushEvent'", count=True)
+    sys_["Q2"] = query("SELECT id, actor.login FROM events WHERE type = 'IssuesEvent' AND payload.action = 'opened'")
+    sys_["Q3"] = query(f"SELECT * FROM events WHERE actor.id = {actor}")
+    sys_["Q4"] = query("SELECT * FROM events WHERE type = 'PullRequestEvent' "
+                       "AND payload.pull_request.head.repo.language = 'C++'")
+    sys_["Q5"] = query("SELECT id, actor.login FROM events WHERE payload.size > 5")
+    con.close()
+
+
+# ----------------------------------------------------------------------------- PostgreSQL
+
+def postgres_bin():
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return found[-1].parent if found else None
+
+
+def ensure_postgres(limit_s):
+    """The PostgreSQL bin directory, installing the Debian package if needed; or (None, why)."""
+    if postgres_bin():
+        return postgres_bin(), None
+    if shutil.which("apt-get") is None:
+        return None, "no apt-get on this machine"
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    try:
+        for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "postgresql"]):
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit_s)
+            if r.returncode != 0:
+                return None, f"`{' '.join(cmd)}` failed: {r.stderr.strip().splitlines()[-1:]}"
+    except subprocess.TimeoutExpired:
+        return None, f"`apt-get install -y postgresql` did not finish in {limit_s} s"
+    except PermissionError as e:
+        return None, f"cannot run apt-get: {e}"
+    return (postgres_bin(), None) if postgres_bin() else (None, "installed, but no initdb under /usr/lib/postgresql")
+
+
+PG_INDEXES = [
+    "CREATE INDEX ev_id ON events ((doc->>'id'))",
+    "CREATE INDEX ev_actor ON events ((doc->'actor'->>'id'))",
+    "CREATE INDEX ev_repo ON events ((doc->'repo'->>'id'))",
+    "CREATE INDEX ev_type ON events ((doc->>'type'))",
+    "CREATE INDEX ev_opened ON events ((doc->>'id')) WHERE doc->>'type' = 'IssuesEvent' "
+    "AND doc->'payload'->>'action' = 'opened'",
+    "CREATE INDEX ev_cpp ON events ((doc->>'id')) WHERE doc->>'type' = 'PullRequestEvent' "
+    "AND doc->'payload'->'pull_request'->'head'->'repo'->>'language' = 'C++'",
+]
+
+
+def run_postgres(path, mb, actor, args, out, skipped):
+    bindir, why = ensure_postgres(args.pg_install_timeout)
+    if bindir is None:
+        skipped.append(("PostgreSQL", why))
+        print(f"  PostgreSQL SKIPPED: {why}", flush=True)
+        return
+    import psycopg
+    user = "postgres"
+    root = Path(tempfile.mkdtemp(prefix="shoal-cmp-pg-"))
+    os.chmod(root, 0o755)
+    data, sock = root / "data", root / "sock"
+    sock.mkdir()
+    as_pg = ["runuser", "-u", user, "--"] if os.geteuid() == 0 else []
+    if as_pg:
+        shutil.chown(sock, user)
+        shutil.chown(root, user)
+    port = str(__import__("conftest").free_port())
+    # Durability off on both sides: shoal runs --in-memory, so PostgreSQL gets an UNLOGGED
+    # table, fsync off and shared_buffers large enough for the data.
+    opts = (f"-p {port} -k {sock} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
+            f"-c full_page_writes=off -c shared_buffers={max(256, 3 * args.target_mb)}MB -c max_wal_size=4GB "
+            f"-c maintenance_work_mem=512MB -c work_mem=64MB")
+    subprocess.run(as_pg + [str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", user, "--no-sync"],
+                   check=True, capture_output=True)
+    subprocess.run(as_pg + [str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w",
+                            "start"], check=True, capture_output=True)
+    try:
+        con = psycopg.connect(host=str(sock), port=port, user=user, dbname="postgres", autocommit=True)
+        copy = (f"COPY events (doc) FROM '{path}' WITH (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02')")
+        copy_times, index_times = [], []
+        for rep in range(args.reps):
+            print(f"  PostgreSQL COPY + indexes, rep {rep + 1} ...", flush=True)
+            con.execute("DROP TABLE IF EXISTS events")
+            con.execute("CREATE UNLOGGED TABLE events (doc jsonb)")
+            start = time.perf_counter()
+            con.execute(copy)
+            copy_times.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            for sql in PG_INDEXES:
+                con.execute(sql)
+            index_times.append(time.perf_counter() - start)
+        both = [c + i for c, i in zip(copy_times, index_times)]
+        out["PostgreSQL no index"] = {"ingest": ingest_figure(copy_times, mb, "COPY into UNLOGGED jsonb")}
+        out["PostgreSQL indexed"] = {"ingest": ingest_figure(both, mb, "COPY + 6 expression/partial indexes")}
+
+        def queries(name, label):
+            con.execute("VACUUM ANALYZE events")
+
+            def q(sql, count=False):
+                def run():
+                    if count:
+                        return con.execute(sql).fetchone()[0]
+                    return len(con.execute(sql).fetchall())
+                plan = "\n".join(r[0] for r in con.execute("EXPLAIN " + sql).fetchall())
+                kind = "index" if "Index" in plan else "seq scan"
+                return query_figure(timed(run, args.query_reps), f"{label}: {kind}")
+
+            s = out[name]
+            s["Q1"] = q("SELECT count(*) FROM events WHERE doc->>'type' = 'PushEvent'", count=True)
+            s["Q2"] = q("SELECT doc->>'id', doc->'actor'->>'login' FROM events WHERE doc->>'type' = 'IssuesEvent' "
+                        "AND doc->'payload'->>'action' = 'opened'")
+            s["Q3"] = q(f"SELECT doc::text FROM events WHERE doc->'actor'->>'id' = '{actor}'")
+            s["Q4"] = q("SELECT doc::text FROM events WHERE doc->>'type' = 'PullRequestEvent' "
+                        "AND doc->'payload'->'pull_request'->'head'->'repo'->>'language' = 'C++'")
+            s["Q5"] = q("SELECT doc->>'id', doc->'actor'->>'login' FROM events "
+                        "WHERE (doc->'payload'->>'size')::bigint > 5")
+
+        print("  PostgreSQL queries with the indexes ...", flush=True)
+        queries("PostgreSQL indexed", "indexed")
+        for sql in PG_INDEXES:
+            con.execute("DROP INDEX " + sql.split()[2])
+        print("  PostgreSQL queries without indexes ...", flush=True)
+        queries("PostgreSQL no index", "no index")
+        con.close()
+    finally:
+        subprocess.run(as_pg + [str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
+                       capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------- report
+
+def ms(s):
+    return f"{s * 1e3:.1f}"
+
+
+def report(out, meta, skipped, path_md, path_png, spark_text=None):
+    lines = [f"Machine: {meta['machine']}", f"Data: {meta['data']}", f"Command: `{meta['command']}`", ""]
+    base_ingest = out.get("shoal in process", {}).get("ingest")
+    lines += ["### Ingestion (MB/s of JSON text; median of the reps, min-max)", "",
+              "| system | MB/s | min-max | shoal in process / this | detail |", "|---|---:|---:|---:|---|"]
+    for name, figs in out.items():
+        f = figs.get("ingest")
+        if not f:
+            continue
+        ratio = f"{base_ingest['mbps'] / f['mbps']:.2f}x" if base_ingest else "-"
+        lines.append(f"| {name} | {f['mbps']:.0f} | {f['mbps_min']:.0f}-{f['mbps_max']:.0f} | {ratio} | {f['detail']} |")
+    lines += ["", f"### Queries (ms; median of {meta['query_reps']} after one warm-up run, min-max; "
+              "ratio = this / shoal Flight, > 1 means shoal is faster)", "",
+              "| query | system | median ms | min-max ms | rows | vs shoal | plan |", "|---|---|---:|---:|---:|---:|---|"]
+    base = out.get("shoal Flight", {})
+    for q, text in QUERIES.items():
+        for name, figs in out.items():
+            f = figs.get(q)
+            if not f:
+                continue
+            ratio = f"{f['median_s'] / base[q]['median_s']:.2f}" if q in base else "-"
+            rows = f["rows"]
+            if q in base and rows != base[q]["rows"]:
+                rows = f"{rows} (shoal: {base[q]['rows']}!)"
+            lines.append(f"| {q} {text} | {name} | {ms(f['median_s'])} | {ms(f['min_s'])}-{ms(f['max_s'])} | "
+                         f"{rows} | {ratio} | {f['detail']} |")
+    if spark_text:
+        lines += ["", "### Spark (bench/spark_bench.sh, same data size; its own queries, Spark local mode)", "",
+                  "```", spark_text.strip(), "```"]
+    if skipped:
+        lines += ["", "### Skipped", ""] + [f"- **{n}**: {why}" for n, why in skipped]
+    text = "\n".join(lines) + "\n"
+    print("\n" + text)
+    path_md.write_text(text)
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(15, 5.5), gridspec_kw={"width_ratios": [1, 1.6]})
+    names = [n for n, f in out.items() if "ingest" in f]
+    a.barh(names, [out[n]["ingest"]["mbps"] for n in names], color="tab:blue")
+    a.invert_yaxis()
+    a.set_xlabel("ingest MB/s (higher is better)")
+    a.set_title("Ingestion")
+    qnames = [n for n, f in out.items() if any(q in f for q in QUERIES)]
+    width = 0.8 / max(1, len(qnames))
+    for i, n in enumerate(qnames):
+        xs = [j + i * width for j, q in enumerate(QUERIES) if q in out[n]]
+        ys = [out[n][q]["median_s"] * 1e3 for q in QUERIES if q in out[n]]
+        b.bar(xs, ys, width, label=n)
+    b.set_xticks([j + 0.4 - width / 2 for j in range(len(QUERIES))], list(QUERIES))
+    b.set_yscale("log")
+    b.set_ylabel("median latency ms (log; lower is better)")
+    b.set_title("Queries")
+    b.legend(fontsize=8)
+    fig.suptitle(f"shoal vs DuckDB / PostgreSQL, {meta['data']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path_png, dpi=110)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--target-mb", type=int, default=200)
+    parser.add_argument("--reps", type=int, default=3, help="ingestion repetitions")
+    parser.add_argument("--query-reps", type=int, default=5)
+    parser.add_argument("--batch-records", type=int, default=4096)
+    parser.add_argument("--systems", default="shoal,duckdb,postgres")
+    parser.add_argument("--pg-install-timeout", type=int, default=300)
+    parser.add_argument("--spark", action="store_true",
+                        help="also run bench/spark_bench.sh (Spark's JSON reader vs shoal through the connector, "
+                             "its own queries) and copy its table into the results")
+    parser.add_argument("--spark-timeout", type=int, default=900)
+    parser.add_argument("--no-build", action="store_true", help="use the existing target/release binaries")
+    parser.add_argument("--out", default=str(REPO / "bench" / "compare-results"))
+    args = parser.parse_args()
+    args.query_reps = max(5, args.query_reps)
+    systems = set(args.systems.split(","))
+
+    if not args.no_build:
+        print("building release binaries ...", flush=True)
+        subprocess.run(["cargo", "build", "--release", "--locked", "-p", "shoal-server", "-p", "shoal-core",
+                        "--bin", "shoal", "--bin", "shoal-bench"], cwd=REPO, check=True)
+    lines = [l for l in (REPO / "data/github/events.ndjson").read_text(encoding="utf-8").splitlines() if l.strip()]
+    records, size = replicated(lines, args.target_mb * 10**6)
+    mb = size / 1e6
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    meta = {"machine": f"{os.cpu_count()} cores (nproc), {mem:.1f} GiB RAM, {platform.platform()}",
+            "data": f"{len(records)} GitHub events, {mb:.1f} MB (data/github/events.ndjson replicated, unique ids)",
+            "command": "python bench/compare.py " + " ".join(sys.argv[1:]), "query_reps": args.query_reps}
+    print(meta["machine"] + "\n" + meta["data"], flush=True)
+
+    out, skipped = {}, []
+    spark_text = None
+    tmp = Path(tempfile.mkdtemp(prefix="shoal-cmp-"))
+    os.chmod(tmp, 0o755)
+    try:
+        path = tmp / "events.ndjson"
+        with open(path, "w", encoding="utf-8") as f:
+            for r in records:
+                f.write(r)
+                f.write("\n")
+        os.chmod(path, 0o644)
+        path.read_bytes()  # in the page cache for the readers of the file
+        actor = json.loads(lines[100])["actor"]["id"]
+        if "shoal" in systems:
+            print("shoal ...", flush=True)
+            run_shoal(records, lines, mb, args, out)
+        if "duckdb" in systems:
+            print("DuckDB ...", flush=True)
+            run_duckdb(path, mb, actor, args, out)
+        else:
+            skipped.append(("DuckDB", "left out by --systems"))
+        if "postgres" in systems:
+            print("PostgreSQL ...", flush=True)
+            run_postgres(path, mb, actor, args, out, skipped)
+        else:
+            skipped.append(("PostgreSQL", "left out by --systems"))
+        if args.spark:
+            copies = max(1, round(args.target_mb / 20))
+            print(f"Spark: bench/spark_bench.sh {copies} {args.reps} ...", flush=True)
+            try:
+                r = subprocess.run([str(REPO / "bench/spark_bench.sh"), str(copies), str(args.reps)], cwd=REPO,
+                                   capture_output=True, text=True, timeout=args.spark_timeout)
+                if r.returncode == 0:
+                    keep = re.sub(r"\x1b\[[0-9;]*m", "", r.stdout).splitlines()
+                    start = next((i for i, l in enumerate(keep) if l.startswith("records ")), 0)
+                    spark_text = "\n".join(keep[start:])
+                else:
+                    skipped.append(("Spark JSON reader", f"bench/spark_bench.sh failed (exit {r.returncode}): "
+                                                         + " ".join(r.stderr.strip().splitlines()[-2:])))
+            except subprocess.TimeoutExpired:
+                skipped.append(("Spark JSON reader", f"bench/spark_bench.sh did not finish in {args.spark_timeout} s"))
+        else:
+            skipped.append(("Spark JSON reader", "not run without --spark (JVM, Maven and Spark local mode take "
+                                                 "minutes); bench/spark_bench.sh compares it with shoal through the "
+                                                 "connector, on its own queries"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    base = Path(args.out)
+    base.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": out, "skipped": skipped}, indent=1))
+    report(out, meta, skipped, base.with_suffix(".md"), base.parent / "compare.png", spark_text)
+
+
+if __name__ == "__main__":
+    main()

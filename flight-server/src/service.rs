@@ -143,6 +143,45 @@ fn split_range(table: &Table, from: u64, to: u64, parts: usize) -> Vec<(u64, u64
         .collect()
 }
 
+/// The log ranges of a query's endpoints (at most about `parts`): each run of adjacent
+/// index-scan ranges is one endpoint — a chain walk cannot be split by address without
+/// every part walking the chains down from their heads again — and the full-scan ranges
+/// share the other endpoints, split at page boundaries in proportion to their sizes.
+/// The plan's ranges tile `[from, to)`, so the endpoints do too.
+fn endpoint_ranges(table: &Table, plan: &ScanPlan, from: u64, to: u64, parts: usize) -> Vec<(u64, u64)> {
+    let mut ranges: Vec<(u64, u64, bool)> = plan
+        .index_scans
+        .iter()
+        .map(|s| (s.from, s.to, true))
+        .chain(plan.full_scans.iter().map(|r| (r.from, r.to, false)))
+        .filter(|(f, t, _)| f < t)
+        .collect();
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64, bool)> = Vec::new();
+    for range in ranges {
+        match merged.last_mut() {
+            Some(last) if last.2 && range.2 && last.1 == range.0 => last.1 = range.1,
+            _ => merged.push(range),
+        }
+    }
+    let index_groups = merged.iter().filter(|r| r.2).count();
+    let full_total: u64 = merged.iter().filter(|r| !r.2).map(|r| r.1 - r.0).sum();
+    let budget = parts.max(1).saturating_sub(index_groups).max(1) as u128;
+    let mut endpoints = Vec::new();
+    for (start, end, index) in merged {
+        if index {
+            endpoints.push((start, end));
+        } else {
+            let share = (budget * u128::from(end - start)).div_ceil(u128::from(full_total.max(1))).max(1);
+            endpoints.extend(split_range(table, start, end, usize::try_from(share).unwrap_or(1)));
+        }
+    }
+    if endpoints.is_empty() {
+        endpoints.push((from, to));
+    }
+    endpoints
+}
+
 fn plan_json(plan: &ScanPlan) -> serde_json::Value {
     serde_json::to_value(plan).unwrap_or_default()
 }
@@ -178,7 +217,7 @@ impl ShoalFlightService {
         let (from, to) = plan_bounds(&plan, table, &request);
         let parts = command.max_endpoints.unwrap_or(self.catalog.config().endpoints_per_query);
         let mut endpoints = Vec::new();
-        for (part_from, part_to) in split_range(table, from, to, parts) {
+        for (part_from, part_to) in endpoint_ranges(table, &plan, from, to, parts) {
             let ticket = TicketBody {
                 v: TICKET_VERSION,
                 table: command.table.clone(),

@@ -279,3 +279,28 @@ def test_pushed_aggregates_combine_across_endpoints_to_the_python_oracle(daemon)
     assert "min(actor)" in status_of({"table": "agg", "aggregates": [{"function": "min", "column": "actor"}]})
     assert "unknown variant `avg`" in status_of({"table": "agg", "aggregates": [{"function": "avg", "column": "id"}]})
     assert daemon.alive()
+
+
+def test_endpoints_keep_chain_walks_whole_and_split_full_scans(daemon):
+    events = github_events(3000)
+    client = daemon.client()
+    action(client, "create_table", {"name": "ep", "page_size_bits": 18})
+    put(client, "ep", events[:1500])
+    action(client, "register_psf", {"table": "ep", "name": "type", "kind": "projection", "field": "type"})
+    put(client, "ep", events[1500:])
+
+    def ranges(info):
+        tickets = [json.loads(e.ticket.ticket) for e in info.endpoints]
+        return [(t["from"], t["to"]) for t in tickets]
+
+    for text, index_endpoints in [("type = 'WatchEvent'", 1), ("payload.size > 3", 0)]:
+        table, info, meta = query(client, {"table": "ep", "filter": text, "columns": ["id"], "max_endpoints": 4})
+        spans = ranges(info)
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), f"endpoints tile the log: {spans}"
+        assert spans[0][0] == meta["from"] and spans[-1][1] == meta["to"]
+        index_ranges = [(s["from"], s["to"]) for s in meta["plan"]["index_scans"]]
+        assert sum(1 for r in spans if r in index_ranges) == index_endpoints, (text, spans, index_ranges)
+        assert len(spans) <= 4 + index_endpoints
+    # The index scan after registration is one endpoint; the full scan before it is split.
+    _, info, meta = query(client, {"table": "ep", "filter": "type = 'WatchEvent'", "columns": ["id"], "max_endpoints": 4})
+    assert len(info.endpoints) >= 2

@@ -43,7 +43,7 @@ import pyarrow.flight as flight
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from flight_bench import PSFS, replicated  # noqa: E402
+from flight_bench import PSFS, replicated, timed_doput  # noqa: E402
 from conftest import Daemon, action  # noqa: E402  (flight_bench put its folder on sys.path)
 
 QUERIES = {
@@ -91,31 +91,7 @@ def run_shoal(records, lines, mb, args, out):
         daemon = Daemon(Path(tmp) / "data", "--in-memory", "--memory-budget-mb", str(max(512, 3 * args.target_mb)))
         try:
             client = daemon.client()
-            put_times = []
-            for rep in range(args.reps):
-                table = f"events{rep}"
-                action(client, "create_table", {"name": table})
-                for psf in PSFS:
-                    action(client, "register_psf", {"table": table, **psf})
-                start = time.perf_counter()
-                writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), schema)
-                for batch in batches:
-                    writer.write_batch(batch)
-                writer.done_writing()
-                acked = 0
-                while True:
-                    try:
-                        chunk = reader.read()
-                    except StopIteration:
-                        break
-                    if chunk is None:
-                        break
-                    acked += json.loads(chunk.to_pybytes())["records"]
-                writer.close()
-                put_times.append(time.perf_counter() - start)
-                assert acked == len(records), (acked, len(records))
-                if rep + 1 < args.reps:
-                    action(client, "drop_table", {"name": table})
+            put_times = timed_doput(client, schema, batches, len(records), args.reps)
             out["shoal Flight"] = {"ingest": ingest_figure(put_times, mb, "DoPut, 1 stream, 6 PSFs")}
             table = f"events{args.reps - 1}"
 

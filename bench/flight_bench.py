@@ -50,6 +50,38 @@ def replicated(lines, target_bytes):
     return out, size
 
 
+def timed_doput(client, schema, batches, records, reps):
+    """Ingests `batches` into a fresh table `events{rep}` (the GitHub PSFs registered
+    first) `reps` times over one DoPut stream each; returns the times in seconds. Every
+    table but the last is dropped, so the last one is there to query."""
+    put_times = []
+    for rep in range(reps):
+        table = f"events{rep}"
+        action(client, "create_table", {"name": table})
+        for psf in PSFS:
+            action(client, "register_psf", {"table": table, **psf})
+        start = time.perf_counter()
+        writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), schema)
+        for batch in batches:
+            writer.write_batch(batch)
+        writer.done_writing()
+        acked = 0
+        while True:
+            try:
+                chunk = reader.read()
+            except StopIteration:
+                break
+            if chunk is None:
+                break
+            acked += json.loads(chunk.to_pybytes())["records"]
+        writer.close()
+        put_times.append(time.perf_counter() - start)
+        assert acked == records, (acked, records)
+        if rep + 1 < reps:
+            action(client, "drop_table", {"name": table})
+    return put_times
+
+
 def timed(fn, reps):
     times = []
     for _ in range(reps):
@@ -85,31 +117,7 @@ def main():
         daemon = Daemon(Path(tmp) / "data", "--in-memory", "--memory-budget-mb", str(max(512, 3 * args.target_mb)))
         try:
             client = daemon.client()
-            put_times = []
-            for rep in range(args.reps):
-                table = f"events{rep}"
-                action(client, "create_table", {"name": table})
-                for psf in PSFS:
-                    action(client, "register_psf", {"table": table, **psf})
-                start = time.perf_counter()
-                writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), schema)
-                for batch in batches:
-                    writer.write_batch(batch)
-                writer.done_writing()
-                acked = 0
-                while True:
-                    try:
-                        chunk = reader.read()
-                    except StopIteration:
-                        break
-                    if chunk is None:
-                        break
-                    acked += json.loads(chunk.to_pybytes())["records"]
-                writer.close()
-                put_times.append(time.perf_counter() - start)
-                assert acked == len(records), (acked, len(records))
-                if rep + 1 < args.reps:
-                    action(client, "drop_table", {"name": table})
+            put_times = timed_doput(client, schema, batches, len(records), args.reps)
             table = f"events{args.reps - 1}"
             put_median = statistics.median(put_times)
             rows.append(("DoPut ingestion (pyarrow, 1 stream)", f"{mb / put_median:.0f} MB/s",

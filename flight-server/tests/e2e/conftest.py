@@ -123,6 +123,15 @@ def put(client: flight.FlightClient, table: str, records: list[str], batch: int 
     return acks
 
 
+def query_ids(client: flight.FlightClient, table: str, text: str | None = None):
+    """The sorted `id`s of the records matching `text` (all records if None) and the plan."""
+    command = {"table": table, "columns": ["id"]}
+    if text:
+        command["filter"] = text
+    result, _, meta = query(client, command)
+    return (sorted(result.column("id").to_pylist()) if result is not None else []), meta
+
+
 def query(client: flight.FlightClient, command: dict):
     """Plans with GetFlightInfo and reads every endpoint; returns (table, info, plan metadata)."""
     info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))

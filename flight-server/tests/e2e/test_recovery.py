@@ -5,15 +5,8 @@ answered) is back exactly once."""
 import json
 import signal
 
-from conftest import Daemon, action, github_events, put, query
-
-
-def ids(client, table, text=None):
-    command = {"table": table, "columns": ["id"]}
-    if text:
-        command["filter"] = text
-    result, _, meta = query(client, command)
-    return sorted(result.column("id").to_pylist()) if result is not None else [], meta
+from conftest import Daemon, action, github_events, put
+from conftest import query_ids as ids
 
 
 def test_restart_after_sigterm_recovers_records_psfs_and_index_scans(tmp_path):

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conftest import Daemon, action, github_events, query
+from conftest import Daemon, action, github_events, query, query_ids
 
 SCHEMA = pa.schema([("json", pa.string())])
 
@@ -28,8 +28,7 @@ def put_tagged(client, table, batches):
 
 
 def ids(client, table):
-    result, _, _ = query(client, {"table": table, "columns": ["id"]})
-    return sorted(result.column("id").to_pylist()) if result is not None else []
+    return query_ids(client, table)[0]
 
 
 def test_writer_serials_make_resends_exactly_once_and_fsync_acks_are_durable(tmp_path):

@@ -35,6 +35,34 @@ impl TableEntry {
 pub struct Catalog {
     config: ServerConfig,
     tables: RwLock<BTreeMap<String, Arc<TableEntry>>>,
+    /// `<data_dir>/LOCK`, locked exclusively while the catalog lives, so that two
+    /// processes (daemons, embedded engines) never open the same tables.
+    _lock: Option<std::fs::File>,
+}
+
+/// The lock file of a data directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Locks `<data_dir>/LOCK` exclusively (released when the file is closed, including when
+/// the process dies).
+fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, String> {
+    let path = data_dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open the lock file {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "the data directory {} is in use by another shoal process (a daemon or an embedded engine holds {}); \
+             stop it or use another --data-dir",
+            data_dir.display(),
+            path.display()
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", path.display())),
+    }
 }
 
 /// Checks a table name: 1–128 characters of `[A-Za-z0-9_.-]`, not starting with `.`.
@@ -53,15 +81,18 @@ impl Catalog {
     /// `<data_dir>/tables/` (see `shoal_core::recovery`) and logging what recovery did.
     ///
     /// # Errors
-    /// When the data directory cannot be created or read, or a table there cannot be
+    /// When the data directory cannot be created or read, is locked by another process
+    /// (`<data_dir>/LOCK`), or a table there cannot be
     /// recovered (the message names it; the daemon does not start rather than serve
     /// without it).
     pub fn open(config: ServerConfig) -> Result<Self, String> {
         let mut tables = BTreeMap::new();
+        let mut lock = None;
         if !config.in_memory {
             let root = config.data_dir.join("tables");
             std::fs::create_dir_all(&root)
                 .map_err(|e| format!("cannot create data directory {}: {e}", root.display()))?;
+            lock = Some(lock_data_dir(&config.data_dir)?);
             let mut names: Vec<String> = std::fs::read_dir(&root)
                 .map_err(|e| format!("cannot read {}: {e}", root.display()))?
                 .filter_map(Result::ok)
@@ -92,7 +123,7 @@ impl Catalog {
                 tables.insert(name.clone(), Arc::new(TableEntry::new(name, table)?));
             }
         }
-        Ok(Self { config, tables: RwLock::new(tables) })
+        Ok(Self { config, tables: RwLock::new(tables), _lock: lock })
     }
 
     /// The server configuration.

@@ -1,13 +1,7 @@
 //! `shoal`: the daemon (`shoal serve`) and a command-line Flight client for it
 //! (`shoal ingest`, `shoal psf`, `shoal query`, `shoal stats`).
 
-mod auth;
-mod catalog;
 mod client;
-mod config;
-mod protocol;
-mod service;
-mod transactions;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,10 +11,10 @@ use arrow_flight::flight_service_server::FlightServiceServer;
 use clap::{Parser, Subcommand};
 use tonic::{Request, Status};
 
-use crate::catalog::Catalog;
-use crate::auth::Authenticator;
-use crate::config::{Durability, ServerConfig};
-use crate::service::ShoalFlightService;
+use shoal_server::auth::Authenticator;
+use shoal_server::catalog::Catalog;
+use shoal_server::config::{Durability, ServerConfig};
+use shoal_server::service::ShoalFlightService;
 
 #[derive(Parser)]
 #[command(name = "shoal", version, about = "shoal: JSON records queryable the moment they land (FishStore over Arrow Flight)")]

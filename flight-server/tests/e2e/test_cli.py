@@ -55,6 +55,17 @@ def test_cli_reports_an_unreachable_daemon_clearly():
     assert "cannot connect" in result.stderr and "shoal serve" in result.stderr
 
 
+def test_a_second_daemon_on_the_same_data_dir_is_refused(daemon, tmp_path):
+    port = free_port()
+    result = subprocess.run(
+        [str(shoal_binary()), "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode != 0
+    assert "in use by another shoal process" in result.stdout + result.stderr
+    assert daemon.alive()
+
+
 def test_prometheus_metrics_count_ingestion_and_scans(start_daemon):
     metrics_port = free_port()
     d = start_daemon("--metrics-listen", f"127.0.0.1:{metrics_port}")

@@ -1,0 +1,595 @@
+//! The protocol's operations, independent of the transport: actions, planning
+//! (`GetFlightInfo`), scans of a ticket (`DoGet`), ingestion of a batch (`DoPut`) and table
+//! listings. The Flight service ([`crate::service`]) and the embedded mode (`native/jni`)
+//! both call these, so a plan, a result or an error is the same whichever way a client
+//! comes in. Errors are [`tonic::Status`]es: their code is the protocol's error class
+//! (`docs/protocol.md`), their message names what was wrong.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{Array, BinaryArray, LargeBinaryArray, LargeStringArray, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use serde_json::json;
+use shoal_core::psf::{parse_expr, Expr};
+use shoal_core::scan::{Aggregate, ScanPlan, ScanRequest, ScanStats};
+use shoal_core::session::WriterBatch;
+use shoal_core::table::{DurabilityPolicy, Table, TableStats};
+use shoal_core::FieldPath;
+use tonic::Status;
+
+use crate::catalog::{Catalog, TableEntry};
+use crate::protocol::{
+    parse_body, status_from_engine, AggregateSpec, BatchMetadata, CreateTable, DeregisterPsf, MakeDurable, QueryCommand,
+    RegisterPsf, TableRef, TicketBody, TransactionRef, Truncate, WriterRef, TICKET_VERSION,
+};
+
+/// The actions `DoAction` understands, with their descriptions (for `ListActions`).
+pub const ACTIONS: &[(&str, &str)] = &[
+    ("create_table", r#"{"name", "on_invalid_json"?: "reject"|"skip", "memory_budget_bytes"?, "page_size_bits"?, "index_size_bits"?, "if_not_exists"?} → {"created": bool}"#),
+    ("drop_table", r#"{"name"} → {"dropped": true}"#),
+    ("register_psf", r#"{"table", "name", "kind": "projection"|"predicate"|"range"|"composite", "field"|"expr"|"fields", "boundaries"?} → PSF with safe register address"#),
+    ("deregister_psf", r#"{"table", "name"} → PSF with safe deregister address"#),
+    ("list_psfs", r#"{"table"} → [PSF]"#),
+    ("stats", r#"{"table"} → counters and log addresses"#),
+    ("truncate", r#"{"table", "before_address" | "keep_bytes" | "older_than_secs"} → drops the head of the log (whole segment files); {"begin_address", "segments_deleted", "bytes_deleted"}"#),
+    ("make_durable", r#"{"table", "address"?} → waits until everything below address (default: the tail) is durable, without closing the open page; {"durable_address"}"#),
+    ("writer_status", r#"{"table", "writer"} → {"last_serial", "last_durable_serial", "durable_address"}"#),
+    ("begin_transaction", r#"{"table", "transaction"} → opens a transaction; DoPut batches with app_metadata {"transaction"} are staged in it"#),
+    ("prepare_transaction", r#"{"table", "transaction"} → syncs its staged records"#),
+    ("commit_transaction", r#"{"table", "transaction"} → ingests its staged records exactly once, durably; idempotent"#),
+    ("abort_transaction", r#"{"table", "transaction"} → drops its staged records; idempotent"#),
+    ("list_transactions", r#"{"table"} → [{"transaction", "state", "records"}]"#),
+    ("checkpoint", r#"{"table"} → flushes the log and saves the inferred schema; {"flushed_until_address"}"#),
+];
+
+fn parse_filter(filter: Option<&str>) -> Result<Option<Expr>, Status> {
+    filter
+        .filter(|f| !f.trim().is_empty())
+        .map(|f| parse_expr(f).map_err(|e| status_from_engine(&e)))
+        .transpose()
+}
+
+fn parse_columns(columns: &[String]) -> Result<Vec<FieldPath>, Status> {
+    columns.iter().map(|c| FieldPath::parse(c).map_err(|e| status_from_engine(&e))).collect()
+}
+
+fn parse_aggregates(aggregates: &[AggregateSpec]) -> Result<Vec<Aggregate>, Status> {
+    aggregates.iter().map(AggregateSpec::to_aggregate).collect()
+}
+
+fn psf_json(psf: &shoal_core::psf::Psf) -> serde_json::Value {
+    let (register, deregister) = (psf.safe_register_address(), psf.safe_deregister_address());
+    let spec = serde_json::to_value(psf.kind.to_spec()).unwrap_or_default();
+    json!({
+        "id": psf.id,
+        "name": psf.name,
+        "definition": spec,
+        "active": psf.is_active(),
+        "safe_register_address": (register != shoal_core::psf::NOT_YET).then_some(register),
+        "safe_deregister_address": (deregister != shoal_core::psf::NOT_YET).then_some(deregister),
+        "key_pointers": psf.key_pointer_count(),
+    })
+}
+
+/// Splits `[from, to)` into at most `parts` ranges that start at page boundaries.
+fn split_range(table: &Table, from: u64, to: u64, parts: usize) -> Vec<(u64, u64)> {
+    if from >= to {
+        return vec![(from, to)];
+    }
+    let log = table.log();
+    let first = log.page_of(from);
+    let last = log.page_of(to - 1);
+    let pages = last - first + 1;
+    let parts = (parts.max(1) as u64).min(pages);
+    (0..parts)
+        .map(|i| {
+            let start_page = first + pages * i / parts;
+            let end_page = first + pages * (i + 1) / parts;
+            let start = if i == 0 { from } else { log.page_start(start_page) };
+            let end = if i + 1 == parts { to } else { log.page_start(end_page) };
+            (start, end)
+        })
+        .collect()
+}
+
+/// The log ranges of a query's endpoints (at most about `parts`): each run of adjacent
+/// index-scan ranges is one endpoint — a chain walk cannot be split by address without
+/// every part walking the chains down from their heads again — and the full-scan ranges
+/// share the other endpoints, split at page boundaries in proportion to their sizes.
+/// The plan's ranges tile `[from, to)`, so the endpoints do too.
+fn endpoint_ranges(table: &Table, plan: &ScanPlan, from: u64, to: u64, parts: usize) -> Vec<(u64, u64)> {
+    let mut ranges: Vec<(u64, u64, bool)> = plan
+        .index_scans
+        .iter()
+        .map(|s| (s.from, s.to, true))
+        .chain(plan.full_scans.iter().map(|r| (r.from, r.to, false)))
+        .filter(|(f, t, _)| f < t)
+        .collect();
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64, bool)> = Vec::new();
+    for range in ranges {
+        match merged.last_mut() {
+            Some(last) if last.2 && range.2 && last.1 == range.0 => last.1 = range.1,
+            _ => merged.push(range),
+        }
+    }
+    let index_groups = merged.iter().filter(|r| r.2).count();
+    let full_total: u64 = merged.iter().filter(|r| !r.2).map(|r| r.1 - r.0).sum();
+    let budget = parts.max(1).saturating_sub(index_groups).max(1) as u128;
+    let mut endpoints = Vec::new();
+    for (start, end, index) in merged {
+        if index {
+            endpoints.push((start, end));
+        } else {
+            let share = (budget * u128::from(end - start)).div_ceil(u128::from(full_total.max(1))).max(1);
+            endpoints.extend(split_range(table, start, end, usize::try_from(share).unwrap_or(1)));
+        }
+    }
+    if endpoints.is_empty() {
+        endpoints.push((from, to));
+    }
+    endpoints
+}
+
+fn plan_json(plan: &ScanPlan) -> serde_json::Value {
+    serde_json::to_value(plan).unwrap_or_default()
+}
+
+/// One endpoint of a planned query: its ticket and the plan of its log range.
+#[derive(Debug, Clone)]
+pub struct PlannedEndpoint {
+    /// The ticket (JSON, [`TicketBody`]) that [`open_ticket`] reads.
+    pub ticket: Vec<u8>,
+    /// The plan of this endpoint's log range (`ScanPlan` as JSON).
+    pub plan: serde_json::Value,
+}
+
+/// A planned query: what `GetFlightInfo` answers.
+#[derive(Debug, Clone)]
+pub struct PlannedQuery {
+    /// The result schema (requested columns, or one column per aggregate).
+    pub schema: Schema,
+    /// The endpoints, which tile the plan's log range (read them in parallel).
+    pub endpoints: Vec<PlannedEndpoint>,
+    /// Estimated records (for aggregates: the number of endpoints, one row each).
+    pub total_records: i64,
+    /// The whole plan: `{"table", "from", "to", "plan", "exact", "exact_note"}`.
+    pub metadata: serde_json::Value,
+}
+
+/// Plans a query command (`GetFlightInfo`'s `cmd`, a JSON [`QueryCommand`]): maps the
+/// filter onto the table's PSFs (FishStore §5.1) and splits the planned log range into at
+/// most `max_endpoints` (default: the config's `endpoints_per_query`) endpoints.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a malformed command, filter, column or aggregate; `NOT_FOUND`
+/// for an unknown table.
+pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Status> {
+    let command: QueryCommand = parse_body("GetFlightInfo command", command)?;
+    let entry = catalog.get(&command.table)?;
+    let table = &entry.table;
+    let filter = parse_filter(command.filter.as_deref())?;
+    let columns = parse_columns(&command.columns)?;
+    let aggregates = parse_aggregates(&command.aggregates)?;
+    let schema = if aggregates.is_empty() {
+        let output = table.output_columns(&columns).map_err(|e| status_from_engine(&e))?;
+        Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>())
+    } else if !command.columns.is_empty() || command.limit.is_some() {
+        return Err(Status::invalid_argument(
+            "GetFlightInfo command: \"aggregates\" cannot be combined with \"columns\" or \"limit\" \
+             (the result is one row of aggregates per endpoint)",
+        ));
+    } else {
+        table.aggregate_schema(&aggregates).map_err(|e| status_from_engine(&e))?
+    };
+    let request = ScanRequest {
+        filter: filter.clone(),
+        columns,
+        from_address: command.from_address.unwrap_or(0),
+        to_address: command.to_address.unwrap_or(u64::MAX),
+        limit: command.limit,
+        ..ScanRequest::default()
+    };
+    let plan = table.plan(&request);
+    let (from, to) = plan_bounds(&plan, table, &request);
+    let parts = command.max_endpoints.unwrap_or(catalog.config().endpoints_per_query);
+    let mut endpoints = Vec::new();
+    for (part_from, part_to) in endpoint_ranges(table, &plan, from, to, parts) {
+        let ticket = TicketBody {
+            v: TICKET_VERSION,
+            table: command.table.clone(),
+            filter: filter.as_ref().map(ToString::to_string),
+            columns: command.columns.clone(),
+            limit: command.limit,
+            from: part_from,
+            to: part_to,
+            aggregates: command.aggregates.clone(),
+        };
+        let part_plan = table.plan(&ScanRequest { from_address: part_from, to_address: part_to, ..request.clone() });
+        let ticket = serde_json::to_vec(&ticket).map_err(|e| Status::internal(e.to_string()))?;
+        endpoints.push(PlannedEndpoint { ticket, plan: plan_json(&part_plan) });
+    }
+    let stats = table.stats();
+    let span = stats.tail_address.saturating_sub(stats.begin_address).max(1);
+    #[allow(clippy::cast_possible_wrap)]
+    let estimate = if aggregates.is_empty() {
+        (u128::from(stats.records) * u128::from(to.saturating_sub(from)) / u128::from(span)) as i64
+    } else {
+        endpoints.len() as i64
+    };
+    #[allow(clippy::cast_possible_wrap)]
+    let total_records = command.limit.map_or(estimate, |l| estimate.min(l as i64));
+    let metadata = json!({
+        "table": command.table,
+        "from": from,
+        "to": to,
+        "plan": plan_json(&plan),
+        "exact": true,
+        "exact_note": "the server evaluates the whole filter on every record it returns",
+    });
+    Ok(PlannedQuery { schema, endpoints, total_records, metadata })
+}
+
+fn plan_bounds(plan: &ScanPlan, table: &Table, request: &ScanRequest) -> (u64, u64) {
+    let ranges = plan.index_scans.iter().map(|s| (s.from, s.to)).chain(plan.full_scans.iter().map(|r| (r.from, r.to)));
+    let (mut from, mut to) = (u64::MAX, 0);
+    for (f, t) in ranges {
+        from = from.min(f);
+        to = to.max(t);
+    }
+    if from > to {
+        let begin = request.from_address.max(table.log().begin_address());
+        return (begin, begin);
+    }
+    (from, to)
+}
+
+/// Checks a DoPut stream's schema up front: a `json` column of a string or binary type.
+pub fn check_put_schema(schema: &Schema) -> Result<(), Status> {
+    match schema.field_with_name("json").map(|f| f.data_type()) {
+        Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary) => Ok(()),
+        Ok(other) => Err(Status::invalid_argument(format!(
+            "the \"json\" column must be Utf8, LargeUtf8, Binary or LargeBinary, got {other}"
+        ))),
+        Err(_) => Err(Status::invalid_argument(format!(
+            "DoPut batches need a column named \"json\" (Utf8, LargeUtf8, Binary or LargeBinary), one JSON record per row; got columns {:?}",
+            schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>()
+        ))),
+    }
+}
+
+fn json_records(batch: &RecordBatch) -> Result<Vec<&[u8]>, Status> {
+    check_put_schema(&batch.schema())?;
+    let Some(column) = batch.column_by_name("json") else { return Err(Status::internal("checked \"json\" column vanished")) };
+    let null_error = |i: usize| Status::invalid_argument(format!("row {i} of the \"json\" column is null"));
+    macro_rules! rows {
+        ($array:ty) => {{
+            let array = column.as_any().downcast_ref::<$array>().ok_or_else(|| Status::internal("column type mismatch"))?;
+            (0..array.len())
+                .map(|i| if array.is_null(i) { Err(null_error(i)) } else { Ok(<[u8] as AsRef<[u8]>>::as_ref(array.value(i).as_ref())) })
+                .collect()
+        }};
+    }
+    match column.data_type() {
+        DataType::Utf8 => rows!(StringArray),
+        DataType::LargeUtf8 => rows!(LargeStringArray),
+        DataType::Binary => rows!(BinaryArray),
+        _ => rows!(LargeBinaryArray),
+    }
+}
+
+fn record_scan_metrics(entry: &TableEntry, plan: &ScanPlan, stats: &ScanStats, started: Instant) {
+    let kind = if plan.index_scans.is_empty() { "full" } else { "index" };
+    metrics::counter!("shoal_scans_total", "table" => entry.name.clone(), "kind" => kind).increment(1);
+    metrics::counter!("shoal_scan_records_returned_total", "table" => entry.name.clone()).increment(stats.records_returned);
+    metrics::histogram!("shoal_scan_seconds", "table" => entry.name.clone()).record(started.elapsed().as_secs_f64());
+    tracing::debug!(table = %entry.name, ?stats, elapsed_ms = started.elapsed().as_millis(), "scan done");
+}
+
+/// What a ticket reads: one row of partial aggregates, or a scan of rows.
+pub enum TicketScan {
+    /// The endpoint's partial aggregates (already computed), one row.
+    Aggregates(RecordBatch),
+    /// A scan of the endpoint's log range, run by [`RowScan::run`].
+    Rows(RowScan),
+}
+
+/// A scan of one endpoint's log range, ready to run.
+pub struct RowScan {
+    entry: Arc<TableEntry>,
+    request: ScanRequest,
+    output: Vec<(FieldPath, Field)>,
+    schema: SchemaRef,
+}
+
+impl RowScan {
+    /// The schema of every batch [`RowScan::run`] emits (resolved once, so that it and
+    /// the batches agree even if schema inference widens a type while the scan runs).
+    #[must_use]
+    pub fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    /// Runs the scan, handing each batch (at most the config's `batch_rows` rows) to
+    /// `emit`, which may stop it by returning `Break`.
+    ///
+    /// # Errors
+    /// The engine's scan errors (e.g. a page that cannot be read), as statuses.
+    pub fn run(&self, emit: &mut dyn FnMut(RecordBatch) -> ControlFlow<()>) -> Result<(), Status> {
+        let started = Instant::now();
+        let plan = self.entry.table.plan(&self.request);
+        let stats = self
+            .entry
+            .table
+            .scan_columns(&self.request, &plan, &self.output, &mut |batch| Ok(emit(batch)))
+            .map_err(|e| status_from_engine(&e))?;
+        record_scan_metrics(&self.entry, &plan, &stats, started);
+        Ok(())
+    }
+}
+
+/// Opens a ticket (`DoGet`): checks it, and computes the endpoint's aggregates (blocking)
+/// or prepares its scan.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a malformed ticket or one of another version; `NOT_FOUND` for a
+/// table dropped since planning; engine errors as statuses.
+pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, Status> {
+    let ticket: TicketBody = parse_body("DoGet ticket", ticket)?;
+    if ticket.v != TICKET_VERSION {
+        return Err(Status::invalid_argument(format!("unsupported ticket version {} (this server speaks {TICKET_VERSION})", ticket.v)));
+    }
+    let entry = catalog.get(&ticket.table)?;
+    let request = ScanRequest {
+        filter: parse_filter(ticket.filter.as_deref())?,
+        columns: parse_columns(&ticket.columns)?,
+        from_address: ticket.from,
+        to_address: ticket.to,
+        limit: ticket.limit,
+        batch_rows: catalog.config().batch_rows,
+    };
+    let aggregates = parse_aggregates(&ticket.aggregates)?;
+    if !aggregates.is_empty() {
+        return run_aggregate(&entry, &request, &aggregates).map(TicketScan::Aggregates);
+    }
+    let output = entry.table.output_columns(&request.columns).map_err(|e| status_from_engine(&e))?;
+    let schema = Arc::new(Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<Field>>()));
+    Ok(TicketScan::Rows(RowScan { entry, request, output, schema }))
+}
+
+/// Computes one endpoint's partial aggregates.
+fn run_aggregate(entry: &TableEntry, request: &ScanRequest, aggregates: &[Aggregate]) -> Result<RecordBatch, Status> {
+    let started = Instant::now();
+    let plan = entry.table.plan(request);
+    let (batch, stats) =
+        entry.table.aggregate_with_plan(request, &plan, aggregates).map_err(|e| status_from_engine(&e))?;
+    record_scan_metrics(entry, &plan, &stats, started);
+    Ok(batch)
+}
+
+/// A table as `ListFlights` lists it.
+pub struct TableListing {
+    /// Its name.
+    pub name: String,
+    /// Its counters and log addresses.
+    pub stats: TableStats,
+    /// Its schema (declared, else inferred so far).
+    pub schema: Schema,
+}
+
+/// Every table, by name, with its counters and schema.
+#[must_use]
+pub fn list_tables(catalog: &Catalog) -> Vec<TableListing> {
+    catalog
+        .list()
+        .into_iter()
+        .map(|entry| TableListing { name: entry.name.clone(), stats: entry.table.stats(), schema: entry.table.schema().arrow_schema() })
+        .collect()
+}
+
+/// The schema of `table` (`GetSchema`): declared, else inferred so far; nested objects
+/// as structs.
+///
+/// # Errors
+/// `NOT_FOUND` for an unknown table.
+pub fn table_schema(catalog: &Catalog, table: &str) -> Result<Schema, Status> {
+    Ok(catalog.get(table)?.table.schema().arrow_schema())
+}
+
+/// An ingested (or staged) batch on its way to its acknowledgement ([`acknowledge`]).
+pub struct Ingested {
+    entry: Arc<TableEntry>,
+    /// The PutResult metadata, without `durable_address`.
+    metadata: serde_json::Value,
+    /// The log address the batch is durable at (`None`: nothing to wait for).
+    durable_at: Option<u64>,
+}
+
+/// Ingests one DoPut batch (a `json` column of Utf8, LargeUtf8, Binary or LargeBinary,
+/// one record per row) into `entry`'s table, as writer `{"writer","serial"}` batch
+/// (exactly once) or staged into a transaction if `metadata` says so. `number` is the
+/// batch's position in its stream, for messages.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a batch without a usable `json` column or with null rows, a
+/// record the table rejects (`on_invalid_json = reject`) naming its row; engine errors.
+pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &BatchMetadata, number: usize) -> Result<Ingested, Status> {
+    let records = json_records(batch)?;
+    let with_context = |status: Status| {
+        Status::new(status.code(), format!("table {:?}, DoPut batch {number}: {}", entry.name, status.message()))
+    };
+    if let Some(transaction) = &metadata.transaction {
+        let (staged, skipped) = entry.transactions.stage(&entry.table, transaction, &records).map_err(with_context)?;
+        let metadata = json!({
+            "batch": number,
+            "transaction": transaction,
+            "staged": staged,
+            "records": 0,
+            "skipped": skipped.len(),
+            "skipped_examples": skipped.iter().take(10).map(|(i, m)| json!({"row": i, "error": m})).collect::<Vec<_>>(),
+        });
+        return Ok(Ingested { entry: Arc::clone(entry), metadata, durable_at: None });
+    }
+    let started = Instant::now();
+    let result = match (&metadata.writer, metadata.serial) {
+        (Some(writer), Some(serial)) => entry.table.ingest_as(WriterBatch { writer, serial }, &records),
+        _ => entry.table.ingest(&records),
+    };
+    let report = result.map_err(|e| with_context(status_from_engine(&e)))?;
+    metrics::counter!("shoal_ingested_records_total", "table" => entry.name.clone()).increment(report.records as u64);
+    metrics::counter!("shoal_ingested_bytes_total", "table" => entry.name.clone()).increment(report.payload_bytes as u64);
+    metrics::counter!("shoal_skipped_records_total", "table" => entry.name.clone()).increment(report.skipped as u64);
+    metrics::histogram!("shoal_ingest_batch_seconds", "table" => entry.name.clone()).record(started.elapsed().as_secs_f64());
+    let mut reply = json!({
+        "batch": number,
+        "records": report.records,
+        "skipped": report.skipped,
+        "skipped_examples": report.skipped_examples.iter().map(|(i, m)| json!({"row": i, "error": m})).collect::<Vec<_>>(),
+        "first_address": report.first_address,
+        "last_address": report.last_address,
+        "end_address": report.end_address,
+    });
+    if let (Some(writer), Some(serial)) = (&metadata.writer, metadata.serial) {
+        reply["writer"] = json!(writer);
+        reply["serial"] = json!(serial);
+        reply["duplicate"] = json!(report.duplicate);
+    }
+    // A duplicate was ingested earlier: it is durable once everything so far is.
+    let durable_at = if report.duplicate { entry.table.log().tail_address() } else { report.end_address };
+    Ok(Ingested { entry: Arc::clone(entry), metadata: reply, durable_at: Some(durable_at) })
+}
+
+/// Waits, under the `group_commit` and `fsync` policies, until the batch is durable;
+/// then returns its PutResult metadata (JSON), with the table's durable address.
+///
+/// # Errors
+/// When the batch does not become durable within 60 s (e.g. the device fails).
+pub fn acknowledge(ingested: Ingested) -> Result<serde_json::Value, Status> {
+    let Ingested { entry, mut metadata, durable_at } = ingested;
+    let table = &entry.table;
+    if let Some(address) = durable_at.filter(|_| table.config().durability != DurabilityPolicy::None) {
+        table.wait_durable(address, Duration::from_secs(60)).map_err(|e| {
+            let status = status_from_engine(&e);
+            Status::new(status.code(), format!("table {:?}: the batch was ingested but is not durable: {}", entry.name, status.message()))
+        })?;
+    }
+    metadata["durable_address"] = json!(table.durable_address());
+    Ok(metadata)
+}
+
+/// Runs the action `name` (one of [`ACTIONS`]) with its JSON `body`; returns its JSON
+/// result.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for an unknown action or a malformed body (the message names the
+/// key), `NOT_FOUND` for unknown tables or PSFs, and the engine's errors as statuses.
+pub fn run_action(catalog: &Catalog, name: &str, body: &[u8]) -> Result<serde_json::Value, Status> {
+    match name {
+        "create_table" => {
+            let request: CreateTable = parse_body("create_table", body)?;
+            let created = catalog.create(&request)?;
+            Ok(json!({"created": created, "name": request.name}))
+        }
+        "drop_table" => {
+            let request: TableRef = parse_body("drop_table", body)?;
+            catalog.drop_table(&request.table)?;
+            Ok(json!({"dropped": true, "name": request.table}))
+        }
+        "register_psf" => {
+            let request: RegisterPsf = parse_body("register_psf", body)?;
+            let entry = catalog.get(&request.table)?;
+            let psf = entry.table.register_psf(&request.name, &request.spec).map_err(|e| status_from_engine(&e))?;
+            tracing::info!(table = %request.table, psf = %psf.name, address = psf.safe_register_address(), "PSF registered");
+            Ok(psf_json(&psf))
+        }
+        "deregister_psf" => {
+            let request: DeregisterPsf = parse_body("deregister_psf", body)?;
+            let entry = catalog.get(&request.table)?;
+            let psf = entry.table.deregister_psf(&request.name).map_err(|e| status_from_engine(&e))?;
+            Ok(psf_json(&psf))
+        }
+        "list_psfs" => {
+            let request: TableRef = parse_body("list_psfs", body)?;
+            let entry = catalog.get(&request.table)?;
+            Ok(serde_json::Value::Array(entry.table.psfs().all().iter().map(|p| psf_json(p)).collect()))
+        }
+        "stats" => {
+            let request: TableRef = parse_body("stats", body)?;
+            let entry = catalog.get(&request.table)?;
+            let mut stats = serde_json::to_value(entry.table.stats()).unwrap_or_default();
+            stats["table"] = json!(request.table);
+            stats["psfs"] = json!(entry.table.psfs().all().len());
+            Ok(stats)
+        }
+        "truncate" => {
+            let request: Truncate = parse_body("truncate", body)?;
+            let rule = request.rule()?;
+            let entry = catalog.get(&request.table)?;
+            let report = entry.table.truncate(rule).map_err(|e| status_from_engine(&e))?;
+            let mut answer = serde_json::to_value(&report).unwrap_or_default();
+            answer["table"] = json!(request.table);
+            Ok(answer)
+        }
+        "make_durable" => {
+            let request: MakeDurable = parse_body("make_durable", body)?;
+            let entry = catalog.get(&request.table)?;
+            if !entry.table.log().has_storage() {
+                return Err(Status::failed_precondition(format!(
+                    "table {:?} is in memory (the daemon runs --in-memory): nothing can be made durable",
+                    request.table
+                )));
+            }
+            let address = request.address.unwrap_or_else(|| entry.table.log().tail_address());
+            let durable = entry.table.wait_durable(address, Duration::from_secs(60)).map_err(|e| status_from_engine(&e))?;
+            Ok(json!({"table": request.table, "durable_address": durable}))
+        }
+        "writer_status" => {
+            let request: WriterRef = parse_body("writer_status", body)?;
+            let entry = catalog.get(&request.table)?;
+            let status = entry.table.writer_status(&request.writer);
+            Ok(json!({
+                "table": request.table,
+                "writer": status.writer,
+                "last_serial": status.last_serial,
+                "last_durable_serial": status.last_durable_serial,
+                "durable_address": entry.table.durable_address(),
+            }))
+        }
+        "begin_transaction" | "prepare_transaction" | "commit_transaction" | "abort_transaction" => {
+            let request: TransactionRef = parse_body(name, body)?;
+            let entry = catalog.get(&request.table)?;
+            let transactions = &entry.transactions;
+            let info = match name {
+                "begin_transaction" => transactions.begin(&request.transaction),
+                "prepare_transaction" => transactions.prepare(&request.transaction),
+                "commit_transaction" => transactions.commit(&entry.table, &request.transaction),
+                _ => transactions.abort(&request.transaction),
+            }?;
+            tracing::debug!(table = %request.table, transaction = %request.transaction, state = ?info.state, "{name}");
+            Ok(serde_json::to_value(&info).unwrap_or_default())
+        }
+        "list_transactions" => {
+            let request: TableRef = parse_body("list_transactions", body)?;
+            let entry = catalog.get(&request.table)?;
+            Ok(serde_json::to_value(entry.transactions.list()).unwrap_or_default())
+        }
+        "checkpoint" => {
+            let request: TableRef = parse_body("checkpoint", body)?;
+            let entry = catalog.get(&request.table)?;
+            let state = entry.table.checkpoint().map_err(|e| status_from_engine(&e))?;
+            Ok(json!({
+                "table": request.table,
+                "flushed_until_address": state.log_end_address,
+                "schema_observed_until": state.schema_observed_until,
+                "index_checkpoint": state.index,
+            }))
+        }
+        other => Err(Status::invalid_argument(format!(
+            "unknown action {other:?}; known actions: {}",
+            ACTIONS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+

@@ -1,0 +1,248 @@
+//! The engines open in this process, and the handles the JVM holds on them.
+//!
+//! A handle is a number (never a pointer), so a handle that was closed, never opened, or
+//! forged is an error rather than a crash. Every handle on the same canonical data
+//! directory shares one engine (one [`Catalog`]): a Spark driver and its tasks, or several
+//! Flink operators in one task manager, see the same tables. The engine is closed —
+//! its tables flushed and checkpointed — when its last handle is closed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use shoal_server::catalog::Catalog;
+use shoal_server::config::ServerConfig;
+use tonic::{Code, Status};
+
+/// Why an embedded call failed: a protocol error class and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The gRPC status code the daemon would have answered (`INVALID_ARGUMENT`, ...), or
+    /// `CLOSED` (a handle that is closed or was never opened) or `PANIC`.
+    pub code: &'static str,
+    /// What was wrong, naming the table, key, row or address concerned.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure of class `code`.
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Status> for Failure {
+    fn from(status: Status) -> Self {
+        Self::new(code_name(status.code()), status.message())
+    }
+}
+
+/// The canonical name of a gRPC status code (as in the Flight protocol's errors).
+#[must_use]
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// One open engine.
+struct Engine {
+    catalog: Arc<Catalog>,
+    handles: usize,
+    /// Stops the periodic checkpoints (dropping it does too).
+    stop_checkpoints: Option<Sender<()>>,
+    checkpointer: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Registry {
+    next_handle: u64,
+    handles: HashMap<u64, PathBuf>,
+    engines: HashMap<PathBuf, Engine>,
+}
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+
+fn registry() -> MutexGuard<'static, Option<Registry>> {
+    // A panic while holding the lock leaves the maps consistent (every update is a
+    // single insert or remove), so a poisoned lock is still usable.
+    REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Reads the options (the daemon's configuration keys, `docs/configuration.md`) from a
+/// JSON object; `None` or `""` keeps every default.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming the key that is unknown or has the wrong type.
+pub fn parse_options(options: Option<&str>) -> Result<ServerConfig, Failure> {
+    match options.map(str::trim).filter(|o| !o.is_empty()) {
+        None => Ok(ServerConfig::default()),
+        Some(text) => serde_json::from_str(text).map_err(|e| {
+            Failure::new(
+                "INVALID_ARGUMENT",
+                format!("embedded options (the daemon's configuration keys): {e}"),
+            )
+        }),
+    }
+}
+
+/// Opens the engine on `data_dir` (creating the directory), or joins the engine this
+/// process already has open there; returns a new handle.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for bad options or options that differ from those of the engine
+/// already open on the directory; `FAILED_PRECONDITION` when the directory cannot be
+/// created, is locked by another process (a daemon or another JVM), or holds a table
+/// that cannot be recovered.
+pub fn open(data_dir: &Path, options: Option<&str>) -> Result<u64, Failure> {
+    let mut config = parse_options(options)?;
+    std::fs::create_dir_all(data_dir).map_err(|e| {
+        Failure::new(
+            "FAILED_PRECONDITION",
+            format!(
+                "cannot create the data directory {}: {e}",
+                data_dir.display()
+            ),
+        )
+    })?;
+    let key = data_dir.canonicalize().map_err(|e| {
+        Failure::new(
+            "FAILED_PRECONDITION",
+            format!(
+                "cannot resolve the data directory {}: {e}",
+                data_dir.display()
+            ),
+        )
+    })?;
+    config.data_dir.clone_from(&key);
+    let mut guard = registry();
+    let registry = guard.get_or_insert_with(Registry::default);
+    if let Some(engine) = registry.engines.get_mut(&key) {
+        if options.is_some_and(|o| !o.trim().is_empty())
+            && format!("{config:?}") != format!("{:?}", engine.catalog.config())
+        {
+            return Err(Failure::new(
+                "INVALID_ARGUMENT",
+                format!("{} is already open in this process with other options; open it with the same options or none", key.display()),
+            ));
+        }
+        engine.handles += 1;
+    } else {
+        let interval = config.checkpoint_interval_secs;
+        let in_memory = config.in_memory;
+        let catalog =
+            Arc::new(Catalog::open(config).map_err(|e| Failure::new("FAILED_PRECONDITION", e))?);
+        let (stop_checkpoints, checkpointer) = if interval > 0 && !in_memory {
+            let (sender, receiver) = mpsc::channel::<()>();
+            let catalog = Arc::clone(&catalog);
+            let thread = std::thread::Builder::new()
+                .name("shoal-checkpoints".into())
+                .spawn(move || {
+                    while let Err(RecvTimeoutError::Timeout) =
+                        receiver.recv_timeout(Duration::from_secs(interval))
+                    {
+                        for entry in catalog.list() {
+                            if let Err(e) = entry.table.checkpoint() {
+                                eprintln!(
+                                    "shoal embedded: checkpoint of table {:?} failed: {e}",
+                                    entry.name
+                                );
+                            }
+                        }
+                    }
+                })
+                .map_err(|e| {
+                    Failure::new(
+                        "INTERNAL",
+                        format!("cannot start the checkpoint thread: {e}"),
+                    )
+                })?;
+            (Some(sender), Some(thread))
+        } else {
+            (None, None)
+        };
+        registry.engines.insert(
+            key.clone(),
+            Engine {
+                catalog,
+                handles: 1,
+                stop_checkpoints,
+                checkpointer,
+            },
+        );
+    }
+    registry.next_handle += 1;
+    let handle = registry.next_handle;
+    registry.handles.insert(handle, key);
+    Ok(handle)
+}
+
+/// Closes a handle; closing the last handle of an engine flushes, checkpoints and closes
+/// its tables and releases the directory. Closing a closed or unknown handle does nothing.
+pub fn close(handle: u64) {
+    let engine = {
+        let mut guard = registry();
+        let Some(registry) = guard.as_mut() else {
+            return;
+        };
+        let Some(key) = registry.handles.remove(&handle) else {
+            return;
+        };
+        let Some(engine) = registry.engines.get_mut(&key) else {
+            return;
+        };
+        engine.handles -= 1;
+        if engine.handles > 0 {
+            return;
+        }
+        registry.engines.remove(&key)
+    };
+    // Outside the registry's lock: closing flushes every table, which may take a while.
+    if let Some(mut engine) = engine {
+        drop(engine.stop_checkpoints.take());
+        if let Some(thread) = engine.checkpointer.take() {
+            let _ = thread.join();
+        }
+        engine.catalog.close_all();
+    }
+}
+
+/// The engine behind `handle`.
+///
+/// # Errors
+/// `CLOSED` when the handle is closed or was never opened.
+pub fn catalog(handle: u64) -> Result<Arc<Catalog>, Failure> {
+    let guard = registry();
+    guard
+        .as_ref()
+        .and_then(|r| r.handles.get(&handle).and_then(|key| r.engines.get(key)))
+        .map(|engine| Arc::clone(&engine.catalog))
+        .ok_or_else(|| {
+            Failure::new(
+                "CLOSED",
+                format!("handle {handle} is closed (or was never opened)"),
+            )
+        })
+}

@@ -23,6 +23,9 @@ pub struct Connection {
     /// Bearer token, if the daemon requires one.
     #[arg(long, global = true, env = "SHOAL_AUTH_TOKEN")]
     token: Option<String>,
+    /// Basic credentials USER:PASSWORD, if the daemon requires them (sent with every call).
+    #[arg(long, global = true, env = "SHOAL_BASIC_AUTH", conflicts_with = "token")]
+    basic_auth: Option<String>,
     /// PEM certificate(s) to trust for a `grpc+tls://` endpoint.
     #[arg(long, global = true, env = "SHOAL_TLS_CA")]
     tls_ca: Option<PathBuf>,
@@ -176,6 +179,13 @@ async fn connect(connection: &Connection) -> Result<FlightClient, String> {
     let mut client = FlightClient::new(channel);
     if let Some(token) = &connection.token {
         client.add_header("authorization", &format!("Bearer {token}")).map_err(|e| e.to_string())?;
+    }
+    if let Some(credentials) = &connection.basic_auth {
+        if !credentials.contains(':') {
+            return Err("--basic-auth must be USER:PASSWORD".to_owned());
+        }
+        let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, credentials);
+        client.add_header("authorization", &format!("Basic {encoded}")).map_err(|e| e.to_string())?;
     }
     Ok(client)
 }

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conftest import REPO, action, github_events, put, query
+from conftest import REPO, action, github_events, put, query, shoal_binary
 
 # pyarrow maps INVALID_ARGUMENT to ArrowInvalid, NOT_FOUND/ALREADY_EXISTS to
 # ArrowKeyError/FlightServerError depending on the version; tests check the message.
@@ -202,6 +202,15 @@ def test_basic_credentials_get_a_session_token_through_the_flight_handshake(star
     assert [f.descriptor.path[0] for f in client.list_flights(options=options)] == [b"t"]
     with pytest.raises(flight.FlightUnauthenticatedError):
         list(client.list_flights(options=flight.FlightCallOptions(headers=[(b"authorization", b"Bearer forged")])))
+    # The CLI sends basic credentials with every call.
+    run = lambda *creds: subprocess.run(
+        [str(shoal_binary()), "stats", "--endpoint", d.location, *creds], capture_output=True, text=True, timeout=60
+    )
+    accepted = run("--basic-auth", "analyst:pa:ss")
+    assert accepted.returncode == 0, accepted.stderr
+    assert json.loads(accepted.stdout)["table"] == "t", accepted.stdout
+    refused = run("--basic-auth", "analyst:nope")
+    assert refused.returncode != 0 and "Unauthenticated" in refused.stderr, refused.stderr
 
 
 def test_sigterm_flushes_and_exits_cleanly(start_daemon):

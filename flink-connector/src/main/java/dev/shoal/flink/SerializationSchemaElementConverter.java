@@ -1,7 +1,6 @@
 package dev.shoal.flink;
 
 import org.apache.flink.api.common.serialization.SerializationSchema;
-import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.sink2.SinkWriter;
 import org.apache.flink.connector.base.sink.writer.ElementConverter;
 
@@ -20,13 +19,16 @@ final class SerializationSchemaElementConverter<InputT> implements ElementConver
     this.schema = schema;
   }
 
-  @Override
-  public void open(Sink.InitContext context) {
+  /**
+   * Opens the schema once; {@link ShoalWriter} calls it (not {@code ElementConverter.open}, whose
+   * parameter type differs between Flink 1.20 and 2.x).
+   */
+  void openSchema(SerializationSchema.InitializationContext context) {
     if (opened) {
       return;
     }
     try {
-      schema.open(context.asSerializationSchemaInitializationContext());
+      schema.open(context);
     } catch (Exception e) {
       throw new IllegalStateException("could not open the serialization schema of the shoal sink", e);
     }

@@ -11,11 +11,12 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
 
 /**
  * The {@code exactly-once} shoal sink: a {@link ShoalSink} whose writers stage each checkpoint
- * interval's records in a shoal transaction and prepare it at the checkpoint, plus Flink 1.20's
- * {@link SupportsCommitter} (the Sink V2 two-phase-commit API that replaces the deprecated {@code
- * TwoPhaseCommittingSink}): a {@link ShoalCommitter} commits the prepared transactions once the
- * checkpoint is complete. {@link ShoalSinkBuilder#build()} returns one for {@code EXACTLY_ONCE};
- * the other guarantees get a plain {@link ShoalSink} (no committer operator in the job graph).
+ * interval's records in a shoal transaction and prepare it at the checkpoint, plus Flink's {@link
+ * SupportsCommitter} (the Sink V2 two-phase-commit API of 1.20 and 2.x; it replaced {@code
+ * TwoPhaseCommittingSink}, deprecated in 1.20 and removed in 2.0): a {@link ShoalCommitter}
+ * commits the prepared transactions once the checkpoint is complete. {@link
+ * ShoalSinkBuilder#build()} returns one for {@code EXACTLY_ONCE}; the other guarantees get a plain
+ * {@link ShoalSink} (no committer operator in the job graph).
  */
 public class ShoalExactlyOnceSink<InputT> extends ShoalSink<InputT> implements SupportsCommitter<ShoalCommittable> {
   private static final long serialVersionUID = 1L;

@@ -4,10 +4,12 @@ import java.io.IOException;
 import java.time.Duration;
 import java.util.Collection;
 import java.util.Collections;
+import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.base.sink.AsyncSinkBase;
 import org.apache.flink.connector.base.sink.writer.BufferedRequestState;
 import org.apache.flink.connector.base.sink.writer.ElementConverter;
+import org.apache.flink.connector.base.sink.writer.config.AsyncSinkWriterConfiguration;
 import org.apache.flink.core.io.SimpleVersionedSerializer;
 
 /**
@@ -31,7 +33,7 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * @param <InputT> the element type; {@code String} elements are taken as JSON documents, other
  *     types need a {@code SerializationSchema} producing one JSON document each
  */
-public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> {
+public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements FlinkMajorSink<InputT> {
   private static final long serialVersionUID = 1L;
 
   /**
@@ -117,20 +119,22 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> {
     return retryPolicy;
   }
 
+  /**
+   * Flink 1.20 and 2.x both create writers through these two methods ({@link WriterInitContext});
+   * what differs between the majors is in {@link FlinkMajorSink}.
+   */
   @Override
-  @Deprecated
-  public ShoalWriter<InputT> createWriter(InitContext context) throws IOException {
+  public ShoalWriter<InputT> createWriter(WriterInitContext context) throws IOException {
     return restoreWriter(context, Collections.emptyList());
   }
 
   @Override
-  @Deprecated
   public ShoalWriter<InputT> restoreWriter(
-      InitContext context, Collection<BufferedRequestState<byte[]>> recoveredState) throws IOException {
+      WriterInitContext context, Collection<BufferedRequestState<byte[]>> recoveredState) throws IOException {
     return new ShoalWriter<>(
         getElementConverter(),
         context,
-        org.apache.flink.connector.base.sink.writer.config.AsyncSinkWriterConfiguration.builder()
+        AsyncSinkWriterConfiguration.builder()
             .setMaxBatchSize(getMaxBatchSize())
             .setMaxBatchSizeInBytes(getMaxBatchSizeInBytes())
             .setMaxInFlightRequests(getMaxInFlightRequests())

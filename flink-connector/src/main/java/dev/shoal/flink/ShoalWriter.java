@@ -15,7 +15,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
-import org.apache.flink.api.connector.sink2.Sink;
+import org.apache.flink.api.connector.sink2.InitContext;
+import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.base.sink.writer.AsyncSinkWriter;
 import org.apache.flink.connector.base.sink.writer.BufferedRequestState;
@@ -108,7 +109,7 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
 
   ShoalWriter(
       ElementConverter<InputT, byte[]> elementConverter,
-      Sink.InitContext context,
+      WriterInitContext context,
       AsyncSinkWriterConfiguration configuration,
       Collection<BufferedRequestState<byte[]>> states,
       ShoalClient client,
@@ -116,11 +117,17 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
       RetryPolicy retryPolicy,
       String transactionalIdPrefix) {
     super(elementConverter, context, configuration, states);
+    // Opened here rather than in ElementConverter.open, whose parameter differs between Flink 1.20
+    // (Sink.InitContext) and 2.x (WriterInitContext).
+    if (elementConverter instanceof SerializationSchemaElementConverter<?> converter) {
+      converter.openSchema(context.asSerializationSchemaInitializationContext());
+    }
+    int subtask = context.getTaskInfo().getIndexOfThisSubtask();
     this.client = client;
     this.deliveryGuarantee = deliveryGuarantee;
     this.retryPolicy = retryPolicy;
     this.where = "shoal table \"" + client.table() + "\" at " + client.endpoint();
-    String name = "shoal-sink-" + client.table() + "-" + context.getSubtaskId() + "-";
+    String name = "shoal-sink-" + client.table() + "-" + subtask + "-";
     AtomicInteger threads = new AtomicInteger();
     this.senders =
         Executors.newCachedThreadPool(
@@ -140,11 +147,11 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
     metrics.counter("shoalTransactionsAborted", transactionsAborted);
     if (deliveryGuarantee == DeliveryGuarantee.EXACTLY_ONCE) {
       String prefix = transactionalIdPrefix != null ? transactionalIdPrefix : defaultTransactionalIdPrefix(context, client.table());
-      this.transactionPrefix = prefix + "-" + context.getSubtaskId() + "-";
+      this.transactionPrefix = prefix + "-" + subtask + "-";
       OptionalLong restored = context.getRestoredCheckpointId();
       this.nextCheckpointId = restored.orElse(0) + 1;
       try {
-        this.epoch = abortLingeringTransactions(prefix, context.getSubtaskId(), context.getNumberOfParallelSubtasks(), restored);
+        this.epoch = abortLingeringTransactions(prefix, subtask, context.getTaskInfo().getNumberOfParallelSubtasks(), restored);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         throw new ShoalSinkException(where + ": interrupted while aborting lingering transactions", e);
@@ -160,7 +167,7 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
    * the sink's task name and table>} - stable across the failovers of one job, different for
    * another job or another sink of the job.
    */
-  static String defaultTransactionalIdPrefix(Sink.InitContext context, String table) {
+  static String defaultTransactionalIdPrefix(InitContext context, String table) {
     String sink = context.getTaskInfo().getTaskName() + "\u0000" + table;
     return "flink-" + context.getJobInfo().getJobId() + "-"
         + String.format("%08x", java.util.Arrays.hashCode(sink.getBytes(StandardCharsets.UTF_8)));

@@ -18,14 +18,17 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.flink.connector.datagen.source.DataGeneratorSource;
+import org.apache.flink.connector.datagen.source.GeneratorFunction;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.streaming.api.functions.source.SourceFunction;
 import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -167,30 +170,25 @@ class ShoalExactlyOnceITCase {
     assertTrue(states.get("committed") > 4, "one transaction per checkpoint interval and subtask: " + states);
   }
 
-  /** Emits {@code count} records {"id": "v<i>"}, then waits until cancelled. */
-  static final class EmitThenWait implements SourceFunction<String> {
+  /**
+   * Generates {@code count} records {"id": "v<i>"}, then blocks until the job is cancelled (which
+   * interrupts it). A Source V2 generator, so that the test runs unchanged on Flink 1.20 and 2.x
+   * (2.0 moved the old SourceFunction to a legacy package).
+   */
+  static final class EmitThenWait implements GeneratorFunction<Long, String> {
     private final int count;
-    private volatile boolean running = true;
 
     EmitThenWait(int count) {
       this.count = count;
     }
 
     @Override
-    public void run(SourceContext<String> context) throws Exception {
-      for (int i = 0; i < count; i++) {
-        synchronized (context.getCheckpointLock()) {
-          context.collect("{\"id\":\"v" + i + "\"}");
-        }
+    public String map(Long index) throws InterruptedException {
+      if (index < count) {
+        return "{\"id\":\"v" + index + "\"}";
       }
-      while (running) {
-        Thread.sleep(20);
-      }
-    }
-
-    @Override
-    public void cancel() {
-      running = false;
+      Thread.sleep(Long.MAX_VALUE);
+      throw new IllegalStateException("woke up without being cancelled");
     }
   }
 
@@ -201,7 +199,8 @@ class ShoalExactlyOnceITCase {
     // Attempt 1: 500 records staged, no checkpoint ever completes (interval: 1 h), then cancelled.
     StreamExecutionEnvironment first = environment(0);
     first.enableCheckpointing(3_600_000);
-    first.addSource(new EmitThenWait(500)).setParallelism(1)
+    first.fromSource(new DataGeneratorSource<>(new EmitThenWait(500), Long.MAX_VALUE, Types.STRING),
+            WatermarkStrategy.noWatermarks(), "emit then wait").setParallelism(1)
         .sinkTo(sink(table, DeliveryGuarantee.EXACTLY_ONCE).setTransactionalIdPrefix("invisible").build());
     JobClient job = first.executeAsync("staged, never committed");
     long staged = 0;

@@ -1,0 +1,149 @@
+package dev.shoal.flink.packaging;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import dev.shoal.flink.ShoalDaemon;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.File;
+import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.TimeUnit;
+import java.util.jar.JarEntry;
+import java.util.jar.JarFile;
+import java.util.stream.IntStream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * The shaded connector jar (classifier {@code shaded}, for Flink's lib/), checked after {@code
+ * package} (failsafe, in {@code mvn verify}):
+ *
+ * <ul>
+ *   <li>its content: the connector, flink-connector-base, and everything else relocated under
+ *       {@code dev.shoal.flink.shaded} - no class of Flink's own, none that could clash with another
+ *       jar in lib/; every service file names classes the jar has;
+ *   <li>that it works on its own: the sink (exactly-once, so writer and committer) and the SQL
+ *       factory run in a JVM whose class path holds only Flink's jars (the module's test class path
+ *       without the connector's dependencies: target/flink-only-classpath.txt) and the shaded jar,
+ *       against the real daemon ({@link ShadedJarJob}).
+ * </ul>
+ */
+class ShadedConnectorJarIT {
+
+  @RegisterExtension static final ShoalDaemon SHOAL = new ShoalDaemon();
+
+  /** Where the connector's classes and the bundled flink-connector-base may live. */
+  private static final List<String> ALLOWED_CLASS_PREFIXES =
+      List.of("dev/shoal/flink/", "org/apache/flink/connector/base/");
+
+  static Path shadedJar() {
+    Path jar = Path.of(System.getProperty("shoal.flink.shaded-jar", "target/missing-shaded.jar"));
+    assertTrue(Files.isRegularFile(jar), "the shaded jar " + jar + " exists (built in `package`)");
+    return jar;
+  }
+
+  @Test
+  void theJarHoldsTheConnectorAndRelocatedDependenciesOnly() throws IOException {
+    Set<String> classes = new TreeSet<>();
+    List<String> outside = new ArrayList<>();
+    List<String> serviceFiles = new ArrayList<>();
+    try (JarFile jar = new JarFile(shadedJar().toFile())) {
+      for (JarEntry entry : Collections.list(jar.entries())) {
+        String name = entry.getName();
+        if (name.endsWith(".class")) {
+          classes.add(name);
+          if (ALLOWED_CLASS_PREFIXES.stream().noneMatch(name::startsWith)) {
+            outside.add(name);
+          }
+        } else if (name.startsWith("META-INF/services/") && !entry.isDirectory()) {
+          serviceFiles.add(name);
+        }
+      }
+      assertEquals(List.of(), outside, "classes outside dev/shoal/flink/ and flink-connector-base");
+      for (String expected : List.of(
+          "dev/shoal/flink/ShoalSink.class",
+          "dev/shoal/flink/ShoalExactlyOnceSink.class",
+          "dev/shoal/flink/table/ShoalDynamicTableFactory.class",
+          "org/apache/flink/connector/base/sink/AsyncSinkBase.class",
+          "dev/shoal/flink/shaded/org/apache/arrow/flight/FlightClient.class",
+          "dev/shoal/flink/shaded/io/grpc/netty/NettyChannelBuilder.class",
+          "dev/shoal/flink/shaded/io/netty/channel/Channel.class",
+          "dev/shoal/flink/shaded/com/google/protobuf/Message.class")) {
+        assertTrue(classes.contains(expected), expected + " is in the jar");
+      }
+      assertTrue(classes.stream().noneMatch(c -> c.startsWith("org/apache/flink/")
+              && !c.startsWith("org/apache/flink/connector/base/")),
+          "no Flink class but flink-connector-base");
+      // Service files (gRPC's providers, the table factory) must name classes the jar has, relocated.
+      for (String file : serviceFiles) {
+        try (InputStream in = jar.getInputStream(jar.getEntry(file))) {
+          for (String line : new String(in.readAllBytes(), StandardCharsets.UTF_8).split("\n")) {
+            String implementation = line.replaceAll("#.*", "").trim();
+            if (!implementation.isEmpty()) {
+              assertTrue(classes.contains(implementation.replace('.', '/') + ".class"),
+                  file + " names " + implementation + ", which the jar does not have");
+            }
+          }
+        }
+      }
+      assertTrue(serviceFiles.contains("META-INF/services/org.apache.flink.table.factories.Factory"),
+          "the table factory is registered: " + serviceFiles);
+      System.out.printf("%s: %,d bytes, %,d classes, service files %s%n",
+          shadedJar().getFileName(), Files.size(shadedJar()), classes.size(), serviceFiles);
+    }
+  }
+
+  @Test
+  void theSinkAndTheTableFactoryRunFromTheJarWithOnlyFlinkBesideIt() throws Exception {
+    SHOAL.createTable("shaded_stream", "reject");
+    SHOAL.createTable("shaded_sql", "reject");
+    List<String> classPath = new ArrayList<>();
+    classPath.add(shadedJar().toString());
+    String flinkOnly = Files.readString(Path.of(System.getProperty("shoal.flink.only-classpath"))).trim();
+    for (String entry : flinkOnly.split(File.pathSeparator)) {
+      assertTrue(!entry.contains("/org/apache/arrow/") && !entry.contains("/io/grpc/") && !entry.contains("/io/netty/")
+          && !entry.contains("flink-connector-base"), "not Flink's: " + entry);
+      classPath.add(entry);
+    }
+    // This class's folder, for ShadedJarJob and the log configuration (the connector's own classes
+    // are in target/classes, which is not on that class path).
+    classPath.add(Path.of(ShadedConnectorJarIT.class.getProtectionDomain().getCodeSource().getLocation().toURI())
+        .toString());
+
+    // A JVM of its own, as a Flink process with the jar in lib/: the class path is the system class
+    // path (Flink's MiniCluster loads job classes through it). The module-opening flags are this
+    // JVM's (what Flink's default env.java.opts.all opens, java.nio included).
+    List<String> command = new ArrayList<>();
+    command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+        .filter(a -> a.startsWith("--add-opens") || a.startsWith("--add-exports"))
+        .forEach(command::add);
+    command.addAll(List.of("-cp", String.join(File.pathSeparator, classPath), ShadedJarJob.class.getName(),
+        SHOAL.endpoint(), "shaded_stream", "shaded_sql", "1000"));
+    Path log = Path.of("target", "shaded-jar-job.log");
+    Process job = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+    if (!job.waitFor(5, TimeUnit.MINUTES)) {
+      job.destroyForcibly();
+      fail("the jobs did not finish in 5 minutes; log: " + log.toAbsolutePath());
+    }
+    List<String> output = Files.readAllLines(log);
+    assertEquals(0, job.exitValue(), () -> "the jobs failed with only Flink and the shaded jar on the class path ("
+        + log.toAbsolutePath() + "):\n" + String.join("\n", output.subList(Math.max(0, output.size() - 60), output.size())));
+
+    List<String> expected = IntStream.range(0, 1000).mapToObj(i -> "s" + i).sorted().toList();
+    assertEquals(expected, SHOAL.column("shaded_stream", "id").stream().sorted().toList(),
+        "every record once (exactly-once, from the shaded jar)");
+    assertEquals(List.of("sql-1", "sql-2", "sql-3"), SHOAL.column("shaded_sql", "id").stream().sorted().toList(),
+        "the SQL rows, through the shaded jar's table factory");
+  }
+}

@@ -200,7 +200,7 @@ impl Table {
                     return;
                 }
                 if infer {
-                    schema.observe(view.payload());
+                    schema.observe_validated(view.payload());
                     let kps = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
                     totals.add(view.payload().len(), kps);
                 }

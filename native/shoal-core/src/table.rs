@@ -192,7 +192,7 @@ impl Table {
             for_each_record(&bytes[..capacity], |_, view| {
                 let header = view.header();
                 if header.is_visible() {
-                    page_schema.observe(view.payload());
+                    page_schema.observe_validated(view.payload());
                     let kps = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
                     totals.add(view.payload().len(), kps);
                 }
@@ -362,7 +362,7 @@ impl Table {
                 if let Ok(Some(end)) = self.log.read_page(number, &mut page) {
                     for_each_record(&page[..end], |_, view| {
                         if view.header().is_visible() {
-                            schema.observe(view.payload());
+                            schema.observe_validated(view.payload());
                         }
                     });
                 }

@@ -421,3 +421,23 @@ fn child_deeply_nested_records_never_crash_ingestion_flush_or_scans() {
     schema_flush_then_scan_each_record(&table, &accepted, &mut failures);
     assert!(failures.is_empty(), "{} failures:\n  {}", failures.len(), failures.join("\n  "));
 }
+
+/// The flush thread infers the schema of log records with `observe_validated` (one pass,
+/// trusting that the ingest parser validated them): on every file of the suite that is
+/// valid JSON it must infer exactly what the general `observe` infers.
+#[test]
+fn the_log_records_fast_inference_agrees_with_observe_on_every_valid_file() {
+    let Some(files) = suite_files() else { return };
+    let mut compared = 0;
+    for (name, bytes) in &files {
+        let mut general = shoal_core::schema::InferredSchema::new();
+        if !general.observe(bytes) {
+            continue;
+        }
+        let mut fast = shoal_core::schema::InferredSchema::new();
+        assert!(fast.observe_validated(bytes), "{name}");
+        assert_eq!(serde_json::to_string(&fast).unwrap(), serde_json::to_string(&general).unwrap(), "{name}: {}", show(bytes));
+        compared += 1;
+    }
+    assert!(compared > 90, "only {compared} valid files");
+}

@@ -348,6 +348,24 @@ impl InferredSchema {
         observed
     }
 
+    /// [`observe`](Self::observe) for a record that is known to be valid JSON (a record of
+    /// the log: the ingest parser validated it in full). One pass over the bytes without
+    /// building a document — about twice as fast as `observe` on GitHub events — with the
+    /// same result; records it cannot take (a key with escapes) go through `observe`.
+    /// Given invalid JSON it may merge part of the record before falling back.
+    pub fn observe_validated(&mut self, record: &[u8]) -> bool {
+        let mut cursor = Cursor { text: record, at: 0 };
+        let merged = merge_validated(&mut self.root, &mut cursor, 0).is_some() && {
+            cursor.skip_whitespace();
+            cursor.at == record.len()
+        };
+        if merged {
+            self.record_count += 1;
+            return true;
+        }
+        self.observe(record)
+    }
+
     /// The fast path of [`observe`](Self::observe); false (changing nothing) when not taken
     /// or when sonic-rs does not accept the record.
     fn observe_with_sonic(&mut self, record: &[u8]) -> bool {
@@ -477,6 +495,169 @@ fn merge_sonic_value(node: &mut Node, value: &sonic_rs::Value, depth: usize) {
         }
     };
     node.types.insert(types);
+}
+
+/// A cursor over a record that the ingest parser has already validated (every record in
+/// the log was, FishStore §5.1), for [`merge_validated`]: one pass over the bytes, no
+/// document, no allocation except for keys seen for the first time. Any byte it does not
+/// expect makes it give up (`None`), never panic: its callers then take the general path.
+struct Cursor<'a> {
+    text: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn skip_whitespace(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.text.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next non-whitespace byte, consumed.
+    fn next_byte(&mut self) -> Option<u8> {
+        self.skip_whitespace();
+        let byte = *self.text.get(self.at)?;
+        self.at += 1;
+        Some(byte)
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.at.checked_add(word.len())?;
+        (self.text.get(self.at..end)? == word).then(|| self.at = end)
+    }
+
+    /// Skips a string whose opening quote was consumed; returns its raw bytes when it has
+    /// no escapes.
+    fn string(&mut self) -> Option<Option<&'a [u8]>> {
+        let start = self.at;
+        let mut escaped = false;
+        loop {
+            let offset = memchr::memchr2(b'"', b'\\', self.text.get(self.at..)?)?;
+            self.at += offset;
+            if self.text[self.at] == b'"' {
+                self.at += 1;
+                return Some((!escaped).then(|| &self.text[start..self.at - 1]));
+            }
+            escaped = true;
+            self.at += 2;
+        }
+    }
+
+    /// A number whose first byte was consumed: `INT` for an integer that fits an `i64`,
+    /// else `FLOAT` (as serde_json and sonic-rs type them).
+    fn number(&mut self) -> Option<TypeSet> {
+        let start = self.at - 1;
+        let mut integer = true;
+        while let Some(&byte) = self.text.get(self.at) {
+            match byte {
+                b'0'..=b'9' => {}
+                b'.' | b'e' | b'E' | b'+' => integer = false,
+                b'-' if !integer => {}
+                _ => break,
+            }
+            self.at += 1;
+        }
+        let digits = &self.text[start..self.at];
+        // `-0` is a float to both parsers (it has no i64 representation of its own).
+        if !integer || digits == b"-0" {
+            return Some(TypeSet::FLOAT);
+        }
+        if digits.len() <= 18 {
+            return Some(TypeSet::INT);
+        }
+        let fits = std::str::from_utf8(digits).ok()?.parse::<i64>().is_ok();
+        Some(if fits { TypeSet::INT } else { TypeSet::FLOAT })
+    }
+
+    /// Skips the rest of a container whose opening bracket was consumed.
+    fn skip_container(&mut self) -> Option<()> {
+        let mut open = 1usize;
+        while open > 0 {
+            match *self.text.get(self.at)? {
+                b'"' => {
+                    self.at += 1;
+                    self.string()?;
+                    continue;
+                }
+                b'{' | b'[' => open += 1,
+                b'}' | b']' => open -= 1,
+                _ => {}
+            }
+            self.at += 1;
+        }
+        Some(())
+    }
+}
+
+/// Merges the value at the cursor (nesting depth `depth`) into `node`; the same result
+/// as [`merge_sonic_value`] on valid JSON. `None` when the text is not what it expects
+/// (invalid JSON, or a key with escapes): part of the value may have been merged.
+fn merge_validated(node: &mut Node, cursor: &mut Cursor<'_>, depth: usize) -> Option<()> {
+    let types = match cursor.next_byte()? {
+        b'{' if depth >= MAX_INFERRED_DEPTH => {
+            cursor.skip_container()?;
+            TypeSet::OBJECT | TypeSet::TOO_DEEP
+        }
+        b'[' if depth >= MAX_INFERRED_DEPTH => {
+            cursor.skip_container()?;
+            TypeSet::ARRAY | TypeSet::TOO_DEEP
+        }
+        b'{' => {
+            cursor.skip_whitespace();
+            if cursor.text.get(cursor.at) == Some(&b'}') {
+                cursor.at += 1;
+            } else {
+                let mut index = 0;
+                loop {
+                    if cursor.next_byte()? != b'"' {
+                        return None;
+                    }
+                    let key = std::str::from_utf8(cursor.string()??).ok()?;
+                    if cursor.next_byte()? != b':' {
+                        return None;
+                    }
+                    let position = node.child_position(key, index);
+                    merge_validated(node.children.get_mut(position)?, cursor, depth + 1)?;
+                    index += 1;
+                    match cursor.next_byte()? {
+                        b',' => {}
+                        b'}' => break,
+                        _ => return None,
+                    }
+                }
+            }
+            TypeSet::OBJECT
+        }
+        b'[' => {
+            // Even an empty array has an (empty) items node, as in the other paths.
+            let items = node.items.get_or_insert_with(Box::default);
+            cursor.skip_whitespace();
+            if cursor.text.get(cursor.at) == Some(&b']') {
+                cursor.at += 1;
+            } else {
+                loop {
+                    merge_validated(items, cursor, depth + 1)?;
+                    match cursor.next_byte()? {
+                        b',' => {}
+                        b']' => break,
+                        _ => return None,
+                    }
+                }
+            }
+            TypeSet::ARRAY
+        }
+        b'"' => {
+            cursor.string()?;
+            TypeSet::STRING
+        }
+        b't' => cursor.literal(b"rue").map(|()| TypeSet::BOOL)?,
+        b'f' => cursor.literal(b"alse").map(|()| TypeSet::BOOL)?,
+        b'n' => cursor.literal(b"ull").map(|()| TypeSet::NULL)?,
+        b'-' | b'0'..=b'9' => cursor.number()?,
+        _ => return None,
+    };
+    node.types.insert(types);
+    Some(())
 }
 
 /// Streams `record` into `root`. Valid JSON fails only on tokens `serde_json` cannot
@@ -887,6 +1068,64 @@ mod tests {
 
     proptest! {
         #[test]
+        fn the_validated_path_infers_what_observe_infers(records in prop::collection::vec(json_text(), 1..8)) {
+            let mut shipped = InferredSchema::new();
+            let mut validated = InferredSchema::new();
+            for record in records.iter().filter(|r| is_valid_json(r.as_bytes())) {
+                let padded = format!(" \n{record}\t ");
+                prop_assert!(shipped.observe(padded.as_bytes()));
+                prop_assert!(validated.observe_validated(padded.as_bytes()));
+                prop_assert_eq!(
+                    serde_json::to_string(&validated).unwrap(),
+                    serde_json::to_string(&shipped).unwrap(),
+                    "{}", record
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_validated_path_agrees_on_edge_cases() {
+        let deep = format!("{}1{}", "[".repeat(40), "]".repeat(40));
+        let deep_object = format!("{}{{\"s\": \"}}]\\\"\"}}{}", r#"{"a":"#.repeat(40), "}".repeat(40));
+        for record in [
+            r#"{"a": -0, "b": 1E400, "c": 9223372036854775808, "d": -9223372036854775808, "e": 12345678901234567890123}"#,
+            r#"{"k\u0061y": 1, "key": "x", "a": {"a": {"a": [1, "x", null, [], {}]}}}"#,
+            r#"{"a": 1, "a": "two", "b": [[1.5], ["x"]], "é": true, "": false}"#,
+            r#"[{"x": 1}, {"y": [true]}]"#,
+            r#""top-level string with \" and \\""#,
+            "  {  }  ",
+            &deep,
+            &deep_object,
+        ] {
+            assert!(is_valid_json(record.as_bytes()), "{record}");
+            let mut shipped = InferredSchema::new();
+            let mut validated = InferredSchema::new();
+            assert!(shipped.observe(record.as_bytes()));
+            assert!(validated.observe_validated(record.as_bytes()));
+            assert_eq!(serde_json::to_string(&validated).unwrap(), serde_json::to_string(&shipped).unwrap(), "{record}");
+        }
+    }
+
+    #[test]
+    fn the_validated_path_agrees_on_github_events() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/github/events.ndjson");
+        let Ok(data) = std::fs::read_to_string(&path) else {
+            assert!(std::env::var("SHOAL_REQUIRE_DATA").as_deref() != Ok("1"), "{} is missing", path.display());
+            eprintln!("\n!!!!!!!! SKIPPED: {} is missing (scripts/fetch-data.sh) !!!!!!!!\n", path.display());
+            return;
+        };
+        let mut shipped = InferredSchema::new();
+        let mut validated = InferredSchema::new();
+        for line in data.lines().filter(|l| !l.trim().is_empty()).take(3000) {
+            assert!(shipped.observe(line.as_bytes()));
+            assert!(validated.observe_validated(line.as_bytes()));
+        }
+        assert_eq!(serde_json::to_string(&validated).unwrap(), serde_json::to_string(&shipped).unwrap());
+    }
+
+    proptest! {
+        #[test]
         fn sonic_and_serde_json_paths_infer_the_same_tree(records in prop::collection::vec(json_text(), 1..8)) {
             let mut shipped = InferredSchema::new();
             let mut serde_only = InferredSchema::new();
@@ -966,6 +1205,13 @@ mod tests {
             let mut schema = InferredSchema::new();
             for line in &lines {
                 assert!(schema.observe(line.as_bytes()));
+            }
+            schema
+        });
+        measure("observe_validated (one pass, log records)", &mut || {
+            let mut schema = InferredSchema::new();
+            for line in &lines {
+                assert!(schema.observe_validated(line.as_bytes()));
             }
             schema
         });

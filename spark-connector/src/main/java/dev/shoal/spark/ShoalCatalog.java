@@ -5,7 +5,6 @@ import java.util.LinkedHashSet;
 import java.util.Map;
 import java.util.Set;
 
-import org.apache.arrow.flight.FlightRuntimeException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException;
@@ -51,7 +50,7 @@ public final class ShoalCatalog implements TableCatalog {
     checkNamespace(namespace);
     Set<String> names = new LinkedHashSet<>();
     for (URI shard : options.endpoints()) {
-      try (ShoalClient client = ShoalClient.open(shard, options.token())) {
+      try (ShoalClient client = ShoalClient.connect(shard, options)) {
         names.addAll(client.listTables());
       }
     }
@@ -68,8 +67,7 @@ public final class ShoalCatalog implements TableCatalog {
     try {
       schema = ShoalDataSource.daemonSchema(tableOptions);
     } catch (ShoalException e) {
-      if (e.getCause() instanceof FlightRuntimeException
-          && ((FlightRuntimeException) e.getCause()).status().code() == org.apache.arrow.flight.FlightStatusCode.NOT_FOUND) {
+      if (e.is(ShoalErrors.NOT_FOUND)) {
         throw new NoSuchTableException(ident);
       }
       throw e;
@@ -82,7 +80,7 @@ public final class ShoalCatalog implements TableCatalog {
       throws TableAlreadyExistsException, NoSuchNamespaceException {
     checkNamespace(ident.namespace());
     for (URI shard : options.endpoints()) {
-      try (ShoalClient client = ShoalClient.open(shard, options.token())) {
+      try (ShoalClient client = ShoalClient.connect(shard, options)) {
         com.fasterxml.jackson.databind.JsonNode answer =
             client.action("create_table", ShoalClient.JSON.createObjectNode().put("name", ident.name()).put("if_not_exists", true), ident.name());
         if (answer != null && !answer.path("created").asBoolean(true) && shard.equals(options.endpoints().get(0))) {
@@ -102,12 +100,11 @@ public final class ShoalCatalog implements TableCatalog {
   public boolean dropTable(Identifier ident) {
     boolean dropped = false;
     for (URI shard : options.endpoints()) {
-      try (ShoalClient client = ShoalClient.open(shard, options.token())) {
+      try (ShoalClient client = ShoalClient.connect(shard, options)) {
         client.action("drop_table", ShoalClient.JSON.createObjectNode().put("name", ident.name()), ident.name());
         dropped = true;
       } catch (ShoalException e) {
-        if (!(e.getCause() instanceof FlightRuntimeException
-            && ((FlightRuntimeException) e.getCause()).status().code() == org.apache.arrow.flight.FlightStatusCode.NOT_FOUND)) {
+        if (!e.is(ShoalErrors.NOT_FOUND)) {
           throw e;
         }
       }

@@ -1,304 +1,97 @@
 package dev.shoal.spark;
 
 import java.net.URI;
-import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import org.apache.arrow.flight.Action;
-import org.apache.arrow.flight.CallOption;
-import org.apache.arrow.flight.Criteria;
-import org.apache.arrow.flight.FlightCallHeaders;
-import org.apache.arrow.flight.FlightClient;
-import org.apache.arrow.flight.FlightDescriptor;
-import org.apache.arrow.flight.FlightInfo;
-import org.apache.arrow.flight.FlightRuntimeException;
-import org.apache.arrow.flight.FlightStream;
-import org.apache.arrow.flight.HeaderCallOption;
-import org.apache.arrow.flight.Location;
-import org.apache.arrow.flight.Result;
-import org.apache.arrow.flight.SyncPutListener;
-import org.apache.arrow.flight.Ticket;
-import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.memory.RootAllocator;
-import org.apache.arrow.vector.VarCharVector;
-import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.types.pojo.Schema;
 
 /**
- * A Flight client of one shoal daemon (one shard): the protocol calls of {@code docs/protocol.md}
- * with JSON bodies, and errors turned into {@link ShoalException}s. Owns its allocator; closing
- * the client closes both (the allocator throws if Arrow memory leaked).
+ * One shard of shoal as the connector sees it: the calls of the protocol ({@code docs/protocol.md})
+ * with their JSON bodies, errors as {@link ShoalException}s that name the table and the option to
+ * fix. Two transports speak it:
+ *
+ * <ul>
+ *   <li>{@link FlightShoalClient}: a daemon over Arrow Flight ({@code grpc://host:port},
+ *       {@code grpc+tls://host:port});
+ *   <li>{@link EmbeddedShoalClient}: the engine inside this JVM through JNI
+ *       ({@code embedded:/path/to/data}), which answers with the same plans, tickets and errors.
+ * </ul>
+ *
+ * <p>Either way a read yields Arrow {@link org.apache.arrow.vector.VectorSchemaRoot} batches that
+ * the readers hand to Spark without copying. A client owns its Arrow allocator; {@link #close()}
+ * closes it and fails if Arrow memory leaked.
  */
-public final class ShoalClient implements AutoCloseable {
-  static final ObjectMapper JSON = new ObjectMapper();
-
-  private final URI endpoint;
-  private final BufferAllocator allocator;
-  private final FlightClient client;
-  private final CallOption[] callOptions;
-  private final String token;
-  private io.grpc.ManagedChannel planChannel;
-
-  private ShoalClient(URI endpoint, String token, BufferAllocator allocator) {
-    this.endpoint = endpoint;
-    this.allocator = allocator;
-    this.token = token;
-    this.client = FlightClient.builder(allocator, new Location(endpoint)).build();
-    if (token != null && !token.isEmpty()) {
-      FlightCallHeaders headers = new FlightCallHeaders();
-      headers.insert("authorization", "Bearer " + token);
-      this.callOptions = new CallOption[] {new HeaderCallOption(headers)};
-    } else {
-      this.callOptions = new CallOption[0];
-    }
-  }
-
-  /** A client of {@code endpoint} with its own root allocator. */
-  public static ShoalClient open(URI endpoint, String token) {
-    return new ShoalClient(endpoint, token, new RootAllocator(Long.MAX_VALUE));
-  }
-
-  public URI endpoint() {
-    return endpoint;
-  }
-
-  public BufferAllocator allocator() {
-    return allocator;
-  }
-
-  /** {@code GetSchema(path=[table])}: the table's inferred schema. */
-  public Schema getSchema(String table) {
-    try {
-      return client.getSchema(FlightDescriptor.path(table), callOptions).getSchema();
-    } catch (FlightRuntimeException e) {
-      throw ShoalErrors.translate(e, endpoint, table, "GetSchema");
-    }
-  }
-
-  /** {@code ListFlights}: the names of the daemon's tables. */
-  public List<String> listTables() {
-    List<String> names = new ArrayList<>();
-    try {
-      for (FlightInfo info : client.listFlights(Criteria.ALL, callOptions)) {
-        List<String> path = info.getDescriptor().getPath();
-        if (!path.isEmpty()) {
-          names.add(path.get(0));
-        }
-      }
-    } catch (FlightRuntimeException e) {
-      throw ShoalErrors.translate(e, endpoint, null, "ListFlights");
-    }
-    return names;
-  }
-
-  /** {@code GetFlightInfo(cmd)}: plans a query. */
-  public ShoalFlightPlan getFlightInfo(String table, ObjectNode command) {
-    try {
-      return getFlightInfoRaw(command);
-    } catch (FlightRuntimeException e) {
-      throw ShoalErrors.translate(e, endpoint, table, "GetFlightInfo " + command);
-    }
-  }
+public interface ShoalClient extends AutoCloseable {
+  ObjectMapper JSON = new ObjectMapper();
 
   /**
-   * {@code GetFlightInfo(cmd)} without translating errors (capability probes). Arrow Java 12's
-   * {@code FlightInfo} predates the {@code app_metadata} fields of FlightInfo (field 7) and
-   * FlightEndpoint (field 4), where shoal puts its plan; the call therefore goes through the
-   * generated gRPC stub, and the plan is read from the protobuf message's unknown fields.
+   * A client of {@code endpoint} (either transport, by its scheme) with the connection settings
+   * of {@code options} (token; embedded engine configuration and keep-alive).
    */
-  ShoalFlightPlan getFlightInfoRaw(ObjectNode command) {
-    byte[] body;
-    try {
-      body = JSON.writeValueAsBytes(command);
-    } catch (java.io.IOException e) {
-      throw new ShoalException("shoal: cannot encode the command " + command, e);
+  static ShoalClient connect(URI endpoint, ShoalOptions options) {
+    if (ShoalOptions.isEmbedded(endpoint)) {
+      return EmbeddedShoalClient.open(endpoint, options.embeddedConfig(), options.embeddedKeepAliveMillis());
     }
-    org.apache.arrow.flight.impl.Flight.FlightDescriptor descriptor = org.apache.arrow.flight.impl.Flight.FlightDescriptor.newBuilder()
-        .setType(org.apache.arrow.flight.impl.Flight.FlightDescriptor.DescriptorType.CMD)
-        .setCmd(com.google.protobuf.ByteString.copyFrom(body))
-        .build();
-    org.apache.arrow.flight.impl.Flight.FlightInfo proto;
-    try {
-      proto = org.apache.arrow.flight.impl.FlightServiceGrpc.newBlockingStub(planChannel())
-          .withDeadlineAfter(120, java.util.concurrent.TimeUnit.SECONDS)
-          .getFlightInfo(descriptor);
-    } catch (io.grpc.StatusRuntimeException e) {
-      throw org.apache.arrow.flight.grpc.StatusUtils.fromGrpcRuntimeException(e);
-    }
-    return ShoalFlightPlan.fromProtocol(endpoint, proto);
+    return FlightShoalClient.open(endpoint, options.token());
   }
 
-  private synchronized io.grpc.ManagedChannel planChannel() {
-    if (planChannel == null) {
-      io.grpc.netty.NettyChannelBuilder builder = io.grpc.netty.NettyChannelBuilder.forAddress(endpoint.getHost(), endpoint.getPort())
-          .maxInboundMessageSize(64 << 20);
-      if (endpoint.getScheme().contains("tls")) {
-        builder.useTransportSecurity();
-      } else {
-        builder.usePlaintext();
-      }
-      if (token != null && !token.isEmpty()) {
-        io.grpc.Metadata headers = new io.grpc.Metadata();
-        headers.put(io.grpc.Metadata.Key.of("authorization", io.grpc.Metadata.ASCII_STRING_MARSHALLER), "Bearer " + token);
-        builder.intercept(io.grpc.stub.MetadataUtils.newAttachHeadersInterceptor(headers));
-      }
-      planChannel = builder.build();
+  /** A client of {@code endpoint} with a bearer token (ignored in embedded mode) and default settings otherwise. */
+  static ShoalClient open(URI endpoint, String token) {
+    if (ShoalOptions.isEmbedded(endpoint)) {
+      return EmbeddedShoalClient.open(endpoint, Map.of(), ShoalOptions.DEFAULT_EMBEDDED_KEEP_ALIVE_MS);
     }
-    return planChannel;
+    return FlightShoalClient.open(endpoint, token);
   }
 
-  /** {@code DoGet(ticket)}: the stream of a query's record batches. */
-  public FlightStream doGet(String table, byte[] ticket) {
-    try {
-      return client.getStream(new Ticket(ticket), callOptions);
-    } catch (FlightRuntimeException e) {
-      throw ShoalErrors.translate(e, endpoint, table, "DoGet");
-    }
-  }
+  /** The location this client talks to (an entry of option {@code endpoint}). */
+  URI endpoint();
+
+  /** {@code GetSchema(path=[table])}: the table's schema (declared, else inferred). */
+  Schema getSchema(String table);
+
+  /** {@code ListFlights}: the names of the tables. */
+  List<String> listTables();
+
+  /** {@code GetFlightInfo(cmd)}: plans a query ({@code {"table", "filter", "columns", "limit", "aggregates", "max_endpoints"}}). */
+  ShoalFlightPlan getFlightInfo(String table, ObjectNode command);
+
+  /** {@code DoGet(ticket)}: the record batches of one endpoint of a plan. */
+  ShoalBatchStream doGet(String table, byte[] ticket);
 
   /** {@code DoAction(name, body)}: the first result's JSON body (or null when there is none). */
-  public JsonNode action(String name, ObjectNode body, String table) {
-    try {
-      Iterator<Result> results = client.doAction(new Action(name, JSON.writeValueAsBytes(body)), callOptions);
-      JsonNode first = null;
-      while (results.hasNext()) {
-        Result r = results.next();
-        if (first == null) {
-          first = JSON.readTree(r.getBody());
-        }
-      }
-      return first;
-    } catch (FlightRuntimeException e) {
-      throw ShoalErrors.translate(e, endpoint, table, "action " + name);
-    } catch (java.io.IOException e) {
-      throw new ShoalException("shoal: action " + name + " on table '" + table + "': cannot read the answer", e);
-    }
-  }
+  JsonNode action(String name, ObjectNode body, String table);
 
   /** Creates {@code table} unless it exists. */
-  public void createTableIfNotExists(String table) {
-    ObjectNode body = JSON.createObjectNode().put("name", table).put("if_not_exists", true);
-    action("create_table", body, table);
+  default void createTableIfNotExists(String table) {
+    action("create_table", JSON.createObjectNode().put("name", table).put("if_not_exists", true), table);
   }
 
   /**
-   * An open {@code DoPut} stream to {@code table}: batches of JSON records, each acknowledged by
-   * the daemon before {@link Put#send} returns.
+   * An open {@code DoPut} to {@code table}: batches of JSON records, each acknowledged (durable
+   * under the table's policy, visible) before {@link Put#send} returns.
    */
-  public Put startPut(String table) {
-    return new Put(table);
-  }
-
-  /** One {@code DoPut} stream. */
-  public final class Put implements AutoCloseable {
-    private final String table;
-    private final VectorSchemaRoot root;
-    private final VarCharVector json;
-    private final SyncPutListener listener = new SyncPutListener();
-    private final FlightClient.ClientStreamListener stream;
-    private long records;
-    private boolean finished;
-
-    private Put(String table) {
-      this.table = table;
-      this.json = new VarCharVector("json", allocator);
-      this.root = VectorSchemaRoot.of(json);
-      try {
-        this.stream = client.startPut(FlightDescriptor.path(table), root, listener, callOptions);
-      } catch (FlightRuntimeException e) {
-        root.close();
-        throw ShoalErrors.translate(e, endpoint, table, "DoPut");
-      }
-    }
-
-    /** Sends one batch of records and waits for its acknowledgement; returns its metadata. */
-    public JsonNode send(List<String> records) {
-      json.allocateNew(records.size());
-      for (int i = 0; i < records.size(); i++) {
-        json.setSafe(i, records.get(i).getBytes(StandardCharsets.UTF_8));
-      }
-      root.setRowCount(records.size());
-      try {
-        stream.putNext();
-        try (org.apache.arrow.flight.PutResult ack = listener.read()) {
-          if (ack == null) {
-            stream.getResult();
-            throw new ShoalException("shoal DoPut on table '" + table + "' at " + endpoint + ": the stream ended without acknowledging the batch");
-          }
-          this.records += records.size();
-          byte[] metadata = new byte[(int) ack.getApplicationMetadata().readableBytes()];
-          ack.getApplicationMetadata().getBytes(0, metadata);
-          return JSON.readTree(metadata);
-        }
-      } catch (FlightRuntimeException e) {
-        throw ShoalErrors.translate(e, endpoint, table, "DoPut");
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new ShoalException("shoal DoPut on table '" + table + "' interrupted", e);
-      } catch (java.util.concurrent.ExecutionException | java.io.IOException e) {
-        Throwable cause = e.getCause() != null ? e.getCause() : e;
-        if (cause instanceof FlightRuntimeException) {
-          throw ShoalErrors.translate((FlightRuntimeException) cause, endpoint, table, "DoPut");
-        }
-        throw new ShoalException("shoal DoPut on table '" + table + "' at " + endpoint + " failed: " + cause, cause);
-      } finally {
-        json.clear();
-      }
-    }
-
-    /** Records acknowledged so far. */
-    public long records() {
-      return records;
-    }
-
-    /** Ends the stream and waits for the daemon to close it. */
-    public void finish() {
-      if (!finished) {
-        finished = true;
-        try {
-          stream.completed();
-          stream.getResult();
-        } catch (FlightRuntimeException e) {
-          throw ShoalErrors.translate(e, endpoint, table, "DoPut");
-        }
-      }
-    }
-
-    @Override
-    public void close() {
-      try {
-        if (!finished) {
-          finished = true;
-          try {
-            stream.error(new RuntimeException("shoal writer aborted"));
-            stream.getResult();
-          } catch (RuntimeException ignored) {
-            // the stream was cancelled on purpose
-          }
-        }
-      } finally {
-        root.close();
-      }
-    }
-  }
+  Put startPut(String table);
 
   @Override
-  public void close() {
-    try {
-      if (planChannel != null) {
-        planChannel.shutdownNow();
-        planChannel.awaitTermination(10, java.util.concurrent.TimeUnit.SECONDS);
-      }
-      client.close();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } finally {
-      allocator.close();
-    }
+  void close();
+
+  /** One {@code DoPut} stream. */
+  interface Put extends AutoCloseable {
+    /** Sends one batch of records and waits for its acknowledgement; returns its metadata ({@code records}, addresses, ...). */
+    JsonNode send(List<String> records);
+
+    /** Records acknowledged so far. */
+    long records();
+
+    /** Ends the stream and waits for shoal to close it. */
+    void finish();
+
+    /** Releases the stream; a stream not finished is cancelled (batches acknowledged so far stay). */
+    @Override
+    void close();
   }
 }

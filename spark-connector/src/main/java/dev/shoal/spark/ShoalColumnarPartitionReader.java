@@ -1,6 +1,5 @@
 package dev.shoal.spark;
 
-import org.apache.arrow.flight.FlightStream;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
@@ -9,10 +8,11 @@ import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
- * Reads one endpoint: {@code DoGet(ticket)} and hands each Arrow record batch to Spark as a
- * {@link ColumnarBatch} over the Arrow vectors (no row is rebuilt). Stops after {@code limit}
- * rows (cancelling the stream), and closes the stream, the Flight client and its allocator —
- * the allocator's close fails if Arrow memory leaked.
+ * Reads one endpoint: {@code DoGet(ticket)} (over Flight, or from the embedded engine) and hands
+ * each Arrow record batch to Spark as a {@link ColumnarBatch} over the Arrow vectors (no row is
+ * rebuilt, no buffer copied). Stops after {@code limit} rows (cancelling the stream), and closes
+ * the stream and the client with its allocator — the allocator's close fails if Arrow memory
+ * leaked.
  */
 final class ShoalColumnarPartitionReader implements PartitionReader<ColumnarBatch> {
   private final ShoalInputPartition partition;
@@ -20,19 +20,18 @@ final class ShoalColumnarPartitionReader implements PartitionReader<ColumnarBatc
   private final ShoalProjection projection;
   private final long limit;
   private final ShoalClient client;
-  private FlightStream stream;
+  private ShoalBatchStream stream;
   private ColumnarBatch current;
   private long rows;
   private long bytes;
   private boolean done;
-  private boolean finished;
 
-  ShoalColumnarPartitionReader(ShoalInputPartition partition, String table, String token, ShoalProjection projection, long limit) {
+  ShoalColumnarPartitionReader(ShoalInputPartition partition, ShoalOptions options, ShoalProjection projection, long limit) {
     this.partition = partition;
-    this.table = table;
+    this.table = options.table();
     this.projection = projection;
     this.limit = limit;
-    this.client = ShoalClient.open(partition.location(), token);
+    this.client = ShoalClient.connect(partition.location(), options);
   }
 
   @Override
@@ -48,18 +47,11 @@ final class ShoalColumnarPartitionReader implements PartitionReader<ColumnarBatc
       stream = client.doGet(table, partition.ticket());
     }
     while (true) {
-      boolean more;
-      try {
-        more = stream.next();
-      } catch (org.apache.arrow.flight.FlightRuntimeException e) {
-        throw ShoalErrors.translate(e, partition.location(), table, "DoGet");
-      }
-      if (!more) {
+      if (!stream.next()) {
         done = true;
-        finished = true;
         return false;
       }
-      VectorSchemaRoot root = stream.getRoot();
+      VectorSchemaRoot root = stream.root();
       int n = root.getRowCount();
       if (n == 0) {
         continue;
@@ -92,19 +84,10 @@ final class ShoalColumnarPartitionReader implements PartitionReader<ColumnarBatc
 
   @Override
   public void close() {
-    // The batches' vectors belong to the stream's root: they are freed with the stream, not here.
+    // The batches' vectors belong to the stream: they are freed with the stream, not here.
     try {
       if (stream != null) {
-        if (!finished) {
-          stream.cancel("shoal: the reader is done (limit reached or task ended)", null);
-        }
-        try {
-          stream.close();
-        } catch (Exception e) {
-          if (finished) {
-            throw new ShoalException("shoal table '" + table + "': closing the DoGet stream at " + partition.location() + " failed", e);
-          }
-        }
+        stream.close();
       }
     } finally {
       client.close();

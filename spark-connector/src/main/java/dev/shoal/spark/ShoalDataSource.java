@@ -45,7 +45,7 @@ public final class ShoalDataSource implements TableProvider, DataSourceRegister 
   static StructType daemonSchema(ShoalOptions options) {
     List<StructType> schemas = new ArrayList<>();
     for (URI shard : options.endpoints()) {
-      try (ShoalClient client = ShoalClient.open(shard, options.token())) {
+      try (ShoalClient client = ShoalClient.connect(shard, options)) {
         schemas.add(ShoalSchemas.toSpark(client.getSchema(options.table())));
       }
     }

@@ -47,7 +47,7 @@ public final class ShoalDataWriterFactory implements DataWriterFactory {
     ShoalDataWriter(ShoalOptions options, StructType schema, int partitionId) {
       this.options = options;
       this.schema = schema;
-      this.client = ShoalClient.open(options.endpoints().get(partitionId % options.endpoints().size()), options.token());
+      this.client = ShoalClient.connect(options.endpoints().get(partitionId % options.endpoints().size()), options);
       ShoalClient.Put started;
       try {
         started = client.startPut(options.table());

@@ -2,35 +2,70 @@ package dev.shoal.spark;
 
 import java.net.URI;
 
-import org.apache.arrow.flight.FlightRuntimeException;
-import org.apache.arrow.flight.FlightStatusCode;
-
-/** Turns Flight status codes into {@link ShoalException}s that name the table and the option to fix. */
+/**
+ * Turns shoal's status codes into {@link ShoalException}s that name the table and the option to
+ * fix. Both transports answer with the same codes (the daemon as Flight statuses, the embedded
+ * engine as {@code ShoalEmbeddedException} codes); only the advice for an endpoint that cannot be
+ * reached differs.
+ */
 final class ShoalErrors {
+  static final String UNAVAILABLE = "UNAVAILABLE";
+  static final String NOT_FOUND = "NOT_FOUND";
+  static final String UNAUTHENTICATED = "UNAUTHENTICATED";
+  static final String INVALID_ARGUMENT = "INVALID_ARGUMENT";
+  static final String FAILED_PRECONDITION = "FAILED_PRECONDITION";
+
   private ShoalErrors() {}
 
-  static ShoalException translate(FlightRuntimeException e, URI endpoint, String table, String request) {
-    FlightStatusCode code = e.status().code();
-    String detail = e.getMessage();
+  /**
+   * @param code the status code name ({@code FlightStatusCode} names equal gRPC's, which the
+   *     embedded engine uses too)
+   * @param detail shoal's message
+   * @param endpoint the {@code endpoint} option's location the request went to
+   * @param table the table, or null
+   * @param request the request, e.g. {@code GetSchema}, {@code action create_table}
+   */
+  static ShoalException translate(String code, String detail, URI endpoint, String table, String request, Throwable cause) {
+    boolean embedded = ShoalOptions.isEmbedded(endpoint);
     String where = "shoal " + request + (table != null ? " on table '" + table + "'" : "") + " at " + endpoint;
     switch (code) {
       case UNAVAILABLE:
+        if (embedded) {
+          return new ShoalException(where + " failed: the embedded engine is unavailable (" + detail + "). Option 'endpoint' "
+              + endpoint + " runs shoal inside this JVM, which needs the native library of the shoal-embedded jar"
+              + " (linux-x86_64) or -Dshoal.jni.library=/path/to/libshoal_jni.so; or use grpc://host:port of a running"
+              + " `shoal serve`.", code, cause);
+        }
         return new ShoalException(where + " failed: the daemon is unreachable (" + detail
-            + "). Check option 'endpoint' (grpc://host:port of a running `shoal serve`).", e);
+            + "). Check option 'endpoint' (grpc://host:port of a running `shoal serve`).", code, cause);
+      case FAILED_PRECONDITION:
+        if (embedded && request.equals(EmbeddedShoalClient.OPEN)) {
+          return new ShoalException(where + " failed: " + detail + ". Option 'endpoint' " + endpoint + " opens the data"
+              + " directory inside this JVM, which needs the directory for itself: a directory held by a running daemon"
+              + " (or another JVM) cannot be opened (its LOCK file) - read it through the daemon's grpc://host:port"
+              + " endpoint, or stop the daemon first; otherwise point option 'endpoint' at a directory this JVM can"
+              + " create and write.", code, cause);
+        }
+        return new ShoalException(where + " failed (" + code + "): " + detail, code, cause);
       case NOT_FOUND:
         return new ShoalException(where + " failed: " + detail + ". Check option 'table' (SHOW TABLES IN <catalog>"
-            + " lists the daemon's tables) or create the table first.", e);
+            + " lists the " + (embedded ? "data directory's" : "daemon's") + " tables) or create the table first.", code, cause);
       case UNAUTHENTICATED:
         return new ShoalException(where + " failed: " + detail
-            + ". Set option 'token' to the daemon's --auth-token.", e);
+            + ". Set option 'token' to the daemon's --auth-token.", code, cause);
       case INVALID_ARGUMENT:
         if (detail != null && detail.contains("unknown column")) {
           return new ShoalException(where + " failed: " + detail + ". The column is in no record of table '" + table
-              + "': remove it from the query or from the schema given with .schema(...).", e);
+              + "': remove it from the query or from the schema given with .schema(...).", code, cause);
         }
-        return new ShoalException(where + " failed: " + detail, e);
+        if (embedded && request.equals(EmbeddedShoalClient.OPEN)) {
+          return new ShoalException(where + " failed: " + detail + ". Check the options "
+              + ShoalOptions.EMBEDDED_CONFIG_PREFIX + "* (the daemon's configuration keys, docs/configuration.md).",
+              code, cause);
+        }
+        return new ShoalException(where + " failed: " + detail, code, cause);
       default:
-        return new ShoalException(where + " failed (" + code + "): " + detail, e);
+        return new ShoalException(where + " failed (" + code + "): " + detail, code, cause);
     }
   }
 }

@@ -2,11 +2,16 @@ package dev.shoal.spark;
 
 import java.io.Serializable;
 import java.net.URI;
+import java.net.URISyntaxException;
+import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.TreeMap;
 
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -21,11 +26,33 @@ public final class ShoalOptions implements Serializable {
 
   /**
    * {@code endpoint} (required): the daemon's Flight location, {@code grpc://host:port} (or
-   * {@code grpc+tls://host:port}). A comma-separated list names the shards of a sharded table:
-   * reads are the union of every shard's endpoints, writes spread Spark's write tasks over the
-   * shards round-robin.
+   * {@code grpc+tls://host:port}), or {@code embedded:/path/to/data} for the engine inside this
+   * JVM on that data directory (embedded mode: one JVM only — Spark local mode or a single
+   * executor —, and not a directory a daemon holds). A comma-separated list names the shards of a
+   * sharded table: reads are the union of every shard's endpoints, writes spread Spark's write
+   * tasks over the shards round-robin.
    */
   public static final String ENDPOINT = "endpoint";
+  /** The scheme of an embedded endpoint: {@code embedded:/path/to/data}. */
+  public static final String EMBEDDED_SCHEME = "embedded";
+  /**
+   * {@code embedded.config.KEY} (default: the engine's defaults; embedded endpoints only): the
+   * daemon's configuration key {@code KEY} (docs/configuration.md: {@code memory_budget_bytes},
+   * {@code durability}, {@code group_commit_ms}, {@code in_memory}, {@code endpoints_per_query},
+   * {@code batch_rows}, {@code checkpoint_interval_secs}) for the engine this JVM opens on the
+   * directory. It applies when the engine is opened; a directory the JVM has open already must be
+   * opened with the same keys or none. Ignored for {@code grpc://} endpoints.
+   */
+  public static final String EMBEDDED_CONFIG_PREFIX = "embedded.config.";
+  /**
+   * {@code embedded.keep-alive-ms} (default: 60000; embedded endpoints only): how long the engine
+   * stays open after the last reader, writer or plan of the connector released it, so that the
+   * queries of a session do not recover and checkpoint it each time. While it is open, the data
+   * directory stays locked against other processes. {@code 0}: the engine closes (flushes,
+   * checkpoints, unlocks) as soon as the last one is done.
+   */
+  public static final String EMBEDDED_KEEP_ALIVE = "embedded.keep-alive-ms";
+  static final long DEFAULT_EMBEDDED_KEEP_ALIVE_MS = 60_000;
   /** {@code table} (required for the data source, ignored by the catalog): the shoal table name. */
   public static final String TABLE = "table";
   /**
@@ -65,9 +92,12 @@ public final class ShoalOptions implements Serializable {
   private final boolean aggregatePushdown;
   private final int writeBatchRows;
   private final boolean writeCreateTable;
+  private final Map<String, String> embeddedConfig;
+  private final long embeddedKeepAliveMillis;
 
   private ShoalOptions(List<URI> endpoints, String table, String token, Integer maxEndpoints,
-      boolean aggregatePushdown, int writeBatchRows, boolean writeCreateTable) {
+      boolean aggregatePushdown, int writeBatchRows, boolean writeCreateTable, Map<String, String> embeddedConfig,
+      long embeddedKeepAliveMillis) {
     this.endpoints = endpoints;
     this.table = table;
     this.token = token;
@@ -75,6 +105,8 @@ public final class ShoalOptions implements Serializable {
     this.aggregatePushdown = aggregatePushdown;
     this.writeBatchRows = writeBatchRows;
     this.writeCreateTable = writeCreateTable;
+    this.embeddedConfig = embeddedConfig;
+    this.embeddedKeepAliveMillis = embeddedKeepAliveMillis;
   }
 
   /** Options of a data source read or write: {@code endpoint} and {@code table} are required. */
@@ -94,7 +126,8 @@ public final class ShoalOptions implements Serializable {
 
   /** These options with another table (the catalog's tables). */
   public ShoalOptions withTable(String newTable) {
-    return new ShoalOptions(endpoints, newTable, token, maxEndpoints, aggregatePushdown, writeBatchRows, writeCreateTable);
+    return new ShoalOptions(endpoints, newTable, token, maxEndpoints, aggregatePushdown, writeBatchRows, writeCreateTable,
+        embeddedConfig, embeddedKeepAliveMillis);
   }
 
   private static ShoalOptions parse(Map<String, String> raw, String defaultTable) {
@@ -103,12 +136,17 @@ public final class ShoalOptions implements Serializable {
     String endpoint = options.get(ENDPOINT);
     if (endpoint == null || endpoint.isBlank()) {
       throw new IllegalArgumentException(
-          "shoal: option 'endpoint' is required: the daemon's Flight location, e.g. grpc://127.0.0.1:50051 (comma-separated for shards)");
+          "shoal: option 'endpoint' is required: the daemon's Flight location, e.g. grpc://127.0.0.1:50051 (comma-separated for shards),"
+              + " or embedded:/path/to/data for the engine inside this JVM");
     }
     List<URI> uris = new ArrayList<>();
     for (String part : endpoint.split(",")) {
       String trimmed = part.trim();
       if (trimmed.isEmpty()) {
+        continue;
+      }
+      if (trimmed.regionMatches(true, 0, EMBEDDED_SCHEME + ":", 0, EMBEDDED_SCHEME.length() + 1)) {
+        uris.add(embeddedEndpoint(trimmed));
         continue;
       }
       URI uri;
@@ -118,7 +156,8 @@ public final class ShoalOptions implements Serializable {
         throw new IllegalArgumentException("shoal: option 'endpoint' has an invalid location '" + trimmed + "': " + e.getMessage(), e);
       }
       if (uri.getScheme() == null || uri.getHost() == null || uri.getPort() < 0) {
-        throw new IllegalArgumentException("shoal: option 'endpoint' must be grpc://host:port or grpc+tls://host:port, got '" + trimmed + "'");
+        throw new IllegalArgumentException("shoal: option 'endpoint' must be grpc://host:port, grpc+tls://host:port"
+            + " or embedded:/path/to/data, got '" + trimmed + "'");
       }
       uris.add(uri);
     }
@@ -134,7 +173,62 @@ public final class ShoalOptions implements Serializable {
     boolean aggregates = options.getBoolean(AGGREGATE_PUSHDOWN, true);
     int batchRows = options.containsKey(WRITE_BATCH_ROWS) ? positiveInt(options, WRITE_BATCH_ROWS) : 4096;
     boolean create = options.getBoolean(WRITE_CREATE_TABLE, true);
-    return new ShoalOptions(Collections.unmodifiableList(uris), table, token, maxEndpoints, aggregates, batchRows, create);
+    Map<String, String> embeddedConfig = new TreeMap<>();
+    for (Map.Entry<String, String> e : options.entrySet()) {
+      String key = e.getKey().toLowerCase(Locale.ROOT);
+      if (key.startsWith(EMBEDDED_CONFIG_PREFIX) && key.length() > EMBEDDED_CONFIG_PREFIX.length()) {
+        embeddedConfig.put(key.substring(EMBEDDED_CONFIG_PREFIX.length()), e.getValue());
+      }
+    }
+    long keepAlive = DEFAULT_EMBEDDED_KEEP_ALIVE_MS;
+    if (options.containsKey(EMBEDDED_KEEP_ALIVE)) {
+      String value = options.get(EMBEDDED_KEEP_ALIVE);
+      try {
+        keepAlive = Long.parseLong(value.trim());
+      } catch (NumberFormatException e) {
+        keepAlive = -1;
+      }
+      if (keepAlive < 0) {
+        throw new IllegalArgumentException("shoal: option '" + EMBEDDED_KEEP_ALIVE + "' must be a number of milliseconds >= 0, got '"
+            + value + "'");
+      }
+    }
+    return new ShoalOptions(Collections.unmodifiableList(uris), table, token, maxEndpoints, aggregates, batchRows, create,
+        Collections.unmodifiableMap(embeddedConfig), keepAlive);
+  }
+
+  /**
+   * {@code embedded:/path/to/data} (also {@code embedded:///path} and a relative
+   * {@code embedded:path}, resolved against the JVM's working directory) as a URI whose
+   * scheme-specific part is the path.
+   */
+  private static URI embeddedEndpoint(String text) {
+    String path = text.substring(EMBEDDED_SCHEME.length() + 1);
+    if (path.startsWith("//")) {
+      if (!path.startsWith("///")) {
+        throw new IllegalArgumentException("shoal: option 'endpoint' " + text + " names a host; embedded mode opens a data directory"
+            + " of this JVM's machine: embedded:/path/to/data");
+      }
+      path = path.substring(2);
+    }
+    if (path.isBlank()) {
+      throw new IllegalArgumentException("shoal: option 'endpoint' " + text + " names no data directory: embedded:/path/to/data");
+    }
+    try {
+      return new URI(EMBEDDED_SCHEME, path, null);
+    } catch (URISyntaxException e) {
+      throw new IllegalArgumentException("shoal: option 'endpoint' has an invalid data directory '" + path + "': " + e.getMessage(), e);
+    }
+  }
+
+  /** Whether {@code endpoint} is an embedded one ({@code embedded:/path}). */
+  static boolean isEmbedded(URI endpoint) {
+    return EMBEDDED_SCHEME.equalsIgnoreCase(endpoint.getScheme());
+  }
+
+  /** The data directory of an embedded endpoint, absolute and normalised. */
+  static Path embeddedPath(URI endpoint) {
+    return Paths.get(endpoint.getSchemeSpecificPart()).toAbsolutePath().normalize();
   }
 
   private static int positiveInt(CaseInsensitiveStringMap options, String key) {
@@ -184,6 +278,15 @@ public final class ShoalOptions implements Serializable {
     return writeCreateTable;
   }
 
+  /** The {@code embedded.config.*} options, by configuration key (without the prefix). */
+  public Map<String, String> embeddedConfig() {
+    return embeddedConfig;
+  }
+
+  public long embeddedKeepAliveMillis() {
+    return embeddedKeepAliveMillis;
+  }
+
   @Override
   public boolean equals(Object o) {
     if (!(o instanceof ShoalOptions)) {
@@ -192,7 +295,8 @@ public final class ShoalOptions implements Serializable {
     ShoalOptions other = (ShoalOptions) o;
     return endpoints.equals(other.endpoints) && Objects.equals(table, other.table) && Objects.equals(token, other.token)
         && Objects.equals(maxEndpoints, other.maxEndpoints) && aggregatePushdown == other.aggregatePushdown
-        && writeBatchRows == other.writeBatchRows && writeCreateTable == other.writeCreateTable;
+        && writeBatchRows == other.writeBatchRows && writeCreateTable == other.writeCreateTable
+        && embeddedConfig.equals(other.embeddedConfig) && embeddedKeepAliveMillis == other.embeddedKeepAliveMillis;
   }
 
   @Override

@@ -10,14 +10,12 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 public final class ShoalPartitionReaderFactory implements PartitionReaderFactory {
   private static final long serialVersionUID = 1L;
 
-  private final String table;
-  private final String token;
+  private final ShoalOptions options;
   private final ShoalProjection projection;
   private final long limit;
 
-  ShoalPartitionReaderFactory(String table, String token, ShoalProjection projection, long limit) {
-    this.table = table;
-    this.token = token;
+  ShoalPartitionReaderFactory(ShoalOptions options, ShoalProjection projection, long limit) {
+    this.options = options;
     this.projection = projection;
     this.limit = limit;
   }
@@ -34,6 +32,6 @@ public final class ShoalPartitionReaderFactory implements PartitionReaderFactory
 
   @Override
   public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-    return new ShoalColumnarPartitionReader((ShoalInputPartition) partition, table, token, projection, limit);
+    return new ShoalColumnarPartitionReader((ShoalInputPartition) partition, options, projection, limit);
   }
 }

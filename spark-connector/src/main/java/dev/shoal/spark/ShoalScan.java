@@ -9,8 +9,6 @@ import java.util.stream.Collectors;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import org.apache.arrow.flight.FlightEndpoint;
-import org.apache.arrow.flight.Location;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.metric.CustomMetric;
 import org.apache.spark.sql.connector.read.Batch;
@@ -80,7 +78,7 @@ public final class ShoalScan implements Scan, Batch {
       ObjectNode command = command(options, filter, projection == null ? null : projection.paths(), limit, aggregates);
       List<ShoalFlightPlan> out = new ArrayList<>();
       for (URI shard : options.endpoints()) {
-        try (ShoalClient client = ShoalClient.open(shard, options.token())) {
+        try (ShoalClient client = ShoalClient.connect(shard, options)) {
           ShoalFlightPlan plan = client.getFlightInfo(options.table(), command);
           if (filter != null && !plan.exact()) {
             // Spark was told the pushed filters need no re-evaluation; a daemon that cannot
@@ -150,13 +148,10 @@ public final class ShoalScan implements Scan, Batch {
   public InputPartition[] planInputPartitions() {
     List<InputPartition> partitions = new ArrayList<>();
     for (ShoalFlightPlan plan : plans()) {
-      List<FlightEndpoint> endpoints = plan.endpoints();
-      for (int i = 0; i < endpoints.size(); i++) {
-        FlightEndpoint endpoint = endpoints.get(i);
-        List<Location> locations = endpoint.getLocations();
-        URI location = locations.isEmpty() ? plan.shard() : locations.get(0).getUri();
-        JsonNode part = plan.endpointMetadata(i);
-        partitions.add(new ShoalInputPartition(location, endpoint.getTicket().getBytes(),
+      for (ShoalFlightPlan.Endpoint endpoint : plan.endpoints()) {
+        URI location = endpoint.location() == null ? plan.shard() : endpoint.location();
+        JsonNode part = endpoint.metadata();
+        partitions.add(new ShoalInputPartition(location, endpoint.ticket(),
             part.path("index_scans").size(), part.path("full_scans").size()));
       }
     }
@@ -166,7 +161,7 @@ public final class ShoalScan implements Scan, Batch {
   @Override
   public PartitionReaderFactory createReaderFactory() {
     ShoalProjection reading = projection != null ? projection : ShoalProjection.positional(readSchema);
-    return new ShoalPartitionReaderFactory(options.table(), options.token(), reading, limit);
+    return new ShoalPartitionReaderFactory(options, reading, limit);
   }
 
   @Override

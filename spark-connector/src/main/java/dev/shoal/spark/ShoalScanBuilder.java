@@ -5,8 +5,6 @@ import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import org.apache.arrow.flight.FlightRuntimeException;
-import org.apache.arrow.flight.FlightStatusCode;
 import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.read.Scan;
@@ -108,13 +106,13 @@ public final class ShoalScanBuilder implements ScanBuilder, SupportsPushDownV2Fi
       return false;
     }
     ObjectNode command = ShoalScan.command(options, filter(), null, -1, candidate);
-    try (ShoalClient client = ShoalClient.open(options.endpoints().get(0), options.token())) {
-      client.getFlightInfoRaw(command);
+    try (ShoalClient client = ShoalClient.connect(options.endpoints().get(0), options)) {
+      client.getFlightInfo(options.table(), command);
       AGGREGATE_SUPPORT.put(shard, true);
       return true;
-    } catch (FlightRuntimeException e) {
+    } catch (ShoalException e) {
       String message = String.valueOf(e.getMessage());
-      if (e.status().code() == FlightStatusCode.INVALID_ARGUMENT && message.contains("unknown field") && message.contains("aggregates")) {
+      if (e.is(ShoalErrors.INVALID_ARGUMENT) && message.contains("unknown field") && message.contains("aggregates")) {
         AGGREGATE_SUPPORT.put(shard, false);
         LOG.info("shoal daemon at {} does not support aggregate pushdown; Spark aggregates the rows", shard);
       } else {

@@ -52,7 +52,7 @@ public final class ShoalWriteBuilder implements WriteBuilder {
     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
       if (options.writeCreateTable()) {
         for (java.net.URI shard : options.endpoints()) {
-          try (ShoalClient client = ShoalClient.open(shard, options.token())) {
+          try (ShoalClient client = ShoalClient.connect(shard, options)) {
             client.createTableIfNotExists(options.table());
           }
         }

@@ -19,7 +19,7 @@ import java.util.concurrent.TimeUnit;
  * --data-dir DIR}) on a free port; ready when it prints {@code shoal ready}; stopped with SIGTERM.
  * The binary comes from the system property {@code shoal.bin}.
  */
-public final class ShoalDaemon implements AutoCloseable {
+public final class ShoalDaemon implements ShoalTarget {
   private final Process process;
   private final int port;
   private final List<String> log = Collections.synchronizedList(new ArrayList<>());
@@ -67,7 +67,13 @@ public final class ShoalDaemon implements AutoCloseable {
     return daemon;
   }
 
+  @Override
+  public Mode mode() {
+    return Mode.DAEMON;
+  }
+
   /** {@code grpc://127.0.0.1:PORT}. */
+  @Override
   public String endpoint() {
     return "grpc://127.0.0.1:" + port;
   }

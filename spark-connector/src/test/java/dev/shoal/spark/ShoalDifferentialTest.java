@@ -17,37 +17,37 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
-import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * Differential tests in Spark local mode against the real daemon: every query returns over
- * {@code shoal.events} exactly what Spark's own {@code spark.read.json} returns over the same
- * NDJSON file. The first half of the events is ingested before the PSFs are registered, the
- * second half after, so every query spans index scans and full scans.
+ * Differential tests in Spark local mode: every query returns over {@code shoal.events} exactly
+ * what Spark's own {@code spark.read.json} returns over the same NDJSON file. The first half of
+ * the events is ingested before the PSFs are registered, the second half after, so every query
+ * spans index scans and full scans. Runs against the real daemon ({@link
+ * ShoalDifferentialDaemonTest}) and the engine in the JVM ({@link ShoalDifferentialEmbeddedTest}).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-@ExtendWith(ShoalDaemonExtension.class)
-class ShoalDifferentialTest extends ShoalSparkTestBase {
+abstract class ShoalDifferentialTest extends ShoalSparkTestBase {
   private SparkSession spark;
-  private ShoalDaemon daemon;
+  private ShoalTarget target;
   private final List<String> timings = new ArrayList<>();
 
   @BeforeAll
-  void setUp(ShoalDaemon daemon) throws Exception {
-    this.daemon = daemon;
+  void setUp(ShoalTarget target) throws Exception {
+    this.target = target;
+    String endpoint = target.endpoint();
     List<String> events = events();
     int half = events.size() / 2;
-    ingest(daemon.endpoint(), "events", events.subList(0, half), 1000);
-    registerPsf(daemon.endpoint(), psf("events", "type", "projection").put("field", "type"));
-    registerPsf(daemon.endpoint(), psf("events", "login", "projection").put("field", "actor.login"));
-    registerPsf(daemon.endpoint(), psf("events", "opened", "predicate").put("expr", "type = 'IssuesEvent' AND payload.action = 'opened'"));
+    ingest(endpoint, "events", events.subList(0, half), 1000);
+    registerPsf(endpoint, psf("events", "type", "projection").put("field", "type"));
+    registerPsf(endpoint, psf("events", "login", "projection").put("field", "actor.login"));
+    registerPsf(endpoint, psf("events", "opened", "predicate").put("expr", "type = 'IssuesEvent' AND payload.action = 'opened'"));
     ObjectNode size = psf("events", "size", "range").put("field", "payload.size");
     size.putArray("boundaries").add(1).add(5).add(20);
-    registerPsf(daemon.endpoint(), size);
-    ingest(daemon.endpoint(), "events", events.subList(half, events.size()), 1000);
-    spark = spark(daemon.endpoint());
+    registerPsf(endpoint, size);
+    ingest(endpoint, "events", events.subList(half, events.size()), 1000);
+    spark = spark(endpoint);
     spark.read().json(eventsPath().toString()).createOrReplaceTempView("oracle");
     // warm-up, so that the first query's timing is not Spark's start-up
     spark.sql("SELECT count(*) FROM oracle WHERE type = 'PushEvent'").collect();
@@ -56,7 +56,7 @@ class ShoalDifferentialTest extends ShoalSparkTestBase {
 
   @AfterAll
   void tearDown() {
-    System.out.println("query timings (ms, shoal vs spark.read.json oracle, one run each after a warm-up query):");
+    System.out.println("query timings (" + target.mode() + " mode; ms, shoal vs spark.read.json oracle, one run each after a warm-up query):");
     timings.forEach(System.out::println);
   }
 
@@ -148,7 +148,7 @@ class ShoalDifferentialTest extends ShoalSparkTestBase {
 
   @Test
   void data_source_api_reads_the_same_as_the_catalog() {
-    Dataset<Row> df = spark.read().format("shoal").option("endpoint", daemon.endpoint()).option("table", "events").load();
+    Dataset<Row> df = spark.read().format("shoal").option("endpoint", target.endpoint()).option("table", "events").load();
     assertEquals(rows(spark.sql("SELECT id FROM oracle WHERE type = 'GollumEvent'")),
         rows(df.where("type = 'GollumEvent'").select("id")));
     assertEquals(spark.table("oracle").schema().fieldNames().length, df.schema().fieldNames().length);

@@ -3,48 +3,36 @@ package dev.shoal.spark;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.net.ServerSocket;
 import java.util.List;
 
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
-import org.junit.jupiter.api.extension.ExtendWith;
 
-/** Each error names the table and the option (or schema) to fix. */
+/**
+ * Each error names the table and the option (or schema) to fix, in both modes; the errors of
+ * one transport (an unreachable daemon, a missing token; a bad or locked embedded directory) are
+ * in its subclass ({@link ShoalErrorsDaemonTest}, {@link ShoalErrorsEmbeddedTest}).
+ */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-@ExtendWith(ShoalDaemonExtension.class)
-class ShoalErrorsTest extends ShoalSparkTestBase {
-  private SparkSession spark;
-  private String endpoint;
+abstract class ShoalErrorsTest extends ShoalSparkTestBase {
+  SparkSession spark;
+  String endpoint;
 
   @BeforeAll
-  void setUp(ShoalDaemon daemon) {
-    endpoint = daemon.endpoint();
+  void setUp(ShoalTarget target) {
+    endpoint = target.endpoint();
     ingest(endpoint, "small", List.of("{\"a\": 1, \"s\": \"x\"}", "{\"a\": 2, \"s\": \"y\"}"), 10);
     spark = spark(endpoint);
   }
 
-  private static String message(Throwable t) {
+  static String message(Throwable t) {
     StringBuilder sb = new StringBuilder();
     for (Throwable c = t; c != null; c = c.getCause()) {
       sb.append(c.getMessage()).append('\n');
     }
     return sb.toString();
-  }
-
-  @Test
-  void unreachable_daemon_names_the_endpoint_option() throws Exception {
-    int port;
-    try (ServerSocket s = new ServerSocket(0)) {
-      port = s.getLocalPort();
-    }
-    String dead = "grpc://127.0.0.1:" + port;
-    Exception e = assertThrows(Exception.class,
-        () -> spark.read().format("shoal").option("endpoint", dead).option("table", "small").load());
-    String m = message(e);
-    assertTrue(m.contains("unreachable") && m.contains("option 'endpoint'") && m.contains("'small'"), m);
   }
 
   @Test
@@ -79,26 +67,6 @@ class ShoalErrorsTest extends ShoalSparkTestBase {
         .option("endpoint", endpoint).option("table", "small").load().collect());
     String m = message(e);
     assertTrue(m.contains("type mismatch for column 'a'") && m.contains("bigint") && m.contains("'small'"), m);
-  }
-
-  @Test
-  void bearer_token_option_authenticates_and_its_absence_is_named() throws Exception {
-    try (ShoalDaemon secured = ShoalDaemon.start(java.nio.file.Files.createTempDirectory("shoal-auth").resolve("data"),
-        "--auth-token", "s3cret")) {
-      try (ShoalClient client = ShoalClient.open(java.net.URI.create(secured.endpoint()), "s3cret")) {
-        client.createTableIfNotExists("locked");
-        try (ShoalClient.Put put = client.startPut("locked")) {
-          put.send(List.of("{\"a\": 1}", "{\"a\": 2}", "{\"a\": 3}"));
-          put.finish();
-        }
-      }
-      String m = message(assertThrows(Exception.class,
-          () -> spark.read().format("shoal").option("endpoint", secured.endpoint()).option("table", "locked").load()));
-      assertTrue(m.contains("option 'token'"), m);
-      long n = spark.read().format("shoal").option("endpoint", secured.endpoint()).option("table", "locked")
-          .option("token", "s3cret").load().where("a >= 2").count();
-      org.junit.jupiter.api.Assertions.assertEquals(2, n);
-    }
   }
 
   @Test

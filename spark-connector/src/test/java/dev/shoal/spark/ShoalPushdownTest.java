@@ -17,22 +17,21 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
-import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * What is pushed down and what EXPLAIN and the metrics say: the PSFs used, full scans for
  * filters no PSF covers, no Spark Filter above exact pushed filters, nested column pruning,
- * aggregates answered by the daemon.
+ * aggregates answered by shoal. Runs against the daemon ({@link ShoalPushdownDaemonTest}) and
+ * the embedded engine ({@link ShoalPushdownEmbeddedTest}): same plans either way.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-@ExtendWith(ShoalDaemonExtension.class)
-class ShoalPushdownTest extends ShoalSparkTestBase {
+abstract class ShoalPushdownTest extends ShoalSparkTestBase {
   private SparkSession spark;
   private String endpoint;
 
   @BeforeAll
-  void setUp(ShoalDaemon daemon) throws Exception {
-    endpoint = daemon.endpoint();
+  void setUp(ShoalTarget target) throws Exception {
+    endpoint = target.endpoint();
     List<String> events = events().subList(0, 4000);
     ingest(endpoint, "pushdown", events.subList(0, 2000), 500);
     registerPsf(endpoint, psf("pushdown", "type", "projection").put("field", "type"));

@@ -18,24 +18,24 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
-import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * Writes through DoPut, sharded tables (two daemons), columns of mixed JSON types, and structs
- * that are missing in some records — each checked against Spark's JSON reader.
+ * Writes through DoPut, sharded tables (two daemons, or two embedded directories), columns of
+ * mixed JSON types, and structs that are missing in some records — each checked against Spark's
+ * JSON reader. Runs in both modes ({@link ShoalReadWriteDaemonTest}, {@link
+ * ShoalReadWriteEmbeddedTest}).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-@ExtendWith(ShoalDaemonExtension.class)
-class ShoalReadWriteTest extends ShoalSparkTestBase {
-  private SparkSession spark;
-  private String endpoint;
-  private ShoalDaemon second;
-  private Dataset<Row> oracle;
+abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
+  SparkSession spark;
+  String endpoint;
+  private ShoalTarget second;
+  Dataset<Row> oracle;
 
   @BeforeAll
-  void setUp(ShoalDaemon daemon) throws Exception {
-    endpoint = daemon.endpoint();
-    second = ShoalDaemon.start(Files.createTempDirectory("shoal-spark-shard2").resolve("data"));
+  void setUp(ShoalTarget target) throws Exception {
+    endpoint = target.endpoint();
+    second = ShoalTarget.start(target.mode());
     spark = spark(endpoint);
     oracle = spark.read().json(eventsPath().toString());
   }
@@ -47,7 +47,7 @@ class ShoalReadWriteTest extends ShoalSparkTestBase {
     }
   }
 
-  private static List<String> rows(Dataset<Row> df) {
+  static List<String> rows(Dataset<Row> df) {
     List<String> out = new ArrayList<>();
     for (Row r : df.collectAsList()) {
       out.add(r.toString());
@@ -56,7 +56,7 @@ class ShoalReadWriteTest extends ShoalSparkTestBase {
     return out;
   }
 
-  private Dataset<Row> read(String endpoints, String table) {
+  Dataset<Row> read(String endpoints, String table) {
     return spark.read().format("shoal").option("endpoint", endpoints).option("table", table).load();
   }
 

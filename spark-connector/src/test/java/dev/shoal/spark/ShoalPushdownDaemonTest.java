@@ -1,0 +1,9 @@
+package dev.shoal.spark;
+
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/** {@link ShoalPushdownTest} against the daemon process ({@code grpc://127.0.0.1:PORT}). */
+class ShoalPushdownDaemonTest extends ShoalPushdownTest {
+  @RegisterExtension
+  static final ShoalTargetExtension TARGET = new ShoalTargetExtension(ShoalTarget.Mode.DAEMON);
+}

@@ -1,0 +1,66 @@
+package dev.shoal.spark;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+/**
+ * Where a test's shoal runs: a daemon process reached over Flight ({@code grpc://127.0.0.1:PORT}),
+ * or the engine inside the test JVM ({@code embedded:<tmpdir>}). The test classes run once per
+ * mode (an abstract class with one subclass per mode); everything they do goes through the
+ * {@code endpoint} option, so both modes run the same code.
+ */
+interface ShoalTarget extends AutoCloseable {
+  /** The two transports of the connector. */
+  enum Mode {
+    /** A {@code shoal serve} child process ({@link ShoalDaemon}). */
+    DAEMON,
+    /** {@code embedded:<tmpdir>}: the engine in this JVM through JNI. */
+    EMBEDDED
+  }
+
+  Mode mode();
+
+  /** The value of option {@code endpoint}. */
+  String endpoint();
+
+  @Override
+  void close() throws Exception;
+
+  /** A fresh shoal of {@code mode} over a new temporary data directory. */
+  static ShoalTarget start(Mode mode) throws Exception {
+    Path dir = Files.createTempDirectory("shoal-spark-" + mode.name().toLowerCase(java.util.Locale.ROOT));
+    if (mode == Mode.DAEMON) {
+      return ShoalDaemon.start(dir.resolve("data"));
+    }
+    return new Embedded(dir.resolve("data"));
+  }
+
+  /** An embedded data directory; the connector opens the engine on first use. */
+  final class Embedded implements ShoalTarget {
+    private final Path dataDir;
+
+    Embedded(Path dataDir) {
+      this.dataDir = dataDir;
+    }
+
+    @Override
+    public Mode mode() {
+      return Mode.EMBEDDED;
+    }
+
+    @Override
+    public String endpoint() {
+      return "embedded:" + dataDir;
+    }
+
+    public Path dataDir() {
+      return dataDir;
+    }
+
+    /** Lets the engine close now (flush, checkpoint, unlock) instead of after the keep-alive. */
+    @Override
+    public void close() {
+      EmbeddedEngines.closeIdle(dataDir.toAbsolutePath().normalize());
+    }
+  }
+}

@@ -5,10 +5,10 @@
 # Steps: fetch the test data (GitHub Archive events from Maven Central, into data/);
 # build the Rust workspace and run its tests (unit, integration, doc tests); create the
 # Python virtual environment .venv (pyarrow, pytest) and run the daemon's end-to-end
-# tests against the real `shoal` binary; build the JVM connectors and run their tests
-# (Spark in local mode, Flink in a MiniCluster) against the same binary, then the end-to-end
-# test of integration-tests/ (the demo's Flink job -> shoal -> Spark SQL vs spark.read.json,
-# plus a pyarrow client from .venv).
+# tests against the real `shoal` binary; build the JVM modules and run their tests
+# (embedded mode through JNI; Spark in local mode, Flink in a MiniCluster, against the
+# same binary), then the end-to-end test of integration-tests/ (the demo's Flink job ->
+# shoal -> Spark SQL vs spark.read.json, plus a pyarrow client from .venv).
 # Environment: CARGO_BUILD_JOBS etc. as usual; SHOAL_REQUIRE_DATA=1 is set so that tests
 # needing the real events fail instead of skipping when the data is missing.
 set -euo pipefail
@@ -25,6 +25,8 @@ echo "JSONTestSuite: $SHOAL_JSON_TEST_SUITE"
 
 export SHOAL_REQUIRE_DATA=1
 step "Rust: cargo build + cargo test --workspace --locked"
+# The workspace includes native/jni (shoal-jni): this also builds target/debug/libshoal_jni.so,
+# which the embedded module's Maven build copies into its jar (-Dshoal.cargo.profile=dev below).
 cargo build --workspace --locked
 cargo test --workspace --locked
 
@@ -37,8 +39,11 @@ fi
 step "Python: end-to-end tests of the daemon (pytest, pyarrow.flight)"
 SHOAL_BIN="$repo_root/target/debug/shoal" .venv/bin/python -m pytest -q flight-server/tests/e2e
 
-step "JVM: mvn verify (Spark and Flink connectors, integration-tests; against the real daemon)"
+step "JVM: mvn verify (embedded mode, Spark and Flink connectors, integration-tests; against the real daemon)"
+# -Dshoal.cargo.profile=dev: the embedded module's own cargo step builds (warm, a no-op after the
+# build above) and packages the debug libshoal_jni.so instead of a release build.
 mvn -B -ntp verify \
+  -Dshoal.cargo.profile=dev \
   -Dshoal.bin="$repo_root/target/debug/shoal" \
   -Dshoal.data="$repo_root/data/github/events.ndjson"
 

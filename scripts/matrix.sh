@@ -14,7 +14,10 @@
 # PySpark X.Y (a venv per line, .venv-spark-X.Y). Logs: target/matrix/LINE*.log. Prints a
 # table and exits non-zero when a line failed.
 #
-# Flink 2.x is not here (the Flink connector has its own per-major artifacts).
+# Flink is not here: both of its majors are built and fully tested by every `mvn verify`
+# (CI included) - flink-connector against Flink 1.20.5, flink2-connector against 2.3.0, one
+# source tree; `mvn -pl flink-connector,flink2-connector -am verify` runs just them
+# (docs/flink.md).
 set -uo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"

@@ -301,3 +301,17 @@ pub extern "system" fn Java_dev_shoal_embedded_ShoalNative_doPut<'local>(
         },
     )
 }
+
+/// `static native void selfTestPanic(String message)`: panics with `message`, so that tests
+/// can check a panic comes back as a `PANIC` exception (it touches no engine).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_shoal_embedded_ShoalNative_selfTestPanic<'local>(
+    mut unowned: EnvUnowned<'local>,
+    _class: JClass<'local>,
+    message: JString<'local>,
+) {
+    run(&mut unowned, || "selfTestPanic".to_owned(), |env| -> Result<(), Failure> {
+        let message = string(env, &message, "message")?;
+        panic!("{message}");
+    });
+}

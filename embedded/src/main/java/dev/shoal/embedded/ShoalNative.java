@@ -95,4 +95,13 @@ final class ShoalNative {
    */
   static native String doPut(
       long handle, String table, long arrowArrayAddress, long arrowSchemaAddress, String appMetadataJson);
+
+  /**
+   * Panics inside the native library with {@code message}, to check that a Rust panic comes back
+   * as a {@link ShoalEmbeddedException} with code {@code PANIC} (operation {@code selfTestPanic})
+   * and the JVM lives on. For tests; it touches no engine.
+   *
+   * @param message the panic's message
+   */
+  static native void selfTestPanic(String message);
 }

@@ -85,6 +85,13 @@ class MisuseTest {
   }
 
   @Test
+  void a_rust_panic_is_a_panic_exception_and_the_engine_lives_on() {
+    ShoalEmbeddedException e = fails("selfTestPanic", "PANIC", () -> ShoalNative.selfTestPanic("on purpose"));
+    assertTrue(e.getMessage().contains("on purpose"), e.getMessage());
+    assertEquals(1, shoal.ingest("t", List.of("{\"a\":1}")).records());
+  }
+
+  @Test
   void an_invalid_json_record_rejects_the_whole_batch_under_reject() {
     ShoalEmbeddedException e =
         fails("doPut", "INVALID_ARGUMENT", () -> shoal.ingest("t", List.of("{\"a\":1}", "{\"a\":", "{\"a\":3}")));

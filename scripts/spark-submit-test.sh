@@ -4,7 +4,8 @@
 # only on the test class path of `mvn verify`. Not part of scripts/test.sh (see
 # docs/spark.md, "spark-submit test", for the time it takes and why).
 #
-#   scripts/spark-submit-test.sh
+#   scripts/spark-submit-test.sh             # through the daemon (grpc://127.0.0.1:PORT)
+#   scripts/spark-submit-test.sh embedded    # embedded mode (embedded:DIR), the engine in Spark's JVM
 #
 # Steps: build the shaded jar (mvn package -pl spark-connector); create .venv-spark
 # (scripts/spark-venv.sh: pyspark 3.5, pyarrow); start `shoal serve` on a free port over a
@@ -14,10 +15,16 @@
 # checks EXPLAIN for the pushed filter and the PSF, and compares results with Spark's JSON
 # reader.
 #
+# In embedded mode the daemon ingests the same way and is then stopped (it holds the data
+# directory's LOCK while it runs), and spark-submit reads the directory with
+# endpoint embedded:DIR: libshoal_jni.so and Arrow's arrow_cdata_jni come out of the shaded jar.
+#
 # Environment: SHOAL_BIN (default target/debug/shoal), SHOAL_DATA (default
 # data/github/events.ndjson), SHOAL_SPARK_JAR (skip the Maven build and use this jar),
 # SHOAL_SPARK_VENV / PYSPARK_SPEC (see scripts/spark-venv.sh).
 set -euo pipefail
+mode="${1:-daemon}"
+case "$mode" in daemon|embedded) ;; *) echo "usage: $0 [daemon|embedded]" >&2; exit 2 ;; esac
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 step() { printf '\n==> %s\n' "$*"; }
@@ -77,7 +84,13 @@ tail -n +$((total / 2 + 1)) "$data" >"$work/second.ndjson"
 "$bin" psf add --endpoint "$endpoint" --table "$table" --name by_type --projection type
 "$bin" ingest --endpoint "$endpoint" --table "$table" "$work/second.ndjson"
 
-step "spark-submit --jars $(basename "$jar")"
+if [[ "$mode" == embedded ]]; then
+  step "stopping the daemon: embedded mode opens $work/data in Spark's JVM"
+  kill "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
+  endpoint="embedded:$work/data"
+fi
+
+step "spark-submit --jars $(basename "$jar") (endpoint $endpoint)"
 submit_started=$(date +%s)
 spark-submit --master 'local[2]' --driver-memory 2g \
   --conf spark.driver.host=127.0.0.1 --conf spark.log.level=WARN \

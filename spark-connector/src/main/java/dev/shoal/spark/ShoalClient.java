@@ -34,6 +34,12 @@ public interface ShoalClient extends AutoCloseable {
    */
   static ShoalClient connect(URI endpoint, ShoalOptions options) {
     if (ShoalOptions.isEmbedded(endpoint)) {
+      if (!ShoalOptions.currentJvm().equals(options.originJvm())) {
+        throw new ShoalException("shoal table '" + options.table() + "': option 'endpoint' " + endpoint + " runs the engine inside"
+            + " the JVM of Spark's driver, but this task runs in another JVM (a Spark cluster's executor). Embedded mode works"
+            + " in Spark local mode only (driver and tasks in one JVM: --master local[N]); on a cluster, serve the directory"
+            + " with `shoal serve --data-dir` and use its grpc://host:port endpoint.");
+      }
       return EmbeddedShoalClient.open(endpoint, options.embeddedConfig(), options.embeddedKeepAliveMillis());
     }
     return FlightShoalClient.open(endpoint, options.token());

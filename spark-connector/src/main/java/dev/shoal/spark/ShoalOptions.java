@@ -94,10 +94,12 @@ public final class ShoalOptions implements Serializable {
   private final boolean writeCreateTable;
   private final Map<String, String> embeddedConfig;
   private final long embeddedKeepAliveMillis;
+  /** The JVM that parsed the options (Spark's driver); embedded endpoints work only there. */
+  private final String originJvm;
 
   private ShoalOptions(List<URI> endpoints, String table, String token, Integer maxEndpoints,
       boolean aggregatePushdown, int writeBatchRows, boolean writeCreateTable, Map<String, String> embeddedConfig,
-      long embeddedKeepAliveMillis) {
+      long embeddedKeepAliveMillis, String originJvm) {
     this.endpoints = endpoints;
     this.table = table;
     this.token = token;
@@ -107,6 +109,7 @@ public final class ShoalOptions implements Serializable {
     this.writeCreateTable = writeCreateTable;
     this.embeddedConfig = embeddedConfig;
     this.embeddedKeepAliveMillis = embeddedKeepAliveMillis;
+    this.originJvm = originJvm;
   }
 
   /** Options of a data source read or write: {@code endpoint} and {@code table} are required. */
@@ -127,7 +130,13 @@ public final class ShoalOptions implements Serializable {
   /** These options with another table (the catalog's tables). */
   public ShoalOptions withTable(String newTable) {
     return new ShoalOptions(endpoints, newTable, token, maxEndpoints, aggregatePushdown, writeBatchRows, writeCreateTable,
-        embeddedConfig, embeddedKeepAliveMillis);
+        embeddedConfig, embeddedKeepAliveMillis, originJvm);
+  }
+
+  /** These options as if parsed in JVM {@code jvm} (tests of the one-JVM check). */
+  ShoalOptions withOriginJvm(String jvm) {
+    return new ShoalOptions(endpoints, table, token, maxEndpoints, aggregatePushdown, writeBatchRows, writeCreateTable,
+        embeddedConfig, embeddedKeepAliveMillis, jvm);
   }
 
   private static ShoalOptions parse(Map<String, String> raw, String defaultTable) {
@@ -194,7 +203,7 @@ public final class ShoalOptions implements Serializable {
       }
     }
     return new ShoalOptions(Collections.unmodifiableList(uris), table, token, maxEndpoints, aggregates, batchRows, create,
-        Collections.unmodifiableMap(embeddedConfig), keepAlive);
+        Collections.unmodifiableMap(embeddedConfig), keepAlive, currentJvm());
   }
 
   /**
@@ -219,6 +228,19 @@ public final class ShoalOptions implements Serializable {
     } catch (URISyntaxException e) {
       throw new IllegalArgumentException("shoal: option 'endpoint' has an invalid data directory '" + path + "': " + e.getMessage(), e);
     }
+  }
+
+  /**
+   * An identifier of this JVM, the same for every class loader in it (Spark may load the
+   * connector in more than one): a random id kept as a system property.
+   */
+  static String currentJvm() {
+    return (String) System.getProperties().computeIfAbsent("shoal.spark.jvm-id", k -> java.util.UUID.randomUUID().toString());
+  }
+
+  /** The JVM that parsed these options: on Spark's driver, where the query was planned. */
+  String originJvm() {
+    return originJvm;
   }
 
   /** Whether {@code endpoint} is an embedded one ({@code embedded:/path}). */

@@ -50,9 +50,11 @@ if [[ "${SHOAL_DEMO_SKIP_BUILD:-0}" != 1 ]]; then
   for tool in cmake c++; do
     command -v "$tool" >/dev/null || die "$tool is not on PATH (the daemon's build compiles simdjson: cmake and a C++17 compiler)"
   done
-  step "build the daemon: cargo build --release --locked -p shoal-server"
+  step "build the daemon and the JNI library: cargo build --release --locked -p shoal-server -p shoal-jni"
   # cargo's own lines, thinned: every 20th crate, plus warnings and errors.
-  cargo build --release --locked -p shoal-server 2>&1 | awk '
+  # One build for both (the connectors' jars carry libshoal_jni.so for embedded mode), so
+  # Cargo compiles the shared crates once with one feature set.
+  cargo build --release --locked -p shoal-server -p shoal-jni 2>&1 | awk '
     /^ *Compiling / { n++; if (n % 20 == 1) { printf "  compiling crate %d: %s %s\n", n, $2, $3; fflush() } next }
     /^(warning|error)/ || /Finished/ { print "  " $0; fflush() }'
   [[ -x "$shoal_bin" ]] || die "cargo did not produce $shoal_bin"
@@ -62,7 +64,7 @@ if [[ "${SHOAL_DEMO_SKIP_BUILD:-0}" != 1 ]]; then
   # Module progress and a count of downloaded artifacts instead of Maven's full output (kept in
   # demo-maven.log when it fails).
   maven_log="$(mktemp)"
-  if ! mvn -B -Dstyle.color=never install -DskipTests \
+  if ! mvn -B -Dstyle.color=never install -DskipTests -Dshoal.cargo.skip=true \
       -pl integration-tests/flink-job,integration-tests/spark-queries -am 2>&1 | tee "$maven_log" | awk '
         /^\[INFO\] Building .*\[[0-9]+\/[0-9]+\]/ { sub(/^\[INFO\] /, ""); print "  " $0; fflush(); next }
         /^\[INFO\] -+< / { next }

@@ -9,6 +9,7 @@ import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.shoal.embedded.EmbeddedEngines;
 import dev.shoal.embedded.PutResult;
 import dev.shoal.embedded.ScanPlan;
 import dev.shoal.embedded.ShoalEmbedded;

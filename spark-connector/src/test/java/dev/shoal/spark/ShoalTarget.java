@@ -3,6 +3,8 @@ package dev.shoal.spark;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
+import dev.shoal.embedded.EmbeddedEngines;
+
 /**
  * Where a test's shoal runs: a daemon process reached over Flight ({@code grpc://127.0.0.1:PORT}),
  * or the engine inside the test JVM ({@code embedded:<tmpdir>}). The test classes run once per

@@ -1,4 +1,4 @@
-package dev.shoal.spark;
+package dev.shoal.embedded;
 
 import java.nio.file.Path;
 import java.util.HashMap;
@@ -9,24 +9,22 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
-import dev.shoal.embedded.ShoalEmbedded;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
- * The embedded engines the connector uses in this JVM, one per data directory, and how long they
- * stay open.
+ * Embedded engines shared by the connectors of one JVM, one per data directory, kept open for a
+ * while after their last user.
  *
- * <p>Every {@link EmbeddedShoalClient} is its own {@link ShoalEmbedded} handle; the native layer
- * shares one engine among the handles of a directory and closes it (flush, checkpoint, LOCK
- * released) with the last one. Spark opens and closes clients all the time (schema, plan, one per
- * task), so without more the engine would be recovered and checkpointed for every query. While
- * clients are open, and for {@code embedded.keep-alive-ms} after the last one closed, this class
- * holds one more handle (the keeper) that keeps the engine open. A JVM shutdown closes the keepers
- * (the engine flushes and checkpoints).
+ * <p>Every client (a Spark reader or writer, a Flink writer or committer) takes its own {@link
+ * ShoalEmbedded} handle from {@link #acquire}; the native layer shares one engine among the handles
+ * of a directory and closes it (flush, checkpoint, LOCK released) with the last one. Connectors open
+ * and close clients all the time (schema, plan, one per task), so without more the engine would be
+ * recovered and checkpointed for every query. While clients are open, and for {@code
+ * keepAliveMillis} after the last one was {@link #release}d, this class holds one more handle (the
+ * keeper) that keeps the engine open. A JVM shutdown closes the keepers (the engine flushes and
+ * checkpoints).
  */
-final class EmbeddedEngines {
-  private static final Logger LOG = LoggerFactory.getLogger(EmbeddedEngines.class);
+public final class EmbeddedEngines {
+  private static final System.Logger LOG = System.getLogger(EmbeddedEngines.class.getName());
 
   /** A directory's keeper handle and the clients currently open on it. */
   private static final class Entry {
@@ -50,9 +48,14 @@ final class EmbeddedEngines {
    * A new handle on the engine of {@code dataDir}, opening the engine (and a keeper handle, when
    * {@code keepAliveMillis > 0}) if it is not open.
    *
-   * @throws dev.shoal.embedded.ShoalEmbeddedException as {@link ShoalEmbedded#open(Path, Map)}
+   * @param dataDir the data directory (absolute, normalised: it is the key)
+   * @param config the engine's options (the daemon's configuration keys, as text; see {@link
+   *     #engineOptions})
+   * @param keepAliveMillis how long the engine stays open after its last client (0: closes with it)
+   * @return a new handle; give it back with {@link #release}
+   * @throws ShoalEmbeddedException as {@link ShoalEmbedded#open(Path, Map)}
    */
-  static synchronized ShoalEmbedded acquire(Path dataDir, Map<String, String> config, long keepAliveMillis) {
+  public static synchronized ShoalEmbedded acquire(Path dataDir, Map<String, String> config, long keepAliveMillis) {
     Map<String, Object> options = engineOptions(config);
     Entry entry = ENGINES.get(dataDir);
     if (entry == null && keepAliveMillis > 0) {
@@ -85,7 +88,7 @@ final class EmbeddedEngines {
    * Closes a client's handle; when it was the last client of its directory, the keeper closes
    * after the keep-alive (unless a client comes first).
    */
-  static void release(Path dataDir, ShoalEmbedded handle) {
+  public static void release(Path dataDir, ShoalEmbedded handle) {
     try {
       handle.close();
     } finally {
@@ -102,7 +105,7 @@ final class EmbeddedEngines {
    * Closes the keeper of {@code dataDir} now if no client is open on it (the engine then closes
    * when its last handle does). Returns whether this JVM's connector holds no more handle there.
    */
-  static synchronized boolean closeIdle(Path dataDir) {
+  public static synchronized boolean closeIdle(Path dataDir) {
     Entry entry = ENGINES.get(dataDir);
     if (entry == null) {
       return true;
@@ -130,7 +133,7 @@ final class EmbeddedEngines {
     try {
       store.close();
     } catch (RuntimeException e) {
-      LOG.warn("shoal embedded engine on {}: close failed: {}", dataDir, e.getMessage());
+      LOG.log(System.Logger.Level.WARNING, "shoal embedded engine on {0}: close failed: {1}", dataDir, e.getMessage());
     }
   }
 
@@ -164,7 +167,7 @@ final class EmbeddedEngines {
    * become booleans, integers numbers, everything else stays text (the engine names a key with a
    * wrong type).
    */
-  static Map<String, Object> engineOptions(Map<String, String> config) {
+  public static Map<String, Object> engineOptions(Map<String, String> config) {
     Map<String, Object> options = new LinkedHashMap<>();
     for (Map.Entry<String, String> e : config.entrySet()) {
       String value = e.getValue().trim();

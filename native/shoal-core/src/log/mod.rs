@@ -917,10 +917,13 @@ fn flush_loop(log: &Weak<HybridLog>) {
             }
         };
         let page = match work {
-            Some(FlushWork::Page(page)) => page,
+            Some(FlushWork::Page(page)) => {
+                log.flush_one(page);
+                page
+            }
             Some(FlushWork::Prefix(page, until)) => {
                 log.flush_partial(page, until, &mut scratch);
-                continue;
+                page
             }
             None => {
                 // Closed pages wait for their epoch; nudge it if writers went idle.
@@ -928,7 +931,9 @@ fn flush_loop(log: &Weak<HybridLog>) {
                 continue;
             }
         };
-        log.flush_one(page);
+        // A failed write is retried every 100 ms (a hiccup clears; a full disk may be
+        // freed), except at shutdown, which must not hang on a device that stays broken
+        // (e.g. a data directory deleted under the daemon).
         if let Some(error) = log.flush_error() {
             if log.flush_state.lock().shutdown {
                 tracing::error!(page, %error, "giving up flushing at shutdown; the log's durable end stays at the last flushed page");

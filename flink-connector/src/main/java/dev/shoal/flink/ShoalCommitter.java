@@ -10,8 +10,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Commits the prepared transactions of a completed checkpoint ({@code commit_transaction}). The
- * action is idempotent in the daemon (also after a crash in the middle of a commit), so Flink may
+ * Commits the prepared transactions of a completed checkpoint ({@code commit_transaction}), at the
+ * committable's endpoint (a daemon, or the embedded engine of this JVM). The action is idempotent
+ * in shoal (also after a crash in the middle of a commit), so Flink may
  * hand the same committable again after a recovery and transient errors are simply retried with
  * backoff. A transaction the daemon says was <em>aborted</em> cannot be committed any more: its
  * records are lost for this job, so the commit fails the job loudly ({@link ShoalSinkException})
@@ -21,15 +22,22 @@ final class ShoalCommitter implements Committer<ShoalCommittable> {
 
   private static final Logger LOG = LoggerFactory.getLogger(ShoalCommitter.class);
 
-  private final String token;
-  private final Duration requestTimeout;
+  private final ShoalClientOptions clientOptions;
   private final RetryPolicy retryPolicy;
+  /**
+   * One client per endpoint and table of the committables seen, open until the committer closes
+   * (for an embedded endpoint: a handle that keeps the engine open while the job runs).
+   */
   private final Map<String, ShoalClient> clients = new HashMap<>();
 
-  ShoalCommitter(String token, Duration requestTimeout, RetryPolicy retryPolicy) {
-    this.token = token;
-    this.requestTimeout = requestTimeout;
+  ShoalCommitter(ShoalClientOptions clientOptions, RetryPolicy retryPolicy) {
+    this.clientOptions = clientOptions;
     this.retryPolicy = retryPolicy;
+  }
+
+  /** A committer with a daemon's token and deadline (the embedded settings at their defaults). */
+  ShoalCommitter(String token, Duration requestTimeout, RetryPolicy retryPolicy) {
+    this(ShoalClientOptions.of(token, requestTimeout), retryPolicy);
   }
 
   @Override
@@ -42,7 +50,7 @@ final class ShoalCommitter implements Committer<ShoalCommittable> {
   private void commit(ShoalCommittable committable) throws InterruptedException {
     ShoalClient client = clients.computeIfAbsent(
         committable.endpoint() + "\u0000" + committable.table(),
-        key -> new ShoalClient(committable.endpoint(), committable.table(), token, requestTimeout));
+        key -> ShoalClient.open(committable.endpoint(), committable.table(), clientOptions));
     String where = "shoal table \"" + committable.table() + "\" at " + committable.endpoint();
     for (int attempt = 1; ; attempt++) {
       try {
@@ -50,8 +58,9 @@ final class ShoalCommitter implements Committer<ShoalCommittable> {
         LOG.debug("{}: committed transaction {} ({} records)", where, committable.transaction(), answer.path("records"));
         return;
       } catch (RuntimeException e) {
-        // The daemon's FAILED_PRECONDITION ("transaction ... was aborted; it cannot commit") reaches
-        // Arrow Java as INVALID_ARGUMENT (it has no FAILED_PRECONDITION code): match the message.
+        // FAILED_PRECONDITION ("transaction ... was aborted; it cannot commit") reaches Arrow Java as
+        // INVALID_ARGUMENT (it has no FAILED_PRECONDITION code); embedded, it is FAILED_PRECONDITION:
+        // match the message.
         if (!ShoalErrors.isTransient(e) && String.valueOf(e.getMessage()).contains("was aborted")) {
           throw aborted(where, committable, e);
         }
@@ -78,11 +87,24 @@ final class ShoalCommitter implements Committer<ShoalCommittable> {
         e);
   }
 
+  /** Closes every client, also when one fails (an embedded client left open would keep the engine). */
   @Override
   public void close() throws Exception {
+    Exception failure = null;
     for (ShoalClient client : clients.values()) {
-      client.close();
+      try {
+        client.close();
+      } catch (Exception e) {
+        if (failure == null) {
+          failure = e;
+        } else {
+          failure.addSuppressed(e);
+        }
+      }
     }
     clients.clear();
+    if (failure != null) {
+      throw failure;
+    }
   }
 }

@@ -20,8 +20,13 @@ public final class ShoalConnectorOptions {
           .stringType()
           .noDefaultValue()
           .withDescription(
-              "Required. The shoal daemon's Arrow Flight endpoint: 'grpc://host:port', 'grpc+tls://host:port' "
-                  + "(TLS, server certificate checked against the JVM's trust store) or 'host:port' (plain gRPC).");
+              "Required. Where the records go: a shoal daemon's Arrow Flight endpoint - 'grpc://host:port', "
+                  + "'grpc+tls://host:port' (TLS, server certificate checked against the JVM's trust store) or "
+                  + "'host:port' (plain gRPC) - or 'embedded:/path/to/data' (embedded mode): the shoal engine runs "
+                  + "inside the JVM of the writers, on that data directory, through JNI (no daemon). Embedded mode is "
+                  + "for a job whose writers and committers all run in one JVM (a MiniCluster / local execution, or a "
+                  + "single TaskManager that holds the directory); a directory a daemon or another JVM holds fails "
+                  + "the job naming this option. See 'embedded.keep-alive' and 'embedded.config.*'.");
 
   public static final ConfigOption<String> TABLE =
       ConfigOptions.key("table")
@@ -39,7 +44,8 @@ public final class ShoalConnectorOptions {
           .noDefaultValue()
           .withDescription(
               "Optional bearer token, sent as the header 'authorization: Bearer <token>' on every call; needed "
-                  + "when the daemon runs with --auth-token. Default: none (no header).");
+                  + "when the daemon runs with --auth-token. Default: none (no header). Ignored by 'embedded:' "
+                  + "endpoints (no network, no authentication).");
 
   public static final ConfigOption<DeliveryGuarantee> DELIVERY_GUARANTEE =
       ConfigOptions.key("sink.delivery-guarantee")
@@ -143,5 +149,28 @@ public final class ShoalConnectorOptions {
           .defaultValue(Duration.ofSeconds(60))
           .withDescription(
               "Default: 60 s. Deadline of one Flight call (a DoPut of one batch, or one checkpoint action). A "
-                  + "call past it counts as a transient error and is retried per 'sink.max-retries'.");
+                  + "call past it counts as a transient error and is retried per 'sink.max-retries'. 'embedded:' "
+                  + "endpoints call the engine in the JVM, without a deadline.");
+
+  public static final ConfigOption<Duration> EMBEDDED_KEEP_ALIVE =
+      ConfigOptions.key("embedded.keep-alive")
+          .durationType()
+          .defaultValue(Duration.ofSeconds(60))
+          .withDescription(
+              "Default: 60 s. 'embedded:' endpoints only. The writers and committers of a JVM share one engine "
+                  + "per data directory, open (and the directory locked) while any of them runs; this is how long "
+                  + "it stays open after the last one closed, so that a failover (which closes them all and starts "
+                  + "new ones) does not close and recover the engine. 0 closes it with the last writer or "
+                  + "committer (e.g. to hand the directory to a daemon right after a bounded job). A JVM shutdown "
+                  + "closes it too.");
+
+  /**
+   * {@code embedded.config.KEY} ('embedded:' endpoints only): the daemon's configuration key {@code
+   * KEY} (docs/configuration.md: {@code memory_budget_bytes}, {@code durability}, {@code
+   * group_commit_ms}, {@code in_memory}, {@code checkpoint_interval_secs}, ...) for the engine this
+   * JVM opens; {@code true}/{@code false} and integers are typed, the rest is text. They apply when
+   * the engine is opened; an engine the JVM has open already is joined with the same keys or none.
+   * Unknown keys and wrong types fail the job naming them. Default: the engine's defaults.
+   */
+  public static final String EMBEDDED_CONFIG_PREFIX = "embedded.config.";
 }

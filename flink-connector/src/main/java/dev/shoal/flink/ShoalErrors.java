@@ -1,19 +1,32 @@
 package dev.shoal.flink;
 
+import dev.shoal.embedded.ShoalEmbeddedException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.arrow.flight.FlightRuntimeException;
-import org.apache.arrow.flight.FlightStatusCode;
 
 /**
- * Decides which errors of the daemon are transient (retry with backoff) and turns permanent ones
- * into a {@link ShoalSinkException} that names the table, the endpoint and, for a rejected record,
- * the record.
+ * Decides which errors of shoal are transient (retry with backoff) and turns permanent ones into a
+ * {@link ShoalSinkException} that names the table, the endpoint and, for a rejected record, the
+ * record.
+ *
+ * <p>Both transports answer with a status code: the daemon with a Flight status (Arrow Java's
+ * {@code FlightStatusCode} names: {@code TIMED_OUT}, {@code UNAUTHORIZED}, and the daemon's {@code
+ * FAILED_PRECONDITION} arrives as {@code INVALID_ARGUMENT}), the embedded engine with gRPC's names
+ * in a {@link ShoalEmbeddedException} ({@code DEADLINE_EXCEEDED}, {@code PERMISSION_DENIED}, {@code
+ * FAILED_PRECONDITION}, and its own {@code CLOSED} and {@code PANIC}). {@link #code} gives that
+ * name; the decisions below accept both spellings.
  */
 final class ShoalErrors {
+
+  static final String UNAVAILABLE = "UNAVAILABLE";
+  static final String NOT_FOUND = "NOT_FOUND";
+  static final String INVALID_ARGUMENT = "INVALID_ARGUMENT";
+  static final String FAILED_PRECONDITION = "FAILED_PRECONDITION";
 
   /** How much of a rejected record the error message quotes. */
   static final int QUOTED_RECORD_CHARS = 300;
@@ -29,12 +42,12 @@ final class ShoalErrors {
    * for now. Everything else (unknown table, invalid JSON, bad token, ...) is permanent.
    */
   static boolean isTransient(Throwable error) {
-    FlightStatusCode code = code(error);
+    String code = code(error);
     if (code == null) {
       return false;
     }
     return switch (code) {
-      case UNAVAILABLE, TIMED_OUT, RESOURCE_EXHAUSTED -> true;
+      case "UNAVAILABLE", "TIMED_OUT", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED" -> true;
       default -> false;
     };
   }
@@ -44,23 +57,34 @@ final class ShoalErrors {
    * {@code commit_transaction} is retried on transient errors only): everything but a clearly
    * permanent answer is retried - e.g. an INTERNAL "not durable after 60 s" of make_durable.
    * The daemon's FAILED_PRECONDITION reaches Arrow Java as INVALID_ARGUMENT (Arrow has no such
-   * code), so "transaction is committed/aborted" is permanent too.
+   * code), so "transaction is committed/aborted" is permanent too; the embedded engine says
+   * FAILED_PRECONDITION, and CLOSED (a closed handle) or PANIC (the engine panicked) are not worth
+   * retrying either.
    */
   static boolean isRetryableAction(Throwable error) {
-    FlightStatusCode code = code(error);
+    String code = code(error);
     if (code == null) {
       return false;
     }
     return switch (code) {
-      case NOT_FOUND, INVALID_ARGUMENT, UNAUTHENTICATED, UNAUTHORIZED, UNIMPLEMENTED, CANCELLED -> false;
+      case "NOT_FOUND", "INVALID_ARGUMENT", "FAILED_PRECONDITION", "UNAUTHENTICATED", "UNAUTHORIZED",
+          "PERMISSION_DENIED", "UNIMPLEMENTED", "CANCELLED", ShoalEmbeddedException.CLOSED,
+          ShoalEmbeddedException.PANIC -> false;
       default -> true;
     };
   }
 
-  static FlightStatusCode code(Throwable error) {
+  /**
+   * The status code name of the first Flight or embedded error in {@code error}'s cause chain;
+   * null for anything else (a client-side error).
+   */
+  static String code(Throwable error) {
     for (Throwable t = error; t != null; t = t.getCause()) {
       if (t instanceof FlightRuntimeException f) {
-        return f.status().code();
+        return f.status().code().name();
+      }
+      if (t instanceof ShoalEmbeddedException e) {
+        return e.code();
       }
     }
     return null;
@@ -85,16 +109,16 @@ final class ShoalErrors {
 
   /** The permanent-failure exception for a DoPut of {@code records} into the client's table. */
   static ShoalSinkException putFailed(ShoalClient client, List<byte[]> records, Throwable error, int attempts) {
-    FlightStatusCode code = code(error);
+    String code = code(error);
     String server = describe(error);
     String where = "shoal table \"" + client.table() + "\" at " + client.endpoint();
-    if (code == FlightStatusCode.NOT_FOUND) {
+    if (NOT_FOUND.equals(code)) {
       return new ShoalSinkException(
           where + ": the table does not exist (create it with the create_table action before the job starts): "
               + server,
           error);
     }
-    if (code == FlightStatusCode.INVALID_ARGUMENT) {
+    if (INVALID_ARGUMENT.equals(code)) {
       Matcher m = RECORD_INDEX.matcher(server == null ? "" : server);
       if (m.find()) {
         int index = Integer.parseInt(m.group(1));
@@ -118,6 +142,32 @@ final class ShoalErrors {
         where + ": DoPut of " + records.size() + " records failed (" + (code == null ? "client error" : code) + "): "
             + server,
         error);
+  }
+
+  /**
+   * The permanent-failure exception for an embedded engine that could not be opened on {@code
+   * dataDir}: what the code means for option {@code endpoint} (another process holds the
+   * directory; the native library is missing; bad {@code embedded.config.*} keys).
+   */
+  static ShoalSinkException embeddedOpenFailed(String endpoint, String table, Path dataDir, ShoalEmbeddedException e) {
+    String where = "shoal table \"" + table + "\" at " + endpoint + ": opening the embedded engine on " + dataDir
+        + " failed (" + e.code() + "): " + e.detail() + ". ";
+    return switch (e.code()) {
+      case FAILED_PRECONDITION -> new ShoalSinkException(where + "With option 'endpoint' = embedded:..., shoal runs "
+          + "inside this JVM on that data directory and needs the directory for itself: a directory held by a running "
+          + "daemon or another JVM (its LOCK file) cannot be opened. Write to the daemon's grpc://host:port endpoint "
+          + "instead, or stop it first. Embedded mode also needs every writer and committer of the job in one JVM (a "
+          + "MiniCluster / local execution, or a single TaskManager): with several TaskManagers on the machine, the "
+          + "second one finds the directory locked.", e);
+      case UNAVAILABLE -> new ShoalSinkException(where + "With option 'endpoint' = embedded:..., shoal runs inside this "
+          + "JVM, which needs the native library of the shoal-embedded jar (linux-x86_64) or "
+          + "-Dshoal.jni.library=/path/to/libshoal_jni.so; or use grpc://host:port of a running `shoal serve`.", e);
+      case INVALID_ARGUMENT -> new ShoalSinkException(where + "Check the options '"
+          + ShoalConnectorOptions.EMBEDDED_CONFIG_PREFIX + "*' (the daemon's configuration keys, "
+          + "docs/configuration.md); an engine this JVM has open already is joined with the same keys or none.", e);
+      default -> new ShoalSinkException(where + "Check option 'endpoint' (embedded:/path/to/data: a directory this "
+          + "JVM can create and write).", e);
+    };
   }
 
   static String quote(byte[] record) {

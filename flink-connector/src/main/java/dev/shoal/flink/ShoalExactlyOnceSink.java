@@ -1,7 +1,6 @@
 package dev.shoal.flink;
 
 import java.io.IOException;
-import java.time.Duration;
 import org.apache.flink.api.connector.sink2.Committer;
 import org.apache.flink.api.connector.sink2.CommitterInitContext;
 import org.apache.flink.api.connector.sink2.SupportsCommitter;
@@ -30,18 +29,17 @@ public class ShoalExactlyOnceSink<InputT> extends ShoalSink<InputT> implements S
       long maxTimeInBufferMs,
       String endpoint,
       String table,
-      String token,
+      ShoalClientOptions clientOptions,
       RetryPolicy retryPolicy,
-      Duration requestTimeout,
       String transactionalIdPrefix) {
     super(elementConverter, maxBatchSize, maxInFlightRequests, maxBufferedRequests, maxBatchSizeInBytes,
-        maxTimeInBufferMs, endpoint, table, token, DeliveryGuarantee.EXACTLY_ONCE, retryPolicy, requestTimeout,
+        maxTimeInBufferMs, endpoint, table, clientOptions, DeliveryGuarantee.EXACTLY_ONCE, retryPolicy,
         transactionalIdPrefix);
   }
 
   @Override
   public Committer<ShoalCommittable> createCommitter(CommitterInitContext context) throws IOException {
-    return new ShoalCommitter(token(), requestTimeout(), retryPolicy());
+    return new ShoalCommitter(clientOptions(), retryPolicy());
   }
 
   @Override

@@ -13,8 +13,9 @@ import org.apache.flink.connector.base.sink.writer.config.AsyncSinkWriterConfigu
 import org.apache.flink.core.io.SimpleVersionedSerializer;
 
 /**
- * A Flink Sink V2 sink that writes JSON records into a shoal table over Arrow Flight {@code
- * DoPut}. Built with {@link #builder()}:
+ * A Flink Sink V2 sink that writes JSON records into a shoal table: over Arrow Flight {@code
+ * DoPut} to a daemon, or into the engine inside the writers' JVM for an {@code embedded:/path}
+ * endpoint. Built with {@link #builder()}:
  *
  * <pre>{@code
  * ShoalSink<String> sink = ShoalSink.<String>builder()
@@ -45,10 +46,9 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
 
   private final String endpoint;
   private final String table;
-  private final String token;
+  private final ShoalClientOptions clientOptions;
   private final DeliveryGuarantee deliveryGuarantee;
   private final RetryPolicy retryPolicy;
-  private final Duration requestTimeout;
   /** {@code sink.transactional-id-prefix}; null: derived per job (exactly-once only). */
   private final String transactionalIdPrefix;
 
@@ -61,10 +61,9 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
       long maxTimeInBufferMs,
       String endpoint,
       String table,
-      String token,
+      ShoalClientOptions clientOptions,
       DeliveryGuarantee deliveryGuarantee,
       RetryPolicy retryPolicy,
-      Duration requestTimeout,
       String transactionalIdPrefix) {
     super(
         elementConverter,
@@ -78,10 +77,9 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
         true);
     this.endpoint = endpoint;
     this.table = table;
-    this.token = token;
+    this.clientOptions = clientOptions;
     this.deliveryGuarantee = deliveryGuarantee;
     this.retryPolicy = retryPolicy;
-    this.requestTimeout = requestTimeout;
     this.transactionalIdPrefix = transactionalIdPrefix;
   }
 
@@ -107,12 +105,8 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
     return transactionalIdPrefix;
   }
 
-  String token() {
-    return token;
-  }
-
-  Duration requestTimeout() {
-    return requestTimeout;
+  ShoalClientOptions clientOptions() {
+    return clientOptions;
   }
 
   RetryPolicy retryPolicy() {
@@ -131,6 +125,24 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
   @Override
   public ShoalWriter<InputT> restoreWriter(
       WriterInitContext context, Collection<BufferedRequestState<byte[]>> recoveredState) throws IOException {
+    ShoalClient client = ShoalClient.open(endpoint, table, clientOptions);
+    try {
+      return newWriter(context, recoveredState, client);
+    } catch (RuntimeException e) {
+      // (e.g. the table does not exist) An embedded client left open would keep the engine.
+      try {
+        client.close();
+      } catch (InterruptedException interrupted) {
+        Thread.currentThread().interrupt();
+      } catch (RuntimeException closing) {
+        e.addSuppressed(closing);
+      }
+      throw e;
+    }
+  }
+
+  private ShoalWriter<InputT> newWriter(
+      WriterInitContext context, Collection<BufferedRequestState<byte[]>> recoveredState, ShoalClient client) {
     return new ShoalWriter<>(
         getElementConverter(),
         context,
@@ -145,7 +157,7 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
             .setFailOnTimeout(getFailOnTimeout())
             .build(),
         recoveredState,
-        new ShoalClient(endpoint, table, token, requestTimeout),
+        client,
         deliveryGuarantee,
         retryPolicy,
         transactionalIdPrefix);

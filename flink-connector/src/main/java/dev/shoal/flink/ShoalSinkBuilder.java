@@ -1,6 +1,8 @@
 package dev.shoal.flink;
 
 import java.time.Duration;
+import java.util.Map;
+import java.util.TreeMap;
 import org.apache.flink.api.common.serialization.SerializationSchema;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.base.sink.writer.ElementConverter;
@@ -31,10 +33,16 @@ public class ShoalSinkBuilder<InputT> {
   private Duration maxBackoff = ShoalConnectorOptions.RETRY_MAX_BACKOFF.defaultValue();
   private Duration requestTimeout = ShoalConnectorOptions.REQUEST_TIMEOUT.defaultValue();
   private String transactionalIdPrefix;
+  private Duration embeddedKeepAlive = ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE.defaultValue();
+  private final Map<String, String> embeddedConfig = new TreeMap<>();
 
   ShoalSinkBuilder() {}
 
-  /** {@code endpoint}: {@code grpc://host:port}, {@code grpc+tls://host:port} or {@code host:port}. */
+  /**
+   * {@code endpoint}: a daemon's {@code grpc://host:port}, {@code grpc+tls://host:port} or {@code
+   * host:port}, or {@code embedded:/path/to/data} for the engine inside the writers' JVM (embedded
+   * mode: every writer and committer of the job in one JVM).
+   */
   public ShoalSinkBuilder<InputT> setEndpoint(String endpoint) {
     this.endpoint = endpoint;
     return this;
@@ -120,13 +128,40 @@ public class ShoalSinkBuilder<InputT> {
   }
 
   /**
+   * {@code embedded.keep-alive} ({@code embedded:} endpoints only): how long the engine stays open
+   * after the last writer or committer of the JVM closed; {@link Duration#ZERO} closes it with the
+   * last one.
+   */
+  public ShoalSinkBuilder<InputT> setEmbeddedKeepAlive(Duration embeddedKeepAlive) {
+    this.embeddedKeepAlive = embeddedKeepAlive;
+    return this;
+  }
+
+  /**
+   * {@code embedded.config.KEY} ({@code embedded:} endpoints only): a configuration key of the
+   * engine this JVM opens (the daemon's keys, docs/configuration.md, e.g. {@code durability},
+   * {@code memory_budget_bytes}); {@code true}/{@code false} and integers are typed, the rest is
+   * text.
+   */
+  public ShoalSinkBuilder<InputT> setEmbeddedConfig(String key, String value) {
+    this.embeddedConfig.put(key, value);
+    return this;
+  }
+
+  /** {@link #setEmbeddedConfig(String, String)} for each entry. */
+  public ShoalSinkBuilder<InputT> setEmbeddedConfig(Map<String, String> config) {
+    config.forEach(this::setEmbeddedConfig);
+    return this;
+  }
+
+  /**
    * @throws IllegalArgumentException on a missing endpoint or table, a malformed prefix, or limits
    *     that contradict each other (the message names the option)
    */
   public ShoalSink<InputT> build() {
     require(endpoint != null && !endpoint.isBlank(), "shoal sink: 'endpoint' is required");
     require(table != null && !table.isBlank(), "shoal sink: 'table' is required");
-    ShoalClient.location(endpoint); // fails early on a malformed endpoint
+    ShoalEndpoint.validate(endpoint); // fails early on a malformed endpoint
     require(deliveryGuarantee != null, "shoal sink: 'sink.delivery-guarantee' must not be null");
     require(
         transactionalIdPrefix == null || PREFIX.matcher(transactionalIdPrefix).matches(),
@@ -145,7 +180,16 @@ public class ShoalSinkBuilder<InputT> {
     require(
         !requestTimeout.isNegative() && !requestTimeout.isZero(),
         "shoal sink: 'sink.request-timeout' must be > 0, was " + requestTimeout);
+    require(
+        embeddedKeepAlive != null && !embeddedKeepAlive.isNegative(),
+        "shoal sink: 'embedded.keep-alive' must be >= 0, was " + embeddedKeepAlive);
+    for (Map.Entry<String, String> e : embeddedConfig.entrySet()) {
+      require(e.getKey() != null && !e.getKey().isBlank() && e.getValue() != null,
+          "shoal sink: '" + ShoalConnectorOptions.EMBEDDED_CONFIG_PREFIX + e.getKey() + "' needs a key and a value");
+    }
     RetryPolicy retryPolicy = new RetryPolicy(maxRetries, initialBackoff, maxBackoff);
+    ShoalClientOptions clientOptions =
+        new ShoalClientOptions(token, requestTimeout, embeddedConfig, embeddedKeepAlive);
     if (deliveryGuarantee == DeliveryGuarantee.EXACTLY_ONCE) {
       return new ShoalExactlyOnceSink<>(
           converter(),
@@ -156,9 +200,8 @@ public class ShoalSinkBuilder<InputT> {
           maxTimeInBuffer.toMillis(),
           endpoint,
           table,
-          token,
+          clientOptions,
           retryPolicy,
-          requestTimeout,
           transactionalIdPrefix);
     }
     return new ShoalSink<>(
@@ -170,10 +213,9 @@ public class ShoalSinkBuilder<InputT> {
         maxTimeInBuffer.toMillis(),
         endpoint,
         table,
-        token,
+        clientOptions,
         deliveryGuarantee,
         retryPolicy,
-        requestTimeout,
         transactionalIdPrefix);
   }
 

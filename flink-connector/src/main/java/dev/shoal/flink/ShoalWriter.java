@@ -8,7 +8,6 @@ import java.util.OptionalLong;
 import java.util.function.Supplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import org.apache.arrow.flight.FlightStatusCode;
 import org.apache.flink.api.connector.sink2.CommittingSinkWriter;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -34,6 +33,10 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The writer of {@link ShoalSink} (one per parallel subtask).
+ *
+ * <p>It talks to shoal through a {@link ShoalClient}: a daemon over Arrow Flight, or the engine
+ * inside this JVM for an {@code embedded:} endpoint; both answer the same, so everything below holds
+ * for either.
  *
  * <p>From {@link AsyncSinkWriter} it gets the buffer, the batching by rows/bytes/time, the bound on
  * in-flight batches (the writer blocks in {@code write} when reached: backpressure) and the wait
@@ -308,7 +311,7 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
    */
   private void noteUnavailable(RuntimeException e) {
     if (deliveryGuarantee == DeliveryGuarantee.AT_LEAST_ONCE
-        && ShoalErrors.code(e) == FlightStatusCode.UNAVAILABLE
+        && ShoalErrors.UNAVAILABLE.equals(ShoalErrors.code(e))
         && highestAcknowledgedEnd.get() > durableAddress.get()
         && possibleLoss == null) {
       possibleLoss = "a call failed with UNAVAILABLE (" + ShoalErrors.describe(e) + ") while records acknowledged up "
@@ -452,7 +455,7 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
       try {
         return action.get();
       } catch (RuntimeException e) {
-        if (ShoalErrors.code(e) == FlightStatusCode.NOT_FOUND && what.equals("list_transactions")) {
+        if (ShoalErrors.NOT_FOUND.equals(ShoalErrors.code(e)) && what.equals("list_transactions")) {
           throw new ShoalSinkException(where + ": the table does not exist (create it with the create_table action "
               + "before the job starts): " + ShoalErrors.describe(e), e);
         }
@@ -491,17 +494,30 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
     }
   }
 
+  /**
+   * Stops the sender threads and closes the client - also when the task thread is interrupted (a
+   * cancelled task): an embedded client that stayed open would keep the engine, and the data
+   * directory's lock, for the JVM's lifetime.
+   */
   @Override
   public void close() {
     closed = true;
     senders.shutdownNow();
+    boolean interrupted = false;
     try {
       senders.awaitTermination(10, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      interrupted = true;
+    }
+    try {
       client.close();
     } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
+      interrupted = true;
     } catch (RuntimeException e) {
       LOG.warn("closing the shoal client of table \"{}\" failed", client.table(), e);
+    }
+    if (interrupted) {
+      Thread.currentThread().interrupt();
     }
   }
 

@@ -41,9 +41,10 @@ import org.junit.jupiter.api.extension.ExtensionContext;
  * @RegisterExtension static}): {@code shoal serve --listen 127.0.0.1:PORT --data-dir DIR} on a free
  * port, ready when its output prints {@code shoal ready}, stopped with SIGTERM. The binary is the
  * system property {@code shoal.bin}. Also a small Flight client for the tests: create a table, read
- * a column back with GetFlightInfo + DoGet on every endpoint.
+ * a column back with GetFlightInfo + DoGet on every endpoint. The {@link ShoalTarget} of the
+ * daemon mode.
  */
-public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
+public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, ShoalTarget {
 
   static {
     // Arrow initialises its compression codec factory through the thread's context class loader on
@@ -107,8 +108,19 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
     stop();
   }
 
+  @Override
+  public Mode mode() {
+    return Mode.DAEMON;
+  }
+
+  @Override
   public void start() throws Exception {
-    dataDir = Files.createTempDirectory("shoal-flink-test");
+    start(Files.createTempDirectory("shoal-flink-test").resolve("data"));
+  }
+
+  /** Starts the daemon on {@code dataDir} (created if missing; its tables are recovered). */
+  public void start(Path dataDir) throws Exception {
+    this.dataDir = dataDir;
     launch();
   }
 
@@ -135,7 +147,7 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
 
   private void launch() throws Exception {
     List<String> command = new ArrayList<>(List.of(
-        binary().toString(), "serve", "--listen", "127.0.0.1:" + port, "--data-dir", dataDir.resolve("data").toString()));
+        binary().toString(), "serve", "--listen", "127.0.0.1:" + port, "--data-dir", dataDir.toString()));
     if (token != null) {
       command.addAll(List.of("--auth-token", token));
     }
@@ -158,15 +170,23 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
     }, "shoal-daemon-output");
     pump.setDaemon(true);
     pump.start();
-    if (!ready.await(60, TimeUnit.SECONDS)) {
-      process.destroyForcibly();
-      fail("shoal did not become ready in 60 s:\n" + String.join("\n", output));
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (!ready.await(100, TimeUnit.MILLISECONDS)) {
+      if (!process.isAlive() && !ready.await(1, TimeUnit.SECONDS)) {
+        fail("shoal exited with status " + process.exitValue() + " before it was ready (" + dataDir + "):\n"
+            + String.join("\n", output));
+      }
+      if (System.nanoTime() > deadline) {
+        process.destroyForcibly();
+        fail("shoal did not become ready in 60 s:\n" + String.join("\n", output));
+      }
     }
     allocator = new RootAllocator();
     client = FlightClient.builder(allocator, new Location(new URI(endpoint()))).build();
   }
 
   /** SIGTERM, then wait. */
+  @Override
   public void stop() throws Exception {
     if (client != null) {
       client.close();
@@ -182,6 +202,7 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
     }
   }
 
+  @Override
   public String endpoint() {
     return "grpc://127.0.0.1:" + port;
   }
@@ -191,6 +212,7 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
   }
 
   /** {@code create_table} with the given {@code on_invalid_json} policy ("reject" or "skip"). */
+  @Override
   public void createTable(String name, String onInvalidJson) {
     action("create_table", "{\"name\":\"" + name + "\",\"on_invalid_json\":\"" + onInvalidJson + "\"}");
   }
@@ -204,6 +226,7 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
     return new CallOption[] {new HeaderCallOption(headers)};
   }
 
+  @Override
   public String action(String type, String body) {
     Iterator<Result> results = client.doAction(new Action(type, body.getBytes(StandardCharsets.UTF_8)), options());
     StringBuilder answer = new StringBuilder();
@@ -217,6 +240,7 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback {
    * Every value of {@code column} in {@code table}: GetFlightInfo with {@code {"table","columns"}},
    * then DoGet on every endpoint. Values as strings (JSON text for nested values).
    */
+  @Override
   public List<String> column(String table, String column) throws Exception {
     String command = "{\"table\":\"" + table + "\",\"columns\":[\"" + column + "\"]}";
     FlightInfo info = client.getInfo(FlightDescriptor.command(command.getBytes(StandardCharsets.UTF_8)), options());

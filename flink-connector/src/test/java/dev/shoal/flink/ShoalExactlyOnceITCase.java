@@ -9,17 +9,12 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
-import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
@@ -32,15 +27,13 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * Exactly-once (shoal transactions, Flink's two-phase commit) and daemon restarts, in a Flink
- * MiniCluster against the real daemon process. This class owns its daemon: one test kills it
- * (SIGKILL) and starts it again on the same port and data directory.
+ * Exactly-once (shoal transactions, Flink's two-phase commit) in a Flink MiniCluster, against the
+ * real daemon process ({@link ShoalExactlyOnceDaemonITCase}, which adds daemon restarts) and the
+ * engine in this JVM ({@link ShoalExactlyOnceEmbeddedITCase}). Each class owns its shoal.
  */
-class ShoalExactlyOnceITCase {
+abstract class ShoalExactlyOnceITCase {
 
   static final ObjectMapper JSON = new ObjectMapper();
   @RegisterExtension
@@ -50,8 +43,9 @@ class ShoalExactlyOnceITCase {
           .setNumberSlotsPerTaskManager(ShoalSinkITCase.PARALLELISM)
           .build());
 
+  /** The daemon or the embedded directory, by the concrete class's {@link ShoalMode}. */
   @RegisterExtension
-  static final ShoalDaemon SHOAL = new ShoalDaemon();
+  static final ShoalTargetExtension SHOAL = new ShoalTargetExtension();
 
   static StreamExecutionEnvironment environment(int restartAttempts) {
     Configuration conf = new Configuration();
@@ -159,15 +153,19 @@ class ShoalExactlyOnceITCase {
     assertEquals(counts(expected), counts(written), "every event id exactly once");
     assertTrue(ShoalSinkITCase.FailOnce.SEEN.get() < ShoalSinkITCase.FAIL_AFTER + expected.size(),
         "the job resumed from a checkpoint (map saw " + ShoalSinkITCase.FailOnce.SEEN.get() + " records)");
-    // Every transaction ended: committed, or aborted (what the failed attempt had staged).
+    // Every transaction ended: committed, or aborted (what the failed attempt had staged since its
+    // last checkpoint - nothing, when the failure came before the interval's first batch was sent).
     Map<String, Integer> states = states(transactions);
-    assertEquals(Set.of("committed", "aborted"), states.keySet(), states.toString());
+    assertTrue(Set.of("committed", "aborted").containsAll(states.keySet()), states.toString());
     long committed = transactions.stream()
         .filter(t -> t.get("state").asText().equals("committed"))
         .mapToLong(t -> t.get("records").asLong())
         .sum();
     assertEquals(expected.size(), committed, "the committed transactions hold every event once");
-    assertTrue(states.get("committed") > 4, "one transaction per checkpoint interval and subtask: " + states);
+    // One transaction per checkpoint interval (and subtask), not one for the job: at least the
+    // intervals before and after the failover. (How many more depends on the job's speed: the
+    // embedded engine finishes in about three checkpoint intervals.)
+    assertTrue(states.get("committed") >= 2, "one transaction per checkpoint interval and subtask: " + states);
   }
 
   /**
@@ -264,67 +262,5 @@ class ShoalExactlyOnceITCase {
       @Override public void updateAndRetryLater(ShoalCommittable committable) { throw new AssertionError("update"); }
       @Override public void signalAlreadyCommitted() {}
     };
-  }
-
-  /** Passes records through, slowly, and opens {@link #HALFWAY} after {@code signalAfter} records. */
-  static final class Slow implements MapFunction<String, String> {
-    static volatile CountDownLatch HALFWAY = new CountDownLatch(1);
-    static final AtomicLong SEEN = new AtomicLong();
-    private final long signalAfter;
-
-    Slow(long signalAfter) {
-      this.signalAfter = signalAfter;
-    }
-
-    @Override
-    public String map(String value) throws Exception {
-      long seen = SEEN.incrementAndGet();
-      if (seen % 10 == 0) {
-        Thread.sleep(1);
-      }
-      if (seen == signalAfter) {
-        HALFWAY.countDown();
-      }
-      return value;
-    }
-  }
-
-  @ParameterizedTest
-  @EnumSource(value = DeliveryGuarantee.class, names = {"EXACTLY_ONCE", "AT_LEAST_ONCE"})
-  void daemonKilledAndRestartedDuringTheJob(DeliveryGuarantee guarantee) throws Exception {
-    String table = "restart_" + guarantee.name().toLowerCase();
-    SHOAL.createTable(table, "reject");
-    Slow.HALFWAY = new CountDownLatch(1);
-    Slow.SEEN.set(0);
-    StreamExecutionEnvironment env = environment(10);
-    env.enableCheckpointing(200);
-    ShoalSinkITCase.events(env)
-        .map(new Slow(4000)).name("slow")
-        .sinkTo(sink(table, guarantee).build()).name("shoal-sink");
-    CompletableFuture<JobExecutionResult> job = CompletableFuture.supplyAsync(() -> {
-      try {
-        return env.execute("github events -> shoal (" + guarantee + "), daemon restarted");
-      } catch (Exception e) {
-        throw new RuntimeException(e);
-      }
-    });
-    assertTrue(Slow.HALFWAY.await(120, TimeUnit.SECONDS), "the job got part-way");
-    SHOAL.kill();
-    Thread.sleep(1000); // the sink meets connection refused meanwhile
-    SHOAL.restart();
-    job.get(180, TimeUnit.SECONDS);
-
-    List<String> expected = ShoalDaemon.eventIds();
-    List<String> written = SHOAL.column(table, "id");
-    Set<String> missing = new HashSet<>(expected);
-    missing.removeAll(new HashSet<>(written));
-    System.out.printf("%s across a daemon restart: map saw %d records (input %d: %s), %d written (%d duplicates)%s%n",
-        guarantee, Slow.SEEN.get(), expected.size(), Slow.SEEN.get() > expected.size() ? "failed over" : "no failover",
-        written.size(), written.size() - expected.size(),
-        guarantee == DeliveryGuarantee.EXACTLY_ONCE ? ", transactions " + states(transactions(table)) : "");
-    assertEquals(Set.of(), missing, "no event id is missing");
-    if (guarantee == DeliveryGuarantee.EXACTLY_ONCE) {
-      assertEquals(counts(expected), counts(written), "every event id exactly once");
-    }
   }
 }

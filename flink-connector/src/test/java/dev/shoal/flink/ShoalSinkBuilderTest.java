@@ -55,6 +55,31 @@ class ShoalSinkBuilderTest {
   }
 
   @Test
+  void embeddedEndpointsAreParsedAndMalformedOnesNamed() {
+    String m = assertThrows(IllegalArgumentException.class,
+        () -> ShoalSink.<String>builder().setEndpoint("embedded://somehost/data").setTable("t").build()).getMessage();
+    assertTrue(m.contains("option 'endpoint'") && m.contains("names a host"), m);
+    m = assertThrows(IllegalArgumentException.class,
+        () -> ShoalSink.<String>builder().setEndpoint("embedded:").setTable("t").build()).getMessage();
+    assertTrue(m.contains("option 'endpoint'") && m.contains("names no data directory"), m);
+    m = assertThrows(IllegalArgumentException.class,
+        () -> ShoalSink.<String>builder().setEndpoint("grpc://bad host:1").setTable("t").build()).getMessage();
+    assertTrue(m.contains("option 'endpoint'") && m.contains("embedded:/path/to/data"), m);
+    // embedded:///abs, embedded:/abs (any case) and a relative path (against the working directory)
+    assertEquals(java.nio.file.Path.of("/tmp/data"), ShoalEndpoint.embeddedPath("embedded:/tmp/x/../data"));
+    assertEquals(java.nio.file.Path.of("/tmp/data"), ShoalEndpoint.embeddedPath("embedded:///tmp/data"));
+    assertEquals(java.nio.file.Path.of("rel").toAbsolutePath(), ShoalEndpoint.embeddedPath("embedded:rel"));
+    assertTrue(ShoalEndpoint.isEmbedded("EMBEDDED:/tmp/data") && !ShoalEndpoint.isEmbedded("grpc://h:1"));
+    ShoalSink<String> sink = ShoalSink.<String>builder().setEndpoint("embedded:/tmp/data").setTable("t")
+        .setEmbeddedKeepAlive(Duration.ZERO).setEmbeddedConfig("durability", "fsync").build();
+    assertEquals(Duration.ZERO, sink.clientOptions().embeddedKeepAlive());
+    assertEquals(java.util.Map.of("durability", "fsync"), sink.clientOptions().embeddedConfig());
+    m = assertThrows(IllegalArgumentException.class,
+        () -> valid().setEmbeddedKeepAlive(Duration.ofSeconds(-1)).build()).getMessage();
+    assertTrue(m.contains("embedded.keep-alive"), m);
+  }
+
+  @Test
   void contradictoryLimitsNameBothOptions() {
     String message = assertThrows(IllegalArgumentException.class,
         () -> valid().setMaxBatchSize(100).setMaxBufferedRequests(100).build()).getMessage();

@@ -26,51 +26,56 @@ import org.apache.flink.core.execution.CheckpointingMode;
 /**
  * Flink's connector conformance suite for sinks ({@code SinkTestSuiteBase}: basic sink, restart
  * from a savepoint with the same, a higher and a lower parallelism, {@code numRecordsOut}) run
- * against the real daemon, at-least-once and exactly-once (under exactly-once the suite checks
- * that the table holds exactly the records of the completed checkpoints).
+ * against the real daemon ({@link ShoalSinkConformanceDaemonITCase}) and the engine in this JVM
+ * ({@link ShoalSinkConformanceEmbeddedITCase}), at-least-once and exactly-once (under exactly-once
+ * the suite checks that the table holds exactly the records of the completed checkpoints).
  */
-class ShoalSinkConformanceITCase extends SinkTestSuiteBase<String> {
+abstract class ShoalSinkConformanceITCase extends SinkTestSuiteBase<String> {
 
   @TestEnv
   MiniClusterTestEnvironment flink = new MiniClusterTestEnvironment();
 
   @TestExternalSystem
-  DaemonResource shoal = new DaemonResource();
+  TargetResource shoal = new TargetResource(ShoalTargetExtension.modeOf(getClass()));
 
   @TestSemantics
   CheckpointingMode[] semantics =
       new CheckpointingMode[] {CheckpointingMode.AT_LEAST_ONCE, CheckpointingMode.EXACTLY_ONCE};
 
   @TestContext
-  ExternalContextFactory<ShoalContext> contexts = testName -> new ShoalContext(shoal.daemon);
+  ExternalContextFactory<ShoalContext> contexts = testName -> new ShoalContext(shoal.target);
 
-  /** The daemon as the suite's external system. */
-  static final class DaemonResource implements TestResource {
-    final ShoalDaemon daemon = new ShoalDaemon();
+  /** The daemon or the embedded directory (by the concrete class's {@link ShoalMode}) as the suite's external system. */
+  static final class TargetResource implements TestResource {
+    final ShoalTarget target;
+
+    TargetResource(ShoalTarget.Mode mode) {
+      this.target = ShoalTargetExtension.create(mode, null);
+    }
 
     @Override
     public void startUp() throws Exception {
-      daemon.start();
+      target.start();
     }
 
     @Override
     public void tearDown() throws Exception {
-      daemon.stop();
+      target.stop();
     }
   }
 
   /** One fresh table per test case; records are {@code {"id":"..."}} documents. */
   static final class ShoalContext implements DataStreamSinkV2ExternalContext<String> {
     private static int tables;
-    private final ShoalDaemon daemon;
+    private final ShoalTarget shoal;
     private final String table;
 
-    ShoalContext(ShoalDaemon daemon) {
-      this.daemon = daemon;
+    ShoalContext(ShoalTarget shoal) {
+      this.shoal = shoal;
       synchronized (ShoalContext.class) {
         this.table = "conformance_" + (++tables);
       }
-      daemon.createTable(table, "reject");
+      shoal.createTable(table, "reject");
     }
 
     @Override
@@ -78,7 +83,7 @@ class ShoalSinkConformanceITCase extends SinkTestSuiteBase<String> {
       boolean exactlyOnce =
           settings.getCheckpointingMode() == org.apache.flink.streaming.api.CheckpointingMode.EXACTLY_ONCE;
       return ShoalSink.<String>builder()
-          .setEndpoint(daemon.endpoint())
+          .setEndpoint(shoal.endpoint())
           .setTable(table)
           .setDeliveryGuarantee(exactlyOnce ? DeliveryGuarantee.EXACTLY_ONCE : DeliveryGuarantee.AT_LEAST_ONCE)
           .setMaxBatchSize(50)
@@ -95,7 +100,7 @@ class ShoalSinkConformanceITCase extends SinkTestSuiteBase<String> {
         @Override
         public List<String> poll(Duration timeout) {
           try {
-            List<String> ids = daemon.column(table, "id");
+            List<String> ids = shoal.column(table, "id");
             List<String> fresh = new ArrayList<>();
             for (String id : ids.subList(Math.min(returned, ids.size()), ids.size())) {
               fresh.add(record(id));

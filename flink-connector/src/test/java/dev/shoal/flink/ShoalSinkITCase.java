@@ -12,8 +12,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import com.fasterxml.jackson.databind.JsonNode;
@@ -42,28 +40,38 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * The DataStream sink in a Flink MiniCluster against the real daemon: the GitHub Archive events
- * (9,996, bounded FileSource over the NDJSON file) go through {@link ShoalSink}; a Flight query
- * (GetFlightInfo + DoGet on every endpoint, column {@code id}) then finds them.
+ * The DataStream sink in a Flink MiniCluster: the GitHub Archive events (9,996, bounded FileSource
+ * over the NDJSON file) go through {@link ShoalSink}; a query (a plan and all of its endpoints,
+ * column {@code id}) then finds them. Run against the real daemon ({@link ShoalSinkDaemonITCase},
+ * read back over Flight) and against the engine in this JVM ({@link ShoalSinkEmbeddedITCase},
+ * {@code embedded:<dir>}, read back through {@code ShoalEmbedded}); each subclass adds the tests of
+ * its mode alone.
  */
-class ShoalSinkITCase {
+abstract class ShoalSinkITCase {
 
   static final int PARALLELISM = 2;
   static final long FAIL_AFTER = 6000;
 
-  /** Keeps every metric of every job, for the metrics assertions. */
-  static final InMemoryReporter METRICS = InMemoryReporter.createWithRetainedMetrics();
+  /**
+   * Keeps every metric of every job of the running test class, for the metrics assertions. A new one
+   * for each class's MiniCluster: a reporter ends (and forgets its metrics) with its cluster, and the
+   * per-mode subclasses share {@link #FLINK}, which starts a cluster per class.
+   */
+  static volatile InMemoryReporter METRICS;
 
   @RegisterExtension
-  static final MiniClusterExtension FLINK = new MiniClusterExtension(
-      new MiniClusterResourceConfiguration.Builder()
-          .setConfiguration(METRICS.addToConfiguration(new Configuration()))
-          .setNumberTaskManagers(1)
-          .setNumberSlotsPerTaskManager(PARALLELISM)
-          .build());
+  static final MiniClusterExtension FLINK = new MiniClusterExtension(() -> {
+    METRICS = InMemoryReporter.createWithRetainedMetrics();
+    return new MiniClusterResourceConfiguration.Builder()
+        .setConfiguration(METRICS.addToConfiguration(new Configuration()))
+        .setNumberTaskManagers(1)
+        .setNumberSlotsPerTaskManager(PARALLELISM)
+        .build();
+  });
 
+  /** The daemon or the embedded directory, by the concrete class's {@link ShoalMode}. */
   @RegisterExtension
-  static final ShoalDaemon SHOAL = new ShoalDaemon();
+  static final ShoalTargetExtension SHOAL = new ShoalTargetExtension();
 
   static StreamExecutionEnvironment environment(String restartStrategy) {
     Configuration conf = new Configuration();
@@ -241,41 +249,5 @@ class ShoalSinkITCase {
     String message = cause.get().getMessage();
     assertTrue(message.contains("rejected record 7 of a batch of 10"), message);
     assertTrue(message.contains("{\"id\": \"broken\", oops"), message);
-  }
-
-  @Test
-  void connectionRefusedIsRetriedUntilTheDaemonIsReachable() throws Exception {
-    SHOAL.createTable("late", "reject");
-    int port = ShoalDaemon.freePort(); // nothing listens here until the forwarder opens
-    StreamExecutionEnvironment env = environment("none");
-    env.setParallelism(1);
-    List<String> ids = new ArrayList<>();
-    List<String> records = new ArrayList<>();
-    for (int i = 0; i < 100; i++) {
-      ids.add("r" + i);
-      records.add("{\"id\":\"r" + i + "\"}");
-    }
-    env.fromData(records).sinkTo(ShoalSink.<String>builder()
-        .setEndpoint("127.0.0.1:" + port)
-        .setTable("late")
-        .setRetries(30, Duration.ofMillis(100), Duration.ofMillis(400))
-        .build()).name("late-sink");
-    try (TcpForwarder forwarder = new TcpForwarder(port, Integer.parseInt(SHOAL.endpoint().replaceAll(".*:", "")))) {
-      CompletableFuture<JobExecutionResult> job = CompletableFuture.supplyAsync(() -> {
-        try {
-          return env.execute("daemon reachable late");
-        } catch (Exception e) {
-          throw new RuntimeException(e);
-        }
-      });
-      Thread.sleep(2000); // meanwhile the sink meets "connection refused" (UNAVAILABLE) and retries
-      assertTrue(!job.isDone(), "the job waits for the daemon");
-      forwarder.open();
-      JobExecutionResult result = job.get(60, TimeUnit.SECONDS);
-      Map<String, Metric> writerMetrics = new HashMap<>();
-      METRICS.findMetrics(result.getJobID(), "late-sink").forEach(writerMetrics::put);
-      assertTrue(sum(writerMetrics, ".shoalRetries") >= 3, () -> "retries counted: " + writerMetrics);
-    }
-    assertEquals(counts(ids), counts(SHOAL.column("late", "id")));
   }
 }

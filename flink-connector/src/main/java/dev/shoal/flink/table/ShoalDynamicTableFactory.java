@@ -4,6 +4,8 @@ import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_INTERVAL;
 import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_MAX_BYTES;
 import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_MAX_ROWS;
 import static dev.shoal.flink.ShoalConnectorOptions.DELIVERY_GUARANTEE;
+import static dev.shoal.flink.ShoalConnectorOptions.EMBEDDED_CONFIG_PREFIX;
+import static dev.shoal.flink.ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE;
 import static dev.shoal.flink.ShoalConnectorOptions.ENDPOINT;
 import static dev.shoal.flink.ShoalConnectorOptions.MAX_BUFFERED_REQUESTS;
 import static dev.shoal.flink.ShoalConnectorOptions.MAX_IN_FLIGHT_REQUESTS;
@@ -17,6 +19,7 @@ import static dev.shoal.flink.ShoalConnectorOptions.TRANSACTIONAL_ID_PREFIX;
 
 import dev.shoal.flink.ShoalSink;
 import dev.shoal.flink.ShoalSinkBuilder;
+import java.util.Map;
 import java.util.Set;
 import org.apache.flink.api.common.serialization.SerializationSchema;
 import org.apache.flink.configuration.ConfigOption;
@@ -43,6 +46,11 @@ import org.apache.flink.table.factories.SerializationFormatFactory;
  * FactoryUtil} (normally Flink's own {@code json}; any format that writes one JSON document per
  * row works, e.g. {@code raw} over a single STRING column of JSON text). The options are in
  * {@link dev.shoal.flink.ShoalConnectorOptions}. The sink is append-only (insert-only changelog).
+ *
+ * <p>{@code 'endpoint' = 'embedded:/path/to/data'} writes into the shoal engine inside the JVM of
+ * the writers (embedded mode), configured by {@code 'embedded.keep-alive'} and {@code
+ * 'embedded.config.KEY'} options (any key under that prefix is passed to the engine, which names
+ * the unknown ones).
  */
 public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
 
@@ -73,6 +81,7 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
         RETRY_MAX_BACKOFF,
         REQUEST_TIMEOUT,
         TRANSACTIONAL_ID_PREFIX,
+        EMBEDDED_KEEP_ALIVE,
         FactoryUtil.SINK_PARALLELISM);
   }
 
@@ -86,7 +95,8 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
     FactoryUtil.TableFactoryHelper helper = FactoryUtil.createTableFactoryHelper(this, context);
     EncodingFormat<SerializationSchema<RowData>> format =
         helper.discoverEncodingFormat(SerializationFormatFactory.class, FactoryUtil.FORMAT);
-    helper.validate();
+    // embedded.config.* keys are the engine's configuration, checked by the engine when it opens.
+    helper.validateExcept(EMBEDDED_CONFIG_PREFIX);
     ReadableConfig options = helper.getOptions();
     ShoalSinkBuilder<RowData> builder = ShoalSink.<RowData>builder()
         .setEndpoint(options.get(ENDPOINT))
@@ -100,7 +110,13 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
         .setMaxBufferedRequests(options.get(MAX_BUFFERED_REQUESTS))
         .setRetries(options.get(MAX_RETRIES), options.get(RETRY_INITIAL_BACKOFF), options.get(RETRY_MAX_BACKOFF))
         .setRequestTimeout(options.get(REQUEST_TIMEOUT))
-        .setTransactionalIdPrefix(options.getOptional(TRANSACTIONAL_ID_PREFIX).orElse(null));
+        .setTransactionalIdPrefix(options.getOptional(TRANSACTIONAL_ID_PREFIX).orElse(null))
+        .setEmbeddedKeepAlive(options.get(EMBEDDED_KEEP_ALIVE));
+    for (Map.Entry<String, String> e : context.getCatalogTable().getOptions().entrySet()) {
+      if (e.getKey().startsWith(EMBEDDED_CONFIG_PREFIX) && e.getKey().length() > EMBEDDED_CONFIG_PREFIX.length()) {
+        builder.setEmbeddedConfig(e.getKey().substring(EMBEDDED_CONFIG_PREFIX.length()), e.getValue());
+      }
+    }
     try {
       // Validates the limits now, so a bad option fails at planning time, not in the job.
       builder.build();

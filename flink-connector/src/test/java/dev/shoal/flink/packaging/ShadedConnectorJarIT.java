@@ -18,6 +18,10 @@ import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import dev.shoal.embedded.ShoalEmbedded;
+import dev.shoal.flink.EmbeddedShoal;
 import java.util.jar.JarEntry;
 import java.util.jar.JarFile;
 import java.util.stream.IntStream;
@@ -31,20 +35,30 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * <ul>
  *   <li>its content: the connector, flink-connector-base, and everything else relocated under
  *       {@code dev.shoal.flink.shaded} - no class of Flink's own, none that could clash with another
- *       jar in lib/; every service file names classes the jar has;
+ *       jar in lib/; every service file names classes the jar has; embedded mode's shoal-embedded
+ *       (with libshoal_jni.so) and arrow-c-data (with libarrow_cdata_jni.so) in their own packages,
+ *       because their native libraries bind them by name, but referring to the relocated Arrow and
+ *       Jackson;
  *   <li>that it works on its own: the sink (exactly-once, so writer and committer) and the SQL
  *       factory run in a JVM whose class path holds only Flink's jars (the module's test class path
  *       without the connector's dependencies: target/flink-only-classpath.txt) and the shaded jar,
- *       against the real daemon ({@link ShadedJarJob}).
+ *       against the real daemon and into an {@code embedded:} directory ({@link ShadedJarJob}).
  * </ul>
  */
 class ShadedConnectorJarIT {
 
   @RegisterExtension static final ShoalDaemon SHOAL = new ShoalDaemon();
 
-  /** Where the connector's classes and the bundled flink-connector-base may live. */
+  /**
+   * Where the connector's classes and the bundled flink-connector-base may live, and the two
+   * packages of embedded mode that native code binds by name (not relocated).
+   */
   private static final List<String> ALLOWED_CLASS_PREFIXES =
-      List.of("dev/shoal/flink/", "org/apache/flink/connector/base/");
+      List.of("dev/shoal/flink/", "org/apache/flink/connector/base/", "dev/shoal/embedded/", "org/apache/arrow/c/");
+
+  /** A reference to an Arrow or Jackson class that was not relocated. */
+  private static final Pattern UNRELOCATED =
+      Pattern.compile("(?<!shaded/)(org/apache/arrow/(vector|memory|flight)/|com/fasterxml/jackson/)");
 
   static Path shadedJar() {
     Path jar = Path.of(System.getProperty("shoal.flink.shaded-jar", "target/missing-shaded.jar"));
@@ -98,6 +112,44 @@ class ShadedConnectorJarIT {
       }
       assertTrue(serviceFiles.contains("META-INF/services/org.apache.flink.table.factories.Factory"),
           "the table factory is registered: " + serviceFiles);
+
+      // Embedded mode: the classes native code binds by name keep their packages, the native
+      // libraries are there, and the classes use the relocated Arrow (and Jackson).
+      for (String expected : List.of(
+          "dev/shoal/flink/EmbeddedShoalClient.class",
+          "dev/shoal/embedded/ShoalEmbedded.class",
+          "dev/shoal/embedded/ShoalNative.class",
+          "dev/shoal/embedded/ShoalEmbeddedException.class",
+          "org/apache/arrow/c/Data.class",
+          "org/apache/arrow/c/jni/JniWrapper.class",
+          "org/apache/arrow/c/jni/PrivateData.class",
+          "org/apache/arrow/c/jni/CDataJniException.class",
+          "org/apache/arrow/c/ArrayStreamExporter$ExportedArrayStreamPrivateData.class",
+          "dev/shoal/flink/shaded/org/apache/arrow/vector/VectorSchemaRoot.class",
+          "dev/shoal/flink/shaded/org/apache/arrow/memory/BufferAllocator.class")) {
+        assertTrue(classes.contains(expected), expected + " is in the jar");
+      }
+      for (String library : List.of(
+          "dev/shoal/embedded/native/linux-x86_64/libshoal_jni.so", "arrow_cdata_jni/x86_64/libarrow_cdata_jni.so")) {
+        JarEntry entry = jar.getJarEntry(library);
+        assertTrue(entry != null && entry.getSize() > 0, library + " is in the jar");
+      }
+      List<String> relocatedNativeBound = classes.stream()
+          .filter(c -> c.startsWith("dev/shoal/flink/shaded/") && (c.contains("/arrow/c/") || c.contains("/dev/shoal/embedded/")))
+          .toList();
+      assertEquals(List.of(), relocatedNativeBound, "classes that native code binds by name were relocated");
+      for (String user : List.of(
+          "org/apache/arrow/c/Data.class", "org/apache/arrow/c/ArrowArrayStreamReader.class",
+          "dev/shoal/embedded/ShoalEmbedded.class", "dev/shoal/embedded/PutResult.class")) {
+        String constants;
+        try (InputStream in = jar.getInputStream(jar.getEntry(user))) {
+          constants = new String(in.readAllBytes(), StandardCharsets.ISO_8859_1);
+        }
+        Matcher unrelocated = UNRELOCATED.matcher(constants);
+        assertTrue(!unrelocated.find(), () -> user + " refers to the unrelocated " + unrelocated.group());
+        assertTrue(constants.contains("dev/shoal/flink/shaded/org/apache/arrow/")
+            || constants.contains("dev/shoal/flink/shaded/com/fasterxml/jackson/"), user + " refers to the relocated classes");
+      }
       System.out.printf("%s: %,d bytes, %,d classes, service files %s%n",
           shadedJar().getFileName(), Files.size(shadedJar()), classes.size(), serviceFiles);
     }
@@ -107,12 +159,20 @@ class ShadedConnectorJarIT {
   void theSinkAndTheTableFactoryRunFromTheJarWithOnlyFlinkBesideIt() throws Exception {
     SHOAL.createTable("shaded_stream", "reject");
     SHOAL.createTable("shaded_sql", "reject");
+    // The embedded directory's tables, made here; the engine closes (and unlocks the directory)
+    // before the job's JVM opens it.
+    Path embeddedDir = Files.createTempDirectory("shoal-flink-shaded-embedded").resolve("data");
+    try (ShoalEmbedded store = ShoalEmbedded.open(embeddedDir)) {
+      store.createTable("shaded_stream");
+      store.createTable("shaded_sql");
+    }
     List<String> classPath = new ArrayList<>();
     classPath.add(shadedJar().toString());
     String flinkOnly = Files.readString(Path.of(System.getProperty("shoal.flink.only-classpath"))).trim();
     for (String entry : flinkOnly.split(File.pathSeparator)) {
       assertTrue(!entry.contains("/org/apache/arrow/") && !entry.contains("/io/grpc/") && !entry.contains("/io/netty/")
-          && !entry.contains("flink-connector-base"), "not Flink's: " + entry);
+          && !entry.contains("flink-connector-base") && !entry.contains("shoal-embedded") && !entry.contains("/embedded/"),
+          "not Flink's: " + entry);
       classPath.add(entry);
     }
     // This class's folder, for ShadedJarJob and the log configuration (the connector's own classes
@@ -129,7 +189,7 @@ class ShadedConnectorJarIT {
         .filter(a -> a.startsWith("--add-opens") || a.startsWith("--add-exports"))
         .forEach(command::add);
     command.addAll(List.of("-cp", String.join(File.pathSeparator, classPath), ShadedJarJob.class.getName(),
-        SHOAL.endpoint(), "shaded_stream", "shaded_sql", "1000"));
+        "shaded_stream", "shaded_sql", "1000", SHOAL.endpoint(), "embedded:" + embeddedDir));
     Path log = Path.of("target", "shaded-jar-job.log");
     Process job = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
     if (!job.waitFor(5, TimeUnit.MINUTES)) {
@@ -145,5 +205,13 @@ class ShadedConnectorJarIT {
         "every record once (exactly-once, from the shaded jar)");
     assertEquals(List.of("sql-1", "sql-2", "sql-3"), SHOAL.column("shaded_sql", "id").stream().sorted().toList(),
         "the SQL rows, through the shaded jar's table factory");
+    assertTrue(output.stream().anyMatch(l -> l.contains("shaded jar jobs finished: embedded:")), "the embedded jobs ran");
+    // The job's JVM has exited (its engine closed at shutdown): read the directory here.
+    try (ShoalEmbedded store = ShoalEmbedded.open(embeddedDir)) {
+      assertEquals(expected, EmbeddedShoal.column(store, "shaded_stream", "id").stream().sorted().toList(),
+          "every record once (exactly-once, embedded, from the shaded jar)");
+      assertEquals(List.of("sql-1", "sql-2", "sql-3"), EmbeddedShoal.column(store, "shaded_sql", "id").stream().sorted().toList(),
+          "the SQL rows, embedded, through the shaded jar's table factory");
+    }
   }
 }

@@ -14,14 +14,18 @@ import org.apache.flink.table.api.TableEnvironment;
  * Flink and the connector's public API (ShoalSink, flink-connector-base's DeliveryGuarantee);
  * anything else the connector needs must come from the shaded jar.
  *
- * <p>{@code main(endpoint, streamTable, sqlTable, records)}.
+ * <p>{@code main(streamTable, sqlTable, records, endpoint...)}: both jobs for each endpoint, a
+ * daemon's {@code grpc://...} or an {@code embedded:/path} directory (the engine then runs in this
+ * JVM, its native library extracted from the shaded jar).
  */
 public final class ShadedJarJob {
   private ShadedJarJob() {}
 
   public static void main(String[] args) throws Exception {
-    run(args[0], args[1], args[2], Integer.parseInt(args[3]));
-    System.out.println("shaded jar jobs finished");
+    for (int i = 3; i < args.length; i++) {
+      run(args[i], args[0], args[1], Integer.parseInt(args[2]));
+      System.out.println("shaded jar jobs finished: " + args[i]);
+    }
   }
 
   /**

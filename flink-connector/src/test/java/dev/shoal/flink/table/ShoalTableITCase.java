@@ -7,13 +7,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.shoal.flink.ShoalDaemon;
+import dev.shoal.flink.ShoalTargetExtension;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
@@ -25,11 +25,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
- * Flink SQL against the real daemon: {@code CREATE TABLE ... WITH ('connector' = 'shoal', ...,
- * 'format' = 'json')} and {@code INSERT INTO ... SELECT}; the rows are then read back with a
- * Flight query.
+ * Flink SQL: {@code CREATE TABLE ... WITH ('connector' = 'shoal', ..., 'format' = 'json')} and
+ * {@code INSERT INTO ... SELECT}; the rows are then read back with a query. Against the real daemon
+ * ({@link ShoalTableDaemonITCase}: started with a token, which the tables pass) and against the
+ * engine in this JVM ({@link ShoalTableEmbeddedITCase}: {@code 'endpoint' = 'embedded:<dir>'}, where
+ * the token means nothing).
  */
-class ShoalTableITCase {
+abstract class ShoalTableITCase {
 
   @RegisterExtension
   static final MiniClusterExtension FLINK = new MiniClusterExtension(
@@ -37,9 +39,12 @@ class ShoalTableITCase {
 
   static final String TOKEN = "s3cret-token";
 
-  /** Started with --auth-token: every call of the sink must carry 'authorization: Bearer ...'. */
+  /**
+   * The daemon (started with --auth-token: every call of the sink must carry 'authorization:
+   * Bearer ...') or the embedded directory, by the concrete class's {@link ShoalMode}.
+   */
   @RegisterExtension
-  static final ShoalDaemon SHOAL = new ShoalDaemon(TOKEN);
+  static final ShoalTargetExtension SHOAL = new ShoalTargetExtension(TOKEN);
 
   static StreamTableEnvironment tableEnvironment() {
     Configuration conf = new Configuration();
@@ -110,18 +115,6 @@ class ShoalTableITCase {
     tEnv.executeSql("INSERT INTO shoal_raw VALUES ('{\"id\": \"x1\", \"deep\": {\"k\": 1}}'), ('{\"id\": \"x2\"}')")
         .await();
     assertEquals(counts(List.of("x1", "x2")), counts(SHOAL.column("sql_raw", "id")));
-  }
-
-  @Test
-  void missingTokenFailsTheJobAsUnauthenticated() {
-    SHOAL.createTable("sql_no_token", "reject");
-    StreamTableEnvironment tEnv = tableEnvironment();
-    tEnv.executeSql(shoalTable("shoal_no_token", "sql_no_token", "id STRING", ""));
-    Exception e = assertThrows(Exception.class,
-        () -> tEnv.executeSql("INSERT INTO shoal_no_token VALUES ('a')").await());
-    Optional<Throwable> cause = ExceptionUtils.findThrowableWithMessage(e, "UNAUTHENTICATED");
-    assertTrue(cause.isPresent(), () -> ExceptionUtils.stringifyException(e));
-    assertTrue(cause.get().getMessage().contains("shoal table \"sql_no_token\""), cause.get().getMessage());
   }
 
   @Test

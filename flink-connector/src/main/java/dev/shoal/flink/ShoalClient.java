@@ -1,0 +1,170 @@
+package dev.shoal.flink;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The calls of the shoal protocol the sink needs (docs/protocol.md), on one table: {@code DoPut}
+ * of one batch of JSON records (optionally staged in a transaction), {@code DoAction make_durable}
+ * (wait until the log is durable up to an address), {@code stats} and the transaction actions
+ * ({@code begin/prepare/commit/abort/list_transactions}). Blocking; thread-safe (the writer's
+ * sender threads put batches in parallel).
+ *
+ * <p>Two transports speak it, chosen by the {@code endpoint} option ({@link ShoalEndpoint}):
+ *
+ * <ul>
+ *   <li>{@link FlightShoalClient}: a daemon over Arrow Flight ({@code grpc://host:port}); errors are
+ *       Arrow's {@code FlightRuntimeException} with the daemon's status code;
+ *   <li>{@link EmbeddedShoalClient}: the engine inside this JVM ({@code embedded:/path/to/data})
+ *       through {@code ShoalEmbedded}; the same actions, bodies and answers, errors are {@code
+ *       ShoalEmbeddedException}s with the status code the daemon would have answered with.
+ * </ul>
+ *
+ * <p>{@link ShoalErrors} classifies the errors of both (transient or permanent) by that code.
+ */
+interface ShoalClient extends AutoCloseable {
+
+  ObjectMapper JSON = new ObjectMapper();
+
+  /**
+   * A client of {@code table} at {@code endpoint}, by its transport.
+   *
+   * @throws IllegalArgumentException on a malformed endpoint (naming option {@code endpoint})
+   * @throws ShoalSinkException when the embedded engine cannot be opened (naming option {@code
+   *     endpoint} and what to do)
+   */
+  static ShoalClient open(String endpoint, String table, ShoalClientOptions options) {
+    if (ShoalEndpoint.isEmbedded(endpoint)) {
+      return EmbeddedShoalClient.open(endpoint, table, options);
+    }
+    return new FlightShoalClient(endpoint, table, options.token(), options.requestTimeout());
+  }
+
+  /** The {@code endpoint} option's value this client talks to (for messages and committables). */
+  String endpoint();
+
+  /** The table every call addresses. */
+  String table();
+
+  /**
+   * Sends one batch ({@code DoPut} path {@code [table]}, a Utf8 column {@code json}, one record per
+   * row) and returns shoal's acknowledgement of it. With a {@code transaction} (not null) the
+   * batch's metadata is {@code {"transaction": id}}: the records are validated and staged,
+   * invisible until {@link #commitTransaction}.
+   *
+   * @param records UTF-8 JSON documents, one each
+   * @param bytes their total size in bytes (sizes the vector in one allocation)
+   * @param transaction the open transaction to stage the batch in, or null
+   */
+  PutAcknowledgement put(List<byte[]> records, long bytes, String transaction) throws InterruptedException;
+
+  /** {@link #put(List, long, String)} without a transaction. */
+  default PutAcknowledgement put(List<byte[]> records, long bytes) throws InterruptedException {
+    return put(records, bytes, null);
+  }
+
+  /** One {@code DoAction} with a JSON body; its (last) JSON answer. */
+  JsonNode action(String type, ObjectNode body);
+
+  /** Releases the client (a daemon connection, or this client's handle on the embedded engine). */
+  @Override
+  void close() throws InterruptedException;
+
+  /**
+   * {@code DoAction make_durable {"table", "address"}}: waits until everything below {@code address}
+   * is durable (shoal writes the open page's filled prefix without closing it).
+   *
+   * @return the answered {@code durable_address} (at least {@code address})
+   */
+  default long makeDurable(long address) {
+    JsonNode answer = action("make_durable", JSON.createObjectNode().put("table", table()).put("address", address));
+    long durable = answer.path("durable_address").asLong(-1);
+    if (durable < 0) {
+      throw new IllegalStateException(
+          "shoal table \"" + table() + "\" at " + endpoint() + ": make_durable answered without durable_address: " + answer);
+    }
+    return durable;
+  }
+
+  /** {@code DoAction stats {"table"}}: counters and log addresses ({@code tail_address}, ...). */
+  default JsonNode stats() {
+    return action("stats", JSON.createObjectNode().put("table", table()));
+  }
+
+  /** {@code begin_transaction}: opens the transaction (again: no-op). */
+  default JsonNode beginTransaction(String transaction) {
+    return transactionAction("begin_transaction", transaction);
+  }
+
+  /** {@code prepare_transaction}: syncs the staged records; answers the transaction's info ({@code records}). */
+  default JsonNode prepareTransaction(String transaction) {
+    return transactionAction("prepare_transaction", transaction);
+  }
+
+  /** {@code commit_transaction}: ingests the staged records exactly once, durably; idempotent. */
+  default JsonNode commitTransaction(String transaction) {
+    return transactionAction("commit_transaction", transaction);
+  }
+
+  /** {@code abort_transaction}: drops the staged records; idempotent. */
+  default JsonNode abortTransaction(String transaction) {
+    return transactionAction("abort_transaction", transaction);
+  }
+
+  /** {@code list_transactions}: every transaction of the table, {@code [{"transaction", "state", "records"}]}. */
+  default List<JsonNode> listTransactions() {
+    JsonNode answer = action("list_transactions", JSON.createObjectNode().put("table", table()));
+    List<JsonNode> transactions = new ArrayList<>();
+    answer.forEach(transactions::add);
+    return transactions;
+  }
+
+  private JsonNode transactionAction(String type, String transaction) {
+    return action(type, JSON.createObjectNode().put("table", table()).put("transaction", transaction));
+  }
+
+  static JsonNode readJson(byte[] body) {
+    try {
+      return JSON.readTree(body);
+    } catch (java.io.IOException e) {
+      throw new IllegalStateException(
+          "shoal answered with invalid JSON: " + new String(body, StandardCharsets.UTF_8), e);
+    }
+  }
+
+  /**
+   * A {@code PutResult}'s metadata: where the batch's records went in the table's log ({@code
+   * endAddress}: one past its last byte), or, for a batch staged in a transaction, how many records
+   * were staged ({@code staged}; -1 when the answer is not about a staged batch).
+   */
+  record PutAcknowledgement(
+      long batch,
+      long records,
+      long skipped,
+      long firstAddress,
+      long lastAddress,
+      long endAddress,
+      long durableAddress,
+      long staged) {
+
+    static PutAcknowledgement parse(byte[] raw) {
+      return parse(readJson(raw));
+    }
+
+    static PutAcknowledgement parse(JsonNode node) {
+      return new PutAcknowledgement(
+          node.path("batch").asLong(-1),
+          node.path("records").asLong(0),
+          node.path("skipped").asLong(0),
+          node.path("first_address").asLong(-1),
+          node.path("last_address").asLong(-1),
+          node.path("end_address").asLong(-1),
+          node.path("durable_address").asLong(-1),
+          node.path("staged").asLong(-1));
+    }
+  }
+}

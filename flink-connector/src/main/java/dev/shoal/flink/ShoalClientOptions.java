@@ -1,0 +1,33 @@
+package dev.shoal.flink;
+
+import java.io.Serializable;
+import java.time.Duration;
+import java.util.Map;
+
+/**
+ * How a {@link ShoalClient} talks to its endpoint, besides the endpoint and the table: what the
+ * sink carries to its writers and its committer.
+ *
+ * @param token bearer token for a daemon ({@code token}); null for none; ignored in embedded mode
+ * @param requestTimeout deadline of one Flight call ({@code sink.request-timeout}); embedded calls
+ *     have none
+ * @param embeddedConfig the engine's configuration keys ({@code embedded.config.KEY}, values as
+ *     text), applied when this JVM opens the engine; embedded mode only
+ * @param embeddedKeepAlive how long the engine stays open after the last writer or committer of
+ *     this JVM released it ({@code embedded.keep-alive}); embedded mode only
+ */
+record ShoalClientOptions(
+    String token, Duration requestTimeout, Map<String, String> embeddedConfig, Duration embeddedKeepAlive)
+    implements Serializable {
+
+  ShoalClientOptions {
+    // Immutable and serializable.
+    embeddedConfig = embeddedConfig == null ? Map.of() : Map.copyOf(embeddedConfig);
+    embeddedKeepAlive = embeddedKeepAlive == null ? ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE.defaultValue() : embeddedKeepAlive;
+  }
+
+  /** A daemon's options: token and deadline; the embedded settings at their defaults. */
+  static ShoalClientOptions of(String token, Duration requestTimeout) {
+    return new ShoalClientOptions(token, requestTimeout, Map.of(), null);
+  }
+}

@@ -1,0 +1,9 @@
+package dev.shoal.flink;
+
+/**
+ * {@link ShoalSinkConformanceITCase} against the engine in the test JVM ({@code embedded:<dir>}):
+ * the savepoint restarts and rescalings close and recreate every writer and committer while the
+ * engine stays open.
+ */
+@ShoalMode(ShoalTarget.Mode.EMBEDDED)
+class ShoalSinkConformanceEmbeddedITCase extends ShoalSinkConformanceITCase {}

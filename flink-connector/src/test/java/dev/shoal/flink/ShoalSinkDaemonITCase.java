@@ -1,0 +1,60 @@
+package dev.shoal.flink;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.metrics.Metric;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link ShoalSinkITCase} against the real daemon, plus what only a network has: a daemon that is
+ * unreachable for a while (connection refused) is ridden out with retries.
+ */
+@ShoalMode(ShoalTarget.Mode.DAEMON)
+class ShoalSinkDaemonITCase extends ShoalSinkITCase {
+
+  @Test
+  void connectionRefusedIsRetriedUntilTheDaemonIsReachable() throws Exception {
+    SHOAL.createTable("late", "reject");
+    int port = ShoalDaemon.freePort(); // nothing listens here until the forwarder opens
+    StreamExecutionEnvironment env = environment("none");
+    env.setParallelism(1);
+    List<String> ids = new ArrayList<>();
+    List<String> records = new ArrayList<>();
+    for (int i = 0; i < 100; i++) {
+      ids.add("r" + i);
+      records.add("{\"id\":\"r" + i + "\"}");
+    }
+    env.fromData(records).sinkTo(ShoalSink.<String>builder()
+        .setEndpoint("127.0.0.1:" + port)
+        .setTable("late")
+        .setRetries(30, Duration.ofMillis(100), Duration.ofMillis(400))
+        .build()).name("late-sink");
+    try (TcpForwarder forwarder = new TcpForwarder(port, Integer.parseInt(SHOAL.endpoint().replaceAll(".*:", "")))) {
+      CompletableFuture<JobExecutionResult> job = CompletableFuture.supplyAsync(() -> {
+        try {
+          return env.execute("daemon reachable late");
+        } catch (Exception e) {
+          throw new RuntimeException(e);
+        }
+      });
+      Thread.sleep(2000); // meanwhile the sink meets "connection refused" (UNAVAILABLE) and retries
+      assertTrue(!job.isDone(), "the job waits for the daemon");
+      forwarder.open();
+      JobExecutionResult result = job.get(60, TimeUnit.SECONDS);
+      Map<String, Metric> writerMetrics = new HashMap<>();
+      METRICS.findMetrics(result.getJobID(), "late-sink").forEach(writerMetrics::put);
+      assertTrue(sum(writerMetrics, ".shoalRetries") >= 3, () -> "retries counted: " + writerMetrics);
+    }
+    assertEquals(counts(ids), counts(SHOAL.column("late", "id")));
+  }
+}

@@ -1,0 +1,46 @@
+package dev.shoal.flink;
+
+import java.util.List;
+
+/**
+ * Where a test's shoal runs: a daemon process reached over Flight ({@code grpc://127.0.0.1:PORT},
+ * {@link ShoalDaemon}), or the engine inside the test JVM ({@code embedded:<tmpdir>}, {@link
+ * EmbeddedShoal}). The sink tests are written once against this interface and run in both modes
+ * (an abstract test class, one subclass per mode annotated with {@link ShoalMode}; see {@link
+ * ShoalTargetExtension}): the jobs reach shoal only through the {@code endpoint} option, and the
+ * tests look at the result through the helpers below - over Flight for a daemon, through {@code
+ * ShoalEmbedded} in the same JVM for embedded mode.
+ */
+public interface ShoalTarget {
+
+  /** The two transports of the sink. */
+  enum Mode {
+    /** A {@code shoal serve} child process. */
+    DAEMON,
+    /** {@code embedded:<tmpdir>}: the engine in this JVM through JNI. */
+    EMBEDDED
+  }
+
+  Mode mode();
+
+  /** The value of option {@code endpoint}. */
+  String endpoint();
+
+  /** Starts the daemon, or opens the engine on a fresh temporary data directory. */
+  void start() throws Exception;
+
+  /** Stops the daemon, or closes the engine (once the sink released it). */
+  void stop() throws Exception;
+
+  /** {@code create_table} with the given {@code on_invalid_json} policy ("reject" or "skip"). */
+  void createTable(String name, String onInvalidJson);
+
+  /** Any action; its JSON answer as text. */
+  String action(String type, String body);
+
+  /**
+   * Every value of {@code column} in {@code table} (a plan and all of its endpoints), as strings
+   * (JSON text for nested values).
+   */
+  List<String> column(String table, String column) throws Exception;
+}

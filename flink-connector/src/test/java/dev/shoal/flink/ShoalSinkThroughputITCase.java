@@ -19,7 +19,8 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * Not part of the normal run: records/s of the sink in a MiniCluster (parallelism 2), the GitHub
  * events replayed from memory. {@code mvn -pl flink-connector verify -Dtest=ShoalSinkThroughputITCase
  * -Dshoal.flink.throughput.records=200000} (checkpoint interval: {@code
- * -Dshoal.flink.throughput.checkpoint-ms=1000}, 0 for none).
+ * -Dshoal.flink.throughput.checkpoint-ms=1000}, 0 for none; {@code
+ * -Dshoal.flink.throughput.mode=embedded} for the engine in this JVM instead of the daemon).
  */
 @EnabledIfSystemProperty(named = "shoal.flink.throughput.records", matches = "\\d+")
 class ShoalSinkThroughputITCase {
@@ -29,7 +30,8 @@ class ShoalSinkThroughputITCase {
       new MiniClusterResourceConfiguration.Builder().setNumberTaskManagers(1).setNumberSlotsPerTaskManager(2).build());
 
   @RegisterExtension
-  static final ShoalDaemon SHOAL = new ShoalDaemon();
+  static final ShoalTargetExtension SHOAL = new ShoalTargetExtension(null,
+      ShoalTarget.Mode.valueOf(System.getProperty("shoal.flink.throughput.mode", "daemon").toUpperCase(java.util.Locale.ROOT)));
 
   /** The n-th event of the file, cycling; the lines are loaded once per JVM. */
   static final class NthEvent implements MapFunction<Long, String> {
@@ -71,9 +73,9 @@ class ShoalSinkThroughputITCase {
     String stats = SHOAL.action("stats", "{\"table\":\"" + table + "\"}");
     int transactions = new com.fasterxml.jackson.databind.ObjectMapper()
         .readTree(SHOAL.action("list_transactions", "{\"table\":\"" + table + "\"}")).size();
-    System.out.printf("THROUGHPUT %s (checkpoints every %d ms): %d records in %.2f s = %.0f records/s; "
+    System.out.printf("THROUGHPUT %s %s (checkpoints every %d ms): %d records in %.2f s = %.0f records/s; "
             + "%d transactions; stats %s%n",
-        guarantee, checkpointMs, records, seconds, records / seconds, transactions, stats);
+        SHOAL.mode(), guarantee, checkpointMs, records, seconds, records / seconds, transactions, stats);
     assertEquals(records, new com.fasterxml.jackson.databind.ObjectMapper().readTree(stats).get("records").asLong());
   }
 }

@@ -26,6 +26,8 @@ import org.junit.platform.commons.support.AnnotationSupport;
 public final class ShoalTargetExtension implements BeforeAllCallback, AfterAllCallback, ShoalTarget {
 
   private final String token;
+  /** The mode; null: the test class's {@link ShoalMode}. */
+  private final Mode fixedMode;
   private ShoalTarget target;
 
   public ShoalTargetExtension() {
@@ -34,7 +36,13 @@ public final class ShoalTargetExtension implements BeforeAllCallback, AfterAllCa
 
   /** A daemon is started with {@code --auth-token token} (null: none); embedded mode has no token. */
   public ShoalTargetExtension(String token) {
+    this(token, null);
+  }
+
+  /** A target of {@code mode} whatever the class's annotation (e.g. chosen by a system property). */
+  public ShoalTargetExtension(String token, Mode mode) {
     this.token = token;
+    this.fixedMode = mode;
   }
 
   /** The mode {@code testClass} (or a superclass) is annotated with. */
@@ -51,7 +59,7 @@ public final class ShoalTargetExtension implements BeforeAllCallback, AfterAllCa
 
   @Override
   public void beforeAll(ExtensionContext context) throws Exception {
-    target = create(modeOf(context.getRequiredTestClass()), token);
+    target = create(fixedMode != null ? fixedMode : modeOf(context.getRequiredTestClass()), token);
     target.start();
   }
 

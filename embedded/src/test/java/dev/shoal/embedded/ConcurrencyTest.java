@@ -42,6 +42,8 @@ class ConcurrencyTest {
     try (ShoalEmbedded shoal = ShoalEmbedded.open(dir)) {
       shoal.createTable("t");
       CountDownLatch start = new CountDownLatch(1);
+      // Scans name the column "seq", which the table knows once a record with it is in.
+      CountDownLatch firstBatch = new CountDownLatch(1);
       AtomicBoolean writing = new AtomicBoolean(true);
       List<Future<?>> writers = new ArrayList<>();
       for (int w = 0; w < WRITERS; w++) {
@@ -50,6 +52,7 @@ class ConcurrencyTest {
           start.await();
           for (int b = 0; b < BATCHES; b++) {
             assertEquals(BATCH, shoal.ingest("t", batch(writer, b)).records());
+            firstBatch.countDown();
           }
           return null;
         }));
@@ -58,7 +61,7 @@ class ConcurrencyTest {
       List<Future<?>> others = new ArrayList<>();
       for (int r = 0; r < 2; r++) {
         others.add(pool.submit(() -> {
-          start.await();
+          firstBatch.await();
           long previous = 0;
           while (writing.get()) {
             long rows = shoal.scan("t", "parity = 0 OR parity = 1", List.of("seq"), null, root -> { });

@@ -7,7 +7,6 @@ import dev.shoal.embedded.ShoalEmbedded;
 import dev.shoal.embedded.ShoalEmbeddedException;
 import java.nio.file.Path;
 import java.util.List;
-import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -84,13 +83,7 @@ final class EmbeddedShoalClient implements ShoalClient {
   /** One {@link ShoalEmbedded#ingest(String, VectorSchemaRoot, JsonNode)}: acknowledged when it returns. */
   @Override
   public PutAcknowledgement put(List<byte[]> records, long bytes, String transaction) {
-    try (VarCharVector json = new VarCharVector("json", store.allocator());
-        VectorSchemaRoot root = VectorSchemaRoot.of(json)) {
-      json.allocateNew(Math.max(bytes, 1), records.size());
-      for (int i = 0; i < records.size(); i++) {
-        json.setSafe(i, records.get(i));
-      }
-      root.setRowCount(records.size());
+    try (VectorSchemaRoot root = ShoalClient.jsonBatch(store.allocator(), records, bytes)) {
       JsonNode metadata = transaction == null ? null : JSON.createObjectNode().put("transaction", transaction);
       return PutAcknowledgement.parse(store.ingest(table, root, metadata).raw());
     }

@@ -22,7 +22,6 @@ import org.apache.arrow.flight.SyncPutListener;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
-import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 
 /**
@@ -83,14 +82,8 @@ final class FlightShoalClient implements ShoalClient {
   /** The batch's {@code {"transaction": id}} goes as its {@code FlightData.app_metadata}. */
   @Override
   public PutAcknowledgement put(List<byte[]> records, long bytes, String transaction) throws InterruptedException {
-    try (VarCharVector json = new VarCharVector("json", allocator);
-        VectorSchemaRoot root = VectorSchemaRoot.of(json);
+    try (VectorSchemaRoot root = ShoalClient.jsonBatch(allocator, records, bytes);
         SyncPutListener listener = new SyncPutListener()) {
-      json.allocateNew(Math.max(bytes, 1), records.size());
-      for (int i = 0; i < records.size(); i++) {
-        json.setSafe(i, records.get(i));
-      }
-      root.setRowCount(records.size());
       FlightClient.ClientStreamListener stream =
           client.startPut(FlightDescriptor.path(table), root, listener, options);
       if (transaction == null) {

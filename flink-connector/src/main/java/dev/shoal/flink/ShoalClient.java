@@ -6,6 +6,9 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
 
 /**
  * The calls of the shoal protocol the sink needs (docs/protocol.md), on one table: {@code DoPut}
@@ -125,6 +128,30 @@ interface ShoalClient extends AutoCloseable {
 
   private JsonNode transactionAction(String type, String transaction) {
     return action(type, JSON.createObjectNode().put("table", table()).put("transaction", transaction));
+  }
+
+  /**
+   * A batch of the protocol's DoPut shape: one column {@code json} (Utf8), one record per row.
+   * Closing the root frees the column.
+   *
+   * @param allocator where the column's buffers come from
+   * @param records the records' JSON texts (UTF-8)
+   * @param bytes their total size in bytes (the data buffer's initial size)
+   */
+  static VectorSchemaRoot jsonBatch(BufferAllocator allocator, List<byte[]> records, long bytes) {
+    VarCharVector json = new VarCharVector("json", allocator);
+    VectorSchemaRoot root = VectorSchemaRoot.of(json);
+    try {
+      json.allocateNew(Math.max(bytes, 1), records.size());
+      for (int i = 0; i < records.size(); i++) {
+        json.setSafe(i, records.get(i));
+      }
+      root.setRowCount(records.size());
+      return root;
+    } catch (RuntimeException e) {
+      root.close();
+      throw e;
+    }
   }
 
   static JsonNode readJson(byte[] body) {

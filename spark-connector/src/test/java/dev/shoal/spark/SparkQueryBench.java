@@ -64,7 +64,8 @@ import org.apache.spark.storage.RDDInfo;
  *
  * <p>Arguments: {@code copies} (default 5), {@code reps} (default 3). System properties:
  * {@code shoal.bin}, {@code shoal.data}, {@code shoal.jni.library}, {@code bench.dir} (where the
- * NDJSON and the data directories go; default a new temporary directory, deleted at the end).
+ * NDJSON and the data directories go; default a new temporary directory, deleted at the end),
+ * {@code bench.verbose} (every timed run on stderr with the JVM's uptime, to line up with a GC log).
  * The output starts with a line beginning {@code records } ({@code bench/compare.py --spark}
  * copies what follows).
  */
@@ -221,6 +222,10 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
             long a = System.nanoTime();
             Run run = s.getValue().get();
             times.get(s.getKey())[r] = (System.nanoTime() - a) / 1e6;
+            if (Boolean.getBoolean("bench.verbose")) { // each run, stamped with the JVM's uptime (as -Xlog:gc stamps its lines)
+              System.err.printf(Locale.ROOT, "run %s | %s | %d: %.0f ms, ended at uptime %.3f s%n", q.name(), s.getKey(), r,
+                  times.get(s.getKey())[r], java.lang.management.ManagementFactory.getRuntimeMXBean().getUptime() / 1e3);
+            }
             for (int ph = 0; ph < 3; ph++) {
               phaseTimes.get(s.getKey())[ph][r] = run.phases()[ph];
             }

@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -45,7 +44,7 @@ import pyarrow.flight as flight
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from flight_bench import PSFS, replicated, timed_doput  # noqa: E402
+from flight_bench import PSFS, in_process_ingest, replicated, timed_doput  # noqa: E402
 from conftest import Daemon, action  # noqa: E402  (flight_bench put its folder on sys.path)
 
 QUERIES = {
@@ -131,22 +130,13 @@ def run_shoal(records, lines, mb, args, out):
             daemon.stop()
 
     print("  shoal in process (shoal-bench --cases memory --threads 1) ...", flush=True)
-    text = subprocess.run([str(REPO / "target/release/shoal-bench"), "--cases", "memory", "--threads", "1",
-                           "--target-mb", str(args.target_mb), "--reps", str(args.reps)],
-                          cwd=REPO, check=True, capture_output=True, text=True).stdout
-    m = re.search(r"ingest, in memory, GitHub PSFs\s+1\s+([\d.]+)\D+([\d.]+)\D+([\d.]+)", text)
-    if m:
-        med, low, high = (float(x) for x in m.groups())
+    med, *rest = in_process_ingest(args.target_mb, args.reps)
+    if med is not None:
+        low, high = rest
         out["shoal in process"] = {"ingest": {"kind": "ingest", "mbps": med, "mbps_min": low, "mbps_max": high,
                                               "detail": "shoal-bench memory, 1 thread, 6 PSFs"}}
     else:
-        m = re.search(r"ingest, in memory, GitHub PSFs\s+1\s+([\d.]+)", text)
-        if m:
-            v = float(m.group(1))
-            out["shoal in process"] = {"ingest": {"kind": "ingest", "mbps": v, "mbps_min": v, "mbps_max": v,
-                                                  "detail": "shoal-bench memory, 1 thread, 6 PSFs"}}
-        else:
-            print("could not parse shoal-bench's output:\n" + text)
+        print("could not parse shoal-bench's output:\n" + rest[0])
     return actor
 
 

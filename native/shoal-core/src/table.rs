@@ -18,7 +18,7 @@ use crate::log::{DeviceConfig, HybridLog, LogConfig};
 use crate::parser::{default_parser, RecordParser};
 use crate::psf::{Psf, PsfKind, PsfRegistry, PsfSpec};
 use crate::record::RecordView;
-use crate::schema::InferredSchema;
+use crate::schema::{InferredSchema, TailSchema};
 use crate::session::Sessions;
 
 /// What to do with a record that is not valid JSON.
@@ -134,6 +134,9 @@ pub struct Table {
     pub(crate) psfs: PsfRegistry,
     /// The schema and counters of fully flushed pages (the flush thread's observer).
     pub(crate) observed: Arc<Mutex<Observed>>,
+    /// The schema of the pages the flush thread has not observed yet, kept up to date
+    /// incrementally by [`Table::schema`].
+    tail_schema: Mutex<TailSchema>,
     /// Directory of an on-disk table (metadata and checkpoint files).
     dir: Option<PathBuf>,
     /// Serialises rewrites of `table.json`.
@@ -212,6 +215,7 @@ impl Table {
             index,
             psfs: PsfRegistry::default(),
             observed,
+            tail_schema: Mutex::new(TailSchema::default()),
             dir,
             meta_lock: Mutex::new(()),
             checkpoint_lock: Mutex::new(()),
@@ -351,23 +355,15 @@ impl Table {
     /// observed here so that every record ingested so far is reflected.
     #[must_use]
     pub fn schema(&self) -> InferredSchema {
+        // Lock order: tail, then observed (the flush thread's observer takes only the
+        // latter). Holding the tail lock keeps concurrent callers from observing the
+        // same new records twice.
+        let mut tail = self.tail_schema.lock();
         let (mut schema, observed_until) = {
             let observed = self.observed.lock();
             (observed.schema.clone(), observed.until)
         };
-        let tail = self.log.tail_address();
-        if tail > observed_until {
-            let mut page = Vec::new();
-            for number in self.log.page_of(observed_until)..=self.log.page_of(tail) {
-                if let Ok(Some(end)) = self.log.read_page(number, &mut page) {
-                    for_each_record(&page[..end], |_, view| {
-                        if view.header().is_visible() {
-                            schema.observe_validated(view.payload());
-                        }
-                    });
-                }
-            }
-        }
+        tail.catch_up_and_merge(&self.log, self.log.page_of(observed_until), &mut schema);
         schema
     }
 

@@ -122,3 +122,35 @@ fn schema_reflects_every_record_ingested_so_far() {
         assert!(schema.arrow_field(&FieldPath::parse(&format!("k{i}")).unwrap()).is_some(), "k{i} missing");
     }
 }
+
+/// The tail of the log is observed incrementally between calls to `schema()`: each
+/// record counts once, whether the flush thread merged its page or a call observed it,
+/// and the result is what observing every record in order gives.
+#[test]
+fn schema_between_batches_counts_each_record_once_and_matches_a_fresh_observation() {
+    let mut config = TableConfig::in_memory(64 << 12);
+    config.log.page_size_bits = 12;
+    let table = Table::create(config).unwrap();
+    let records: Vec<String> = (0..1500)
+        .map(|i| match i % 3 {
+            0 => format!(r#"{{"k{}": {i}, "n": {{"a": "x"}}}}"#, i % 97),
+            1 => format!(r#"{{"k{}": "s{i}", "n": {{"b": [1, 2]}}}}"#, i % 89),
+            _ => format!(r#"{{"k{}": {i}.5, "n": null}}"#, i % 83),
+        })
+        .collect();
+    let mut oracle = shoal_core::schema::InferredSchema::new();
+    for (n, chunk) in records.chunks(37).enumerate() {
+        let refs: Vec<&[u8]> = chunk.iter().map(String::as_bytes).collect();
+        table.ingest(&refs).unwrap();
+        for record in chunk {
+            assert!(oracle.observe(record.as_bytes()));
+        }
+        let schema = table.schema();
+        assert_eq!(schema.record_count(), oracle.record_count(), "after chunk {n}");
+        assert_eq!(schema.arrow_schema(), oracle.arrow_schema(), "after chunk {n}");
+    }
+    table.flush().unwrap();
+    let schema = table.schema();
+    assert_eq!(schema.record_count(), 1500);
+    assert_eq!(schema.arrow_schema(), oracle.arrow_schema());
+}

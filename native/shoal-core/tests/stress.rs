@@ -164,3 +164,54 @@ fn concurrent_ingest_register_scan_finds_every_record_exactly_once() {
     // At least three rounds of four PSFs overlapped ingestion (see `rounds_done`).
     assert!(index_scans >= 9, "only {index_scans} chain checks ran");
 }
+
+/// `schema()` called while four threads ingest (pages closing and flushing under it):
+/// afterwards it has counted every record exactly once and seen every field.
+#[test]
+fn schema_under_concurrent_ingestion_counts_every_record_once() {
+    let mut config = TableConfig::in_memory(256 << 12);
+    config.log.page_size_bits = 12;
+    let table = Arc::new(Table::create(config).expect("table"));
+    let done = Arc::new(AtomicBool::new(false));
+    let observer = {
+        let (table, done) = (Arc::clone(&table), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut calls = 0u64;
+            let mut last = 0;
+            while !done.load(Ordering::Acquire) {
+                let count = table.schema().record_count();
+                assert!(count >= last, "the record count went back from {last} to {count}");
+                last = count;
+                calls += 1;
+            }
+            calls
+        })
+    };
+    let writers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let table = Arc::clone(&table);
+            std::thread::spawn(move || {
+                for chunk in 0..50 {
+                    let records: Vec<String> =
+                        (0..20).map(|i| format!(r#"{{"w{t}": {i}, "c{}": "v"}}"#, (chunk * 20 + i) % 300)).collect();
+                    let refs: Vec<&[u8]> = records.iter().map(String::as_bytes).collect();
+                    table.ingest(&refs).expect("ingest");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().expect("writer");
+    }
+    done.store(true, Ordering::Release);
+    let calls = observer.join().expect("observer");
+    assert!(calls > 0);
+    let schema = table.schema();
+    assert_eq!(schema.record_count(), u64::try_from(THREADS * 50 * 20).expect("count"));
+    for t in 0..THREADS {
+        assert!(schema.arrow_field(&FieldPath::parse(&format!("w{t}")).expect("path")).is_some());
+    }
+    for c in 0..300 {
+        assert!(schema.arrow_field(&FieldPath::parse(&format!("c{c}")).expect("path")).is_some(), "c{c} missing");
+    }
+}

@@ -59,9 +59,11 @@ use serde::{Deserializer, Serialize, Serializer};
 
 mod arrow_batch;
 mod infer;
+mod tail;
 
 pub use arrow_batch::BatchBuilder;
 pub use infer::{InferredSchema, TypeSet, MAX_INFERRED_DEPTH};
+pub(crate) use tail::TailSchema;
 
 /// Metadata key set (to `"true"`) on a `Utf8` field whose values are JSON text because
 /// the path holds values of incompatible types (e.g. strings and numbers).

@@ -46,6 +46,11 @@ pub fn property_hash(psf: PsfId, canonical: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(canonical, u64::from(psf))
 }
 
+/// How many records ahead of the one being linked the hash buckets of its key pointers
+/// are prefetched: enough to cover a miss to memory (~100 ns) with the work of writing
+/// and linking the records in between, few enough that the lines stay in L1.
+const PREFETCH_DISTANCE: usize = 4;
+
 struct PendingKeyPointer {
     /// Position in the snapshot's active PSFs.
     active: usize,
@@ -193,7 +198,16 @@ impl Table {
         self.log.check_room(pending.iter().map(|r| r.size).sum())?;
         let mut guard = self.log.epoch().protect();
         let mut word0_templates: Vec<u64> = Vec::new();
-        for record in &pending {
+        let prefetch = |record: Option<&PendingRecord<'_>>| {
+            for kp in record.map_or(&[][..], |r| &key_pointers[r.key_pointers.clone()]) {
+                self.index.prefetch(kp.hash);
+            }
+        };
+        for record in pending.iter().take(PREFETCH_DISTANCE) {
+            prefetch(Some(record));
+        }
+        for (number, record) in pending.iter().enumerate() {
+            prefetch(pending.get(number + PREFETCH_DISTANCE));
             let address = self.log.allocate(record.size, &mut guard)?;
             let kps = &key_pointers[record.key_pointers.clone()];
             let region = &value_regions[record.value_region.clone()];

@@ -87,6 +87,10 @@ struct Batch {
   size_t field_count;
   Value *values;
   Status *status;
+  // The records are known to be valid JSON (they come from the log, validated when they
+  // were ingested): values outside the fields of interest are skipped, not validated, and
+  // the walk stops once every field of interest has been found.
+  bool trusted;
 };
 
 // Buffers kept between calls: the padded copy of the current record and the duplicate-key
@@ -219,6 +223,13 @@ struct Walk {
   // strings are visited in order, so finding escapes costs about one pass over the record
   // instead of a search per string.
   const uint8_t *next_backslash;
+  // Fields of interest set so far (each is set at most once per record). A container that
+  // is itself a field of interest is set when its walk ends, so a trusted walk cannot stop
+  // inside one: its extent is known then.
+  size_t found = 0;
+
+  // A trusted walk has everything it needs.
+  bool done() const noexcept { return b.trusted && found == b.field_count; }
 
   // True if the string content [start, start + n) has a backslash (an escape sequence).
   bool has_escape(const char *start, size_t n) noexcept {
@@ -244,6 +255,7 @@ struct Walk {
 
   void set(int32_t field, uint8_t tag, uint64_t data, uint32_t length = 0, uint8_t escaped = 0) noexcept {
     Value &v = out[field];
+    found++;
     v.tag = tag;
     v.escaped = escaped;
     v.len = length;
@@ -274,7 +286,10 @@ struct Walk {
         s.visited[child] = generation;
         child_node = &b.nodes[child];
       }
+      // Trusted: a value of no interest is left unconsumed, and On-Demand skips it.
+      if (b.trusted && child_node == nullptr) continue;
       SIMDJSON_TRY(value(field.value(), child_node, depth + 1));
+      if (done()) return simdjson::SUCCESS;
     }
     return simdjson::SUCCESS;
   }
@@ -285,7 +300,8 @@ struct Walk {
     for (auto element_result : arr) {
       od::value element;
       SIMDJSON_TRY(std::move(element_result).get(element));
-      SIMDJSON_TRY(value(element, nullptr, depth + 1));
+      // Trusted: elements (never fields of interest) are skipped unconsumed.
+      if (!b.trusted) SIMDJSON_TRY(value(element, nullptr, depth + 1));
     }
     return simdjson::SUCCESS;
   }
@@ -322,7 +338,7 @@ struct Walk {
         const char *content = token.data() + 1;
         const size_t content_len = close == 0 ? 0 : close - 1;
         const bool escaped = has_escape(content, content_len);
-        if (escaped) {
+        if (escaped && !b.trusted) {
           // simdjson validates escape sequences while unescaping (stage 1 has already
           // checked UTF-8, control characters and the closing quote).
           std::string_view unescaped;
@@ -441,6 +457,8 @@ struct Walk {
       od::value root;
       SIMDJSON_TRY(doc.get_value().get(root));
       SIMDJSON_TRY(value(root, &b.nodes[0], 0));
+      // Trusted: the rest of the record is known to be valid (and may not have been read).
+      if (b.trusted) return simdjson::SUCCESS;
     } else {
       bool checked_to_end = false;
       SIMDJSON_TRY(root_scalar(type, checked_to_end));
@@ -538,14 +556,16 @@ const char *shoal_simdjson_error_message(int32_t code) noexcept {
 // is 0, `values[r * field_count + f]` the value of field f. `nodes` is the tree of fields of
 // interest (node 0 is the record itself), `children` the keys leading from a node to its
 // children (bytes in `keys`). Returns 0, or a simdjson error code if nothing could be
-// parsed (out of memory).
+// parsed (out of memory). `trusted` (0 or 1): the records are known to be valid JSON; see
+// `Batch::trusted`.
 int32_t shoal_simdjson_parse_batch(void *ctx_ptr, const shoal::Record *records, size_t record_count,
                                    const shoal::Node *nodes, size_t node_count, const shoal::Child *children,
                                    const uint8_t *keys, size_t field_count, shoal::Value *values,
-                                   shoal::Status *status) noexcept {
+                                   shoal::Status *status, uint8_t trusted) noexcept {
   Context *ctx = static_cast<Context *>(ctx_ptr);
   if (!ctx->scratch.prepare_nodes(node_count)) return simdjson::MEMALLOC;
-  const shoal::Batch batch{records, record_count, nodes, node_count, children, keys, field_count, values, status};
+  const shoal::Batch batch{records,     record_count, nodes,  node_count, children,
+                           keys,        field_count,  values, status,     trusted != 0};
   ctx->parse_batch(batch);
   return 0;
 }

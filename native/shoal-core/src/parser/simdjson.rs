@@ -159,6 +159,7 @@ extern "C" {
         field_count: usize,
         values: *mut ShimValue,
         status: *mut ShimStatus,
+        trusted: u8,
     ) -> i32;
 }
 
@@ -300,6 +301,23 @@ impl SimdjsonParser {
 
 impl RecordParser for SimdjsonParser {
     fn parse_batch<'a>(&mut self, records: &[&'a [u8]], fields: &FieldSet, out: &mut ParsedBatch<'a>) {
+        self.parse(records, fields, out, false);
+    }
+
+    fn parse_trusted_batch<'a>(&mut self, records: &[&'a [u8]], fields: &FieldSet, out: &mut ParsedBatch<'a>) {
+        self.parse(records, fields, out, true);
+    }
+
+    fn name(&self) -> &'static str {
+        "simdjson-ondemand"
+    }
+}
+
+impl SimdjsonParser {
+    /// One batch through the shim; `trusted` as in
+    /// [`RecordParser::parse_trusted_batch`] (the shim then skips values outside the
+    /// fields of interest instead of validating them, and stops at the last one).
+    fn parse<'a>(&mut self, records: &[&'a [u8]], fields: &FieldSet, out: &mut ParsedBatch<'a>, trusted: bool) {
         self.prepare(fields);
         out.reset(fields.len());
         if records.is_empty() {
@@ -328,6 +346,7 @@ impl RecordParser for SimdjsonParser {
                 field_count,
                 self.values.as_mut_ptr(),
                 self.status.as_mut_ptr(),
+                u8::from(trusted),
             )
         };
         self.records.clear();
@@ -379,10 +398,6 @@ impl RecordParser for SimdjsonParser {
                 }
             }
         }
-    }
-
-    fn name(&self) -> &'static str {
-        "simdjson-ondemand"
     }
 }
 
@@ -463,8 +478,17 @@ mod tests {
     /// Parses `records` as one batch with `parser`; each record's values (owned) or error.
     /// Also checks that borrowed strings and raw objects/arrays lie inside their record.
     fn parse_all(parser: &mut dyn RecordParser, records: &[&[u8]], fields: &FieldSet) -> Vec<Outcome> {
+        parse_all_as(parser, records, fields, false)
+    }
+
+    /// [`parse_all`], through `parse_trusted_batch` when `trusted`.
+    fn parse_all_as(parser: &mut dyn RecordParser, records: &[&[u8]], fields: &FieldSet, trusted: bool) -> Vec<Outcome> {
         let mut out = ParsedBatch::default();
-        parser.parse_batch(records, fields, &mut out);
+        if trusted {
+            parser.parse_trusted_batch(records, fields, &mut out);
+        } else {
+            parser.parse_batch(records, fields, &mut out);
+        }
         assert_eq!(out.len(), records.len());
         (0..records.len())
             .map(|i| {
@@ -500,11 +524,21 @@ mod tests {
             })
     }
 
-    /// `None` if both parsers agree on `records` (same acceptance, same values), else a
-    /// description of the first difference.
+    /// `None` if both parsers agree on `records` (same acceptance, same values), and the
+    /// trusted parse of the accepted records gives the same values; else a description of
+    /// the first difference.
     fn difference(records: &[&[u8]], fields: &FieldSet) -> Option<String> {
         let ours = parse_all(&mut SimdjsonParser::new(), records, fields);
         let reference = parse_all(&mut OnDemandParser::new(), records, fields);
+        let accepted: Vec<&[u8]> = records.iter().zip(&ours).filter(|(_, o)| o.is_ok()).map(|(r, _)| *r).collect();
+        let trusted = parse_all_as(&mut SimdjsonParser::new(), &accepted, fields, true);
+        let validated = ours.iter().filter(|o| o.is_ok());
+        for ((record, t), v) in accepted.iter().zip(&trusted).zip(validated) {
+            let agree = matches!((t, v), (Ok(t), Ok(v)) if same_values(t, v));
+            if !agree {
+                return Some(format!("{:?}:\n  trusted: {t:?}\n  validated: {v:?}", String::from_utf8_lossy(record)));
+            }
+        }
         for ((record, a), b) in records.iter().zip(&ours).zip(&reference) {
             let agree = match (a, b) {
                 (Ok(a), Ok(b)) => same_values(a, b),
@@ -697,6 +731,31 @@ mod tests {
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
         assert_eq!(difference(cases, &fields), None);
+    }
+
+    /// The scan path (`parse_trusted_batch`, which skips what is not of interest and stops
+    /// at the last field) gives exactly the values of the validating parse on real events,
+    /// for scalar fields, whole objects and arrays, nested fields and missing ones.
+    #[test]
+    fn trusted_parse_agrees_with_the_validating_parse_on_github_events() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/github/events.ndjson");
+        let Ok(data) = std::fs::read_to_string(&path) else {
+            assert!(std::env::var("SHOAL_REQUIRE_DATA").as_deref() != Ok("1"), "{} is missing", path.display());
+            eprintln!("\n!!!!!!!! SKIPPED: {} is missing (scripts/fetch-data.sh) !!!!!!!!\n", path.display());
+            return;
+        };
+        let records: Vec<&[u8]> = data.lines().filter(|l| !l.trim().is_empty()).map(str::as_bytes).collect();
+        let field_sets = [
+            field_set(&["id", "actor.id", "repo.id", "type", "payload.action", "payload.pull_request.head.repo.language"]),
+            field_set(&["actor", "payload.commits", "created_at"]),
+            field_set(&["payload.size", "payload.pull_request.head", "public", "org.login", "no.such.field"]),
+            field_set(&["type"]),
+        ];
+        for fields in &field_sets {
+            for chunk in records.chunks(1000) {
+                assert_eq!(difference(chunk, fields), None);
+            }
+        }
     }
 
     #[test]

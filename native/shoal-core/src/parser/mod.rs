@@ -172,6 +172,19 @@ pub(crate) mod test_support {
         prop::sample::select(vec!["a", "b", "c", "q\"\n", "é/~", ""]).prop_map(str::to_owned)
     }
 
+    /// The text of `data/github/events.ndjson` (NDJSON, 9,996 GitHub Archive events), or
+    /// `None` (with a loud message) when `scripts/fetch-data.sh` has not fetched it — a
+    /// failure instead when `SHOAL_REQUIRE_DATA=1`, as in `scripts/test.sh`.
+    pub(crate) fn github_events_text() -> Option<String> {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/github/events.ndjson");
+        let Ok(data) = std::fs::read_to_string(&path) else {
+            assert!(std::env::var("SHOAL_REQUIRE_DATA").as_deref() != Ok("1"), "{} is missing", path.display());
+            eprintln!("\n!!!!!!!! SKIPPED: {} is missing (scripts/fetch-data.sh) !!!!!!!!\n", path.display());
+            return None;
+        };
+        Some(data)
+    }
+
     /// The JSONTestSuite `test_parsing` files (`y_`/`n_`/`i_*.json`), sorted: from
     /// `$SHOAL_JSON_TEST_SUITE`, else `../shared/data/JSONTestSuite/test_parsing` next to
     /// the repository. `None` (with a loud message) when absent — a failure instead when

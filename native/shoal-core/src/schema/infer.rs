@@ -1109,12 +1109,7 @@ mod tests {
 
     #[test]
     fn the_validated_path_agrees_on_github_events() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/github/events.ndjson");
-        let Ok(data) = std::fs::read_to_string(&path) else {
-            assert!(std::env::var("SHOAL_REQUIRE_DATA").as_deref() != Ok("1"), "{} is missing", path.display());
-            eprintln!("\n!!!!!!!! SKIPPED: {} is missing (scripts/fetch-data.sh) !!!!!!!!\n", path.display());
-            return;
-        };
+        let Some(data) = crate::parser::test_support::github_events_text() else { return };
         let mut shipped = InferredSchema::new();
         let mut validated = InferredSchema::new();
         for line in data.lines().filter(|l| !l.trim().is_empty()).take(3000) {

@@ -32,32 +32,32 @@ import org.apache.arrow.flight.SyncPutListener;
 import org.apache.arrow.flight.Ticket;
 import org.apache.arrow.flight.impl.Flight;
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.types.pojo.Schema;
 
 /**
  * A Flight client of one shoal daemon (one shard, {@code grpc://host:port} or
- * {@code grpc+tls://host:port}). Owns its allocator; closing the client closes both (the
- * allocator throws if Arrow memory leaked).
+ * {@code grpc+tls://host:port}). It leases its connection from {@link FlightConnections}, which
+ * shares connections between the clients of a JVM, and owns a child allocator for what it writes;
+ * closing the client closes that allocator (which throws if Arrow memory leaked) and returns the
+ * lease.
  */
 final class FlightShoalClient implements ShoalClient {
   private static final int FLIGHT_INFO_APP_METADATA = 7;
   private static final int FLIGHT_ENDPOINT_APP_METADATA = 4;
 
   private final URI endpoint;
+  private final FlightConnections.Connection connection;
   private final BufferAllocator allocator;
   private final FlightClient client;
   private final CallOption[] callOptions;
-  private final String token;
-  private io.grpc.ManagedChannel planChannel;
 
-  private FlightShoalClient(URI endpoint, String token, BufferAllocator allocator) {
+  private FlightShoalClient(URI endpoint, String token) {
     this.endpoint = endpoint;
-    this.allocator = allocator;
-    this.token = token;
-    this.client = FlightClient.builder(allocator, new Location(endpoint)).build();
+    this.connection = FlightConnections.acquire(endpoint, token);
+    this.allocator = connection.allocator().newChildAllocator("shoal-client " + endpoint, 0, Long.MAX_VALUE);
+    this.client = connection.client();
     if (token != null && !token.isEmpty()) {
       FlightCallHeaders headers = new FlightCallHeaders();
       headers.insert("authorization", "Bearer " + token);
@@ -67,9 +67,9 @@ final class FlightShoalClient implements ShoalClient {
     }
   }
 
-  /** A client of {@code endpoint} with its own root allocator. */
+  /** A client of {@code endpoint} over the JVM's shared connection to it. */
   static FlightShoalClient open(URI endpoint, String token) {
-    return new FlightShoalClient(endpoint, token, new RootAllocator(Long.MAX_VALUE));
+    return new FlightShoalClient(endpoint, token);
   }
 
   @Override
@@ -127,7 +127,7 @@ final class FlightShoalClient implements ShoalClient {
     Flight.FlightInfo proto;
     try {
       try {
-        proto = org.apache.arrow.flight.impl.FlightServiceGrpc.newBlockingStub(planChannel())
+        proto = org.apache.arrow.flight.impl.FlightServiceGrpc.newBlockingStub(connection.planChannel())
             .withDeadlineAfter(120, java.util.concurrent.TimeUnit.SECONDS)
             .getFlightInfo(descriptor);
       } catch (io.grpc.StatusRuntimeException e) {
@@ -183,25 +183,6 @@ final class FlightShoalClient implements ShoalClient {
     } catch (IOException e) {
       return NullNode.getInstance();
     }
-  }
-
-  private synchronized io.grpc.ManagedChannel planChannel() {
-    if (planChannel == null) {
-      io.grpc.netty.NettyChannelBuilder builder = io.grpc.netty.NettyChannelBuilder.forAddress(endpoint.getHost(), endpoint.getPort())
-          .maxInboundMessageSize(64 << 20);
-      if (endpoint.getScheme().contains("tls")) {
-        builder.useTransportSecurity();
-      } else {
-        builder.usePlaintext();
-      }
-      if (token != null && !token.isEmpty()) {
-        io.grpc.Metadata headers = new io.grpc.Metadata();
-        headers.put(io.grpc.Metadata.Key.of("authorization", io.grpc.Metadata.ASCII_STRING_MARSHALLER), "Bearer " + token);
-        builder.intercept(io.grpc.stub.MetadataUtils.newAttachHeadersInterceptor(headers));
-      }
-      planChannel = builder.build();
-    }
-    return planChannel;
   }
 
   @Override
@@ -375,15 +356,9 @@ final class FlightShoalClient implements ShoalClient {
   @Override
   public void close() {
     try {
-      if (planChannel != null) {
-        planChannel.shutdownNow();
-        planChannel.awaitTermination(10, java.util.concurrent.TimeUnit.SECONDS);
-      }
-      client.close();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } finally {
       allocator.close();
+    } finally {
+      connection.release();
     }
   }
 }

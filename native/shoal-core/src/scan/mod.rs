@@ -138,7 +138,8 @@ impl Table {
     #[must_use]
     pub fn plan(&self, request: &ScanRequest) -> ScanPlan {
         let (from, to) = self.resolve_range(request);
-        let mut plan = plan_scan(request.filter.as_ref(), &self.psfs.all(), from, to);
+        let psfs = self.psfs.all();
+        let mut plan = plan_scan(request.filter.as_ref(), &psfs, from, to);
         let stats = self.stats();
         let span = stats.tail_address.saturating_sub(stats.begin_address).max(1);
         for i in (0..plan.index_scans.len()).rev() {
@@ -148,6 +149,18 @@ impl Table {
             #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss, clippy::cast_sign_loss)]
             let cap = ((records_in_range as f64 * FULL_SCAN_THRESHOLD) as u64).max(1);
             if records_in_range < 1_000 {
+                continue;
+            }
+            // Every key pointer its PSFs ever wrote bounds the chains' length: when that is
+            // below the cap, the chains need not be walked to know the index scan is cheaper
+            // (a selective predicate's chain would otherwise be walked once here and once
+            // by the scan).
+            let written: u64 = psfs
+                .iter()
+                .filter(|psf| scan.properties.iter().any(|p| p.psf_id == psf.id))
+                .map(|psf| psf.key_pointer_count())
+                .sum();
+            if written < cap {
                 continue;
             }
             let entries: u64 = scan.properties.iter().map(|p| self.chain_length(p, scan.from, scan.to, cap)).sum();

@@ -160,7 +160,6 @@ impl HashIndex {
         Ok(index as u64 + 1)
     }
 
-    /// The buckets of `hash`'s chain of buckets, main bucket first.
     /// Asks the CPU to bring the main bucket of `hash` into its cache (a hint; no effect
     /// on other architectures than x86-64). Ingestion calls it a few records ahead of
     /// [`Self::find_or_create_entry`]: the index is much larger than the caches, so
@@ -177,6 +176,7 @@ impl HashIndex {
         let _ = hash;
     }
 
+    /// The buckets of `hash`'s chain of buckets, main bucket first.
     fn bucket_chain(&self, hash: u64) -> impl Iterator<Item = &HashBucket> {
         let mut next = Some(&self.buckets[(hash & self.mask) as usize]);
         std::iter::from_fn(move || {

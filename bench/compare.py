@@ -5,7 +5,18 @@ workload, for
 * shoal over Arrow Flight from pyarrow (release daemon, `serve --in-memory`): DoPut
   ingestion with the six GitHub PSFs registered first, queries by GetFlightInfo + DoGet
   (Q1 through the `count` aggregate);
-* shoal in process: `shoal-bench --cases memory --threads 1` (ingestion only);
+* shoal in process: `shoal-bench --cases memory --threads 1` (ingestion only), and the
+  ceilings of FishStore §8 from the same binary: `memcpy` of the bytes and the parser alone
+  (simdjson On-Demand, the six fields of interest);
+* Q6, shoal only: FishStore's recurring query (Fig. 16e) — the opened issues of the last
+  `--q6-window-mb` of the log, run every `--q6-interval` s while a DoPut stream ingests at
+  `--q6-rate-mb` MB/s, the predicate's PSF registered after the second run: each run's
+  latency, rows and plan (full scans before the registration, index scans after it);
+* time to queryable: from the start of a load until its first record / all of them can be
+  queried (shoal: a DoPut stream, a record is queryable once its batch is acknowledged;
+  DuckDB and PostgreSQL: the bulk load, and for PostgreSQL the indexes too);
+* memory: the daemon's resident set and log size after ingestion, DuckDB's
+  `duckdb_memory()`, PostgreSQL's table and index sizes;
 * DuckDB: `read_json_auto` into a table (1 and 2 threads), a narrow load reading only the
   queried fields (1 and 2 threads), then Q1-Q5 on the `read_json_auto` table;
 * PostgreSQL (when its server binaries are there or `apt-get install -y postgresql`
@@ -31,7 +42,9 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
+import threading
 import statistics
 import subprocess
 import sys
@@ -115,6 +128,13 @@ def run_shoal(records, lines, mb, args, out):
                     "index + full scan" if plan["index_scans"] else "full scan")
                 return query_figure(timed(run, args.query_reps), kind)
 
+            stats = action(client, "stats", {"table": table})
+            out["shoal Flight"]["memory"] = {
+                "rss_mb": process_rss_mb(daemon.process.pid),
+                "detail": f"daemon RSS (its page ring is allocated up front: --memory-budget-mb "
+                          f"{max(512, 3 * args.target_mb)}); log {(stats['tail_address'] - stats['begin_address']) / 1e6:.0f} MB, "
+                          f"hash index {stats['index_bytes'] / 2**20:.0f} MiB"}
+            out["shoal Flight"]["queryable"] = time_to_queryable(client, schema, batches, records)
             sel = ["id", "actor.login"]
             out["shoal Flight"]["Q1"] = query("type = 'PushEvent'", count=True)
             out["shoal Flight"]["Q2"] = query("type = 'IssuesEvent' AND payload.action = 'opened'", sel)
@@ -126,9 +146,22 @@ def run_shoal(records, lines, mb, args, out):
             # along a PSF chain (GetFlightInfo + DoGet round trips, planning), to read the
             # latencies above against.
             out["shoal Flight"]["Q0"] = query("actor.id = -1", sel)
+            print("  Q6: the recurring query while ingestion runs ...", flush=True)
+            out["Q6"] = recurring_query(client, schema, batches, mb, args)
         finally:
             daemon.stop()
 
+    print("  ceilings (shoal-bench --cases memcpy,parser --threads 1) ...", flush=True)
+    text = subprocess.run([str(REPO / "target/release/shoal-bench"), "--cases", "memcpy,parser", "--threads", "1",
+                           "--target-mb", str(args.target_mb), "--reps", str(args.reps)],
+                          cwd=REPO, check=True, capture_output=True, text=True).stdout
+    for case, name, detail in (("memcpy", "ceiling: memcpy", "copying the record bytes"),
+                               (r"parser \(6 fields of interest\)", "ceiling: parser alone",
+                                "simdjson On-Demand, 6 fields of interest, full validation")):
+        m = re.search(case + r"\s+1\s+([\d.]+)\s+\(([\d.]+)\D+([\d.]+)", text)
+        if m:
+            med, low, high = (float(x) for x in m.groups())
+            out[name] = {"ingest": {"kind": "ingest", "mbps": med, "mbps_min": low, "mbps_max": high, "detail": detail}}
     print("  shoal in process (shoal-bench --cases memory --threads 1) ...", flush=True)
     med, *rest = in_process_ingest(args.target_mb, args.reps)
     if med is not None:
@@ -138,6 +171,118 @@ def run_shoal(records, lines, mb, args, out):
     else:
         print("could not parse shoal-bench's output:\n" + rest[0])
     return actor
+
+
+def process_rss_mb(pid):
+    """Resident set of process `pid` in MB (10^6 bytes), from /proc; None elsewhere."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
+    return None
+
+
+def time_to_queryable(client, schema, batches, records):
+    """A fresh table with the GitHub PSFs, one DoPut stream of `batches`: seconds from the
+    start until the first batch is acknowledged and its first record is found by a query
+    (`id = ...`, along the `id` PSF), and until the last batch is acknowledged."""
+    action(client, "create_table", {"name": "fresh"})
+    for psf in PSFS:
+        action(client, "register_psf", {"table": "fresh", **psf})
+    first_id = json.loads(records[0])["id"]
+    start = time.perf_counter()
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path("fresh"), schema)
+    first = None
+    acked = 0
+    for batch in batches:
+        writer.write_batch(batch)
+        if first is None:
+            reader.read()
+            acked += batch.num_rows
+            cmd = {"table": "fresh", "filter": f"id = '{first_id}'", "columns": ["id"]}
+            info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)))
+            found = sum(client.do_get(e.ticket).read_all().num_rows for e in info.endpoints)
+            first = time.perf_counter() - start
+            assert found >= 1, f"the first record ({first_id}) was acknowledged but not found"
+    writer.done_writing()
+    while True:
+        try:
+            chunk = reader.read()
+        except StopIteration:
+            break
+        if chunk is None:
+            break
+    writer.close()
+    last = time.perf_counter() - start
+    action(client, "drop_table", {"name": "fresh"})
+    return {"first_s": first, "all_s": last,
+            "detail": "DoPut stream; a record is queryable once its batch is acknowledged (checked by a query)"}
+
+
+def recurring_query(client, schema, batches, mb, args):
+    """FishStore Fig. 16(e): the opened issues among the last `--q6-window-mb` MB of the log,
+    queried every `--q6-interval` s while a DoPut stream ingests at `--q6-rate-mb` MB/s into a
+    fresh table without PSFs; the predicate PSF is registered after the second run."""
+    table = "live"
+    action(client, "create_table", {"name": table})
+    psf = next(p for p in PSFS if p["name"] == "opened_issues")
+    done = threading.Event()
+    errors = []
+    window = int(args.q6_window_mb * 1e6)
+
+    # Batches of 512 records (~1 MB), so that the rate is steady at the queries' scale.
+    small = [b.slice(i, 512) for b in batches for i in range(0, b.num_rows, 512)]
+
+    def ingest():
+        try:
+            per_batch = mb / len(small)
+            writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), schema)
+            start = time.perf_counter()
+            for i, batch in enumerate(small):
+                wait = start + (i + 1) * per_batch / args.q6_rate_mb - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
+                writer.write_batch(batch)
+                reader.read()
+            writer.done_writing()
+            writer.close()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=ingest)
+    thread.start()
+    runs = []
+    registered_at = None
+    run = 0
+    while not done.is_set():
+        time.sleep(args.q6_interval)
+        tail = action(client, "stats", {"table": table})["tail_address"]
+        if tail <= 64:
+            continue
+        cmd = {"table": table, "filter": psf["expr"], "columns": ["id", "actor.login"],
+               "from_address": max(0, tail - window), "to_address": tail}
+        start = time.perf_counter()
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)))
+        rows = sum(client.do_get(e.ticket).read_all().num_rows for e in info.endpoints)
+        took = time.perf_counter() - start
+        plan = json.loads(info.app_metadata)["plan"]
+        indexed = sum(s["to"] - s["from"] for s in plan["index_scans"])
+        scanned = sum(s["to"] - s["from"] for s in plan["full_scans"])
+        runs.append({"run": run + 1, "tail_mb": tail / 1e6, "ms": took * 1e3, "rows": rows,
+                     "index_mb": indexed / 1e6, "full_mb": scanned / 1e6})
+        run += 1
+        if run == 2:
+            registered_at = action(client, "register_psf", {"table": table, **psf}).get("safe_register_address")
+    thread.join()
+    action(client, "drop_table", {"name": table})
+    if errors:
+        raise errors[0]
+    return {"runs": runs, "registered_at": registered_at, "window_mb": args.q6_window_mb,
+            "rate_mb": args.q6_rate_mb, "interval_s": args.q6_interval}
 
 
 # --------------------------------------------------------------------------------- DuckDB
@@ -173,7 +318,17 @@ def run_duckdb(path, mb, actor, args, out):
         out[f"DuckDB narrow {threads}T"] = {"ingest": ingest_figure(load(narrow, threads), mb,
                                                                      "8 queried fields, given schema")}
     con = duckdb.connect()  # default threads (all cores) for the queries, as the daemon
+    start = time.perf_counter()
     con.execute(full)
+    loaded = time.perf_counter() - start
+    sys_ = out.setdefault("DuckDB (read_json_auto table)", {})
+    sys_["queryable"] = {"first_s": loaded, "all_s": loaded,
+                         "detail": "CREATE TABLE AS read_json_auto, default threads: queryable when the load ends"}
+    try:
+        used = con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0]
+        sys_["memory"] = {"rss_mb": used / 1e6, "detail": "duckdb_memory() after the load (in-memory database)"}
+    except duckdb.Error as e:
+        sys_["memory"] = {"rss_mb": None, "detail": f"duckdb_memory() not available: {e}"}
 
     def query(sql, count=False):
         def run():
@@ -184,7 +339,6 @@ def run_duckdb(path, mb, actor, args, out):
             return fetch().num_rows
         return query_figure(timed(run, args.query_reps), "in-memory table, default threads")
 
-    sys_ = out.setdefault("DuckDB (read_json_auto table)", {})
     sys_["Q1"] = query("SELECT count(*) FROM events WHERE type = 'PushEvent'", count=True)
     sys_["Q2"] = query("SELECT id, actor.login FROM events WHERE type = 'IssuesEvent' AND payload.action = 'opened'")
     sys_["Q3"] = query(f"SELECT * FROM events WHERE actor.id = {actor}")
@@ -276,6 +430,17 @@ def run_postgres(path, mb, actor, args, out, skipped):
         both = [c + i for c, i in zip(copy_times, index_times)]
         out["PostgreSQL no index"] = {"ingest": ingest_figure(copy_times, mb, "COPY into UNLOGGED jsonb")}
         out["PostgreSQL indexed"] = {"ingest": ingest_figure(both, mb, "COPY + 6 expression/partial indexes")}
+        out["PostgreSQL no index"]["queryable"] = {
+            "first_s": statistics.median(copy_times), "all_s": statistics.median(copy_times),
+            "detail": "COPY: queryable when it commits (by a sequential scan)"}
+        out["PostgreSQL indexed"]["queryable"] = {
+            "first_s": statistics.median(both), "all_s": statistics.median(both),
+            "detail": "COPY, then the 6 indexes (each query is only fast once its index is built)"}
+        table_mb = con.execute("SELECT pg_table_size('events')").fetchone()[0] / 1e6
+        index_mb = con.execute("SELECT pg_indexes_size('events')").fetchone()[0] / 1e6
+        out["PostgreSQL indexed"]["memory"] = {
+            "rss_mb": table_mb + index_mb,
+            "detail": f"table {table_mb:.0f} MB (jsonb, TOAST included) + 6 indexes {index_mb:.0f} MB, on disk / in shared_buffers"}
 
         def queries(name, label):
             con.execute("VACUUM ANALYZE events")
@@ -321,14 +486,28 @@ def ms(s):
 def report(out, meta, skipped, path_md, path_png, spark_text=None):
     lines = [f"Machine: {meta['machine']}", f"Data: {meta['data']}", f"Command: `{meta['command']}`", ""]
     base_ingest = out.get("shoal in process", {}).get("ingest")
-    lines += ["### Ingestion (MB/s of JSON text; median of the reps, min-max)", "",
-              "| system | MB/s | min-max | shoal in process / this | detail |", "|---|---:|---:|---:|---|"]
+    lines += ["### Ingestion (MB/s of JSON text and records/s; median of the reps, min-max; one core unless the "
+              "name says 2T)", "",
+              "| system | MB/s | min-max | records/s | shoal in process / this | detail |", "|---|---:|---:|---:|---:|---|"]
     for name, figs in out.items():
         f = figs.get("ingest")
         if not f:
             continue
         ratio = f"{base_ingest['mbps'] / f['mbps']:.2f}x" if base_ingest else "-"
-        lines.append(f"| {name} | {f['mbps']:.0f} | {f['mbps_min']:.0f}-{f['mbps_max']:.0f} | {ratio} | {f['detail']} |")
+        per_s = f"{f['mbps'] * meta['records'] / meta['mb']:,.0f}"
+        lines.append(f"| {name} | {f['mbps']:.0f} | {f['mbps_min']:.0f}-{f['mbps_max']:.0f} | {per_s} | {ratio} | "
+                     f"{f['detail']} |")
+    timed_systems = [(n, f["queryable"]) for n, f in out.items() if "queryable" in f]
+    if timed_systems:
+        lines += ["", "### Time to queryable (s from the start of the load)", "",
+                  "| system | first record | all records | how |", "|---|---:|---:|---|"]
+        lines += [f"| {n} | {q['first_s']:.3f} | {q['all_s']:.2f} | {q['detail']} |" for n, q in timed_systems]
+    memory = [(n, f["memory"]) for n, f in out.items() if "memory" in f]
+    if memory:
+        lines += ["", f"### Memory after ingestion ({meta['mb']:.0f} MB of JSON)", "", "| system | MB | what |",
+                  "|---|---:|---|"]
+        lines += [f"| {n} | {m['rss_mb']:.0f} | {m['detail']} |" if m["rss_mb"] is not None else f"| {n} | - | {m['detail']} |"
+                  for n, m in memory]
     lines += ["", f"### Queries (ms; median of {meta['query_reps']} after one warm-up run, min-max; "
               "ratio = this / shoal Flight, > 1 means shoal is faster)", "",
               "| query | system | median ms | min-max ms | rows | vs shoal | plan |", "|---|---|---:|---:|---:|---:|---|"]
@@ -344,6 +523,16 @@ def report(out, meta, skipped, path_md, path_png, spark_text=None):
                 rows = f"{rows} (shoal: {base[q]['rows']}!)"
             lines.append(f"| {q} {text} | {name} | {ms(f['median_s'])} | {ms(f['min_s'])}-{ms(f['max_s'])} | "
                          f"{rows} | {ratio} | {f['detail']} |")
+    q6 = out.get("Q6")
+    if q6:
+        lines += ["", f"### Q6: the recurring query (FishStore Fig. 16e), shoal over Flight", "",
+                  f"Opened issues (`id`, `actor.login`) among the last {q6['window_mb']:g} MB of the log, every "
+                  f"{q6['interval_s']:g} s while one DoPut stream ingests at {q6['rate_mb']:g} MB/s into a table without "
+                  f"PSFs; the predicate's PSF registered after run 2 (safe register address "
+                  f"{q6['registered_at']}).", "",
+                  "| run | log tail MB | ms | rows | index-scanned MB | full-scanned MB |", "|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {r['run']} | {r['tail_mb']:.0f} | {r['ms']:.1f} | {r['rows']} | {r['index_mb']:.1f} | "
+                  f"{r['full_mb']:.1f} |" for r in q6["runs"]]
     if spark_text:
         lines += ["", "### Spark (bench/spark_bench.sh, same data size; Spark SQL in local[2] over shoal, spark.read.json and a cached DataFrame)", "",
                   "```", spark_text.strip(), "```"]
@@ -392,6 +581,9 @@ def main():
     parser.add_argument("--spark-timeout", type=int, default=3600,
                         help="s; bench/spark_bench.sh takes ~25 min at 1 GB (schema inference per run)")
     parser.add_argument("--no-build", action="store_true", help="use the existing target/release binaries")
+    parser.add_argument("--q6-window-mb", type=float, default=20, help="Q6: the query covers the last N MB of the log")
+    parser.add_argument("--q6-rate-mb", type=float, default=20, help="Q6: ingestion rate during the query runs, MB/s")
+    parser.add_argument("--q6-interval", type=float, default=0.5, help="Q6: seconds between query runs")
     parser.add_argument("--out", default=str(REPO / "bench" / "compare-results"))
     args = parser.parse_args()
     args.query_reps = max(5, args.query_reps)
@@ -409,7 +601,8 @@ def main():
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     meta = {"machine": f"{os.cpu_count()} cores (nproc), {mem:.1f} GiB RAM, {platform.platform()}",
             "data": f"{len(records)} GitHub events, {mb:.1f} MB (data/github/events.ndjson replicated, unique ids)",
-            "command": "python bench/compare.py " + " ".join(sys.argv[1:]), "query_reps": args.query_reps}
+            "command": "python bench/compare.py " + " ".join(sys.argv[1:]), "query_reps": args.query_reps,
+            "records": len(records), "mb": mb}
     print(meta["machine"] + "\n" + meta["data"], flush=True)
 
     out, skipped = {}, []

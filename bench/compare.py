@@ -547,9 +547,11 @@ def report(out, meta, skipped, path_md, path_png, spark_text=None):
     import matplotlib.pyplot as plt
     fig, (a, b) = plt.subplots(1, 2, figsize=(15, 5.5), gridspec_kw={"width_ratios": [1, 1.6]})
     names = [n for n, f in out.items() if "ingest" in f]
-    a.barh(names, [out[n]["ingest"]["mbps"] for n in names], color="tab:blue")
+    a.barh(names, [out[n]["ingest"]["mbps"] for n in names],
+           color=["tab:gray" if n.startswith("ceiling") else "tab:blue" for n in names])
     a.invert_yaxis()
-    a.set_xlabel("ingest MB/s (higher is better)")
+    a.set_xscale("log")
+    a.set_xlabel("ingest MB/s, one core unless 2T (log; higher is better; grey: ceilings)")
     a.set_title("Ingestion")
     qnames = [n for n, f in out.items() if any(q in f for q in QUERIES)]
     width = 0.8 / max(1, len(qnames))

@@ -57,7 +57,7 @@ import pyarrow.flight as flight
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from flight_bench import PSFS, in_process_ingest, replicated, timed_doput  # noqa: E402
+from flight_bench import PSFS, drain_acks, in_process_ingest, replicated, timed_doput  # noqa: E402
 from conftest import Daemon, action  # noqa: E402  (flight_bench put its folder on sys.path)
 
 QUERIES = {
@@ -199,23 +199,17 @@ def time_to_queryable(client, schema, batches, records):
     for batch in batches:
         writer.write_batch(batch)
         if first is None:
-            reader.read()
-            acked += batch.num_rows
+            acked += json.loads(reader.read().to_pybytes())["records"]
             cmd = {"table": "fresh", "filter": f"id = '{first_id}'", "columns": ["id"]}
             info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)))
             found = sum(client.do_get(e.ticket).read_all().num_rows for e in info.endpoints)
             first = time.perf_counter() - start
             assert found >= 1, f"the first record ({first_id}) was acknowledged but not found"
     writer.done_writing()
-    while True:
-        try:
-            chunk = reader.read()
-        except StopIteration:
-            break
-        if chunk is None:
-            break
+    acked += drain_acks(reader)
     writer.close()
     last = time.perf_counter() - start
+    assert acked == len(records), (acked, len(records))
     action(client, "drop_table", {"name": "fresh"})
     return {"first_s": first, "all_s": last,
             "detail": "DoPut stream; a record is queryable once its batch is acknowledged (checked by a query)"}

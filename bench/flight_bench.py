@@ -50,6 +50,20 @@ def replicated(lines, target_bytes):
     return out, size
 
 
+def drain_acks(reader):
+    """Reads a DoPut stream's remaining PutResults; returns the records they acknowledge."""
+    acked = 0
+    while True:
+        try:
+            chunk = reader.read()
+        except StopIteration:
+            break
+        if chunk is None:
+            break
+        acked += json.loads(chunk.to_pybytes())["records"]
+    return acked
+
+
 def timed_doput(client, schema, batches, records, reps):
     """Ingests `batches` into a fresh table `events{rep}` (the GitHub PSFs registered
     first) `reps` times over one DoPut stream each; returns the times in seconds. Every
@@ -65,15 +79,7 @@ def timed_doput(client, schema, batches, records, reps):
         for batch in batches:
             writer.write_batch(batch)
         writer.done_writing()
-        acked = 0
-        while True:
-            try:
-                chunk = reader.read()
-            except StopIteration:
-                break
-            if chunk is None:
-                break
-            acked += json.loads(chunk.to_pybytes())["records"]
+        acked = drain_acks(reader)
         writer.close()
         put_times.append(time.perf_counter() - start)
         assert acked == records, (acked, records)

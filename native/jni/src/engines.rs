@@ -6,10 +6,10 @@
 //! Flink operators in one task manager, see the same tables. The engine is closed —
 //! its tables flushed and checkpointed — when its last handle is closed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -81,9 +81,28 @@ struct Registry {
     next_handle: u64,
     handles: HashMap<u64, PathBuf>,
     engines: HashMap<PathBuf, Engine>,
+    /// Directories whose engine is being closed (outside the lock) and still holds their
+    /// LOCK: an open of one of them waits on [`CLOSED`] instead of failing as if another
+    /// process held the directory.
+    closing: HashSet<PathBuf>,
 }
 
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+/// Signalled when a directory leaves [`Registry::closing`].
+static CLOSED: Condvar = Condvar::new();
+
+/// Marks `0` as closing until dropped (also when closing panics, so that opens never wait
+/// for a close that will not finish).
+struct ClosingMark(PathBuf);
+
+impl Drop for ClosingMark {
+    fn drop(&mut self) {
+        if let Some(registry) = registry().as_mut() {
+            registry.closing.remove(&self.0);
+        }
+        CLOSED.notify_all();
+    }
+}
 
 fn registry() -> MutexGuard<'static, Option<Registry>> {
     // A panic while holding the lock leaves the maps consistent (every update is a
@@ -138,6 +157,11 @@ pub fn open(data_dir: &Path, options: Option<&str>) -> Result<u64, Failure> {
     })?;
     config.data_dir.clone_from(&key);
     let mut guard = registry();
+    // The last handle of this directory's engine was just closed: wait until that engine
+    // has flushed and released the directory, then open it again.
+    while guard.as_ref().is_some_and(|r| r.closing.contains(&key)) {
+        guard = CLOSED.wait(guard).unwrap_or_else(PoisonError::into_inner);
+    }
     let registry = guard.get_or_insert_with(Registry::default);
     if let Some(engine) = registry.engines.get_mut(&key) {
         if options.is_some_and(|o| !o.trim().is_empty())
@@ -217,9 +241,11 @@ pub fn close(handle: u64) {
         if engine.handles > 0 {
             return;
         }
-        registry.engines.remove(&key)
+        registry.closing.insert(key.clone());
+        (registry.engines.remove(&key), ClosingMark(key))
     };
     // Outside the registry's lock: closing flushes every table, which may take a while.
+    let (engine, _closing) = engine;
     if let Some(mut engine) = engine {
         drop(engine.stop_checkpoints.take());
         if let Some(thread) = engine.checkpointer.take() {

@@ -159,6 +159,39 @@ fn handles_share_an_engine_and_closed_handles_fail_cleanly() {
     engines::close(c);
 }
 
+/// Threads that open and close the same directory over and over (as the writers and
+/// committers of a failing Flink job do): an open that comes while the last handle's
+/// close is still flushing waits for it, instead of finding the directory locked as if
+/// another process held it. Every record put is there at the end.
+#[test]
+fn reopening_while_the_last_handle_closes_waits_instead_of_finding_the_directory_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = engines::open(dir.path(), None).unwrap();
+    operations::action(setup, "create_table", r#"{"name": "t"}"#).unwrap();
+    engines::close(setup);
+    let path = dir.path().to_path_buf();
+    let workers: Vec<_> = (0..3i64)
+        .map(|worker| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                for round in 0..15i64 {
+                    let handle = engines::open(&path, None)
+                        .unwrap_or_else(|f| panic!("worker {worker}, round {round}: {}: {}", f.code, f.message));
+                    let first = (worker * 15 + round) * 10;
+                    put(handle, "t", first, first + 10);
+                    engines::close(handle);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    let handle = engines::open(dir.path(), None).unwrap();
+    assert_eq!(ids(handle, r#"{"table": "t", "columns": ["id"]}"#), (0..450).collect::<Vec<_>>());
+    engines::close(handle);
+}
+
 #[test]
 fn errors_carry_the_protocol_codes() {
     let dir = tempfile::tempdir().unwrap();

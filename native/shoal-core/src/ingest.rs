@@ -198,16 +198,16 @@ impl Table {
         self.log.check_room(pending.iter().map(|r| r.size).sum())?;
         let mut guard = self.log.epoch().protect();
         let mut word0_templates: Vec<u64> = Vec::new();
-        let prefetch = |record: Option<&PendingRecord<'_>>| {
-            for kp in record.map_or(&[][..], |r| &key_pointers[r.key_pointers.clone()]) {
+        let prefetch = |record: &PendingRecord<'_>| {
+            for kp in &key_pointers[record.key_pointers.clone()] {
                 self.index.prefetch(kp.hash);
             }
         };
-        for record in pending.iter().take(PREFETCH_DISTANCE) {
-            prefetch(Some(record));
-        }
+        pending.iter().take(PREFETCH_DISTANCE).for_each(prefetch);
         for (number, record) in pending.iter().enumerate() {
-            prefetch(pending.get(number + PREFETCH_DISTANCE));
+            if let Some(ahead) = pending.get(number + PREFETCH_DISTANCE) {
+                prefetch(ahead);
+            }
             let address = self.log.allocate(record.size, &mut guard)?;
             let kps = &key_pointers[record.key_pointers.clone()];
             let region = &value_regions[record.value_region.clone()];

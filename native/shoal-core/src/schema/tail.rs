@@ -100,9 +100,7 @@ impl TailSchema {
         }
         let mut at = 0;
         while at + 8 <= buffer.len() {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(&buffer[at..at + 8]);
-            let header = RecordHeader(u64::from_le_bytes(word));
+            let header = header_at(&buffer[at..]);
             if header.is_empty() {
                 // Allocated, header not written yet: start here next time.
                 break;
@@ -116,9 +114,7 @@ impl TailSchema {
                 break;
             }
             if header.is_visible() {
-                if let Some(view) = RecordView::new(&buffer[at..at + size]) {
-                    entry.schema.observe_validated(view.payload());
-                }
+                observe(&mut entry.schema, &buffer[at..at + size]);
             } else if !header.is_invalid() {
                 entry.in_flight.push(from + at as u64);
             }
@@ -145,9 +141,7 @@ fn read_record(log: &HybridLog, address: u64, buffer: &mut Vec<u8>) -> RecordSta
     if !matches!(log.read_into(address, 8, buffer), Ok(true)) || buffer.len() < 8 {
         return RecordState::Gone;
     }
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&buffer[..8]);
-    let header = RecordHeader(u64::from_le_bytes(word));
+    let header = header_at(buffer);
     if header.is_invalid() {
         return RecordState::Gone;
     }
@@ -161,6 +155,14 @@ fn read_record(log: &HybridLog, address: u64, buffer: &mut Vec<u8>) -> RecordSta
     }
 }
 
+/// The header word at the start of `bytes` (at least 8 bytes long).
+fn header_at(bytes: &[u8]) -> RecordHeader {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[..8]);
+    RecordHeader(u64::from_le_bytes(word))
+}
+
+/// Merges the payload of the visible record `record` (header first) into `schema`.
 fn observe(schema: &mut InferredSchema, record: &[u8]) {
     if let Some(view) = RecordView::new(record) {
         schema.observe_validated(view.payload());

@@ -297,6 +297,7 @@ async fn update_gauges(catalog: Arc<Catalog>) {
             metrics::gauge!("shoal_log_tail_address", "table" => name.clone()).set(stats.tail_address as f64);
             metrics::gauge!("shoal_log_head_address", "table" => name.clone()).set(stats.head_address as f64);
             metrics::gauge!("shoal_log_flushed_until_address", "table" => name.clone()).set(stats.flushed_until_address as f64);
+            metrics::gauge!("shoal_log_observed_until_address", "table" => name.clone()).set(stats.observed_until_address as f64);
             metrics::gauge!("shoal_index_bytes", "table" => name.clone()).set(stats.index_bytes as f64);
             metrics::gauge!("shoal_records", "table" => name).set(stats.records as f64);
         }

@@ -281,7 +281,7 @@ impl Table {
 
         let log = HybridLog::recover(&config.log, begin, page.max(begin >> config.log.page_size_bits))?;
         let tail = log.tail_address();
-        let table = Table::assemble(config, log, index, observed);
+        let table = Table::assemble(config, log, index, observed)?;
         // Boundaries past the recovered tail would claim chains for records written
         // after recovery under a different PSF set: clamp them to the tail.
         let restored = meta

@@ -118,6 +118,10 @@ pub struct TableStats {
     pub head_address: u64,
     /// Everything below is on the device.
     pub flushed_until_address: u64,
+    /// Whole pages below this address were merged into the inferred schema by the log's
+    /// observer (which runs at a lower priority, so it may lag behind the tail under
+    /// load); the schema of later records is inferred when the schema is asked for.
+    pub observed_until_address: u64,
     /// Next address to allocate.
     pub tail_address: u64,
     /// Bytes of the hash index.
@@ -132,9 +136,9 @@ pub struct Table {
     pub(crate) log: Arc<HybridLog>,
     pub(crate) index: HashIndex,
     pub(crate) psfs: PsfRegistry,
-    /// The schema and counters of fully flushed pages (the flush thread's observer).
+    /// The schema and counters of observed pages (the log's page observer).
     pub(crate) observed: Arc<Mutex<Observed>>,
-    /// The schema of the pages the flush thread has not observed yet, kept up to date
+    /// The schema of the pages the observer has not reached yet, kept up to date
     /// incrementally by [`Table::schema`].
     tail_schema: Mutex<TailSchema>,
     /// Directory of an on-disk table (metadata and checkpoint files).
@@ -177,14 +181,18 @@ impl Table {
         // The index first: it validates its size before the log starts a thread.
         let index = HashIndex::new(config.index_size_bits)?;
         let log = HybridLog::create(&config.log)?;
-        let table = Self::assemble(config, log, index, Observed::default());
+        let table = Self::assemble(config, log, index, Observed::default())?;
         table.write_meta(&[])?;
         Ok(table)
     }
 
     /// A table over a log and an index that are ready (created or recovered); the
-    /// inferred schema covers the log up to its tail.
-    pub(crate) fn assemble(config: TableConfig, log: Arc<HybridLog>, index: HashIndex, observed: Observed) -> Arc<Self> {
+    /// inferred schema covers the log up to its tail. Starts the log's page observer,
+    /// which merges every page into the schema once it is flushed.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the observer thread cannot be started.
+    pub(crate) fn assemble(config: TableConfig, log: Arc<HybridLog>, index: HashIndex, observed: Observed) -> Result<Arc<Self>> {
         let observed = Arc::new(Mutex::new(Observed { until: log.tail_address(), ..observed }));
         let state = Arc::clone(&observed);
         let capacity = log.page_capacity();
@@ -204,12 +212,12 @@ impl Table {
             state.schema.merge(&page_schema);
             state.totals.merge(&totals);
             state.until = state.until.max((page + 1) * page_size);
-        }));
+        }))?;
         let dir = match &config.log.device {
             DeviceConfig::Directory(dir) => Some(dir.clone()),
             DeviceConfig::Null => None,
         };
-        Arc::new(Self {
+        Ok(Arc::new(Self {
             config,
             log,
             index,
@@ -224,7 +232,7 @@ impl Table {
             records: AtomicU64::new(0),
             payload_bytes: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
-        })
+        }))
     }
 
     /// Rewrites `table.json` with `psfs` (no-op for in-memory tables).
@@ -350,12 +358,12 @@ impl Table {
         self.psfs.deregister(name, || self.log.tail_address(), |all| self.write_meta(all))
     }
 
-    /// The inferred schema: pages merged by the flush thread as they closed, plus the
+    /// The inferred schema: pages merged by the log's observer once flushed, plus the
     /// pages it has not reached yet (closed pages still queued, and the open tail page),
     /// observed here so that every record ingested so far is reflected.
     #[must_use]
     pub fn schema(&self) -> InferredSchema {
-        // Lock order: tail, then observed (the flush thread's observer takes only the
+        // Lock order: tail, then observed (the log's page observer takes only the
         // latter). Holding the tail lock keeps concurrent callers from observing the
         // same new records twice.
         let mut tail = self.tail_schema.lock();
@@ -377,6 +385,7 @@ impl Table {
             begin_address: self.log.begin_address(),
             head_address: self.log.head_address(),
             flushed_until_address: self.log.flushed_until(),
+            observed_until_address: self.log.observed_until(),
             tail_address: self.log.tail_address(),
             index_bytes: self.index.memory_bytes() as u64,
             index_overflow_buckets: self.index.overflow_bucket_count(),
@@ -416,6 +425,11 @@ impl Table {
         let header =
             crate::checkpoint::index::write(dir, &self.index, self.config.index_size_bits, start, || self.log.tail_address())?;
         self.wait_durable(header.end, std::time::Duration::from_secs(60))?;
+        // The schema of every whole page below the end, so that recovery has none to
+        // infer again (a lagging observer only makes recovery infer more: the state
+        // records how far the schema goes).
+        let last_whole_page = self.log.page_start(self.log.page_of(header.end));
+        self.log.wait_observed(last_whole_page, std::time::Duration::from_secs(60));
         let observed = self.observed.lock().clone();
         let state = CheckpointState {
             log_end_address: header.end,
@@ -456,7 +470,8 @@ impl Table {
     }
 }
 
-/// The schema and counters of the log's fully flushed pages, below `until`.
+/// The schema and counters of the log's observed pages (whole pages, flushed), below
+/// `until`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Observed {
     pub(crate) schema: InferredSchema,

@@ -87,6 +87,9 @@ options:
   --reps N              repetitions per case (default 3)
   --threads LIST        ingestion thread counts (default 1,2)
   --disk-memory-mb MB   memory budget of the on-disk table (default 64)
+  --memory-mb MB        memory budget of the in-memory table (default: the data and its
+                        headers fit; smaller: frames are reused during the run, so the
+                        background schema observer must keep up, as in sustained ingestion)
   --dir PATH            where the on-disk tables go (default: the system temp dir)
   --cases LIST          any of memcpy,parser,memory,disk,nopsf,query (default: all)
   -h, --help            this text";
@@ -99,6 +102,7 @@ struct Options {
     reps: usize,
     threads: Vec<usize>,
     disk_memory_mb: usize,
+    memory_mb: Option<usize>,
     dir: PathBuf,
     cases: Vec<String>,
 }
@@ -112,6 +116,7 @@ impl Options {
             reps: 3,
             threads: vec![1, 2],
             disk_memory_mb: 64,
+            memory_mb: None,
             dir: std::env::temp_dir(),
             cases: ["memcpy", "parser", "memory", "disk", "nopsf", "query"].map(String::from).to_vec(),
         };
@@ -140,6 +145,7 @@ impl Options {
                     options.threads = value()?.split(',').map(|t| number(t.trim().to_owned()).map(|n| n.max(1))).collect::<BoxResult<_>>()?;
                 }
                 "--disk-memory-mb" => options.disk_memory_mb = number(value()?)?,
+                "--memory-mb" => options.memory_mb = Some(number(value()?)?),
                 "--dir" => options.dir = PathBuf::from(value()?),
                 "--cases" => options.cases = value()?.split(',').map(|c| c.trim().to_owned()).collect(),
                 _ => return Err(format!("unknown option {arg:?}\n\n{USAGE}").into()),
@@ -591,7 +597,7 @@ fn main() -> BoxResult<()> {
 
     // In-memory budget: the payload plus a generous allowance for headers and key
     // pointers (16 + 24 × 6 bytes per record at most) plus spare pages.
-    let memory_budget = total + records.len() * 192 + (64 << 20);
+    let memory_budget = options.memory_mb.map_or(total + records.len() * 192 + (64 << 20), |mb| mb << 20);
     let memory = Target::Memory { budget: memory_budget };
     let disk = Target::Disk { base: options.dir.clone(), budget: options.disk_memory_mb << 20 };
 

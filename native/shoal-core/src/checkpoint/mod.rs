@@ -115,7 +115,7 @@ pub struct CheckpointState {
     pub index: Option<IndexCheckpointRef>,
 }
 
-/// Counters of the records in fully flushed pages, kept by the flush thread's page
+/// Counters of the records in observed (whole, flushed) pages, kept by the log's page
 /// observer together with the inferred schema.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObservedTotals {

@@ -18,6 +18,8 @@
 //! filler header over the unused end, opens the next page (waiting, if needed, for the
 //! frame's previous page to be flushed and evicted) and registers an epoch trigger
 //! action that hands the closed page to the flush thread once all its writers are done.
+//! An observer thread (schema inference) then reads each flushed page; a frame is reused
+//! only once its page is flushed and observed.
 //! Eviction moves the head forward and reuses the frame only when the epoch of the
 //! move is safe, so readers that checked `address >= head` under protection may keep
 //! reading the frame.
@@ -80,9 +82,19 @@ impl Default for LogConfig {
     }
 }
 
-/// Called by the flush thread with the bytes of each closed page, in page order,
-/// before the page is written (used for schema inference).
+/// Called with the record bytes of each closed page (its capacity, without the footer),
+/// in page order, once the page is flushed (used for schema inference). It runs on the
+/// log's observer thread (see [`HybridLog::set_page_observer`]).
 pub type PageObserver = Box<dyn Fn(u64, &[u8]) + Send + Sync>;
+
+/// Nice value of the observer thread (Linux; 0 is the default, 19 the lowest priority).
+/// Observing pages (schema inference) is background work, like compaction in an LSM
+/// store (RocksDB runs it at a lowered CPU priority for the same reason): on a machine
+/// whose cores are all busy, ingestion, network receive and reads go first, and the
+/// observer catches up when they pause. It cannot fall behind without bound: a frame is
+/// reused only after its page was observed, so a ring full of unobserved pages makes
+/// writers wait (backpressure).
+pub const OBSERVER_NICE: i32 = 10;
 
 struct Frame {
     ptr: *mut u8,
@@ -106,10 +118,15 @@ pub struct HybridLog {
     safe_head_address: AtomicU64,
     read_only_address: AtomicU64,
     flushed_until: AtomicU64,
+    /// Pages below this address were handed to the page observer (only meaningful
+    /// while `observing` is set).
+    observed_until: AtomicU64,
+    /// A page observer is installed: frames wait for their page's observation too.
+    observing: AtomicBool,
     flush_state: Mutex<FlushState>,
     flushed_signal: Condvar,
     flush_thread: Mutex<Option<JoinHandle<()>>>,
-    observer: Mutex<Option<Arc<PageObserver>>>,
+    observer_thread: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
 }
 
@@ -123,8 +140,8 @@ struct FlushState {
     /// by the next success.
     error: Option<(String, Option<i32>, std::time::Instant)>,
     shutdown: bool,
-    /// Pages below this one were handed to the page observer.
-    observed_pages: u64,
+    /// The flush thread ended after a shutdown: no page will be flushed any more.
+    flusher_done: bool,
     /// A requested flush of the open page's prefix: every record below this address
     /// is complete (its request's epoch is safe), so the prefix may be written.
     partial: Option<u64>,
@@ -219,10 +236,12 @@ impl HybridLog {
             safe_head_address: AtomicU64::new(start_address),
             read_only_address: AtomicU64::new(start_address),
             flushed_until: AtomicU64::new(start_address),
+            observed_until: AtomicU64::new(start_address),
+            observing: AtomicBool::new(false),
             flush_state: Mutex::new(FlushState { next_page: first_page, ..FlushState::default() }),
             flushed_signal: Condvar::new(),
             flush_thread: Mutex::new(None),
-            observer: Mutex::new(None),
+            observer_thread: Mutex::new(None),
             closed: AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&log);
@@ -234,9 +253,58 @@ impl HybridLog {
         Ok(log)
     }
 
-    /// Installs the function the flush thread calls with every closed page.
-    pub fn set_page_observer(&self, observer: PageObserver) {
-        *self.observer.lock() = Some(Arc::new(observer));
+    /// Installs the function called with every closed page once it is flushed, in page
+    /// order from the page the log started at, on a thread of its own (`shoal-observe`,
+    /// at nice [`OBSERVER_NICE`]). From then on a frame is reused only after its page was
+    /// observed as well as flushed. Call it once, before the first page closes.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the thread cannot be started.
+    pub fn set_page_observer(self: &Arc<Self>, observer: PageObserver) -> Result<()> {
+        let first_page = self.page_of(self.observed_until.load(Ordering::Acquire));
+        self.observing.store(true, Ordering::Release);
+        let weak = Arc::downgrade(self);
+        let handle = std::thread::Builder::new()
+            .name("shoal-observe".into())
+            .spawn(move || observe_loop(&weak, &observer, first_page))
+            .map_err(|e| Error::io("observer thread", e))?;
+        *self.observer_thread.lock() = Some(handle);
+        Ok(())
+    }
+
+    /// Pages below this address were handed to the page observer; with no observer,
+    /// the flushed address.
+    #[must_use]
+    pub fn observed_until(&self) -> u64 {
+        if self.observing.load(Ordering::Acquire) {
+            self.observed_until.load(Ordering::Acquire)
+        } else {
+            self.flushed_until()
+        }
+    }
+
+    /// Waits until every page below `address` was observed (or `timeout` passes);
+    /// returns [`observed_until`](Self::observed_until). Only whole pages are observed,
+    /// and only once flushed: `address` should be a page start at or below the flushed
+    /// address.
+    pub fn wait_observed(&self, address: u64, timeout: Duration) -> u64 {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let observed = self.observed_until();
+            if observed >= address || std::time::Instant::now() >= deadline || self.closed.load(Ordering::Acquire) {
+                return observed;
+            }
+            let mut state = self.flush_state.lock();
+            if self.observed_until() < address {
+                self.flushed_signal.wait_for(&mut state, Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// Frames of pages below this address may be evicted: they are flushed and, with an
+    /// observer, observed.
+    fn evictable_until(&self) -> u64 {
+        self.flushed_until().min(self.observed_until())
     }
 
     /// The epoch domain that protects frames of this log.
@@ -401,7 +469,7 @@ impl HybridLog {
             } else {
                 self.page_start((last_page + 1 - frames).min(first_page))
             };
-            if self.flushed_until() >= needed {
+            if self.evictable_until() >= needed {
                 return Ok(());
             }
             if self.closed.load(Ordering::Acquire) {
@@ -489,7 +557,7 @@ impl HybridLog {
             return Ok(());
         }
         let needed = self.page_start(page - frames + 1);
-        while self.flushed_until() < needed {
+        while self.evictable_until() < needed {
             if self.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed);
             }
@@ -498,7 +566,7 @@ impl HybridLog {
             }
             guard.refresh();
             let mut state = self.flush_state.lock();
-            if self.flushed_until() < needed {
+            if self.evictable_until() < needed {
                 self.flushed_signal.wait_for(&mut state, Duration::from_millis(1));
             }
         }
@@ -514,14 +582,14 @@ impl HybridLog {
         }
         let evicted_page = page - frames;
         let new_head = self.page_start(evicted_page + 1);
-        // 1. The evicted page must be on the device.
-        while self.flushed_until() < new_head {
+        // 1. The evicted page must be on the device (and observed).
+        while self.evictable_until() < new_head {
             if self.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed);
             }
             guard.refresh();
             let mut state = self.flush_state.lock();
-            if self.flushed_until() < new_head {
+            if self.evictable_until() < new_head {
                 self.flushed_signal.wait_for(&mut state, Duration::from_millis(1));
             }
         }
@@ -777,30 +845,23 @@ impl HybridLog {
             state.shutdown = true;
             self.flushed_signal.notify_all();
         }
-        if let Some(handle) = self.flush_thread.lock().take() {
-            if handle.thread().id() != std::thread::current().id() {
-                let _ = handle.join();
-            }
+        // The flush thread first (it flushes every closed page), then the observer (it
+        // observes every flushed page, then ends).
+        join_unless_current(self.flush_thread.lock().take());
+        {
+            let mut state = self.flush_state.lock();
+            state.flusher_done = true;
+            self.flushed_signal.notify_all();
         }
+        join_unless_current(self.observer_thread.lock().take());
         self.closed.store(true, Ordering::Release);
     }
 
     fn flush_one(&self, page: u64) {
-        let observer = self.observer.lock().clone();
         // SAFETY: the page is closed and all writers are done (its epoch is safe); it
         // cannot be evicted before `flushed_until` passes it, which only this thread
         // advances. The footer area is not used by records.
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.frame_ptr(page), self.page_size) };
-        // Once per page, also when its write is retried after a failure.
-        let first_attempt = {
-            let mut state = self.flush_state.lock();
-            let first = state.observed_pages <= page;
-            state.observed_pages = state.observed_pages.max(page + 1);
-            first
-        };
-        if let (Some(observer), true) = (observer, first_attempt) {
-            observer(page, &bytes[..self.page_capacity()]);
-        }
         let result = match &self.device {
             Device::Null => Ok(()),
             Device::Segments(files) => {
@@ -944,6 +1005,66 @@ fn flush_loop(log: &Weak<HybridLog>) {
     }
 }
 
+/// The observer thread: hands each closed page, once flushed, to the page observer, in
+/// page order from `page`, then raises `observed_until` past it. Like the flush thread,
+/// it holds a strong reference to the log only while it works or waits for at most
+/// 10 ms. At shutdown it observes every page the flush thread flushed, then ends.
+fn observe_loop(log: &Weak<HybridLog>, observer: &PageObserver, mut page: u64) {
+    lower_priority(OBSERVER_NICE);
+    loop {
+        let Some(log) = log.upgrade() else { return };
+        let end = log.page_start(page + 1);
+        if log.flushed_until() >= end {
+            // SAFETY: the page is flushed, so closed with all its writers done; its frame
+            // is not reused before `observed_until` passes it, which only this thread
+            // raises. Records end before the footer.
+            let bytes = unsafe { std::slice::from_raw_parts(log.frame_ptr(page), log.page_capacity()) };
+            // A panicking observer must not stop the log (frames wait for observation):
+            // the page is passed over, loudly.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| observer(page, bytes))).is_err() {
+                tracing::error!(page, "the page observer panicked; the page is left out of the inferred schema");
+            }
+            log.observed_until.store(end, Ordering::Release);
+            let _state = log.flush_state.lock();
+            log.flushed_signal.notify_all();
+            page += 1;
+            continue;
+        }
+        let mut state = log.flush_state.lock();
+        if log.flushed_until() < end {
+            if state.flusher_done {
+                return;
+            }
+            log.flushed_signal.wait_for(&mut state, Duration::from_millis(10));
+        }
+    }
+}
+
+/// Joins a log thread, unless it is the calling thread (a log dropped or shut down from
+/// its own flush or observer thread).
+fn join_unless_current(handle: Option<JoinHandle<()>>) {
+    if let Some(handle) = handle {
+        if handle.thread().id() != std::thread::current().id() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Gives the calling thread the nice value `nice` (Linux; elsewhere nothing). A failure
+/// (e.g. a sandbox forbidding it) only leaves the thread at the default priority.
+fn lower_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain system calls on the calling thread's own id; no memory is passed.
+        let result = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+        if result != 0 {
+            tracing::debug!(nice, error = %std::io::Error::last_os_error(), "could not lower the observer thread's priority");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
+
 impl Drop for HybridLog {
     fn drop(&mut self) {
         self.closed.store(true, Ordering::Release);
@@ -952,5 +1073,60 @@ impl Drop for HybridLog {
             // SAFETY: allocated in `create` with this layout; no reference outlives the log.
             unsafe { dealloc(frame.ptr, self.frame_layout) };
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+
+    /// Fills `pages` pages of `log` with 512-byte records (headers only) from a thread of
+    /// its own; returns the thread. The last page stays open (full, but not closed).
+    fn fill(log: &Arc<HybridLog>, pages: u64) -> std::thread::JoinHandle<()> {
+        let log = Arc::clone(log);
+        std::thread::spawn(move || {
+            let records = pages * (log.page_capacity() as u64 / 512);
+            for _ in 0..records {
+                let mut guard = log.epoch().protect();
+                let address = log.allocate(512, &mut guard).unwrap();
+                // SAFETY: just allocated by this thread, under `guard`.
+                unsafe { log.write_header(address, RecordHeader::new(512, 0, 0)) };
+            }
+        })
+    }
+
+    #[test]
+    fn frames_wait_for_a_lagging_observer_and_every_page_is_observed_once_in_order() {
+        let config = LogConfig { page_size_bits: 12, memory_budget_bytes: 4 << 12, ..LogConfig::default() };
+        let log = HybridLog::create(&config).unwrap();
+        let (observed, pages) = mpsc::channel();
+        let (release, gate) = mpsc::channel::<()>();
+        let gate = Mutex::new(gate);
+        log.set_page_observer(Box::new(move |page, bytes| {
+            assert_eq!(bytes.len(), 4096 - PAGE_FOOTER_SIZE);
+            gate.lock().recv().unwrap();
+            observed.send(page).unwrap();
+        }))
+        .unwrap();
+        let writer = fill(&log, 12);
+        // The observer holds page 0: the writer fills the ring (4 frames) and waits for
+        // page 0's frame although the page was flushed long ago.
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!writer.is_finished(), "the writer reused an unobserved frame");
+        assert!(log.flushed_until() >= log.page_start(1), "page 0 is flushed: {}", log.flushed_until());
+        assert!(log.tail_address() < log.page_start(5), "tail {} ran past the ring", log.tail_address());
+        assert_eq!(log.observed_until(), log.page_start(0));
+        for _ in 0..11 {
+            release.send(()).unwrap();
+        }
+        writer.join().unwrap();
+        assert_eq!(log.wait_observed(log.page_start(11), Duration::from_secs(10)), log.page_start(11));
+        let seen: Vec<u64> = pages.try_iter().collect();
+        assert_eq!(seen, (0..11).collect::<Vec<u64>>());
+        drop(release);
+        log.shutdown();
     }
 }

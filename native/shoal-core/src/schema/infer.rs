@@ -155,11 +155,22 @@ impl Node {
     fn child_position(&mut self, key: &str, hint: usize) -> usize {
         match self.keys.find(key, hint) {
             Some(position) => position,
-            None => {
-                self.children.push(Node::default());
-                self.keys.push(key)
-            }
+            None => self.push_child(key),
         }
+    }
+
+    /// [`child_position`](Self::child_position) for a key given as bytes; `None` when a
+    /// new key is not UTF-8.
+    fn child_position_bytes(&mut self, key: &[u8], hint: usize) -> Option<usize> {
+        match self.keys.find_bytes(key, hint) {
+            Some(position) => Some(position),
+            None => Some(self.push_child(std::str::from_utf8(key).ok()?)),
+        }
+    }
+
+    fn push_child(&mut self, key: &str) -> usize {
+        self.children.push(Node::default());
+        self.keys.push(key)
     }
 
     fn child(&self, key: &str) -> Option<&Node> {
@@ -354,7 +365,7 @@ impl InferredSchema {
     /// same result; records it cannot take (a key with escapes) go through `observe`.
     /// Given invalid JSON it may merge part of the record before falling back.
     pub fn observe_validated(&mut self, record: &[u8]) -> bool {
-        let mut cursor = Cursor { text: record, at: 0 };
+        let mut cursor = Cursor::new(record);
         let merged = merge_validated(&mut self.root, &mut cursor, 0).is_some() && {
             cursor.skip_whitespace();
             cursor.at == record.len()
@@ -504,9 +515,17 @@ fn merge_sonic_value(node: &mut Node, value: &sonic_rs::Value, depth: usize) {
 struct Cursor<'a> {
     text: &'a [u8],
     at: usize,
+    /// The first backslash at or after the last string scanned (or `text.len()`): strings
+    /// come in order, so finding escapes costs about one pass over the record instead of a
+    /// search per string.
+    next_backslash: usize,
 }
 
 impl<'a> Cursor<'a> {
+    fn new(text: &'a [u8]) -> Self {
+        Self { text, at: 0, next_backslash: 0 }
+    }
+
     fn skip_whitespace(&mut self) {
         while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.text.get(self.at) {
             self.at += 1;
@@ -530,15 +549,21 @@ impl<'a> Cursor<'a> {
     /// no escapes.
     fn string(&mut self) -> Option<Option<&'a [u8]>> {
         let start = self.at;
-        let mut escaped = false;
+        if self.next_backslash < start {
+            self.next_backslash = memchr::memchr(b'\\', self.text.get(start..)?).map_or(self.text.len(), |o| start + o);
+        }
+        let quote = find_byte(self.text, start, b'"')?;
+        if quote < self.next_backslash {
+            self.at = quote + 1;
+            return Some(Some(&self.text[start..quote]));
+        }
         loop {
             let offset = memchr::memchr2(b'"', b'\\', self.text.get(self.at..)?)?;
             self.at += offset;
             if self.text[self.at] == b'"' {
                 self.at += 1;
-                return Some((!escaped).then(|| &self.text[start..self.at - 1]));
+                return Some(None);
             }
-            escaped = true;
             self.at += 2;
         }
     }
@@ -589,6 +614,16 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// The position of the first `byte` in `text` at or after `from`. Strings in JSON records
+/// are mostly short, so the first 16 bytes are checked one by one before `memchr`.
+fn find_byte(text: &[u8], from: usize, byte: u8) -> Option<usize> {
+    let rest = text.get(from..)?;
+    if let Some(i) = rest.iter().take(16).position(|&b| b == byte) {
+        return Some(from + i);
+    }
+    memchr::memchr(byte, rest.get(16..)?).map(|i| from + 16 + i)
+}
+
 /// Merges the value at the cursor (nesting depth `depth`) into `node`; the same result
 /// as [`merge_sonic_value`] on valid JSON. `None` when the text is not what it expects
 /// (invalid JSON, or a key with escapes): part of the value may have been merged.
@@ -607,18 +642,20 @@ fn merge_validated(node: &mut Node, cursor: &mut Cursor<'_>, depth: usize) -> Op
             if cursor.text.get(cursor.at) == Some(&b'}') {
                 cursor.at += 1;
             } else {
-                let mut index = 0;
+                // Where the next key is expected: after the previous one (keys of later
+                // records mostly come in the order first seen, some of them missing).
+                let mut hint = 0;
                 loop {
                     if cursor.next_byte()? != b'"' {
                         return None;
                     }
-                    let key = std::str::from_utf8(cursor.string()??).ok()?;
+                    let key = cursor.string()??;
                     if cursor.next_byte()? != b':' {
                         return None;
                     }
-                    let position = node.child_position(key, index);
+                    let position = node.child_position_bytes(key, hint)?;
                     merge_validated(node.children.get_mut(position)?, cursor, depth + 1)?;
-                    index += 1;
+                    hint = position + 1;
                     match cursor.next_byte()? {
                         b',' => {}
                         b'}' => break,
@@ -1050,6 +1087,9 @@ mod tests {
                 r#""\ud83d\ude00""#,
                 r#""\ud800""#,
                 r#""{[""#,
+                // Past the 16 bytes `find_byte` checks one by one, with and without escapes.
+                r#""a string longer than sixteen bytes""#,
+                r#""a string longer than sixteen bytes \" with an escaped quote""#,
             ])
             .prop_map(str::to_owned),
             any::<i64>().prop_map(|v| v.to_string()),
@@ -1057,7 +1097,7 @@ mod tests {
         leaf.prop_recursive(8, 64, 5, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..5).prop_map(|items| format!("[{}]", items.join(","))),
-                prop::collection::vec((prop::sample::select(vec!["a", "b", "c", "\\u0061", "\\ud800"]), inner), 0..5)
+                prop::collection::vec((prop::sample::select(vec!["a", "b", "c", "\\u0061", "\\ud800", "a key longer than sixteen bytes"]), inner), 0..5)
                     .prop_map(|entries| {
                         let entries: Vec<String> = entries.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect();
                         format!("{{{}}}", entries.join(", "))

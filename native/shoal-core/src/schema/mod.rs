@@ -70,12 +70,13 @@ pub(crate) use tail::TailSchema;
 pub const JSON_TEXT_METADATA_KEY: &str = "shoal.json_text";
 
 /// Object keys in first-seen order with a lookup by name: a linear scan while there are
-/// few keys, a hash map beyond that.
+/// few keys, a hash map (foldhash) beyond that. Lookups compare bytes, so callers holding
+/// a key as raw bytes (a log record's text) need not check its UTF-8 first.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KeyIndex {
     keys: Vec<String>,
     /// Filled only once `keys` outgrows [`KeyIndex::LINEAR_LIMIT`].
-    map: HashMap<String, usize>,
+    map: HashMap<Box<[u8]>, usize, foldhash::fast::RandomState>,
 }
 
 impl KeyIndex {
@@ -93,11 +94,17 @@ impl KeyIndex {
     /// The position of `key`. `hint` is where the key is expected (records of a stream
     /// tend to repeat the key order), checked first.
     pub(crate) fn find(&self, key: &str, hint: usize) -> Option<usize> {
-        if self.keys.get(hint).is_some_and(|k| k == key) {
+        self.find_bytes(key.as_bytes(), hint)
+    }
+
+    /// [`find`](Self::find) for a key given as bytes (which need not be UTF-8: such a
+    /// key is never found).
+    pub(crate) fn find_bytes(&self, key: &[u8], hint: usize) -> Option<usize> {
+        if self.keys.get(hint).is_some_and(|k| k.as_bytes() == key) {
             return Some(hint);
         }
         if self.keys.len() <= Self::LINEAR_LIMIT {
-            self.keys.iter().position(|k| k == key)
+            self.keys.iter().position(|k| k.as_bytes() == key)
         } else {
             self.map.get(key).copied()
         }
@@ -109,9 +116,9 @@ impl KeyIndex {
         self.keys.push(key.to_owned());
         if self.keys.len() > Self::LINEAR_LIMIT {
             if self.map.is_empty() {
-                self.map = self.keys.iter().enumerate().map(|(i, k)| (k.clone(), i)).collect();
+                self.map = self.keys.iter().enumerate().map(|(i, k)| (Box::from(k.as_bytes()), i)).collect();
             } else {
-                self.map.insert(key.to_owned(), position);
+                self.map.insert(Box::from(key.as_bytes()), position);
             }
         }
         position

@@ -1,19 +1,20 @@
-//! The inferred schema of the log's unflushed suffix, kept up to date incrementally.
+//! The inferred schema of the log's unobserved suffix, kept up to date incrementally.
 //!
-//! The flush thread merges each page into the table's schema when the page closes
-//! (AsterixDB's tuple compactor infers at flush time). Records on pages it has not
+//! The log's observer thread merges each page into the table's schema once the page is
+//! flushed (AsterixDB's tuple compactor infers at flush time; shoal's observer runs at a
+//! lower CPU priority, see [`crate::log::OBSERVER_NICE`]). Records on pages it has not
 //! reached yet — the open tail page, closed pages still queued — must be reflected too,
 //! so that a column is queryable the moment its first record lands. Observing those
 //! pages again on every `GetSchema` / `GetFlightInfo` / `DoGet` cost up to a whole page
 //! (4 MiB by default) of parsing per call, the largest part of a point lookup's latency
-//! over Flight. [`TailSchema`] remembers, per unflushed page, the schema of the records
+//! over Flight. [`TailSchema`] remembers, per unobserved page, the schema of the records
 //! it has already observed and where it stopped, so each call only parses the records
 //! ingested since the previous one.
 //!
 //! Records still being written (header written, visible bit not yet set) are remembered
 //! by address and looked at again on the next call, so a record completed after a later
-//! one is neither missed nor counted twice. A page's entry is dropped once the flush
-//! thread has merged that page.
+//! one is neither missed nor counted twice. A page's entry is dropped once the observer
+//! has merged that page.
 
 use std::collections::BTreeMap;
 
@@ -45,9 +46,9 @@ pub(crate) struct TailSchema {
 
 impl TailSchema {
     /// Observes what was ingested since the last call on pages `first_page..` up to the
-    /// log's tail, forgets pages below `first_page` (the flush thread has merged them
-    /// into the flushed schema), and merges the schema of every remembered page into
-    /// `schema`. `first_page` is the page of the flushed schema's `until` address.
+    /// log's tail, forgets pages below `first_page` (the observer has merged them
+    /// into the observed schema), and merges the schema of every remembered page into
+    /// `schema`. `first_page` is the page of the observed schema's `until` address.
     ///
     /// Pages that can no longer be read (evicted from a null device, truncated) are
     /// skipped, as a scan would skip them.

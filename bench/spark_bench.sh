@@ -15,7 +15,8 @@
 # SPARK_BENCH_XMX sets the JVM heap (default 8g; Spark's cache of 1 GB of these events takes
 # about 1 GB). SPARK_BENCH_JFR=FILE records a Java Flight Recorder profile of the run into FILE
 # (`jfr print --events jdk.ExecutionSample FILE`). SPARK_BENCH_DIR keeps the NDJSON and data directories there
-# instead of in a temporary directory deleted at the end.
+# instead of in a temporary directory deleted at the end. SPARK_BENCH_QUERIES=Q3,Q3n runs only those
+# queries (the first word of their names).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COPIES="${1:-5}"
@@ -33,6 +34,7 @@ mvn -B -ntp -q -pl spark-connector -am test-compile dependency:build-classpath -
 CP="spark-connector/target/test-classes:spark-connector/target/classes:embedded/target/classes:$(cat "$CLASSPATH_FILE")"
 EXTRA=()
 [[ -n "${SPARK_BENCH_DIR:-}" ]] && EXTRA+=("-Dbench.dir=$SPARK_BENCH_DIR")
+[[ -n "${SPARK_BENCH_QUERIES:-}" ]] && EXTRA+=("-Dbench.queries=$SPARK_BENCH_QUERIES")
 [[ -n "${SPARK_BENCH_JFR:-}" ]] && EXTRA+=("-XX:FlightRecorderOptions:stackdepth=512" "-XX:StartFlightRecording=filename=$SPARK_BENCH_JFR,settings=profile")
 java --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/sun.nio.ch=ALL-UNNAMED \
   --add-exports=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED \

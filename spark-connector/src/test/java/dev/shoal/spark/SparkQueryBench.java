@@ -65,7 +65,8 @@ import org.apache.spark.storage.RDDInfo;
  * <p>Arguments: {@code copies} (default 5), {@code reps} (default 3). System properties:
  * {@code shoal.bin}, {@code shoal.data}, {@code shoal.jni.library}, {@code bench.dir} (where the
  * NDJSON and the data directories go; default a new temporary directory, deleted at the end),
- * {@code bench.verbose} (every timed run on stderr with the JVM's uptime, to line up with a GC log).
+ * {@code bench.verbose} (every timed run on stderr with the JVM's uptime, to line up with a GC log),
+ * {@code bench.queries} (only these queries, by the first word of their names, e.g. {@code Q3,Q3n}).
  * The output starts with a line beginning {@code records } ({@code bench/compare.py --spark}
  * copies what follows).
  */
@@ -195,11 +196,12 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
       System.out.printf(Locale.ROOT, "time to cache (read with the given schema, cache(), count()): %.1f s; cache %d MB in memory, %d MB on disk%n",
           cacheSeconds, cacheMem >> 20, cacheDisk >> 20);
 
+      List<Query> queries = selectedQueries();
       Map<String, double[]> medians = new LinkedHashMap<>();
       Map<String, double[]> phases = new LinkedHashMap<>();
       StringBuilder table = new StringBuilder();
       table.append(String.format(Locale.ROOT, "%n%-46s %-15s %10s %19s %8s  %s%n", "query", "system", "median ms", "min-max ms", "rows", "agrees"));
-      for (Query q : QUERIES) {
+      for (Query q : queries) {
         Map<String, Supplier<Run>> systems = new LinkedHashMap<>();
         systems.put("shoal daemon", () -> run(spark, q.sql().replace(" T", " shoal." + TABLE), null, false));
         systems.put("shoal embedded", () -> run(spark, q.sql().replace(" T", " shoal_embedded." + TABLE), null, false));
@@ -277,7 +279,7 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
           + "GetSchema; JSON inferred: spark.read.json(file) with its inference job too); plan = queryExecution().executedPlan() (optimiser, "
           + "pushdown, physical plan); run = collectAsList() (jobs: GetFlightInfo, DoGet / file reads, rows to the driver)%n");
       System.out.printf(Locale.ROOT, "%-46s %-15s %9s %9s %9s%n", "query", "system", "analyse", "plan", "run");
-      for (Query q : QUERIES) {
+      for (Query q : queries) {
         for (int i = 0; i < SYSTEMS.length; i++) {
           double[] m = phases.get(q.name() + "\u0000" + SYSTEMS[i]);
           System.out.printf(Locale.ROOT, "%-46s %-15s %9.0f %9.0f %9.0f%n", i == 0 ? q.name() : "", SYSTEMS[i], m[0], m[1], m[2]);
@@ -289,7 +291,7 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
       System.out.printf(Locale.ROOT, "%nbreakdown (median of %d runs after one warm-up, ms): shoal's plan (GetFlightInfo) and read (DoGet of every endpoint, "
           + "in turn, rows counted) through the connector's client without Spark; endpoints; index and full scans of the plan%n", Math.max(reps, 5));
       System.out.printf(Locale.ROOT, "%-46s %-9s %8s %8s %8s %9s %5s %6s%n", "query", "shoal", "plan", "read", "p+r", "in Spark", "endp", "idx/full");
-      for (Query q : QUERIES) {
+      for (Query q : queries) {
         for (int s = 0; s < 2; s++) {
           String endpoint = s == 0 ? grpc : embeddedEndpoint;
           double[] r = direct(endpoint, q, Math.max(reps, 5));
@@ -314,7 +316,7 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
       System.out.printf(Locale.ROOT, "%nwhole events (SELECT *): the job alone (executedPlan().executeCollect(), InternalRows) against collectAsList "
           + "(the job + Rows through an encoder generated for the schema on the driver), median of %d ms%n", Math.max(reps, 5));
       System.out.printf(Locale.ROOT, "%-46s %-15s %9s %14s %12s %8s%n", "query", "system", "job", "collectAsList", "conversion", "columns");
-      for (Query q : QUERIES) {
+      for (Query q : queries) {
         if (!q.columns().isEmpty()) {
           continue;
         }
@@ -349,12 +351,28 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
       }
 
       System.out.printf(Locale.ROOT, "%ntargets (issue 5, ~1 GB, local[2]); this run: %.0f MB%n", bytes / 1e6);
-      for (String q : List.of(QUERIES.get(0).name(), QUERIES.get(1).name())) {
-        target(q, medians.get(q), 20);
+      for (int i = 0; i < 3; i++) {
+        String q = QUERIES.get(i).name();
+        if (medians.containsKey(q)) {
+          target(q, medians.get(q), i < 2 ? 20 : 5);
+        }
       }
-      target(QUERIES.get(2).name(), medians.get(QUERIES.get(2).name()), 5);
       spark.stop();
     }
+  }
+
+  /** {@link #QUERIES}, or those that {@code bench.queries} names (first word of the name). */
+  private static List<Query> selectedQueries() {
+    String only = System.getProperty("bench.queries", "").trim();
+    if (only.isEmpty()) {
+      return QUERIES;
+    }
+    List<String> names = Arrays.stream(only.split(",")).map(String::trim).toList();
+    List<Query> selected = QUERIES.stream().filter(q -> names.contains(q.name().split(" ")[0])).toList();
+    if (selected.isEmpty()) {
+      throw new IllegalArgumentException("bench.queries=" + only + " names none of the queries (Q3, Q3n, Q2, Q4, Q5, Q0)");
+    }
+    return selected;
   }
 
   private static void target(String query, double[] m, double faster) {

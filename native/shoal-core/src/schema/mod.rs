@@ -100,11 +100,11 @@ impl KeyIndex {
     /// [`find`](Self::find) for a key given as bytes (which need not be UTF-8: such a
     /// key is never found).
     pub(crate) fn find_bytes(&self, key: &[u8], hint: usize) -> Option<usize> {
-        if self.keys.get(hint).is_some_and(|k| k.as_bytes() == key) {
+        if self.keys.get(hint).is_some_and(|k| short_eq(k.as_bytes(), key)) {
             return Some(hint);
         }
         if self.keys.len() <= Self::LINEAR_LIMIT {
-            self.keys.iter().position(|k| k.as_bytes() == key)
+            self.keys.iter().position(|k| short_eq(k.as_bytes(), key))
         } else {
             self.map.get(key).copied()
         }
@@ -123,6 +123,27 @@ impl KeyIndex {
         }
         position
     }
+}
+
+/// `a == b`, without a call to `memcmp` for keys of up to 16 bytes (most object keys):
+/// shorter than 8 bytes byte by byte, else two overlapping 8-byte loads from each end.
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        return a.iter().zip(b).all(|(x, y)| x == y);
+    }
+    if n > 16 {
+        return a == b;
+    }
+    let word = |s: &[u8], at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_ne_bytes(w)
+    };
+    word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8)
 }
 
 impl<S: AsRef<str>> FromIterator<S> for KeyIndex {
@@ -211,6 +232,21 @@ mod tests {
             }
         }
         assert_eq!(index.find("absent", 100), None);
+    }
+
+    #[test]
+    fn short_eq_agrees_with_slice_equality() {
+        let base: Vec<u8> = (0..40u8).map(|i| b'a' + i % 26).collect();
+        for n in 0..=base.len() {
+            let a = &base[..n];
+            assert!(short_eq(a, a), "{n}");
+            assert!(!short_eq(a, &base[..n.saturating_sub(1)]) || n == 0, "{n}: shorter");
+            for at in 0..n {
+                let mut b = a.to_vec();
+                b[at] ^= 0x20;
+                assert!(!short_eq(a, &b), "{n} bytes, differing at {at}");
+            }
+        }
     }
 
     #[test]

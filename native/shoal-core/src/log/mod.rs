@@ -180,7 +180,8 @@ struct FlushState {
     /// by the next success.
     error: Option<(String, Option<i32>, std::time::Instant)>,
     shutdown: bool,
-    /// The flush thread ended after a shutdown: no page will be flushed any more.
+    /// The flush thread has ended (set by it as it returns): no page will be flushed
+    /// any more.
     flusher_done: bool,
     /// A requested flush of the open page's prefix: every record below this address
     /// is complete (its request's epoch is safe), so the prefix may be written.
@@ -285,15 +286,25 @@ impl HybridLog {
     /// # Errors
     /// [`Error::Io`] when the thread cannot be started.
     pub fn set_page_observer(self: &Arc<Self>, observer: PageObserver) -> Result<()> {
+        if self.observing.swap(true, Ordering::AcqRel) {
+            return Err(Error::InvalidConfig("the log already has a page observer".into()));
+        }
         let first_page = self.page_of(self.observed_until.load(Ordering::Acquire));
-        self.observing.store(true, Ordering::Release);
         let weak = Arc::downgrade(self);
-        let handle = std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("shoal-observe".into())
-            .spawn(move || observe_loop(&weak, &observer, first_page))
-            .map_err(|e| Error::io("observer thread", e))?;
-        *self.observer_thread.lock() = Some(handle);
-        Ok(())
+            .spawn(move || observe_loop(&weak, &observer, first_page));
+        match spawned {
+            Ok(handle) => {
+                *self.observer_thread.lock() = Some(handle);
+                Ok(())
+            }
+            Err(e) => {
+                // No observer: frames must not wait for one.
+                self.observing.store(false, Ordering::Release);
+                Err(Error::io("observer thread", e))
+            }
+        }
     }
 
     /// Pages below this address were handed to the page observer; with no observer,
@@ -797,6 +808,10 @@ impl HybridLog {
         let mut guard = self.epoch.protect();
         let target_page = self.page_of(self.tail_address());
         let capacity = self.page_capacity() as u64;
+        // The next page's frame first, as `allocate` does: once the page is claimed, other
+        // writers spin until it is closed, and closing may wait for the frame (for the
+        // flush and the lower-priority observer), which the spinning would starve.
+        self.wait_for_frame(target_page + 1, &mut guard)?;
         loop {
             let packed = self.tail.load(Ordering::Acquire);
             let (page, offset) = (packed >> 32, packed & 0xFFFF_FFFF);
@@ -869,14 +884,9 @@ impl HybridLog {
             state.shutdown = true;
             self.flushed_signal.notify_all();
         }
-        // The flush thread first (it flushes every closed page), then the observer (it
-        // observes every flushed page, then ends).
+        // The flush thread first (it flushes every closed page and, as it ends, sets
+        // `flusher_done`), then the observer (it observes every flushed page, then ends).
         join_unless_current(self.flush_thread.lock().take());
-        {
-            let mut state = self.flush_state.lock();
-            state.flusher_done = true;
-            self.flushed_signal.notify_all();
-        }
         join_unless_current(self.observer_thread.lock().take());
         self.closed.store(true, Ordering::Release);
     }
@@ -963,6 +973,17 @@ enum FlushWork {
 /// to the log only while it works or waits for at most 10 ms, so a log dropped without
 /// `shutdown` (e.g. a table whose creation failed later) ends the thread.
 fn flush_loop(log: &Weak<HybridLog>) {
+    flush_pages(log);
+    // No page will be flushed any more: the observer ends once it has observed the rest.
+    if let Some(log) = log.upgrade() {
+        log.flush_state.lock().flusher_done = true;
+        log.flushed_signal.notify_all();
+    }
+}
+
+/// The body of [`flush_loop`]; returns at shutdown, after a give-up at shutdown, or once
+/// the log is gone.
+fn flush_pages(log: &Weak<HybridLog>) {
     let mut scratch = Vec::new();
     let mut last_group_commit = std::time::Instant::now();
     loop {
@@ -1147,6 +1168,7 @@ mod tests {
         assert_eq!(log.wait_observed(log.page_start(11), Duration::from_secs(10)), log.page_start(11));
         let seen: Vec<u64> = pages.try_iter().collect();
         assert_eq!(seen, (0..11).collect::<Vec<u64>>());
+        assert!(log.set_page_observer(Box::new(|_, _| {})).is_err(), "a second observer would observe pages twice");
         drop(release);
         log.shutdown();
     }

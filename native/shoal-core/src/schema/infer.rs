@@ -1103,7 +1103,7 @@ mod tests {
                 r#""\ud83d\ude00""#,
                 r#""\ud800""#,
                 r#""{[""#,
-                // Past the 16 bytes `find_byte` checks one by one, with and without escapes.
+                // Past the first bytes `find_byte` checks in registers, with and without escapes.
                 r#""a string longer than sixteen bytes""#,
                 r#""a string longer than sixteen bytes \" with an escaped quote""#,
             ])

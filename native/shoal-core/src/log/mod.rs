@@ -135,17 +135,14 @@ impl Drop for Ring {
     }
 }
 
-struct Frame {
-    ptr: *mut u8,
-}
-
 /// The hybrid log. Thread-safe; share it in an `Arc`.
 pub struct HybridLog {
     page_bits: u32,
     page_size: usize,
-    frames: Box<[Frame]>,
-    /// Owns the frames' memory (declared after `frames`, which point into it).
-    _ring: Ring,
+    /// Number of frames: page `p` lives in frame `p % frame_count` of `ring`.
+    frame_count: u64,
+    /// The frames' memory, `frame_count × page_size` bytes.
+    ring: Ring,
     device: Device,
     sync_on_flush: bool,
     flush_interval: Option<Duration>,
@@ -199,7 +196,7 @@ impl std::fmt::Debug for HybridLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HybridLog")
             .field("page_size", &self.page_size)
-            .field("frames", &self.frames.len())
+            .field("frames", &self.frame_count)
             .field("begin", &self.begin_address())
             .field("head", &self.head_address())
             .field("flushed_until", &self.flushed_until())
@@ -242,15 +239,13 @@ impl HybridLog {
         let page_size = 1usize << config.page_size_bits;
         let frame_count = (config.memory_budget_bytes / page_size).max(4);
         let ring = Ring::new(frame_count * page_size)?;
-        // SAFETY: every frame lies within the mapping (frame_count pages of page_size bytes).
-        let frames: Vec<Frame> = (0..frame_count).map(|i| Frame { ptr: unsafe { ring.ptr.add(i * page_size) } }).collect();
         let device = Device::open(&config.device, page_size, config.pages_per_segment)?;
         let start_address = first_page << config.page_size_bits;
         let log = Arc::new(Self {
             page_bits: config.page_size_bits,
             page_size,
-            frames: frames.into_boxed_slice(),
-            _ring: ring,
+            frame_count: frame_count as u64,
+            ring,
             device,
             sync_on_flush: config.sync_on_flush,
             flush_interval: config.flush_interval,
@@ -492,7 +487,7 @@ impl HybridLog {
         if self.device.is_null() {
             return Ok(());
         }
-        let frames = self.frames.len() as u64;
+        let frames = self.frame_count;
         loop {
             // The frames of every page up to the batch's last (with a page of slack for
             // fillers) must be free, i.e. the pages they held flushed. A batch larger
@@ -535,7 +530,10 @@ impl HybridLog {
     }
 
     fn frame_ptr(&self, page: u64) -> *mut u8 {
-        self.frames[(page % self.frames.len() as u64) as usize].ptr
+        #[allow(clippy::cast_possible_truncation)]
+        let frame = (page % self.frame_count) as usize;
+        // SAFETY: frame < frame_count, so the frame's bytes lie within the ring's mapping.
+        unsafe { self.ring.ptr.add(frame * self.page_size) }
     }
 
     /// Allocates `size` bytes (a multiple of 8, at most [`Self::max_record_size`]) at
@@ -587,7 +585,7 @@ impl HybridLog {
     /// Waits until the page that `page`'s frame holds is flushed, failing with the
     /// device's error if the device is failing meanwhile.
     fn wait_for_frame(&self, page: u64, guard: &mut EpochGuard<'_>) -> Result<()> {
-        let frames = self.frames.len() as u64;
+        let frames = self.frame_count;
         if page < frames {
             return Ok(());
         }
@@ -611,7 +609,7 @@ impl HybridLog {
     /// Makes the frame of `page` available: the page it held before must be flushed
     /// and evicted, and no reader may still be protected in an epoch that saw it.
     fn open_page(self: &Arc<Self>, page: u64, guard: &mut EpochGuard<'_>) -> Result<()> {
-        let frames = self.frames.len() as u64;
+        let frames = self.frame_count;
         if page < frames {
             return Ok(());
         }
@@ -1114,7 +1112,7 @@ impl Drop for HybridLog {
     fn drop(&mut self) {
         self.closed.store(true, Ordering::Release);
         self.epoch.try_drain();
-        // The ring's mapping is released when `_ring` drops.
+        // The ring's mapping is released when `ring` drops.
     }
 }
 

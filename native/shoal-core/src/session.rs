@@ -12,9 +12,14 @@
 //! Crash consistency: a batch must be all there or not at all, although its records
 //! are allocated one by one between other writers' records. Before writing `begin`, the
 //! batch reserves the current tail; [`Table::durable_address`] never passes the oldest
-//! reservation of a batch in flight. Recovery cuts the log at the `begin` of the oldest
-//! batch without `commit`/`abort`: everything cut was never reported durable, and every
-//! writer's last serial is the one of its last `commit` before the cut.
+//! reservation of a batch whose closing marker (`commit` or `abort`) is not durable yet.
+//! Recovery cuts the log at the `begin` of the oldest batch without `commit`/`abort`:
+//! everything cut was never reported durable, and every writer's last serial is the one
+//! of its last `commit` before the cut. (A reservation must outlive the writing of the
+//! closing marker until that marker is flushed: released as soon as the marker was
+//! written, the durable address could cover the batch's `begin` but not its `commit`,
+//! and recovery then cut acknowledged batches of other writers that followed the
+//! `begin`.)
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -71,8 +76,11 @@ struct WriterState {
 /// The writer sessions of one table.
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {
-    /// Tail addresses reserved by batches in flight (a multiset).
-    reservations: Mutex<BTreeMap<u64, usize>>,
+    /// Tail addresses reserved by writer batches (a multiset): for each, the address the
+    /// flushed log must reach before the reservation ends — the end of the batch's
+    /// closing marker, or `u64::MAX` while there is none (in flight, or the marker could
+    /// not be written: recovery will cut at the batch's `begin`).
+    reservations: Mutex<BTreeMap<u64, Vec<u64>>>,
     writers: Mutex<HashMap<String, Arc<Mutex<WriterState>>>>,
 }
 
@@ -81,22 +89,40 @@ impl Sessions {
         Arc::clone(self.writers.lock().entry(name.to_owned()).or_default())
     }
 
-    /// The oldest reservation of a batch in flight.
-    pub(crate) fn oldest_reservation(&self) -> Option<u64> {
-        self.reservations.lock().keys().next().copied()
+    /// The oldest reservation still held once the log is flushed up to `flushed`
+    /// (reservations whose closing marker ends at or below it are dropped).
+    pub(crate) fn oldest_reservation(&self, flushed: u64) -> Option<u64> {
+        let mut reservations = self.reservations.lock();
+        while let Some(mut entry) = reservations.first_entry() {
+            entry.get_mut().retain(|&until| until > flushed);
+            if !entry.get().is_empty() {
+                return Some(*entry.key());
+            }
+            entry.remove();
+        }
+        None
     }
 
     fn reserve(&self, address: u64) {
-        *self.reservations.lock().entry(address).or_default() += 1;
+        self.reservations.lock().entry(address).or_default().push(u64::MAX);
     }
 
-    fn release(&self, address: u64) {
+    /// The batch that reserved `address` has ended: `Some(end)`, its closing marker ends
+    /// at `end` (the reservation holds until that is flushed); `None`, it wrote nothing
+    /// (the reservation ends now).
+    fn close(&self, address: u64, end: Option<u64>) {
         let mut reservations = self.reservations.lock();
-        if let Some(count) = reservations.get_mut(&address) {
-            *count -= 1;
-            if *count == 0 {
-                reservations.remove(&address);
+        let Some(held) = reservations.get_mut(&address) else { return };
+        if let Some(slot) = held.iter().position(|&until| until == u64::MAX) {
+            match end {
+                Some(end) => held[slot] = end,
+                None => {
+                    held.swap_remove(slot);
+                }
             }
+        }
+        if held.is_empty() {
+            reservations.remove(&address);
         }
     }
 
@@ -140,24 +166,31 @@ impl Table {
             return Ok(IngestReport { duplicate: true, ..IngestReport::default() });
         }
         // Reserve the tail before `begin` is allocated: the durable address cannot pass
-        // this batch until its commit (or abort) marker is written.
+        // this batch until its commit (or abort) marker is durable.
         let reservation = self.log.tail_address();
         self.sessions.reserve(reservation);
-        let outcome = (|| {
-            let (writer, serial) = (batch.writer.to_owned(), batch.serial);
-            self.write_control(&Marker::Begin { writer: writer.clone(), serial })?;
-            match self.ingest(records) {
-                Ok(report) => {
-                    let end = self.write_control(&Marker::Commit { writer, serial })?;
-                    Ok((report, end))
-                }
-                Err(e) => {
-                    self.write_control(&Marker::Abort { writer, serial })?;
-                    Err(e)
-                }
-            }
-        })();
-        self.sessions.release(reservation);
+        let (writer, serial) = (batch.writer.to_owned(), batch.serial);
+        if let Err(e) = self.write_control(&Marker::Begin { writer: writer.clone(), serial }) {
+            // Nothing of the batch is in the log.
+            self.sessions.close(reservation, None);
+            return Err(e);
+        }
+        let (outcome, closing_end) = match self.ingest(records) {
+            Ok(report) => match self.write_control(&Marker::Commit { writer, serial }) {
+                Ok(end) => (Ok((report, end)), Some(end)),
+                Err(e) => (Err(e), None),
+            },
+            Err(e) => match self.write_control(&Marker::Abort { writer, serial }) {
+                Ok(end) => (Err(e), Some(end)),
+                Err(abort) => (Err(abort), None),
+            },
+        };
+        match closing_end {
+            Some(end) => self.sessions.close(reservation, Some(end)),
+            // Without a closing marker the reservation is held for good: recovery will cut
+            // the log at this batch's `begin`, so nothing after it may be reported durable.
+            None => tracing::error!(writer = batch.writer, serial, "a writer batch has no commit or abort marker; the durable address stays below it"),
+        }
         let (mut report, end) = outcome?;
         report.end_address = end;
         state.last_serial = Some(batch.serial);
@@ -192,7 +225,7 @@ impl Table {
             return 0;
         }
         let flushed = self.log.flushed_until();
-        self.sessions.oldest_reservation().map_or(flushed, |r| r.min(flushed))
+        self.sessions.oldest_reservation(flushed).map_or(flushed, |r| r.min(flushed))
     }
 
     /// Makes everything ingested below `address` durable (writing the open page's
@@ -257,5 +290,33 @@ impl Table {
             self.log.write_header(address, RecordHeader::control(size as u32));
         }
         Ok(address + size as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reservation_holds_until_its_closing_marker_is_flushed() {
+        let sessions = Sessions::default();
+        sessions.reserve(100);
+        sessions.reserve(300);
+        assert_eq!(sessions.oldest_reservation(1_000), Some(100), "in flight: held whatever is flushed");
+        // Batch at 100 committed; its commit marker ends at 500.
+        sessions.close(100, Some(500));
+        assert_eq!(sessions.oldest_reservation(499), Some(100), "the commit is not durable yet");
+        assert_eq!(sessions.oldest_reservation(500), Some(300), "the commit is durable: the next batch bounds");
+        // The batch at 300 wrote nothing: its reservation ends at once.
+        sessions.close(300, None);
+        assert_eq!(sessions.oldest_reservation(0), None);
+        // Two batches reserving the same tail, each released on its own.
+        sessions.reserve(700);
+        sessions.reserve(700);
+        sessions.close(700, Some(800));
+        assert_eq!(sessions.oldest_reservation(900), Some(700), "one of the two is still in flight");
+        sessions.close(700, Some(950));
+        assert_eq!(sessions.oldest_reservation(949), Some(700));
+        assert_eq!(sessions.oldest_reservation(950), None);
     }
 }

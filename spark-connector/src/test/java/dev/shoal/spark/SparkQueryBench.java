@@ -60,7 +60,11 @@ import org.apache.spark.storage.RDDInfo;
  * whether the results agree (row count and an order-independent hash of {@code id}). Then the
  * ratios, a breakdown of shoal's time (GetFlightInfo and DoGet measured with the connector's
  * client, without Spark; Spark's own cost of a job measured on a cached two-row DataFrame), and
- * the issue's targets.
+ * the issue's targets. The target queries (Q3, Q3n, Q2) are also timed the way the spark-sql
+ * shell runs a statement ({@code HiveResult.hiveResultString} of the executed plan: rows printed
+ * as text through Spark's interpreted converters), which does not generate a {@code Row}
+ * deserializer for the result's schema as {@code collectAsList} does; the targets are reported
+ * for both paths.
  *
  * <p>Arguments: {@code copies} (default 5), {@code reps} (default 3). System properties:
  * {@code shoal.bin}, {@code shoal.data}, {@code shoal.jni.library}, {@code bench.dir} (where the
@@ -118,6 +122,12 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
   private static void run(Path dir, int copies, int reps) throws Exception {
     Path json = dir.resolve("events.ndjson");
     long records = writeCopies(json, copies);
+    // A kept bench.dir holds the engines of an earlier run: start both from empty directories.
+    for (String engine : new String[] {"daemon", "embedded"}) {
+      if (Files.exists(dir.resolve(engine))) {
+        deleteTree(dir.resolve(engine));
+      }
+    }
     long bytes = Files.size(json);
     long budget = Math.max(256L << 20, 2 * bytes);
     String date = ZonedDateTime.now().toString();
@@ -198,6 +208,7 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
 
       List<Query> queries = selectedQueries();
       Map<String, double[]> medians = new LinkedHashMap<>();
+      Map<String, Long> answersRows = new LinkedHashMap<>();
       Map<String, double[]> phases = new LinkedHashMap<>();
       StringBuilder table = new StringBuilder();
       table.append(String.format(Locale.ROOT, "%n%-46s %-15s %10s %19s %8s  %s%n", "query", "system", "median ms", "min-max ms", "rows", "agrees"));
@@ -256,6 +267,7 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
               String.format(Locale.ROOT, "%.0f-%.0f", t[0], t[t.length - 1]), a.rows(), a.equals(reference) ? "yes" : "NO"));
         }
         medians.put(q.name(), med);
+        answersRows.put(q.name(), reference.rows());
         for (String s : SYSTEMS) {
           if (!answers.get(s).equals(reference)) {
             System.out.print(table);
@@ -350,11 +362,59 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
         }
       }
 
+      // The same target queries the way the spark-sql shell runs them (SparkSQLDriver): the
+      // Dataset of spark.sql(q), then HiveResult.hiveResultString(executedPlan) inside
+      // SQLExecution.withNewExecutionId. The rows become text through Spark's interpreted
+      // converters (executeCollectPublic), so no Row deserializer is generated for the schema;
+      // that is collectAsList's cost above for whole events.
+      System.out.printf(Locale.ROOT, "%nthe spark-sql shell's path (SparkSQLDriver: spark.sql(q), then HiveResult.hiveResultString(executedPlan) in "
+          + "SQLExecution.withNewExecutionId: rows printed as text, no Row encoder generated), the target queries, one warm-up, %d rounds, "
+          + "systems interleaved; median ms (min-max)%n", reps);
+      System.out.printf(Locale.ROOT, "%-46s %-15s %10s %19s %8s%n", "query", "system", "median ms", "min-max ms", "lines");
+      Map<String, double[]> shellMedians = new LinkedHashMap<>();
+      for (Query q : queries.stream().filter(q -> !q.context()).toList()) {
+        Map<String, Supplier<Long>> systems = new LinkedHashMap<>();
+        systems.put("shoal daemon", () -> shellRun(spark, q.sql().replace(" T", " shoal." + TABLE), null));
+        systems.put("shoal embedded", () -> shellRun(spark, q.sql().replace(" T", " shoal_embedded." + TABLE), null));
+        systems.put("JSON inferred", () -> shellRun(spark, q.sql().replace(" T", " json_inferred"),
+            () -> spark.read().json(json.toString()).createOrReplaceTempView("json_inferred")));
+        systems.put("JSON given", () -> shellRun(spark, q.sql().replace(" T", " json_given"), null));
+        systems.put("cached", () -> shellRun(spark, q.sql().replace(" T", " json_cached"), null));
+        long expected = medians.containsKey(q.name()) ? answersRows.get(q.name()) : -1;
+        double[][] times = new double[SYSTEMS.length][reps];
+        for (int r = -1; r < reps; r++) {
+          for (int i = 0; i < SYSTEMS.length; i++) {
+            long a = System.nanoTime();
+            long lines = systems.get(SYSTEMS[i]).get();
+            if (r >= 0) {
+              times[i][r] = (System.nanoTime() - a) / 1e6;
+            }
+            if (lines != expected) {
+              throw new AssertionError(q.name() + " on " + SYSTEMS[i] + " through the spark-sql path: " + lines + " lines, " + expected + " rows from collectAsList");
+            }
+          }
+        }
+        double[] med = new double[SYSTEMS.length];
+        for (int i = 0; i < SYSTEMS.length; i++) {
+          Arrays.sort(times[i]);
+          med[i] = median(times[i]);
+          System.out.printf(Locale.ROOT, "%-46s %-15s %10.0f %19s %8d%n", i == 0 ? q.name() : "", SYSTEMS[i], med[i],
+              String.format(Locale.ROOT, "%.0f-%.0f", times[i][0], times[i][reps - 1]), expected);
+        }
+        shellMedians.put(q.name(), med);
+      }
+
       System.out.printf(Locale.ROOT, "%ntargets (issue 5, ~1 GB, local[2]); this run: %.0f MB%n", bytes / 1e6);
-      for (int i = 0; i < 3; i++) {
-        String q = QUERIES.get(i).name();
-        if (medians.containsKey(q)) {
-          target(q, medians.get(q), i < 2 ? 20 : 5);
+      Map<String, Map<String, double[]>> paths = new LinkedHashMap<>();
+      paths.put("collectAsList (Java/Scala Rows)", medians);
+      paths.put("the spark-sql shell's path", shellMedians);
+      for (Map.Entry<String, Map<String, double[]>> e : paths.entrySet()) {
+        System.out.printf(Locale.ROOT, "through %s:%n", e.getKey());
+        for (int i = 0; i < 3; i++) {
+          String q = QUERIES.get(i).name();
+          if (e.getValue().containsKey(q)) {
+            target(q, e.getValue().get(q), i < 2 ? 20 : 5);
+          }
         }
       }
       spark.stop();
@@ -445,6 +505,20 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
     Answer answer = answer(df);
     long d = System.nanoTime();
     return new Run(answer, new double[] {(b - a) / 1e6, (c - b) / 1e6, (d - c) / 1e6});
+  }
+
+  /**
+   * One run the way the spark-sql shell runs a statement ({@code SparkSQLDriver.run}): the
+   * Dataset of {@code spark.sql(sql)}, then {@code HiveResult.hiveResultString} of its executed
+   * plan inside {@code SQLExecution.withNewExecutionId}; returns the lines (one per row).
+   */
+  private static long shellRun(SparkSession spark, String sql, Runnable before) {
+    if (before != null) {
+      before.run();
+    }
+    org.apache.spark.sql.execution.QueryExecution qe = spark.sql(sql).queryExecution();
+    scala.Function0<scala.collection.Seq<String>> print = () -> org.apache.spark.sql.execution.HiveResult.hiveResultString(qe.executedPlan());
+    return org.apache.spark.sql.execution.SQLExecution.withNewExecutionId(qe, scala.Option.apply("cli"), print).size();
   }
 
   /** The leaf fields of a schema (structs flattened; an array counts as one). */

@@ -116,7 +116,7 @@ def wait_observed(client, table, timeout=120):
     start = time.perf_counter()
     while time.perf_counter() - start < timeout:
         stats = action(client, "stats", {"table": table})
-        page = stats["tail_address"] - stats["tail_address"] % (4 << 20)
+        page = stats["tail_address"] - stats["tail_address"] % stats["page_size_bytes"]
         if stats["observed_until_address"] >= page:
             break
         time.sleep(0.02)

@@ -100,6 +100,7 @@ def test_limit_columns_schema_and_listings(daemon):
     assert stats["records"] == 500
     # The background schema observer never passes the flushed address, nor that the tail.
     assert 0 <= stats["observed_until_address"] <= stats["flushed_until_address"] <= stats["tail_address"]
+    assert stats["page_size_bytes"] == 4 << 20  # the daemon's default page
 
 
 def json_test_suite() -> Path | None:

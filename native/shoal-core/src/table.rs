@@ -124,6 +124,9 @@ pub struct TableStats {
     pub observed_until_address: u64,
     /// Next address to allocate.
     pub tail_address: u64,
+    /// Bytes of one log page (the unit of flushing, eviction and observation: whole pages
+    /// below `observed_until_address` are in the schema).
+    pub page_size_bytes: u64,
     /// Bytes of the hash index.
     pub index_bytes: u64,
     /// Overflow buckets in use.
@@ -387,6 +390,7 @@ impl Table {
             flushed_until_address: self.log.flushed_until(),
             observed_until_address: self.log.observed_until(),
             tail_address: self.log.tail_address(),
+            page_size_bytes: self.log.page_size() as u64,
             index_bytes: self.index.memory_bytes() as u64,
             index_overflow_buckets: self.index.overflow_bucket_count(),
         }

@@ -144,10 +144,43 @@ pub fn default_parser() -> Box<dyn RecordParser> {
 /// Test support shared by the parsers' test modules.
 #[cfg(test)]
 pub(crate) mod test_support {
+    use std::borrow::Cow;
     use std::path::PathBuf;
 
     use proptest::prelude::*;
     use serde_json::Value;
+
+    use super::FieldSet;
+    use crate::path::FieldPath;
+    use crate::value::FieldValue;
+
+    /// The field set of `paths` (dotted paths, valid).
+    pub(crate) fn field_set(paths: &[&str]) -> FieldSet {
+        let mut set = FieldSet::new();
+        for p in paths {
+            set.insert(&FieldPath::parse(p).expect("valid path"));
+        }
+        set
+    }
+
+    /// Like `FieldValue::into_owned`, but keeps the variant (raw objects and arrays leak).
+    pub(crate) fn owned(v: &FieldValue<'_>) -> FieldValue<'static> {
+        match v {
+            FieldValue::Missing => FieldValue::Missing,
+            FieldValue::Null => FieldValue::Null,
+            FieldValue::Bool(b) => FieldValue::Bool(*b),
+            FieldValue::Int(i) => FieldValue::Int(*i),
+            FieldValue::Float(f) => FieldValue::Float(*f),
+            FieldValue::Str(s) => FieldValue::Str(Cow::Owned(s.to_string())),
+            FieldValue::Object(s) => FieldValue::Object(Box::leak(s.to_string().into_boxed_str())),
+            FieldValue::Array(s) => FieldValue::Array(Box::leak(s.to_string().into_boxed_str())),
+        }
+    }
+
+    /// An owned string value.
+    pub(crate) fn s(text: &str) -> FieldValue<'static> {
+        FieldValue::Str(Cow::Owned(text.to_owned()))
+    }
 
     /// JSON values whose keys come from a small alphabet, so that the test paths hit.
     pub(crate) fn arb_json() -> impl Strategy<Value = Value> {

@@ -698,45 +698,19 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::parser::test_support::{arb_json, arb_key};
+    use crate::parser::test_support::{arb_json, arb_key, field_set, owned, s};
     use crate::path::FieldPath;
-
-    fn field_set(paths: &[&str]) -> FieldSet {
-        let mut set = FieldSet::new();
-        for p in paths {
-            set.insert(&FieldPath::parse(p).expect("valid path"));
-        }
-        set
-    }
 
     /// Parses one record with `parser` and returns its values (owned) or its error.
     fn parse_with(parser: &mut OnDemandParser, record: &[u8], fields: &FieldSet) -> Result<Vec<FieldValue<'static>>, String> {
         let mut out = ParsedBatch::default();
         parser.parse_batch(&[record], fields, &mut out);
         assert_eq!(out.len(), 1);
-        out.record(0).map(|v| v.iter().cloned().map(owned).collect()).map_err(str::to_owned)
-    }
-
-    /// Like `FieldValue::into_owned`, but keeps the variant.
-    fn owned(v: FieldValue<'_>) -> FieldValue<'static> {
-        match v {
-            FieldValue::Missing => FieldValue::Missing,
-            FieldValue::Null => FieldValue::Null,
-            FieldValue::Bool(b) => FieldValue::Bool(b),
-            FieldValue::Int(i) => FieldValue::Int(i),
-            FieldValue::Float(f) => FieldValue::Float(f),
-            FieldValue::Str(s) => FieldValue::Str(Cow::Owned(s.into_owned())),
-            FieldValue::Object(s) => FieldValue::Object(Box::leak(s.to_owned().into_boxed_str())),
-            FieldValue::Array(s) => FieldValue::Array(Box::leak(s.to_owned().into_boxed_str())),
-        }
+        out.record(0).map(|v| v.iter().map(owned).collect()).map_err(str::to_owned)
     }
 
     fn parse(record: &str, paths: &[&str]) -> Result<Vec<FieldValue<'static>>, String> {
         parse_with(&mut OnDemandParser::new(), record.as_bytes(), &field_set(paths))
-    }
-
-    fn s(text: &str) -> FieldValue<'static> {
-        FieldValue::Str(Cow::Owned(text.to_owned()))
     }
 
     const GITHUB: &str = r#"{"id":"7044401123","type":"PullRequestEvent","actor":{"id":1234,"login":"octo\"cat"},

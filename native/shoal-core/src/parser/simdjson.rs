@@ -448,30 +448,8 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::parser::test_support::{arb_json, arb_key};
+    use crate::parser::test_support::{arb_json, arb_key, field_set, owned, s};
     use crate::path::FieldPath;
-
-    fn field_set(paths: &[&str]) -> FieldSet {
-        let mut set = FieldSet::new();
-        for p in paths {
-            set.insert(&FieldPath::parse(p).expect("valid path"));
-        }
-        set
-    }
-
-    /// Like `FieldValue::into_owned`, but keeps the variant.
-    fn owned(v: &FieldValue<'_>) -> FieldValue<'static> {
-        match v {
-            FieldValue::Missing => FieldValue::Missing,
-            FieldValue::Null => FieldValue::Null,
-            FieldValue::Bool(b) => FieldValue::Bool(*b),
-            FieldValue::Int(i) => FieldValue::Int(*i),
-            FieldValue::Float(f) => FieldValue::Float(*f),
-            FieldValue::Str(s) => FieldValue::Str(Cow::Owned(s.to_string())),
-            FieldValue::Object(s) => FieldValue::Object(Box::leak(s.to_string().into_boxed_str())),
-            FieldValue::Array(s) => FieldValue::Array(Box::leak(s.to_string().into_boxed_str())),
-        }
-    }
 
     type Outcome = Result<Vec<FieldValue<'static>>, String>;
 
@@ -550,10 +528,6 @@ mod tests {
             }
         }
         None
-    }
-
-    fn s(text: &str) -> FieldValue<'static> {
-        FieldValue::Str(Cow::Owned(text.to_owned()))
     }
 
     const GITHUB: &str = r#"{"id":"7044401123","type":"PullRequestEvent","actor":{"id":1234,"login":"octo\"cat"},

@@ -91,7 +91,6 @@ impl Projector<'_> {
         parsed.reset(self.fields.len());
         // Log records were validated in full when they were ingested.
         self.parser.parse_trusted_batch(payloads, &self.fields, &mut parsed);
-        let mut texts: Vec<Option<String>> = Vec::with_capacity(self.column_ids.len());
         for i in 0..payloads.len() {
             if self.remaining == 0 {
                 return Ok(ControlFlow::Break(()));
@@ -102,10 +101,7 @@ impl Projector<'_> {
                     continue;
                 }
             }
-            texts.clear();
-            texts.extend(self.column_ids.iter().map(|&id| json_text(&values[id])));
-            let raw: Vec<Option<&str>> = texts.iter().map(Option::as_deref).collect();
-            self.builder.append_row(&raw);
+            self.builder.append_values(self.column_ids.iter().map(|&id| &values[id]));
             self.remaining -= 1;
             self.stats.records_returned += 1;
             if self.builder.len() >= self.batch_rows {
@@ -439,22 +435,6 @@ impl Table {
             return Ok(records);
         }
     }
-}
-
-/// The JSON text of an extracted value (what the batch builder consumes); `None` for
-/// a missing field.
-fn json_text(value: &crate::value::FieldValue<'_>) -> Option<String> {
-    use crate::value::FieldValue;
-    Some(match value {
-        FieldValue::Missing => return None,
-        FieldValue::Null => "null".to_owned(),
-        FieldValue::Bool(b) => b.to_string(),
-        FieldValue::Int(i) => i.to_string(),
-        FieldValue::Float(f) if f.is_finite() => serde_json::to_string(f).unwrap_or_else(|_| "null".to_owned()),
-        FieldValue::Float(_) => "null".to_owned(),
-        FieldValue::Str(s) => serde_json::to_string(s.as_ref()).unwrap_or_else(|_| "null".to_owned()),
-        FieldValue::Object(raw) | FieldValue::Array(raw) => (*raw).to_owned(),
-    })
 }
 
 /// Share of a range's records above which an index scan is replaced by a full scan.

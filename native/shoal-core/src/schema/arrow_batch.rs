@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use super::{KeyIndex, KeySeed};
 use crate::error::Result;
 use crate::path::FieldPath;
+use crate::value::FieldValue;
 
 /// Builds an Arrow [`RecordBatch`] of chosen columns, row by row, from the raw JSON text
 /// of each column's value (as the parser hands it out, e.g. `"abc"`, `12`, `{"a":1}`).
@@ -84,6 +85,19 @@ impl BatchBuilder {
         for (i, column) in self.columns.iter_mut().enumerate() {
             let raw = values.get(i).copied().flatten();
             column.append_top_level(raw, self.rows);
+        }
+        self.rows += 1;
+    }
+
+    /// Appends one row of values as a parser extracted them (`values` in column order; the
+    /// scan's path). The same as [`append_row`](Self::append_row) with each value's JSON
+    /// text (numbers as their shortest text, strings quoted), without building that text:
+    /// leaves take the value itself, and struct and list columns parse the raw text of
+    /// objects and arrays where it lies in the record.
+    pub fn append_values<'v, 'r: 'v>(&mut self, values: impl IntoIterator<Item = &'v FieldValue<'r>>) {
+        let mut values = values.into_iter();
+        for column in &mut self.columns {
+            column.append_value(values.next().unwrap_or(&FieldValue::Missing), self.rows);
         }
         self.rows += 1;
     }
@@ -231,6 +245,20 @@ impl Column {
         }
     }
 
+    /// Appends `value` (a parser's); `len` is the column's length before. As
+    /// [`append_top_level`](Self::append_top_level) with the value's JSON text.
+    fn append_value(&mut self, value: &FieldValue<'_>, len: usize) {
+        match value {
+            FieldValue::Missing | FieldValue::Null => self.append_null(),
+            FieldValue::Object(raw) | FieldValue::Array(raw) => self.append_top_level(Some(raw), len),
+            leaf => match self.as_scalar() {
+                Some(scalar) => scalar.append_value(leaf),
+                // A struct or list column takes only objects or arrays.
+                None => self.append_null(),
+            },
+        }
+    }
+
     fn as_scalar(&mut self) -> Option<Scalar<'_>> {
         match self {
             Column::Boolean(b) => Some(Scalar::Boolean(b)),
@@ -347,6 +375,37 @@ impl Scalar<'_> {
             Scalar::Int64(b) => b.append_option(raw.parse::<i64>().ok()),
             Scalar::Float64(b) => b.append_option(parse_float(raw)),
             Scalar::Utf8(b) => append_text(b, text_of(raw).as_deref()),
+        }
+    }
+
+    /// Appends a parser's scalar value: what [`append_raw`](Self::append_raw) makes of its
+    /// JSON text. Numbers fill numeric columns (an integer a float column too) and become
+    /// their shortest text in text columns; strings fill text columns only; booleans fill
+    /// boolean columns, and text columns as `true` / `false`.
+    fn append_value(self, value: &FieldValue<'_>) {
+        match (self, value) {
+            (Scalar::Boolean(b), FieldValue::Bool(v)) => b.append_value(*v),
+            (Scalar::Int64(b), FieldValue::Int(i)) => b.append_value(*i),
+            #[allow(clippy::cast_precision_loss)] // rounds to nearest, as parsing the integer's text does
+            (Scalar::Float64(b), FieldValue::Int(i)) => b.append_value(*i as f64),
+            (Scalar::Float64(b), FieldValue::Float(f)) if f.is_finite() => b.append_value(*f),
+            (Scalar::Utf8(b), FieldValue::Str(s)) => append_text(b, Some(s)),
+            (Scalar::Utf8(b), FieldValue::Bool(v)) => b.append_value(if *v { "true" } else { "false" }),
+            (Scalar::Utf8(b), FieldValue::Int(i)) => b.append_value(i.to_string()),
+            (Scalar::Utf8(b), FieldValue::Float(f)) if f.is_finite() => match serde_json::to_string(f) {
+                Ok(text) => b.append_value(text),
+                Err(_) => b.append_null(),
+            },
+            (scalar, _) => scalar.append_null(),
+        }
+    }
+
+    fn append_null(self) {
+        match self {
+            Scalar::Boolean(b) => b.append_null(),
+            Scalar::Int64(b) => b.append_null(),
+            Scalar::Float64(b) => b.append_null(),
+            Scalar::Utf8(b) => b.append_null(),
         }
     }
 }
@@ -511,6 +570,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::parser::{FieldSet, ParsedBatch};
     use crate::schema::{InferredSchema, JSON_TEXT_METADATA_KEY};
 
     fn column(path: &str, data_type: DataType) -> (FieldPath, Field) {
@@ -966,7 +1026,60 @@ mod tests {
         measure("all four", &[0, 1, 2, 3]);
     }
 
+    /// The JSON text the scan built for each extracted value before `append_values`
+    /// existed (the reference `append_values` must agree with).
+    fn value_text(value: &FieldValue<'_>) -> Option<String> {
+        Some(match value {
+            FieldValue::Missing => return None,
+            FieldValue::Null => "null".to_owned(),
+            FieldValue::Bool(b) => b.to_string(),
+            FieldValue::Int(i) => i.to_string(),
+            FieldValue::Float(f) if f.is_finite() => serde_json::to_string(f).unwrap(),
+            FieldValue::Float(_) => "null".to_owned(),
+            FieldValue::Str(s) => serde_json::to_string(s.as_ref()).unwrap(),
+            FieldValue::Object(raw) | FieldValue::Array(raw) => (*raw).to_owned(),
+        })
+    }
+
     proptest! {
+        #[test]
+        fn parsed_values_build_the_batch_their_json_text_builds(
+            (types, rows) in prop::collection::vec(data_type(), 1..4).prop_flat_map(|types| {
+                let row: Vec<_> = types.iter().map(|t| prop::option::weighted(0.9, value_for(t))).collect();
+                (Just(types), prop::collection::vec(row, 1..12))
+            }),
+        ) {
+            let columns: Vec<(FieldPath, Field)> = types
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (FieldPath::parse(&format!("c{i}")).unwrap(), Field::new("x", t.clone(), false)))
+                .collect();
+            // Records {"c0": …, "c1": …} (absent keys for None), parsed as a scan parses them.
+            let records: Vec<String> = rows
+                .iter()
+                .map(|row| {
+                    let entries = row.iter().enumerate().filter_map(|(i, v)| v.clone().map(|v| (format!("c{i}"), v)));
+                    serde_json::Value::Object(entries.collect()).to_string()
+                })
+                .collect();
+            let mut fields = FieldSet::new();
+            let ids: Vec<usize> = columns.iter().map(|(path, _)| fields.insert(path)).collect();
+            let payloads: Vec<&[u8]> = records.iter().map(|r| r.as_bytes()).collect();
+            let mut parsed = ParsedBatch::default();
+            parsed.reset(fields.len());
+            crate::parser::default_parser().parse_trusted_batch(&payloads, &fields, &mut parsed);
+            let mut by_values = BatchBuilder::new(&columns);
+            let mut by_text = BatchBuilder::new(&columns);
+            for r in 0..records.len() {
+                let values = parsed.record(r).unwrap();
+                by_values.append_values(ids.iter().map(|&id| &values[id]));
+                let texts: Vec<Option<String>> = ids.iter().map(|&id| value_text(&values[id])).collect();
+                let texts: Vec<Option<&str>> = texts.iter().map(Option::as_deref).collect();
+                by_text.append_row(&texts);
+            }
+            prop_assert_eq!(by_values.finish().unwrap(), by_text.finish().unwrap(), "{:?}", records);
+        }
+
         #[test]
         fn observed_records_always_build_a_batch_with_one_row_per_record(
             records in prop::collection::vec(json_object(), 1..20)

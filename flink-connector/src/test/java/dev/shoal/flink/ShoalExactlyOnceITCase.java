@@ -226,9 +226,12 @@ abstract class ShoalExactlyOnceITCase {
 
     assertEquals(counts(List.of("w1", "w2", "w3")), counts(SHOAL.column(table, "id")),
         "only the second attempt's records are visible");
-    Map<String, Integer> states = states(transactions(table));
+    List<JsonNode> after = transactions(table);
+    Map<String, Integer> states = states(after);
     assertEquals(2, states.get("aborted"), "the first attempt's transactions were aborted: " + states);
-    assertEquals(1, states.get("committed"), states.toString());
+    // The second attempt commits at its final checkpoint, and at any 200 ms checkpoint that lands
+    // while it runs (on a loaded machine): one or more transactions, holding its 3 records.
+    assertEquals(3, records(after, "committed"), "the committed transactions hold the second attempt's records: " + after);
   }
 
   @Test

@@ -19,7 +19,9 @@ use crate::path::FieldPath;
 use crate::value::FieldValue;
 
 /// Builds an Arrow [`RecordBatch`] of chosen columns, row by row, from the raw JSON text
-/// of each column's value (as the parser hands it out, e.g. `"abc"`, `12`, `{"a":1}`).
+/// of each column's value (e.g. `"abc"`, `12`, `{"a":1}`: [`append_row`](Self::append_row)),
+/// or from the values a parser extracted, to the same effect
+/// ([`append_values`](Self::append_values), the scan's path).
 ///
 /// Columns are `(path, field)` pairs, normally from
 /// [`InferredSchema::arrow_field`](super::InferredSchema::arrow_field); the output column

@@ -8,7 +8,7 @@
 //!   records ([`InferredSchema::observe`]), per-thread or per-shard schemas are combined
 //!   with [`InferredSchema::merge`], and checkpoints store it with serde. It maps to the
 //!   Arrow schema that `GetSchema` and Spark see ([`InferredSchema::arrow_schema`]).
-//! - [`BatchBuilder`] turns the raw JSON text of scanned fields into an Arrow
+//! - [`BatchBuilder`] turns scanned fields (the parser's values, or raw JSON text) into an Arrow
 //!   [`RecordBatch`](arrow_array::RecordBatch) of those columns, coercing what does not
 //!   fit a column's type to null (or, in text columns, to its JSON text) instead of
 //!   failing.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates (once) the Python virtual environment .venv-spark with PySpark 3.5 — a real
-# `spark-submit` and Spark 3.5 jars, ~460 MB — and pyarrow for ingesting test data.
+# `spark-submit` and Spark 3.5 jars, ~460 MB — pyarrow for ingesting test data, pandas (toPandas) and pytest,
+# whose e2e fixtures (the daemon as a process) bench/pyspark_bench.py reuses.
 # Kept apart from .venv (the daemon's e2e tests) so that CI does not download PySpark.
 #
 #   scripts/spark-venv.sh          # prints the venv's path on stdout
@@ -13,9 +14,9 @@ spec="${PYSPARK_SPEC:-pyspark==3.5.*}"
 if [[ ! -x "$venv/bin/python" ]]; then
   python3 -m venv "$venv" >&2
 fi
-if ! "$venv/bin/python" -c 'import pyspark, pyarrow' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import pyspark, pyarrow, pandas, pytest' 2>/dev/null; then
   start=$(date +%s)
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec" 'pyarrow>=20' >&2
-  echo "spark-venv: installed $spec + pyarrow into $venv in $(( $(date +%s) - start )) s" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec" 'pyarrow>=20' pandas pytest >&2
+  echo "spark-venv: installed $spec + pyarrow + pandas + pytest into $venv in $(( $(date +%s) - start )) s" >&2
 fi
 echo "$venv"

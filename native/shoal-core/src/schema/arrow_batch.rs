@@ -392,12 +392,11 @@ impl Scalar<'_> {
             (Scalar::Float64(b), FieldValue::Int(i)) => b.append_value(*i as f64),
             (Scalar::Float64(b), FieldValue::Float(f)) if f.is_finite() => b.append_value(*f),
             (Scalar::Utf8(b), FieldValue::Str(s)) => append_text(b, Some(s)),
-            (Scalar::Utf8(b), FieldValue::Bool(v)) => b.append_value(if *v { "true" } else { "false" }),
-            (Scalar::Utf8(b), FieldValue::Int(i)) => b.append_value(i.to_string()),
-            (Scalar::Utf8(b), FieldValue::Float(f)) if f.is_finite() => match serde_json::to_string(f) {
-                Ok(text) => b.append_value(text),
-                Err(_) => b.append_null(),
-            },
+            (Scalar::Utf8(b), FieldValue::Bool(v)) => append_text(b, Some(if *v { "true" } else { "false" })),
+            (Scalar::Utf8(b), FieldValue::Int(i)) => append_text(b, Some(&i.to_string())),
+            (Scalar::Utf8(b), FieldValue::Float(f)) if f.is_finite() => {
+                append_text(b, serde_json::to_string(f).ok().as_deref());
+            }
             (scalar, _) => scalar.append_null(),
         }
     }

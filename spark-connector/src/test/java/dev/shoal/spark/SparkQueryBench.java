@@ -212,14 +212,10 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
       Map<String, double[]> phases = new LinkedHashMap<>();
       StringBuilder table = new StringBuilder();
       table.append(String.format(Locale.ROOT, "%n%-46s %-15s %10s %19s %8s  %s%n", "query", "system", "median ms", "min-max ms", "rows", "agrees"));
+      Map<String, Source> sources = sources(spark, json);
       for (Query q : queries) {
         Map<String, Supplier<Run>> systems = new LinkedHashMap<>();
-        systems.put("shoal daemon", () -> run(spark, q.sql().replace(" T", " shoal." + TABLE), null, false));
-        systems.put("shoal embedded", () -> run(spark, q.sql().replace(" T", " shoal_embedded." + TABLE), null, false));
-        systems.put("JSON inferred", () -> run(spark, q.sql().replace(" T", " json_inferred"),
-            () -> spark.read().json(json.toString()).createOrReplaceTempView("json_inferred"), false));
-        systems.put("JSON given", () -> run(spark, q.sql().replace(" T", " json_given"), null, false));
-        systems.put("cached", () -> run(spark, q.sql().replace(" T", " json_cached"), null, true));
+        sources.forEach((system, from) -> systems.put(system, () -> run(spark, from.sql(q), from.before(), system.equals("cached"))));
         Map<String, Answer> answers = new LinkedHashMap<>();
         for (Map.Entry<String, Supplier<Run>> s : systems.entrySet()) {
           answers.put(s.getKey(), s.getValue().get().answer()); // warm-up
@@ -333,18 +329,18 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
           continue;
         }
         for (String system : new String[] {"shoal daemon", "shoal embedded", "cached"}) {
-          String from = system.equals("cached") ? " json_cached" : system.equals("shoal daemon") ? " shoal." + TABLE : " shoal_embedded." + TABLE;
+          Source from = sources.get(system);
           int n = Math.max(reps, 5);
           double[] job = new double[n];
           double[] collect = new double[n];
           int leaves = 0;
           for (int r = -1; r < n; r++) {
-            Dataset<Row> df = spark.sql(q.sql().replace(" T", from));
+            Dataset<Row> df = spark.sql(from.sql(q));
             org.apache.spark.sql.execution.SparkPlan plan = df.queryExecution().executedPlan();
             long a = System.nanoTime();
             plan.executeCollect();
             long b = System.nanoTime();
-            Dataset<Row> df2 = spark.sql(q.sql().replace(" T", from));
+            Dataset<Row> df2 = spark.sql(from.sql(q));
             df2.queryExecution().executedPlan();
             long c = System.nanoTime();
             df2.collectAsList();
@@ -374,12 +370,7 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
       Map<String, double[]> shellMedians = new LinkedHashMap<>();
       for (Query q : queries.stream().filter(q -> !q.context()).toList()) {
         Map<String, Supplier<Long>> systems = new LinkedHashMap<>();
-        systems.put("shoal daemon", () -> shellRun(spark, q.sql().replace(" T", " shoal." + TABLE), null));
-        systems.put("shoal embedded", () -> shellRun(spark, q.sql().replace(" T", " shoal_embedded." + TABLE), null));
-        systems.put("JSON inferred", () -> shellRun(spark, q.sql().replace(" T", " json_inferred"),
-            () -> spark.read().json(json.toString()).createOrReplaceTempView("json_inferred")));
-        systems.put("JSON given", () -> shellRun(spark, q.sql().replace(" T", " json_given"), null));
-        systems.put("cached", () -> shellRun(spark, q.sql().replace(" T", " json_cached"), null));
+        sources.forEach((system, from) -> systems.put(system, () -> shellRun(spark, from.sql(q), from.before())));
         long expected = answersRows.get(q.name());
         double[][] times = new double[SYSTEMS.length][reps];
         for (int r = -1; r < reps; r++) {
@@ -419,6 +410,29 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
       }
       spark.stop();
     }
+  }
+
+  /** Where a system reads from: its table or view, and what runs first in every run ({@code null}: nothing). */
+  record Source(String table, Runnable before) {
+    /** The query's SQL over this source. */
+    String sql(Query q) {
+      return q.sql().replace(" T", " " + table);
+    }
+  }
+
+  /**
+   * The sources of {@link #SYSTEMS}, in that order. "JSON inferred" makes its view anew before
+   * every run, so that each run pays the inference pass as {@code spark.read.json(path)} does.
+   */
+  private static Map<String, Source> sources(SparkSession spark, Path json) {
+    Map<String, Source> sources = new LinkedHashMap<>();
+    sources.put("shoal daemon", new Source("shoal." + TABLE, null));
+    sources.put("shoal embedded", new Source("shoal_embedded." + TABLE, null));
+    sources.put("JSON inferred", new Source("json_inferred",
+        () -> spark.read().json(json.toString()).createOrReplaceTempView("json_inferred")));
+    sources.put("JSON given", new Source("json_given", null));
+    sources.put("cached", new Source("json_cached", null));
+    return sources;
   }
 
   /** {@link #QUERIES}, or those that {@code bench.queries} names (first word of the name). */

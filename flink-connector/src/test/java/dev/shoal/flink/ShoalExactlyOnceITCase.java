@@ -94,8 +94,7 @@ abstract class ShoalExactlyOnceITCase {
   void exactlyOnceWritesEveryEventOnceAcrossAFailover() throws Exception {
     String table = "eo_failover";
     SHOAL.createTable(table, "reject");
-    ShoalSinkITCase.FailOnce.FAILED.set(false);
-    ShoalSinkITCase.FailOnce.SEEN.set(0);
+    ShoalSinkITCase.FailOnce.reset();
     StreamExecutionEnvironment env = environment(3);
     env.enableCheckpointing(200);
     ShoalSinkITCase.events(env)
@@ -151,8 +150,7 @@ abstract class ShoalExactlyOnceITCase {
     System.out.printf("exactly-once failover: map saw %d records (input %d), %d written; transactions %s%n",
         ShoalSinkITCase.FailOnce.SEEN.get(), expected.size(), written.size(), states(transactions));
     assertEquals(counts(expected), counts(written), "every event id exactly once");
-    assertTrue(ShoalSinkITCase.FailOnce.SEEN.get() < ShoalSinkITCase.FAIL_AFTER + expected.size(),
-        "the job resumed from a checkpoint (map saw " + ShoalSinkITCase.FailOnce.SEEN.get() + " records)");
+    ShoalSinkITCase.FailOnce.assertResumedFromACheckpoint(expected.size());
     // Every transaction ended: committed, or aborted (what the failed attempt had staged since its
     // last checkpoint - nothing, when the failure came before the interval's first batch was sent).
     Map<String, Integer> states = states(transactions);

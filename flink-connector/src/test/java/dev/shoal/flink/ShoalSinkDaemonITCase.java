@@ -8,9 +8,8 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.metrics.Metric;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.junit.jupiter.api.Test;
@@ -40,21 +39,22 @@ class ShoalSinkDaemonITCase extends ShoalSinkITCase {
         .setRetries(30, Duration.ofMillis(100), Duration.ofMillis(400))
         .build()).name("late-sink");
     try (TcpForwarder forwarder = new TcpForwarder(port, Integer.parseInt(SHOAL.endpoint().replaceAll(".*:", "")))) {
-      CompletableFuture<JobExecutionResult> job = CompletableFuture.supplyAsync(() -> {
-        try {
-          return env.execute("daemon reachable late");
-        } catch (Exception e) {
-          throw new RuntimeException(e);
-        }
-      });
-      Thread.sleep(2000); // meanwhile the sink meets "connection refused" (UNAVAILABLE) and retries
-      assertTrue(!job.isDone(), "the job waits for the daemon");
+      JobClient job = env.executeAsync("daemon reachable late");
+      // Meanwhile the sink meets "connection refused" (UNAVAILABLE) and retries: open the way once
+      // three retries are counted (a fixed wait missed them when the job was slow to start).
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+      while (sum(writerMetrics(job), ".shoalRetries") < 3) {
+        assertTrue(System.nanoTime() < deadline, () -> "three retries within 60 s: " + writerMetrics(job));
+        assertTrue(!job.getJobStatus().get().isTerminalState(), "the job waits for the daemon");
+        Thread.sleep(50);
+      }
       forwarder.open();
-      JobExecutionResult result = job.get(60, TimeUnit.SECONDS);
-      Map<String, Metric> writerMetrics = new HashMap<>();
-      METRICS.findMetrics(result.getJobID(), "late-sink").forEach(writerMetrics::put);
-      assertTrue(sum(writerMetrics, ".shoalRetries") >= 3, () -> "retries counted: " + writerMetrics);
+      job.getJobExecutionResult().get(60, TimeUnit.SECONDS);
     }
     assertEquals(counts(ids), counts(SHOAL.column("late", "id")));
+  }
+
+  private static Map<String, Metric> writerMetrics(JobClient job) {
+    return new HashMap<>(METRICS.findMetrics(job.getJobID(), "late-sink"));
   }
 }

@@ -23,6 +23,10 @@ import org.apache.flink.metrics.Histogram;
 import org.apache.flink.metrics.Metric;
 import org.apache.flink.runtime.testutils.InMemoryReporter;
 import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.api.common.state.CheckpointListener;
+import org.apache.flink.runtime.state.FunctionInitializationContext;
+import org.apache.flink.runtime.state.FunctionSnapshotContext;
+import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.connector.base.DeliveryGuarantee;
@@ -168,26 +172,76 @@ abstract class ShoalSinkITCase {
         .sum();
   }
 
-  /** Fails the job once, after {@code failAfter} records in total, then passes everything. */
-  static final class FailOnce implements MapFunction<String, String> {
+  /**
+   * Fails the job once, at the first record after {@code failAfter} records in total (over all
+   * subtasks) once a checkpoint that covers some of them has completed, then passes everything. The
+   * wait for such a checkpoint makes the failover a resume from a checkpoint on any machine: failing
+   * at a record count alone restarted the job from scratch whenever its first checkpoint came late.
+   * Chained with the source, a subtask's records at its snapshot are the records the restored source
+   * does not read again.
+   */
+  static final class FailOnce implements MapFunction<String, String>, CheckpointedFunction, CheckpointListener {
     static final AtomicBoolean FAILED = new AtomicBoolean();
+    /** Records the map passed, over all subtasks and attempts. */
     static final AtomicLong SEEN = new AtomicLong();
+    /** {@link #SEEN} when the planned failure was thrown. */
+    static final AtomicLong FAILED_AT = new AtomicLong();
+    /** Records covered by the newest completed checkpoint of the first attempt. */
+    static final AtomicLong CHECKPOINTED = new AtomicLong();
+    /** The records each checkpoint covers, summed over the subtasks' snapshots, by checkpoint id. */
+    static final Map<Long, AtomicLong> COVERED = new java.util.concurrent.ConcurrentHashMap<>();
     private final long failAfter;
+    /** This subtask's records in this attempt. */
+    private transient long passed;
 
     FailOnce(long failAfter) {
       this.failAfter = failAfter;
     }
 
+    static void reset() {
+      FAILED.set(false);
+      SEEN.set(0);
+      FAILED_AT.set(0);
+      CHECKPOINTED.set(0);
+      COVERED.clear();
+    }
+
     @Override
     public String map(String value) throws Exception {
       long seen = SEEN.incrementAndGet();
-      if (seen % 20 == 0) {
+      passed++;
+      boolean due = seen >= failAfter && !FAILED.get();
+      if (seen % 20 == 0 || (due && CHECKPOINTED.get() == 0)) {
         Thread.sleep(1); // spread the input over several checkpoints (~200 ms apart)
       }
-      if (seen >= failAfter && FAILED.compareAndSet(false, true)) {
-        throw new IllegalStateException("planned failure after " + seen + " records");
+      if (due && CHECKPOINTED.get() > 0 && FAILED.compareAndSet(false, true)) {
+        FAILED_AT.set(seen);
+        throw new IllegalStateException("planned failure after " + seen + " records, "
+            + CHECKPOINTED.get() + " of them checkpointed");
       }
       return value;
+    }
+
+    @Override
+    public void snapshotState(FunctionSnapshotContext context) {
+      COVERED.computeIfAbsent(context.getCheckpointId(), id -> new AtomicLong()).addAndGet(passed);
+    }
+
+    @Override
+    public void initializeState(FunctionInitializationContext context) {
+    }
+
+    @Override
+    public void notifyCheckpointComplete(long checkpointId) {
+      if (!FAILED.get()) {
+        CHECKPOINTED.accumulateAndGet(COVERED.getOrDefault(checkpointId, new AtomicLong()).get(), Math::max);
+      }
+    }
+
+    /** A restart from scratch would make the map see the records before the failure plus the whole input again. */
+    static void assertResumedFromACheckpoint(int input) {
+      assertTrue(SEEN.get() < FAILED_AT.get() + input, "the job resumed from a checkpoint (map saw " + SEEN.get()
+          + " records, " + FAILED_AT.get() + " before the failure, " + CHECKPOINTED.get() + " checkpointed)");
     }
   }
 
@@ -195,8 +249,7 @@ abstract class ShoalSinkITCase {
   void atLeastOnceLosesNoEventWhenTheJobFailsAndRecoversFromItsCheckpoint() throws Exception {
     String table = "events_failover";
     SHOAL.createTable(table, "reject");
-    FailOnce.FAILED.set(false);
-    FailOnce.SEEN.set(0);
+    FailOnce.reset();
     StreamExecutionEnvironment env = environment("fixed-delay");
     env.enableCheckpointing(200);
     events(env).map(new FailOnce(FAIL_AFTER)).name("fail-once").sinkTo(sink(table, DeliveryGuarantee.AT_LEAST_ONCE).build());
@@ -211,10 +264,7 @@ abstract class ShoalSinkITCase {
     System.out.printf("failover: %d records seen by the map (input %d), %d written (%d duplicates)%n",
         FailOnce.SEEN.get(), expected.size(), written.size(), written.size() - expected.size());
     assertEquals(Set.of(), missing, "no event id is missing after recovery");
-    // Recovery from a checkpoint, not from scratch: a restart from scratch would make the map see
-    // the FAIL_AFTER records before the failure plus the whole input again.
-    assertTrue(FailOnce.SEEN.get() < FAIL_AFTER + expected.size(),
-        "the job resumed from a checkpoint (map saw " + FailOnce.SEEN.get() + " records)");
+    FailOnce.assertResumedFromACheckpoint(expected.size());
   }
 
   @Test

@@ -47,7 +47,12 @@ for line in "${lines[@]}"; do
     verdict=FAILED
     failed=1
   fi
-  tests="$(grep -E '^\[(INFO|ERROR|WARNING)\] Tests run:' "$logs/$line.log" | tail -n 1 | sed -E 's/^\[[A-Z]+\] //')"
+  # The connector module's totals: surefire's (unit tests and the tests against the daemon), then
+  # failsafe's (the shaded jar); -am's embedded module comes first in the log and is left out.
+  tests="$(sed -n '/Building shoal spark connector/,$p' "$logs/$line.log" \
+    | grep -E '^\[(INFO|ERROR|WARNING)\] Tests run: [0-9]+, Failures: [0-9]+, Errors: [0-9]+, Skipped: [0-9]+$' \
+    | sed -E 's/^\[[A-Z]+\] Tests run: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+).*/\1 run, \2 failed, \3 errors/' \
+    | paste -sd ';' | sed 's/;/; jar: /')"
   results+=("$(printf '%-5s %-7s %5ss  mvn verify   %s' "$line" "$verdict" $(( $(date +%s) - start )) "${tests:-no tests ran (see log)}")")
   echo "${results[-1]}"
 

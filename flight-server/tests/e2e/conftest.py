@@ -30,31 +30,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+READY = "shoal ready: listening on "
+
+
 class Daemon:
     """A running `shoal serve` process."""
 
     def __init__(self, data_dir: Path, *extra: str, scheme: str = "grpc", host: str = "127.0.0.1"):
-        self.port = free_port()
-        self.location = f"{scheme}://{host}:{self.port}"
+        # Port 0: the daemon binds a free port and prints it (no window in which another process
+        # could take a port picked here).
         self.log_lines: list[str] = []
         self.process = subprocess.Popen(
-            [str(shoal_binary()), "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(data_dir), *extra],
+            [str(shoal_binary()), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
         ready = threading.Event()
+        bound: list[int] = []
 
         def pump():
             for line in self.process.stdout:
                 self.log_lines.append(line.rstrip())
-                if "shoal ready" in line:
+                if line.startswith(READY):
+                    bound.append(int(line[len(READY):].split()[0].rsplit(":", 1)[1]))
                     ready.set()
 
-        threading.Thread(target=pump, daemon=True).start()
+        self.pump = threading.Thread(target=pump, daemon=True)
+        self.pump.start()
         if not ready.wait(60):
             self.process.kill()
             raise RuntimeError("shoal did not become ready in 60 s:\n" + "\n".join(self.log_lines))
+        self.port = bound[0]
+        self.location = f"{scheme}://{host}:{self.port}"
 
     def client(self, **kwargs) -> flight.FlightClient:
         return flight.FlightClient(self.location, **kwargs)
@@ -66,10 +74,12 @@ class Daemon:
         if self.alive():
             self.process.send_signal(signal.SIGTERM)
             try:
-                return self.process.wait(60)
+                self.process.wait(60)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 raise
+        # The pump ends at the end of the output: after it, log_lines holds the daemon's last lines.
+        self.pump.join(30)
         return self.process.returncode
 
 

@@ -56,9 +56,8 @@ def test_cli_reports_an_unreachable_daemon_clearly():
 
 
 def test_a_second_daemon_on_the_same_data_dir_is_refused(daemon, tmp_path):
-    port = free_port()
     result = subprocess.run(
-        [str(shoal_binary()), "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data")],
+        [str(shoal_binary()), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "data")],
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode != 0

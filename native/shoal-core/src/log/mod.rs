@@ -1153,10 +1153,18 @@ mod tests {
         .unwrap();
         let writer = fill(&log, 12);
         // The observer holds page 0: the writer fills the ring (4 frames) and waits for
-        // page 0's frame although the page was flushed long ago.
-        std::thread::sleep(Duration::from_millis(300));
+        // page 0's frame although the page was flushed long ago. Waits for those conditions
+        // (no fixed sleep that a loaded machine could outlast), then gives a writer that
+        // wrongly reused the frame time to run on.
+        let flushed = log.wait_flushed(log.page_start(1), Duration::from_secs(10));
+        assert!(flushed >= log.page_start(1), "page 0 is flushed: {flushed}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while log.tail_address() < log.page_start(3) {
+            assert!(std::time::Instant::now() < deadline, "the writer stalled at {}", log.tail_address());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(100));
         assert!(!writer.is_finished(), "the writer reused an unobserved frame");
-        assert!(log.flushed_until() >= log.page_start(1), "page 0 is flushed: {}", log.flushed_until());
         assert!(log.tail_address() < log.page_start(5), "tail {} ran past the ring", log.tail_address());
         assert_eq!(log.observed_until(), log.page_start(0));
         for _ in 0..11 {

@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -195,11 +194,7 @@ class MisuseTest {
     Path binary = TestData.daemonBinary();
     Assumptions.assumeTrue(binary != null, "the shoal daemon is not built (cargo build -p shoal-server)");
     Path held = dir.resolve("held");
-    int port;
-    try (ServerSocket socket = new ServerSocket(0)) {
-      port = socket.getLocalPort();
-    }
-    Process daemon = new ProcessBuilder(binary.toString(), "serve", "--listen", "127.0.0.1:" + port,
+    Process daemon = new ProcessBuilder(binary.toString(), "serve", "--listen", "127.0.0.1:0",
         "--data-dir", held.toString()).redirectErrorStream(true).start();
     try {
       BufferedReader output = new BufferedReader(new InputStreamReader(daemon.getInputStream(), StandardCharsets.UTF_8));

@@ -38,8 +38,9 @@ import org.junit.jupiter.api.extension.ExtensionContext;
 
 /**
  * The real {@code shoal} daemon as a process for a test class (JUnit 5 extension, {@code
- * @RegisterExtension static}): {@code shoal serve --listen 127.0.0.1:PORT --data-dir DIR} on a free
- * port, ready when its output prints {@code shoal ready}, stopped with SIGTERM. The binary is the
+ * @RegisterExtension static}): {@code shoal serve --listen 127.0.0.1:0 --data-dir DIR}, which binds a
+ * free port itself, ready when its output prints {@code shoal ready: listening on 127.0.0.1:PORT}
+ * (which gives the port; a restart listens on the same one), stopped with SIGTERM. The binary is the
  * system property {@code shoal.bin}. Also a small Flight client for the tests: create a table, read
  * a column back with GetFlightInfo + DoGet on every endpoint. The {@link ShoalTarget} of the
  * daemon mode.
@@ -54,7 +55,9 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
     org.apache.arrow.vector.compression.CompressionCodec.Factory.INSTANCE.hashCode();
   }
 
-  private final int port;
+  private static final String READY = "shoal ready: listening on ";
+  /** 0 until the first start; the port the daemon bound then, which restarts reuse. */
+  private volatile int port;
   private final String token;
   private Path dataDir;
   private Process process;
@@ -68,7 +71,6 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
 
   /** A daemon started with {@code --auth-token token} (null: none); the helper's client sends it. */
   public ShoalDaemon(String token) {
-    this.port = freePort();
     this.token = token;
   }
 
@@ -160,7 +162,9 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
         String line;
         while ((line = reader.readLine()) != null) {
           output.add(line);
-          if (line.contains("shoal ready")) {
+          if (line.startsWith(READY)) {
+            String address = line.substring(READY.length()).split(" ")[0];
+            port = Integer.parseInt(address.substring(address.lastIndexOf(':') + 1));
             ready.countDown();
           }
         }

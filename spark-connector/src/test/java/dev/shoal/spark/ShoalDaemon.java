@@ -3,7 +3,6 @@ package dev.shoal.spark;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -15,18 +14,26 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The real {@code shoal} daemon as a child process ({@code shoal serve --listen 127.0.0.1:PORT
- * --data-dir DIR}) on a free port; ready when it prints {@code shoal ready}; stopped with SIGTERM.
+ * The real {@code shoal} daemon as a child process ({@code shoal serve --listen 127.0.0.1:0
+ * --data-dir DIR}): it binds a free port itself and is ready when it prints {@code shoal ready:
+ * listening on 127.0.0.1:PORT}, which gives the port; stopped with SIGTERM.
  * The binary comes from the system property {@code shoal.bin}.
  */
 public final class ShoalDaemon implements ShoalTarget {
+  /** The line the daemon prints once it serves, followed by the address it listens on. */
+  static final String READY = "shoal ready: listening on ";
   private final Process process;
-  private final int port;
+  private volatile int port;
   private final List<String> log = Collections.synchronizedList(new ArrayList<>());
 
-  private ShoalDaemon(Process process, int port) {
+  private ShoalDaemon(Process process) {
     this.process = process;
-    this.port = port;
+  }
+
+  /** The port in a {@link #READY} line ({@code shoal ready: listening on 127.0.0.1:PORT (grpc)}). */
+  static int readyPort(String line) {
+    String address = line.substring(READY.length()).split(" ")[0];
+    return Integer.parseInt(address.substring(address.lastIndexOf(':') + 1));
   }
 
   /** Starts a daemon over a fresh data directory. */
@@ -36,28 +43,25 @@ public final class ShoalDaemon implements ShoalTarget {
       throw new IllegalStateException("shoal binary not found at " + bin
           + ": run `cargo build -p shoal-server` (or set -Dshoal.bin)");
     }
-    int port;
-    try (ServerSocket socket = new ServerSocket(0)) {
-      port = socket.getLocalPort();
-    }
-    List<String> command = new ArrayList<>(List.of(bin, "serve", "--listen", "127.0.0.1:" + port, "--data-dir", dataDir.toString()));
+    List<String> command = new ArrayList<>(List.of(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir.toString()));
     command.addAll(List.of(extraArgs));
     Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
-    ShoalDaemon daemon = new ShoalDaemon(process, port);
+    ShoalDaemon daemon = new ShoalDaemon(process);
     CountDownLatch ready = new CountDownLatch(1);
     Thread pump = new Thread(() -> {
       try (BufferedReader reader = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
         String line;
         while ((line = reader.readLine()) != null) {
           daemon.log.add(line);
-          if (line.contains("shoal ready")) {
+          if (line.startsWith(READY)) {
+            daemon.port = readyPort(line);
             ready.countDown();
           }
         }
       } catch (IOException ignored) {
         // the process ended
       }
-    }, "shoal-daemon-" + port);
+    }, "shoal-daemon-" + process.pid());
     pump.setDaemon(true);
     pump.start();
     if (!ready.await(60, TimeUnit.SECONDS)) {

@@ -1,6 +1,5 @@
 package dev.shoal.it;
 
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -10,19 +9,20 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * The daemon binary ({@code -Dshoal.bin}) as a child process: {@code shoal serve --listen
- * 127.0.0.1:PORT --data-dir DIR} on a free port, ready when it logs {@code shoal ready}; its output
- * goes to {@code shoal.log} next to DIR.
+ * 127.0.0.1:0 --data-dir DIR}, which binds a free port itself; ready when it prints {@code shoal
+ * ready: listening on 127.0.0.1:PORT}, which gives the port. Its output goes to {@code shoal.log}
+ * next to DIR.
  */
 final class LocalDaemonProcess implements DaemonUnderTest {
+  private static final String READY = "shoal ready: listening on ";
   private final Process process;
   private final String bin;
-  private final int port;
   private final Path logFile;
+  private int port;
 
-  private LocalDaemonProcess(Process process, String bin, int port, Path logFile) {
+  private LocalDaemonProcess(Process process, String bin, Path logFile) {
     this.process = process;
     this.bin = bin;
-    this.port = port;
     this.logFile = logFile;
   }
 
@@ -31,17 +31,14 @@ final class LocalDaemonProcess implements DaemonUnderTest {
     if (!Files.isExecutable(Paths.get(bin))) {
       throw new IllegalStateException("shoal binary not found at " + bin + ": run `cargo build -p shoal-server` (or set -Dshoal.bin)");
     }
-    int port;
-    try (ServerSocket socket = new ServerSocket(0)) {
-      port = socket.getLocalPort();
-    }
     Path logFile = dataDir.resolveSibling("shoal.log");
     Files.createDirectories(dataDir.getParent());
-    Process process = new ProcessBuilder(bin, "serve", "--listen", "127.0.0.1:" + port, "--data-dir", dataDir.toString())
+    Process process = new ProcessBuilder(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir.toString())
         .redirectErrorStream(true).redirectOutput(logFile.toFile()).start();
-    LocalDaemonProcess daemon = new LocalDaemonProcess(process, bin, port, logFile);
+    LocalDaemonProcess daemon = new LocalDaemonProcess(process, bin, logFile);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (!daemon.log().stream().anyMatch(line -> line.contains("shoal ready"))) {
+    java.util.Optional<String> ready;
+    while ((ready = daemon.log().stream().filter(line -> line.startsWith(READY)).findFirst()).isEmpty()) {
       if (!process.isAlive() || System.nanoTime() > deadline) {
         process.destroyForcibly();
         throw new IllegalStateException("shoal did not become ready in 60 s (exit: "
@@ -49,6 +46,8 @@ final class LocalDaemonProcess implements DaemonUnderTest {
       }
       Thread.sleep(50);
     }
+    String address = ready.get().substring(READY.length()).split(" ")[0];
+    daemon.port = Integer.parseInt(address.substring(address.lastIndexOf(':') + 1));
     return daemon;
   }
 

@@ -46,29 +46,38 @@ class ConcurrencyTest {
       CountDownLatch firstBatch = new CountDownLatch(1);
       AtomicBoolean writing = new AtomicBoolean(true);
       List<Future<?>> writers = new ArrayList<>();
+      ConcurrentLinkedQueue<Long> counts = new ConcurrentLinkedQueue<>();
       for (int w = 0; w < WRITERS; w++) {
         int writer = w;
         writers.add(pool.submit(() -> {
           start.await();
           for (int b = 0; b < BATCHES; b++) {
+            if (b == BATCHES - 1) {
+              // The readers' scans overlap the writes whatever the scheduling: the last batch
+              // waits for a few of them.
+              long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+              while (counts.size() < 4) {
+                assertTrue(System.nanoTime() < deadline, "the readers scanned within 60 s: " + counts.size());
+                Thread.sleep(1);
+              }
+            }
             assertEquals(BATCH, shoal.ingest("t", batch(writer, b)).records());
             firstBatch.countDown();
           }
           return null;
         }));
       }
-      ConcurrentLinkedQueue<Long> counts = new ConcurrentLinkedQueue<>();
       List<Future<?>> others = new ArrayList<>();
       for (int r = 0; r < 2; r++) {
         others.add(pool.submit(() -> {
           firstBatch.await();
           long previous = 0;
-          do { // at least one scan, even when the writers finish first
+          while (writing.get()) {
             long rows = shoal.scan("t", "parity = 0 OR parity = 1", List.of("seq"), null, root -> { });
             assertTrue(rows >= previous, "a later scan sees no fewer records: " + rows + " < " + previous);
             previous = rows;
             counts.add(rows);
-          } while (writing.get());
+          }
           return null;
         }));
       }

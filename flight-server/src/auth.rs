@@ -95,7 +95,7 @@ impl Authenticator {
                 .decode(encoded.trim())
                 .map_err(|_| Status::unauthenticated("the basic credentials are not valid base64"))?;
             let expected = format!("{user}:{password}");
-            if constant_time_eq(&decoded, expected.as_bytes()) {
+            if constant_time_eq(expected.as_bytes(), &decoded) {
                 return Ok(Credentials::Basic);
             }
             return Err(Status::unauthenticated("wrong user name or password"));
@@ -123,8 +123,18 @@ fn strip_scheme<'v>(value: &'v str, scheme: &str) -> Option<&'v str> {
 }
 
 /// Compares secrets in time that depends only on their lengths.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Whether the secret `expected` equals the `presented` bytes, in a time that depends
+/// only on the presented length: every presented byte is compared (against the secret
+/// repeated), so neither the secret's content nor its length shows in the timing.
+fn constant_time_eq(expected: &[u8], presented: &[u8]) -> bool {
+    if expected.is_empty() {
+        return presented.is_empty();
+    }
+    let mut difference = usize::from(expected.len() != presented.len());
+    for (i, byte) in presented.iter().enumerate() {
+        difference |= usize::from(expected[i % expected.len()] ^ byte);
+    }
+    std::hint::black_box(difference) == 0
 }
 
 #[cfg(test)]
@@ -152,6 +162,21 @@ mod tests {
             assert!(!status.message().contains("s3cret") && !status.message().contains("pa:ss"), "{}", status.message());
         }
         assert!(auth.check(&MetadataMap::new()).unwrap_err().message().contains("Bearer"));
+    }
+
+    #[test]
+    fn token_comparison_matches_only_the_same_bytes_whatever_the_lengths() {
+        for (expected, presented, equal) in [
+            ("s3cret", "s3cret", true),
+            ("s3cret", "s3cre", false),
+            ("s3cret", "s3crets3cret", false),
+            ("s3cret", "", false),
+            ("", "", true),
+            ("", "x", false),
+            ("ab", "ba", false),
+        ] {
+            assert_eq!(constant_time_eq(expected.as_bytes(), presented.as_bytes()), equal, "{expected:?} vs {presented:?}");
+        }
     }
 
     #[test]

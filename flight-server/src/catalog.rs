@@ -70,7 +70,8 @@ pub fn validate_table_name(name: &str) -> Result<(), Status> {
     let valid_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
     if name.is_empty() || name.len() > 128 || !valid_chars || name.starts_with('.') {
         return Err(Status::invalid_argument(format!(
-            "invalid table name {name:?}: use 1-128 characters of A-Z a-z 0-9 _ - . (not starting with '.')"
+            "invalid table name {}: use 1-128 characters of A-Z a-z 0-9 _ - . (not starting with '.')",
+            crate::protocol::quoted(name)
         )));
     }
     Ok(())
@@ -142,7 +143,12 @@ impl Catalog {
             .map_err(|_| Status::internal("catalog lock poisoned"))?
             .get(name)
             .cloned()
-            .ok_or_else(|| Status::not_found(format!("table {name:?} does not exist (create it with the create_table action)")))
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "table {} does not exist (create it with the create_table action)",
+                    crate::protocol::quoted(name)
+                ))
+            })
     }
 
     /// All tables, by name.
@@ -202,7 +208,9 @@ impl Catalog {
     pub fn drop_table(&self, name: &str) -> Result<(), Status> {
         let entry = {
             let mut tables = self.tables.write().map_err(|_| Status::internal("catalog lock poisoned"))?;
-            tables.remove(name).ok_or_else(|| Status::not_found(format!("table {name:?} does not exist")))?
+            tables
+                .remove(name)
+                .ok_or_else(|| Status::not_found(format!("table {} does not exist", crate::protocol::quoted(name))))?
         };
         entry.table.log().shutdown();
         if !self.config.in_memory {

@@ -43,6 +43,12 @@ pub struct ServerConfig {
     pub tls_cert: Option<PathBuf>,
     /// PEM private key of `tls_cert`.
     pub tls_key: Option<PathBuf>,
+    /// A file whose content (trimmed) is the bearer token, instead of `auth_token` (which a
+    /// flag would show in `ps`).
+    pub auth_token_file: Option<PathBuf>,
+    /// Seconds that calls in flight get to finish after SIGTERM/SIGINT before they are
+    /// cancelled; the tables are then flushed and checkpointed. Default 10.
+    pub shutdown_grace_secs: u64,
 }
 
 impl Default for ServerConfig {
@@ -63,6 +69,8 @@ impl Default for ServerConfig {
             batch_rows: 4096,
             tls_cert: None,
             tls_key: None,
+            auth_token_file: None,
+            shutdown_grace_secs: 10,
         }
     }
 }
@@ -93,7 +101,67 @@ impl Durability {
     }
 }
 
+/// The largest `group_commit_ms`: one hour (a longer interval would leave acknowledged
+/// batches waiting that long).
+pub const MAX_GROUP_COMMIT_MS: u64 = 3_600_000;
+/// The largest `checkpoint_interval_secs`: one week.
+pub const MAX_CHECKPOINT_INTERVAL_SECS: u64 = 7 * 24 * 3600;
+/// The largest `shutdown_grace_secs`: one hour.
+pub const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
+/// The largest `endpoints_per_query`.
+pub const MAX_ENDPOINTS_PER_QUERY: usize = 1024;
+/// The largest `batch_rows`.
+pub const MAX_BATCH_ROWS: usize = 1 << 20;
+/// The largest `worker_threads`.
+pub const MAX_WORKER_THREADS: usize = 1024;
+/// The smallest `memory_budget_bytes`: 1 MiB (the log rounds it to at least 4 pages).
+pub const MIN_MEMORY_BUDGET_BYTES: usize = 1 << 20;
+/// The largest `memory_budget_bytes`: 1 TiB.
+pub const MAX_MEMORY_BUDGET_BYTES: usize = 1 << 40;
+
 impl ServerConfig {
+    /// Checks that every setting is within its documented range (`docs/configuration.md`),
+    /// so that a value that would hang or break the daemon stops it at start instead.
+    ///
+    /// # Errors
+    /// A message naming the first setting out of range, its value and the range.
+    pub fn validate(&self) -> Result<(), String> {
+        fn range<T: PartialOrd + std::fmt::Display>(key: &str, value: T, min: T, max: T, unit: &str) -> Result<(), String> {
+            if value < min || value > max {
+                return Err(format!("{key} = {value} is out of range: it must be between {min} and {max}{unit}"));
+            }
+            Ok(())
+        }
+        range("group_commit_ms", self.group_commit_ms, 1, MAX_GROUP_COMMIT_MS, " milliseconds")?;
+        range("checkpoint_interval_secs", self.checkpoint_interval_secs, 0, MAX_CHECKPOINT_INTERVAL_SECS, " seconds")?;
+        range("shutdown_grace_secs", self.shutdown_grace_secs, 0, MAX_SHUTDOWN_GRACE_SECS, " seconds")?;
+        range("endpoints_per_query", self.endpoints_per_query, 1, MAX_ENDPOINTS_PER_QUERY, "")?;
+        range("batch_rows", self.batch_rows, 1, MAX_BATCH_ROWS, " rows")?;
+        range("worker_threads", self.worker_threads, 0, MAX_WORKER_THREADS, " (0: one per core)")?;
+        range("memory_budget_bytes", self.memory_budget_bytes, MIN_MEMORY_BUDGET_BYTES, MAX_MEMORY_BUDGET_BYTES, " bytes")?;
+        if self.auth_token.as_deref().is_some_and(str::is_empty) {
+            return Err("auth_token is empty: give a token, or none to serve without authentication".into());
+        }
+        if self.auth_token.is_some() && self.auth_token_file.is_some() {
+            return Err("auth_token and auth_token_file are both set: use one".into());
+        }
+        Ok(())
+    }
+
+    /// The bearer token: `auth_token`, else the trimmed content of `auth_token_file`.
+    ///
+    /// # Errors
+    /// A message naming the file when it cannot be read or holds no token.
+    pub fn bearer_token(&self) -> Result<Option<String>, String> {
+        let Some(path) = &self.auth_token_file else { return Ok(self.auth_token.clone()) };
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read auth_token_file {}: {e}", path.display()))?;
+        let token = text.trim();
+        if token.is_empty() {
+            return Err(format!("auth_token_file {} holds no token", path.display()));
+        }
+        Ok(Some(token.to_owned()))
+    }
+
     /// Reads a TOML file (keys as in this struct; missing keys keep their defaults).
     ///
     /// # Errors

@@ -69,9 +69,17 @@ struct ServeArgs {
     /// Tokio worker threads [default: one per core].
     #[arg(long, env = "SHOAL_WORKER_THREADS")]
     worker_threads: Option<usize>,
-    /// Require authentication; accept `authorization: Bearer <token>`.
-    #[arg(long, env = "SHOAL_AUTH_TOKEN")]
+    /// Require authentication; accept `authorization: Bearer <token>` (prefer
+    /// --auth-token-file or the environment variable: flags show in `ps`).
+    #[arg(long, env = "SHOAL_AUTH_TOKEN", conflicts_with = "auth_token_file")]
     auth_token: Option<String>,
+    /// Require authentication with the bearer token held in this file (trimmed).
+    #[arg(long, env = "SHOAL_AUTH_TOKEN_FILE")]
+    auth_token_file: Option<PathBuf>,
+    /// Seconds calls in flight get to finish after SIGTERM before they are cancelled
+    /// [default: 10].
+    #[arg(long, env = "SHOAL_SHUTDOWN_GRACE_SECS")]
+    shutdown_grace_secs: Option<u64>,
     /// Require authentication; accept basic credentials USER:PASSWORD (prefer the
     /// environment variable or the config file: flags show in `ps`).
     #[arg(long, env = "SHOAL_BASIC_AUTH")]
@@ -123,6 +131,14 @@ impl ServeArgs {
         }
         if self.auth_token.is_some() {
             config.auth_token.clone_from(&self.auth_token);
+            config.auth_token_file = None;
+        }
+        if self.auth_token_file.is_some() {
+            config.auth_token_file.clone_from(&self.auth_token_file);
+            config.auth_token = None;
+        }
+        if let Some(secs) = self.shutdown_grace_secs {
+            config.shutdown_grace_secs = secs;
         }
         if self.basic_auth.is_some() {
             config.basic_auth.clone_from(&self.basic_auth);
@@ -140,6 +156,7 @@ impl ServeArgs {
         if config.tls_cert.is_some() != config.tls_key.is_some() {
             return Err("TLS needs both tls_cert and tls_key".into());
         }
+        config.validate()?;
         Ok(config)
     }
 }
@@ -182,7 +199,11 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
         runtime.worker_threads(config.worker_threads);
     }
     let runtime = runtime.build().map_err(|e| format!("cannot start the runtime: {e}"))?;
-    runtime.block_on(serve_async(config))
+    let result = runtime.block_on(serve_async(config));
+    // Calls cancelled at the end of the grace period may leave blocking engine work
+    // behind (a scan feeding a closed stream stops at its next batch): do not wait long.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    result
 }
 
 async fn shutdown_signal() {
@@ -218,7 +239,7 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let catalog = Arc::new(Catalog::open(config.clone())?);
-    let authenticator = Arc::new(Authenticator::new(config.auth_token.clone(), config.basic_auth.as_deref())?);
+    let authenticator = Arc::new(Authenticator::new(config.bearer_token()?, config.basic_auth.as_deref())?);
     let service = ShoalFlightService::new(Arc::clone(&catalog), Arc::clone(&authenticator));
     let check_auth = move |request: Request<()>| -> Result<Request<()>, Status> {
         authenticator.check(request.metadata())?;
@@ -242,15 +263,31 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
     let scheme = if config.tls_cert.is_some() { "grpc+tls" } else { "grpc" };
     tracing::info!(listen = %local, data_dir = %config.data_dir.display(), in_memory = config.in_memory, scheme, "shoal ready");
     println!("shoal ready: listening on {local} ({scheme})");
-    builder
-        .add_service(server)
-        .serve_with_incoming_shutdown(
-            // TCP_NODELAY: without it, small responses wait ~40 ms for delayed ACKs.
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-            shutdown_signal(),
-        )
-        .await
-        .map_err(|e| format!("server error: {e}"))?;
+    // Graceful shutdown: on the signal the server stops accepting connections and tells
+    // clients to go away; calls in flight get `shutdown_grace_secs` to finish, then the
+    // server future is dropped, which cancels them.
+    let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
+    let serving = builder.add_service(server).serve_with_incoming_shutdown(
+        // TCP_NODELAY: without it, small responses wait ~40 ms for delayed ACKs.
+        tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+        async move {
+            shutdown_signal().await;
+            let _ = signalled.send(());
+        },
+    );
+    let grace = std::time::Duration::from_secs(config.shutdown_grace_secs);
+    let grace_over = async move {
+        if on_signal.await.is_ok() {
+            tracing::info!(grace_secs = grace.as_secs(), "shutdown signal: no new calls; waiting for calls in flight");
+            tokio::time::sleep(grace).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        result = serving => result.map_err(|e| format!("server error: {e}"))?,
+        () = grace_over => tracing::warn!("shutdown grace period over: cancelling the calls still in flight"),
+    }
     gauges.abort();
     if let Some(task) = checkpoints {
         task.abort();

@@ -44,6 +44,35 @@ pub const ACTIONS: &[(&str, &str)] = &[
     ("checkpoint", r#"{"table"} → flushes the log and saves the inferred schema; {"flushed_until_address"}"#),
 ];
 
+/// The most `make_durable` calls that may wait at once (each holds a blocking thread
+/// until its address is durable, normally a few milliseconds).
+pub const MAX_DURABLE_WAITS: usize = 64;
+
+/// A place among the [`MAX_DURABLE_WAITS`] waiting `make_durable` calls, given back when
+/// dropped.
+struct DurableWaitSlot;
+
+static DURABLE_WAITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl DurableWaitSlot {
+    fn take() -> Result<Self, Status> {
+        use std::sync::atomic::Ordering;
+        if DURABLE_WAITS.fetch_add(1, Ordering::AcqRel) >= MAX_DURABLE_WAITS {
+            DURABLE_WAITS.fetch_sub(1, Ordering::AcqRel);
+            return Err(Status::resource_exhausted(format!(
+                "make_durable: {MAX_DURABLE_WAITS} calls are already waiting for durability (the limit); retry shortly"
+            )));
+        }
+        Ok(Self)
+    }
+}
+
+impl Drop for DurableWaitSlot {
+    fn drop(&mut self) {
+        DURABLE_WAITS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 fn parse_filter(filter: Option<&str>) -> Result<Option<Expr>, Status> {
     filter
         .filter(|f| !f.trim().is_empty())
@@ -253,10 +282,10 @@ pub fn check_put_schema(schema: &Schema) -> Result<(), Status> {
         Ok(other) => Err(Status::invalid_argument(format!(
             "the \"json\" column must be Utf8, LargeUtf8, Binary or LargeBinary, got {other}"
         ))),
-        Err(_) => Err(Status::invalid_argument(format!(
+        Err(_) => Err(Status::invalid_argument(crate::protocol::bounded(format!(
             "DoPut batches need a column named \"json\" (Utf8, LargeUtf8, Binary or LargeBinary), one JSON record per row; got columns {:?}",
             schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>()
-        ))),
+        )))),
     }
 }
 
@@ -541,7 +570,18 @@ pub fn run_action(catalog: &Catalog, name: &str, body: &[u8]) -> Result<serde_js
                     request.table
                 )));
             }
-            let address = request.address.unwrap_or_else(|| entry.table.log().tail_address());
+            let tail = entry.table.log().tail_address();
+            let address = request.address.unwrap_or(tail);
+            if address > tail {
+                // Nothing would ever make it durable but records yet to come: refuse
+                // rather than hold a thread until the wait times out.
+                return Err(Status::out_of_range(format!(
+                    "make_durable: address {address} is beyond the tail of table {} ({tail}); \
+                     ask for an address that was written (a PutResult's end or durable address)",
+                    request.table
+                )));
+            }
+            let _slot = DurableWaitSlot::take()?;
             let durable = entry.table.wait_durable(address, Duration::from_secs(60)).map_err(|e| status_from_engine(&e))?;
             Ok(json!({"table": request.table, "durable_address": durable}))
         }

@@ -23,7 +23,33 @@ pub fn parse_body<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, Sta
     if body.is_empty() {
         return Err(Status::invalid_argument(format!("{what}: the body must be a JSON object, got nothing")));
     }
-    serde_json::from_slice(body).map_err(|e| Status::invalid_argument(format!("{what}: invalid JSON body: {e}")))
+    // serde's messages quote the offending value, which a client may make huge.
+    serde_json::from_slice(body).map_err(|e| Status::invalid_argument(bounded(format!("{what}: invalid JSON body: {e}"))))
+}
+
+/// The most bytes of a status message: gRPC refuses metadata past about 16 KiB, which
+/// would turn an `INVALID_ARGUMENT` that echoes a huge input into a `RESOURCE_EXHAUSTED`
+/// that says nothing.
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 4096;
+
+/// `message` cut to [`MAX_STATUS_MESSAGE_BYTES`] (at a character boundary), saying how
+/// long it was.
+#[must_use]
+pub fn bounded(message: String) -> String {
+    if message.len() <= MAX_STATUS_MESSAGE_BYTES {
+        return message;
+    }
+    let mut end = MAX_STATUS_MESSAGE_BYTES - 64;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… (message cut; {} bytes in all)", &message[..end], message.len())
+}
+
+/// A client-supplied name or text as a message quotes it: at most 256 bytes, in quotes.
+#[must_use]
+pub fn quoted(text: &str) -> String {
+    format!("{:?}", shoal_core::psf::expr::echo(text))
 }
 
 /// `create_table`.
@@ -278,7 +304,7 @@ pub struct TicketBody {
 /// Maps an engine error to a Flight status with the right code.
 pub fn status_from_engine(error: &shoal_core::Error) -> Status {
     use shoal_core::Error as E;
-    let message = error.to_string();
+    let message = bounded(error.to_string());
     match error {
         E::InvalidPath { .. }
         | E::InvalidExpression { .. }
@@ -292,6 +318,7 @@ pub fn status_from_engine(error: &shoal_core::Error) -> Status {
         E::PsfExists(_) => Status::already_exists(message),
         E::AddressNotReadable { .. } => Status::out_of_range(message),
         E::Io { source, .. } if matches!(source.raw_os_error(), Some(28 | 122)) => Status::resource_exhausted(message),
+        E::MemoryFull { .. } => Status::resource_exhausted(message),
         E::Closed => Status::unavailable(message),
         _ => Status::internal(message),
     }

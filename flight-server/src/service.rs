@@ -48,10 +48,10 @@ type BoxedStream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Se
 fn table_from_descriptor(descriptor: &FlightDescriptor) -> Result<String, Status> {
     match descriptor.path.as_slice() {
         [table] => Ok(table.clone()),
-        _ => Err(Status::invalid_argument(format!(
+        _ => Err(Status::invalid_argument(crate::protocol::bounded(format!(
             "the descriptor must be a path of exactly one element (the table name), got {:?}",
             descriptor.path
-        ))),
+        )))),
     }
 }
 

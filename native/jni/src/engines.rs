@@ -118,12 +118,18 @@ fn registry() -> MutexGuard<'static, Option<Registry>> {
 pub fn parse_options(options: Option<&str>) -> Result<ServerConfig, Failure> {
     match options.map(str::trim).filter(|o| !o.is_empty()) {
         None => Ok(ServerConfig::default()),
-        Some(text) => serde_json::from_str(text).map_err(|e| {
-            Failure::new(
-                "INVALID_ARGUMENT",
-                format!("embedded options (the daemon's configuration keys): {e}"),
-            )
-        }),
+        Some(text) => {
+            let config: ServerConfig = serde_json::from_str(text).map_err(|e| {
+                Failure::new(
+                    "INVALID_ARGUMENT",
+                    format!("embedded options (the daemon's configuration keys): {e}"),
+                )
+            })?;
+            config
+                .validate()
+                .map_err(|e| Failure::new("INVALID_ARGUMENT", format!("embedded options: {e}")))?;
+            Ok(config)
+        }
     }
 }
 

@@ -67,7 +67,7 @@ fn github_psfs() -> [(&'static str, PsfSpec); 6] {
 
 /// An in-memory table with the GitHub PSFs; `budget` bytes of log memory.
 fn github_table(budget: usize, index_size_bits: u32) -> Arc<Table> {
-    let config = TableConfig { index_size_bits, ..TableConfig::in_memory(budget) };
+    let config = TableConfig { index_size_bits, ..TableConfig::in_memory_window(budget) };
     let table = Table::create(config).expect("table");
     for (name, spec) in github_psfs() {
         table.register_psf(name, &spec).expect("PSF");

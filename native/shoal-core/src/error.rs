@@ -76,6 +76,17 @@ pub enum Error {
         /// What failed.
         reason: String,
     },
+    /// An in-memory table's page ring is full: its records exist nowhere else, so a batch
+    /// that does not fit is refused instead of evicting acknowledged records.
+    #[error("the in-memory table is full: a batch of {requested} bytes does not fit in its page ring of {capacity} bytes ({used} bytes in use); truncate it (retention), or give it a larger memory budget or a data directory")]
+    MemoryFull {
+        /// Bytes of records the batch needs.
+        requested: u64,
+        /// The ring's size in bytes.
+        capacity: u64,
+        /// Bytes of the log between the begin address and the tail.
+        used: u64,
+    },
     /// An I/O error on a data file.
     #[error("I/O error on {path}: {source}")]
     Io {

@@ -195,7 +195,7 @@ impl Table {
         }
 
         // A failing device with a full memory ring: stop here, before anything is written.
-        self.log.check_room(pending.iter().map(|r| r.size).sum())?;
+        let _room = self.log.check_room(pending.iter().map(|r| r.size).sum())?;
         let mut guard = self.log.epoch().protect();
         let mut word0_templates: Vec<u64> = Vec::new();
         let prefetch = |record: &PendingRecord<'_>| {

@@ -172,8 +172,11 @@ impl Table {
                 }
             }
             let page_start = page << config.log.page_size_bits;
-            // Pages the checkpoint's schema and counters cover only update the index.
-            let infer = page_start >= schema_from;
+            // Records the checkpoint's schema and counters cover only update the index.
+            // The bound is a record address, not a page start: a checkpoint of a table
+            // whose first page was still open covers nothing past `FIRST_ADDRESS`.
+            let page_end = page_start + page_size as u64;
+            let infer_page = page_end > schema_from;
             let mut failure = None;
             for_each_record(&buffer[..capacity], |offset, view| {
                 let address = page_start + offset as u64;
@@ -199,7 +202,7 @@ impl Table {
                 if !header.is_visible() || failure.is_some() {
                     return;
                 }
-                if infer {
+                if address >= schema_from {
                     schema.observe_validated(view.payload());
                     let kps = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
                     totals.add(view.payload().len(), kps);
@@ -223,7 +226,7 @@ impl Table {
             if let Some(e) = failure {
                 return Err(e);
             }
-            if infer {
+            if infer_page {
                 report.schema_bytes_inferred += page_size as u64;
             }
             report.pages_replayed += 1;

@@ -276,6 +276,8 @@ impl Table {
     fn write_control(&self, marker: &Marker) -> Result<u64> {
         let body = serde_json::to_vec(marker).map_err(|e| Error::InvalidConfig(format!("encoding a marker: {e}")))?;
         let size = record_size(0, 0, body.len());
+        // In memory, the marker needs room like any record (see `HybridLog::check_room`).
+        let _room = if self.log.has_storage() { None } else { Some(self.log.check_room(size)?) };
         let mut guard = self.log.epoch().protect();
         let address = self.log.allocate(size, &mut guard)?;
         #[allow(clippy::cast_possible_truncation)]

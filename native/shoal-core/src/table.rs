@@ -76,11 +76,24 @@ impl Default for TableConfig {
 }
 
 impl TableConfig {
-    /// An in-memory table (null device) with the given memory budget; pages evicted
-    /// from memory are lost, as with FishStore's null device.
+    /// An in-memory table (null device) with the given memory budget. Its records live
+    /// only in the page ring: a batch that does not fit is refused with
+    /// [`Error::MemoryFull`](crate::Error::MemoryFull) (nothing of it written) until
+    /// retention frees pages; see [`Self::in_memory_window`] for FishStore's null device,
+    /// which discards evicted pages.
     #[must_use]
     pub fn in_memory(memory_budget_bytes: usize) -> Self {
         Self { log: LogConfig { memory_budget_bytes, ..LogConfig::default() }, ..Self::default() }
+    }
+
+    /// [`Self::in_memory`] as a sliding window: once the ring is full, each new page
+    /// evicts the oldest, whose records are lost ([`LogConfig::discard_evicted_pages`]);
+    /// for benchmarks and tests that stream more than the budget through memory.
+    #[must_use]
+    pub fn in_memory_window(memory_budget_bytes: usize) -> Self {
+        let mut config = Self::in_memory(memory_budget_bytes);
+        config.log.discard_evicted_pages = true;
+        config
     }
 
     /// This configuration with `policy`, and the log set up for it: synced flushes for

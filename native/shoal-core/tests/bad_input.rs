@@ -441,3 +441,36 @@ fn the_log_records_fast_inference_agrees_with_observe_on_every_valid_file() {
     }
     assert!(compared > 90, "only {compared} valid files");
 }
+
+/// Regression (hardening issue, item 4): one record with a top-level key that needs
+/// quoting in a path (`a.b`, `foo bar`, the empty key) made every query without columns
+/// fail ("Record batch schema does not match input schema"): the announced schema named
+/// the column by its key, the batches by the quoted path. Both now name it by the key.
+#[test]
+fn keys_that_need_quoting_do_not_break_whole_record_scans() {
+    let table = Table::create(TableConfig::in_memory(16 << 20)).expect("table");
+    table
+        .ingest(&[br#"{"id": 1}"#, br#"{"a.b": 2}"#, br#"{"foo bar": 3, "id": 4}"#, br#"{"": 5}"#, br#"{"\"q\"": 6}"#])
+        .expect("ingest");
+    let announced = table.output_columns(&[]).expect("columns");
+    let names: Vec<&str> = announced.iter().map(|(_, f)| f.name().as_str()).collect();
+    assert_eq!(names, ["id", "a.b", "foo bar", "", "\"q\""]);
+    let (batches, _) = table.scan(&ScanRequest::default()).expect("whole-record scan");
+    assert_eq!(rows(&batches), 5);
+    for batch in &batches {
+        let schema = batch.schema();
+        let got: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(got, names);
+    }
+    // The announced schema is the batches' schema, so a stream of them can be sent as is.
+    let schema = Arc::new(arrow_schema::Schema::new(announced.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>()));
+    for batch in &batches {
+        RecordBatch::try_new(Arc::clone(&schema), batch.columns().to_vec()).expect("batches match the announced schema");
+    }
+    // A requested path is named by its dotted text, and its values come out.
+    let (batches, _) =
+        table.scan(&ScanRequest { columns: vec![FieldPath::parse(r#""a.b""#).expect("path")], ..ScanRequest::default() }).expect("scan");
+    assert_eq!(batches[0].schema().field(0).name(), r#""a.b""#);
+    let values = batches[0].column(0).as_any().downcast_ref::<Int64Array>().expect("int64");
+    assert_eq!(values.iter().flatten().collect::<Vec<_>>(), [2]);
+}

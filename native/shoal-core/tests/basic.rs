@@ -154,3 +154,34 @@ fn schema_between_batches_counts_each_record_once_and_matches_a_fresh_observatio
     assert_eq!(schema.record_count(), 1500);
     assert_eq!(schema.arrow_schema(), oracle.arrow_schema());
 }
+
+/// Regression (hardening issue, item 3): an in-memory table whose ring was smaller than
+/// the data evicted acknowledged records (15,648 of 60,000 left, scans still "exact").
+/// Now a batch that does not fit is refused whole, and every acknowledged record stays.
+#[test]
+fn in_memory_table_refuses_a_batch_that_does_not_fit_and_loses_nothing_acknowledged() {
+    let mut config = TableConfig::in_memory(8 << 12);
+    config.log.page_size_bits = 12;
+    let table = Table::create(config).unwrap();
+    let mut acknowledged = 0u64;
+    let refusal = loop {
+        let batch: Vec<String> = (acknowledged..acknowledged + 7).map(|i| format!(r#"{{"id": {i}, "pad": "{}"}}"#, "x".repeat(60))).collect();
+        let refs: Vec<&[u8]> = batch.iter().map(String::as_bytes).collect();
+        match table.ingest(&refs) {
+            Ok(report) => acknowledged += report.records as u64,
+            Err(e) => break e,
+        }
+        assert!(acknowledged < 10_000, "a 32 KiB ring took 10,000 records of 80 bytes");
+    };
+    assert!(matches!(refusal, Error::MemoryFull { .. }), "{refusal}");
+    assert!(refusal.to_string().contains("in-memory table is full"), "{refusal}");
+    assert_eq!(table.stats().records, acknowledged);
+    let request = ScanRequest { columns: vec![FieldPath::parse("id").unwrap()], ..ScanRequest::default() };
+    let (batches, _) = table.scan(&request).unwrap();
+    let mut ids: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().iter().flatten().collect::<Vec<_>>())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..i64::try_from(acknowledged).unwrap()).collect::<Vec<_>>(), "the refused batch left nothing");
+}

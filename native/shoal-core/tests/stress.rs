@@ -188,7 +188,7 @@ fn schema_counts_every_record_once_when_the_ring_wraps_under_the_observer() {
 }
 
 fn schema_under_concurrent_ingestion(ring_pages: usize) {
-    let mut config = TableConfig::in_memory(ring_pages << 12);
+    let mut config = TableConfig::in_memory_window(ring_pages << 12);
     config.log.page_size_bits = 12;
     let table = Arc::new(Table::create(config).expect("table"));
     let done = Arc::new(AtomicBool::new(false));

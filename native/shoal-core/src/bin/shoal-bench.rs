@@ -378,7 +378,7 @@ fn unique_dir(base: &Path) -> PathBuf {
 /// record on `threads` threads (plus the final flush for a disk table).
 fn ingest_once(records: &[&[u8]], threads: usize, target: &Target, with_psfs: bool) -> BoxResult<Ingested> {
     let (config, dir) = match target {
-        Target::Memory { budget } => (TableConfig::in_memory(*budget), None),
+        Target::Memory { budget } => (TableConfig::in_memory_window(*budget), None),
         Target::Disk { base, budget } => {
             let dir = unique_dir(base);
             let mut config = TableConfig::on_disk(&dir);

@@ -66,6 +66,11 @@ pub struct LogConfig {
     /// the open page ([`HybridLog::request_flush`]). `None`: only full pages are flushed
     /// unless someone asks.
     pub flush_interval: Option<Duration>,
+    /// Null device only: when the ring is full, evict the oldest page and lose its
+    /// records (the ring is a sliding window over the newest pages; for benchmarks and
+    /// tests) instead of refusing new records with [`Error::MemoryFull`]. Default false:
+    /// an acknowledged record is never lost while the log is open.
+    pub discard_evicted_pages: bool,
 }
 
 impl Default for LogConfig {
@@ -77,6 +82,7 @@ impl Default for LogConfig {
             device: DeviceConfig::Null,
             sync_on_flush: false,
             flush_interval: None,
+            discard_evicted_pages: false,
         }
     }
 }
@@ -165,6 +171,11 @@ pub struct HybridLog {
     flush_thread: Mutex<Option<JoinHandle<()>>>,
     observer_thread: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
+    /// Null device: evict (and lose) pages when the ring is full instead of refusing.
+    discard_evicted_pages: bool,
+    /// In-memory logs (null device): bytes reserved by batches between
+    /// [`HybridLog::check_room`] and the end of their writing ([`RoomReservation`]).
+    memory_reserved: AtomicU64,
 }
 
 #[derive(Default)]
@@ -191,6 +202,22 @@ struct FlushState {
 unsafe impl Send for HybridLog {}
 // SAFETY: as above.
 unsafe impl Sync for HybridLog {}
+
+/// Room reserved for a batch by [`HybridLog::check_room`], released when dropped (after
+/// the batch's records are allocated). Holds nothing on a log with a device.
+#[must_use = "the reservation ends when the guard is dropped"]
+pub struct RoomReservation<'a> {
+    log: &'a HybridLog,
+    bytes: u64,
+}
+
+impl Drop for RoomReservation<'_> {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.log.memory_reserved.fetch_sub(self.bytes, Ordering::AcqRel);
+        }
+    }
+}
 
 impl std::fmt::Debug for HybridLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -248,6 +275,7 @@ impl HybridLog {
             ring,
             device,
             sync_on_flush: config.sync_on_flush,
+            discard_evicted_pages: config.discard_evicted_pages,
             flush_interval: config.flush_interval,
             epoch: LightEpoch::new(),
             tail: AtomicU64::new(if first_page == 0 { FIRST_ADDRESS } else { first_page << 32 }),
@@ -263,6 +291,7 @@ impl HybridLog {
             flush_thread: Mutex::new(None),
             observer_thread: Mutex::new(None),
             closed: AtomicBool::new(false),
+            memory_reserved: AtomicU64::new(0),
         });
         let weak = Arc::downgrade(&log);
         let handle = std::thread::Builder::new()
@@ -481,11 +510,21 @@ impl HybridLog {
     /// Everything already ingested stays readable; ingestion resumes once the flush
     /// thread's retries succeed. Call it without log-epoch protection.
     ///
+    /// An in-memory log (null device) has nowhere to put a page whose frame is needed:
+    /// its pages stay in the ring until retention moves the begin address past them. There
+    /// the batch's room is *reserved* until the returned guard is dropped, so that
+    /// concurrent batches cannot together overrun the ring, and a batch that does not fit
+    /// fails with [`Error::MemoryFull`] before anything is written: acknowledged records
+    /// are never evicted.
+    ///
     /// # Errors
-    /// [`Error::Io`] with the device's error; [`Error::Closed`].
-    pub fn check_room(&self, bytes: usize) -> Result<()> {
+    /// [`Error::Io`] with the device's error; [`Error::Closed`]; [`Error::MemoryFull`].
+    pub fn check_room(&self, bytes: usize) -> Result<RoomReservation<'_>> {
         if self.device.is_null() {
-            return Ok(());
+            if self.discard_evicted_pages {
+                return Ok(RoomReservation { log: self, bytes: 0 });
+            }
+            return self.reserve_memory(bytes);
         }
         let frames = self.frame_count;
         loop {
@@ -500,7 +539,7 @@ impl HybridLog {
                 self.page_start((last_page + 1 - frames).min(first_page))
             };
             if self.evictable_until() >= needed {
-                return Ok(());
+                return Ok(RoomReservation { log: self, bytes: 0 });
             }
             if self.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed);
@@ -511,6 +550,37 @@ impl HybridLog {
             self.epoch.try_drain();
             let mut state = self.flush_state.lock();
             self.flushed_signal.wait_for(&mut state, Duration::from_millis(1));
+        }
+    }
+
+    /// The first page an in-memory log cannot open: page `p` takes the frame of page
+    /// `p - frames`, which must lie wholly below the begin address (truncated).
+    fn memory_limit_page(&self) -> u64 {
+        self.page_of(self.begin_address()) + self.frame_count
+    }
+
+    /// [`Self::check_room`] of an in-memory log: reserves room for `bytes` of records
+    /// (twice as much, for the fillers that close pages: a page's unused end is smaller
+    /// than the record that did not fit in it, and that record is part of the batch).
+    fn reserve_memory(&self, bytes: usize) -> Result<RoomReservation<'_>> {
+        let wanted = 2 * bytes as u64;
+        let mut reserved = self.memory_reserved.load(Ordering::Acquire);
+        loop {
+            // Reserved first, then the tail: a batch's records are allocated before it
+            // releases its reservation, so the sum never misses them.
+            let end = self.tail_address() + reserved + wanted;
+            let limit_page = self.memory_limit_page();
+            if self.page_of(end) >= limit_page {
+                return Err(Error::MemoryFull {
+                    requested: bytes as u64,
+                    capacity: self.frame_count * self.page_size as u64,
+                    used: self.tail_address().saturating_sub(self.begin_address()),
+                });
+            }
+            match self.memory_reserved.compare_exchange_weak(reserved, reserved + wanted, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(RoomReservation { log: self, bytes: wanted }),
+                Err(now) => reserved = now,
+            }
         }
     }
 
@@ -588,6 +658,14 @@ impl HybridLog {
         let frames = self.frame_count;
         if page < frames {
             return Ok(());
+        }
+        if self.device.is_null() && !self.discard_evicted_pages && page >= self.memory_limit_page() {
+            // The frame holds records that exist nowhere else: refuse rather than evict.
+            return Err(Error::MemoryFull {
+                requested: self.page_size as u64,
+                capacity: frames * self.page_size as u64,
+                used: self.tail_address().saturating_sub(self.begin_address()),
+            });
         }
         let needed = self.page_start(page - frames + 1);
         while self.evictable_until() < needed {
@@ -1140,7 +1218,12 @@ mod tests {
 
     #[test]
     fn frames_wait_for_a_lagging_observer_and_every_page_is_observed_once_in_order() {
-        let config = LogConfig { page_size_bits: 12, memory_budget_bytes: 4 << 12, ..LogConfig::default() };
+        let config = LogConfig {
+            page_size_bits: 12,
+            memory_budget_bytes: 4 << 12,
+            discard_evicted_pages: true,
+            ..LogConfig::default()
+        };
         let log = HybridLog::create(&config).unwrap();
         let (observed, pages) = mpsc::channel();
         let (release, gate) = mpsc::channel::<()>();

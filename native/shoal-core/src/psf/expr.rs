@@ -35,7 +35,7 @@ use std::fmt;
 use sqlparser::ast::{self as sql, BinaryOperator, Spanned, UnaryOperator, Value};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Span, Token};
+use sqlparser::tokenizer::{Span, Token, Tokenizer};
 
 use crate::error::{Error, Result};
 use crate::parser::FieldSet;
@@ -266,20 +266,119 @@ pub enum Expr {
 /// });
 /// assert_eq!(parse_expr(&e.to_string()).unwrap(), e);
 /// ```
+///
+/// # Limits
+/// The text may be at most [`MAX_EXPR_BYTES`] long and hold at most
+/// [`MAX_EXPR_OPERATORS`] operators; parentheses and `NOT` nest at most sqlparser's
+/// recursion limit (50) deep. Beyond them the error says which limit was passed. The
+/// limits keep every step (parsing, lowering, dropping the syntax tree) within a small
+/// stack: sqlparser builds `a AND b AND c …` as a tree as deep as the chain is long.
+///
+/// # Errors
+/// [`Error::InvalidExpression`] for text that does not parse, is not supported, or passes
+/// a limit; the error quotes at most [`ECHO_LIMIT`] bytes of the text.
 pub fn parse_expr(text: &str) -> Result<Expr> {
     let lowering = Lowering { text };
+    if text.len() > MAX_EXPR_BYTES {
+        return Err(lowering.error(format!(
+            "the expression is {} bytes long; the limit is {MAX_EXPR_BYTES} bytes",
+            text.len()
+        )));
+    }
     let dialect = GenericDialect {};
-    let mut parser = Parser::new(&dialect).try_with_sql(text).map_err(|e| lowering.syntax_error(&e))?;
+    let tokens = Tokenizer::new(&dialect, text)
+        .tokenize_with_location()
+        .map_err(|e| lowering.syntax_error(&ParserError::from(e)))?;
+    let operators = tokens.iter().filter(|t| is_operator_token(&t.token)).count();
+    if operators > MAX_EXPR_OPERATORS {
+        return Err(lowering.error(format!(
+            "the expression has {operators} operators (AND, OR, NOT, comparisons, arithmetic); the limit is \
+             {MAX_EXPR_OPERATORS} (a list of values to match is one `IN (...)`, which has no such limit)"
+        )));
+    }
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
     let ast = parser.parse_expr().map_err(|e| lowering.syntax_error(&e))?;
     let next = parser.peek_token();
-    if next.token != Token::EOF {
-        return Err(lowering.error(format!(
+    let lowered = if next.token == Token::EOF {
+        lowering.condition(&ast)
+    } else {
+        Err(lowering.error(format!(
             "unexpected `{}` after the end of the expression{}",
             next.token,
             lowering.at(next.span)
-        )));
+        )))
+    };
+    dismantle(ast);
+    Ok(lowered?.normalize())
+}
+
+/// The longest expression text [`parse_expr`] accepts, in bytes (1 MiB).
+pub const MAX_EXPR_BYTES: usize = 1 << 20;
+
+/// The most operators one expression may hold: `AND`, `OR`, `NOT`, comparison and
+/// arithmetic operators each count one (`IN` lists count one for the `IN`, not per value).
+/// At the limit, parsing a chain of `AND`s, `OR`s or `+`s needs less than 128 KiB of
+/// stack in a debug build (measured; the test runs it on 1 MiB), so a request cannot
+/// exhaust a 2 MiB server thread's stack.
+pub const MAX_EXPR_OPERATORS: usize = 4_096;
+
+/// The most bytes of the expression text an error message quotes; longer text is cut
+/// and its length given, so that an error stays small enough for any transport.
+pub const ECHO_LIMIT: usize = 256;
+
+/// Whether a token is an operator for [`MAX_EXPR_OPERATORS`]: anything but literals,
+/// names, punctuation and whitespace.
+fn is_operator_token(token: &Token) -> bool {
+    use sqlparser::keywords::Keyword;
+    match token {
+        Token::Word(word) => matches!(
+            word.keyword,
+            Keyword::AND | Keyword::OR | Keyword::NOT | Keyword::IS | Keyword::IN | Keyword::LIKE | Keyword::BETWEEN
+        ),
+        Token::Number(..)
+        | Token::SingleQuotedString(_)
+        | Token::DoubleQuotedString(_)
+        | Token::NationalStringLiteral(_)
+        | Token::EscapedStringLiteral(_)
+        | Token::HexStringLiteral(_)
+        | Token::Comma
+        | Token::Period
+        | Token::LParen
+        | Token::RParen
+        | Token::Whitespace(_)
+        | Token::EOF => false,
+        _ => true,
     }
-    Ok(lowering.condition(&ast)?.normalize())
+}
+
+/// Drops a syntax tree without recursing along its longest path: sqlparser's nodes drop
+/// recursively, and a chain of binary operators is a left-leaning tree as deep as the
+/// chain is long. The other children are at most the parser's recursion limit deep.
+fn dismantle(mut e: sql::Expr) {
+    loop {
+        e = match e {
+            sql::Expr::BinaryOp { left, right, .. } => {
+                dismantle(*right);
+                *left
+            }
+            sql::Expr::Nested(inner) | sql::Expr::UnaryOp { expr: inner, .. } => *inner,
+            _ => return,
+        };
+    }
+}
+
+/// `text` cut to at most [`ECHO_LIMIT`] bytes (at a character boundary), with the length
+/// of the whole when it was cut.
+#[must_use]
+pub fn echo(text: &str) -> Cow<'_, str> {
+    if text.len() <= ECHO_LIMIT {
+        return Cow::Borrowed(text);
+    }
+    let mut end = ECHO_LIMIT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}… ({} bytes in all)", &text[..end], text.len()))
 }
 
 impl Expr {
@@ -577,7 +676,7 @@ struct Lowering<'t> {
 
 impl Lowering<'_> {
     fn error(&self, reason: String) -> Error {
-        Error::InvalidExpression { expr: self.text.to_owned(), reason }
+        Error::InvalidExpression { expr: echo(self.text).into_owned(), reason }
     }
 
     fn syntax_error(&self, error: &ParserError) -> Error {
@@ -603,20 +702,38 @@ impl Lowering<'_> {
 
     /// `reason` about the node `e`, followed by the node's SQL text and position.
     fn unsupported(&self, reason: &str, e: &sql::Expr) -> Error {
-        self.error(format!("{reason}: `{e}`{}", self.at(e.span())))
+        // Printing a node and finding its span recurse through it: a long operator chain
+        // (`a + 1 + 1 …`) is named by its size instead.
+        let depth = spine_depth(e);
+        if depth > SHOWN_DEPTH {
+            return self.error(format!("{reason}, in a chain of {depth} operators"));
+        }
+        self.error(format!("{reason}: `{}`{}", echo(&e.to_string()), self.at(e.span())))
     }
 
     /// A condition: something that is true, false or unknown for a record.
     fn condition(&self, e: &sql::Expr) -> Result<Expr> {
         match e {
             sql::Expr::Nested(inner) => self.condition(inner),
-            sql::Expr::BinaryOp { left, op, right } => match op {
-                BinaryOperator::And => Ok(Expr::And(vec![self.condition(left)?, self.condition(right)?])),
-                BinaryOperator::Or => Ok(Expr::Or(vec![self.condition(left)?, self.condition(right)?])),
-                _ => match comparison_op(op) {
-                    Some(op) => self.comparison(e, left, op, right),
-                    None => Err(self.unsupported_operator(op, e)),
-                },
+            sql::Expr::BinaryOp { op: op @ (BinaryOperator::And | BinaryOperator::Or), .. } => {
+                // `a AND b AND c` is `(a AND b) AND c`: walk the left spine in a loop, so
+                // that a long chain costs no stack.
+                let mut terms = Vec::new();
+                let mut node = e;
+                while let sql::Expr::BinaryOp { left, op: inner, right } = node {
+                    if inner != op {
+                        break;
+                    }
+                    terms.push(right.as_ref());
+                    node = left;
+                }
+                terms.push(node);
+                let lowered = terms.into_iter().rev().map(|t| self.condition(t)).collect::<Result<Vec<_>>>()?;
+                Ok(if *op == BinaryOperator::And { Expr::And(lowered) } else { Expr::Or(lowered) })
+            }
+            sql::Expr::BinaryOp { left, op, right } => match comparison_op(op) {
+                Some(op) => self.comparison(e, left, op, right),
+                None => Err(self.unsupported_operator(op, e)),
             },
             sql::Expr::UnaryOp { op: UnaryOperator::Not, expr } => Ok(Expr::Not(Box::new(self.condition(expr)?))),
             sql::Expr::UnaryOp { op, .. } => Err(self.unsupported_operator(op, e)),
@@ -876,6 +993,32 @@ fn is_connective(op: &BinaryOperator) -> bool {
 }
 
 /// A literal value, or a sign in front of a number.
+/// Nodes at most this deep are quoted in error messages (see [`Lowering::unsupported`]).
+const SHOWN_DEPTH: usize = 32;
+
+/// The length of the chain of binary operators, nesting and unary operators down the left
+/// of `e`, counted without recursion (up to `SHOWN_DEPTH + 1`; the other children of a
+/// node are at most the parser's recursion limit deep, but each step may also go right).
+fn spine_depth(e: &sql::Expr) -> usize {
+    let mut depth = 0;
+    let mut stack = vec![(e, 0usize)];
+    while let Some((node, at)) = stack.pop() {
+        depth = depth.max(at);
+        if depth > SHOWN_DEPTH {
+            break;
+        }
+        match node {
+            sql::Expr::BinaryOp { left, right, .. } => {
+                stack.push((left, at + 1));
+                stack.push((right, at + 1));
+            }
+            sql::Expr::Nested(inner) | sql::Expr::UnaryOp { expr: inner, .. } => stack.push((inner, at + 1)),
+            _ => {}
+        }
+    }
+    depth
+}
+
 fn is_literal_syntax(e: &sql::Expr) -> bool {
     match e {
         sql::Expr::Value(_) => true,
@@ -1049,6 +1192,55 @@ mod tests {
 
     fn str_lit(s: &str) -> Literal {
         Literal::Str(s.to_owned())
+    }
+
+    /// Runs `f` on a thread with a `stack_bytes` stack (a stack overflow aborts the test
+    /// process, which fails the test run).
+    fn on_small_stack<T: Send + 'static>(stack_bytes: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
+        std::thread::Builder::new().stack_size(stack_bytes).spawn(f).unwrap().join().unwrap()
+    }
+
+    /// Regression (hardening issue, item 1): `" AND ".join(["id >= 0"] * 3000)` overflowed
+    /// a server thread's stack. Chains up to the operator limit parse on a 1 MiB stack
+    /// (half a tokio worker's) in a debug build; longer ones are refused by name.
+    #[test]
+    fn long_operator_chains_parse_within_a_small_stack_or_are_refused() {
+        let terms = MAX_EXPR_OPERATORS / 2; // each term is one `>=` and one connective
+        for connective in [" AND ", " OR "] {
+            let text = vec!["id >= 0"; terms].join(connective);
+            let parsed = on_small_stack(1 << 20, move || parse_expr(&text).map(|e| e.conjuncts().len()));
+            let expected = if connective == " AND " { terms } else { 1 };
+            assert_eq!(parsed.unwrap(), expected, "{connective}");
+        }
+        // Mixed chains, parenthesised groups, and arithmetic that is rejected by name
+        // (its error message prints the deep node).
+        let mixed = (0..terms / 2).map(|i| format!("(a = {i} OR b < {i})")).collect::<Vec<_>>().join(" AND ");
+        assert!(on_small_stack(1 << 20, move || parse_expr(&mixed)).is_ok());
+        let arithmetic = format!("a{} > 2", " + 1".repeat(MAX_EXPR_OPERATORS - 1));
+        let error = on_small_stack(1 << 20, move || parse_expr(&arithmetic)).unwrap_err().to_string();
+        assert!(error.contains("unsupported operator `+`"), "{error}");
+        assert!(error.len() < 4 * ECHO_LIMIT, "the error echoes at most ECHO_LIMIT bytes: {} bytes", error.len());
+        for text in [
+            vec!["id >= 0"; 3_000].join(" AND "),
+            vec!["a=1"; 100_000].join(" OR "),
+            format!("a{} > 2", " + 1".repeat(50_000)),
+        ] {
+            let error = on_small_stack(1 << 20, move || parse_expr(&text)).unwrap_err().to_string();
+            assert!(error.contains("operators") && error.contains(&format!("the limit is {MAX_EXPR_OPERATORS}")), "{error}");
+            assert!(error.len() < 4 * ECHO_LIMIT, "{} bytes", error.len());
+        }
+        let huge = format!("a IN ({})", vec!["1"; MAX_EXPR_BYTES / 2 + 1].join(","));
+        let error = parse_expr(&huge).unwrap_err().to_string();
+        assert!(error.contains(&format!("the limit is {MAX_EXPR_BYTES} bytes")), "{error}");
+        // A long IN list is one operator.
+        let list = format!("a IN ({})", (0..20_000).map(|i| i.to_string()).collect::<Vec<_>>().join(","));
+        assert!(parse_expr(&list).is_ok());
+        // Nesting is bounded by the parser's recursion limit, with an error, not a crash.
+        let nested = format!("{}a = 1{}", "(".repeat(10_000), ")".repeat(10_000));
+        let error = on_small_stack(1 << 20, move || parse_expr(&nested)).unwrap_err().to_string();
+        assert!(error.contains("nested too deeply"), "{error}");
+        let nots = format!("{}a", "NOT ".repeat(10_000));
+        assert!(on_small_stack(1 << 20, move || parse_expr(&nots)).is_err());
     }
 
     fn field(p: &str) -> Expr {

@@ -202,7 +202,9 @@ impl Table {
     }
 
     /// The Arrow fields of `columns` (every top-level field when empty), from the
-    /// inferred schema.
+    /// inferred schema. A requested path's column is named by its dotted text (`actor.login`,
+    /// `"a.b"` for a key with a dot); a whole record's columns by their JSON keys (`a.b`).
+    /// Scans name their batches' columns the same way.
     ///
     /// # Errors
     /// [`Error::UnknownColumn`] for a path no record had.

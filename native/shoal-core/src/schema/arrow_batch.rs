@@ -65,11 +65,13 @@ impl fmt::Debug for BatchBuilder {
 }
 
 impl BatchBuilder {
-    /// A builder for `columns`, in that order.
+    /// A builder for `columns`, in that order. Each column keeps its field's name (the
+    /// name the caller announced: [`crate::table::Table::output_columns`] names a
+    /// requested path by its dotted text and a whole record's columns by their JSON
+    /// keys, which may need no quoting there: `{"a.b": 1}` gives a column `a.b`).
     #[must_use]
     pub fn new(columns: &[(FieldPath, Field)]) -> Self {
-        let fields: Vec<Field> =
-            columns.iter().map(|(path, field)| nullable(field).with_name(path.to_string())).collect();
+        let fields: Vec<Field> = columns.iter().map(|(_, field)| nullable(field)).collect();
         let builders = fields.iter().map(|field| Column::new(field.data_type())).collect();
         Self { schema: Arc::new(Schema::new(fields)), columns: builders, rows: 0 }
     }
@@ -575,7 +577,7 @@ mod tests {
     use crate::schema::{InferredSchema, JSON_TEXT_METADATA_KEY};
 
     fn column(path: &str, data_type: DataType) -> (FieldPath, Field) {
-        (FieldPath::parse(path).unwrap(), Field::new("ignored", data_type, false))
+        (FieldPath::parse(path).unwrap(), Field::new(path, data_type, false))
     }
 
     fn build(columns: &[(FieldPath, Field)], rows: &[&[Option<&str>]]) -> RecordBatch {
@@ -619,7 +621,7 @@ mod tests {
 
     #[test]
     fn text_columns_take_string_content_and_the_json_text_of_other_values() {
-        let json_text = Field::new("x", DataType::Utf8, true)
+        let json_text = Field::new("j", DataType::Utf8, true)
             .with_metadata(HashMap::from([(JSON_TEXT_METADATA_KEY.to_owned(), "true".to_owned())]));
         let columns = [column("s", DataType::Utf8), (FieldPath::parse("j").unwrap(), json_text)];
         let batch = build(

@@ -1,0 +1,213 @@
+"""Regression tests of the hardening issue: the probes that took the daemon down, hid
+data or held resources, re-run against the real `shoal` binary with a pyarrow client.
+Each failed before its fix."""
+
+import json
+import signal
+import subprocess
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from conftest import Daemon, action, put, query, shoal_binary
+
+FILTER_LIMIT = 4096  # shoal_core::psf::expr::MAX_EXPR_OPERATORS
+# pyarrow maps some status codes (NOT_FOUND, OUT_OF_RANGE, RESOURCE_EXHAUSTED) to
+# ArrowException subclasses and others to FlightError subclasses.
+ANY_ERROR = (pa.ArrowException, flight.FlightError)
+
+
+def records(n: int, start: int = 0) -> list[str]:
+    return [json.dumps({"id": i, "name": f"n{i}"}) for i in range(start, start + n)]
+
+
+def test_huge_filters_are_refused_and_the_daemon_lives(daemon):
+    """Item 1: `" AND ".join(["id >= 0"] * 3000)` overflowed a worker's stack (SIGABRT)."""
+    client = daemon.client()
+    action(client, "create_table", {"name": "t"})
+    put(client, "t", records(10))
+    for text in [" AND ".join(["id >= 0"] * 3000), " OR ".join(["id >= 0"] * 100_000), "(" * 5000 + "id = 1" + ")" * 5000]:
+        with pytest.raises(pa.ArrowInvalid) as error:
+            client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"table": "t", "filter": text})))
+        message = str(error.value)
+        assert "limit" in message or "nested too deeply" in message, message
+        assert len(message) < 8192, "the error echoes the whole filter"
+        with pytest.raises(pa.ArrowInvalid):
+            action(client, "register_psf", {"table": "t", "name": "p", "kind": "predicate", "expr": text})
+        # A one-call DoGet ticket of the same filter is refused the same way.
+        ticket = {"v": 1, "table": "t", "filter": text, "columns": [], "limit": None, "from": 0, "to": 1 << 40}
+        with pytest.raises(ANY_ERROR):
+            client.do_get(flight.Ticket(json.dumps(ticket).encode())).read_all()
+        assert daemon.alive()
+    # Chains up to the limit still work, and the answer is right.
+    text = " AND ".join(["id >= 0"] * (FILTER_LIMIT // 2))
+    result, _, _ = query(client, {"table": "t", "filter": text, "columns": ["id"]})
+    assert sorted(result.column("id").to_pylist()) == list(range(10))
+
+
+def test_sigkill_after_a_checkpoint_of_an_open_page_keeps_every_record_queryable(tmp_path):
+    """Item 2: after checkpoint + SIGKILL, count(*) said 2,000 but the schema was empty,
+    SELECT * returned nothing and `columns: ["id"]` was an unknown column."""
+    data = tmp_path / "data"
+    d = Daemon(data)
+    client = d.client()
+    action(client, "create_table", {"name": "t"})
+    put(client, "t", records(2000))
+    action(client, "checkpoint", {"table": "t"})
+    d.process.send_signal(signal.SIGKILL)
+    d.process.wait(30)
+    d = Daemon(data)
+    try:
+        client = d.client()
+        assert action(client, "stats", {"table": "t"})["records"] == 2000
+        whole, _, _ = query(client, {"table": "t"})
+        assert whole.num_rows == 2000 and set(whole.schema.names) == {"id", "name"}
+        ids, _, _ = query(client, {"table": "t", "columns": ["id"]})
+        assert sorted(ids.column("id").to_pylist()) == list(range(2000))
+    finally:
+        assert d.stop() == 0
+
+
+def test_in_memory_table_refuses_what_does_not_fit_and_keeps_what_it_acknowledged(start_daemon):
+    """Item 3: with --in-memory and a ring smaller than the data, 15,648 of 60,000
+    acknowledged records were left, the plan still saying exact."""
+    d = start_daemon("--in-memory", "--memory-budget-mb", "1")
+    client = d.client()
+    action(client, "create_table", {"name": "t"})
+    schema = pa.schema([("json", pa.string())])
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path("t"), schema)
+    acknowledged = 0
+    refusal = None
+    try:
+        for batch in range(200):
+            # ~400 bytes each: 40 MB in all, over a ring of at least 4 pages of 4 MiB.
+            rows = [json.dumps({"id": i, "pad": "x" * 380}) for i in range(batch * 500, (batch + 1) * 500)]
+            writer.write_batch(pa.record_batch([pa.array(rows, pa.string())], schema=schema))
+            answer = reader.read()
+            if answer is None:  # the stream ended: its status comes with close()
+                break
+            acknowledged += json.loads(answer.to_pybytes())["records"]
+        writer.close()
+    except ANY_ERROR as e:  # RESOURCE_EXHAUSTED
+        refusal = e
+    assert refusal is not None, "40 MB into a 16 MiB ring were all accepted"
+    assert "in-memory table is full" in str(refusal), str(refusal)
+    assert 0 < acknowledged < 100_000
+    ids, _, plan = query(client, {"table": "t", "columns": ["id"]})
+    assert sorted(ids.column("id").to_pylist()) == list(range(acknowledged)), "acknowledged records vanished"
+    assert action(client, "stats", {"table": "t"})["records"] == acknowledged
+    assert d.alive()
+
+
+def test_keys_that_need_quoting_do_not_break_whole_record_queries(daemon):
+    """Item 4: one `{"a.b": 1}` made every query without columns fail with INTERNAL."""
+    client = daemon.client()
+    action(client, "create_table", {"name": "t"})
+    put(client, "t", ['{"id": 1}', '{"a.b": 2}', '{"foo bar": 3}', '{"": 4}'])
+    whole, info, _ = query(client, {"table": "t"})
+    assert whole.num_rows == 4
+    assert whole.schema.names == ["id", "a.b", "foo bar", ""]
+    assert info.schema.names == whole.schema.names
+    picked, _, _ = query(client, {"table": "t", "columns": ['"a.b"']})
+    assert picked.column(0).to_pylist() == [None, 2, None, None]
+
+
+def test_sigterm_with_a_put_stream_open_exits_after_the_grace_period(start_daemon):
+    """Item 6: SIGTERM while a client held a DoPut stream open: the daemon still ran and
+    acknowledged batches 30 s later. Now: the grace period, then cancel, flush, exit 0."""
+    d = start_daemon("--shutdown-grace-secs", "2")
+    client = d.client()
+    action(client, "create_table", {"name": "t"})
+    schema = pa.schema([("json", pa.string())])
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path("t"), schema)
+    writer.write_batch(pa.record_batch([pa.array(records(100), pa.string())], schema=schema))
+    assert json.loads(reader.read().to_pybytes())["records"] == 100
+    started = time.monotonic()
+    d.process.send_signal(signal.SIGTERM)
+    code = d.process.wait(30)
+    elapsed = time.monotonic() - started
+    assert code == 0, "\n".join(d.log_lines[-20:])
+    assert elapsed < 15, f"the daemon took {elapsed:.1f} s to stop with a grace period of 2 s"
+    assert any("grace period over" in line for line in d.log_lines), "\n".join(d.log_lines[-20:])
+    try:
+        writer.close()
+    except Exception:
+        pass
+
+
+def test_durability_waits_are_bounded(start_daemon):
+    """Item 7: make_durable for an address never reached held a thread for 60 s each."""
+    d = start_daemon()
+    client = d.client()
+    action(client, "create_table", {"name": "t"})
+    put(client, "t", records(10))
+    tail = action(client, "stats", {"table": "t"})["tail_address"]
+    started = time.monotonic()
+    with pytest.raises(ANY_ERROR) as error:
+        action(client, "make_durable", {"table": "t", "address": tail + (1 << 30)})
+    assert time.monotonic() - started < 5
+    assert "beyond the tail" in str(error.value)
+    assert action(client, "make_durable", {"table": "t"})["durable_address"] >= tail
+    # Many at once are answered, none holds a thread for long.
+    threads = [threading.Thread(target=lambda: action(d.client(), "make_durable", {"table": "t"})) for _ in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+
+
+@pytest.mark.parametrize(
+    "flag,value,message",
+    [
+        ("--group-commit-ms", str(2**64 - 1), "group_commit_ms"),
+        ("--group-commit-ms", "0", "group_commit_ms"),
+        ("--endpoints-per-query", "0", "endpoints_per_query"),
+        ("--memory-budget-mb", "0", "memory_budget_bytes"),
+        ("--shutdown-grace-secs", "999999", "shutdown_grace_secs"),
+    ],
+)
+def test_settings_out_of_range_stop_the_start_naming_the_setting(tmp_path, flag, value, message):
+    """Item 8: `group_commit_ms = 2^64-1` was accepted, then every DoPut hung."""
+    result = subprocess.run(
+        [str(shoal_binary()), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"), flag, value],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+def test_long_inputs_echoed_in_errors_stay_invalid_argument(daemon):
+    """Item 8: errors that echoed ~16 KB of input arrived as RESOURCE_EXHAUSTED
+    'metadata size exceeds hard limit' instead of the real error."""
+    client = daemon.client()
+    action(client, "create_table", {"name": "t"})
+    long = "x" * 100_000
+    with pytest.raises(ANY_ERROR) as error:  # NOT_FOUND
+        action(client, "stats", {"table": long})
+    assert "does not exist" in str(error.value)
+    with pytest.raises(pa.ArrowInvalid) as error:
+        action(client, "create_table", {"name": long})
+    assert "invalid table name" in str(error.value)
+    with pytest.raises(pa.ArrowInvalid) as error:
+        client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"table": "t", "limit": long})))
+    assert "invalid JSON body" in str(error.value)
+    with pytest.raises(pa.ArrowInvalid) as error:
+        client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"table": "t", "filter": "a = " + long})))
+    assert "invalid expression" in str(error.value)
+
+
+def test_bearer_token_from_a_file(start_daemon, tmp_path):
+    """Item 8: the token was only a flag (visible in `ps`)."""
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-from-file\n")
+    d = start_daemon("--auth-token-file", str(token_file))
+    with pytest.raises(flight.FlightUnauthenticatedError):
+        action(d.client(), "create_table", {"name": "t"})
+    options = flight.FlightCallOptions(headers=[(b"authorization", b"Bearer s3cret-from-file")])
+    assert action(d.client(), "create_table", {"name": "t"}, options=options)["name"] == "t"

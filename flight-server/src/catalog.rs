@@ -175,6 +175,7 @@ impl Catalog {
         if let Some(bits) = request.index_size_bits {
             config.index_size_bits = bits;
         }
+        self.check_capacity(&tables, &request.name, &config)?;
         let durability = request.durability.unwrap_or(self.config.durability);
         let group_commit_ms = request.group_commit_ms.unwrap_or(self.config.group_commit_ms);
         if self.config.in_memory && durability != Durability::None {
@@ -202,6 +203,32 @@ impl Catalog {
         tables.insert(request.name.clone(), Arc::new(entry));
         tracing::info!(table = %request.name, "table created");
         Ok(true)
+    }
+
+    /// Refuses a new table beyond `max_tables`, or whose page ring and hash index would
+    /// take the tables' reserved memory past the limit (`max_memory_bytes`). A table's
+    /// reservation is its ring (`memory_budget_bytes` in whole pages) plus its index
+    /// (`2^index_size_bits` buckets of 64 bytes); both are faulted in as they are used.
+    fn check_capacity(&self, tables: &BTreeMap<String, Arc<TableEntry>>, name: &str, config: &TableConfig) -> Result<(), Status> {
+        if tables.len() >= self.config.max_tables {
+            return Err(Status::resource_exhausted(format!(
+                "table {}: this daemon already serves {} tables, its limit (max_tables); drop one or raise the limit",
+                crate::protocol::quoted(name),
+                tables.len()
+            )));
+        }
+        let reserved: u64 = tables.values().map(|e| reserved_bytes(&e.table)).sum();
+        let wanted = shoal_core::log::HybridLog::ring_bytes_for(&config.log) + (64u64 << config.index_size_bits);
+        let limit = self.config.memory_limit_bytes();
+        if reserved.saturating_add(wanted) > limit {
+            return Err(Status::resource_exhausted(format!(
+                "table {}: its page ring and index need {wanted} bytes; the {} tables reserve {reserved} of this daemon's \
+                 {limit} (max_memory_bytes): drop a table, ask for a smaller memory_budget_bytes, or raise the limit",
+                crate::protocol::quoted(name),
+                tables.len()
+            )));
+        }
+        Ok(())
     }
 
     /// Drops a table: stops it and deletes its files.
@@ -270,4 +297,9 @@ fn remove_dir_if_exists(dir: &Path) -> Result<(), Status> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Status::internal(format!("cannot remove {}: {e}", dir.display()))),
     }
+}
+
+/// The memory a table reserves: its ring and its main index buckets, in bytes.
+fn reserved_bytes(table: &Table) -> u64 {
+    table.log().ring_bytes() + table.index().bucket_count() as u64 * 64
 }

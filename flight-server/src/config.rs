@@ -49,6 +49,12 @@ pub struct ServerConfig {
     /// Seconds that calls in flight get to finish after SIGTERM/SIGINT before they are
     /// cancelled; the tables are then flushed and checkpointed. Default 10.
     pub shutdown_grace_secs: u64,
+    /// Most tables this daemon serves. Default 1024.
+    pub max_tables: usize,
+    /// Most memory the tables' page rings and hash indexes may reserve together, in bytes
+    /// (`create_table` beyond it is refused). 0: three quarters of the machine's physical
+    /// memory. Default 0.
+    pub max_memory_bytes: u64,
 }
 
 impl Default for ServerConfig {
@@ -71,6 +77,8 @@ impl Default for ServerConfig {
             tls_key: None,
             auth_token_file: None,
             shutdown_grace_secs: 10,
+            max_tables: 1024,
+            max_memory_bytes: 0,
         }
     }
 }
@@ -112,6 +120,8 @@ pub const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
 pub const MAX_ENDPOINTS_PER_QUERY: usize = 1024;
 /// The largest `batch_rows`.
 pub const MAX_BATCH_ROWS: usize = 1 << 20;
+/// The largest `max_tables`.
+pub const MAX_TABLES: usize = 1 << 20;
 /// The largest `worker_threads`.
 pub const MAX_WORKER_THREADS: usize = 1024;
 /// The smallest `memory_budget_bytes`: 1 MiB (the log rounds it to at least 4 pages).
@@ -139,6 +149,7 @@ impl ServerConfig {
         range("batch_rows", self.batch_rows, 1, MAX_BATCH_ROWS, " rows")?;
         range("worker_threads", self.worker_threads, 0, MAX_WORKER_THREADS, " (0: one per core)")?;
         range("memory_budget_bytes", self.memory_budget_bytes, MIN_MEMORY_BUDGET_BYTES, MAX_MEMORY_BUDGET_BYTES, " bytes")?;
+        range("max_tables", self.max_tables, 1, MAX_TABLES, "")?;
         if self.auth_token.as_deref().is_some_and(str::is_empty) {
             return Err("auth_token is empty: give a token, or none to serve without authentication".into());
         }
@@ -146,6 +157,21 @@ impl ServerConfig {
             return Err("auth_token and auth_token_file are both set: use one".into());
         }
         Ok(())
+    }
+
+    /// The memory the tables may reserve together: `max_memory_bytes`, or three quarters
+    /// of the physical memory when it is 0 (unbounded where that cannot be read).
+    #[must_use]
+    pub fn memory_limit_bytes(&self) -> u64 {
+        if self.max_memory_bytes > 0 {
+            return self.max_memory_bytes;
+        }
+        // SAFETY: sysconf reads system constants; no memory is touched.
+        let (pages, page_size) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+        match (u64::try_from(pages), u64::try_from(page_size)) {
+            (Ok(pages), Ok(size)) if pages > 0 && size > 0 => pages.saturating_mul(size) / 4 * 3,
+            _ => u64::MAX,
+        }
     }
 
     /// The bearer token: `auth_token`, else the trimmed content of `auth_token_file`.

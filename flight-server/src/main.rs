@@ -229,6 +229,9 @@ async fn shutdown_signal() {
 
 async fn serve_async(config: ServerConfig) -> Result<(), String> {
     if let Some(addr) = config.metrics_listen {
+        if !addr.ip().is_loopback() {
+            tracing::warn!(%addr, "the metrics endpoint has no authentication and names the tables: it is reachable beyond this host");
+        }
         metrics_exporter_prometheus::PrometheusBuilder::new()
             .with_http_listener(addr)
             .install()

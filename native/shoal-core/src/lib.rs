@@ -60,6 +60,7 @@ pub mod error;
 pub mod index;
 pub mod ingest;
 pub mod log;
+mod mem;
 pub mod record;
 pub mod parser;
 pub mod path;

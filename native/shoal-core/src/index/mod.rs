@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::record::ADDRESS_MASK;
+use crate::mem::ZeroedArray;
 
 const TAG_SHIFT: u32 = 48;
 const TAG_MASK: u64 = 0x3FFF;
@@ -74,7 +75,9 @@ impl EntrySlot<'_> {
 
 /// The hash index: a power-of-two array of buckets plus overflow buckets.
 pub struct HashIndex {
-    buckets: Box<[HashBucket]>,
+    /// Main buckets, zero-filled by the kernel as they are first touched: an empty
+    /// table's index (2^18 buckets, 16 MiB) takes almost no memory (hardening item 5).
+    buckets: ZeroedArray<HashBucket>,
     mask: u64,
     overflow_chunks: Box<[AtomicPtr<HashBucket>]>,
     overflow_next: AtomicU64,
@@ -104,7 +107,8 @@ impl HashIndex {
         }
         let count = 1usize << size_bits;
         Ok(Self {
-            buckets: (0..count).map(|_| HashBucket::default()).collect(),
+            // SAFETY: an all-zero bucket is an empty one (atomics of 0); align 64.
+            buckets: unsafe { ZeroedArray::new(count, "the hash index") }?,
             mask: (count as u64) - 1,
             overflow_chunks: (0..OVERFLOW_CHUNKS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
             overflow_next: AtomicU64::new(0),

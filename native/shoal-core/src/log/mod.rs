@@ -37,6 +37,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::epoch::{EpochGuard, LightEpoch};
 use crate::error::{Error, Result};
 use crate::record::RecordHeader;
+use crate::mem::AnonymousMemory;
 pub use device::{DeviceConfig, PAGE_FOOTER_SIZE};
 use device::{seal_page, Device};
 
@@ -101,54 +102,28 @@ pub type PageObserver = Box<dyn Fn(u64, &[u8]) + Send + Sync>;
 /// writers wait (backpressure).
 pub const OBSERVER_NICE: i32 = 10;
 
-/// The memory of the in-memory ring: one anonymous mapping of `frames × page size` bytes,
-/// its pages faulted in (zero-filled by the kernel) when it is made (`MAP_POPULATE` on
-/// Linux). Faulting them in while records arrive instead made the first pass through the
-/// ring 1.5–2× slower (`shoal-bench`, 200 MB: 625–966 against 1300–1650 MB/s; with
-/// transparent huge pages, 292–1485 MB/s, compaction stalls included). Zeroing memory from
-/// the allocator (`alloc_zeroed` of page-aligned frames: the kernel's zeroing on each fault,
-/// then a `memset`) zeroed it twice: a daemon's first `create_table` with a 1 GiB ring took
-/// 2.6 s that way and 1.2 s this way (later ones 0.27–0.63 and 0.36–0.41 s; one run each,
-/// on a noisy machine).
-struct Ring {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Ring {
-    fn new(len: usize) -> Result<Self> {
-        #[cfg(target_os = "linux")]
-        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
-        #[cfg(not(target_os = "linux"))]
-        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-        // SAFETY: an anonymous private mapping at an address of the kernel's choosing; no
-        // existing memory is affected.
-        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::InvalidConfig(format!(
-                "could not map {len} bytes for the in-memory ring (memory budget): {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        Ok(Self { ptr: ptr.cast(), len })
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: mapped in `new` with this length; no reference outlives the log that owns it.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
-}
-
 /// The hybrid log. Thread-safe; share it in an `Arc`.
 pub struct HybridLog {
     page_bits: u32,
     page_size: usize,
     /// Number of frames: page `p` lives in frame `p % frame_count` of `ring`.
     frame_count: u64,
-    /// The frames' memory, `frame_count × page_size` bytes.
-    ring: Ring,
+    /// The page the log started at (created or recovered): pages below
+    /// `first_page + frame_count` are the first to use their frame, which is populated
+    /// then.
+    first_page: u64,
+    /// The frames' memory, `frame_count × page_size` bytes: one anonymous mapping, each
+    /// frame faulted in (zero-filled by the kernel) in one call when the first page that
+    /// uses it opens, so that an empty table holds one frame, not its whole budget (it
+    /// held all of it with `MAP_POPULATE` at creation: 272 MB per empty table, hardening
+    /// issue item 5). Faulting frames in while records arrive instead made the first pass
+    /// through the ring 1.5–2× slower (`shoal-bench`, 200 MB: 625–966 against 1300–1650
+    /// MB/s; with transparent huge pages, 292–1485 MB/s, compaction stalls included).
+    /// Zeroing memory from the allocator (`alloc_zeroed` of page-aligned frames: the
+    /// kernel's zeroing on each fault, then a `memset`) zeroed it twice: a daemon's first
+    /// `create_table` with a 1 GiB ring took 2.6 s that way and 1.2 s mapped (one run each,
+    /// on a noisy machine).
+    ring: AnonymousMemory,
     device: Device,
     sync_on_flush: bool,
     flush_interval: Option<Duration>,
@@ -265,13 +240,14 @@ impl HybridLog {
         }
         let page_size = 1usize << config.page_size_bits;
         let frame_count = (config.memory_budget_bytes / page_size).max(4);
-        let ring = Ring::new(frame_count * page_size)?;
+        let ring = AnonymousMemory::new(frame_count * page_size, "the in-memory ring (memory budget)")?;
         let device = Device::open(&config.device, page_size, config.pages_per_segment)?;
         let start_address = first_page << config.page_size_bits;
         let log = Arc::new(Self {
             page_bits: config.page_size_bits,
             page_size,
             frame_count: frame_count as u64,
+            first_page,
             ring,
             device,
             sync_on_flush: config.sync_on_flush,
@@ -293,6 +269,7 @@ impl HybridLog {
             closed: AtomicBool::new(false),
             memory_reserved: AtomicU64::new(0),
         });
+        log.populate_frame(first_page);
         let weak = Arc::downgrade(&log);
         let handle = std::thread::Builder::new()
             .name("shoal-flush".into())
@@ -599,11 +576,33 @@ impl HybridLog {
         !self.device.is_null()
     }
 
+    /// The size of the in-memory ring in bytes (`frames × page size`): the most memory
+    /// the log's pages take.
+    #[must_use]
+    pub fn ring_bytes(&self) -> u64 {
+        self.frame_count * self.page_size as u64
+    }
+
+    /// The ring size a log with `config` gets: the memory budget rounded down to whole
+    /// pages, at least 4.
+    #[must_use]
+    pub fn ring_bytes_for(config: &LogConfig) -> u64 {
+        let page_size = 1u64 << config.page_size_bits.min(30);
+        (config.memory_budget_bytes as u64 / page_size).max(4) * page_size
+    }
+
+    /// Faults in the frame of `page` (the first page to use it).
+    fn populate_frame(&self, page: u64) {
+        #[allow(clippy::cast_possible_truncation)]
+        let frame = (page % self.frame_count) as usize;
+        self.ring.populate(frame * self.page_size, self.page_size);
+    }
+
     fn frame_ptr(&self, page: u64) -> *mut u8 {
         #[allow(clippy::cast_possible_truncation)]
         let frame = (page % self.frame_count) as usize;
         // SAFETY: frame < frame_count, so the frame's bytes lie within the ring's mapping.
-        unsafe { self.ring.ptr.add(frame * self.page_size) }
+        unsafe { self.ring.as_ptr().add(frame * self.page_size) }
     }
 
     /// Allocates `size` bytes (a multiple of 8, at most [`Self::max_record_size`]) at
@@ -688,6 +687,9 @@ impl HybridLog {
     /// and evicted, and no reader may still be protected in an epoch that saw it.
     fn open_page(self: &Arc<Self>, page: u64, guard: &mut EpochGuard<'_>) -> Result<()> {
         let frames = self.frame_count;
+        if page < self.first_page + frames {
+            self.populate_frame(page);
+        }
         if page < frames {
             return Ok(());
         }

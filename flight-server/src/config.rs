@@ -15,7 +15,8 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Directory of the tables' segment files. Default `./shoal-data`.
     pub data_dir: PathBuf,
-    /// Keep tables in memory only (null device; evicted pages are lost). Default false.
+    /// Keep tables in memory only (null device): a table holds what its page ring holds
+    /// and refuses batches beyond it (`RESOURCE_EXHAUSTED`). Default false.
     pub in_memory: bool,
     /// Default memory budget of each table's log ring, in bytes. Default 256 MiB.
     pub memory_budget_bytes: usize,
@@ -51,6 +52,12 @@ pub struct ServerConfig {
     pub shutdown_grace_secs: u64,
     /// Most tables this daemon serves. Default 1024.
     pub max_tables: usize,
+    /// Most scans (`DoGet`) that run at once; more wait up to 30 s for a place, then are
+    /// refused (`RESOURCE_EXHAUSTED`). Each holds a blocking thread. Default 64.
+    pub max_concurrent_scans: usize,
+    /// Most ingestion streams (`DoPut`) open at once, likewise (each holds two blocking
+    /// threads while it is open). Default 64.
+    pub max_concurrent_puts: usize,
     /// Most memory the tables' page rings and hash indexes may reserve together, in bytes
     /// (`create_table` beyond it is refused). 0: three quarters of the machine's physical
     /// memory. Default 0.
@@ -78,6 +85,8 @@ impl Default for ServerConfig {
             auth_token_file: None,
             shutdown_grace_secs: 10,
             max_tables: 1024,
+            max_concurrent_scans: 64,
+            max_concurrent_puts: 64,
             max_memory_bytes: 0,
         }
     }
@@ -122,6 +131,9 @@ pub const MAX_ENDPOINTS_PER_QUERY: usize = 1024;
 pub const MAX_BATCH_ROWS: usize = 1 << 20;
 /// The largest `max_tables`.
 pub const MAX_TABLES: usize = 1 << 20;
+/// The largest `max_concurrent_scans` and `max_concurrent_puts`: together with the
+/// blocking threads they hold, within tokio's pool of 512.
+pub const MAX_CONCURRENT_CALLS: usize = 128;
 /// The largest `worker_threads`.
 pub const MAX_WORKER_THREADS: usize = 1024;
 /// The smallest `memory_budget_bytes`: 1 MiB (the log rounds it to at least 4 pages).
@@ -150,6 +162,8 @@ impl ServerConfig {
         range("worker_threads", self.worker_threads, 0, MAX_WORKER_THREADS, " (0: one per core)")?;
         range("memory_budget_bytes", self.memory_budget_bytes, MIN_MEMORY_BUDGET_BYTES, MAX_MEMORY_BUDGET_BYTES, " bytes")?;
         range("max_tables", self.max_tables, 1, MAX_TABLES, "")?;
+        range("max_concurrent_scans", self.max_concurrent_scans, 1, MAX_CONCURRENT_CALLS, "")?;
+        range("max_concurrent_puts", self.max_concurrent_puts, 1, MAX_CONCURRENT_CALLS, "")?;
         if self.auth_token.as_deref().is_some_and(str::is_empty) {
             return Err("auth_token is empty: give a token, or none to serve without authentication".into());
         }

@@ -51,7 +51,7 @@ struct ServeArgs {
     /// Data directory [default: ./shoal-data].
     #[arg(long, env = "SHOAL_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Keep tables in memory only (evicted pages are lost).
+    /// Keep tables in memory only: a table holds what its page ring holds, and refuses batches beyond it.
     #[arg(long, env = "SHOAL_IN_MEMORY")]
     in_memory: bool,
     /// Memory budget per table log, in MiB [default: 256].

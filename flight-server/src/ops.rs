@@ -434,6 +434,9 @@ pub struct Ingested {
     metadata: serde_json::Value,
     /// The log address the batch is durable at (`None`: nothing to wait for).
     durable_at: Option<u64>,
+    /// The records' addresses, withdrawn if the batch cannot be made durable; empty for
+    /// a writer batch (its serial is taken: a resend is skipped, so its records stay).
+    addresses: Vec<u64>,
 }
 
 /// Ingests one DoPut batch (a `json` column of Utf8, LargeUtf8, Binary or LargeBinary,
@@ -459,7 +462,7 @@ pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &Bat
             "skipped": skipped.len(),
             "skipped_examples": skipped.iter().take(10).map(|(i, m)| json!({"row": i, "error": m})).collect::<Vec<_>>(),
         });
-        return Ok(Ingested { entry: Arc::clone(entry), metadata, durable_at: None });
+        return Ok(Ingested { entry: Arc::clone(entry), metadata, durable_at: None, addresses: Vec::new() });
     }
     let started = Instant::now();
     let result = match (&metadata.writer, metadata.serial) {
@@ -487,7 +490,8 @@ pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &Bat
     }
     // A duplicate was ingested earlier: it is durable once everything so far is.
     let durable_at = if report.duplicate { entry.table.log().tail_address() } else { report.end_address };
-    Ok(Ingested { entry: Arc::clone(entry), metadata: reply, durable_at: Some(durable_at) })
+    let addresses = if metadata.writer.is_some() { Vec::new() } else { report.addresses };
+    Ok(Ingested { entry: Arc::clone(entry), metadata: reply, durable_at: Some(durable_at), addresses })
 }
 
 /// Waits, under the `group_commit` and `fsync` policies, until the batch is durable;
@@ -496,12 +500,34 @@ pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &Bat
 /// # Errors
 /// When the batch does not become durable within 60 s (e.g. the device fails).
 pub fn acknowledge(ingested: Ingested) -> Result<serde_json::Value, Status> {
-    let Ingested { entry, mut metadata, durable_at } = ingested;
+    acknowledge_while(ingested, &|| true)
+}
+
+/// As [`acknowledge`], but stops waiting (`CANCELLED`) as soon as `keep_waiting` says
+/// no: the client that sent the batch went away.
+///
+/// # Errors
+/// As [`acknowledge`].
+pub fn acknowledge_while(ingested: Ingested, keep_waiting: &dyn Fn() -> bool) -> Result<serde_json::Value, Status> {
+    let Ingested { entry, mut metadata, durable_at, addresses } = ingested;
     let table = &entry.table;
     if let Some(address) = durable_at.filter(|_| table.config().durability != DurabilityPolicy::None) {
-        table.wait_durable(address, Duration::from_secs(60)).map_err(|e| {
+        table.wait_durable_while(address, Duration::from_secs(60), keep_waiting).map_err(|e| {
             let status = status_from_engine(&e);
-            Status::new(status.code(), format!("table {:?}: the batch was ingested but is not durable: {}", entry.name, status.message()))
+            if matches!(e, shoal_core::Error::Cancelled(_)) {
+                return status;
+            }
+            // Not acknowledged, so not visible: a resend must not duplicate it.
+            let withdrawn = table.withdraw(&addresses);
+            Status::new(
+                status.code(),
+                format!(
+                    "table {:?}: the batch could not be made durable ({withdrawn} of its records withdrawn; resend it, \
+                     with a writer serial for exactly once): {}",
+                    entry.name,
+                    status.message()
+                ),
+            )
         })?;
     }
     metadata["durable_address"] = json!(table.durable_address());
@@ -515,6 +541,16 @@ pub fn acknowledge(ingested: Ingested) -> Result<serde_json::Value, Status> {
 /// `INVALID_ARGUMENT` for an unknown action or a malformed body (the message names the
 /// key), `NOT_FOUND` for unknown tables or PSFs, and the engine's errors as statuses.
 pub fn run_action(catalog: &Catalog, name: &str, body: &[u8]) -> Result<serde_json::Value, Status> {
+    run_action_while(catalog, name, body, &|| true)
+}
+
+/// As [`run_action`]; a long wait in the action (`make_durable`) asks `keep_waiting`
+/// every few milliseconds and gives up (`CANCELLED`) when it says no, e.g. because the
+/// client went away (hardening issue, item 7: abandoned waits held threads for 60 s).
+///
+/// # Errors
+/// As [`run_action`].
+pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting: &dyn Fn() -> bool) -> Result<serde_json::Value, Status> {
     match name {
         "create_table" => {
             let request: CreateTable = parse_body("create_table", body)?;
@@ -582,7 +618,7 @@ pub fn run_action(catalog: &Catalog, name: &str, body: &[u8]) -> Result<serde_js
                 )));
             }
             let _slot = DurableWaitSlot::take()?;
-            let durable = entry.table.wait_durable(address, Duration::from_secs(60)).map_err(|e| status_from_engine(&e))?;
+            let durable = entry.table.wait_durable_while(address, Duration::from_secs(60), keep_waiting).map_err(|e| status_from_engine(&e))?;
             Ok(json!({"table": request.table, "durable_address": durable}))
         }
         "writer_status" => {

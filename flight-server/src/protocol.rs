@@ -320,6 +320,7 @@ pub fn status_from_engine(error: &shoal_core::Error) -> Status {
         E::Io { source, .. } if matches!(source.raw_os_error(), Some(28 | 122)) => Status::resource_exhausted(message),
         E::MemoryFull { .. } => Status::resource_exhausted(message),
         E::Closed => Status::unavailable(message),
+        E::Cancelled(_) => Status::cancelled(message),
         _ => Status::internal(message),
     }
 }

@@ -3,7 +3,9 @@
 
 use std::ops::ControlFlow;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
@@ -17,6 +19,7 @@ use arrow_flight::{
 use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream;
 use futures::{StreamExt, TryStreamExt};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::{Authenticator, Credentials};
@@ -29,17 +32,60 @@ use crate::protocol::BatchMetadata;
 /// enough to bound the memory a stream holds (batches are typically a few MB).
 const PUT_PIPELINE_DEPTH: usize = 4;
 
+/// How long a call waits for a place among the calls of its kind already running
+/// ([`Admission`]) before it is refused with `RESOURCE_EXHAUSTED`.
+const ADMISSION_WAIT: Duration = Duration::from_secs(30);
+
+/// A bound on the calls of one kind that run at once, each holding a blocking thread for
+/// its whole length (scans: `DoGet`; ingestion streams: `DoPut`, two threads each).
+/// Calls beyond it wait, without a thread, for up to [`ADMISSION_WAIT`] (a client that
+/// goes away stops waiting), then are refused naming the setting.
+struct Admission {
+    places: Arc<Semaphore>,
+    limit: usize,
+    calls: &'static str,
+    setting: &'static str,
+}
+
+impl Admission {
+    fn new(limit: usize, calls: &'static str, setting: &'static str) -> Self {
+        Self { places: Arc::new(Semaphore::new(limit)), limit, calls, setting }
+    }
+
+    /// A place, given back when the permit drops.
+    async fn enter(&self) -> Result<OwnedSemaphorePermit, Status> {
+        match tokio::time::timeout(ADMISSION_WAIT, Arc::clone(&self.places).acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(Status::resource_exhausted(format!(
+                "{} {} are running, the limit ({}); this call waited {} s for one to end: retry later or raise the limit",
+                self.limit,
+                self.calls,
+                self.setting,
+                ADMISSION_WAIT.as_secs()
+            ))),
+        }
+    }
+}
+
 /// The Flight service.
 pub struct ShoalFlightService {
     catalog: Arc<Catalog>,
     auth: Arc<Authenticator>,
+    scans: Admission,
+    puts: Admission,
 }
 
 impl ShoalFlightService {
     /// A service over `catalog`; `auth` answers handshakes with basic credentials (the
     /// interceptor built from the same authenticator checks every call).
     pub fn new(catalog: Arc<Catalog>, auth: Arc<Authenticator>) -> Self {
-        Self { catalog, auth }
+        let (scans, puts) = (catalog.config().max_concurrent_scans, catalog.config().max_concurrent_puts);
+        Self {
+            catalog,
+            auth,
+            scans: Admission::new(scans, "scans (DoGet)", "max_concurrent_scans"),
+            puts: Admission::new(puts, "ingestion streams (DoPut)", "max_concurrent_puts"),
+        }
     }
 }
 
@@ -58,6 +104,33 @@ fn table_from_descriptor(descriptor: &FlightDescriptor) -> Result<String, Status
 /// Runs blocking engine work off the async runtime.
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, Status> + Send + 'static) -> Result<T, Status> {
     tokio::task::spawn_blocking(work).await.map_err(|e| Status::internal(format!("engine task failed: {e}")))?
+}
+
+/// Whether the caller of a call is still there. Tonic drops a handler's future when its
+/// client disconnects or its deadline passes; the [`CallerGuard`] held by that future then
+/// marks the call abandoned, and blocking work that waits (durability) stops.
+#[derive(Clone)]
+struct CallerAlive(Arc<AtomicBool>);
+
+impl CallerAlive {
+    fn new() -> (Self, CallerGuard) {
+        let alive = Arc::new(AtomicBool::new(true));
+        (Self(Arc::clone(&alive)), CallerGuard(alive))
+    }
+
+    fn get(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Held by the future that awaits a call's blocking work; marks the call abandoned when
+/// dropped (normally after the work ended, when nothing asks any more).
+struct CallerGuard(Arc<AtomicBool>);
+
+impl Drop for CallerGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 fn json_result(value: &serde_json::Value) -> arrow_flight::Result {
@@ -142,8 +215,10 @@ impl FlightService for ShoalFlightService {
     async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
         let catalog = Arc::clone(&self.catalog);
         let ticket = request.into_inner().ticket;
+        let permit = self.scans.enter().await?;
         let scan = match blocking(move || ops::open_ticket(&catalog, &ticket)).await? {
             TicketScan::Aggregates(batch) => {
+                drop(permit);
                 let schema = batch.schema();
                 let stream = FlightDataEncoderBuilder::new().with_schema(schema).build(stream::iter([Ok(batch)]));
                 return Ok(Response::new(Box::pin(stream.map_err(Status::from))));
@@ -153,6 +228,7 @@ impl FlightService for ShoalFlightService {
         let schema = scan.schema();
         let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
         tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             let result = scan.run(&mut |batch| {
                 if sender.blocking_send(Ok(batch)).is_ok() { ControlFlow::Continue(()) } else { ControlFlow::Break(()) }
             });
@@ -173,12 +249,15 @@ impl FlightService for ShoalFlightService {
         // batch with its PutResult. A failure of any stage travels through the same
         // ordered queues, so the client sees the results of every batch before it, then
         // the error, and nothing after it.
+        let permit = Arc::new(self.puts.enter().await?);
         let catalog = Arc::clone(&self.catalog);
         let mut decoder = FlightDataDecoder::new(request.into_inner().map_err(FlightError::from));
         let (sender, receiver) = tokio::sync::mpsc::channel::<Result<PutResult, Status>>(PUT_PIPELINE_DEPTH);
         let (work_sender, mut work) = tokio::sync::mpsc::channel::<Result<PutWork, Status>>(PUT_PIPELINE_DEPTH);
         let (ack_sender, mut acks) = tokio::sync::mpsc::channel::<Result<Ingested, Status>>(PUT_PIPELINE_DEPTH);
+        let ingest_permit = Arc::clone(&permit);
         tokio::task::spawn_blocking(move || {
+            let _permit = ingest_permit;
             let mut number = 0usize;
             while let Some(item) = work.blocking_recv() {
                 let result = item.and_then(|w| ops::ingest_batch(&w.entry, &w.batch, &w.metadata, number));
@@ -190,8 +269,10 @@ impl FlightService for ShoalFlightService {
             }
         });
         tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             while let Some(item) = acks.blocking_recv() {
-                let result = item.and_then(ops::acknowledge).map(|metadata| PutResult { app_metadata: metadata.to_string().into() });
+                // A client that went away closes the stream of results: stop waiting.
+                let result = item.and_then(|i| ops::acknowledge_while(i, &|| !sender.is_closed())).map(|metadata| PutResult { app_metadata: metadata.to_string().into() });
                 let failed = result.is_err();
                 if sender.blocking_send(result).is_err() || failed {
                     return;
@@ -236,7 +317,8 @@ impl FlightService for ShoalFlightService {
     async fn do_action(&self, request: Request<Action>) -> Result<Response<Self::DoActionStream>, Status> {
         let action = request.into_inner();
         let catalog = Arc::clone(&self.catalog);
-        let result = blocking(move || ops::run_action(&catalog, &action.r#type, &action.body)).await?;
+        let (alive, _guard) = CallerAlive::new();
+        let result = blocking(move || ops::run_action_while(&catalog, &action.r#type, &action.body, &|| alive.get())).await?;
         Ok(Response::new(Box::pin(stream::iter([Ok(json_result(&result))]))))
     }
 

@@ -18,6 +18,8 @@ FILTER_LIMIT = 4096  # shoal_core::psf::expr::MAX_EXPR_OPERATORS
 # pyarrow maps some status codes (NOT_FOUND, OUT_OF_RANGE, RESOURCE_EXHAUSTED) to
 # ArrowException subclasses and others to FlightError subclasses.
 ANY_ERROR = (pa.ArrowException, flight.FlightError)
+# A call past its client-side timeout: pyarrow reports "Timeout expired" as either.
+TIMED_OUT = (flight.FlightTimedOutError, flight.FlightCancelledError)
 
 
 def records(n: int, start: int = 0) -> list[str]:
@@ -158,6 +160,57 @@ def test_durability_waits_are_bounded(start_daemon):
     for t in threads:
         t.join(30)
     assert not any(t.is_alive() for t in threads)
+
+
+def test_abandoned_durability_waits_end_with_their_clients(start_daemon):
+    """Item 7: a make_durable whose client gave up kept its thread and its place among
+    the 64 waits for 60 s, so 64 abandoned calls shut every later one out."""
+    d = start_daemon()
+    client = d.client()
+    # Group commit every 10 s: a wait for the tail lasts until the next one.
+    action(client, "create_table", {"name": "t", "durability": "group_commit", "group_commit_ms": 10_000})
+    put_stream = client.do_put(flight.FlightDescriptor.for_path("t"), pa.schema([("json", pa.string())]))
+    writer, _ = put_stream
+    writer.write_batch(pa.record_batch([pa.array(records(10), pa.string())], names=["json"]))
+    writer.done_writing()  # the acknowledgement would take 10 s: not read
+    deadline = time.monotonic() + 10
+    while action(client, "stats", {"table": "t"})["records"] < 10:
+        assert time.monotonic() < deadline, "the batch was not ingested"
+        time.sleep(0.05)
+    impatient = flight.FlightCallOptions(timeout=0.5)
+    def wait_and_give_up():
+        with pytest.raises(TIMED_OUT):
+            action(d.client(), "make_durable", {"table": "t"}, options=impatient)
+    threads = [threading.Thread(target=wait_and_give_up) for _ in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    time.sleep(0.5)
+    # Every place was given back: another wait waits (and times out) instead of being refused.
+    with pytest.raises(TIMED_OUT):
+        action(client, "make_durable", {"table": "t"}, options=flight.FlightCallOptions(timeout=1))
+    assert d.alive()
+
+
+def test_concurrent_scans_are_bounded_and_wait_for_a_place(start_daemon, tmp_path):
+    """Bounds everywhere: every DoGet held a blocking thread, with no limit on how many."""
+    config = tmp_path / "scans.toml"
+    config.write_text("max_concurrent_scans = 1\nbatch_rows = 64\nendpoints_per_query = 1\n")
+    d = start_daemon("--config", str(config))
+    client = d.client()
+    action(client, "create_table", {"name": "t"})
+    put(client, "t", [json.dumps({"id": i, "text": "x" * 200}) for i in range(50_000)], batch=10_000)
+    info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"table": "t"})))
+    [endpoint] = info.endpoints
+    # A slow reader holds the only place: its scan waits for the client to read on.
+    held = client.do_get(endpoint.ticket)
+    held.read_chunk()
+    with pytest.raises(TIMED_OUT):
+        client.do_get(endpoint.ticket, options=flight.FlightCallOptions(timeout=2)).read_all()
+    held.cancel()
+    time.sleep(0.5)
+    assert client.do_get(endpoint.ticket).read_all().num_rows == 50_000
 
 
 @pytest.mark.parametrize(

@@ -87,6 +87,10 @@ pub enum Error {
         /// Bytes of the log between the begin address and the tail.
         used: u64,
     },
+    /// A wait was given up because its caller went away (e.g. the client of a
+    /// `make_durable` call disconnected); nothing was changed.
+    #[error("cancelled: {0}")]
+    Cancelled(String),
     /// An I/O error on a data file.
     #[error("I/O error on {path}: {source}")]
     Io {

@@ -38,6 +38,8 @@ pub struct IngestReport {
     /// The batch was a writer's resend of a serial already ingested, and was skipped
     /// ([`Table::ingest_as`](crate::table::Table::ingest_as)).
     pub duplicate: bool,
+    /// Log addresses of the records written, in order (for [`Table::withdraw`]).
+    pub addresses: Vec<u64>,
 }
 
 /// Hash of a property `(psf, canonical value)`; selects the bucket and tag.
@@ -131,6 +133,7 @@ impl Table {
     /// # Errors
     /// [`Error::InvalidRecord`], [`Error::RecordTooLarge`], [`Error::Closed`].
     pub fn ingest(&self, records: &[&[u8]]) -> Result<IngestReport> {
+        self.refuse_if_not_durable()?;
         let psf_guard = self.psfs.epoch().protect();
         let snapshot = self.psfs.snapshot();
         let mut parser = self.take_parser();
@@ -275,11 +278,64 @@ impl Table {
             report.last_address = address;
             report.end_address = address + record.size as u64;
             report.records += 1;
+            report.addresses.push(address);
             report.payload_bytes += record.payload.len();
         }
         drop(guard);
         drop(psf_guard);
         self.count_ingested(&report);
         Ok(report)
+    }
+}
+
+impl Table {
+    /// Refuses a batch before writing anything while the log device fails (e.g. the
+    /// disk is full) in a table whose writes are acknowledged only once durable: they
+    /// could not be, and records accepted into memory would be visible although their
+    /// writer was told they failed (hardening issue, item 8: 7,000 such rows on a full
+    /// disk). Tables with `durability = none` keep accepting into memory.
+    ///
+    /// # Errors
+    /// The device's error ([`Error::Io`], e.g. `ENOSPC`).
+    pub(crate) fn refuse_if_not_durable(&self) -> Result<()> {
+        if self.config.durability == crate::table::DurabilityPolicy::None || !self.log.has_storage() {
+            return Ok(());
+        }
+        match self.log.device_failure(std::time::Duration::ZERO) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// Withdraws records that were written but whose batch failed afterwards (it could
+    /// not be made durable): each record at `addresses` still in memory is marked
+    /// invalid, so scans, PSF chains, schema inference and recovery skip it, and a writer
+    /// that resends the batch does not duplicate it. Returns how many were withdrawn;
+    /// records already flushed before the failure are on the device as written and stay
+    /// (as after any crash in the middle of a batch: writer serials,
+    /// [`Table::ingest_as`], give exactly once).
+    ///
+    /// Only for batches without a writer serial: a writer batch is recorded as ingested
+    /// and its resend is skipped, so it must stay.
+    #[must_use]
+    pub fn withdraw(&self, addresses: &[u64]) -> usize {
+        let _guard = self.log.epoch().protect();
+        let mut withdrawn = 0;
+        for &address in addresses {
+            if address < self.log.head_address() {
+                continue;
+            }
+            // SAFETY: protected in the epoch, so a page at or above the head address
+            // stays in its frame; headers are 8-byte aligned words changed atomically.
+            unsafe {
+                let header = self.log.load_header(address);
+                if header.is_visible() && !header.is_invalid() {
+                    self.log.write_header(address, header.with_invalid());
+                    withdrawn += 1;
+                }
+            }
+        }
+        self.records.fetch_sub(withdrawn as u64, std::sync::atomic::Ordering::Relaxed);
+        withdrawn
     }
 }

@@ -199,7 +199,7 @@ impl Table {
                     }
                     return;
                 }
-                if !header.is_visible() || failure.is_some() {
+                if !header.is_visible() || header.is_invalid() || failure.is_some() {
                     return;
                 }
                 if address >= schema_from {

@@ -165,6 +165,7 @@ impl Table {
         if state.last_serial.is_some_and(|last| batch.serial <= last) {
             return Ok(IngestReport { duplicate: true, ..IngestReport::default() });
         }
+        self.refuse_if_not_durable()?;
         // Reserve the tail before `begin` is allocated: the durable address cannot pass
         // this batch until its commit (or abort) marker is durable.
         let reservation = self.log.tail_address();
@@ -236,6 +237,16 @@ impl Table {
     /// [`Error::InvalidConfig`] for an in-memory table; [`Error::Io`] with the device's
     /// last error when `timeout` passes first.
     pub fn wait_durable(&self, address: u64, timeout: Duration) -> Result<u64> {
+        self.wait_durable_while(address, timeout, &|| true)
+    }
+
+    /// As [`Table::wait_durable`], but gives up as soon as `keep_waiting` (asked every
+    /// few milliseconds) says no, e.g. when the client that waits went away (hardening
+    /// issue, item 7).
+    ///
+    /// # Errors
+    /// As [`Table::wait_durable`]; [`Error::Cancelled`] when `keep_waiting` said no.
+    pub fn wait_durable_while(&self, address: u64, timeout: Duration, keep_waiting: &dyn Fn() -> bool) -> Result<u64> {
         if !self.log.has_storage() {
             return Err(Error::InvalidConfig("an in-memory table has no durable storage".into()));
         }
@@ -257,6 +268,9 @@ impl Table {
                 }
             } else {
                 failing_since = None;
+            }
+            if !keep_waiting() {
+                return Err(Error::Cancelled(format!("waiting for address {address} to be durable (durable up to {durable})")));
             }
             if std::time::Instant::now() >= deadline {
                 let reason = self.log.flush_error().unwrap_or_else(|| "timed out".into());

@@ -218,7 +218,7 @@ impl Table {
             let mut totals = ObservedTotals::default();
             for_each_record(&bytes[..capacity], |_, view| {
                 let header = view.header();
-                if header.is_visible() {
+                if header.is_visible() && !header.is_invalid() {
                     page_schema.observe_validated(view.payload());
                     let kps = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
                     totals.add(view.payload().len(), kps);

@@ -8,7 +8,8 @@
 # tests against the real `shoal` binary; build the JVM modules and run their tests
 # (embedded mode through JNI; Spark in local mode, Flink in a MiniCluster, against the
 # same binary), then the end-to-end test of integration-tests/ (the demo's Flink job ->
-# shoal -> Spark SQL vs spark.read.json, plus a pyarrow client from .venv).
+# shoal -> Spark SQL vs spark.read.json, plus a pyarrow client from .venv); last, a short
+# pass of the coverage-guided fuzzers of fuzz/ (scripts/fuzz.sh).
 # Environment: CARGO_BUILD_JOBS etc. as usual; SHOAL_REQUIRE_DATA=1 is set so that tests
 # needing the real events fail instead of skipping when the data is missing.
 set -euo pipefail
@@ -46,5 +47,13 @@ mvn -B -ntp verify \
   -Dshoal.cargo.profile=dev \
   -Dshoal.bin="$repo_root/target/debug/shoal" \
   -Dshoal.data="$repo_root/data/github/events.ndjson"
+
+step "Fuzzing: a short pass of each fuzz target (cargo-fuzz, nightly; SHOAL_FUZZ_SECONDS, default 15 s each, 0 skips)"
+# The time-boxed smoke run the hardening issue asks of CI: it builds fuzz/ (its own target
+# directory, with sanitizers) and runs expr, ingest and protocol from corpora seeded from the
+# test data. Longer campaigns: scripts/fuzz.sh 1200 (see README, "Fuzzing").
+if [[ "${SHOAL_FUZZ_SECONDS:-15}" != 0 ]]; then
+  scripts/fuzz.sh "${SHOAL_FUZZ_SECONDS:-15}"
+fi
 
 step "all tests passed"

@@ -68,6 +68,9 @@ struct Transaction {
     info: TransactionInfo,
     /// Staged records of an in-memory table.
     memory: Vec<Vec<u8>>,
+    /// Their bytes: at most a quarter of the table's page ring (what a commit can surely
+    /// ingest).
+    memory_bytes: u64,
 }
 
 /// The transactions of one table.
@@ -123,7 +126,7 @@ impl Transactions {
                 let info: TransactionInfo = read_json(dir, &name)
                     .map_err(|e| e.to_string())?
                     .ok_or_else(|| format!("{name} vanished"))?;
-                all.insert(id.to_owned(), Arc::new(Mutex::new(Transaction { info, memory: Vec::new() })));
+                all.insert(id.to_owned(), Arc::new(Mutex::new(Transaction { info, memory: Vec::new(), memory_bytes: 0 })));
             }
         }
         Ok(Self { dir, all: Mutex::new(all) })
@@ -167,7 +170,7 @@ impl Transactions {
             std::fs::File::create(&path).map_err(|e| io_status("cannot create", &path, &e))?;
         }
         self.save(&info)?;
-        all.insert(id.to_owned(), Arc::new(Mutex::new(Transaction { info: info.clone(), memory: Vec::new() })));
+        all.insert(id.to_owned(), Arc::new(Mutex::new(Transaction { info: info.clone(), memory: Vec::new(), memory_bytes: 0 })));
         Ok(info)
     }
 
@@ -206,7 +209,22 @@ impl Transactions {
                 let mut file = std::fs::OpenOptions::new().append(true).open(&path).map_err(|e| io_status("cannot open", &path, &e))?;
                 file.write_all(&buffer).map_err(|e| io_status("cannot write", &path, &e))?;
             }
-            None => transaction.memory.extend(kept.iter().map(|r| r.to_vec())),
+            None => {
+                let bytes: u64 = kept.iter().map(|r| r.len() as u64).sum();
+                // A quarter of the ring: records take their payload plus a header and key
+                // pointers, and a batch ingested into an in-memory ring reserves twice its
+                // size (the fillers that may close its pages).
+                let limit = table.log().ring_bytes() / 4;
+                if transaction.memory_bytes + bytes > limit {
+                    return Err(Status::resource_exhausted(format!(
+                        "transaction {}: staging {bytes} more bytes would pass {limit} bytes, a quarter of its in-memory \
+                         table's page ring (memory_budget_bytes): more than a commit could ingest; commit it and begin another",
+                        crate::protocol::quoted(id)
+                    )));
+                }
+                transaction.memory_bytes += bytes;
+                transaction.memory.extend(kept.iter().map(|r| r.to_vec()));
+            }
         }
         transaction.info.records += kept.len() as u64;
         transaction.info.skipped += problems.len() as u64;
@@ -249,24 +267,47 @@ impl Transactions {
             }
             TransactionState::Open | TransactionState::Prepared => {}
         }
-        let records = match self.staged_path(id) {
-            Some(path) => read_staged(&path)?,
-            None => std::mem::take(&mut transaction.memory),
-        };
         let writer = format!("txn/{id}");
         let mut end = 0;
-        for (chunk, serial) in records.chunks(COMMIT_CHUNK).zip(1u64..) {
+        let mut committed = 0u64;
+        let mut ingest_chunk = |chunk: &[Vec<u8>], serial: u64| -> Result<(), Status> {
             let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
             let report = table.ingest_as(WriterBatch { writer: &writer, serial }, &refs).map_err(|e| status_from_engine(&e))?;
             end = end.max(report.end_address);
+            committed += chunk.len() as u64;
+            Ok(())
+        };
+        match self.staged_path(id) {
+            // One chunk in memory at a time, however large the transaction (the whole
+            // staging file was read first: a daemon's memory for a large transaction).
+            Some(path) => {
+                let mut staged = StagedReader::open(&path)?;
+                let mut serial = 1u64;
+                loop {
+                    let chunk = staged.next_chunk(COMMIT_CHUNK)?;
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    ingest_chunk(&chunk, serial)?;
+                    serial += 1;
+                }
+            }
+            // Kept until the commit succeeds, so that a failed commit can be retried.
+            None => {
+                for (chunk, serial) in transaction.memory.chunks(COMMIT_CHUNK).zip(1u64..) {
+                    ingest_chunk(chunk, serial)?;
+                }
+            }
         }
+        transaction.memory = Vec::new();
+        transaction.memory_bytes = 0;
         if table.log().has_storage() {
             // Chunks skipped as already ingested (a retried commit) are below the tail.
             let target = if end == 0 { table.log().tail_address() } else { end };
             table.wait_durable(target, Duration::from_secs(60)).map_err(|e| status_from_engine(&e))?;
         }
         transaction.info.state = TransactionState::Committed;
-        transaction.info.records = records.len() as u64;
+        transaction.info.records = committed;
         self.save(&transaction.info)?;
         if let Some(path) = self.staged_path(id) {
             let _ = std::fs::remove_file(path);
@@ -288,7 +329,8 @@ impl Transactions {
             }
             TransactionState::Open | TransactionState::Prepared => {}
         }
-        transaction.memory.clear();
+        transaction.memory = Vec::new();
+        transaction.memory_bytes = 0;
         transaction.info.state = TransactionState::Aborted;
         self.save(&transaction.info)?;
         if let Some(path) = self.staged_path(id) {
@@ -307,25 +349,46 @@ impl Transactions {
     }
 }
 
-/// Reads a staging file (u32 LE length + bytes per record). A torn last record (a crash
-/// while an open transaction was written) ends the file.
-fn read_staged(path: &Path) -> Result<Vec<Vec<u8>>, Status> {
-    let file = std::fs::File::open(path).map_err(|e| io_status("cannot open", path, &e))?;
-    let mut reader = BufReader::new(file);
-    let mut records = Vec::new();
-    loop {
-        let mut length = [0u8; 4];
-        match reader.read_exact(&mut length) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(io_status("cannot read", path, &e)),
-        }
-        let mut record = vec![0u8; u32::from_le_bytes(length) as usize];
-        match reader.read_exact(&mut record) {
-            Ok(()) => records.push(record),
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(io_status("cannot read", path, &e)),
-        }
+/// Reads a staging file (u32 LE length + bytes per record) a chunk of records at a time.
+/// A torn last record (a crash while an open transaction was written) ends the file.
+struct StagedReader<'a> {
+    path: &'a Path,
+    reader: BufReader<std::fs::File>,
+    /// Bytes left in the file: no length read from it may pass them.
+    remaining: u64,
+}
+
+impl<'a> StagedReader<'a> {
+    fn open(path: &'a Path) -> Result<Self, Status> {
+        let file = std::fs::File::open(path).map_err(|e| io_status("cannot open", path, &e))?;
+        let remaining = file.metadata().map_err(|e| io_status("cannot read", path, &e))?.len();
+        Ok(Self { path, reader: BufReader::new(file), remaining })
     }
-    Ok(records)
+
+    /// Up to `max` records; empty at the end of the file.
+    fn next_chunk(&mut self, max: usize) -> Result<Vec<Vec<u8>>, Status> {
+        let mut records = Vec::new();
+        while records.len() < max {
+            let mut length = [0u8; 4];
+            match self.reader.read_exact(&mut length) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(io_status("cannot read", self.path, &e)),
+            }
+            let length = u64::from(u32::from_le_bytes(length));
+            self.remaining = self.remaining.saturating_sub(4);
+            if length > self.remaining {
+                break; // torn (or damaged) last record
+            }
+            #[allow(clippy::cast_possible_truncation)]
+            let mut record = vec![0u8; length as usize];
+            match self.reader.read_exact(&mut record) {
+                Ok(()) => records.push(record),
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(io_status("cannot read", self.path, &e)),
+            }
+            self.remaining -= length;
+        }
+        Ok(records)
+    }
 }

@@ -104,6 +104,33 @@ def test_in_memory_table_refuses_what_does_not_fit_and_keeps_what_it_acknowledge
     assert d.alive()
 
 
+def test_in_memory_transactions_stage_at_most_what_their_table_can_hold(start_daemon):
+    """Bounds everywhere: a transaction of an in-memory table staged its records in the
+    daemon's memory without limit, more than its commit could ever ingest."""
+    d = start_daemon("--in-memory")
+    client = d.client()
+    action(client, "create_table", {"name": "t", "page_size_bits": 16, "memory_budget_bytes": 1 << 20})
+    action(client, "begin_transaction", {"table": "t", "transaction": "x"})
+    schema = pa.schema([("json", pa.string())])
+    rows = [json.dumps({"id": i, "pad": "x" * 1000}) for i in range(200)]  # ~200 KB a batch
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path("t"), schema)
+    staged = 0
+    with pytest.raises(ANY_ERROR, match="memory_budget_bytes"):
+        for _ in range(10):  # 2 MB into a 1 MiB ring
+            batch = pa.record_batch([pa.array(rows, pa.string())], schema=schema)
+            writer.write_with_metadata(batch, pa.py_buffer(json.dumps({"transaction": "x"}).encode()))
+            answer = reader.read()
+            if answer is None:
+                writer.close()
+            staged += json.loads(answer.to_pybytes())["staged"]
+    assert 0 < staged < 2000
+    # What was staged commits, whole.
+    assert action(client, "commit_transaction", {"table": "t", "transaction": "x"})["records"] == staged
+    count, _, _ = query(client, {"table": "t", "aggregates": [{"function": "count"}]})
+    assert sum(count.column(0).to_pylist()) == staged
+    assert d.alive()
+
+
 def test_keys_that_need_quoting_do_not_break_whole_record_queries(daemon):
     """Item 4: one `{"a.b": 1}` made every query without columns fail with INTERNAL."""
     client = daemon.client()

@@ -487,6 +487,15 @@ impl Table {
     }
 }
 
+impl Drop for Table {
+    /// A table dropped without [`Table::close`] lets its log's threads end (after they
+    /// flushed and observed the closed pages) instead of keeping its log, ring and
+    /// threads alive.
+    fn drop(&mut self) {
+        self.log.release_threads();
+    }
+}
+
 /// The schema and counters of the log's observed pages (whole pages, flushed), below
 /// `until`.
 #[derive(Debug, Clone, Default)]

@@ -68,7 +68,7 @@ for target in "${targets[@]}"; do
   echo "==> fuzz $target for ${seconds}s (corpus: $(ls "corpus/$target" | wc -l) inputs)"
   # -rss_limit_mb: the in-memory tables of the targets take a few tens of MB each.
   if ! cargo +nightly fuzz run "$target" "corpus/$target" -- \
-      -max_total_time="$seconds" -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 2>&1 | grep -v "^\"" | tail -n 60; then
+      -max_total_time="$seconds" -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 2>&1 | sed '/^"/d' | tail -n 60; then
     echo "fuzz: $target FAILED (input in fuzz/artifacts/$target/)" >&2
     failed=1
   fi

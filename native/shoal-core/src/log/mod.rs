@@ -239,8 +239,10 @@ impl HybridLog {
             return Err(Error::InvalidConfig("pages_per_segment must be at least 1".into()));
         }
         let page_size = 1usize << config.page_size_bits;
-        let frame_count = (config.memory_budget_bytes / page_size).max(4);
-        let ring = AnonymousMemory::new(frame_count * page_size, "the in-memory ring (memory budget)")?;
+        #[allow(clippy::cast_possible_truncation)]
+        let ring_bytes = Self::ring_bytes_for(config) as usize;
+        let frame_count = ring_bytes / page_size;
+        let ring = AnonymousMemory::new(ring_bytes, "the in-memory ring (memory budget)")?;
         let device = Device::open(&config.device, page_size, config.pages_per_segment)?;
         let start_address = first_page << config.page_size_bits;
         let log = Arc::new(Self {
@@ -587,8 +589,8 @@ impl HybridLog {
     /// pages, at least 4.
     #[must_use]
     pub fn ring_bytes_for(config: &LogConfig) -> u64 {
-        let page_size = 1u64 << config.page_size_bits.min(30);
-        (config.memory_budget_bytes as u64 / page_size).max(4) * page_size
+        let page_size = 1usize << config.page_size_bits.min(30);
+        ((config.memory_budget_bytes / page_size).max(4) * page_size) as u64
     }
 
     /// Faults in the frame of `page` (the first page to use it).

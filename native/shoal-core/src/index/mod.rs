@@ -78,6 +78,10 @@ pub struct HashIndex {
     /// Main buckets, zero-filled by the kernel as they are first touched: an empty
     /// table's index (2^18 buckets, 16 MiB) takes almost no memory (hardening item 5).
     buckets: ZeroedArray<HashBucket>,
+    /// The main buckets were faulted in, at the first insert: random hashing touches
+    /// them all soon after, one read fault and one write fault per page otherwise
+    /// (`shoal-bench --cases memory`: ~5% of ingestion time in those faults).
+    populated: std::sync::atomic::AtomicBool,
     mask: u64,
     overflow_chunks: Box<[AtomicPtr<HashBucket>]>,
     overflow_next: AtomicU64,
@@ -110,6 +114,7 @@ impl HashIndex {
             // SAFETY: an all-zero bucket is an empty one (atomics of 0); align 64.
             buckets: unsafe { ZeroedArray::new(count, "the hash index") }?,
             mask: (count as u64) - 1,
+            populated: std::sync::atomic::AtomicBool::new(false),
             overflow_chunks: (0..OVERFLOW_CHUNKS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
             overflow_next: AtomicU64::new(0),
         })
@@ -214,6 +219,9 @@ impl HashIndex {
     /// # Errors
     /// [`Error::InvalidConfig`] when the overflow area is exhausted.
     pub fn find_or_create_entry(&self, hash: u64) -> Result<EntrySlot<'_>> {
+        if !self.populated.load(Ordering::Relaxed) && !self.populated.swap(true, Ordering::Relaxed) {
+            self.buckets.populate();
+        }
         let tag = tag_of(hash);
         loop {
             let mut free: Option<&AtomicU64> = None;

@@ -146,6 +146,25 @@ def run_shoal(records, lines, mb, args, out):
             # along a PSF chain (GetFlightInfo + DoGet round trips, planning), to read the
             # latencies above against.
             out["shoal Flight"]["Q0"] = query("actor.id = -1", sel)
+
+            # One call (the query command as the DoGet ticket, no GetFlightInfo), and whole
+            # events as ingested ("output": "json") instead of ~740 nested Arrow columns.
+            def one_call(filt, columns=None, as_json=False):
+                cmd = {"table": table, "filter": filt}
+                if as_json:
+                    cmd["output"] = "json"
+                elif columns:
+                    cmd["columns"] = columns
+                ticket = flight.Ticket(json.dumps(cmd).encode())
+                kind = "one DoGet, " + ("output json" if as_json else "Arrow columns")
+                return query_figure(timed(lambda: client.do_get(ticket).read_all().num_rows, args.query_reps), kind)
+
+            out["shoal one call"] = {
+                "Q0": one_call("actor.id = -1", sel),
+                "Q2": one_call("type = 'IssuesEvent' AND payload.action = 'opened'", sel),
+                "Q3": one_call(f"actor.id = {actor}", as_json=True),
+                "Q4": one_call("type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'", as_json=True),
+            }
             print("  Q6: the recurring query while ingestion runs ...", flush=True)
             out["Q6"] = recurring_query(client, schema, batches, mb, args)
         finally:

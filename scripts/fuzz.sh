@@ -55,7 +55,8 @@ FILTERS
     protocol)
       printf '\x00{"table": "t", "filter": "type = '"'"'PushEvent'"'"'", "columns": ["id", "actor.login"], "limit": 3}' > "$dir/query"
       printf '\x00{"table": "t", "aggregates": [{"function": "count"}, {"function": "min", "column": "n"}]}' > "$dir/aggregate"
-      printf '\x01{"v": 1, "table": "t", "filter": "n > 0", "columns": ["n"], "limit": null, "from": 0, "to": 1000000}' > "$dir/ticket"
+      printf '\x01{"v": 2, "table": "t", "columns": ["n"], "plan": {"filter": "type = '"'"'PushEvent'"'"' AND n > 0", "index_scans": [{"psfs": ["type"], "properties": [{"psf_id": 0, "psf": "type", "value": "'"'"'PushEvent'"'"'", "canonical": "0450757368"}], "from": 64, "to": 4096}], "full_scans": [{"from": 4096, "to": 1000000}], "reason": ""}}' > "$dir/ticket"
+      printf '\x01{"table": "t", "filter": "n > 0", "output": "json", "limit": 2}' > "$dir/one-call"
       printf '\x02{"table": "t", "writer": "w"}' > "$dir/stats"
       printf '\x03{"table": "t", "name": "p", "kind": "predicate", "expr": "n > 1"}' > "$dir/psf"
       ;;

@@ -121,6 +121,10 @@ pub struct QueryArgs {
     /// Print at most this many rows (the count is always exact).
     #[arg(long, default_value_t = 20)]
     show: usize,
+    /// Print every matching record as ingested, one per line (NDJSON), on stdout (the
+    /// count and time go to stderr); asks for `"output": "json"` in one `DoGet`.
+    #[arg(long, conflicts_with_all = ["columns", "show"])]
+    raw: bool,
 }
 
 /// `shoal stats`.
@@ -333,6 +337,9 @@ pub async fn psf(args: PsfArgs) -> Result<(), String> {
 pub async fn query(args: QueryArgs) -> Result<(), String> {
     let mut client = connect(&args.connection).await?;
     let started = Instant::now();
+    if args.raw {
+        return query_raw(&mut client, &args, started).await;
+    }
     let command = json!({"table": args.table, "filter": args.filter, "columns": args.columns, "limit": args.limit});
     let info = client
         .get_flight_info(FlightDescriptor::new_cmd(command.to_string()))
@@ -346,10 +353,7 @@ pub async fn query(args: QueryArgs) -> Result<(), String> {
         let mut part: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| flight_error("DoGet", e))?;
         batches.append(&mut part);
     }
-    let mut rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    if let Some(limit) = args.limit {
-        rows = rows.min(limit);
-    }
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let elapsed = started.elapsed();
     let mut shown = Vec::new();
     let mut left = args.show.min(rows);
@@ -366,6 +370,30 @@ pub async fn query(args: QueryArgs) -> Result<(), String> {
     }
     println!("{rows} rows in {:.1} ms", elapsed.as_secs_f64() * 1e3);
     println!("plan: {}", serde_json::to_string_pretty(&metadata["plan"]).unwrap_or_default());
+    Ok(())
+}
+
+/// `shoal query --raw`: one `DoGet` whose ticket is the query command with
+/// `"output": "json"`; writes each record's bytes and a newline to stdout as batches arrive.
+async fn query_raw(client: &mut FlightClient, args: &QueryArgs, started: Instant) -> Result<(), String> {
+    use std::io::Write as _;
+    let command = json!({"table": args.table, "filter": args.filter, "limit": args.limit, "output": "json"});
+    let ticket = arrow_flight::Ticket::new(command.to_string());
+    let mut stream = client.do_get(ticket).await.map_err(|e| flight_error("DoGet", e))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut rows = 0usize;
+    while let Some(batch) = stream.try_next().await.map_err(|e| flight_error("DoGet", e))? {
+        let column = batch
+            .column_by_name("json")
+            .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
+            .ok_or("DoGet: the answer has no Utf8 \"json\" column")?;
+        for record in column.iter().flatten() {
+            out.write_all(record.as_bytes()).and_then(|()| out.write_all(b"\n")).map_err(|e| format!("writing to stdout: {e}"))?;
+        }
+        rows += arrow_array::Array::len(column);
+    }
+    out.flush().map_err(|e| format!("writing to stdout: {e}"))?;
+    eprintln!("{rows} rows in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
     Ok(())
 }
 

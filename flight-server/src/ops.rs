@@ -13,15 +13,15 @@ use arrow_array::{Array, BinaryArray, LargeBinaryArray, LargeStringArray, Record
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde_json::json;
 use shoal_core::psf::{parse_expr, Expr};
-use shoal_core::scan::{Aggregate, ScanPlan, ScanRequest, ScanStats};
+use shoal_core::scan::{json_output_schema, Aggregate, ScanPlan, ScanRequest, ScanStats};
 use shoal_core::session::WriterBatch;
-use shoal_core::table::{DurabilityPolicy, Table, TableStats};
+use shoal_core::table::{DurabilityPolicy, TableStats};
 use shoal_core::FieldPath;
 use tonic::Status;
 
 use crate::catalog::{Catalog, TableEntry};
 use crate::protocol::{
-    parse_body, status_from_engine, AggregateSpec, BatchMetadata, CreateTable, DeregisterPsf, MakeDurable, QueryCommand,
+    parse_body, status_from_engine, AggregateSpec, BatchMetadata, CreateTable, DeregisterPsf, MakeDurable, OutputFormat, QueryCommand,
     RegisterPsf, TableRef, TicketBody, TransactionRef, Truncate, WriterRef, TICKET_VERSION,
 };
 
@@ -102,66 +102,6 @@ fn psf_json(psf: &shoal_core::psf::Psf) -> serde_json::Value {
     })
 }
 
-/// Splits `[from, to)` into at most `parts` ranges that start at page boundaries.
-fn split_range(table: &Table, from: u64, to: u64, parts: usize) -> Vec<(u64, u64)> {
-    if from >= to {
-        return vec![(from, to)];
-    }
-    let log = table.log();
-    let first = log.page_of(from);
-    let last = log.page_of(to - 1);
-    let pages = last - first + 1;
-    let parts = (parts.max(1) as u64).min(pages);
-    (0..parts)
-        .map(|i| {
-            let start_page = first + pages * i / parts;
-            let end_page = first + pages * (i + 1) / parts;
-            let start = if i == 0 { from } else { log.page_start(start_page) };
-            let end = if i + 1 == parts { to } else { log.page_start(end_page) };
-            (start, end)
-        })
-        .collect()
-}
-
-/// The log ranges of a query's endpoints (at most about `parts`): each run of adjacent
-/// index-scan ranges is one endpoint — a chain walk cannot be split by address without
-/// every part walking the chains down from their heads again — and the full-scan ranges
-/// share the other endpoints, split at page boundaries in proportion to their sizes.
-/// The plan's ranges tile `[from, to)`, so the endpoints do too.
-fn endpoint_ranges(table: &Table, plan: &ScanPlan, from: u64, to: u64, parts: usize) -> Vec<(u64, u64)> {
-    let mut ranges: Vec<(u64, u64, bool)> = plan
-        .index_scans
-        .iter()
-        .map(|s| (s.from, s.to, true))
-        .chain(plan.full_scans.iter().map(|r| (r.from, r.to, false)))
-        .filter(|(f, t, _)| f < t)
-        .collect();
-    ranges.sort_unstable();
-    let mut merged: Vec<(u64, u64, bool)> = Vec::new();
-    for range in ranges {
-        match merged.last_mut() {
-            Some(last) if last.2 && range.2 && last.1 == range.0 => last.1 = range.1,
-            _ => merged.push(range),
-        }
-    }
-    let index_groups = merged.iter().filter(|r| r.2).count();
-    let full_total: u64 = merged.iter().filter(|r| !r.2).map(|r| r.1 - r.0).sum();
-    let budget = parts.max(1).saturating_sub(index_groups).max(1) as u128;
-    let mut endpoints = Vec::new();
-    for (start, end, index) in merged {
-        if index {
-            endpoints.push((start, end));
-        } else {
-            let share = (budget * u128::from(end - start)).div_ceil(u128::from(full_total.max(1))).max(1);
-            endpoints.extend(split_range(table, start, end, usize::try_from(share).unwrap_or(1)));
-        }
-    }
-    if endpoints.is_empty() {
-        endpoints.push((from, to));
-    }
-    endpoints
-}
-
 fn plan_json(plan: &ScanPlan) -> serde_json::Value {
     serde_json::to_value(plan).unwrap_or_default()
 }
@@ -188,91 +128,111 @@ pub struct PlannedQuery {
     pub metadata: serde_json::Value,
 }
 
-/// Plans a query command (`GetFlightInfo`'s `cmd`, a JSON [`QueryCommand`]): maps the
-/// filter onto the table's PSFs (FishStore §5.1) and splits the planned log range into at
-/// most `max_endpoints` (default: the config's `endpoints_per_query`) endpoints.
+/// A query command checked against its table and planned once.
+struct PreparedQuery {
+    entry: Arc<TableEntry>,
+    command: QueryCommand,
+    request: ScanRequest,
+    aggregates: Vec<Aggregate>,
+    schema: Schema,
+    plan: ScanPlan,
+}
+
+/// Checks a query command and plans it: maps the filter onto the table's PSFs
+/// (FishStore §7.1) and resolves the result schema.
+fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result<PreparedQuery, Status> {
+    let entry = catalog.get(&command.table)?;
+    let table = &entry.table;
+    let filter = parse_filter(command.filter.as_deref())?;
+    let columns = parse_columns(&command.columns)?;
+    let aggregates = parse_aggregates(&command.aggregates)?;
+    if !aggregates.is_empty() && (!command.columns.is_empty() || command.limit.is_some() || command.output == OutputFormat::Json) {
+        return Err(Status::invalid_argument(format!(
+            "{what}: \"aggregates\" cannot be combined with \"columns\", \"limit\" or \"output\": \"json\" \
+             (the result is one row of aggregates per endpoint)"
+        )));
+    }
+    if command.output == OutputFormat::Json && !command.columns.is_empty() {
+        return Err(Status::invalid_argument(format!(
+            "{what}: \"columns\" cannot be combined with \"output\": \"json\" (the whole record is returned as ingested)"
+        )));
+    }
+    let schema = if !aggregates.is_empty() {
+        table.aggregate_schema(&aggregates).map_err(|e| status_from_engine(&e))?
+    } else if command.output == OutputFormat::Json {
+        json_output_schema().as_ref().clone()
+    } else {
+        let output = table.output_columns(&columns).map_err(|e| status_from_engine(&e))?;
+        Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>())
+    };
+    let request = ScanRequest {
+        filter,
+        columns,
+        from_address: command.from_address.unwrap_or(0),
+        to_address: command.to_address.unwrap_or(u64::MAX),
+        limit: command.limit,
+        batch_rows: catalog.config().batch_rows,
+    };
+    let plan = table.plan(&request);
+    Ok(PreparedQuery { entry, command, request, aggregates, schema, plan })
+}
+
+/// Plans a query command (`GetFlightInfo`'s `cmd`, a JSON [`QueryCommand`]) once, and
+/// splits the plan into at most `max_endpoints` (default: the config's
+/// `endpoints_per_query`) endpoints whose tickets carry their part of the plan. A query
+/// with a `limit` has one endpoint, which reads its ranges in order and stops at the
+/// limit: the endpoints of a FlightInfo together return at most `limit` rows.
 ///
 /// # Errors
 /// `INVALID_ARGUMENT` for a malformed command, filter, column or aggregate; `NOT_FOUND`
 /// for an unknown table.
 pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Status> {
     let command: QueryCommand = parse_body("GetFlightInfo command", command)?;
-    let entry = catalog.get(&command.table)?;
-    let table = &entry.table;
-    let filter = parse_filter(command.filter.as_deref())?;
-    let columns = parse_columns(&command.columns)?;
-    let aggregates = parse_aggregates(&command.aggregates)?;
-    let schema = if aggregates.is_empty() {
-        let output = table.output_columns(&columns).map_err(|e| status_from_engine(&e))?;
-        Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>())
-    } else if !command.columns.is_empty() || command.limit.is_some() {
-        return Err(Status::invalid_argument(
-            "GetFlightInfo command: \"aggregates\" cannot be combined with \"columns\" or \"limit\" \
-             (the result is one row of aggregates per endpoint)",
-        ));
+    let query = prepare_query(catalog, command, "GetFlightInfo command")?;
+    let table = &query.entry.table;
+    let (from, to) = query.plan.bounds().unwrap_or_else(|| {
+        let begin = query.request.from_address.max(table.stats().begin_address);
+        (begin, begin)
+    });
+    let parts = if query.command.limit.is_some() {
+        1
     } else {
-        table.aggregate_schema(&aggregates).map_err(|e| status_from_engine(&e))?
+        query.command.max_endpoints.unwrap_or(catalog.config().endpoints_per_query)
     };
-    let request = ScanRequest {
-        filter: filter.clone(),
-        columns,
-        from_address: command.from_address.unwrap_or(0),
-        to_address: command.to_address.unwrap_or(u64::MAX),
-        limit: command.limit,
-        ..ScanRequest::default()
-    };
-    let plan = table.plan(&request);
-    let (from, to) = plan_bounds(&plan, table, &request);
-    let parts = command.max_endpoints.unwrap_or(catalog.config().endpoints_per_query);
     let mut endpoints = Vec::new();
-    for (part_from, part_to) in endpoint_ranges(table, &plan, from, to, parts) {
+    for part in table.split_plan(&query.plan, parts) {
+        let plan = plan_json(&part);
         let ticket = TicketBody {
             v: TICKET_VERSION,
-            table: command.table.clone(),
-            filter: filter.as_ref().map(ToString::to_string),
-            columns: command.columns.clone(),
-            limit: command.limit,
-            from: part_from,
-            to: part_to,
-            aggregates: command.aggregates.clone(),
+            table: query.command.table.clone(),
+            columns: query.command.columns.clone(),
+            limit: query.command.limit,
+            aggregates: query.command.aggregates.clone(),
+            output: query.command.output,
+            plan: part,
         };
-        let part_plan = table.plan(&ScanRequest { from_address: part_from, to_address: part_to, ..request.clone() });
         let ticket = serde_json::to_vec(&ticket).map_err(|e| Status::internal(e.to_string()))?;
-        endpoints.push(PlannedEndpoint { ticket, plan: plan_json(&part_plan) });
+        endpoints.push(PlannedEndpoint { ticket, plan });
     }
     let stats = table.stats();
     let span = stats.tail_address.saturating_sub(stats.begin_address).max(1);
     #[allow(clippy::cast_possible_wrap)]
-    let estimate = if aggregates.is_empty() {
+    let estimate = if query.aggregates.is_empty() {
         (u128::from(stats.records) * u128::from(to.saturating_sub(from)) / u128::from(span)) as i64
     } else {
         endpoints.len() as i64
     };
     #[allow(clippy::cast_possible_wrap)]
-    let total_records = command.limit.map_or(estimate, |l| estimate.min(l as i64));
+    let total_records = query.command.limit.map_or(estimate, |l| estimate.min(l as i64));
     let metadata = json!({
-        "table": command.table,
+        "table": query.command.table,
         "from": from,
         "to": to,
-        "plan": plan_json(&plan),
+        "plan": plan_json(&query.plan),
         "exact": true,
         "exact_note": "the server evaluates the whole filter on every record it returns",
     });
-    Ok(PlannedQuery { schema, endpoints, total_records, metadata })
-}
-
-fn plan_bounds(plan: &ScanPlan, table: &Table, request: &ScanRequest) -> (u64, u64) {
-    let ranges = plan.index_scans.iter().map(|s| (s.from, s.to)).chain(plan.full_scans.iter().map(|r| (r.from, r.to)));
-    let (mut from, mut to) = (u64::MAX, 0);
-    for (f, t) in ranges {
-        from = from.min(f);
-        to = to.max(t);
-    }
-    if from > to {
-        let begin = request.from_address.max(table.log().begin_address());
-        return (begin, begin);
-    }
-    (from, to)
+    Ok(PlannedQuery { schema: query.schema, endpoints, total_records, metadata })
 }
 
 /// Checks a DoPut stream's schema up front: a `json` column of a string or binary type.
@@ -325,11 +285,13 @@ pub enum TicketScan {
     Rows(RowScan),
 }
 
-/// A scan of one endpoint's log range, ready to run.
+/// A scan of one endpoint's log range (or of a whole one-call query), ready to run.
 pub struct RowScan {
     entry: Arc<TableEntry>,
     request: ScanRequest,
-    output: Vec<(FieldPath, Field)>,
+    plan: ScanPlan,
+    /// The typed columns; `None`: the records' JSON bytes.
+    output: Option<Vec<(FieldPath, Field)>>,
     schema: SchemaRef,
 }
 
@@ -341,60 +303,93 @@ impl RowScan {
         Arc::clone(&self.schema)
     }
 
-    /// Runs the scan, handing each batch (at most the config's `batch_rows` rows) to
-    /// `emit`, which may stop it by returning `Break`.
+    /// Runs the scan with the plan it was opened with, handing each batch (at most the
+    /// config's `batch_rows` rows) to `emit`, which may stop it by returning `Break`.
     ///
     /// # Errors
     /// The engine's scan errors (e.g. a page that cannot be read), as statuses.
     pub fn run(&self, emit: &mut dyn FnMut(RecordBatch) -> ControlFlow<()>) -> Result<(), Status> {
         let started = Instant::now();
-        let plan = self.entry.table.plan(&self.request);
-        let stats = self
-            .entry
-            .table
-            .scan_columns(&self.request, &plan, &self.output, &mut |batch| Ok(emit(batch)))
-            .map_err(|e| status_from_engine(&e))?;
-        record_scan_metrics(&self.entry, &plan, &stats, started);
+        let table = &self.entry.table;
+        let mut sink = |batch| Ok(emit(batch));
+        let stats = match &self.output {
+            Some(columns) => table.scan_columns(&self.request, &self.plan, columns, &mut sink),
+            None => table.scan_json(&self.request, &self.plan, &mut sink),
+        }
+        .map_err(|e| status_from_engine(&e))?;
+        record_scan_metrics(&self.entry, &self.plan, &stats, started);
         Ok(())
     }
 }
 
-/// Opens a ticket (`DoGet`): checks it, and computes the endpoint's aggregates (blocking)
-/// or prepares its scan.
+/// Opens a `DoGet` ticket: either one that [`plan_query`] issued (its plan is checked,
+/// not made again), or a query command itself (the same JSON as `GetFlightInfo`'s): then
+/// the whole query is planned and answered in this one call, aggregates as one row.
+/// Computes aggregates (blocking) or prepares the scan of rows.
 ///
 /// # Errors
-/// `INVALID_ARGUMENT` for a malformed ticket or one of another version; `NOT_FOUND` for a
-/// table dropped since planning; engine errors as statuses.
+/// `INVALID_ARGUMENT` for a malformed ticket or command, one of another version, or a
+/// plan that does not fit the table (tampered, or stale after a PSF was deregistered);
+/// `NOT_FOUND` for a table dropped since planning; engine errors as statuses.
 pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, Status> {
-    let ticket: TicketBody = parse_body("DoGet ticket", ticket)?;
+    let body: serde_json::Map<String, serde_json::Value> = parse_body("DoGet ticket", ticket)?;
+    if !body.contains_key("v") {
+        let command: QueryCommand = serde_json::from_value(serde_json::Value::Object(body))
+            .map_err(|e| Status::invalid_argument(crate::protocol::bounded(format!("DoGet ticket (a query command): {e}"))))?;
+        let query = prepare_query(catalog, command, "DoGet query command")?;
+        if !query.aggregates.is_empty() {
+            return run_aggregate(&query.entry, &query.request, &query.plan, &query.aggregates).map(TicketScan::Aggregates);
+        }
+        let output = match query.command.output {
+            OutputFormat::Json => None,
+            OutputFormat::Arrow => Some(query.entry.table.output_columns(&query.request.columns).map_err(|e| status_from_engine(&e))?),
+        };
+        return Ok(TicketScan::Rows(RowScan {
+            schema: Arc::new(query.schema),
+            entry: query.entry,
+            request: query.request,
+            plan: query.plan,
+            output,
+        }));
+    }
+    let ticket: TicketBody = serde_json::from_value(serde_json::Value::Object(body))
+        .map_err(|e| Status::invalid_argument(crate::protocol::bounded(format!("DoGet ticket: {e}"))))?;
     if ticket.v != TICKET_VERSION {
-        return Err(Status::invalid_argument(format!("unsupported ticket version {} (this server speaks {TICKET_VERSION})", ticket.v)));
+        return Err(Status::invalid_argument(format!(
+            "unsupported ticket version {} (this server speaks {TICKET_VERSION}); plan the query again",
+            ticket.v
+        )));
     }
     let entry = catalog.get(&ticket.table)?;
+    let plan = entry.table.check_plan(&ticket.plan).map_err(|e| status_from_engine(&e))?;
     let request = ScanRequest {
-        filter: parse_filter(ticket.filter.as_deref())?,
+        filter: parse_filter(plan.filter.as_deref())?,
         columns: parse_columns(&ticket.columns)?,
-        from_address: ticket.from,
-        to_address: ticket.to,
         limit: ticket.limit,
         batch_rows: catalog.config().batch_rows,
+        ..ScanRequest::default()
     };
     let aggregates = parse_aggregates(&ticket.aggregates)?;
     if !aggregates.is_empty() {
-        return run_aggregate(&entry, &request, &aggregates).map(TicketScan::Aggregates);
+        return run_aggregate(&entry, &request, &plan, &aggregates).map(TicketScan::Aggregates);
     }
-    let output = entry.table.output_columns(&request.columns).map_err(|e| status_from_engine(&e))?;
-    let schema = Arc::new(Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<Field>>()));
-    Ok(TicketScan::Rows(RowScan { entry, request, output, schema }))
+    let (output, schema) = match ticket.output {
+        OutputFormat::Json => (None, json_output_schema()),
+        OutputFormat::Arrow => {
+            let output = entry.table.output_columns(&request.columns).map_err(|e| status_from_engine(&e))?;
+            let schema = Arc::new(Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<Field>>()));
+            (Some(output), schema)
+        }
+    };
+    Ok(TicketScan::Rows(RowScan { entry, request, plan, output, schema }))
 }
 
-/// Computes one endpoint's partial aggregates.
-fn run_aggregate(entry: &TableEntry, request: &ScanRequest, aggregates: &[Aggregate]) -> Result<RecordBatch, Status> {
+/// Computes the aggregates of `plan`'s ranges.
+fn run_aggregate(entry: &TableEntry, request: &ScanRequest, plan: &ScanPlan, aggregates: &[Aggregate]) -> Result<RecordBatch, Status> {
     let started = Instant::now();
-    let plan = entry.table.plan(request);
     let (batch, stats) =
-        entry.table.aggregate_with_plan(request, &plan, aggregates).map_err(|e| status_from_engine(&e))?;
-    record_scan_metrics(entry, &plan, &stats, started);
+        entry.table.aggregate_with_plan(request, plan, aggregates).map_err(|e| status_from_engine(&e))?;
+    record_scan_metrics(entry, plan, &stats, started);
     Ok(batch)
 }
 

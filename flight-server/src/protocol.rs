@@ -14,8 +14,9 @@ use shoal_core::table::InvalidJsonPolicy;
 use crate::config::Durability;
 use tonic::Status;
 
-/// Version of the ticket format.
-pub const TICKET_VERSION: u32 = 1;
+/// Version of the ticket format: 2 carries the plan it was issued for (1 carried the
+/// filter and a log range, and was planned again by `DoGet`).
+pub const TICKET_VERSION: u32 = 2;
 
 /// Parses a JSON body of `what` (an action or command name), mapping every error to
 /// `INVALID_ARGUMENT` with serde's message (which names the key and the position).
@@ -141,6 +142,28 @@ pub struct QueryCommand {
     /// and `limit` absent); each endpoint returns one row of partial aggregates.
     #[serde(default)]
     pub aggregates: Vec<AggregateSpec>,
+    /// `arrow` (default): typed columns; `json`: one `Utf8` column `json` holding each
+    /// record's bytes as ingested.
+    #[serde(default)]
+    pub output: OutputFormat,
+}
+
+/// What a query returns per record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputFormat {
+    /// The requested columns, typed by the inferred schema.
+    #[default]
+    Arrow,
+    /// One non-null `Utf8` column named `json`: the record's bytes exactly as they were
+    /// put (the mirror of `DoPut`'s `json` column).
+    Json,
+}
+
+impl OutputFormat {
+    fn is_arrow(&self) -> bool {
+        *self == OutputFormat::Arrow
+    }
 }
 
 /// One aggregate of a query: `{"function": "count"|"min"|"max", "column"?: "path"}`;
@@ -277,8 +300,11 @@ pub struct WriterRef {
     pub writer: String,
 }
 
-/// A `DoGet` ticket: the query restricted to one log range. Opaque to clients, but
-/// JSON so that it can be logged and debugged.
+/// A `DoGet` ticket as the daemon issues it: the query and the plan of one endpoint's
+/// log range (so that `DoGet` runs it without planning again or walking other ranges).
+/// Opaque to clients, but JSON so that it can be logged and debugged; a ticket that was
+/// tampered with or outlived the PSFs it uses is `INVALID_ARGUMENT`
+/// (`Table::check_plan`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TicketBody {
@@ -286,19 +312,22 @@ pub struct TicketBody {
     pub v: u32,
     /// Table name.
     pub table: String,
-    /// Filter text.
-    pub filter: Option<String>,
     /// Dotted paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub columns: Vec<String>,
-    /// Limit of this endpoint.
+    /// At most this many records (the whole query's limit: a query with a limit has
+    /// one endpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
-    /// First log address.
-    pub from: u64,
-    /// One past the last log address.
-    pub to: u64,
     /// Aggregates (empty: return records).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aggregates: Vec<AggregateSpec>,
+    /// What each record becomes.
+    #[serde(default, skip_serializing_if = "OutputFormat::is_arrow")]
+    pub output: OutputFormat,
+    /// The endpoint's plan: its filter (normalised SQL text), index scans (PSF ids,
+    /// properties, ranges) and full-scan ranges.
+    pub plan: shoal_core::scan::ScanPlan,
 }
 
 /// Maps an engine error to a Flight status with the right code.
@@ -313,6 +342,7 @@ pub fn status_from_engine(error: &shoal_core::Error) -> Status {
         | E::InvalidPsf { .. }
         | E::UnknownColumn { .. }
         | E::InvalidAggregate { .. }
+        | E::InvalidPlan(_)
         | E::InvalidConfig(_) => Status::invalid_argument(message),
         E::PsfNotFound(_) => Status::not_found(message),
         E::PsfExists(_) => Status::already_exists(message),

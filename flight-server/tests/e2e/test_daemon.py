@@ -302,8 +302,10 @@ def test_endpoints_keep_chain_walks_whole_and_split_full_scans(daemon):
     put(client, "ep", events[1500:])
 
     def ranges(info):
-        tickets = [json.loads(e.ticket.ticket) for e in info.endpoints]
-        return [(t["from"], t["to"]) for t in tickets]
+        # Each endpoint's app_metadata is the plan of its log range.
+        plans = [json.loads(e.app_metadata) for e in info.endpoints]
+        spans = [[(s["from"], s["to"]) for s in p["index_scans"] + p["full_scans"]] for p in plans]
+        return [(min(f for f, _ in s), max(t for _, t in s)) for s in spans]
 
     for text, index_endpoints in [("type = 'WatchEvent'", 1), ("payload.size > 3", 0)]:
         table, info, meta = query(client, {"table": "ep", "filter": text, "columns": ["id"], "max_endpoints": 4})

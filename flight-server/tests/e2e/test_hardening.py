@@ -39,10 +39,11 @@ def test_huge_filters_are_refused_and_the_daemon_lives(daemon):
         assert len(message) < 8192, "the error echoes the whole filter"
         with pytest.raises(pa.ArrowInvalid):
             action(client, "register_psf", {"table": "t", "name": "p", "kind": "predicate", "expr": text})
-        # A one-call DoGet ticket of the same filter is refused the same way.
-        ticket = {"v": 1, "table": "t", "filter": text, "columns": [], "limit": None, "from": 0, "to": 1 << 40}
-        with pytest.raises(ANY_ERROR):
+        # A one-call DoGet (the query command as the ticket) of the same filter is refused the same way.
+        ticket = {"table": "t", "filter": text}
+        with pytest.raises(pa.ArrowInvalid) as error:
             client.do_get(flight.Ticket(json.dumps(ticket).encode())).read_all()
+        assert "limit" in str(error.value) or "nested too deeply" in str(error.value), str(error.value)
         assert daemon.alive()
     # Chains up to the limit still work, and the answer is right.
     text = " AND ".join(["id >= 0"] * (FILTER_LIMIT // 2))

@@ -115,6 +115,11 @@ pub enum Error {
     /// Assembling an Arrow array or record batch failed.
     #[error("building an Arrow batch failed: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
+    /// A scan plan handed back by a client (in a Flight ticket) does not fit the table:
+    /// malformed (overlapping or unordered ranges, too many chains), or stale (a PSF it
+    /// walks was deregistered, or no longer covers the range).
+    #[error("invalid scan plan: {0}")]
+    InvalidPlan(String),
     /// An aggregate cannot be computed over the column it names (e.g. `MIN` of a struct).
     #[error("invalid aggregate {aggregate}: {reason}")]
     InvalidAggregate {

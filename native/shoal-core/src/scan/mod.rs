@@ -62,15 +62,47 @@ pub struct ScanStats {
     pub device_reads: u64,
 }
 
+/// What a scan emits for each matching record.
+enum Output {
+    /// The requested columns: the field id of each, and the batch they go into.
+    Columns { column_ids: Vec<usize>, builder: BatchBuilder },
+    /// The record's bytes as ingested, in a non-null `Utf8` column named `json`.
+    Json(arrow_array::builder::StringBuilder),
+}
+
+/// The schema of [`Table::scan_json`]'s batches: one non-null `Utf8` column, `json`.
+#[must_use]
+pub fn json_output_schema() -> arrow_schema::SchemaRef {
+    std::sync::Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new("json", arrow_schema::DataType::Utf8, false)]))
+}
+
+impl Output {
+    fn len(&self) -> usize {
+        match self {
+            Output::Columns { builder, .. } => builder.len(),
+            Output::Json(builder) => arrow_array::builder::ArrayBuilder::len(builder),
+        }
+    }
+
+    fn finish(&mut self) -> Result<RecordBatch> {
+        match self {
+            Output::Columns { builder, .. } => builder.finish(),
+            Output::Json(builder) => {
+                let array: arrow_array::ArrayRef = std::sync::Arc::new(builder.finish());
+                Ok(RecordBatch::try_new(json_output_schema(), vec![array])?)
+            }
+        }
+    }
+}
+
 struct Projector<'t> {
     table: &'t Table,
     filter: Option<BoundExpr>,
-    /// Fields of interest: the filter's, then the columns'.
+    /// Fields of interest: the filter's, then the columns'. None (no filter, JSON
+    /// output): records are not parsed at all.
     fields: FieldSet,
     parser: Box<dyn RecordParser>,
-    /// Field id of each output column.
-    column_ids: Vec<usize>,
-    builder: BatchBuilder,
+    output: Output,
     batch_rows: usize,
     remaining: usize,
     stats: ScanStats,
@@ -89,23 +121,38 @@ impl Projector<'_> {
         }
         let mut parsed = ParsedBatch::default();
         parsed.reset(self.fields.len());
-        // Log records were validated in full when they were ingested.
-        self.parser.parse_trusted_batch(payloads, &self.fields, &mut parsed);
-        for i in 0..payloads.len() {
+        let parse = !self.fields.is_empty();
+        if parse {
+            // Log records were validated in full when they were ingested.
+            self.parser.parse_trusted_batch(payloads, &self.fields, &mut parsed);
+        }
+        for (i, payload) in payloads.iter().enumerate() {
             if self.remaining == 0 {
                 return Ok(ControlFlow::Break(()));
             }
-            let Ok(values) = parsed.record(i) else { continue };
+            let values = if parse {
+                let Ok(values) = parsed.record(i) else { continue };
+                values
+            } else {
+                &[]
+            };
             if let Some(filter) = &self.filter {
                 if filter.eval(values) != Some(true) {
                     continue;
                 }
             }
-            self.builder.append_values(self.column_ids.iter().map(|&id| &values[id]));
+            match &mut self.output {
+                Output::Columns { column_ids, builder } => builder.append_values(column_ids.iter().map(|&id| &values[id])),
+                Output::Json(builder) => {
+                    // Ingestion validated every record as JSON, hence UTF-8.
+                    let text = std::str::from_utf8(payload).map_err(|_| corrupt(0, "a record's payload (not UTF-8)"))?;
+                    builder.append_value(text);
+                }
+            }
             self.remaining -= 1;
             self.stats.records_returned += 1;
-            if self.builder.len() >= self.batch_rows {
-                let batch = self.builder.finish()?;
+            if self.output.len() >= self.batch_rows {
+                let batch = self.output.finish()?;
                 if sink(batch)?.is_break() {
                     self.remaining = 0;
                     return Ok(ControlFlow::Break(()));
@@ -116,8 +163,8 @@ impl Projector<'_> {
     }
 
     fn finish(mut self, sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>) -> Result<ScanStats> {
-        if !self.builder.is_empty() {
-            let batch = self.builder.finish()?;
+        if self.output.len() > 0 {
+            let batch = self.output.finish()?;
             let _ = sink(batch)?;
         }
         self.table.return_parser(self.parser);
@@ -172,6 +219,121 @@ impl Table {
         plan.full_scans.sort_by_key(|r| r.from);
         merge_adjacent(&mut plan.full_scans);
         plan
+    }
+
+    /// Splits `plan` into at most about `parts` plans whose ranges tile the plan's
+    /// ([`ScanPlan::restrict`] of each), for readers that fetch them in parallel (Flight
+    /// endpoints, Spark partitions): each run of adjacent index-scan ranges stays whole —
+    /// a chain walk cannot be split by address without every part walking the chains
+    /// down from their heads again — and the full-scan ranges share the other parts,
+    /// split at page boundaries in proportion to their sizes. With `parts` ≤ 1, or a
+    /// plan with no range, the one part is the whole plan.
+    #[must_use]
+    pub fn split_plan(&self, plan: &ScanPlan, parts: usize) -> Vec<ScanPlan> {
+        if parts <= 1 {
+            return vec![plan.clone()];
+        }
+        let mut ranges: Vec<(u64, u64, bool)> = plan
+            .index_scans
+            .iter()
+            .map(|s| (s.from, s.to, true))
+            .chain(plan.full_scans.iter().map(|r| (r.from, r.to, false)))
+            .filter(|(f, t, _)| f < t)
+            .collect();
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64, bool)> = Vec::new();
+        for range in ranges {
+            match merged.last_mut() {
+                Some(last) if last.2 && range.2 && last.1 == range.0 => last.1 = range.1,
+                _ => merged.push(range),
+            }
+        }
+        let index_groups = merged.iter().filter(|r| r.2).count();
+        let full_total: u64 = merged.iter().filter(|r| !r.2).map(|r| r.1 - r.0).sum();
+        let budget = parts.max(1).saturating_sub(index_groups).max(1) as u128;
+        let mut bounds = Vec::new();
+        for (start, end, index) in merged {
+            if index {
+                bounds.push((start, end));
+            } else {
+                let share = (budget * u128::from(end - start)).div_ceil(u128::from(full_total.max(1))).max(1);
+                bounds.extend(self.split_range(start, end, usize::try_from(share).unwrap_or(1)));
+            }
+        }
+        if bounds.is_empty() {
+            return vec![plan.clone()];
+        }
+        bounds.into_iter().map(|(from, to)| plan.restrict(from, to)).collect()
+    }
+
+    /// Splits `[from, to)` (non-empty) into at most `parts` ranges that start at page
+    /// boundaries.
+    fn split_range(&self, from: u64, to: u64, parts: usize) -> Vec<(u64, u64)> {
+        let first = self.log.page_of(from);
+        let last = self.log.page_of(to - 1);
+        let pages = last - first + 1;
+        let parts = (parts.max(1) as u64).min(pages);
+        (0..parts)
+            .map(|i| {
+                let start = if i == 0 { from } else { self.log.page_start(first + pages * i / parts) };
+                let end = if i + 1 == parts { to } else { self.log.page_start(first + pages * (i + 1) / parts) };
+                (start, end)
+            })
+            .collect()
+    }
+
+    /// Checks a plan that comes back from a client (a Flight ticket carries the plan it
+    /// was issued for, so that reading it does not plan again) and binds it to the log
+    /// as it is now: ranges cut to `[begin, tail)` (a truncation since planning drops
+    /// what it removed). A tampered plan can only make a scan return fewer records than
+    /// the filter selects, never other ones or the same one twice: every candidate is
+    /// re-checked against the filter, and the checks below keep the ranges disjoint.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPlan`] naming the problem: unordered, empty-width or overlapping
+    /// ranges; more than [`MAX_PLAN_CHAINS`] chains; an index scan over a PSF id the
+    /// table does not have, under another name, or outside the PSF's coverage (its safe
+    /// register and deregister addresses; a stale ticket after a deregistration).
+    pub fn check_plan(&self, plan: &ScanPlan) -> Result<ScanPlan> {
+        let invalid = |what: String| Err(Error::InvalidPlan(what));
+        let chains: usize = plan.index_scans.iter().map(|s| s.properties.len()).sum();
+        if chains > MAX_PLAN_CHAINS || plan.index_scans.len() + plan.full_scans.len() > MAX_PLAN_CHAINS {
+            return invalid(format!("{chains} chains in {} index scans (at most {MAX_PLAN_CHAINS})", plan.index_scans.len()));
+        }
+        let mut ranges: Vec<(u64, u64)> = plan
+            .index_scans
+            .iter()
+            .map(|s| (s.from, s.to))
+            .chain(plan.full_scans.iter().map(|r| (r.from, r.to)))
+            .collect();
+        if let Some((from, to)) = ranges.iter().find(|(f, t)| f >= t) {
+            return invalid(format!("the range [{from}, {to}) is empty or reversed"));
+        }
+        ranges.sort_unstable();
+        if let Some(pair) = ranges.windows(2).find(|w| w[0].1 > w[1].0) {
+            return invalid(format!("the ranges [{}, {}) and [{}, {}) overlap", pair[0].0, pair[0].1, pair[1].0, pair[1].1));
+        }
+        for scan in &plan.index_scans {
+            for property in &scan.properties {
+                let Some(psf) = self.psfs.get(property.psf_id) else {
+                    return invalid(format!("PSF id {} does not exist", property.psf_id));
+                };
+                if psf.name != property.psf {
+                    return invalid(format!("PSF id {} is {:?}, not {:?}", property.psf_id, psf.name, property.psf));
+                }
+                let covered = psf.coverage().is_some_and(|(from, to)| from <= scan.from && scan.to <= to);
+                if !covered {
+                    return invalid(format!(
+                        "PSF {:?} does not cover [{}, {}) (was it deregistered since the plan was made?); plan the query again",
+                        psf.name, scan.from, scan.to
+                    ));
+                }
+            }
+        }
+        let (begin, tail) = (self.log.begin_address(), self.log.tail_address());
+        let mut bound = plan.restrict(begin, tail);
+        bound.full_scans.sort_by_key(|r| r.from);
+        Ok(bound)
     }
 
     /// Number of key pointers of `property` in `[from, to)`, counting at most `cap`.
@@ -257,13 +419,44 @@ impl Table {
         let mut fields = FieldSet::new();
         let filter = request.filter.as_ref().map(|f| f.bind(&mut fields));
         let column_ids = columns.iter().map(|(path, _)| fields.insert(path)).collect();
+        let output = Output::Columns { column_ids, builder: BatchBuilder::new(columns) };
+        self.run_plan(request, plan, fields, filter, output, sink)
+    }
+
+    /// Runs `request` with `plan` like [`Self::scan_with_plan`], but each batch holds the
+    /// matching records' bytes exactly as they were ingested, in one non-null `Utf8`
+    /// column named `json` ([`json_output_schema`]); `request.columns` is ignored. Only
+    /// the filter's fields are parsed (nothing at all without a filter).
+    ///
+    /// # Errors
+    /// As [`Self::scan_with_plan`].
+    pub fn scan_json(
+        &self,
+        request: &ScanRequest,
+        plan: &ScanPlan,
+        sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
+    ) -> Result<ScanStats> {
+        let mut fields = FieldSet::new();
+        let filter = request.filter.as_ref().map(|f| f.bind(&mut fields));
+        let output = Output::Json(arrow_array::builder::StringBuilder::new());
+        self.run_plan(request, plan, fields, filter, output, sink)
+    }
+
+    fn run_plan(
+        &self,
+        request: &ScanRequest,
+        plan: &ScanPlan,
+        fields: FieldSet,
+        filter: Option<BoundExpr>,
+        output: Output,
+        sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
+    ) -> Result<ScanStats> {
         let mut projector = Projector {
             table: self,
             filter,
             fields,
             parser: self.take_parser(),
-            column_ids,
-            builder: BatchBuilder::new(columns),
+            output,
             batch_rows: request.batch_rows.max(1),
             remaining: request.limit.unwrap_or(usize::MAX),
             stats: ScanStats::default(),
@@ -327,10 +520,23 @@ impl Table {
             spans.clear();
             flow
         };
+        // One epoch guard across a run of chain reads (each read's own protection is then
+        // nested, without a SeqCst store), refreshed every EPOCH_REFRESH_READS reads so that
+        // eviction is not held up, and released while a batch is handed to the sink (a slow
+        // client must not hold the log's frames).
+        let epoch = self.log.epoch();
+        let mut guard = Some(epoch.protect());
+        let mut reads = 0usize;
         for property in &scan.properties {
             let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
             let Some(mut address) = self.index.find_entry(hash) else { continue };
             while address != 0 && address >= scan.from && address >= self.log.begin_address() {
+                reads += 1;
+                if reads % EPOCH_REFRESH_READS == 0 {
+                    if let Some(guard) = guard.as_mut() {
+                        guard.refresh();
+                    }
+                }
                 projector.stats.chain_entries += 1;
                 let Some(kp_bytes) = reader.read(address, KEY_POINTER_SIZE)? else { break };
                 let kp = KeyPointer::decode(words(kp_bytes));
@@ -353,8 +559,12 @@ impl Table {
                             let start = buffer.len();
                             buffer.extend_from_slice(view.payload());
                             spans.push(start..buffer.len());
-                            if spans.len() >= chunk_rows && flush(&mut buffer, &mut spans, projector)?.is_break() {
-                                return Ok(ControlFlow::Break(()));
+                            if spans.len() >= chunk_rows {
+                                drop(guard.take());
+                                if flush(&mut buffer, &mut spans, projector)?.is_break() {
+                                    return Ok(ControlFlow::Break(()));
+                                }
+                                guard = Some(epoch.protect());
                             }
                         }
                     }
@@ -365,6 +575,7 @@ impl Table {
                 address = next;
             }
         }
+        drop(guard);
         flush(&mut buffer, &mut spans, projector)
     }
 
@@ -439,6 +650,14 @@ impl Table {
     }
 }
 
+/// Most chains (and most ranges) a plan handed back by a client may have
+/// ([`Table::check_plan`]); the planner makes one chain per value of an `IN` list, and
+/// the filter language bounds those well below this.
+pub const MAX_PLAN_CHAINS: usize = 65_536;
+
+/// Chain reads between two refreshes of an index scan's epoch guard.
+const EPOCH_REFRESH_READS: usize = 256;
+
 /// Share of a range's records above which an index scan is replaced by a full scan.
 pub const FULL_SCAN_THRESHOLD: f64 = 0.5;
 
@@ -464,4 +683,98 @@ fn words(bytes: &[u8]) -> [u64; 3] {
 
 fn corrupt(address: u64, what: &str) -> Error {
     Error::AddressNotReadable { address, reason: format!("{what} does not decode (corrupt log?)") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::psf::{parse_expr, PsfSpec};
+    use crate::table::TableConfig;
+    use arrow_array::{Array, StringArray};
+    use std::sync::Arc;
+
+    /// A table with small pages: records 0..300 before a `kind` PSF, 300..600 after.
+    fn table() -> (Arc<Table>, Vec<String>) {
+        let mut config = TableConfig::in_memory(8 << 20);
+        config.log.page_size_bits = 14;
+        let table = Table::create(config).unwrap();
+        let records: Vec<String> = (0..600)
+            .map(|i| format!(r#"{{ "id":{i}, "kind": "{}", "s": "\u00e9\n{i}" }}"#, if i % 10 == 0 { "odd" } else { "even" }))
+            .collect();
+        let bytes: Vec<&[u8]> = records.iter().map(|r| r.as_bytes()).collect();
+        table.ingest(&bytes[..300]).unwrap();
+        table.register_psf("kind", &PsfSpec::Projection { field: "kind".into() }).unwrap();
+        table.ingest(&bytes[300..]).unwrap();
+        (table, records)
+    }
+
+    fn json_rows(table: &Table, request: &ScanRequest, plan: &ScanPlan) -> Vec<String> {
+        let mut rows = Vec::new();
+        table
+            .scan_json(request, plan, &mut |batch| {
+                let column = batch.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+                assert_eq!(column.null_count(), 0);
+                rows.extend(column.iter().map(|v| v.unwrap().to_owned()));
+                Ok(ControlFlow::Continue(()))
+            })
+            .unwrap();
+        rows
+    }
+
+    #[test]
+    fn json_output_gives_the_ingested_bytes_of_index_full_and_split_plans() {
+        let (table, records) = table();
+        let request = ScanRequest { filter: Some(parse_expr("kind = 'odd'").unwrap()), batch_rows: 7, ..ScanRequest::default() };
+        let plan = table.plan(&request);
+        assert!(!plan.index_scans.is_empty() && !plan.full_scans.is_empty(), "{plan:?}");
+        let mut expected: Vec<String> = records.iter().step_by(10).cloned().collect();
+        expected.sort();
+        let mut whole = json_rows(&table, &request, &plan);
+        whole.sort();
+        assert_eq!(whole, expected);
+        // The parts of a split plan tile it: together they give the same records once.
+        let parts = table.split_plan(&plan, 4);
+        assert!(parts.len() >= 3, "{parts:?}");
+        let mut joined: Vec<String> = parts.iter().flat_map(|p| json_rows(&table, &request, p)).collect();
+        joined.sort();
+        assert_eq!(joined, expected);
+        assert_eq!(table.split_plan(&plan, 1), vec![plan.clone()]);
+        // No filter: nothing parsed, every record; a limit stops exactly.
+        let all = ScanRequest { limit: Some(123), ..ScanRequest::default() };
+        assert_eq!(json_rows(&table, &all, &table.plan(&all)).len(), 123);
+    }
+
+    #[test]
+    fn plans_round_trip_through_json_and_forged_ones_are_refused() {
+        let (table, _) = table();
+        let request = ScanRequest { filter: Some(parse_expr("kind = 'odd'").unwrap()), ..ScanRequest::default() };
+        let plan = table.plan(&request);
+        let text = serde_json::to_string(&plan).unwrap();
+        let back: ScanPlan = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, plan);
+        assert_eq!(table.check_plan(&back).unwrap().index_scans, plan.index_scans);
+
+        let refused = |change: &dyn Fn(&mut ScanPlan)| {
+            let mut forged = plan.clone();
+            change(&mut forged);
+            match table.check_plan(&forged) {
+                Err(Error::InvalidPlan(message)) => message,
+                other => panic!("accepted {forged:?}: {other:?}"),
+            }
+        };
+        assert!(refused(&|p| p.index_scans[0].properties[0].psf_id = 9).contains("does not exist"));
+        assert!(refused(&|p| p.index_scans[0].properties[0].psf = "x".into()).contains("not \"x\""));
+        assert!(refused(&|p| {
+            p.full_scans.clear();
+            p.index_scans[0].from = 0;
+        })
+        .contains("does not cover"));
+        assert!(refused(&|p| p.full_scans.push(p.full_scans[0])).contains("overlap"));
+        assert!(refused(&|p| p.full_scans[0].to = p.full_scans[0].from).contains("empty or reversed"));
+        // Ranges past the tail are cut to it.
+        let mut far = plan.clone();
+        far.index_scans[0].to = u64::MAX;
+        assert_eq!(table.check_plan(&far).unwrap().index_scans[0].to, table.stats().tail_address);
+        assert!(serde_json::from_str::<ScanPlan>(&text.replace("\"canonical\":\"", "\"canonical\":\"z")).is_err());
+    }
 }

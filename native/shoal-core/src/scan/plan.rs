@@ -12,13 +12,13 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::psf::{range_bucket, CmpOp, Expr, Literal, Psf, PsfId, PsfKind, NOT_YET};
 use crate::value::{encode_bucket, encode_canonical, encode_composite, tag, FieldValue};
 
 /// A half-open log range `[from, to)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogRange {
     /// First address.
     pub from: u64,
@@ -27,7 +27,8 @@ pub struct LogRange {
 }
 
 /// One property `(f, v)` whose chain an index scan walks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PropertyKey {
     /// PSF id.
     pub psf_id: PsfId,
@@ -35,13 +36,15 @@ pub struct PropertyKey {
     pub psf: String,
     /// The value, as readable text (`'IssuesEvent'`, `true`, `bucket 2`).
     pub value: String,
-    /// Canonical encoding of the value.
-    #[serde(skip)]
+    /// Canonical encoding of the value (the bytes hashed into the chain's bucket), as
+    /// lowercase hex in JSON.
+    #[serde(with = "hex_bytes")]
     pub canonical: Vec<u8>,
 }
 
 /// An index scan over a log range: the union of some chains.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct IndexScanPlan {
     /// Names of the PSFs used.
     pub psfs: Vec<String>,
@@ -54,8 +57,10 @@ pub struct IndexScanPlan {
 }
 
 /// A plan: index scans and full scans that together cover the requested range exactly
-/// once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// once. Serialisable both ways, so that a Flight ticket can carry the plan it was issued
+/// for ([`crate::table::Table::check_plan`] validates one that comes back).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScanPlan {
     /// The filter, normalised, as SQL text (None: every record).
     pub filter: Option<String>,
@@ -65,6 +70,68 @@ pub struct ScanPlan {
     pub full_scans: Vec<LogRange>,
     /// Why the plan looks as it does (which access path, or why none).
     pub reason: String,
+}
+
+impl ScanPlan {
+    /// The lowest and highest address of its ranges, `[from, to)`; `None` when it has
+    /// no non-empty range.
+    #[must_use]
+    pub fn bounds(&self) -> Option<(u64, u64)> {
+        let ranges = self.index_scans.iter().map(|s| (s.from, s.to)).chain(self.full_scans.iter().map(|r| (r.from, r.to)));
+        ranges.filter(|(f, t)| f < t).fold(None, |acc, (f, t)| match acc {
+            None => Some((f, t)),
+            Some((from, to)) => Some((from.min(f), to.max(t))),
+        })
+    }
+
+    /// The part of the plan within `[from, to)`: each range cut to it, empty ones
+    /// dropped. The filter, chains and reason stay.
+    #[must_use]
+    pub fn restrict(&self, from: u64, to: u64) -> ScanPlan {
+        let cut = |f: u64, t: u64| {
+            let (f, t) = (f.max(from), t.min(to));
+            (f < t).then_some((f, t))
+        };
+        ScanPlan {
+            filter: self.filter.clone(),
+            index_scans: self
+                .index_scans
+                .iter()
+                .filter_map(|s| cut(s.from, s.to).map(|(f, t)| IndexScanPlan { from: f, to: t, ..s.clone() }))
+                .collect(),
+            full_scans: self.full_scans.iter().filter_map(|r| cut(r.from, r.to).map(|(f, t)| LogRange { from: f, to: t })).collect(),
+            reason: self.reason.clone(),
+        }
+    }
+}
+
+/// `Vec<u8>` as a lowercase hex string in serde formats.
+mod hex_bytes {
+    use serde::{de::Error as _, Deserialize, Deserializer, Serializer};
+    use std::fmt::Write as _;
+
+    pub(super) fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        let mut text = String::with_capacity(bytes.len() * 2);
+        for b in bytes {
+            let _ = write!(text, "{b:02x}");
+        }
+        serializer.serialize_str(&text)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        if text.len() % 2 != 0 {
+            return Err(D::Error::custom("canonical: an even number of hex digits expected"));
+        }
+        (0..text.len())
+            .step_by(2)
+            .map(|i| {
+                text.get(i..i + 2)
+                    .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+                    .ok_or_else(|| D::Error::custom(format!("canonical: not a hex digit pair at offset {i}")))
+            })
+            .collect()
+    }
 }
 
 struct AccessPath {

@@ -164,7 +164,9 @@ abstract class ShoalPushdownTest extends ShoalSparkTestBase {
     builder.pushLimit(3);
     ShoalScan scan = (ShoalScan) builder.build();
     org.apache.spark.sql.connector.read.InputPartition[] partitions = scan.planInputPartitions();
-    assertTrue(partitions.length > 1, "one partition per endpoint");
+    // A query with a limit is planned as one endpoint, so that the endpoints' rows together are
+    // exactly the limit (docs/protocol.md); the reader still stops at the limit itself.
+    assertEquals(1, partitions.length, "a pushed limit is one endpoint");
     org.apache.spark.sql.connector.read.PartitionReaderFactory factory = scan.createReaderFactory();
     for (org.apache.spark.sql.connector.read.InputPartition partition : partitions) {
       // close() closes the allocator, which throws if a buffer of the stream leaked
@@ -179,7 +181,7 @@ abstract class ShoalPushdownTest extends ShoalSparkTestBase {
           }
           rows += batch.numRows();
         }
-        assertTrue(rows <= 3, "at most the limit per partition");
+        assertEquals(3, rows, "exactly the limit");
       } catch (java.io.IOException e) {
         throw new AssertionError(e);
       }

@@ -281,8 +281,9 @@ fn record_scan_metrics(entry: &TableEntry, plan: &ScanPlan, stats: &ScanStats, s
 pub enum TicketScan {
     /// The endpoint's partial aggregates (already computed), one row.
     Aggregates(RecordBatch),
-    /// A scan of the endpoint's log range, run by [`RowScan::run`].
-    Rows(RowScan),
+    /// A scan of the endpoint's log range, run by [`RowScan::run`] (boxed: it carries
+    /// the plan and the request).
+    Rows(Box<RowScan>),
 }
 
 /// A scan of one endpoint's log range (or of a whole one-call query), ready to run.
@@ -344,13 +345,13 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, Statu
             OutputFormat::Json => None,
             OutputFormat::Arrow => Some(query.entry.table.output_columns(&query.request.columns).map_err(|e| status_from_engine(&e))?),
         };
-        return Ok(TicketScan::Rows(RowScan {
+        return Ok(TicketScan::Rows(Box::new(RowScan {
             schema: Arc::new(query.schema),
             entry: query.entry,
             request: query.request,
             plan: query.plan,
             output,
-        }));
+        })));
     }
     let ticket: TicketBody = serde_json::from_value(serde_json::Value::Object(body))
         .map_err(|e| Status::invalid_argument(crate::protocol::bounded(format!("DoGet ticket: {e}"))))?;
@@ -381,7 +382,7 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, Statu
             (Some(output), schema)
         }
     };
-    Ok(TicketScan::Rows(RowScan { entry, request, plan, output, schema }))
+    Ok(TicketScan::Rows(Box::new(RowScan { entry, request, plan, output, schema })))
 }
 
 /// Computes the aggregates of `plan`'s ranges.

@@ -795,6 +795,26 @@ impl HybridLog {
         RecordHeader((*self.memory_ptr(address).cast::<AtomicU64>()).load(Ordering::Acquire))
     }
 
+    /// The `len` bytes at `address` in place, without a copy, when they are in memory
+    /// (at or above the head address) and within one page: valid for as long as `guard`
+    /// — protection of this log's epoch — is neither dropped nor refreshed, since the page
+    /// cannot be evicted before. `None` when below the head (read them from the device:
+    /// [`Self::read_from_device`]) or when `[address, address + len)` crosses a page end.
+    ///
+    /// # Panics
+    /// In debug builds, if `guard` protects another epoch domain.
+    #[must_use]
+    pub fn read_in_memory<'g>(&self, guard: &'g EpochGuard<'_>, address: u64, len: usize) -> Option<&'g [u8]> {
+        debug_assert!(std::ptr::eq(guard.domain(), &self.epoch), "a guard of another log's epoch");
+        if address < self.head_address() || address < self.begin_address() || self.offset_of(address) + len > self.page_size {
+            return None;
+        }
+        // SAFETY: protected by `guard` (whose borrow bounds the slice's lifetime) and at or
+        // above the head, so the frame holds this page until the guard is refreshed or
+        // dropped; the range lies within the page's frame.
+        Some(unsafe { std::slice::from_raw_parts(self.memory_ptr(address), len) })
+    }
+
     /// Copies `len` bytes at `address` (all within one page) into `out`, from memory or
     /// from the device. Returns `false` if the bytes are below the begin address or were
     /// evicted from the null device.

@@ -180,9 +180,22 @@ impl OnDemandParser {
     }
 
     /// Validates `record` and writes the fields of interest into `values` (all
-    /// [`FieldValue::Missing`] on entry).
-    fn parse_record<'a>(&mut self, record: &'a [u8], values: &mut [FieldValue<'a>]) -> Step {
-        let text = std::str::from_utf8(record).map_err(|e| syntax_error(e.valid_up_to(), "invalid UTF-8"))?;
+    /// [`FieldValue::Missing`] on entry). `trusted`: the record is known to be valid JSON
+    /// (a log record's payload), so nothing is validated beyond the values handed out, and
+    /// the pass stops as soon as every field of interest has its value — FishStore's
+    /// parsing "only as far as the fields of interest" (§5.1); a field that is absent still
+    /// makes the pass read to the end of the record.
+    fn parse_record<'a>(&mut self, record: &'a [u8], values: &mut [FieldValue<'a>], trusted: bool) -> Result<(), String> {
+        match self.pass(record, values, trusted) {
+            Ok(()) | Err(Stop::Found) => Ok(()),
+            Err(Stop::Invalid(message)) => Err(message),
+        }
+    }
+
+    fn pass<'a>(&mut self, record: &'a [u8], values: &mut [FieldValue<'a>], trusted: bool) -> Step {
+        if !trusted {
+            std::str::from_utf8(record).map_err(|e| syntax_error(e.valid_up_to(), "invalid UTF-8"))?;
+        }
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
             self.visited.fill(0);
@@ -190,8 +203,9 @@ impl OnDemandParser {
         }
         self.stack.clear();
         let mut walker = Walker {
-            scan: Scanner { text, bytes: record, pos: 0 },
+            scan: Scanner { bytes: record, pos: 0 },
             tree: &self.tree,
+            unfound: if trusted { values.len() } else { usize::MAX },
             stack: &mut self.stack,
             key_buf: &mut self.key_buf,
             visited: &mut self.visited,
@@ -209,13 +223,13 @@ impl OnDemandParser {
     }
 }
 
-impl RecordParser for OnDemandParser {
-    fn parse_batch<'a>(&mut self, records: &[&'a [u8]], fields: &FieldSet, out: &mut ParsedBatch<'a>) {
+impl OnDemandParser {
+    fn parse<'a>(&mut self, records: &[&'a [u8]], fields: &FieldSet, out: &mut ParsedBatch<'a>, trusted: bool) {
         self.prepare(fields);
         out.reset(fields.len());
         let mut values: Vec<FieldValue<'a>> = vec![FieldValue::Missing; fields.len()];
         for record in records {
-            match self.parse_record(record, &mut values) {
+            match self.parse_record(record, &mut values, trusted) {
                 Ok(()) => out.push_values(values.iter_mut().map(|v| std::mem::replace(v, FieldValue::Missing))),
                 Err(message) => {
                     values.fill(FieldValue::Missing);
@@ -224,19 +238,41 @@ impl RecordParser for OnDemandParser {
             }
         }
     }
+}
+
+impl RecordParser for OnDemandParser {
+    fn parse_batch<'a>(&mut self, records: &[&'a [u8]], fields: &FieldSet, out: &mut ParsedBatch<'a>) {
+        self.parse(records, fields, out, false);
+    }
+
+    /// Reads each record only up to the last field of interest it holds (see
+    /// `parse_record`): no UTF-8 pass over the whole record, no validation of what is
+    /// skipped.
+    fn parse_trusted_batch<'a>(&mut self, records: &[&'a [u8]], fields: &FieldSet, out: &mut ParsedBatch<'a>) {
+        self.parse(records, fields, out, true);
+    }
 
     fn name(&self) -> &'static str {
         "shoal-ondemand"
     }
 }
 
-type Step<T = ()> = Result<T, String>;
+type Step<T = ()> = Result<T, Stop>;
+
+/// Why a pass ended before the end of its record.
+#[derive(Debug)]
+enum Stop {
+    /// The record is not valid JSON: `invalid JSON at byte N: what`.
+    Invalid(String),
+    /// A trusted pass found every field of interest: the rest of the record is not read.
+    Found,
+}
 
 /// `invalid JSON at byte N: what`.
 #[cold]
 #[inline(never)]
-fn syntax_error(offset: usize, what: &str) -> String {
-    format!("invalid JSON at byte {offset}: {what}")
+fn syntax_error(offset: usize, what: &str) -> Stop {
+    Stop::Invalid(format!("invalid JSON at byte {offset}: {what}"))
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
@@ -255,9 +291,11 @@ fn bytes_below(word: u64, n: u8) -> u64 {
     word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS
 }
 
-/// The low-level scanner over one record (valid UTF-8, checked before).
+/// The low-level scanner over one record. Its bytes are checked as UTF-8 once as a
+/// whole before a validating pass; the text of each value it hands out is checked again
+/// on its own (cheap: values are short), so that a trusted pass, which checks nothing
+/// else, still only gives out `str`s that are valid.
 struct Scanner<'a> {
-    text: &'a str,
     bytes: &'a [u8],
     pos: usize,
 }
@@ -289,8 +327,13 @@ impl<'a> Scanner<'a> {
 
     #[cold]
     #[inline(never)]
-    fn unexpected(&self, what: &str) -> String {
-        let found = match (self.bytes.get(self.pos), self.text.get(self.pos..).and_then(|rest| rest.chars().next())) {
+    fn unexpected(&self, what: &str) -> Stop {
+        let rest = self.bytes.get(self.pos..).unwrap_or_default();
+        let valid = match std::str::from_utf8(rest) {
+            Ok(text) => text,
+            Err(e) => std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or_default(),
+        };
+        let found = match (self.bytes.get(self.pos), valid.chars().next()) {
             (None, _) => "the end of the record".to_owned(),
             (_, Some(c)) if c.is_ascii_graphic() => format!("'{c}'"),
             (_, Some(c)) if c.is_alphanumeric() => format!("'{c}' (U+{:04X})", u32::from(c)),
@@ -300,10 +343,11 @@ impl<'a> Scanner<'a> {
         syntax_error(self.pos, &format!("{what}, found {found}"))
     }
 
-    /// The text `start..end` of the record (always on character boundaries here).
+    /// The text `start..end` of the record.
     #[inline]
     fn slice(&self, start: usize, end: usize) -> Step<&'a str> {
-        self.text.get(start..end).ok_or_else(|| syntax_error(start, "value is not on a character boundary"))
+        let bytes = self.bytes.get(start..end).ok_or_else(|| syntax_error(start, "value out of the record"))?;
+        std::str::from_utf8(bytes).map_err(|e| syntax_error(start + e.valid_up_to(), "invalid UTF-8"))
     }
 
     /// A string whose opening quote is at `pos`. Leaves `pos` after the closing quote and
@@ -441,6 +485,9 @@ struct Walker<'a, 'p> {
     key_buf: &'p mut String,
     visited: &'p mut [u32],
     generation: u32,
+    /// Fields of interest without a value yet, in a trusted pass (which stops when it
+    /// reaches 0); `usize::MAX` in a validating pass.
+    unfound: usize,
 }
 
 impl<'a> Walker<'a, '_> {
@@ -576,6 +623,10 @@ impl<'a> Walker<'a, '_> {
         };
         if let Some(slot) = values.get_mut(field) {
             *slot = value;
+        }
+        self.unfound -= 1;
+        if self.unfound == 0 {
+            return Err(Stop::Found);
         }
         Ok(())
     }
@@ -919,6 +970,36 @@ mod tests {
         assert_eq!(values.iter().filter(|v| **v == FieldValue::Missing).count(), 18);
     }
 
+    /// The trusted pass (no UTF-8 pass over the record, stops once every field of interest
+    /// has a value) gives exactly the validating pass's values on real events: fields
+    /// early and late in the record, nested ones, whole objects with fields below them,
+    /// missing ones (read to the end).
+    #[test]
+    fn trusted_pass_agrees_with_the_validating_pass_on_github_events() {
+        let Some(data) = crate::parser::test_support::github_events_text() else { return };
+        let records: Vec<&[u8]> = data.lines().filter(|l| !l.trim().is_empty()).map(str::as_bytes).collect();
+        let field_sets = [
+            field_set(&["type"]),
+            field_set(&["type", "payload.action", "id", "actor.login"]),
+            field_set(&["actor", "actor.login", "payload.commits", "created_at"]),
+            field_set(&["payload.size", "payload.pull_request.head", "public", "org.login", "no.such.field"]),
+        ];
+        let mut parser = OnDemandParser::new();
+        for fields in &field_sets {
+            let (mut checked, mut trusted) = (ParsedBatch::default(), ParsedBatch::default());
+            parser.parse_batch(&records, fields, &mut checked);
+            parser.parse_trusted_batch(&records, fields, &mut trusted);
+            for (i, record) in records.iter().enumerate() {
+                assert!(checked.record(i).is_ok(), "{:?}", checked.record(i));
+                assert_eq!(trusted.record(i), checked.record(i), "{fields:?} in {}", String::from_utf8_lossy(record));
+            }
+        }
+        // Invalid UTF-8 inside a value handed out is still an error, never a bad `str`.
+        let mut out = ParsedBatch::default();
+        parser.parse_trusted_batch(&[b"{\"a\":\"\xff\"}"], &field_set(&["a"]), &mut out);
+        assert!(out.record(0).is_err_and(|e| e.contains("invalid UTF-8")), "{:?}", out.record(0));
+    }
+
     #[test]
     fn json_test_suite() {
         let Some(entries) = super::super::test_support::json_test_suite_files("OnDemandParser") else { return };
@@ -987,6 +1068,10 @@ mod tests {
             let mut out = ParsedBatch::default();
             parser.parse_batch(&[text.as_bytes()], &fields, &mut out);
             let values = out.record(0).map_err(|e| TestCaseError::fail(format!("rejected {text}: {e}")))?;
+            // The scan path's pass, which stops at the last field found, gives the same values.
+            let mut trusted = ParsedBatch::default();
+            parser.parse_trusted_batch(&[text.as_bytes()], &fields, &mut trusted);
+            prop_assert_eq!(trusted.record(0), Ok(values));
             let range = text.as_bytes().as_ptr_range();
             for (path, got) in PROP_PATHS.iter().zip(values) {
                 let expected = doc.pointer(&pointer(path));

@@ -134,8 +134,32 @@ struct PreparedQuery {
     command: QueryCommand,
     request: ScanRequest,
     aggregates: Vec<Aggregate>,
-    schema: Schema,
+    /// The typed columns of a scan of rows (`None`: JSON output, or aggregates).
+    output: Option<OutputColumns>,
+    schema: SchemaRef,
     plan: ScanPlan,
+}
+
+/// The typed output columns of a scan: each requested path and its Arrow field.
+type OutputColumns = Vec<(FieldPath, Field)>;
+
+/// The output of a scan of rows in `format`: the typed columns `columns` resolve to in
+/// the inferred schema (`None` for JSON output), and the result schema — resolved once,
+/// so that the schema announced and the batches agree even if inference widens a type
+/// meanwhile.
+fn rows_output(
+    table: &shoal_core::table::Table,
+    format: OutputFormat,
+    columns: &[FieldPath],
+) -> Result<(Option<OutputColumns>, SchemaRef), Status> {
+    match format {
+        OutputFormat::Json => Ok((None, json_output_schema())),
+        OutputFormat::Arrow => {
+            let output = table.output_columns(columns).map_err(|e| status_from_engine(&e))?;
+            let schema = Arc::new(Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<Field>>()));
+            Ok((Some(output), schema))
+        }
+    }
 }
 
 /// Checks a query command and plans it: maps the filter onto the table's PSFs
@@ -157,13 +181,10 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
             "{what}: \"columns\" cannot be combined with \"output\": \"json\" (the whole record is returned as ingested)"
         )));
     }
-    let schema = if !aggregates.is_empty() {
-        table.aggregate_schema(&aggregates).map_err(|e| status_from_engine(&e))?
-    } else if command.output == OutputFormat::Json {
-        json_output_schema().as_ref().clone()
+    let (output, schema) = if aggregates.is_empty() {
+        rows_output(table, command.output, &columns)?
     } else {
-        let output = table.output_columns(&columns).map_err(|e| status_from_engine(&e))?;
-        Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>())
+        (None, Arc::new(table.aggregate_schema(&aggregates).map_err(|e| status_from_engine(&e))?))
     };
     let request = ScanRequest {
         filter,
@@ -174,7 +195,7 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
         batch_rows: catalog.config().batch_rows,
     };
     let plan = table.plan(&request);
-    Ok(PreparedQuery { entry, command, request, aggregates, schema, plan })
+    Ok(PreparedQuery { entry, command, request, aggregates, output, schema, plan })
 }
 
 /// Plans a query command (`GetFlightInfo`'s `cmd`, a JSON [`QueryCommand`]) once, and
@@ -232,7 +253,7 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Sta
         "exact": true,
         "exact_note": "the server evaluates the whole filter on every record it returns",
     });
-    Ok(PlannedQuery { schema: query.schema, endpoints, total_records, metadata })
+    Ok(PlannedQuery { schema: query.schema.as_ref().clone(), endpoints, total_records, metadata })
 }
 
 /// Checks a DoPut stream's schema up front: a `json` column of a string or binary type.
@@ -292,7 +313,7 @@ pub struct RowScan {
     request: ScanRequest,
     plan: ScanPlan,
     /// The typed columns; `None`: the records' JSON bytes.
-    output: Option<Vec<(FieldPath, Field)>>,
+    output: Option<OutputColumns>,
     schema: SchemaRef,
 }
 
@@ -341,16 +362,12 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, Statu
         if !query.aggregates.is_empty() {
             return run_aggregate(&query.entry, &query.request, &query.plan, &query.aggregates).map(TicketScan::Aggregates);
         }
-        let output = match query.command.output {
-            OutputFormat::Json => None,
-            OutputFormat::Arrow => Some(query.entry.table.output_columns(&query.request.columns).map_err(|e| status_from_engine(&e))?),
-        };
         return Ok(TicketScan::Rows(Box::new(RowScan {
-            schema: Arc::new(query.schema),
+            schema: query.schema,
             entry: query.entry,
             request: query.request,
             plan: query.plan,
-            output,
+            output: query.output,
         })));
     }
     let ticket: TicketBody = serde_json::from_value(serde_json::Value::Object(body))
@@ -374,14 +391,7 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, Statu
     if !aggregates.is_empty() {
         return run_aggregate(&entry, &request, &plan, &aggregates).map(TicketScan::Aggregates);
     }
-    let (output, schema) = match ticket.output {
-        OutputFormat::Json => (None, json_output_schema()),
-        OutputFormat::Arrow => {
-            let output = entry.table.output_columns(&request.columns).map_err(|e| status_from_engine(&e))?;
-            let schema = Arc::new(Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<Field>>()));
-            (Some(output), schema)
-        }
-    };
+    let (output, schema) = rows_output(&entry.table, ticket.output, &request.columns)?;
     Ok(TicketScan::Rows(Box::new(RowScan { entry, request, plan, output, schema })))
 }
 

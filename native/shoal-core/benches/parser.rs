@@ -47,6 +47,36 @@ fn field_set(paths: &[&str]) -> FieldSet {
     set
 }
 
+/// The best time (seconds) of each of two parsers over `rounds` passes over all
+/// `records`, alternating between them (the machine's speed drifts during a run on shared
+/// cores); `trusted`: `parse_trusted_batch` (the scan path) instead of `parse_batch`.
+fn best_alternating(
+    rounds: usize,
+    parsers: [&mut dyn RecordParser; 2],
+    records: &[&[u8]],
+    fields: &FieldSet,
+    trusted: bool,
+) -> [f64; 2] {
+    let mut out = ParsedBatch::default();
+    let mut best = [f64::INFINITY; 2];
+    let [first, second] = parsers;
+    for _ in 0..rounds {
+        for (k, p) in [&mut *first, &mut *second].into_iter().enumerate() {
+            let start = std::time::Instant::now();
+            for batch in records.chunks(BATCH) {
+                if trusted {
+                    p.parse_trusted_batch(black_box(batch), fields, &mut out);
+                } else {
+                    p.parse_batch(black_box(batch), fields, &mut out);
+                }
+                black_box(&out);
+            }
+            best[k] = best[k].min(start.elapsed().as_secs_f64());
+        }
+    }
+    best
+}
+
 fn bench_parser(c: &mut Criterion) {
     let Some(data) = load() else { return };
     let records: Vec<&[u8]> = data.split(|&b| b == b'\n').filter(|r| !r.is_empty()).collect();
@@ -85,17 +115,7 @@ fn bench_parser(c: &mut Criterion) {
     // The machine's speed drifts during a run (shared cores): the two parsers compared in
     // alternating passes over all records, best pass of each.
     let rounds = 20;
-    let mut best = [f64::INFINITY; 2];
-    for _ in 0..rounds {
-        for (k, p) in [&mut parser as &mut dyn RecordParser, &mut simdjson].into_iter().enumerate() {
-            let start = std::time::Instant::now();
-            for batch in records.chunks(BATCH) {
-                p.parse_batch(black_box(batch), &fields, &mut out);
-                black_box(&out);
-            }
-            best[k] = best[k].min(start.elapsed().as_secs_f64());
-        }
-    }
+    let best = best_alternating(rounds, [&mut parser, &mut simdjson], &records, &fields, false);
     #[allow(clippy::cast_precision_loss)]
     let gib_s = |secs: f64| record_bytes as f64 / secs / f64::from(1u32 << 30);
     eprintln!(
@@ -114,18 +134,7 @@ fn bench_parser(c: &mut Criterion) {
         &["payload.size", "id", "actor.login"],
         &["actor.id"],
     ] {
-        let fields = field_set(paths);
-        let mut best = [f64::INFINITY; 2];
-        for _ in 0..rounds {
-            for (k, p) in [&mut parser as &mut dyn RecordParser, &mut simdjson].into_iter().enumerate() {
-                let start = std::time::Instant::now();
-                for batch in records.chunks(BATCH) {
-                    p.parse_trusted_batch(black_box(batch), &fields, &mut out);
-                    black_box(&out);
-                }
-                best[k] = best[k].min(start.elapsed().as_secs_f64());
-            }
-        }
+        let best = best_alternating(rounds, [&mut parser, &mut simdjson], &records, &field_set(paths), true);
         eprintln!(
             "parser bench: trusted (scan) pass of {paths:?}, best of {rounds}: OnDemandParser {:.3} GiB/s, SimdjsonParser {:.3} GiB/s",
             gib_s(best[0]),

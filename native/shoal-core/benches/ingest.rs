@@ -131,6 +131,7 @@ fn bench_ingest(c: &mut Criterion) {
         filter: index_plan.filter.clone(),
         index_scans: Vec::new(),
         full_scans: vec![LogRange { from: stats.begin_address, to: stats.tail_address }],
+        columnar_scans: Vec::new(),
         reason: "forced full scan".into(),
     };
     let expected = count_rows(&table, &request, &full_plan);

@@ -120,6 +120,10 @@ pub enum Error {
     /// walks was deregistered, or no longer covers the range).
     #[error("invalid scan plan: {0}")]
     InvalidPlan(String),
+    /// A columnar file could not be written or read (the tier falls back to the raw log
+    /// for reads, and compacts the range again).
+    #[error("columnar tier: {0}")]
+    Columnar(String),
     /// An aggregate cannot be computed over the column it names (e.g. `MIN` of a struct).
     #[error("invalid aggregate {aggregate}: {reason}")]
     InvalidAggregate {

@@ -55,6 +55,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod checkpoint;
+pub mod columnar;
 pub mod epoch;
 pub mod error;
 pub mod index;

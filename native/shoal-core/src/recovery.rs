@@ -115,6 +115,7 @@ impl Table {
         config.log.memory_budget_bytes = meta.memory_budget_bytes;
         let mut config = config.with_durability(meta.durability);
         config.on_invalid_json = meta.on_invalid_json;
+        config.columnar = meta.columnar.clone();
         let psf_kinds = meta
             .psfs
             .iter()

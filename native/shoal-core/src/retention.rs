@@ -62,6 +62,7 @@ impl Table {
         let begin = self.log.page_start(self.log.page_of(target.min(limit))).max(previous);
         self.write_meta_with_begin(begin)?;
         let (begin, segments_deleted, bytes_deleted) = self.log.shift_begin_address(begin)?;
+        self.columnar.drop_below(begin)?;
         tracing::info!(previous, begin, segments_deleted, bytes_deleted, "log truncated");
         Ok(TruncateReport { previous_begin_address: previous, begin_address: begin, segments_deleted, bytes_deleted })
     }

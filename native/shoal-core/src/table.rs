@@ -11,6 +11,7 @@ use crate::checkpoint::{
     write_json_atomic, CheckpointState, IndexCheckpointRef, ObservedTotals, PsfMeta, TableMeta, CHECKPOINT_FILE,
     FORMAT_VERSION, TABLE_META_FILE,
 };
+use crate::columnar::{ColumnarConfig, ColumnarStats, ColumnarStore};
 use crate::error::{Error, Result};
 use crate::index::HashIndex;
 use crate::ingest::IngestReport;
@@ -62,6 +63,8 @@ pub struct TableConfig {
     /// Durability of acknowledged batches. Default [`DurabilityPolicy::None`]. Applied to
     /// the log's settings by [`TableConfig::with_durability`].
     pub durability: DurabilityPolicy,
+    /// The columnar tier ([`crate::columnar`]). Default: on.
+    pub columnar: ColumnarConfig,
 }
 
 impl Default for TableConfig {
@@ -71,6 +74,7 @@ impl Default for TableConfig {
             index_size_bits: 18,
             on_invalid_json: InvalidJsonPolicy::Reject,
             durability: DurabilityPolicy::None,
+            columnar: ColumnarConfig::default(),
         }
     }
 }
@@ -144,6 +148,8 @@ pub struct TableStats {
     pub index_bytes: u64,
     /// Overflow buckets in use.
     pub index_overflow_buckets: u64,
+    /// The columnar tier.
+    pub columnar: ColumnarStats,
 }
 
 /// A FishStore instance: ingest JSON records, register PSFs, scan subsets.
@@ -163,6 +169,8 @@ pub struct Table {
     meta_lock: Mutex<()>,
     /// Serialises checkpoints (`checkpoint.json`).
     checkpoint_lock: Mutex<()>,
+    /// The columnar tier's files and compactor.
+    pub(crate) columnar: Arc<ColumnarStore>,
     /// Writer sessions (exactly-once batches).
     pub(crate) sessions: Sessions,
     parsers: Mutex<Vec<Box<dyn RecordParser>>>,
@@ -233,6 +241,9 @@ impl Table {
             DeviceConfig::Directory(dir) => Some(dir.clone()),
             DeviceConfig::Null => None,
         };
+        let columnar =
+            Arc::new(ColumnarStore::open(config.columnar.clone(), dir.as_deref(), log.begin_address(), log.tail_address())?);
+        crate::columnar::start_compactor(&columnar, &log)?;
         Ok(Arc::new(Self {
             config,
             log,
@@ -243,6 +254,7 @@ impl Table {
             dir,
             meta_lock: Mutex::new(()),
             checkpoint_lock: Mutex::new(()),
+            columnar,
             sessions: Sessions::default(),
             parsers: Mutex::new(Vec::new()),
             records: AtomicU64::new(0),
@@ -274,6 +286,7 @@ impl Table {
             begin_address,
             on_invalid_json: self.config.on_invalid_json,
             psfs: psfs.iter().map(|p| PsfMeta::of(p)).collect(),
+            columnar: self.config.columnar.clone(),
         };
         write_json_atomic(dir, TABLE_META_FILE, &meta)
     }
@@ -405,6 +418,10 @@ impl Table {
             tail_address: self.log.tail_address(),
             page_size_bytes: self.log.page_size() as u64,
             index_bytes: self.index.memory_bytes() as u64,
+            columnar: self.columnar.stats(
+                self.log.begin_address(),
+                self.log.page_start(self.log.page_of(self.log.flushed_until())),
+            ),
             index_overflow_buckets: self.index.overflow_bucket_count(),
         }
     }
@@ -482,6 +499,7 @@ impl Table {
     /// As [`Self::checkpoint`].
     pub fn close(&self) -> Result<()> {
         let result = self.flush().and_then(|_| self.checkpoint()).map(|_| ());
+        self.columnar.shutdown();
         self.log.shutdown();
         result
     }
@@ -492,6 +510,7 @@ impl Drop for Table {
     /// flushed and observed the closed pages) instead of keeping its log, ring and
     /// threads alive.
     fn drop(&mut self) {
+        self.columnar.shutdown();
         self.log.release_threads();
     }
 }

@@ -93,6 +93,7 @@ fn scan(table: &Table, filter: Option<&str>, columns: &[&str], range: (u64, u64)
         plan = ScanPlan {
             index_scans: Vec::new(),
             full_scans: vec![LogRange { from, to }],
+            columnar_scans: Vec::new(),
             reason: "forced full scan".into(),
             ..plan
         };

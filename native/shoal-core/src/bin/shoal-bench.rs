@@ -480,6 +480,7 @@ fn full_scan_plan(table: &Table, request: &ScanRequest) -> ScanPlan {
         filter: request.filter.as_ref().map(ToString::to_string),
         index_scans: Vec::new(),
         full_scans: vec![LogRange { from: stats.begin_address, to: stats.tail_address }],
+        columnar_scans: Vec::new(),
         reason: "forced full scan".into(),
     }
 }

@@ -56,6 +56,9 @@ pub struct TableMeta {
     pub on_invalid_json: InvalidJsonPolicy,
     /// Every PSF ever registered, in id order.
     pub psfs: Vec<PsfMeta>,
+    /// The columnar tier's settings (absent in tables written before it: the defaults).
+    #[serde(default)]
+    pub columnar: crate::columnar::ColumnarConfig,
 }
 
 fn first_address() -> u64 {

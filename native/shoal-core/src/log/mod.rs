@@ -1245,7 +1245,7 @@ fn join_unless_current(handle: Option<JoinHandle<()>>) {
 
 /// Gives the calling thread the nice value `nice` (Linux; elsewhere nothing). A failure
 /// (e.g. a sandbox forbidding it) only leaves the thread at the default priority.
-fn lower_priority(nice: i32) {
+pub(crate) fn lower_priority(nice: i32) {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: plain system calls on the calling thread's own id; no memory is passed.

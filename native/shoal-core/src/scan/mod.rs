@@ -3,6 +3,7 @@
 //! the requested columns projected into Arrow record batches.
 
 mod aggregate;
+mod columnar;
 mod plan;
 mod reader;
 
@@ -19,6 +20,7 @@ use crate::record::{KeyPointer, RecordHeader, RecordView, KEY_POINTER_SIZE, RECO
 use crate::schema::BatchBuilder;
 use crate::table::Table;
 pub use aggregate::{Aggregate, AggregateFunction};
+pub use columnar::COLUMNAR_INDEX_SHARE;
 pub use plan::{plan_scan, IndexScanPlan, LogRange, PropertyKey, ScanPlan};
 use reader::LogReader;
 
@@ -60,6 +62,10 @@ pub struct ScanStats {
     pub device_bytes: u64,
     /// Reads issued to segment files.
     pub device_reads: u64,
+    /// Rows of columnar files read by columnar scans (before the filter).
+    pub columnar_rows: u64,
+    /// Row groups of columnar files skipped by their `_address` statistics.
+    pub columnar_row_groups_skipped: u64,
 }
 
 /// What a scan emits for each matching record.
@@ -98,6 +104,8 @@ impl Output {
 struct Projector<'t> {
     table: &'t Table,
     filter: Option<BoundExpr>,
+    /// The filter as a tree, for columnar scans' vectorised evaluation.
+    filter_expr: Option<Expr>,
     /// Fields of interest: the filter's, then the columns'. None (no filter, JSON
     /// output): records are not parsed at all.
     fields: FieldSet,
@@ -153,22 +161,40 @@ impl Projector<'_> {
                     continue;
                 }
             }
-            match &mut self.output {
-                Output::Columns { column_ids, builder } => builder.append_values(column_ids.iter().map(|&id| &values[id])),
-                Output::Json(builder) => {
-                    // Ingestion validated every record as JSON, hence UTF-8.
-                    let text = std::str::from_utf8(payload).map_err(|_| corrupt(0, "a record's payload (not UTF-8)"))?;
-                    builder.append_value(text);
-                }
+            if self.emit(values, payload, sink)?.is_break() {
+                return Ok(ControlFlow::Break(()));
             }
-            self.remaining -= 1;
-            self.stats.records_returned += 1;
-            if self.output.len() >= self.batch_rows {
-                let batch = self.output.finish()?;
-                if sink(batch)?.is_break() {
-                    self.remaining = 0;
-                    return Ok(ControlFlow::Break(()));
-                }
+        }
+        Ok(if self.remaining == 0 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+    }
+
+    /// Outputs one matching record — its field `values` (by field id) or its `payload`
+    /// (JSON output) — and hands a full batch to the sink. Breaks when the limit is
+    /// reached or the sink asks to stop.
+    fn emit(
+        &mut self,
+        values: &[crate::value::FieldValue<'_>],
+        payload: &[u8],
+        sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
+    ) -> Result<ControlFlow<()>> {
+        if self.remaining == 0 {
+            return Ok(ControlFlow::Break(()));
+        }
+        match &mut self.output {
+            Output::Columns { column_ids, builder } => builder.append_values(column_ids.iter().map(|&id| &values[id])),
+            Output::Json(builder) => {
+                // Ingestion validated every record as JSON, hence UTF-8.
+                let text = std::str::from_utf8(payload).map_err(|_| corrupt(0, "a record's payload (not UTF-8)"))?;
+                builder.append_value(text);
+            }
+        }
+        self.remaining -= 1;
+        self.stats.records_returned += 1;
+        if self.output.len() >= self.batch_rows {
+            let batch = self.output.finish()?;
+            if sink(batch)?.is_break() {
+                self.remaining = 0;
+                return Ok(ControlFlow::Break(()));
             }
         }
         Ok(if self.remaining == 0 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
@@ -235,6 +261,7 @@ impl Table {
         }
         plan.full_scans.sort_by_key(|r| r.from);
         merge_adjacent(&mut plan.full_scans);
+        self.plan_columnar(&mut plan, request.filter.as_ref());
         plan
     }
 
@@ -254,7 +281,7 @@ impl Table {
             .index_scans
             .iter()
             .map(|s| (s.from, s.to, true))
-            .chain(plan.full_scans.iter().map(|r| (r.from, r.to, false)))
+            .chain(plan.scan_ranges().map(|r| (r.from, r.to, false)))
             .filter(|(f, t, _)| f < t)
             .collect();
         ranges.sort_unstable();
@@ -314,14 +341,16 @@ impl Table {
     pub fn check_plan(&self, plan: &ScanPlan) -> Result<ScanPlan> {
         let invalid = |what: String| Err(Error::InvalidPlan(what));
         let chains: usize = plan.index_scans.iter().map(|s| s.properties.len()).sum();
-        if chains > MAX_PLAN_CHAINS || plan.index_scans.len() + plan.full_scans.len() > MAX_PLAN_CHAINS {
+        if chains > MAX_PLAN_CHAINS
+            || plan.index_scans.len() + plan.full_scans.len() + plan.columnar_scans.len() > MAX_PLAN_CHAINS
+        {
             return invalid(format!("{chains} chains in {} index scans (at most {MAX_PLAN_CHAINS})", plan.index_scans.len()));
         }
         let mut ranges: Vec<(u64, u64)> = plan
             .index_scans
             .iter()
             .map(|s| (s.from, s.to))
-            .chain(plan.full_scans.iter().map(|r| (r.from, r.to)))
+            .chain(plan.scan_ranges().map(|r| (r.from, r.to)))
             .collect();
         if let Some((from, to)) = ranges.iter().find(|(f, t)| f >= t) {
             return invalid(format!("the range [{from}, {to}) is empty or reversed"));
@@ -350,6 +379,7 @@ impl Table {
         let (begin, tail) = (self.log.begin_address(), self.log.tail_address());
         let mut bound = plan.restrict(begin, tail);
         bound.full_scans.sort_by_key(|r| r.from);
+        bound.columnar_scans.sort_by_key(|r| r.from);
         Ok(bound)
     }
 
@@ -471,6 +501,7 @@ impl Table {
         let mut projector = Projector {
             table: self,
             filter,
+            filter_expr: request.filter.clone(),
             fields,
             parser: self.take_parser(),
             chain_parser: OnDemandParser::new(),
@@ -486,6 +517,12 @@ impl Table {
                 break;
             }
             flow = self.index_scan(index_scan, &mut reader, &mut projector, sink)?;
+        }
+        for range in &plan.columnar_scans {
+            if flow.is_break() {
+                break;
+            }
+            flow = self.columnar_scan(*range, &mut reader, &mut projector, sink)?;
         }
         for range in &plan.full_scans {
             if flow.is_break() {

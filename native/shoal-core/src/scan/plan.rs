@@ -68,6 +68,10 @@ pub struct ScanPlan {
     pub index_scans: Vec<IndexScanPlan>,
     /// Full scans.
     pub full_scans: Vec<LogRange>,
+    /// Columnar scans: ranges read from the columnar tier's files ([`crate::columnar`]);
+    /// a part no file covers any more (retention, a damaged file) is read from the log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columnar_scans: Vec<LogRange>,
     /// Why the plan looks as it does (which access path, or why none).
     pub reason: String,
 }
@@ -77,7 +81,7 @@ impl ScanPlan {
     /// no non-empty range.
     #[must_use]
     pub fn bounds(&self) -> Option<(u64, u64)> {
-        let ranges = self.index_scans.iter().map(|s| (s.from, s.to)).chain(self.full_scans.iter().map(|r| (r.from, r.to)));
+        let ranges = self.index_scans.iter().map(|s| (s.from, s.to)).chain(self.scan_ranges().map(|r| (r.from, r.to)));
         ranges.filter(|(f, t)| f < t).fold(None, |acc, (f, t)| match acc {
             None => Some((f, t)),
             Some((from, to)) => Some((from.min(f), to.max(t))),
@@ -100,8 +104,19 @@ impl ScanPlan {
                 .filter_map(|s| cut(s.from, s.to).map(|(f, t)| IndexScanPlan { from: f, to: t, ..s.clone() }))
                 .collect(),
             full_scans: self.full_scans.iter().filter_map(|r| cut(r.from, r.to).map(|(f, t)| LogRange { from: f, to: t })).collect(),
+            columnar_scans: self
+                .columnar_scans
+                .iter()
+                .filter_map(|r| cut(r.from, r.to).map(|(f, t)| LogRange { from: f, to: t }))
+                .collect(),
             reason: self.reason.clone(),
         }
+    }
+
+    /// The ranges read in address order — full and columnar scans — as opposed to
+    /// index scans' chain walks.
+    pub fn scan_ranges(&self) -> impl Iterator<Item = &LogRange> {
+        self.full_scans.iter().chain(&self.columnar_scans)
     }
 }
 
@@ -303,6 +318,7 @@ pub fn plan_scan(filter: Option<&Expr>, psfs: &[Arc<Psf>], from: u64, to: u64) -
         filter: filter_text.clone(),
         index_scans: Vec::new(),
         full_scans: if from < to { vec![LogRange { from, to }] } else { Vec::new() },
+        columnar_scans: Vec::new(),
         reason,
     };
     let Some(filter) = filter else {
@@ -338,6 +354,7 @@ pub fn plan_scan(filter: Option<&Expr>, psfs: &[Arc<Psf>], from: u64, to: u64) -
         filter: filter_text,
         index_scans: vec![IndexScanPlan { psfs: names, properties: path.properties, from: index_from, to: index_to }],
         full_scans,
+        columnar_scans: Vec::new(),
         reason,
     }
 }

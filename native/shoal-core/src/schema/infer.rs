@@ -429,6 +429,24 @@ impl InferredSchema {
         self.node(path).map(|node| node.types)
     }
 
+    /// Every addressable path (object keys from the root, not into arrays) with the types
+    /// seen there, parents before children, children in first-seen order. The columnar
+    /// tier lays its files out by it.
+    #[must_use]
+    pub fn paths(&self) -> Vec<(Vec<String>, TypeSet)> {
+        fn walk(node: &Node, prefix: &mut Vec<String>, out: &mut Vec<(Vec<String>, TypeSet)>) {
+            for (key, child) in node.keys.keys().iter().zip(&node.children) {
+                prefix.push(key.clone());
+                out.push((prefix.clone(), child.types));
+                walk(child, prefix, out);
+                prefix.pop();
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &mut Vec::new(), &mut out);
+        out
+    }
+
     /// The Arrow field for `path`, named by its dotted text, or `None` when no record had
     /// the path (or it lies inside an array).
     #[must_use]

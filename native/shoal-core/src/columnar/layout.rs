@@ -1,0 +1,158 @@
+//! Which columns of a columnar file hold which path, and what a path the file does not
+//! list means there.
+//!
+//! A file stores, for every path of its records' inferred schema (object keys only, as
+//! [`FieldPath`]s address them), one column per JSON scalar type that path held in the
+//! file — the AsterixDB tuple compactor's union types (Alkowaileet et al., VLDB 2019,
+//! §3.2): `"a": 1` and `"a": "1"` go to two columns, so that a filter keeps exactly its
+//! three-valued meaning (`a = 1` is unknown on the string). In any row at most one of a
+//! path's columns is non-null; none is when the path is missing or JSON `null` (which
+//! filters, projections and aggregates treat alike).
+//!
+//! Paths that held an object or an array somewhere in the file are *opaque*: their value
+//! is not in the file (only their children's are), so a query that needs such a value
+//! reads the raw records. So are paths below a container deeper than the schema's depth
+//! limit, whose contents were not inferred.
+
+use serde::{Deserialize, Serialize};
+
+use crate::path::FieldPath;
+use crate::value::FieldValue;
+
+/// The JSON scalar type a column holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScalarType {
+    /// `true` / `false`: an Arrow `Boolean` column.
+    Bool,
+    /// Integral numbers in `i64` range: `Int64`.
+    Int,
+    /// Other numbers: `Float64`.
+    Float,
+    /// Strings (unescaped): `Utf8`.
+    String,
+}
+
+impl ScalarType {
+    /// All four, in the order a path's columns are laid out.
+    pub const ALL: [ScalarType; 4] = [ScalarType::Bool, ScalarType::Int, ScalarType::Float, ScalarType::String];
+
+    /// The type of a parsed value; `None` for missing, null, objects and arrays.
+    #[must_use]
+    pub fn of(value: &FieldValue<'_>) -> Option<ScalarType> {
+        match value {
+            FieldValue::Bool(_) => Some(ScalarType::Bool),
+            FieldValue::Int(_) => Some(ScalarType::Int),
+            FieldValue::Float(_) => Some(ScalarType::Float),
+            FieldValue::Str(_) => Some(ScalarType::String),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn slot(self) -> usize {
+        self as usize
+    }
+
+    /// The suffix of the column's name when its path holds several types (`a:int`).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            ScalarType::Bool => "bool",
+            ScalarType::Int => "int",
+            ScalarType::Float => "float",
+            ScalarType::String => "string",
+        }
+    }
+}
+
+/// One path of a file: its columns by type (Parquet leaf indices), and whether its value
+/// is opaque (it held an object or array in some record).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathColumns {
+    /// The path's keys.
+    pub path: Vec<String>,
+    /// The leaf index of its column of each [`ScalarType`] (by [`ScalarType::ALL`] order).
+    pub columns: [Option<usize>; 4],
+    /// The path held an object or an array in some record: its value is not in the file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub opaque: bool,
+}
+
+/// The layout of one file, stored in its Parquet footer (key [`LAYOUT_METADATA_KEY`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileLayout {
+    /// Leaf index of the `_address` column (the record's log address, `UInt64`).
+    pub address_column: usize,
+    /// Every path of the file's schema, parents before children.
+    pub paths: Vec<PathColumns>,
+    /// Paths whose contents were not inferred (containers beyond the depth limit): every
+    /// path below one is opaque.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deep: Vec<Vec<String>>,
+}
+
+/// The Parquet key-value metadata key holding a file's [`FileLayout`] as JSON.
+pub const LAYOUT_METADATA_KEY: &str = "shoal.layout";
+
+/// What a file holds for one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolved<'l> {
+    /// Its values are the file's columns (none: missing or null in every row).
+    Columns(&'l [Option<usize>; 4]),
+    /// Its values are not in the file: the raw records must be read.
+    Opaque,
+}
+
+impl FileLayout {
+    /// What the file holds for `path`.
+    #[must_use]
+    pub fn resolve(&self, path: &FieldPath) -> Resolved<'_> {
+        let segments = path.segments();
+        if self.deep.iter().any(|deep| segments.len() > deep.len() && segments.starts_with(deep)) {
+            return Resolved::Opaque;
+        }
+        match self.paths.iter().find(|p| p.path == segments) {
+            Some(p) if p.opaque => Resolved::Opaque,
+            Some(p) => Resolved::Columns(&p.columns),
+            None if self.deep.iter().any(|deep| deep == segments) => Resolved::Opaque,
+            // No record of the file has the path: missing everywhere.
+            None => Resolved::Columns(&[None; 4]),
+        }
+    }
+
+    /// True when every path of `paths` is in the file's columns.
+    #[must_use]
+    pub fn serves<'p>(&self, mut paths: impl Iterator<Item = &'p FieldPath>) -> bool {
+        paths.all(|p| matches!(self.resolve(p), Resolved::Columns(_)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(text: &str) -> FieldPath {
+        FieldPath::parse(text).unwrap()
+    }
+
+    #[test]
+    fn resolve_tells_columns_missing_and_opaque_paths_apart() {
+        let layout = FileLayout {
+            address_column: 0,
+            paths: vec![
+                PathColumns { path: vec!["a".into()], columns: [None, Some(1), None, Some(2)], opaque: false },
+                PathColumns { path: vec!["o".into()], columns: [None; 4], opaque: true },
+                PathColumns { path: vec!["o".into(), "k".into()], columns: [None, Some(3), None, None], opaque: false },
+            ],
+            deep: vec![vec!["o".into(), "d".into()]],
+        };
+        assert_eq!(layout.resolve(&path("a")), Resolved::Columns(&[None, Some(1), None, Some(2)]));
+        assert_eq!(layout.resolve(&path("o")), Resolved::Opaque);
+        assert_eq!(layout.resolve(&path("o.k")), Resolved::Columns(&[None, Some(3), None, None]));
+        assert_eq!(layout.resolve(&path("nope.x")), Resolved::Columns(&[None; 4]));
+        assert_eq!(layout.resolve(&path("o.d")), Resolved::Opaque);
+        assert_eq!(layout.resolve(&path("o.d.e.f")), Resolved::Opaque);
+        assert!(layout.serves([path("a"), path("o.k"), path("zz")].iter()));
+        assert!(!layout.serves([path("a"), path("o")].iter()));
+    }
+}

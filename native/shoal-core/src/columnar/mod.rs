@@ -1,0 +1,515 @@
+//! The columnar cold tier: flushed runs of log pages rewritten as Parquet files, one row
+//! per visible record, one column per path and JSON scalar type, so that scans of cold
+//! data read columns instead of parsing JSON.
+//!
+//! It follows two of the papers shoal is built on:
+//! - the **AsterixDB tuple compactor** (Alkowaileet et al., VLDB 2019, §3): the schema is
+//!   inferred while flushed data is rewritten, and the rewritten records are stored in a
+//!   compact, schema'd form with union types where a path held several types
+//!   ([`layout`]);
+//! - **TellStore** (Pilman et al., "Fast Scans on Key-Value Stores", VLDB 2017, §4–5):
+//!   the write path stays row-oriented (the hybrid log), scans run over a columnar
+//!   layout, the selection evaluated vectorised ([`eval`]).
+//!
+//! **Files.** The compactor (a background thread per table, at the observer's lowered
+//! priority) takes the next run of whole flushed pages not yet covered — at most
+//! [`ColumnarConfig::file_log_bytes`] of log, or less once ingestion has paused for
+//! [`ColumnarConfig::idle_ms`] — and writes its visible records as one Parquet file
+//! (zstd, dictionaries, page statistics and index; a `UInt64` column `_address` leads
+//! each row back to its raw record). An on-disk table keeps the files in `columnar/`
+//! beside its segments, written atomically (temporary file, fsync, rename) and listed in
+//! `columnar/manifest.json` with their size and CRC-32; an in-memory table keeps their
+//! bytes in memory. Files are derived data: at open, a file that is missing, of another
+//! size or checksum, beyond the recovered log or not in the manifest is deleted and its
+//! range compacted again from the log. Retention deletes the files wholly below the new
+//! begin address.
+//!
+//! **Scans** use a file for the part of a plan it covers ([`crate::scan`]): the filter
+//! runs over its columns; rows come straight from the columns when every requested path
+//! is in them, and otherwise the matching records are read from the log by `_address`.
+
+mod compactor;
+pub(crate) mod eval;
+pub mod layout;
+mod write;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::file::statistics::Statistics;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+pub use layout::{FileLayout, ScalarType};
+pub(crate) use compactor::start as start_compactor;
+use write::columnar_error;
+
+/// Compression codec of the columnar files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ColumnarCodec {
+    /// zstd level 1 (the default: GitHub events compact to ~15 % of their JSON).
+    #[default]
+    Zstd,
+    /// LZ4 (raw blocks): larger files, faster to decode.
+    Lz4,
+    /// No compression.
+    None,
+}
+
+/// Settings of a table's columnar tier.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ColumnarConfig {
+    /// Whether flushed pages are compacted into columnar files. Default true.
+    pub enabled: bool,
+    /// Log bytes one file covers at most (rounded to whole pages, at least one). Default
+    /// 64 MiB.
+    pub file_log_bytes: u64,
+    /// Rows per Parquet row group. Default 16,384.
+    pub row_group_rows: usize,
+    /// Compression codec. Default zstd.
+    pub codec: ColumnarCodec,
+    /// Milliseconds the log tail must stand still before a run of flushed pages shorter
+    /// than `file_log_bytes` is compacted. Default 1,000.
+    pub idle_ms: u64,
+}
+
+impl Default for ColumnarConfig {
+    fn default() -> Self {
+        Self { enabled: true, file_log_bytes: 64 << 20, row_group_rows: 16_384, codec: ColumnarCodec::Zstd, idle_ms: 1_000 }
+    }
+}
+
+impl ColumnarConfig {
+    /// The tier switched off: every scan reads the raw log.
+    #[must_use]
+    pub fn disabled() -> Self {
+        Self { enabled: false, ..Self::default() }
+    }
+}
+
+/// Where a file's bytes are.
+#[derive(Debug)]
+enum Source {
+    /// A file of an on-disk table.
+    File(PathBuf),
+    /// The bytes of an in-memory table's file.
+    Memory(bytes::Bytes),
+}
+
+/// One columnar file: the visible records of the log range `[from, to)`.
+#[derive(Debug)]
+pub struct ColumnarFile {
+    /// First log address covered (a page boundary).
+    pub from: u64,
+    /// One past the last log address covered (a page boundary).
+    pub to: u64,
+    /// Rows (visible records).
+    pub rows: u64,
+    /// Bytes of the Parquet file.
+    pub parquet_bytes: u64,
+    /// Bytes of JSON (record payloads) it holds.
+    pub json_bytes: u64,
+    /// Its layout.
+    pub layout: FileLayout,
+    metadata: ArrowReaderMetadata,
+    /// Lowest and highest `_address` of each row group.
+    row_group_addresses: Vec<(u64, u64)>,
+    source: Source,
+    crc32: u32,
+    name: String,
+}
+
+impl ColumnarFile {
+    /// Parses the footer of `bytes` (the whole file).
+    fn load(from: u64, to: u64, name: String, bytes: bytes::Bytes, source: Source) -> Result<Self> {
+        let damaged = |what: &str, e: &dyn std::fmt::Display| columnar_error(&format!("{name}: {what}"), e);
+        let metadata = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::new())
+            .map_err(|e| damaged("footer", &e))?;
+        let parquet = metadata.metadata();
+        let layout_json = parquet
+            .file_metadata()
+            .key_value_metadata()
+            .and_then(|kv| kv.iter().find(|kv| kv.key == layout::LAYOUT_METADATA_KEY))
+            .and_then(|kv| kv.value.clone())
+            .ok_or_else(|| damaged("layout", &"missing from the footer"))?;
+        let layout: FileLayout = serde_json::from_str(&layout_json).map_err(|e| damaged("layout", &e))?;
+        let leaves = parquet.file_metadata().schema_descr().num_columns();
+        let in_range = |c: &Option<usize>| c.is_none_or(|c| c < leaves);
+        if layout.address_column >= leaves || !layout.paths.iter().all(|p| p.columns.iter().all(in_range)) {
+            return Err(damaged("layout", &"names a column the file does not have"));
+        }
+        let mut row_group_addresses = Vec::with_capacity(parquet.num_row_groups());
+        for rg in parquet.row_groups() {
+            let (low, high) = match rg.column(layout.address_column).statistics() {
+                Some(Statistics::Int64(s)) => (s.min_opt().copied(), s.max_opt().copied()),
+                _ => (None, None),
+            };
+            let (Some(low), Some(high)) = (low, high) else {
+                return Err(damaged("statistics", &"a row group has no _address statistics"));
+            };
+            #[allow(clippy::cast_sign_loss)]
+            row_group_addresses.push((low as u64, high as u64));
+        }
+        let rows = u64::try_from(parquet.file_metadata().num_rows()).unwrap_or(0);
+        Ok(Self {
+            from,
+            to,
+            rows,
+            parquet_bytes: bytes.len() as u64,
+            json_bytes: 0,
+            layout,
+            metadata,
+            row_group_addresses,
+            source,
+            crc32: crc32fast::hash(&bytes),
+            name,
+        })
+    }
+
+    /// The parsed footer (cached: wide schemas make footers large).
+    pub(crate) fn metadata(&self) -> &ArrowReaderMetadata {
+        &self.metadata
+    }
+
+    /// The row groups holding records in `[from, to)`.
+    pub(crate) fn row_groups_in(&self, from: u64, to: u64) -> Vec<usize> {
+        self.row_group_addresses.iter().enumerate().filter(|(_, (low, high))| *high >= from && *low < to).map(|(i, _)| i).collect()
+    }
+
+    /// Number of row groups.
+    #[must_use]
+    pub fn row_group_count(&self) -> usize {
+        self.row_group_addresses.len()
+    }
+
+    /// A reader over the file's bytes.
+    pub(crate) fn open(&self) -> Result<FileReader> {
+        match &self.source {
+            Source::Memory(bytes) => Ok(FileReader::Memory(bytes.clone())),
+            Source::File(path) => std::fs::File::open(path).map(FileReader::File).map_err(|e| Error::io(path, e)),
+        }
+    }
+}
+
+/// The bytes of a file, for Parquet's reader.
+pub(crate) enum FileReader {
+    File(std::fs::File),
+    Memory(bytes::Bytes),
+}
+
+/// An entry of `columnar/manifest.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestEntry {
+    from: u64,
+    to: u64,
+    file: String,
+    rows: u64,
+    parquet_bytes: u64,
+    json_bytes: u64,
+    crc32: u32,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    files: Vec<ManifestEntry>,
+}
+
+/// The manifest's file name within `columnar/`.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// Counters of a table's columnar tier.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ColumnarStats {
+    /// Whether the tier is on.
+    pub enabled: bool,
+    /// Columnar files.
+    pub files: u64,
+    /// Log bytes the files cover.
+    pub log_bytes: u64,
+    /// Bytes of JSON (record payloads) the files hold.
+    pub json_bytes: u64,
+    /// Bytes of the files.
+    pub parquet_bytes: u64,
+    /// Rows (records) in the files.
+    pub rows: u64,
+    /// Flushed log bytes not yet compacted.
+    pub backlog_bytes: u64,
+    /// JSON bytes compacted since the table was opened.
+    pub compacted_json_bytes: u64,
+    /// Time spent compacting since the table was opened, in milliseconds.
+    pub compaction_ms: u64,
+    /// Compactions that failed (each is retried).
+    pub compaction_errors: u64,
+}
+
+/// A table's columnar files and its compactor's state.
+#[derive(Debug)]
+pub(crate) struct ColumnarStore {
+    pub(crate) config: ColumnarConfig,
+    /// `<table>/columnar` of an on-disk table.
+    dir: Option<PathBuf>,
+    /// Sorted by `from`, disjoint.
+    files: RwLock<Vec<Arc<ColumnarFile>>>,
+    /// Serialises changes to the file list and the manifest.
+    changes: Mutex<()>,
+    pub(crate) compacted_json_bytes: AtomicU64,
+    pub(crate) compaction_nanos: AtomicU64,
+    pub(crate) compaction_errors: AtomicU64,
+    stop: AtomicBool,
+    wake: (Mutex<bool>, Condvar),
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl ColumnarStore {
+    /// The store of a table: empty for an in-memory table (`table_dir` `None`), else the
+    /// files of `<table_dir>/columnar` that check out against the manifest and lie within
+    /// `[begin, tail)` of the recovered log (the others are deleted, to be compacted again).
+    pub(crate) fn open(config: ColumnarConfig, table_dir: Option<&Path>, begin: u64, tail: u64) -> Result<Self> {
+        let dir = table_dir.map(|d| d.join("columnar"));
+        let store = Self {
+            config,
+            dir: dir.clone(),
+            files: RwLock::new(Vec::new()),
+            changes: Mutex::new(()),
+            compacted_json_bytes: AtomicU64::new(0),
+            compaction_nanos: AtomicU64::new(0),
+            compaction_errors: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            wake: (Mutex::new(false), Condvar::new()),
+            thread: Mutex::new(None),
+        };
+        let Some(dir) = dir else { return Ok(store) };
+        if !dir.exists() {
+            if store.config.enabled {
+                std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            }
+            return Ok(store);
+        }
+        let manifest: Manifest = match crate::checkpoint::read_json(&dir, MANIFEST_FILE) {
+            Ok(m) => m.unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(error = %e, "columnar manifest unreadable: its files are compacted again");
+                Manifest::default()
+            }
+        };
+        let mut kept = Vec::new();
+        for entry in manifest.files {
+            if !store.config.enabled || entry.to > tail || entry.to <= begin || entry.from >= entry.to {
+                continue;
+            }
+            let path = dir.join(&entry.file);
+            let check = || -> Result<ColumnarFile> {
+                let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+                if bytes.len() as u64 != entry.parquet_bytes || crc32fast::hash(&bytes) != entry.crc32 {
+                    return Err(columnar_error(&entry.file, "size or checksum differs from the manifest"));
+                }
+                let mut file =
+                    ColumnarFile::load(entry.from, entry.to, entry.file.clone(), bytes::Bytes::from(bytes), Source::File(path.clone()))?;
+                file.json_bytes = entry.json_bytes;
+                Ok(file)
+            };
+            match check() {
+                Ok(file) if kept.last().is_none_or(|last: &Arc<ColumnarFile>| last.to <= file.from) => kept.push(Arc::new(file)),
+                Ok(_) => tracing::warn!(file = entry.file, "columnar file overlaps another: compacted again"),
+                Err(e) => tracing::warn!(error = %e, "columnar file dropped: compacted again from the log"),
+            }
+        }
+        // Whatever the manifest does not list (a crash between rename and manifest, a
+        // temporary file, a dropped entry) goes.
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.filter_map(std::result::Result::ok) {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name != MANIFEST_FILE && !kept.iter().any(|f| f.name == name) {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+        *store.files.write() = kept;
+        store.write_manifest()?;
+        Ok(store)
+    }
+
+    /// The files, sorted by address.
+    pub(crate) fn files(&self) -> Vec<Arc<ColumnarFile>> {
+        self.files.read().clone()
+    }
+
+    /// The file holding `address`, if any.
+    pub(crate) fn file_at(&self, address: u64) -> Option<Arc<ColumnarFile>> {
+        let files = self.files.read();
+        let i = files.partition_point(|f| f.to <= address);
+        files.get(i).filter(|f| f.from <= address).cloned()
+    }
+
+    /// The first address at or above `from` no file covers, and the start of the next
+    /// file above it (`u64::MAX` when none).
+    pub(crate) fn next_gap(&self, from: u64) -> (u64, u64) {
+        let files = self.files.read();
+        let mut at = from;
+        for file in files.iter() {
+            if file.to <= at {
+                continue;
+            }
+            if file.from > at {
+                return (at, file.from);
+            }
+            at = file.to;
+        }
+        (at, u64::MAX)
+    }
+
+    /// Adds a file built for `[from, to)`: written atomically and listed in the manifest
+    /// (on-disk tables), or kept in memory. A file whose range the log no longer holds
+    /// (`to <= begin`: truncated meanwhile) is dropped.
+    pub(crate) fn add(&self, from: u64, to: u64, written: write::WrittenFile, begin: impl Fn() -> u64) -> Result<()> {
+        let _serialised = self.changes.lock();
+        if to <= begin() {
+            return Ok(());
+        }
+        let name = format!("{from:020}-{to:020}.parquet");
+        let bytes = bytes::Bytes::from(written.bytes);
+        let source = match &self.dir {
+            None => Source::Memory(bytes.clone()),
+            Some(dir) => {
+                let path = dir.join(&name);
+                write_atomic(dir, &name, &bytes)?;
+                Source::File(path)
+            }
+        };
+        let mut file = ColumnarFile::load(from, to, name, bytes, source)?;
+        file.json_bytes = written.json_bytes;
+        {
+            let mut files = self.files.write();
+            let at = files.partition_point(|f| f.from < from);
+            files.insert(at, Arc::new(file));
+        }
+        self.write_manifest()
+    }
+
+    /// Deletes the files wholly below `begin` (retention); returns how many.
+    pub(crate) fn drop_below(&self, begin: u64) -> Result<usize> {
+        let _serialised = self.changes.lock();
+        let dropped: Vec<Arc<ColumnarFile>> = {
+            let mut files = self.files.write();
+            let keep = files.partition_point(|f| f.to <= begin);
+            files.drain(..keep).collect()
+        };
+        if dropped.is_empty() {
+            return Ok(0);
+        }
+        // The manifest first, so that a crash in between leaves only unlisted files.
+        self.write_manifest()?;
+        for file in &dropped {
+            if let Source::File(path) = &file.source {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        Ok(dropped.len())
+    }
+
+    fn write_manifest(&self) -> Result<()> {
+        let Some(dir) = &self.dir else { return Ok(()) };
+        if !dir.exists() {
+            return Ok(());
+        }
+        let files = self.files.read();
+        let manifest = Manifest {
+            files: files
+                .iter()
+                .map(|f| ManifestEntry {
+                    from: f.from,
+                    to: f.to,
+                    file: f.name.clone(),
+                    rows: f.rows,
+                    parquet_bytes: f.parquet_bytes,
+                    json_bytes: f.json_bytes,
+                    crc32: f.crc32,
+                })
+                .collect(),
+        };
+        crate::checkpoint::write_json_atomic(dir, MANIFEST_FILE, &manifest)
+    }
+
+    /// Counters; `flushed_whole` is the end of the log's whole flushed pages, `begin` its
+    /// begin address.
+    pub(crate) fn stats(&self, begin: u64, flushed_whole: u64) -> ColumnarStats {
+        let files = self.files.read();
+        let mut stats = ColumnarStats {
+            enabled: self.config.enabled,
+            files: files.len() as u64,
+            compacted_json_bytes: self.compacted_json_bytes.load(Ordering::Relaxed),
+            compaction_ms: self.compaction_nanos.load(Ordering::Relaxed) / 1_000_000,
+            compaction_errors: self.compaction_errors.load(Ordering::Relaxed),
+            ..ColumnarStats::default()
+        };
+        let mut covered = 0;
+        for f in files.iter() {
+            stats.log_bytes += f.to - f.from;
+            stats.json_bytes += f.json_bytes;
+            stats.parquet_bytes += f.parquet_bytes;
+            stats.rows += f.rows;
+            covered += f.to.min(flushed_whole).saturating_sub(f.from.max(begin));
+        }
+        if self.config.enabled {
+            stats.backlog_bytes = flushed_whole.saturating_sub(begin).saturating_sub(covered);
+        }
+        stats
+    }
+
+    /// Asks the compactor to stop, and waits for it.
+    pub(crate) fn shutdown(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.notify();
+        if let Some(handle) = self.thread.lock().take() {
+            if handle.thread().id() != std::thread::current().id() {
+                let _ = handle.join();
+            }
+        }
+    }
+
+    /// Wakes the compactor (new flushed pages, or shutdown).
+    pub(crate) fn notify(&self) {
+        let (flag, condvar) = &self.wake;
+        *flag.lock() = true;
+        condvar.notify_all();
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Sleeps until notified or `timeout` passes.
+    fn wait(&self, timeout: std::time::Duration) {
+        let (flag, condvar) = &self.wake;
+        let mut woken = flag.lock();
+        if !*woken && !self.stopped() {
+            condvar.wait_for(&mut woken, timeout);
+        }
+        *woken = false;
+    }
+}
+
+/// Writes `dir/name` atomically: a temporary file, fsync, rename, fsync of the directory.
+fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    let path = dir.join(name);
+    let temporary = dir.join(format!("{name}.tmp"));
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, &path)?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&temporary);
+        Error::io(&path, e)
+    })
+}

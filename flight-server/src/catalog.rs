@@ -175,6 +175,7 @@ impl Catalog {
         if let Some(bits) = request.index_size_bits {
             config.index_size_bits = bits;
         }
+        config.columnar = columnar_config(&self.config.columnar, request.columnar.as_ref())?;
         self.check_capacity(&tables, &request.name, &config)?;
         let durability = request.durability.unwrap_or(self.config.durability);
         let group_commit_ms = request.group_commit_ms.unwrap_or(self.config.group_commit_ms);
@@ -302,4 +303,39 @@ fn remove_dir_if_exists(dir: &Path) -> Result<(), Status> {
 /// The memory a table reserves: its ring and its main index buckets, in bytes.
 fn reserved_bytes(table: &Table) -> u64 {
     table.log().ring_bytes() + table.index().bucket_count() as u64 * 64
+}
+
+/// The columnar settings of a new table: the server's, with the keys `requested` gives
+/// replaced.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming an unknown key or a value of the wrong type.
+fn columnar_config(
+    server: &shoal_core::columnar::ColumnarConfig,
+    requested: Option<&serde_json::Value>,
+) -> Result<shoal_core::columnar::ColumnarConfig, Status> {
+    let Some(requested) = requested else { return Ok(server.clone()) };
+    let serde_json::Value::Object(changes) = requested else {
+        return Err(Status::invalid_argument("columnar: an object of settings expected (enabled, file_log_bytes, row_group_rows, codec, idle_ms)"));
+    };
+    let base = serde_json::to_value(server).map_err(|e| Status::internal(e.to_string()))?;
+    let with = |changes: &serde_json::Map<String, serde_json::Value>| {
+        let mut merged = base.clone();
+        if let serde_json::Value::Object(fields) = &mut merged {
+            fields.extend(changes.clone());
+        }
+        serde_json::from_value::<shoal_core::columnar::ColumnarConfig>(merged)
+    };
+    // Each key alone first, so that the error names the key that is wrong.
+    for (key, value) in changes {
+        let one = serde_json::Map::from_iter([(key.clone(), value.clone())]);
+        if let Err(e) = with(&one) {
+            return Err(Status::invalid_argument(format!("columnar.{key}: {e}")));
+        }
+    }
+    let config = with(changes).map_err(|e| Status::invalid_argument(format!("columnar: {e}")))?;
+    if config.file_log_bytes == 0 || config.row_group_rows == 0 {
+        return Err(Status::invalid_argument("columnar: file_log_bytes and row_group_rows must be positive"));
+    }
+    Ok(config)
 }

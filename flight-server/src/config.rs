@@ -62,6 +62,9 @@ pub struct ServerConfig {
     /// (`create_table` beyond it is refused). 0: three quarters of the machine's physical
     /// memory. Default 0.
     pub max_memory_bytes: u64,
+    /// Default settings of new tables' columnar tier (section `[columnar]`: `enabled`,
+    /// `file_log_bytes`, `row_group_rows`, `codec`, `idle_ms`). Default: on, 64 MiB files.
+    pub columnar: shoal_core::columnar::ColumnarConfig,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +91,7 @@ impl Default for ServerConfig {
             max_concurrent_scans: 64,
             max_concurrent_puts: 64,
             max_memory_bytes: 0,
+            columnar: shoal_core::columnar::ColumnarConfig::default(),
         }
     }
 }

@@ -339,7 +339,15 @@ async fn update_gauges(catalog: Arc<Catalog>) {
             metrics::gauge!("shoal_log_flushed_until_address", "table" => name.clone()).set(stats.flushed_until_address as f64);
             metrics::gauge!("shoal_log_observed_until_address", "table" => name.clone()).set(stats.observed_until_address as f64);
             metrics::gauge!("shoal_index_bytes", "table" => name.clone()).set(stats.index_bytes as f64);
-            metrics::gauge!("shoal_records", "table" => name).set(stats.records as f64);
+            metrics::gauge!("shoal_records", "table" => name.clone()).set(stats.records as f64);
+            let columnar = &stats.columnar;
+            metrics::gauge!("shoal_columnar_files", "table" => name.clone()).set(columnar.files as f64);
+            metrics::gauge!("shoal_columnar_log_bytes", "table" => name.clone()).set(columnar.log_bytes as f64);
+            metrics::gauge!("shoal_columnar_json_bytes", "table" => name.clone()).set(columnar.json_bytes as f64);
+            metrics::gauge!("shoal_columnar_parquet_bytes", "table" => name.clone()).set(columnar.parquet_bytes as f64);
+            metrics::gauge!("shoal_columnar_backlog_bytes", "table" => name.clone()).set(columnar.backlog_bytes as f64);
+            metrics::gauge!("shoal_columnar_compacted_json_bytes", "table" => name.clone()).set(columnar.compacted_json_bytes as f64);
+            metrics::gauge!("shoal_columnar_compaction_seconds", "table" => name).set(columnar.compaction_ms as f64 / 1e3);
         }
     }
 }

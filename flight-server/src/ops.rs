@@ -27,7 +27,7 @@ use crate::protocol::{
 
 /// The actions `DoAction` understands, with their descriptions (for `ListActions`).
 pub const ACTIONS: &[(&str, &str)] = &[
-    ("create_table", r#"{"name", "on_invalid_json"?: "reject"|"skip", "memory_budget_bytes"?, "page_size_bits"?, "index_size_bits"?, "if_not_exists"?} → {"created": bool}"#),
+    ("create_table", r#"{"name", "on_invalid_json"?: "reject"|"skip", "memory_budget_bytes"?, "page_size_bits"?, "index_size_bits"?, "if_not_exists"?, "columnar"?: {"enabled"?, "file_log_bytes"?, "row_group_rows"?, "codec"?: "zstd"|"lz4"|"none", "idle_ms"?}} → {"created": bool}"#),
     ("drop_table", r#"{"name"} → {"dropped": true}"#),
     ("register_psf", r#"{"table", "name", "kind": "projection"|"predicate"|"range"|"composite", "field"|"expr"|"fields", "boundaries"?} → PSF with safe register address"#),
     ("deregister_psf", r#"{"table", "name"} → PSF with safe deregister address"#),
@@ -291,7 +291,13 @@ fn json_records(batch: &RecordBatch) -> Result<Vec<&[u8]>, Status> {
 }
 
 fn record_scan_metrics(entry: &TableEntry, plan: &ScanPlan, stats: &ScanStats, started: Instant) {
-    let kind = if plan.index_scans.is_empty() { "full" } else { "index" };
+    let kind = if !plan.index_scans.is_empty() {
+        "index"
+    } else if !plan.columnar_scans.is_empty() {
+        "columnar"
+    } else {
+        "full"
+    };
     metrics::counter!("shoal_scans_total", "table" => entry.name.clone(), "kind" => kind).increment(1);
     metrics::counter!("shoal_scan_records_returned_total", "table" => entry.name.clone()).increment(stats.records_returned);
     metrics::histogram!("shoal_scan_seconds", "table" => entry.name.clone()).record(started.elapsed().as_secs_f64());

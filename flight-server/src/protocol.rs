@@ -80,6 +80,10 @@ pub struct CreateTable {
     /// Group-commit interval in milliseconds (default: the server's `group_commit_ms`).
     #[serde(default)]
     pub group_commit_ms: Option<u64>,
+    /// The columnar tier's settings (`enabled`, `file_log_bytes`, `row_group_rows`,
+    /// `codec`, `idle_ms`; those not given: the server's `columnar` section).
+    #[serde(default)]
+    pub columnar: Option<serde_json::Value>,
 }
 
 /// `drop_table`, `stats`, `list_psfs`, `checkpoint`.

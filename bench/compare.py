@@ -105,9 +105,16 @@ def run_shoal(records, lines, mb, args, out):
         daemon = Daemon(Path(tmp) / "data", "--in-memory", "--memory-budget-mb", str(max(512, 3 * args.target_mb)))
         try:
             client = daemon.client()
+            # Ingestion with the columnar tier off, then on (the default), the tables of
+            # the last run queried: the compactor runs beside ingestion at a lowered priority.
+            off_times = timed_doput(client, schema, batches, len(records), 1, prefix="nocolumnar",
+                                    create_options={"columnar": {"enabled": False}})
+            action(client, "drop_table", {"name": "nocolumnar0"})
             put_times = timed_doput(client, schema, batches, len(records), args.reps)
-            out["shoal Flight"] = {"ingest": ingest_figure(put_times, mb, "DoPut, 1 stream, 6 PSFs")}
+            out["shoal Flight"] = {"ingest": ingest_figure(put_times, mb, "DoPut, 1 stream, 6 PSFs, columnar tier on"),
+                                   "ingest columnar off": ingest_figure(off_times, mb, "DoPut, 1 stream, 6 PSFs, columnar tier off")}
             table = f"events{args.reps - 1}"
+            out["shoal Flight"]["columnar"] = wait_for_compaction(client, table, put_times[-1])
 
             def query(filt, columns=None, count=False):
                 cmd = {"table": table, "filter": filt}
@@ -124,8 +131,9 @@ def run_shoal(records, lines, mb, args, out):
 
                 info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)))
                 plan = json.loads(info.app_metadata)["plan"]
-                kind = "index scan" if plan["index_scans"] and not plan["full_scans"] else (
-                    "index + full scan" if plan["index_scans"] else "full scan")
+                parts = [name for name, key in (("index", "index_scans"), ("columnar", "columnar_scans"),
+                                                ("full", "full_scans")) if plan.get(key)]
+                kind = " + ".join(parts) + " scan" if parts else "empty"
                 return query_figure(timed(run, args.query_reps), kind)
 
             stats = action(client, "stats", {"table": table})
@@ -149,18 +157,25 @@ def run_shoal(records, lines, mb, args, out):
 
             # One call (the query command as the DoGet ticket, no GetFlightInfo), and whole
             # events as ingested ("output": "json") instead of ~740 nested Arrow columns.
-            def one_call(filt, columns=None, as_json=False):
+            def one_call(filt, columns=None, as_json=False, count=False):
                 cmd = {"table": table, "filter": filt}
                 if as_json:
                     cmd["output"] = "json"
+                elif count:
+                    cmd["aggregates"] = [{"function": "count"}]
                 elif columns:
                     cmd["columns"] = columns
                 ticket = flight.Ticket(json.dumps(cmd).encode())
                 kind = "one DoGet, " + ("output json" if as_json else "Arrow columns")
+                if count:
+                    return query_figure(timed(lambda: client.do_get(ticket).read_all().column(0)[0].as_py(),
+                                              args.query_reps), "one DoGet, count")
                 return query_figure(timed(lambda: client.do_get(ticket).read_all().num_rows, args.query_reps), kind)
 
             out["shoal one call"] = {
                 "Q0": one_call("actor.id = -1", sel),
+                "Q1": one_call("type = 'PushEvent'", count=True),
+                "Q5": one_call("payload.size > 5", sel),
                 "Q2": one_call("type = 'IssuesEvent' AND payload.action = 'opened'", sel),
                 "Q3": one_call(f"actor.id = {actor}", as_json=True),
                 "Q4": one_call("type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'", as_json=True),
@@ -201,6 +216,26 @@ def process_rss_mb(pid):
     except OSError:
         pass
     return None
+
+
+def wait_for_compaction(client, table, put_seconds):
+    """Waits until the compactor has covered every flushed page of `table`; returns its
+    figures: catch-up time after the load ended, sizes, compaction rate per core."""
+    start = time.perf_counter()
+    while True:
+        stats = action(client, "stats", {"table": table})["columnar"]
+        if stats["backlog_bytes"] == 0 and stats["files"] > 0:
+            break
+        if time.perf_counter() - start > 600:
+            raise RuntimeError(f"compaction did not catch up in 600 s: {stats}")
+        time.sleep(0.05)
+    caught_up = time.perf_counter() - start
+    print(f"  columnar: caught up {caught_up:.1f} s after the load; {stats}", flush=True)
+    return {"kind": "columnar", "catch_up_s": caught_up, "load_s": put_seconds, "files": stats["files"],
+            "json_mb": stats["json_bytes"] / 1e6, "parquet_mb": stats["parquet_bytes"] / 1e6,
+            "parquet_to_json": stats["parquet_bytes"] / max(1, stats["json_bytes"]),
+            "compaction_mbps_per_core": stats["compacted_json_bytes"] / 1e6 / max(1e-9, stats["compaction_ms"] / 1e3),
+            "detail": "compactor: 1 thread per table, nice 10, 64 MiB files, zstd"}
 
 
 def time_to_queryable(client, schema, batches, records):
@@ -510,6 +545,17 @@ def report(out, meta, skipped, path_md, path_png, spark_text=None):
         per_s = f"{f['mbps'] * meta['records'] / meta['mb']:,.0f}"
         lines.append(f"| {name} | {f['mbps']:.0f} | {f['mbps_min']:.0f}-{f['mbps_max']:.0f} | {per_s} | {ratio} | "
                      f"{f['detail']} |")
+    shoal = out.get("shoal Flight", {})
+    col, on, off = shoal.get("columnar"), shoal.get("ingest"), shoal.get("ingest columnar off")
+    if col and on and off:
+        lines += ["", "### Columnar tier (issue 16)", "",
+                  "| figure | value |", "|---|---:|",
+                  f"| DoPut MB/s, tier off | {off['mbps']:.0f} |",
+                  f"| DoPut MB/s, tier on (compactor beside ingestion) | {on['mbps']:.0f} ({on['mbps'] / off['mbps']:.2f}x off) |",
+                  f"| compaction caught up after the load | {col['catch_up_s']:.1f} s (load took {col['load_s']:.1f} s) |",
+                  f"| compaction rate, MB of JSON per second of compactor time (1 thread) | {col['compaction_mbps_per_core']:.0f} |",
+                  f"| Parquet / JSON bytes | {col['parquet_mb']:.0f} MB / {col['json_mb']:.0f} MB = {100 * col['parquet_to_json']:.1f} % |",
+                  f"| files | {col['files']} |"]
     timed_systems = [(n, f["queryable"]) for n, f in out.items() if "queryable" in f]
     if timed_systems:
         lines += ["", "### Time to queryable (s from the start of the load)", "",

@@ -67,14 +67,15 @@ def drain_acks(reader):
     return acked
 
 
-def timed_doput(client, schema, batches, records, reps):
-    """Ingests `batches` into a fresh table `events{rep}` (the GitHub PSFs registered
-    first) `reps` times over one DoPut stream each; returns the times in seconds. Every
-    table but the last is dropped, so the last one is there to query."""
+def timed_doput(client, schema, batches, records, reps, prefix="events", create_options=None):
+    """Ingests `batches` into a fresh table `{prefix}{rep}` (the GitHub PSFs registered
+    first; `create_options`: more `create_table` settings) `reps` times over one DoPut
+    stream each; returns the times in seconds. Every table but the last is dropped, so the
+    last one is there to query."""
     put_times = []
     for rep in range(reps):
-        table = f"events{rep}"
-        action(client, "create_table", {"name": table})
+        table = f"{prefix}{rep}"
+        action(client, "create_table", {"name": table, **(create_options or {})})
         for psf in PSFS:
             action(client, "register_psf", {"table": table, **psf})
         start = time.perf_counter()

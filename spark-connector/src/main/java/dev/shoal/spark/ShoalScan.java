@@ -124,7 +124,10 @@ public final class ShoalScan implements Scan, Batch {
     return sb.toString();
   }
 
-  /** "index scans [psf type on [a, b)]; full scans [[c, d)]" of a plan JSON. */
+  /**
+   * "index scans [psf type on [a, b)]; full scans [[c, d)]" of a plan JSON, then
+   * "; columnar scans [[e, f)]" when the columnar tier serves part of it.
+   */
   static String summary(JsonNode plan) {
     List<String> index = new ArrayList<>();
     for (JsonNode scan : plan.path("index_scans")) {
@@ -136,7 +139,11 @@ public final class ShoalScan implements Scan, Batch {
     for (JsonNode scan : plan.path("full_scans")) {
       full.add("[" + scan.path("from").asText() + ", " + scan.path("to").asText() + ")");
     }
-    return "index scans " + index + "; full scans " + full;
+    List<String> columnar = new ArrayList<>();
+    for (JsonNode scan : plan.path("columnar_scans")) {
+      columnar.add("[" + scan.path("from").asText() + ", " + scan.path("to").asText() + ")");
+    }
+    return "index scans " + index + "; full scans " + full + (columnar.isEmpty() ? "" : "; columnar scans " + columnar);
   }
 
   @Override

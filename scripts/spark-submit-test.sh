@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# A real `spark-submit --jars shoal-spark-connector-*-shaded.jar` against a real daemon:
-# the check that the shaded jar works on a stock Spark 3.5 distribution (PySpark's), not
-# only on the test class path of `mvn verify`. Not part of scripts/test.sh (see
-# docs/spark.md, "spark-submit test", for the time it takes and why).
+# A real `spark-submit --jars shoal-spark*-connector-*-shaded.jar` against a real daemon:
+# the check that a shaded jar works on a stock Spark distribution (PySpark's), not only on
+# the test class path of `mvn verify`. scripts/test.sh (CI) runs it for both Spark lines
+# and both modes (docs/spark.md, "spark-submit test").
 #
 #   scripts/spark-submit-test.sh             # through the daemon (grpc://127.0.0.1:PORT)
 #   scripts/spark-submit-test.sh embedded    # embedded mode (embedded:DIR), the engine in Spark's JVM
+#   SPARK_LINE=4 scripts/spark-submit-test.sh   # the Spark 4 jar on the newest PySpark 4
 #
-# Steps: build the shaded jar (mvn package -pl spark-connector); create .venv-spark
-# (scripts/spark-venv.sh: pyspark 3.5, pyarrow); start `shoal serve` on a free port over a
+# SPARK_LINE selects the jar and the PySpark: 3.5 (default) is spark-connector's jar on
+# `pip install 'pyspark==3.5.*'` (.venv-spark); 4 is spark4-connector's jar on
+# `pip install 'pyspark>=4,<5'` (.venv-spark-4), which is what a plain `pip install pyspark` gives.
+#
+# Steps: build the line's shaded jar (mvn package -pl spark-connector or spark4-connector);
+# create the venv (scripts/spark-venv.sh: pyspark, pyarrow); start `shoal serve` on a free port over a
 # temporary data directory; ingest data/github/events.ndjson with `shoal ingest` - the
 # first half before and the second half after registering the projection PSF `by_type`
 # on `type`; run spark-connector/src/test/pyspark/read_events.py with spark-submit, which
@@ -19,14 +24,21 @@
 # directory's LOCK while it runs), and spark-submit reads the directory with
 # endpoint embedded:DIR: libshoal_jni.so and Arrow's arrow_cdata_jni come out of the shaded jar.
 #
-# Environment: SHOAL_BIN (default target/debug/shoal), SHOAL_DATA (default
+# Environment: SPARK_LINE (above), SHOAL_BIN (default target/debug/shoal), SHOAL_DATA (default
 # data/github/events.ndjson), SHOAL_SPARK_JAR (skip the Maven build and use this jar),
-# SHOAL_SPARK_VENV / PYSPARK_SPEC (see scripts/spark-venv.sh).
+# SHOAL_SPARK_VENV / PYSPARK_SPEC (override the line's venv and pip spec; scripts/spark-venv.sh).
 set -euo pipefail
 mode="${1:-daemon}"
-case "$mode" in daemon|embedded) ;; *) echo "usage: $0 [daemon|embedded]" >&2; exit 2 ;; esac
+case "$mode" in daemon|embedded) ;; *) echo "usage: [SPARK_LINE=3.5|4] $0 [daemon|embedded]" >&2; exit 2 ;; esac
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
+case "${SPARK_LINE:-3.5}" in
+  3.5) module=spark-connector; artifact=shoal-spark-connector
+       export PYSPARK_SPEC="${PYSPARK_SPEC:-pyspark==3.5.*}" SHOAL_SPARK_VENV="${SHOAL_SPARK_VENV:-$repo_root/.venv-spark}" ;;
+  4)   module=spark4-connector; artifact=shoal-spark4-connector
+       export PYSPARK_SPEC="${PYSPARK_SPEC:-pyspark>=4,<5}" SHOAL_SPARK_VENV="${SHOAL_SPARK_VENV:-$repo_root/.venv-spark-4}" ;;
+  *) echo "SPARK_LINE must be 3.5 or 4, not '${SPARK_LINE}'" >&2; exit 2 ;;
+esac
 step() { printf '\n==> %s\n' "$*"; }
 started=$(date +%s)
 
@@ -43,9 +55,9 @@ fi
 
 jar="${SHOAL_SPARK_JAR:-}"
 if [[ -z "$jar" ]]; then
-  step "building the shaded connector jar"
-  mvn -B -ntp -q -pl spark-connector -am package -DskipTests
-  jar="$(ls "$repo_root"/spark-connector/target/shoal-spark-connector-*-shaded.jar | head -n 1)"
+  step "building the shaded connector jar ($module)"
+  mvn -B -ntp -q -pl "$module" -am package -DskipTests
+  jar="$(ls "$repo_root/$module/target/$artifact"-*-shaded.jar | head -n 1)"
 fi
 echo "jar: $jar ($(du -h "$jar" | cut -f1))"
 

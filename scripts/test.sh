@@ -8,8 +8,9 @@
 # tests against the real `shoal` binary; build the JVM modules and run their tests
 # (embedded mode through JNI; Spark in local mode, Flink in a MiniCluster, against the
 # same binary), then the end-to-end test of integration-tests/ (the demo's Flink job ->
-# shoal -> Spark SQL vs spark.read.json, plus a pyarrow client from .venv); last, a short
-# pass of the coverage-guided fuzzers of fuzz/ (scripts/fuzz.sh).
+# shoal -> Spark SQL vs spark.read.json, plus a pyarrow client from .venv); then both Spark
+# connector jars under a real spark-submit of PySpark 3.5 and 4 (scripts/spark-submit-test.sh);
+# last, a short pass of the coverage-guided fuzzers of fuzz/ (scripts/fuzz.sh).
 # Environment: CARGO_BUILD_JOBS etc. as usual; SHOAL_REQUIRE_DATA=1 is set so that tests
 # needing the real events fail instead of skipping when the data is missing.
 set -euo pipefail
@@ -47,6 +48,22 @@ mvn -B -ntp verify \
   -Dshoal.cargo.profile=dev \
   -Dshoal.bin="$repo_root/target/debug/shoal" \
   -Dshoal.data="$repo_root/data/github/events.ndjson"
+
+step "Spark: spark-submit of each shaded jar on a stock PySpark (3.5 and 4.x, daemon and embedded mode; SHOAL_SPARK_SUBMIT=0 skips)"
+# The jars mvn verify just built, on the Spark distributions users install: `pip install
+# 'pyspark==3.5.*'` (.venv-spark) and `pip install pyspark` (PySpark 4, .venv-spark-4).
+if [[ "${SHOAL_SPARK_SUBMIT:-1}" != 0 ]]; then
+  for line in 3.5 4; do
+    if [[ "$line" == 3.5 ]]; then
+      jar="$(ls spark-connector/target/shoal-spark-connector-*-shaded.jar | head -n 1)"
+    else
+      jar="$(ls spark4-connector/target/shoal-spark4-connector-*-shaded.jar | head -n 1)"
+    fi
+    for mode in daemon embedded; do
+      SPARK_LINE="$line" SHOAL_SPARK_JAR="$jar" SHOAL_BIN="$repo_root/target/debug/shoal" scripts/spark-submit-test.sh "$mode"
+    done
+  done
+fi
 
 step "Fuzzing: a short pass of each fuzz target (cargo-fuzz, nightly; SHOAL_FUZZ_SECONDS, default 15 s each, 0 skips)"
 # The time-boxed smoke run the hardening issue asks of CI: it builds fuzz/ (its own target

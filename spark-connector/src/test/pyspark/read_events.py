@@ -49,7 +49,7 @@ def main():
     query = "SELECT id, actor.login, payload.action FROM {} WHERE type = 'IssuesEvent'"
     plan = spark.sql("EXPLAIN " + query.format("shoal_events")).collect()[0][0]
     print("EXPLAIN:\n" + plan)
-    for needle in ("ShoalScan", "type = 'IssuesEvent'", "index scans", psf_name):
+    for needle in ("ShoalScan", "filter=[\"type\" = 'IssuesEvent']", "index scans", psf_name):
         if needle not in plan:
             failures.append(f"EXPLAIN does not contain {needle!r}")
 

@@ -27,7 +27,8 @@ import org.apache.arrow.vector.VectorSchemaRoot;
 /**
  * {@link ShoalClient} over Arrow Flight: a shoal daemon at {@code grpc://host:port}, {@code
  * grpc+tls://host:port} or {@code host:port}. Thread-safe: one gRPC channel, one Arrow allocator;
- * every call builds its own vectors.
+ * every call builds its own vectors. The channel's threads are its own and end with {@link #close}
+ * ({@link FlightTransport}).
  *
  * <p>Errors surface as Arrow's {@code FlightRuntimeException} with the daemon's status code; {@link
  * ShoalErrors} decides which are transient.
@@ -39,6 +40,7 @@ final class FlightShoalClient implements ShoalClient {
   private final String endpoint;
   private final String table;
   private final BufferAllocator allocator;
+  private final FlightTransport transport;
   private final FlightClient client;
   private final CallOption[] options;
 
@@ -54,7 +56,8 @@ final class FlightShoalClient implements ShoalClient {
     this.table = table;
     this.allocator = new RootAllocator(Long.MAX_VALUE);
     try {
-      this.client = FlightClient.builder(allocator, ShoalEndpoint.flightLocation(endpoint)).build();
+      this.transport = new FlightTransport(ShoalEndpoint.flightLocation(endpoint).getUri(), allocator);
+      this.client = transport.client();
     } catch (RuntimeException e) {
       allocator.close();
       throw e;
@@ -136,7 +139,7 @@ final class FlightShoalClient implements ShoalClient {
   @Override
   public void close() throws InterruptedException {
     try {
-      client.close();
+      transport.close();
     } finally {
       allocator.close();
     }

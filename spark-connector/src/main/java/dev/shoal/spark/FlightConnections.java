@@ -3,17 +3,24 @@ package dev.shoal.spark;
 import java.net.URI;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.MetadataUtils;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.nio.NioEventLoopGroup;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import io.netty.util.concurrent.GlobalEventExecutor;
 import org.apache.arrow.flight.FlightClient;
-import org.apache.arrow.flight.Location;
+import org.apache.arrow.flight.FlightGrpcUtils;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 
@@ -29,6 +36,11 @@ import org.apache.arrow.memory.RootAllocator;
  * {@link #acquire} and returned by {@link Connection#release}; once no lease is left it stays open
  * for {@link #IDLE_CLOSE_MILLIS} (the next query of a session reuses it) and is then closed by a
  * daemon thread. gRPC reconnects a channel by itself when the daemon restarts.
+ *
+ * <p>A connection's channels run on a Netty event loop and an executor of its own (daemon threads
+ * named {@code shoal-flight-HOST:PORT-*}), which its close ends: gRPC's JVM-wide shared event
+ * loops and their {@code grpc-shared-destroyer} thread would outlive it, keeping the class loader
+ * of whatever thread first connected (issue 19).
  */
 final class FlightConnections {
   /** How long a connection without leases stays open, in milliseconds. */
@@ -49,6 +61,9 @@ final class FlightConnections {
   static final class Connection {
     private final Key key;
     private final BufferAllocator allocator;
+    private final EventLoopGroup eventLoop;
+    private final ExecutorService executor;
+    private final ManagedChannel channel;
     private final FlightClient client;
     private ManagedChannel planChannel;
     private int leases;
@@ -57,7 +72,29 @@ final class FlightConnections {
     private Connection(Key key) {
       this.key = key;
       this.allocator = new RootAllocator(Long.MAX_VALUE);
-      this.client = FlightClient.builder(allocator, new Location(key.endpoint())).build();
+      String name = "shoal-flight-" + key.endpoint().getHost() + ":" + key.endpoint().getPort();
+      this.eventLoop = new NioEventLoopGroup(1, threads(name + "-loop"));
+      this.executor = Executors.newCachedThreadPool(threads(name + "-call"));
+      // What FlightClient.Builder sets: no inbound size limit below Flight's own, no tracing.
+      this.channel = channelBuilder().maxInboundMessageSize(Integer.MAX_VALUE).maxInboundMetadataSize(Integer.MAX_VALUE)
+          .maxTraceEvents(0).build();
+      this.client = FlightGrpcUtils.createFlightClientWithSharedChannel(allocator, channel);
+    }
+
+    /** A channel builder on this connection's event loop and executor, with the endpoint's transport security. */
+    private NettyChannelBuilder channelBuilder() {
+      URI endpoint = key.endpoint();
+      NettyChannelBuilder builder = NettyChannelBuilder.forAddress(endpoint.getHost(), endpoint.getPort())
+          .eventLoopGroup(eventLoop)
+          .channelType(NioSocketChannel.class)
+          .executor(executor)
+          .offloadExecutor(executor);
+      if (endpoint.getScheme().contains("tls")) {
+        builder.useTransportSecurity();
+      } else {
+        builder.usePlaintext();
+      }
+      return builder;
     }
 
     /** The Flight client; streams it reads allocate from {@link #allocator()}. */
@@ -73,14 +110,7 @@ final class FlightConnections {
     /** The gRPC channel for calls made through the generated stub, with the bearer token attached. */
     synchronized ManagedChannel planChannel() {
       if (planChannel == null) {
-        URI endpoint = key.endpoint();
-        NettyChannelBuilder builder = NettyChannelBuilder.forAddress(endpoint.getHost(), endpoint.getPort())
-            .maxInboundMessageSize(64 << 20);
-        if (endpoint.getScheme().contains("tls")) {
-          builder.useTransportSecurity();
-        } else {
-          builder.usePlaintext();
-        }
+        NettyChannelBuilder builder = channelBuilder().maxInboundMessageSize(64 << 20);
         String token = key.token();
         if (token != null && !token.isEmpty()) {
           Metadata headers = new Metadata();
@@ -113,6 +143,15 @@ final class FlightConnections {
           }
         }
         client.close();
+        channel.shutdownNow();
+        channel.awaitTermination(10, TimeUnit.SECONDS);
+        eventLoop.shutdownGracefully(0, 10, TimeUnit.SECONDS);
+        executor.shutdownNow();
+        eventLoop.terminationFuture().await(10, TimeUnit.SECONDS);
+        executor.awaitTermination(10, TimeUnit.SECONDS);
+        // The event loop's termination is announced through Netty's global executor; its thread
+        // ends about a second later.
+        GlobalEventExecutor.INSTANCE.awaitInactivity(10, TimeUnit.SECONDS);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       } finally {
@@ -136,6 +175,15 @@ final class FlightConnections {
     }
   }
 
+  private static ThreadFactory threads(String prefix) {
+    AtomicInteger n = new AtomicInteger();
+    return runnable -> {
+      Thread thread = new Thread(runnable, prefix + "-" + n.incrementAndGet());
+      thread.setDaemon(true);
+      return thread;
+    };
+  }
+
   private static void closeIfIdle(Connection connection) {
     synchronized (OPEN) {
       if (connection.leases > 0 || OPEN.get(connection.key) != connection) {
@@ -144,6 +192,19 @@ final class FlightConnections {
       OPEN.remove(connection.key);
     }
     connection.closeNow();
+  }
+
+  /** Closes every connection without a lease now rather than after {@link #IDLE_CLOSE_MILLIS}, for tests. */
+  static void closeIdleNow() {
+    java.util.List<Connection> idle = new java.util.ArrayList<>();
+    synchronized (OPEN) {
+      for (Connection c : OPEN.values()) {
+        if (c.leases == 0) {
+          idle.add(c);
+        }
+      }
+    }
+    idle.forEach(FlightConnections::closeIfIdle);
   }
 
   /** Number of open connections (leased or idle), for tests. */

@@ -30,6 +30,7 @@ public final class ShoalCatalog implements TableCatalog {
 
   @Override
   public void initialize(String catalogName, CaseInsensitiveStringMap properties) {
+    SparkLine.check();
     this.name = catalogName;
     this.options = ShoalOptions.forCatalog(properties);
   }

@@ -26,6 +26,7 @@ public final class ShoalDataSource implements TableProvider, DataSourceRegister 
 
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
+    SparkLine.check();
     return daemonSchema(ShoalOptions.forTable(options));
   }
 
@@ -36,6 +37,7 @@ public final class ShoalDataSource implements TableProvider, DataSourceRegister 
 
   @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+    SparkLine.check();
     ShoalOptions options = ShoalOptions.forTable(properties);
     // Spark passes back the schema inferSchema returned, or the user's/the written DataFrame's.
     return new ShoalTable(options, schema, true);

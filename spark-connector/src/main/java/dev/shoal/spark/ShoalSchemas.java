@@ -29,11 +29,6 @@ public final class ShoalSchemas {
   /** Field metadata key of columns that hold JSON text (mixed JSON types). */
   public static final String JSON_TEXT = "shoal.json_text";
 
-  /** Words of the filter language's SQL syntax; a path segment spelled like one is quoted. */
-  private static final java.util.Set<String> KEYWORDS = java.util.Set.of(
-      "and", "or", "not", "null", "true", "false", "in", "is", "like", "between", "escape", "select", "from",
-      "where", "case", "when", "then", "else", "end", "exists", "interval", "cast", "distinct", "all", "any");
-
   private ShoalSchemas() {}
 
   /** The Spark schema of an Arrow schema from the daemon. */
@@ -144,11 +139,13 @@ public final class ShoalSchemas {
     return new StructField(a.name(), DataTypes.StringType, true, new MetadataBuilder().putBoolean(JSON_TEXT, true).build());
   }
 
-  /** Quotes a path segment for shoal's filter language when it is not a plain identifier. */
+  /**
+   * Quotes a path segment for shoal's filter language: always, as a SQL delimited identifier
+   * ({@code "type"}, {@code "say ""hi"""}). The daemon's SQL parser knows several hundred keywords
+   * ({@code trim}, {@code struct}, {@code some}, {@code with}, ...) that a bare segment must not
+   * spell, and its list grows with the parser; a quoted segment is always a name.
+   */
   public static String quoteSegment(String segment) {
-    if (segment.matches("[A-Za-z_][A-Za-z0-9_]*") && !KEYWORDS.contains(segment.toLowerCase(java.util.Locale.ROOT))) {
-      return segment;
-    }
     return "\"" + segment.replace("\"", "\"\"") + "\"";
   }
 

@@ -1,5 +1,7 @@
 package dev.shoal.spark;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -48,5 +50,35 @@ class FlightConnectionsTest {
       again.release();
       assertSame(connection, again, "the idle connection is reused within FlightConnections.IDLE_CLOSE_MILLIS");
     }
+  }
+
+  /**
+   * A connection's threads are its own and end with it: gRPC's shared event loops and its
+   * {@code grpc-shared-destroyer} thread would outlive it, holding the class loader of the thread
+   * that first connected (issue 19).
+   */
+  @Test
+  void a_closed_connection_leaves_no_thread_behind() throws Exception {
+    URI endpoint = URI.create("grpc://127.0.0.1:4");
+    FlightConnections.Connection connection = FlightConnections.acquire(endpoint, null);
+    try {
+      // Nothing listens on port 4: the call fails, after the channel has started its threads.
+      assertThrows(RuntimeException.class, () -> connection.client().listActions().forEach(a -> { }));
+      assertFalse(threads("shoal-flight-127.0.0.1:4-").isEmpty(), "the connection runs on its own threads");
+    } finally {
+      connection.release();
+    }
+    FlightConnections.closeIdleNow();
+    assertEquals(java.util.List.of(), threads("shoal-flight-127.0.0.1:4-"));
+  }
+
+  private static java.util.List<String> threads(String prefix) {
+    java.util.List<String> out = new java.util.ArrayList<>();
+    for (Thread t : Thread.getAllStackTraces().keySet()) {
+      if (t.isAlive() && t.getName().startsWith(prefix)) {
+        out.add(t.getName());
+      }
+    }
+    return out;
   }
 }

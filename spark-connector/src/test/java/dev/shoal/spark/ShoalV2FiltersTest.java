@@ -58,39 +58,39 @@ class ShoalV2FiltersTest {
 
   @Test
   void equality_on_a_top_level_string() {
-    assertEquals("type = 'PushEvent'", t(p("=", col("type"), lit("PushEvent"))));
+    assertEquals("\"type\" = 'PushEvent'", t(p("=", col("type"), lit("PushEvent"))));
   }
 
   @Test
   void not_equal() {
-    assertEquals("payload.size <> 3", t(p("<>", col("payload", "size"), lit(3L))));
+    assertEquals("\"payload\".\"size\" <> 3", t(p("<>", col("payload", "size"), lit(3L))));
   }
 
   @Test
   void less_than_and_literal_on_the_left_flips_the_operator() {
-    assertEquals("payload.size < 5", t(p("<", col("payload", "size"), lit(5L))));
-    assertEquals("payload.size > 5", t(p("<", lit(5L), col("payload", "size"))));
+    assertEquals("\"payload\".\"size\" < 5", t(p("<", col("payload", "size"), lit(5L))));
+    assertEquals("\"payload\".\"size\" > 5", t(p("<", lit(5L), col("payload", "size"))));
   }
 
   @Test
   void less_or_equal() {
-    assertEquals("payload.size <= 5", t(p("<=", col("payload", "size"), lit(5))));
+    assertEquals("\"payload\".\"size\" <= 5", t(p("<=", col("payload", "size"), lit(5))));
   }
 
   @Test
   void greater_than_on_a_double() {
-    assertEquals("score > 1.5", t(p(">", col("score"), lit(1.5d))));
-    assertEquals("score > 3", t(p(">", col("score"), lit(3L))));
+    assertEquals("\"score\" > 1.5", t(p(">", col("score"), lit(1.5d))));
+    assertEquals("\"score\" > 3", t(p(">", col("score"), lit(3L))));
   }
 
   @Test
   void greater_or_equal_on_a_nested_field() {
-    assertEquals("actor.id >= 100", t(p(">=", col("actor", "id"), lit(100L))));
+    assertEquals("\"actor\".\"id\" >= 100", t(p(">=", col("actor", "id"), lit(100L))));
   }
 
   @Test
   void in_list() {
-    assertEquals("type IN ('a', 'b''c')", t(p("IN", col("type"), lit("a"), lit("b'c"))));
+    assertEquals("\"type\" IN ('a', 'b''c')", t(p("IN", col("type"), lit("a"), lit("b'c"))));
   }
 
   @Test
@@ -100,23 +100,23 @@ class ShoalV2FiltersTest {
 
   @Test
   void is_null_and_is_not_null() {
-    assertEquals("actor.login IS NULL", t(p("IS_NULL", col("actor", "login"))));
-    assertEquals("payload.pull_request.head.ref IS NOT NULL", t(p("IS_NOT_NULL", col("payload", "pull_request", "head", "ref"))));
+    assertEquals("\"actor\".\"login\" IS NULL", t(p("IS_NULL", col("actor", "login"))));
+    assertEquals("\"payload\".\"pull_request\".\"head\".\"ref\" IS NOT NULL", t(p("IS_NOT_NULL", col("payload", "pull_request", "head", "ref"))));
   }
 
   @Test
   void starts_with_becomes_a_like_prefix_with_escapes() {
-    assertEquals("actor.login LIKE 'bot%'", t(p("STARTS_WITH", col("actor", "login"), lit("bot"))));
-    assertEquals("actor.login LIKE '50\\%\\_x%' ESCAPE '\\'", t(p("STARTS_WITH", col("actor", "login"), lit("50%_x"))));
+    assertEquals("\"actor\".\"login\" LIKE 'bot%'", t(p("STARTS_WITH", col("actor", "login"), lit("bot"))));
+    assertEquals("\"actor\".\"login\" LIKE '50\\%\\_x%' ESCAPE '\\'", t(p("STARTS_WITH", col("actor", "login"), lit("50%_x"))));
   }
 
   @Test
   void and_or_not() {
     Predicate eq = p("=", col("type"), lit("IssuesEvent"));
     Predicate gt = p(">", col("payload", "size"), lit(1L));
-    assertEquals("(type = 'IssuesEvent' AND payload.size > 1)", t(new And(eq, gt)));
-    assertEquals("(type = 'IssuesEvent' OR payload.size > 1)", t(new Or(eq, gt)));
-    assertEquals("NOT (type = 'IssuesEvent')", t(new Not(eq)));
+    assertEquals("(\"type\" = 'IssuesEvent' AND \"payload\".\"size\" > 1)", t(new And(eq, gt)));
+    assertEquals("(\"type\" = 'IssuesEvent' OR \"payload\".\"size\" > 1)", t(new Or(eq, gt)));
+    assertEquals("NOT (\"type\" = 'IssuesEvent')", t(new Not(eq)));
   }
 
   @Test
@@ -130,14 +130,15 @@ class ShoalV2FiltersTest {
 
   @Test
   void booleans() {
-    assertEquals("public = TRUE", t(p("=", col("public"), lit(true))));
+    assertEquals("\"public\" = TRUE", t(p("=", col("public"), lit(true))));
     assertNull(t(p("=", col("public"), lit("true"))));
   }
 
   @Test
-  void segments_that_are_not_identifiers_or_are_keywords_are_quoted() {
+  void every_segment_is_quoted() {
     assertEquals("\"a.b\" = 1", t(p("=", col("a.b"), lit(1L))));
     assertEquals("\"end\"", ShoalSchemas.quoteSegment("end"));
+    assertEquals("\"login\"", ShoalSchemas.quoteSegment("login"));
     assertEquals("\"say \"\"hi\"\"\"", ShoalSchemas.quoteSegment("say \"hi\""));
   }
 

@@ -155,6 +155,114 @@ class ShadedConnectorJarIT {
     }
   }
 
+  /**
+   * No thread and no class loader of a finished job survive it. A Flink session cluster loads a
+   * job's connector through a user-code class loader of the job's own, and runs the job's tasks
+   * with it as their context class loader. Three "jobs" here do the same with the shaded jar: a
+   * child-first class loader over it, a task thread that connects, writes a batch and closes its
+   * client (what the writer does when a job ends). Afterwards no live thread may carry that loader
+   * (as its context class loader, or as the loader of its class: the relocated Netty's threads),
+   * and the loader must be collectable. gRPC's shared event loops used to live on for a second
+   * and its {@code grpc-shared-destroyer} thread for good ("Trying to access closed classloader").
+   */
+  @Test
+  void aFinishedJobLeavesNoThreadAndNoClassLoaderBehind() throws Exception {
+    for (int job = 0; job < 3; job++) {
+      String table = "leaks" + job;
+      SHOAL.createTable(table, "reject");
+      JobClassLoader loader = new JobClassLoader(shadedJar());
+      runJob(loader, table);
+      // Flink closes the job's class loader as soon as its tasks are done: by then every thread
+      // that runs the loader's code must have ended (a short grace for threads that are exiting).
+      long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(250);
+      List<String> left = threadsOf(loader);
+      while (!left.isEmpty() && System.nanoTime() < deadline) {
+        Thread.sleep(10);
+        left = threadsOf(loader);
+      }
+      assertEquals(List.of(), left, "threads that outlive job " + job + " with its class loader");
+      loader.close();
+      java.lang.ref.WeakReference<ClassLoader> collected = new java.lang.ref.WeakReference<>(loader);
+      loader = null;
+      deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (collected.get() != null && System.nanoTime() < deadline) {
+        System.gc();
+        Thread.sleep(50);
+      }
+      assertTrue(collected.get() == null, "job " + job + "'s class loader is collected once the job is done");
+      assertEquals(2, SHOAL.column(table, "id").size());
+    }
+  }
+
+  /** Child-first over the shaded jar for the connector's packages, as Flink's user-code class loader. */
+  private static final class JobClassLoader extends java.net.URLClassLoader {
+    JobClassLoader(Path jar) throws IOException {
+      super(new java.net.URL[] {jar.toUri().toURL()}, ShadedConnectorJarIT.class.getClassLoader());
+    }
+
+    @Override
+    protected Class<?> loadClass(String name, boolean resolve) throws ClassNotFoundException {
+      if (!name.startsWith("dev.shoal.")) {
+        return super.loadClass(name, resolve);
+      }
+      synchronized (getClassLoadingLock(name)) {
+        Class<?> c = findLoadedClass(name);
+        if (c == null) {
+          try {
+            c = findClass(name);
+          } catch (ClassNotFoundException e) {
+            c = super.loadClass(name, false);
+          }
+        }
+        if (resolve) {
+          resolveClass(c);
+        }
+        return c;
+      }
+    }
+  }
+
+  /** A task thread with the job's class loader: connects, writes two records, closes the client. */
+  private static void runJob(ClassLoader loader, String table) throws Exception {
+    Throwable[] failure = new Throwable[1];
+    Thread task = new Thread(() -> {
+      try {
+        Class<?> clientClass = Class.forName("dev.shoal.flink.FlightShoalClient", true, loader);
+        assertTrue(clientClass.getClassLoader() == loader, "the connector comes from the job's class loader");
+        java.lang.reflect.Constructor<?> open =
+            clientClass.getDeclaredConstructor(String.class, String.class, String.class, java.time.Duration.class);
+        open.setAccessible(true);
+        AutoCloseable client = (AutoCloseable) open.newInstance(SHOAL.endpoint(), table, null, java.time.Duration.ofSeconds(30));
+        try {
+          java.lang.reflect.Method put = clientClass.getDeclaredMethod("put", List.class, long.class, String.class);
+          put.setAccessible(true);
+          List<byte[]> records = List.of("{\"id\": 1}".getBytes(StandardCharsets.UTF_8), "{\"id\": 2}".getBytes(StandardCharsets.UTF_8));
+          put.invoke(client, records, 22L, null);
+        } finally {
+          client.close();
+        }
+      } catch (Throwable t) {
+        failure[0] = t;
+      }
+    }, "task-" + table);
+    task.setContextClassLoader(loader);
+    task.start();
+    task.join();
+    if (failure[0] != null) {
+      throw new AssertionError("the job's client failed", failure[0]);
+    }
+  }
+
+  private static List<String> threadsOf(ClassLoader loader) {
+    List<String> out = new ArrayList<>();
+    for (Thread t : Thread.getAllStackTraces().keySet()) {
+      if (t.isAlive() && (t.getContextClassLoader() == loader || t.getClass().getClassLoader() == loader)) {
+        out.add(t.getName());
+      }
+    }
+    return out;
+  }
+
   @Test
   void theSinkAndTheTableFactoryRunFromTheJarWithOnlyFlinkBesideIt() throws Exception {
     SHOAL.createTable("shaded_stream", "reject");

@@ -1,7 +1,7 @@
 //! The CLI's Flight client commands: they talk to a running daemon exactly as any
 //! other Flight client would.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write as _};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -101,6 +101,21 @@ enum PsfCommand {
     },
 }
 
+/// How `shoal query` writes its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// A pretty table of the first `--show` rows, then the count, the time and the plan.
+    Table,
+    /// One JSON array of row objects.
+    Json,
+    /// One JSON object per row and line (NDJSON).
+    Jsonl,
+    /// CSV with a header line; nested columns are refused (select leaves with `--columns`).
+    Csv,
+    /// An Arrow IPC file (Feather v2: `pyarrow.ipc.open_file`, `pandas.read_feather`).
+    Arrow,
+}
+
 /// `shoal query`.
 #[derive(clap::Args)]
 pub struct QueryArgs {
@@ -110,8 +125,18 @@ pub struct QueryArgs {
     #[arg(long)]
     table: String,
     /// Filter (SQL expression over dotted paths).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "filter_file")]
     filter: Option<String>,
+    /// Read the filter from this file, or from standard input with `-`.
+    #[arg(long)]
+    filter_file: Option<PathBuf>,
+    /// Output format: every format but `table` writes all rows, and the count and time go to
+    /// standard error.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    format: OutputFormat,
+    /// Write the rows to this file instead of standard output.
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
     /// Columns (comma-separated dotted paths); default all top-level fields.
     #[arg(long, value_delimiter = ',')]
     columns: Vec<String>,
@@ -123,8 +148,52 @@ pub struct QueryArgs {
     show: usize,
     /// Print every matching record as ingested, one per line (NDJSON), on stdout (the
     /// count and time go to stderr); asks for `"output": "json"` in one `DoGet`.
-    #[arg(long, conflicts_with_all = ["columns", "show"])]
+    #[arg(long, conflicts_with_all = ["columns", "show", "format"])]
     raw: bool,
+}
+
+/// `shoal drop-table`.
+#[derive(clap::Args)]
+pub struct TableNameArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// Table name.
+    name: String,
+}
+
+/// `shoal truncate`: the `truncate` action (retention), exactly one rule.
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("rule").required(true).args(["before_address", "keep_bytes", "older_than_secs"])))]
+pub struct TruncateArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// Table name.
+    name: String,
+    /// Drop the records below this log address (rounded down to a page).
+    #[arg(long)]
+    before_address: Option<u64>,
+    /// Keep about this many bytes of the log's newest part, drop the rest.
+    #[arg(long)]
+    keep_bytes: Option<u64>,
+    /// Drop the log's segments last written more than this many seconds ago.
+    #[arg(long)]
+    older_than_secs: Option<u64>,
+}
+
+/// `shoal tables`.
+#[derive(clap::Args)]
+pub struct TablesArgs {
+    #[command(flatten)]
+    connection: Connection,
+}
+
+/// `shoal checkpoint`.
+#[derive(clap::Args)]
+pub struct CheckpointArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// Table name (default: every table).
+    name: Option<String>,
 }
 
 /// `shoal stats`.
@@ -137,16 +206,40 @@ pub struct StatsArgs {
     table: Option<String>,
 }
 
-/// `shoal create-table`.
+/// What a table does with a record that is not valid JSON.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum OnInvalidJson {
+    /// Refuse the whole batch, naming the record.
+    Reject,
+    /// Skip the record and count it.
+    Skip,
+}
+
+/// `shoal create-table`: the `create_table` action's settings (docs/protocol.md).
 #[derive(clap::Args)]
 pub struct CreateTableArgs {
     #[command(flatten)]
     connection: Connection,
     /// Table name.
     name: String,
-    /// `reject` or `skip` records that are not valid JSON.
-    #[arg(long, default_value = "reject")]
-    on_invalid_json: String,
+    /// What to do with records that are not valid JSON.
+    #[arg(long, value_enum, default_value_t = OnInvalidJson::Reject)]
+    on_invalid_json: OnInvalidJson,
+    /// When a batch is acknowledged [default: the daemon's `durability`].
+    #[arg(long, value_enum)]
+    durability: Option<shoal_server::config::Durability>,
+    /// Group-commit interval in milliseconds [default: the daemon's].
+    #[arg(long)]
+    group_commit_ms: Option<u64>,
+    /// Memory budget of the table's log in MiB [default: the daemon's].
+    #[arg(long)]
+    memory_budget_mb: Option<usize>,
+    /// Compact flushed pages into Parquet (the columnar tier) or not [default: the daemon's].
+    #[arg(long)]
+    columnar: Option<bool>,
+    /// Succeed without change when the table exists.
+    #[arg(long)]
+    if_not_exists: bool,
 }
 
 /// Runs a client future on a small runtime.
@@ -213,8 +306,79 @@ async fn action(client: &mut FlightClient, name: &str, body: &Value) -> Result<V
 /// `shoal create-table`.
 pub async fn create_table(args: CreateTableArgs) -> Result<(), String> {
     let mut client = connect(&args.connection).await?;
-    let result = action(&mut client, "create_table", &json!({"name": args.name, "on_invalid_json": args.on_invalid_json})).await?;
+    let mut body = json!({
+        "name": args.name,
+        "on_invalid_json": match args.on_invalid_json { OnInvalidJson::Reject => "reject", OnInvalidJson::Skip => "skip" },
+        "if_not_exists": args.if_not_exists,
+    });
+    if let Some(durability) = args.durability {
+        body["durability"] = serde_json::to_value(durability).map_err(|e| e.to_string())?;
+    }
+    if let Some(ms) = args.group_commit_ms {
+        body["group_commit_ms"] = json!(ms);
+    }
+    if let Some(mb) = args.memory_budget_mb {
+        body["memory_budget_bytes"] = json!(mb << 20);
+    }
+    if let Some(enabled) = args.columnar {
+        body["columnar"] = json!({"enabled": enabled});
+    }
+    let result = action(&mut client, "create_table", &body).await?;
     println!("{result}");
+    Ok(())
+}
+
+/// Every table's name, from `ListFlights`.
+async fn table_names(client: &mut FlightClient) -> Result<Vec<String>, String> {
+    let infos: Vec<_> = client
+        .list_flights(bytes::Bytes::new())
+        .await
+        .map_err(|e| flight_error("ListFlights", e))?
+        .try_collect()
+        .await
+        .map_err(|e| flight_error("ListFlights", e))?;
+    Ok(infos.iter().filter_map(|i| i.flight_descriptor.as_ref()?.path.first().cloned()).collect())
+}
+
+/// `shoal tables`: one name per line.
+pub async fn tables(args: TablesArgs) -> Result<(), String> {
+    let mut client = connect(&args.connection).await?;
+    for name in table_names(&mut client).await? {
+        println!("{name}");
+    }
+    Ok(())
+}
+
+/// `shoal drop-table`.
+pub async fn drop_table(args: TableNameArgs) -> Result<(), String> {
+    let mut client = connect(&args.connection).await?;
+    println!("{}", action(&mut client, "drop_table", &json!({"table": args.name})).await?);
+    Ok(())
+}
+
+/// `shoal truncate`.
+pub async fn truncate(args: TruncateArgs) -> Result<(), String> {
+    let mut client = connect(&args.connection).await?;
+    let mut body = json!({"table": args.name});
+    for (key, value) in [("before_address", args.before_address), ("keep_bytes", args.keep_bytes), ("older_than_secs", args.older_than_secs)] {
+        if let Some(value) = value {
+            body[key] = json!(value);
+        }
+    }
+    println!("{}", action(&mut client, "truncate", &body).await?);
+    Ok(())
+}
+
+/// `shoal checkpoint`: one table, or every table in turn.
+pub async fn checkpoint(args: CheckpointArgs) -> Result<(), String> {
+    let mut client = connect(&args.connection).await?;
+    let names = match args.name {
+        Some(name) => vec![name],
+        None => table_names(&mut client).await?,
+    };
+    for name in names {
+        println!("{}", action(&mut client, "checkpoint", &json!({"table": name})).await?);
+    }
     Ok(())
 }
 
@@ -340,7 +504,8 @@ pub async fn query(args: QueryArgs) -> Result<(), String> {
     if args.raw {
         return query_raw(&mut client, &args, started).await;
     }
-    let command = json!({"table": args.table, "filter": args.filter, "columns": args.columns, "limit": args.limit});
+    let filter = filter_text(&args)?;
+    let command = json!({"table": args.table, "filter": filter, "columns": args.columns, "limit": args.limit});
     let info = client
         .get_flight_info(FlightDescriptor::new_cmd(command.to_string()))
         .await
@@ -355,6 +520,19 @@ pub async fn query(args: QueryArgs) -> Result<(), String> {
     }
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let elapsed = started.elapsed();
+    if args.format != OutputFormat::Table {
+        let schema = match batches.first() {
+            Some(batch) => batch.schema(),
+            None => Arc::new(info.try_decode_schema().map_err(|e| format!("GetFlightInfo: the schema cannot be read: {e}"))?),
+        };
+        let mut out = output(args.output.as_ref())?;
+        write_rows(args.format, &schema, &batches, &mut out).and_then(|()| out.flush().map_err(|e| e.to_string())).map_err(|e| {
+            format!("writing {} rows to {}: {e}", format!("{:?}", args.format).to_lowercase(), output_name(args.output.as_ref()))
+        })?;
+        eprintln!("{rows} rows in {:.1} ms", elapsed.as_secs_f64() * 1e3);
+        return Ok(());
+    }
+    let mut out = output(args.output.as_ref())?;
     let mut shown = Vec::new();
     let mut left = args.show.min(rows);
     for batch in &batches {
@@ -365,19 +543,98 @@ pub async fn query(args: QueryArgs) -> Result<(), String> {
         shown.push(batch.slice(0, take));
         left -= take;
     }
+    let mut text = String::new();
     if !shown.is_empty() {
-        println!("{}", arrow_cast::pretty::pretty_format_batches(&shown).map_err(|e| e.to_string())?);
+        text.push_str(&arrow_cast::pretty::pretty_format_batches(&shown).map_err(|e| e.to_string())?.to_string());
+        text.push('\n');
     }
-    println!("{rows} rows in {:.1} ms", elapsed.as_secs_f64() * 1e3);
-    println!("plan: {}", serde_json::to_string_pretty(&metadata["plan"]).unwrap_or_default());
-    Ok(())
+    text.push_str(&format!("{rows} rows in {:.1} ms\n", elapsed.as_secs_f64() * 1e3));
+    text.push_str(&format!("plan: {}\n", serde_json::to_string_pretty(&metadata["plan"]).unwrap_or_default()));
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("writing to {}: {e}", output_name(args.output.as_ref())))
+}
+
+/// The query's filter: `--filter`, or the text of `--filter-file` (`-`: standard input), trimmed.
+fn filter_text(args: &QueryArgs) -> Result<Option<String>, String> {
+    let Some(path) = &args.filter_file else { return Ok(args.filter.clone()) };
+    let mut text = String::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("reading the filter from standard input: {e}"))?;
+    } else {
+        text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the filter file {}: {e}", path.display()))?;
+    }
+    let text = text.trim();
+    Ok((!text.is_empty()).then(|| text.to_owned()))
+}
+
+/// Standard output, or the file `--output` names (created or truncated).
+fn output(path: Option<&PathBuf>) -> Result<Box<dyn std::io::Write>, String> {
+    Ok(match path {
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?,
+        )),
+    })
+}
+
+fn output_name(path: Option<&PathBuf>) -> String {
+    path.map_or_else(|| "standard output".to_owned(), |p| p.display().to_string())
+}
+
+/// Writes every row in `format` (not `table`): arrow-json, arrow-csv or an Arrow IPC file.
+fn write_rows(format: OutputFormat, schema: &Arc<Schema>, batches: &[RecordBatch], out: &mut dyn std::io::Write) -> Result<(), String> {
+    let e = |e: arrow_schema::ArrowError| e.to_string();
+    match format {
+        OutputFormat::Table => unreachable!("the table format is printed by query()"),
+        OutputFormat::Json => {
+            let mut writer = arrow_json::ArrayWriter::new(&mut *out);
+            for batch in batches {
+                writer.write(batch).map_err(e)?;
+            }
+            writer.finish().map_err(e)?;
+            out.write_all(b"\n").map_err(|e| e.to_string())
+        }
+        OutputFormat::Jsonl => {
+            let mut writer = arrow_json::LineDelimitedWriter::new(&mut *out);
+            for batch in batches {
+                writer.write(batch).map_err(e)?;
+            }
+            writer.finish().map_err(e)
+        }
+        OutputFormat::Csv => {
+            if let Some(field) = schema.fields().iter().find(|f| f.data_type().is_nested()) {
+                return Err(format!(
+                    "column {:?} is {}: CSV holds flat columns only; choose leaves with --columns (e.g. {}.<field>) or use --format jsonl",
+                    field.name(),
+                    field.data_type(),
+                    field.name()
+                ));
+            }
+            let mut writer = arrow_csv::WriterBuilder::new().with_header(true).build(&mut *out);
+            if batches.is_empty() {
+                writer.write(&RecordBatch::new_empty(Arc::clone(schema))).map_err(e)?;
+            }
+            for batch in batches {
+                writer.write(batch).map_err(e)?;
+            }
+            Ok(())
+        }
+        OutputFormat::Arrow => {
+            let mut writer = arrow_ipc::writer::FileWriter::try_new(&mut *out, schema).map_err(e)?;
+            for batch in batches {
+                writer.write(batch).map_err(e)?;
+            }
+            writer.finish().map_err(e)
+        }
+    }
 }
 
 /// `shoal query --raw`: one `DoGet` whose ticket is the query command with
 /// `"output": "json"`; writes each record's bytes and a newline to stdout as batches arrive.
 async fn query_raw(client: &mut FlightClient, args: &QueryArgs, started: Instant) -> Result<(), String> {
     use std::io::Write as _;
-    let command = json!({"table": args.table, "filter": args.filter, "limit": args.limit, "output": "json"});
+    let command = json!({"table": args.table, "filter": filter_text(args)?, "limit": args.limit, "output": "json"});
     let ticket = arrow_flight::Ticket::new(command.to_string());
     let mut stream = client.do_get(ticket).await.map_err(|e| flight_error("DoGet", e))?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -402,16 +659,7 @@ pub async fn stats(args: StatsArgs) -> Result<(), String> {
     let mut client = connect(&args.connection).await?;
     let tables: Vec<String> = match args.table {
         Some(table) => vec![table],
-        None => {
-            let infos: Vec<_> = client
-                .list_flights(bytes::Bytes::new())
-                .await
-                .map_err(|e| flight_error("ListFlights", e))?
-                .try_collect()
-                .await
-                .map_err(|e| flight_error("ListFlights", e))?;
-            infos.iter().filter_map(|i| i.flight_descriptor.as_ref()?.path.first().cloned()).collect()
-        }
+        None => table_names(&mut client).await?,
     };
     for table in tables {
         let stats = action(&mut client, "stats", &json!({"table": table})).await?;

@@ -168,6 +168,9 @@ impl ServerConfig {
         range("max_tables", self.max_tables, 1, MAX_TABLES, "")?;
         range("max_concurrent_scans", self.max_concurrent_scans, 1, MAX_CONCURRENT_CALLS, "")?;
         range("max_concurrent_puts", self.max_concurrent_puts, 1, MAX_CONCURRENT_CALLS, "")?;
+        range("columnar.file_log_bytes", self.columnar.file_log_bytes, 1, 1 << 40, " bytes")?;
+        range("columnar.row_group_rows", self.columnar.row_group_rows, 1, 1 << 24, " rows")?;
+        range("columnar.idle_ms", self.columnar.idle_ms, 0, 3_600_000, " milliseconds")?;
         if self.auth_token.as_deref().is_some_and(str::is_empty) {
             return Err("auth_token is empty: give a token, or none to serve without authentication".into());
         }

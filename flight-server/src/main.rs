@@ -37,6 +37,20 @@ enum Command {
     Stats(client::StatsArgs),
     /// Create a table.
     CreateTable(client::CreateTableArgs),
+    /// List the tables, one name per line.
+    Tables(client::TablesArgs),
+    /// Drop a table and its data.
+    DropTable(client::TableNameArgs),
+    /// Drop the head of a table's log (retention): records below an address, beyond a size or age.
+    Truncate(client::TruncateArgs),
+    /// Checkpoint a table (or every table): recovery then replays only what follows.
+    Checkpoint(client::CheckpointArgs),
+    /// Print a shell completion script: `shoal completions bash > /etc/bash_completion.d/shoal`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Flags of `shoal serve`; each overrides the config file and has an environment variable.
@@ -96,8 +110,38 @@ struct ServeArgs {
     /// PEM private key for TLS (with --tls-cert).
     #[arg(long, env = "SHOAL_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Rows per Arrow batch in DoGet streams [default: 4096].
+    #[arg(long, env = "SHOAL_BATCH_ROWS")]
+    batch_rows: Option<usize>,
+    /// Most DoGet scans that run at once [default: 64].
+    #[arg(long, env = "SHOAL_MAX_CONCURRENT_SCANS")]
+    max_concurrent_scans: Option<usize>,
+    /// Most DoPut streams open at once [default: 64].
+    #[arg(long, env = "SHOAL_MAX_CONCURRENT_PUTS")]
+    max_concurrent_puts: Option<usize>,
+    /// Most tables this daemon serves [default: 1024].
+    #[arg(long, env = "SHOAL_MAX_TABLES")]
+    max_tables: Option<usize>,
+    /// Most memory the tables' page rings and indexes may reserve, in MiB [default: 3/4 of RAM].
+    #[arg(long, env = "SHOAL_MAX_MEMORY_MB")]
+    max_memory_mb: Option<u64>,
+    /// New tables compact flushed pages into Parquet (the columnar tier) [default: true].
+    #[arg(long, env = "SHOAL_COLUMNAR")]
+    columnar: Option<bool>,
+    /// Log bytes one columnar file covers at most [default: 67108864].
+    #[arg(long, env = "SHOAL_COLUMNAR_FILE_LOG_BYTES")]
+    columnar_file_log_bytes: Option<u64>,
+    /// Rows per Parquet row group [default: 16384].
+    #[arg(long, env = "SHOAL_COLUMNAR_ROW_GROUP_ROWS")]
+    columnar_row_group_rows: Option<usize>,
+    /// Compression of the columnar files [default: zstd].
+    #[arg(long, env = "SHOAL_COLUMNAR_CODEC", value_parser = ["zstd", "lz4", "none"])]
+    columnar_codec: Option<String>,
+    /// Milliseconds the log tail must stand still before a short run is compacted [default: 1000].
+    #[arg(long, env = "SHOAL_COLUMNAR_IDLE_MS")]
+    columnar_idle_ms: Option<u64>,
     /// Log format: `text` or `json`.
-    #[arg(long, env = "SHOAL_LOG_FORMAT", default_value = "text")]
+    #[arg(long, env = "SHOAL_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
 }
 
@@ -153,6 +197,36 @@ impl ServeArgs {
             config.tls_cert.clone_from(&self.tls_cert);
             config.tls_key.clone_from(&self.tls_key);
         }
+        if let Some(rows) = self.batch_rows {
+            config.batch_rows = rows;
+        }
+        if let Some(n) = self.max_concurrent_scans {
+            config.max_concurrent_scans = n;
+        }
+        if let Some(n) = self.max_concurrent_puts {
+            config.max_concurrent_puts = n;
+        }
+        if let Some(n) = self.max_tables {
+            config.max_tables = n;
+        }
+        if let Some(mb) = self.max_memory_mb {
+            config.max_memory_bytes = mb.saturating_mul(1 << 20);
+        }
+        if let Some(enabled) = self.columnar {
+            config.columnar.enabled = enabled;
+        }
+        if let Some(bytes) = self.columnar_file_log_bytes {
+            config.columnar.file_log_bytes = bytes;
+        }
+        if let Some(rows) = self.columnar_row_group_rows {
+            config.columnar.row_group_rows = rows;
+        }
+        if let Some(codec) = &self.columnar_codec {
+            config.columnar.codec = serde_json::from_value(serde_json::json!(codec)).map_err(|e| format!("--columnar-codec: {e}"))?;
+        }
+        if let Some(ms) = self.columnar_idle_ms {
+            config.columnar.idle_ms = ms;
+        }
         if config.tls_cert.is_some() != config.tls_key.is_some() {
             return Err("TLS needs both tls_cert and tls_key".into());
         }
@@ -180,6 +254,14 @@ fn main() -> std::process::ExitCode {
         Command::Query(args) => client::run(client::query(args)),
         Command::Stats(args) => client::run(client::stats(args)),
         Command::CreateTable(args) => client::run(client::create_table(args)),
+        Command::Tables(args) => client::run(client::tables(args)),
+        Command::DropTable(args) => client::run(client::drop_table(args)),
+        Command::Truncate(args) => client::run(client::truncate(args)),
+        Command::Checkpoint(args) => client::run(client::checkpoint(args)),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "shoal", &mut std::io::stdout());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -255,6 +337,12 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
     let gauges = tokio::spawn(update_gauges(Arc::clone(&catalog)));
     let checkpoints = (config.checkpoint_interval_secs > 0 && !config.in_memory)
         .then(|| tokio::spawn(checkpoint_periodically(Arc::clone(&catalog), config.checkpoint_interval_secs)));
+    // grpc.health.v1 (Kubernetes' gRPC probes, grpc_health_probe): SERVING for the server ("")
+    // and the Flight service until the shutdown signal, NOT_SERVING from then on. Outside the
+    // authentication interceptor: probes carry no credentials, and the answer tells nothing
+    // about the data.
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter.set_serving::<FlightServiceServer<ShoalFlightService>>().await;
     let mut builder = tonic::transport::Server::builder();
     if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
         let read = |path: &PathBuf| std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()));
@@ -270,11 +358,13 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
     // clients to go away; calls in flight get `shutdown_grace_secs` to finish, then the
     // server future is dropped, which cancels them.
     let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
-    let serving = builder.add_service(server).serve_with_incoming_shutdown(
+    let serving = builder.add_service(health_service).add_service(server).serve_with_incoming_shutdown(
         // TCP_NODELAY: without it, small responses wait ~40 ms for delayed ACKs.
         tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
         async move {
             shutdown_signal().await;
+            health_reporter.set_not_serving::<FlightServiceServer<ShoalFlightService>>().await;
+            health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
             let _ = signalled.send(());
         },
     );

@@ -73,3 +73,95 @@ def test_prometheus_metrics_count_ingestion_and_scans(start_daemon):
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
     assert 'shoal_ingested_records_total{table="m"} 50' in text
     assert 'shoal_scans_total{table="m",kind="full"}' in text
+
+
+def cli_fails(daemon, *args: str) -> str:
+    result = subprocess.run([str(shoal_binary()), *args, "--endpoint", daemon.location],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0, f"shoal {' '.join(args)} should fail:\n{result.stdout}"
+    return result.stderr
+
+
+def test_query_formats_files_and_stdin_agree_with_the_records(daemon, tmp_path):
+    """`shoal query --format json|jsonl|csv|arrow [-o FILE]`, the filter from a file or stdin:
+    each format holds exactly the matching rows (against a Python oracle over the same events)."""
+    import csv
+    import io
+    import pyarrow.ipc as ipc
+
+    events = github_events(800)
+    path = tmp_path / "events.ndjson"
+    path.write_text("\n".join(events) + "\n", encoding="utf-8")
+    cli(daemon, "ingest", "--table", "events", "--create", str(path))
+    where = "type = 'PushEvent' AND payload.size > 2"
+    oracle = sorted(
+        (r["id"], r["actor"]["login"], r["payload"]["size"])
+        for r in map(json.loads, events)
+        if r["type"] == "PushEvent" and r["payload"].get("size", 0) > 2
+    )
+    assert oracle, "the sample has matching events"
+    columns = ("--columns", "id,actor.login,payload.size")
+
+    # jsonl to stdout; the count goes to stderr so that stdout holds rows only.
+    rows = [json.loads(line) for line in cli(daemon, "query", "--table", "events", "--filter", where, *columns,
+                                             "--format", "jsonl").splitlines()]
+    assert sorted((r["id"], r["actor.login"], r["payload.size"]) for r in rows) == oracle
+
+    # json, the filter from a file, into a file.
+    filter_file = tmp_path / "filter.sql"
+    filter_file.write_text(where + "\n", encoding="utf-8")
+    out = tmp_path / "rows.json"
+    assert cli(daemon, "query", "--table", "events", "--filter-file", str(filter_file), *columns,
+               "--format", "json", "-o", str(out)) == ""
+    rows = json.loads(out.read_text(encoding="utf-8"))
+    assert sorted((r["id"], r["actor.login"], r["payload.size"]) for r in rows) == oracle
+
+    # csv, the filter from stdin: flat columns only.
+    text = cli(daemon, "query", "--table", "events", "--filter-file", "-", "--columns", "id,payload.size",
+               "--format", "csv", stdin=where)
+    table = list(csv.DictReader(io.StringIO(text)))
+    assert sorted((r["id"], int(r["payload.size"])) for r in table) == sorted((i, s) for i, _, s in oracle)
+    error = cli_fails(daemon, "query", "--table", "events", "--filter", where, "--columns", "id,payload.commits", "--format", "csv")
+    assert 'column "payload.commits"' in error and "--format jsonl" in error
+
+    # arrow: an IPC file pyarrow opens.
+    out = tmp_path / "rows.arrow"
+    cli(daemon, "query", "--table", "events", "--filter", where, *columns, "--format", "arrow", "-o", str(out))
+    table = ipc.open_file(str(out)).read_all()
+    assert sorted(zip(table.column("id").to_pylist(), table.column("actor.login").to_pylist(),
+                      table.column("payload.size").to_pylist())) == oracle
+
+    # no match: still a valid document per format.
+    assert json.loads(cli(daemon, "query", "--table", "events", "--filter", "id = 'none'", "--format", "json")) == []
+    assert cli(daemon, "query", "--table", "events", "--filter", "id = 'none'", "--format", "jsonl") == ""
+    assert "invalid value" in cli_fails(daemon, "query", "--table", "events", "--format", "xml")
+
+
+def test_table_management_commands_and_completions(daemon, tmp_path):
+    """tables, create-table with durability and columnar settings, truncate, checkpoint,
+    drop-table; enum-like flags refuse other values; completion scripts for three shells."""
+    created = json.loads(cli(daemon, "create-table", "logs", "--durability", "group_commit", "--group-commit-ms", "3",
+                             "--on-invalid-json", "skip", "--columnar", "false"))
+    assert created["created"] is True
+    assert json.loads(cli(daemon, "create-table", "logs", "--if-not-exists"))["created"] is False
+    assert "already exists" in cli_fails(daemon, "create-table", "logs")
+    assert "invalid value" in cli_fails(daemon, "create-table", "x", "--durability", "sometimes")
+    assert "invalid value" in cli_fails(daemon, "create-table", "x", "--on-invalid-json", "maybe")
+    cli(daemon, "create-table", "other")
+    assert cli(daemon, "tables").split() == ["logs", "other"]
+    stdin = '{"id": 1}\nnot json\n{"id": 2}\n'
+    cli(daemon, "ingest", "--table", "logs", "-", stdin=stdin)
+    stats = json.loads(cli(daemon, "stats", "--table", "logs"))
+    assert stats["records"] == 2 and stats["skipped_records"] == 1 and stats["columnar"]["enabled"] is False
+    checkpoints = [json.loads(line) for line in cli(daemon, "checkpoint").splitlines() if line.strip()]
+    assert len(checkpoints) == 2
+    assert "required" in cli_fails(daemon, "truncate", "logs")
+    tail = json.loads(cli(daemon, "stats", "--table", "logs"))["tail_address"]
+    truncated = json.loads(cli(daemon, "truncate", "logs", "--before-address", str(tail)))
+    assert truncated["table"] == "logs" and truncated["begin_address"] >= truncated["previous_begin_address"]
+    cli(daemon, "drop-table", "other")
+    assert cli(daemon, "tables").split() == ["logs"]
+    assert "does not exist (NotFound)" in cli_fails(daemon, "drop-table", "other")
+    for shell, marker in (("bash", "complete -F"), ("zsh", "#compdef shoal"), ("fish", "complete -c shoal")):
+        script = subprocess.run([str(shoal_binary()), "completions", shell], capture_output=True, text=True, check=True).stdout
+        assert marker in script and "drop-table" in script, shell

@@ -249,6 +249,13 @@ def test_concurrent_scans_are_bounded_and_wait_for_a_place(start_daemon, tmp_pat
         ("--endpoints-per-query", "0", "endpoints_per_query"),
         ("--memory-budget-mb", "0", "memory_budget_bytes"),
         ("--shutdown-grace-secs", "999999", "shutdown_grace_secs"),
+        ("--batch-rows", "0", "batch_rows"),
+        ("--max-concurrent-scans", "100000", "max_concurrent_scans"),
+        ("--max-concurrent-puts", "0", "max_concurrent_puts"),
+        ("--max-tables", "0", "max_tables"),
+        ("--columnar-row-group-rows", "0", "row_group_rows"),
+        ("--columnar-codec", "brotli", "columnar-codec"),
+        ("--log-format", "xml", "log-format"),
     ],
 )
 def test_settings_out_of_range_stop_the_start_naming_the_setting(tmp_path, flag, value, message):

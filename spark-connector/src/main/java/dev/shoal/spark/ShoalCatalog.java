@@ -5,6 +5,8 @@ import java.util.LinkedHashSet;
 import java.util.Map;
 import java.util.Set;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException;
@@ -22,7 +24,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code spark.sql.catalog.shoal.endpoint = grpc://host:port} (plus the other
  * {@link ShoalOptions}). {@code SHOW TABLES IN shoal} lists the tables ({@code ListFlights}, the
  * union over shards), {@code SELECT ... FROM shoal.events} reads one, {@code CREATE TABLE} and
- * {@code DROP TABLE} call the daemon's actions. Tables live in the root namespace.
+ * {@code DROP TABLE} call the daemon's actions, {@code TBLPROPERTIES} set a table's settings and
+ * PSFs ({@link ShoalTableProperties}). Tables live in the root namespace.
  */
 public final class ShoalCatalog implements TableCatalog {
   private String name;
@@ -80,21 +83,61 @@ public final class ShoalCatalog implements TableCatalog {
   public Table createTable(Identifier ident, StructType schema, Transform[] partitions, Map<String, String> properties)
       throws TableAlreadyExistsException, NoSuchNamespaceException {
     checkNamespace(ident.namespace());
+    // Both are checked before anything is created: a bad property leaves no table behind.
+    ObjectNode body = ShoalTableProperties.createTableBody(ident.name(), properties);
+    Map<String, ObjectNode> psfs = ShoalTableProperties.psfs(ident.name(), properties);
     for (URI shard : options.endpoints()) {
       try (ShoalClient client = ShoalClient.connect(shard, options)) {
-        com.fasterxml.jackson.databind.JsonNode answer =
-            client.action("create_table", ShoalClient.JSON.createObjectNode().put("name", ident.name()).put("if_not_exists", true), ident.name());
+        JsonNode answer = client.action("create_table", body.deepCopy(), ident.name());
         if (answer != null && !answer.path("created").asBoolean(true) && shard.equals(options.endpoints().get(0))) {
           throw new TableAlreadyExistsException(ident);
+        }
+        for (Map.Entry<String, ObjectNode> psf : psfs.entrySet()) {
+          registerPsf(client, ident.name(), psf.getKey(), psf.getValue());
         }
       }
     }
     return new ShoalTable(options.withTable(ident.name()), schema, true);
   }
 
+  private static void registerPsf(ShoalClient client, String table, String name, ObjectNode definition) {
+    ObjectNode request = definition.deepCopy().put("table", table).put("name", name);
+    client.action("register_psf", request, table);
+  }
+
+  /**
+   * {@code ALTER TABLE t SET TBLPROPERTIES ('shoal.psf.NAME' = 'KIND:ARGUMENT')} registers a PSF
+   * on every shard, {@code UNSET TBLPROPERTIES ('shoal.psf.NAME')} deregisters it
+   * ({@link ShoalTableProperties}). Nothing else of a shoal table can be altered.
+   */
   @Override
-  public Table alterTable(Identifier ident, TableChange... changes) {
-    throw new UnsupportedOperationException("shoal tables have no declared schema to alter (table '" + ident.name() + "')");
+  public Table alterTable(Identifier ident, TableChange... changes) throws NoSuchTableException {
+    String table = ident.name();
+    for (TableChange change : changes) {
+      String key = change instanceof TableChange.SetProperty set ? set.property()
+          : change instanceof TableChange.RemoveProperty remove ? remove.property() : null;
+      if (key == null) {
+        throw new UnsupportedOperationException("shoal tables have no declared schema to alter (table '" + table + "')");
+      }
+      if (!key.toLowerCase(java.util.Locale.ROOT).startsWith(ShoalTableProperties.PSF_PREFIX)) {
+        throw new IllegalArgumentException("shoal table '" + table + "': only PSFs (shoal.psf.NAME) can be set or unset after"
+            + " CREATE TABLE, not '" + key + "'");
+      }
+    }
+    for (TableChange change : changes) {
+      for (URI shard : options.endpoints()) {
+        try (ShoalClient client = ShoalClient.connect(shard, options)) {
+          if (change instanceof TableChange.SetProperty set) {
+            String name = ShoalTableProperties.psfName(table, set.property());
+            registerPsf(client, table, name, ShoalTableProperties.psfDefinition(table, name, set.value()));
+          } else {
+            String name = ShoalTableProperties.psfName(table, ((TableChange.RemoveProperty) change).property());
+            client.action("deregister_psf", ShoalClient.JSON.createObjectNode().put("table", table).put("name", name), table);
+          }
+        }
+      }
+    }
+    return loadTable(ident);
   }
 
   @Override

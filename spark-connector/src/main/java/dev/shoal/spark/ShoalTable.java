@@ -1,6 +1,7 @@
 package dev.shoal.spark;
 
 import java.util.EnumSet;
+import java.util.Map;
 import java.util.Set;
 
 import org.apache.spark.sql.connector.catalog.SupportsRead;
@@ -42,6 +43,39 @@ public final class ShoalTable implements SupportsRead, SupportsWrite {
   @Override
   public StructType schema() {
     return schema;
+  }
+
+  private volatile Map<String, String> properties;
+
+  /**
+   * {@code shoal.psf.NAME = KIND:ARGUMENT} for each PSF registered on the table's first shard
+   * ({@code list_psfs}; {@link ShoalTableProperties}), read when Spark first asks
+   * ({@code SHOW TBLPROPERTIES}, {@code DESCRIBE TABLE EXTENDED}), not when a query loads the table.
+   */
+  @Override
+  public Map<String, String> properties() {
+    Map<String, String> p = properties;
+    if (p == null) {
+      p = new java.util.TreeMap<>();
+      try (ShoalClient client = ShoalClient.connect(options.endpoints().get(0), options)) {
+        com.fasterxml.jackson.databind.JsonNode psfs =
+            client.action("list_psfs", ShoalClient.JSON.createObjectNode().put("table", options.table()), options.table());
+        if (psfs != null) {
+          for (com.fasterxml.jackson.databind.JsonNode psf : psfs) {
+            if (!psf.path("active").asBoolean(true)) {
+              continue; // deregistered; its index entries still serve older parts of the log
+            }
+            p.put(ShoalTableProperties.PSF_PREFIX + psf.path("name").asText(), ShoalTableProperties.psfValue(psf.path("definition")));
+          }
+        }
+      } catch (ShoalException e) {
+        if (!e.is(ShoalErrors.NOT_FOUND)) {
+          throw e;
+        }
+      }
+      properties = java.util.Collections.unmodifiableMap(p);
+    }
+    return p;
   }
 
   @Override

@@ -9,6 +9,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Map;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
@@ -180,5 +181,55 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
     assertEquals(List.of("[b,2]"), rows(spark.sql("SELECT id, n FROM shoal.made WHERE n > 1")));
     List<Row> tables = spark.sql("SHOW TABLES IN shoal").collectAsList();
     assertTrue(tables.stream().anyMatch(r -> r.getString(1).equals("made")), tables.toString());
+  }
+
+  private Map<String, String> tblproperties(String table) {
+    Map<String, String> out = new java.util.TreeMap<>();
+    for (Row r : spark.sql("SHOW TBLPROPERTIES " + table).collectAsList()) {
+      if (r.getString(0).startsWith("shoal.")) {
+        out.put(r.getString(0), r.getString(1));
+      }
+    }
+    return out;
+  }
+
+  /** TBLPROPERTIES: creation settings and PSFs (ShoalTableProperties), with the errors users can meet. */
+  @Test
+  void catalog_table_properties_set_settings_and_manage_psfs() {
+    spark.sql("CREATE TABLE shoal.props (id STRING, n BIGINT) TBLPROPERTIES ('shoal.on-invalid-json' = 'skip',"
+        + " 'shoal.columnar.enabled' = 'false', 'shoal.psf.by_n' = 'projection:n', 'shoal.psf.big' = 'predicate:n > 10')");
+    assertEquals(Map.of("shoal.psf.by_n", "projection:n", "shoal.psf.big", "predicate:n > 10"), tblproperties("shoal.props"));
+    // on-invalid-json = skip: the bad record is skipped, the batch is kept.
+    ingest(endpoint, "props", List.of("{\"id\": \"a\", \"n\": 1}", "not json", "{\"id\": \"b\", \"n\": 20}"), 10);
+    assertEquals(List.of("[b]"), rows(spark.sql("SELECT id FROM shoal.props WHERE n > 10")));
+    String plan = spark.sql("SELECT id FROM shoal.props WHERE n = 1").queryExecution().executedPlan().toString();
+    assertTrue(plan.contains("PSFs [by_n]"), "the PSF set in TBLPROPERTIES serves the query: " + plan);
+
+    spark.sql("ALTER TABLE shoal.props SET TBLPROPERTIES ('shoal.psf.ids' = 'composite:id,n',"
+        + " 'shoal.psf.sizes' = 'range:n:5,15')");
+    spark.sql("ALTER TABLE shoal.props UNSET TBLPROPERTIES ('shoal.psf.big')");
+    assertEquals(Map.of("shoal.psf.by_n", "projection:n", "shoal.psf.ids", "composite:id,n", "shoal.psf.sizes", "range:n:5.0,15.0"),
+        tblproperties("shoal.props"));
+
+    Exception unknown = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
+        () -> spark.sql("CREATE TABLE shoal.bad1 (id STRING) TBLPROPERTIES ('shoal.primary-key' = 'id')"));
+    assertTrue(unknown.getMessage().contains("unknown property 'shoal.primary-key'") && unknown.getMessage().contains("shoal.durability"),
+        unknown.getMessage());
+    Exception badPsf = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
+        () -> spark.sql("CREATE TABLE shoal.bad2 (id STRING) TBLPROPERTIES ('shoal.psf.x' = 'index on id')"));
+    assertTrue(badPsf.getMessage().contains("'shoal.psf.x' = 'index on id' is not projection:PATH"), badPsf.getMessage());
+    Exception badValue = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
+        () -> spark.sql("CREATE TABLE shoal.bad3 (id STRING) TBLPROPERTIES ('shoal.durability' = 'sometimes')"));
+    assertTrue(badValue.getMessage().contains("property 'shoal.durability' must be one of none, group_commit, fsync, not 'sometimes'"),
+        badValue.getMessage());
+    Exception badRows = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
+        () -> spark.sql("CREATE TABLE shoal.bad4 (id STRING) TBLPROPERTIES ('shoal.columnar.row-group-rows' = '0')"));
+    assertTrue(badRows.getMessage().contains("row_group_rows must be positive"), "the daemon names the setting: " + badRows.getMessage());
+    List<Row> tables = spark.sql("SHOW TABLES IN shoal").collectAsList();
+    assertTrue(tables.stream().noneMatch(r -> r.getString(1).startsWith("bad")),
+        "a refused property creates no table: " + tables);
+    Exception alter = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
+        () -> spark.sql("ALTER TABLE shoal.props SET TBLPROPERTIES ('shoal.durability' = 'fsync')"));
+    assertTrue(alter.getMessage().contains("only PSFs (shoal.psf.NAME) can be set"), alter.getMessage());
   }
 }

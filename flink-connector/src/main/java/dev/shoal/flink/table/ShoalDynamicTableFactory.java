@@ -7,6 +7,7 @@ import static dev.shoal.flink.ShoalConnectorOptions.DELIVERY_GUARANTEE;
 import static dev.shoal.flink.ShoalConnectorOptions.EMBEDDED_CONFIG_PREFIX;
 import static dev.shoal.flink.ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE;
 import static dev.shoal.flink.ShoalConnectorOptions.ENDPOINT;
+import static dev.shoal.flink.ShoalConnectorOptions.FORMAT;
 import static dev.shoal.flink.ShoalConnectorOptions.MAX_BUFFERED_REQUESTS;
 import static dev.shoal.flink.ShoalConnectorOptions.MAX_IN_FLIGHT_REQUESTS;
 import static dev.shoal.flink.ShoalConnectorOptions.MAX_RETRIES;
@@ -63,12 +64,13 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
 
   @Override
   public Set<ConfigOption<?>> requiredOptions() {
-    return Set.of(ENDPOINT, TABLE, FactoryUtil.FORMAT);
+    return Set.of(ENDPOINT, TABLE);
   }
 
   @Override
   public Set<ConfigOption<?>> optionalOptions() {
     return Set.of(
+        FORMAT,
         TOKEN,
         DELIVERY_GUARANTEE,
         BUFFER_FLUSH_MAX_ROWS,
@@ -94,7 +96,7 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
   public DynamicTableSink createDynamicTableSink(Context context) {
     FactoryUtil.TableFactoryHelper helper = FactoryUtil.createTableFactoryHelper(this, context);
     EncodingFormat<SerializationSchema<RowData>> format =
-        helper.discoverEncodingFormat(SerializationFormatFactory.class, FactoryUtil.FORMAT);
+        helper.discoverEncodingFormat(SerializationFormatFactory.class, FORMAT);
     // embedded.config.* keys are the engine's configuration, checked by the engine when it opens.
     helper.validateExcept(EMBEDDED_CONFIG_PREFIX);
     ReadableConfig options = helper.getOptions();

@@ -106,6 +106,18 @@ abstract class ShoalTableITCase {
     assertEquals(counts(List.of("1", "2", "3")), counts(SHOAL.column("sql_values", "n")));
   }
 
+  /** Without a 'format' option the rows are written by Flink's json format (as Elasticsearch's connector does). */
+  @Test
+  void formatDefaultsToJson() throws Exception {
+    SHOAL.createTable("sql_default_format", "reject");
+    StreamTableEnvironment tEnv = tableEnvironment();
+    tEnv.executeSql("CREATE TABLE shoal_default (id STRING, inner_row ROW<k INT>) WITH ('connector' = 'shoal', 'endpoint' = '"
+        + SHOAL.endpoint() + "', 'table' = 'sql_default_format', 'token' = '" + TOKEN + "')");
+    tEnv.executeSql("INSERT INTO shoal_default VALUES ('d1', ROW(7)), ('d2', ROW(8))").await();
+    assertEquals(counts(List.of("d1", "d2")), counts(SHOAL.column("sql_default_format", "id")));
+    assertEquals(counts(List.of("7", "8")), counts(SHOAL.column("sql_default_format", "inner_row.k")));
+  }
+
   @Test
   void rawFormatOverAStringColumnOfJsonTextWritesTheDocumentsAsTheyAre() throws Exception {
     SHOAL.createTable("sql_raw", "reject");

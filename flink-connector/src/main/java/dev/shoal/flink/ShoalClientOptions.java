@@ -15,9 +15,12 @@ import java.util.Map;
  *     text), applied when this JVM opens the engine; embedded mode only
  * @param embeddedKeepAlive how long the engine stays open after the last writer or committer of
  *     this JVM released it ({@code embedded.keep-alive}); embedded mode only
+ * @param createTable whether each writer creates the table when it does not exist
+ *     ({@code sink.create-table}; {@code create_table} with {@code if_not_exists})
  */
 record ShoalClientOptions(
-    String token, Duration requestTimeout, Map<String, String> embeddedConfig, Duration embeddedKeepAlive)
+    String token, Duration requestTimeout, Map<String, String> embeddedConfig, Duration embeddedKeepAlive,
+    boolean createTable)
     implements Serializable {
 
   ShoalClientOptions {
@@ -28,6 +31,6 @@ record ShoalClientOptions(
 
   /** A daemon's options: token and deadline; the embedded settings at their defaults. */
   static ShoalClientOptions of(String token, Duration requestTimeout) {
-    return new ShoalClientOptions(token, requestTimeout, Map.of(), null);
+    return new ShoalClientOptions(token, requestTimeout, Map.of(), null, false);
   }
 }

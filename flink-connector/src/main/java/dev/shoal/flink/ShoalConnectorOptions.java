@@ -43,13 +43,23 @@ public final class ShoalConnectorOptions {
                   + "default), or another serialization format that writes one JSON document per row, such as "
                   + "'raw' over a single STRING column that holds JSON text.");
 
+  public static final ConfigOption<Boolean> CREATE_TABLE =
+      ConfigOptions.key("sink.create-table")
+          .booleanType()
+          .defaultValue(false)
+          .withDescription(
+              "Whether the sink creates the table when it does not exist (the create_table action with "
+                  + "if_not_exists, the daemon's default table settings), as each writer starts. Default false: "
+                  + "a missing table fails the job with an error naming it.");
+
   public static final ConfigOption<String> TABLE =
       ConfigOptions.key("table")
           .stringType()
           .noDefaultValue()
           .withDescription(
               "Required. The shoal table the records are written to (DoPut descriptor path [table]). The table "
-                  + "must exist (DoAction create_table); a missing table fails the job with an error naming it. "
+                  + "must exist (DoAction create_table), or 'sink.create-table' = 'true' creates it; otherwise a "
+                  + "missing table fails the job with an error naming it. "
                   + "Its on_invalid_json policy decides what a record that is not JSON does: 'reject' (default) "
                   + "fails the job naming the record, 'skip' drops and counts it.");
 

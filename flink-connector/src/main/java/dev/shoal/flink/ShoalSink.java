@@ -127,6 +127,9 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
       WriterInitContext context, Collection<BufferedRequestState<byte[]>> recoveredState) throws IOException {
     ShoalClient client = ShoalClient.open(endpoint, table, clientOptions);
     try {
+      if (clientOptions.createTable()) {
+        client.action("create_table", ShoalClient.JSON.createObjectNode().put("name", table).put("if_not_exists", true));
+      }
       return newWriter(context, recoveredState, client);
     } catch (RuntimeException e) {
       // (e.g. the table does not exist) An embedded client left open would keep the engine.

@@ -35,6 +35,7 @@ public class ShoalSinkBuilder<InputT> {
   private String transactionalIdPrefix;
   private Duration embeddedKeepAlive = ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE.defaultValue();
   private final Map<String, String> embeddedConfig = new TreeMap<>();
+  private boolean createTable = ShoalConnectorOptions.CREATE_TABLE.defaultValue();
 
   ShoalSinkBuilder() {}
 
@@ -158,6 +159,16 @@ public class ShoalSinkBuilder<InputT> {
    * @throws IllegalArgumentException on a missing endpoint or table, a malformed prefix, or limits
    *     that contradict each other (the message names the option)
    */
+  /**
+   * {@code sink.create-table}: whether the writers create the table when it does not exist
+   * ({@code create_table} with {@code if_not_exists}, the daemon's default settings). Default
+   * false: a missing table fails the job, naming it.
+   */
+  public ShoalSinkBuilder<InputT> setCreateTable(boolean createTable) {
+    this.createTable = createTable;
+    return this;
+  }
+
   public ShoalSink<InputT> build() {
     require(endpoint != null && !endpoint.isBlank(), "shoal sink: 'endpoint' is required");
     require(table != null && !table.isBlank(), "shoal sink: 'table' is required");
@@ -189,7 +200,7 @@ public class ShoalSinkBuilder<InputT> {
     }
     RetryPolicy retryPolicy = new RetryPolicy(maxRetries, initialBackoff, maxBackoff);
     ShoalClientOptions clientOptions =
-        new ShoalClientOptions(token, requestTimeout, embeddedConfig, embeddedKeepAlive);
+        new ShoalClientOptions(token, requestTimeout, embeddedConfig, embeddedKeepAlive, createTable);
     if (deliveryGuarantee == DeliveryGuarantee.EXACTLY_ONCE) {
       return new ShoalExactlyOnceSink<>(
           converter(),

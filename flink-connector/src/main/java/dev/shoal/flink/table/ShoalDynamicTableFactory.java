@@ -3,6 +3,7 @@ package dev.shoal.flink.table;
 import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_INTERVAL;
 import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_MAX_BYTES;
 import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_MAX_ROWS;
+import static dev.shoal.flink.ShoalConnectorOptions.CREATE_TABLE;
 import static dev.shoal.flink.ShoalConnectorOptions.DELIVERY_GUARANTEE;
 import static dev.shoal.flink.ShoalConnectorOptions.EMBEDDED_CONFIG_PREFIX;
 import static dev.shoal.flink.ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE;
@@ -71,6 +72,7 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
   public Set<ConfigOption<?>> optionalOptions() {
     return Set.of(
         FORMAT,
+        CREATE_TABLE,
         TOKEN,
         DELIVERY_GUARANTEE,
         BUFFER_FLUSH_MAX_ROWS,
@@ -113,7 +115,8 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
         .setRetries(options.get(MAX_RETRIES), options.get(RETRY_INITIAL_BACKOFF), options.get(RETRY_MAX_BACKOFF))
         .setRequestTimeout(options.get(REQUEST_TIMEOUT))
         .setTransactionalIdPrefix(options.getOptional(TRANSACTIONAL_ID_PREFIX).orElse(null))
-        .setEmbeddedKeepAlive(options.get(EMBEDDED_KEEP_ALIVE));
+        .setEmbeddedKeepAlive(options.get(EMBEDDED_KEEP_ALIVE))
+        .setCreateTable(options.get(CREATE_TABLE));
     for (Map.Entry<String, String> e : context.getCatalogTable().getOptions().entrySet()) {
       if (e.getKey().startsWith(EMBEDDED_CONFIG_PREFIX) && e.getKey().length() > EMBEDDED_CONFIG_PREFIX.length()) {
         builder.setEmbeddedConfig(e.getKey().substring(EMBEDDED_CONFIG_PREFIX.length()), e.getValue());

@@ -118,6 +118,15 @@ abstract class ShoalTableITCase {
     assertEquals(counts(List.of("7", "8")), counts(SHOAL.column("sql_default_format", "inner_row.k")));
   }
 
+  /** 'sink.create-table' = 'true': the writers create the missing table (create_table, if_not_exists). */
+  @Test
+  void createTableOptionCreatesAMissingTable() throws Exception {
+    StreamTableEnvironment tEnv = tableEnvironment();
+    tEnv.executeSql(shoalTable("shoal_made", "sql_made_by_sink", "id STRING", ", 'sink.create-table' = 'true', 'token' = '" + TOKEN + "'"));
+    tEnv.executeSql("INSERT INTO shoal_made VALUES ('m1'), ('m2'), ('m3')").await();
+    assertEquals(counts(List.of("m1", "m2", "m3")), counts(SHOAL.column("sql_made_by_sink", "id")));
+  }
+
   @Test
   void rawFormatOverAStringColumnOfJsonTextWritesTheDocumentsAsTheyAre() throws Exception {
     SHOAL.createTable("sql_raw", "reject");

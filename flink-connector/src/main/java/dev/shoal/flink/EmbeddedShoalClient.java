@@ -102,4 +102,16 @@ final class EmbeddedShoalClient implements ShoalClient {
     closed = true;
     EmbeddedEngines.release(dataDir, store);
   }
+
+  @Override
+  public List<String> listTables() {
+    List<String> names = new java.util.ArrayList<>();
+    store.listTables().forEach(t -> names.add(t.name()));
+    return names;
+  }
+
+  @Override
+  public org.apache.arrow.vector.types.pojo.Schema schema(String table) {
+    return store.schema(table);
+  }
 }

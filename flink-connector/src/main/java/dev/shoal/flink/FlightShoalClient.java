@@ -144,4 +144,21 @@ final class FlightShoalClient implements ShoalClient {
       allocator.close();
     }
   }
+
+  @Override
+  public List<String> listTables() {
+    List<String> names = new ArrayList<>();
+    for (org.apache.arrow.flight.FlightInfo info : client.listFlights(org.apache.arrow.flight.Criteria.ALL, options)) {
+      List<String> path = info.getDescriptor().getPath();
+      if (!path.isEmpty()) {
+        names.add(path.get(0));
+      }
+    }
+    return names;
+  }
+
+  @Override
+  public org.apache.arrow.vector.types.pojo.Schema schema(String table) {
+    return client.getSchema(FlightDescriptor.path(table), options).getSchema();
+  }
 }

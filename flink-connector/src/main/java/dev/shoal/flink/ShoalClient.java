@@ -73,6 +73,12 @@ interface ShoalClient extends AutoCloseable {
   /** One {@code DoAction} with a JSON body; its (last) JSON answer. */
   JsonNode action(String type, ObjectNode body);
 
+  /** The names of the tables at the endpoint ({@code ListFlights}), for the catalog. */
+  List<String> listTables();
+
+  /** A table's schema ({@code GetSchema}: inferred from its records), for the catalog. */
+  org.apache.arrow.vector.types.pojo.Schema schema(String table);
+
   /** Releases the client (a daemon connection, or this client's handle on the embedded engine). */
   @Override
   void close() throws InterruptedException;

@@ -30,7 +30,7 @@ cd "$repo_root"
 step() { printf '\n==> %s\n' "$*"; }
 
 crate_version="$(sed -n 's/^version = "\(.*\)"/\1/p' flight-server/Cargo.toml | head -n 1)"
-pom_version="$(sed -n '0,/<version>/s:.*<version>\(.*\)</version>.*:\1:p' pom.xml)"
+pom_version="$(sed -n 's:.*<version>\(.*\)</version>.*:\1:p' pom.xml | head -n 1)"
 problems=()
 for crate in native/shoal-core native/jni; do
   v="$(sed -n 's/^version = "\(.*\)"/\1/p' "$crate/Cargo.toml" | head -n 1)"
@@ -38,7 +38,8 @@ for crate in native/shoal-core native/jni; do
 done
 [[ "${pom_version%-SNAPSHOT}" == "$crate_version" ]] \
   || problems+=("pom.xml has version $pom_version, the crates $crate_version (expected $crate_version or $crate_version-SNAPSHOT)")
-for pom in $(git ls-files '*pom.xml'); do
+poms="$(git ls-files '*pom.xml')" || { echo "release: run from a git checkout" >&2; exit 1; }
+for pom in $poms; do
   grep -q "<version>$pom_version</version>" "$pom" || problems+=("$pom does not name version $pom_version")
 done
 [[ -f LICENSE ]] || problems+=("LICENSE is missing")

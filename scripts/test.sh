@@ -56,11 +56,12 @@ step "Spark: spark-submit of each shaded jar on a stock PySpark (3.5 and 4.x, da
 # The jars mvn verify just built, on the Spark distributions users install: `pip install
 # 'pyspark==3.5.*'` (.venv-spark) and `pip install pyspark` (PySpark 4, .venv-spark-4).
 if [[ "${SHOAL_SPARK_SUBMIT:-1}" != 0 ]]; then
+  version="$(sed -n 's:.*<version>\(.*\)</version>.*:\1:p' pom.xml | head -n 1)"
   for line in 3.5 4; do
     if [[ "$line" == 3.5 ]]; then
-      jar="$(ls spark-connector/target/shoal-spark-connector-*-shaded.jar | head -n 1)"
+      jar="spark-connector/target/shoal-spark-connector-$version-shaded.jar"
     else
-      jar="$(ls spark4-connector/target/shoal-spark4-connector-*-shaded.jar | head -n 1)"
+      jar="spark4-connector/target/shoal-spark4-connector-$version-shaded.jar"
     fi
     for mode in daemon embedded; do
       SPARK_LINE="$line" SHOAL_SPARK_JAR="$jar" SHOAL_BIN="$repo_root/target/debug/shoal" scripts/spark-submit-test.sh "$mode"

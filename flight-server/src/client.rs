@@ -146,7 +146,7 @@ pub struct QueryArgs {
     /// Print at most this many rows (the count is always exact).
     #[arg(long, default_value_t = 20)]
     show: usize,
-    /// Print every matching record as ingested, one per line (NDJSON), on stdout (the
+    /// Print every matching record as ingested, one per line (NDJSON), on stdout or `-o FILE` (the
     /// count and time go to stderr); asks for `"output": "json"` in one `DoGet`.
     #[arg(long, conflicts_with_all = ["columns", "show", "format"])]
     raw: bool,
@@ -318,7 +318,8 @@ pub async fn create_table(args: CreateTableArgs) -> Result<(), String> {
         body["group_commit_ms"] = json!(ms);
     }
     if let Some(mb) = args.memory_budget_mb {
-        body["memory_budget_bytes"] = json!(mb << 20);
+        let bytes = mb.checked_mul(1 << 20).ok_or_else(|| format!("--memory-budget-mb {mb} is too large"))?;
+        body["memory_budget_bytes"] = json!(bytes);
     }
     if let Some(enabled) = args.columnar {
         body["columnar"] = json!({"enabled": enabled});
@@ -637,7 +638,7 @@ async fn query_raw(client: &mut FlightClient, args: &QueryArgs, started: Instant
     let command = json!({"table": args.table, "filter": filter_text(args)?, "limit": args.limit, "output": "json"});
     let ticket = arrow_flight::Ticket::new(command.to_string());
     let mut stream = client.do_get(ticket).await.map_err(|e| flight_error("DoGet", e))?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut out = output(args.output.as_ref())?;
     let mut rows = 0usize;
     while let Some(batch) = stream.try_next().await.map_err(|e| flight_error("DoGet", e))? {
         let column = batch
@@ -645,11 +646,13 @@ async fn query_raw(client: &mut FlightClient, args: &QueryArgs, started: Instant
             .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
             .ok_or("DoGet: the answer has no Utf8 \"json\" column")?;
         for record in column.iter().flatten() {
-            out.write_all(record.as_bytes()).and_then(|()| out.write_all(b"\n")).map_err(|e| format!("writing to stdout: {e}"))?;
+            out.write_all(record.as_bytes())
+                .and_then(|()| out.write_all(b"\n"))
+                .map_err(|e| format!("writing to {}: {e}", output_name(args.output.as_ref())))?;
         }
         rows += arrow_array::Array::len(column);
     }
-    out.flush().map_err(|e| format!("writing to stdout: {e}"))?;
+    out.flush().map_err(|e| format!("writing to {}: {e}", output_name(args.output.as_ref())))?;
     eprintln!("{rows} rows in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
     Ok(())
 }

@@ -131,6 +131,12 @@ def test_query_formats_files_and_stdin_agree_with_the_records(daemon, tmp_path):
     assert sorted(zip(table.column("id").to_pylist(), table.column("actor.login").to_pylist(),
                       table.column("payload.size").to_pylist())) == oracle
 
+    # --raw: the records as ingested, into a file too.
+    out = tmp_path / "raw.ndjson"
+    assert cli(daemon, "query", "--table", "events", "--filter", where, "--raw", "-o", str(out)) == ""
+    raw = out.read_text(encoding="utf-8").splitlines()
+    assert sorted(raw) == sorted(e for e in events if (r := json.loads(e))["type"] == "PushEvent" and r["payload"].get("size", 0) > 2)
+
     # no match: still a valid document per format.
     assert json.loads(cli(daemon, "query", "--table", "events", "--filter", "id = 'none'", "--format", "json")) == []
     assert cli(daemon, "query", "--table", "events", "--filter", "id = 'none'", "--format", "jsonl") == ""

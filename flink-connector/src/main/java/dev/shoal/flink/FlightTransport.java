@@ -58,18 +58,16 @@ final class FlightTransport implements AutoCloseable {
    */
   FlightTransport(URI endpoint, BufferAllocator allocator) {
     String scheme = endpoint.getScheme();
-    if (!"grpc".equals(scheme) && !"grpc+tcp".equals(scheme) && !"grpc+tls".equals(scheme)) {
+    if (!ShoalEndpoint.FLIGHT_SCHEMES.contains(scheme)) {
       throw new IllegalArgumentException("shoal: endpoint '" + endpoint + "' has scheme '" + scheme
           + "'; expected grpc://host:port, grpc+tls://host:port or host:port");
     }
     synchronized (LOCK) {
-      if (users++ == 0) {
-        sharedLoop = new NioEventLoopGroup(1, threads("shoal-flight-loop"));
-        sharedExecutor = Executors.newCachedThreadPool(threads("shoal-flight-call"));
-      }
+      acquire();
       eventLoop = sharedLoop;
       executor = sharedExecutor;
     }
+    ManagedChannel built = null;
     try {
       NettyChannelBuilder builder = NettyChannelBuilder.forAddress(endpoint.getHost(), endpoint.getPort())
           .eventLoopGroup(eventLoop)
@@ -85,9 +83,13 @@ final class FlightTransport implements AutoCloseable {
       } else {
         builder.usePlaintext();
       }
-      this.channel = builder.build();
-      this.client = FlightGrpcUtils.createFlightClientWithSharedChannel(allocator, channel);
-    } catch (RuntimeException e) {
+      built = builder.build();
+      this.client = FlightGrpcUtils.createFlightClientWithSharedChannel(allocator, built);
+      this.channel = built;
+    } catch (Throwable e) {
+      if (built != null) {
+        built.shutdownNow();
+      }
       try {
         release();
       } catch (InterruptedException interrupted) {
@@ -97,16 +99,40 @@ final class FlightTransport implements AutoCloseable {
     }
   }
 
+  /**
+   * Counts a user of the shared threads, starting them for the first; nothing is counted if
+   * starting fails. Called holding {@link #LOCK}.
+   */
+  private static void acquire() {
+    if (users == 0) {
+      EventLoopGroup loop = new NioEventLoopGroup(1, threads("shoal-flight-loop"));
+      try {
+        sharedExecutor = Executors.newCachedThreadPool(threads("shoal-flight-call"));
+      } catch (Throwable e) {
+        loop.shutdownGracefully(0, 0, TimeUnit.SECONDS);
+        throw e;
+      }
+      sharedLoop = loop;
+    }
+    users++;
+  }
+
   /** The Flight client on this transport's channel. */
   FlightClient client() {
     return client;
   }
 
+  /**
+   * Daemon threads whose context class loader is the connector's own, not that of the task thread
+   * that happens to start them: with the jar in Flink's lib/, the threads serve every job.
+   */
   private static ThreadFactory threads(String prefix) {
     AtomicInteger n = new AtomicInteger();
+    ClassLoader connector = FlightTransport.class.getClassLoader();
     return runnable -> {
       Thread t = new Thread(runnable, prefix + "-" + n.incrementAndGet());
       t.setDaemon(true);
+      t.setContextClassLoader(connector);
       return t;
     };
   }

@@ -28,7 +28,8 @@ import org.apache.flink.table.types.DataType;
  * 'shoal', 'endpoint' = 'grpc://host:port')} ({@link ShoalCatalogFactory}). Its one database
  * ({@code default-database}, default {@code default}) lists the endpoint's tables
  * ({@code ListFlights}) with their inferred schemas ({@code GetSchema}), as tables of connector
- * {@code shoal} ({@code endpoint}, {@code table}, {@code token} set), so that {@code INSERT INTO
+ * {@code shoal} ({@code endpoint}, {@code table}, {@code token} set: like the password of Flink's
+ * JDBC catalog, the token shows in {@code SHOW CREATE TABLE}), so that {@code INSERT INTO
  * shoal.`default`.events ...} needs no {@code CREATE TABLE}. {@code CREATE TABLE} in it calls
  * {@code create_table}, {@code DROP TABLE} {@code drop_table}.
  *
@@ -121,8 +122,25 @@ public final class ShoalCatalog extends GenericInMemoryCatalog {
 
   @Override
   public boolean tableExists(ObjectPath path) {
-    return getDefaultDatabase().equals(path.getDatabaseName())
-        && (call("", ShoalClient::listTables).contains(path.getObjectName()) || super.tableExists(path));
+    return super.tableExists(path) || daemonSchema(path) != null;
+  }
+
+  /** The table's schema on the endpoint ({@code GetSchema}); null when there is no such table. */
+  private org.apache.arrow.vector.types.pojo.Schema daemonSchema(ObjectPath path) {
+    if (!getDefaultDatabase().equals(path.getDatabaseName())) {
+      return null;
+    }
+    String table = path.getObjectName();
+    return call(table, c -> {
+      try {
+        return c.schema(table);
+      } catch (RuntimeException e) {
+        if ("NOT_FOUND".equals(ShoalErrors.code(e))) {
+          return null;
+        }
+        throw e;
+      }
+    });
   }
 
   @Override
@@ -130,11 +148,11 @@ public final class ShoalCatalog extends GenericInMemoryCatalog {
     if (super.tableExists(path)) {
       return super.getTable(path); // a view
     }
-    if (!tableExists(path)) {
+    org.apache.arrow.vector.types.pojo.Schema arrow = daemonSchema(path);
+    if (arrow == null) {
       throw new TableNotExistException(getName(), path);
     }
     String table = path.getObjectName();
-    org.apache.arrow.vector.types.pojo.Schema arrow = call(table, c -> c.schema(table));
     Schema.Builder schema = Schema.newBuilder();
     Set<String> seen = new LinkedHashSet<>();
     for (Field field : arrow.getFields()) {
@@ -195,8 +213,7 @@ public final class ShoalCatalog extends GenericInMemoryCatalog {
       return;
     }
     String name = path.getObjectName();
-    JsonNode answer = call(name, client -> client.action("create_table",
-        ShoalClient.JSON.createObjectNode().put("name", name).put("if_not_exists", true)));
+    JsonNode answer = call(name, client -> client.createTableIfNotExists(name));
     if (answer != null && !answer.path("created").asBoolean(true) && !ignoreIfExists) {
       throw new TableAlreadyExistException(getName(), path);
     }

@@ -73,6 +73,11 @@ interface ShoalClient extends AutoCloseable {
   /** One {@code DoAction} with a JSON body; its (last) JSON answer. */
   JsonNode action(String type, ObjectNode body);
 
+  /** {@code create_table} of {@code name} with {@code if_not_exists}; the answer says whether it was created. */
+  default JsonNode createTableIfNotExists(String name) {
+    return action("create_table", JSON.createObjectNode().put("name", name).put("if_not_exists", true));
+  }
+
   /** The names of the tables at the endpoint ({@code ListFlights}), for the catalog. */
   List<String> listTables();
 

@@ -24,6 +24,9 @@ import org.apache.arrow.flight.Location;
  */
 final class ShoalEndpoint {
 
+  /** The schemes of a daemon endpoint (plain gRPC, or gRPC over TLS). */
+  static final java.util.Set<String> FLIGHT_SCHEMES = java.util.Set.of("grpc", "grpc+tcp", "grpc+tls");
+
   /** The scheme of an embedded endpoint. */
   static final String EMBEDDED_SCHEME = "embedded";
 
@@ -79,13 +82,22 @@ final class ShoalEndpoint {
   /** A daemon endpoint as an Arrow Flight location; {@code host:port} means plain gRPC. */
   static Location flightLocation(String endpoint) {
     String uri = endpoint.contains("://") ? endpoint : "grpc://" + endpoint;
+    Location location;
     try {
-      return new Location(new URI(uri));
+      location = new Location(new URI(uri));
     } catch (Exception e) {
       throw new IllegalArgumentException(
-          "shoal sink: invalid option 'endpoint' '" + endpoint + "': expected grpc://host:port, grpc+tls://host:port, "
+          "shoal: invalid option 'endpoint' '" + endpoint + "': expected grpc://host:port, grpc+tls://host:port, "
               + "host:port or embedded:/path/to/data",
           e);
     }
+    String scheme = location.getUri().getScheme();
+    if (!FLIGHT_SCHEMES.contains(scheme) || location.getUri().getHost() == null) {
+      throw new IllegalArgumentException(
+          "shoal: invalid option 'endpoint' '" + endpoint + "': expected grpc://host:port, grpc+tls://host:port, "
+              + "host:port or embedded:/path/to/data");
+    }
+    return location;
   }
+
 }

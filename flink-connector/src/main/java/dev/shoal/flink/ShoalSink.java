@@ -128,7 +128,7 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
     ShoalClient client = ShoalClient.open(endpoint, table, clientOptions);
     try {
       if (clientOptions.createTable()) {
-        client.action("create_table", ShoalClient.JSON.createObjectNode().put("name", table).put("if_not_exists", true));
+        client.createTableIfNotExists(table);
       }
       return newWriter(context, recoveredState, client);
     } catch (RuntimeException e) {

@@ -156,10 +156,6 @@ public class ShoalSinkBuilder<InputT> {
   }
 
   /**
-   * @throws IllegalArgumentException on a missing endpoint or table, a malformed prefix, or limits
-   *     that contradict each other (the message names the option)
-   */
-  /**
    * {@code sink.create-table}: whether the writers create the table when it does not exist
    * ({@code create_table} with {@code if_not_exists}, the daemon's default settings). Default
    * false: a missing table fails the job, naming it.
@@ -169,6 +165,10 @@ public class ShoalSinkBuilder<InputT> {
     return this;
   }
 
+  /**
+   * @throws IllegalArgumentException on a missing endpoint or table, a malformed prefix, or limits
+   *     that contradict each other (the message names the option)
+   */
   public ShoalSink<InputT> build() {
     require(endpoint != null && !endpoint.isBlank(), "shoal sink: 'endpoint' is required");
     require(table != null && !table.isBlank(), "shoal sink: 'table' is required");

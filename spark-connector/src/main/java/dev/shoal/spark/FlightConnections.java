@@ -18,7 +18,6 @@ import io.grpc.stub.MetadataUtils;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.nio.NioEventLoopGroup;
 import io.netty.channel.socket.nio.NioSocketChannel;
-import io.netty.util.concurrent.GlobalEventExecutor;
 import org.apache.arrow.flight.FlightClient;
 import org.apache.arrow.flight.FlightGrpcUtils;
 import org.apache.arrow.memory.BufferAllocator;
@@ -71,14 +70,31 @@ final class FlightConnections {
 
     private Connection(Key key) {
       this.key = key;
+      String scheme = key.endpoint().getScheme();
+      if (!"grpc".equals(scheme) && !"grpc+tcp".equals(scheme) && !"grpc+tls".equals(scheme)) {
+        throw new IllegalArgumentException("shoal: endpoint '" + key.endpoint() + "' has scheme '" + scheme
+            + "'; expected grpc://host:port or grpc+tls://host:port");
+      }
       this.allocator = new RootAllocator(Long.MAX_VALUE);
       String name = "shoal-flight-" + key.endpoint().getHost() + ":" + key.endpoint().getPort();
       this.eventLoop = new NioEventLoopGroup(1, threads(name + "-loop"));
       this.executor = Executors.newCachedThreadPool(threads(name + "-call"));
-      // What FlightClient.Builder sets: no inbound size limit below Flight's own, no tracing.
-      this.channel = channelBuilder().maxInboundMessageSize(Integer.MAX_VALUE).maxInboundMetadataSize(Integer.MAX_VALUE)
-          .maxTraceEvents(0).build();
-      this.client = FlightGrpcUtils.createFlightClientWithSharedChannel(allocator, channel);
+      ManagedChannel built = null;
+      try {
+        // What FlightClient.Builder sets: no inbound size limit below Flight's own, no tracing.
+        built = channelBuilder().maxInboundMessageSize(Integer.MAX_VALUE).maxInboundMetadataSize(Integer.MAX_VALUE)
+            .maxTraceEvents(0).build();
+        this.client = FlightGrpcUtils.createFlightClientWithSharedChannel(allocator, built);
+        this.channel = built;
+      } catch (Throwable e) {
+        if (built != null) {
+          built.shutdownNow();
+        }
+        eventLoop.shutdownGracefully(0, 0, TimeUnit.SECONDS);
+        executor.shutdownNow();
+        allocator.close();
+        throw e;
+      }
     }
 
     /** A channel builder on this connection's event loop and executor, with the endpoint's transport security. */
@@ -89,7 +105,7 @@ final class FlightConnections {
           .channelType(NioSocketChannel.class)
           .executor(executor)
           .offloadExecutor(executor);
-      if (endpoint.getScheme().contains("tls")) {
+      if ("grpc+tls".equals(endpoint.getScheme())) {
         builder.useTransportSecurity();
       } else {
         builder.usePlaintext();
@@ -134,24 +150,33 @@ final class FlightConnections {
       }
     }
 
+    /**
+     * Shuts everything down first (so that one failing step cannot leave threads running), then
+     * waits for it; the allocator is closed last.
+     */
     private void closeNow() {
+      ManagedChannel plan;
+      synchronized (this) {
+        plan = planChannel;
+      }
       try {
-        synchronized (this) {
-          if (planChannel != null) {
-            planChannel.shutdownNow();
-            planChannel.awaitTermination(10, TimeUnit.SECONDS);
-          }
+        try {
+          client.close();
+        } catch (Exception e) {
+          // the channel below is shut down regardless
         }
-        client.close();
+        if (plan != null) {
+          plan.shutdownNow();
+        }
         channel.shutdownNow();
-        channel.awaitTermination(10, TimeUnit.SECONDS);
         eventLoop.shutdownGracefully(0, 10, TimeUnit.SECONDS);
         executor.shutdownNow();
+        if (plan != null) {
+          plan.awaitTermination(10, TimeUnit.SECONDS);
+        }
+        channel.awaitTermination(10, TimeUnit.SECONDS);
         eventLoop.terminationFuture().await(10, TimeUnit.SECONDS);
         executor.awaitTermination(10, TimeUnit.SECONDS);
-        // The event loop's termination is announced through Netty's global executor; its thread
-        // ends about a second later.
-        GlobalEventExecutor.INSTANCE.awaitInactivity(10, TimeUnit.SECONDS);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       } finally {
@@ -175,11 +200,14 @@ final class FlightConnections {
     }
   }
 
+  /** Daemon threads whose context class loader is the connector's, not that of the thread that starts them. */
   private static ThreadFactory threads(String prefix) {
     AtomicInteger n = new AtomicInteger();
+    ClassLoader connector = FlightConnections.class.getClassLoader();
     return runnable -> {
       Thread thread = new Thread(runnable, prefix + "-" + n.incrementAndGet());
       thread.setDaemon(true);
+      thread.setContextClassLoader(connector);
       return thread;
     };
   }

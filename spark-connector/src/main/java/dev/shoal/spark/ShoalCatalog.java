@@ -89,11 +89,24 @@ public final class ShoalCatalog implements TableCatalog {
     for (URI shard : options.endpoints()) {
       try (ShoalClient client = ShoalClient.connect(shard, options)) {
         JsonNode answer = client.action("create_table", body.deepCopy(), ident.name());
-        if (answer != null && !answer.path("created").asBoolean(true) && shard.equals(options.endpoints().get(0))) {
+        boolean created = answer == null || answer.path("created").asBoolean(true);
+        if (!created && shard.equals(options.endpoints().get(0))) {
           throw new TableAlreadyExistsException(ident);
         }
-        for (Map.Entry<String, ObjectNode> psf : psfs.entrySet()) {
-          registerPsf(client, ident.name(), psf.getKey(), psf.getValue());
+        try {
+          for (Map.Entry<String, ObjectNode> psf : psfs.entrySet()) {
+            registerPsf(client, ident.name(), psf.getKey(), psf.getValue());
+          }
+        } catch (RuntimeException e) {
+          // A PSF the daemon refuses (its expression is checked there) leaves no table behind.
+          if (created) {
+            try {
+              client.action("drop_table", ShoalClient.JSON.createObjectNode().put("name", ident.name()), ident.name());
+            } catch (RuntimeException dropping) {
+              e.addSuppressed(dropping);
+            }
+          }
+          throw e;
         }
       }
     }

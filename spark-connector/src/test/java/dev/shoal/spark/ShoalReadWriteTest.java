@@ -218,6 +218,9 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
     Exception badPsf = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
         () -> spark.sql("CREATE TABLE shoal.bad2 (id STRING) TBLPROPERTIES ('shoal.psf.x' = 'index on id')"));
     assertTrue(badPsf.getMessage().contains("'shoal.psf.x' = 'index on id' is not projection:PATH"), badPsf.getMessage());
+    Exception badPredicate = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
+        () -> spark.sql("CREATE TABLE shoal.bad5 (id STRING) TBLPROPERTIES ('shoal.psf.x' = 'predicate:id = = 1')"));
+    assertTrue(badPredicate.getMessage().contains("register_psf"), badPredicate.getMessage());
     Exception badValue = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
         () -> spark.sql("CREATE TABLE shoal.bad3 (id STRING) TBLPROPERTIES ('shoal.durability' = 'sometimes')"));
     assertTrue(badValue.getMessage().contains("property 'shoal.durability' must be one of none, group_commit, fsync, not 'sometimes'"),

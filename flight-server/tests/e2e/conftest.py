@@ -115,6 +115,16 @@ def github_events(limit: int | None = None) -> list[str]:
     return lines[:limit] if limit else lines
 
 
+def dig(record, path: str):
+    """The value at dotted `path` of a parsed record; None when a step is missing (JSON null
+    and missing are alike to the filter language)."""
+    for key in path.split("."):
+        if not isinstance(record, dict) or key not in record:
+            return None
+        record = record[key]
+    return record
+
+
 def action(client: flight.FlightClient, name: str, body: dict, **kwargs):
     results = list(client.do_action(flight.Action(name, json.dumps(body).encode()), **kwargs))
     return json.loads(results[0].body.to_pybytes())

@@ -8,19 +8,9 @@ import time
 
 import pytest
 
-from conftest import action, github_events, put, query
+from conftest import action, dig, github_events, put, query
 
 SMALL_FILES = {"file_log_bytes": 1 << 18, "row_group_rows": 200, "idle_ms": 0}
-MISSING = object()
-
-
-def get(record, path):
-    value = record
-    for key in path.split("."):
-        if not isinstance(value, dict) or key not in value:
-            return MISSING
-        value = value[key]
-    return value
 
 
 def number(v):
@@ -29,7 +19,7 @@ def number(v):
 
 def cmp(record, path, op, literal):
     """SQL three-valued `path op literal`: None when unknown (missing, null, other type)."""
-    v = get(record, path)
+    v = dig(record, path)
     if isinstance(literal, str):
         if not isinstance(v, str):
             return None
@@ -56,7 +46,7 @@ def not3(x):
 
 
 def is_null(record, path):
-    return get(record, path) in (MISSING, None)
+    return dig(record, path) is None
 
 
 FILTERS = {

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conftest import REPO, action, github_events, put, query, shoal_binary
+from conftest import REPO, action, dig, github_events, put, query, shoal_binary
 
 # pyarrow maps INVALID_ARGUMENT to ArrowInvalid, NOT_FOUND/ALREADY_EXISTS to
 # ArrowKeyError/FlightServerError depending on the version; tests check the message.
@@ -27,14 +27,6 @@ GITHUB_PSFS = [
         "expr": "type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'",
     },
 ]
-
-
-def dig(record, path):
-    for key in path.split("."):
-        if not isinstance(record, dict) or key not in record:
-            return None
-        record = record[key]
-    return record
 
 
 def test_github_events_with_psfs_registered_part_way_match_a_python_oracle(daemon):

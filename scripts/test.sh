@@ -34,6 +34,12 @@ step "Rust: cargo build + cargo test --workspace --locked"
 # which the embedded module's Maven build copies into its jar (-Dshoal.cargo.profile=dev below).
 cargo build --workspace --locked
 cargo test --workspace --locked
+# The embedded library (linked into the JVM) carries the engine and its operations only:
+# no gRPC, async runtime, CLI or metrics exporter.
+if cargo tree -p shoal-jni -e normal --locked --prefix none | grep -E '^(tonic|tokio|clap|metrics-exporter-prometheus|indicatif|hyper) '; then
+  echo "native/jni depends on a daemon-only crate (above): it must depend on shoal-ops, not shoal-server" >&2
+  exit 1
+fi
 
 step "Python: virtual environment .venv (pyarrow, pytest)"
 if [[ ! -x .venv/bin/python ]]; then

@@ -226,7 +226,7 @@ pub struct CreateTableArgs {
     #[arg(long, value_enum, default_value_t = OnInvalidJson::Reject)]
     on_invalid_json: OnInvalidJson,
     /// When a batch is acknowledged [default: the daemon's `durability`].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = shoal_server::config::durability_value_parser())]
     durability: Option<shoal_server::config::Durability>,
     /// Group-commit interval in milliseconds [default: the daemon's].
     #[arg(long)]

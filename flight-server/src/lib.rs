@@ -1,14 +1,7 @@
-//! The shoal daemon as a library: the catalog of tables, the protocol's JSON bodies, and
-//! its operations (actions, planning, scans, ingestion) independent of the transport.
-//!
-//! Two front ends use it: the Arrow Flight service ([`service`], the `shoal` binary) and
-//! the embedded mode (`native/jni`, the engine inside a JVM), so both speak the same
-//! protocol (`docs/protocol.md`) with the same plans and the same errors.
+//! The shoal daemon: the Arrow Flight service over [`shoal_ops`]' operations, its
+//! authentication, TLS and configuration. The `shoal` binary (`main.rs`) adds the CLI,
+//! the metrics exporter and the client commands.
 
 pub mod auth;
-pub mod catalog;
 pub mod config;
-pub mod ops;
-pub mod protocol;
 pub mod service;
-pub mod transactions;

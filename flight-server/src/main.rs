@@ -12,8 +12,8 @@ use clap::{Parser, Subcommand};
 use tonic::{Request, Status};
 
 use shoal_server::auth::Authenticator;
-use shoal_server::catalog::Catalog;
-use shoal_server::config::{Durability, ServerConfig};
+use shoal_ops::catalog::Catalog;
+use shoal_server::config::{durability_value_parser, Durability, ServerConfig};
 use shoal_server::service::ShoalFlightService;
 
 #[derive(Parser)]
@@ -72,7 +72,7 @@ struct ServeArgs {
     #[arg(long, env = "SHOAL_MEMORY_BUDGET_MB")]
     memory_budget_mb: Option<usize>,
     /// Default durability of new tables [default: none].
-    #[arg(long, env = "SHOAL_DURABILITY", value_enum)]
+    #[arg(long, env = "SHOAL_DURABILITY", value_parser = durability_value_parser())]
     durability: Option<Durability>,
     /// Group-commit interval in milliseconds [default: 5].
     #[arg(long, env = "SHOAL_GROUP_COMMIT_MS")]
@@ -155,20 +155,20 @@ impl ServeArgs {
             config.listen = listen;
         }
         if let Some(dir) = &self.data_dir {
-            config.data_dir.clone_from(dir);
+            config.engine.data_dir.clone_from(dir);
         }
-        config.in_memory |= self.in_memory;
+        config.engine.in_memory |= self.in_memory;
         if let Some(mb) = self.memory_budget_mb {
-            config.memory_budget_bytes = mb << 20;
+            config.engine.memory_budget_bytes = mb << 20;
         }
         if let Some(durability) = self.durability {
-            config.durability = durability;
+            config.engine.durability = durability;
         }
         if let Some(ms) = self.group_commit_ms {
-            config.group_commit_ms = ms;
+            config.engine.group_commit_ms = ms;
         }
         if let Some(secs) = self.checkpoint_interval_secs {
-            config.checkpoint_interval_secs = secs;
+            config.engine.checkpoint_interval_secs = secs;
         }
         if let Some(threads) = self.worker_threads {
             config.worker_threads = threads;
@@ -191,14 +191,14 @@ impl ServeArgs {
             config.metrics_listen = self.metrics_listen;
         }
         if let Some(n) = self.endpoints_per_query {
-            config.endpoints_per_query = n;
+            config.engine.endpoints_per_query = n;
         }
         if self.tls_cert.is_some() {
             config.tls_cert.clone_from(&self.tls_cert);
             config.tls_key.clone_from(&self.tls_key);
         }
         if let Some(rows) = self.batch_rows {
-            config.batch_rows = rows;
+            config.engine.batch_rows = rows;
         }
         if let Some(n) = self.max_concurrent_scans {
             config.max_concurrent_scans = n;
@@ -207,25 +207,25 @@ impl ServeArgs {
             config.max_concurrent_puts = n;
         }
         if let Some(n) = self.max_tables {
-            config.max_tables = n;
+            config.engine.max_tables = n;
         }
         if let Some(mb) = self.max_memory_mb {
-            config.max_memory_bytes = mb.saturating_mul(1 << 20);
+            config.engine.max_memory_bytes = mb.saturating_mul(1 << 20);
         }
         if let Some(enabled) = self.columnar {
-            config.columnar.enabled = enabled;
+            config.engine.columnar.enabled = enabled;
         }
         if let Some(bytes) = self.columnar_file_log_bytes {
-            config.columnar.file_log_bytes = bytes;
+            config.engine.columnar.file_log_bytes = bytes;
         }
         if let Some(rows) = self.columnar_row_group_rows {
-            config.columnar.row_group_rows = rows;
+            config.engine.columnar.row_group_rows = rows;
         }
         if let Some(codec) = &self.columnar_codec {
-            config.columnar.codec = serde_json::from_value(serde_json::json!(codec)).map_err(|e| format!("--columnar-codec: {e}"))?;
+            config.engine.columnar.codec = serde_json::from_value(serde_json::json!(codec)).map_err(|e| format!("--columnar-codec: {e}"))?;
         }
         if let Some(ms) = self.columnar_idle_ms {
-            config.columnar.idle_ms = ms;
+            config.engine.columnar.idle_ms = ms;
         }
         if config.tls_cert.is_some() != config.tls_key.is_some() {
             return Err("TLS needs both tls_cert and tls_key".into());
@@ -323,9 +323,9 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
-    let catalog = Arc::new(Catalog::open(config.clone())?);
+    let catalog = Arc::new(Catalog::open(config.engine.clone())?);
     let authenticator = Arc::new(Authenticator::new(config.bearer_token()?, config.basic_auth.as_deref())?);
-    let service = ShoalFlightService::new(Arc::clone(&catalog), Arc::clone(&authenticator));
+    let service = ShoalFlightService::new(Arc::clone(&catalog), Arc::clone(&authenticator), config.max_concurrent_scans, config.max_concurrent_puts);
     let check_auth = move |request: Request<()>| -> Result<Request<()>, Status> {
         authenticator.check(request.metadata())?;
         Ok(request)
@@ -335,8 +335,8 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
         .max_encoding_message_size(256 << 20);
     let server = tonic::service::interceptor::InterceptedService::new(server, check_auth);
     let gauges = tokio::spawn(update_gauges(Arc::clone(&catalog)));
-    let checkpoints = (config.checkpoint_interval_secs > 0 && !config.in_memory)
-        .then(|| tokio::spawn(checkpoint_periodically(Arc::clone(&catalog), config.checkpoint_interval_secs)));
+    let checkpoints = (config.engine.checkpoint_interval_secs > 0 && !config.engine.in_memory)
+        .then(|| tokio::spawn(checkpoint_periodically(Arc::clone(&catalog), config.engine.checkpoint_interval_secs)));
     // grpc.health.v1 (Kubernetes' gRPC probes, grpc_health_probe): SERVING for the server ("")
     // and the Flight service until the shutdown signal, NOT_SERVING from then on. Outside the
     // authentication interceptor: probes carry no credentials, and the answer tells nothing
@@ -352,7 +352,7 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
             .map_err(|e| format!("invalid TLS certificate or key: {e}"))?;
     }
     let scheme = if config.tls_cert.is_some() { "grpc+tls" } else { "grpc" };
-    tracing::info!(listen = %local, data_dir = %config.data_dir.display(), in_memory = config.in_memory, scheme, "shoal ready");
+    tracing::info!(listen = %local, data_dir = %config.engine.data_dir.display(), in_memory = config.engine.in_memory, scheme, "shoal ready");
     println!("shoal ready: listening on {local} ({scheme})");
     // Graceful shutdown: on the signal the server stops accepting connections and tells
     // clients to go away; calls in flight get `shutdown_grace_secs` to finish, then the

@@ -22,10 +22,13 @@ use futures::{StreamExt, TryStreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status, Streaming};
 
+use shoal_ops::catalog::{Catalog, TableEntry};
+use shoal_ops::ops::{self, Ingested, TicketScan, ACTIONS};
+use shoal_ops::protocol::BatchMetadata;
+use shoal_ops::{ErrorClass, OpsError};
+use tonic::Code;
+
 use crate::auth::{Authenticator, Credentials};
-use crate::catalog::{Catalog, TableEntry};
-use crate::ops::{self, Ingested, TicketScan, ACTIONS};
-use crate::protocol::BatchMetadata;
 
 /// Batches of one DoPut stream that may wait between decoding and ingestion, and
 /// acknowledgements that may wait to be sent: enough to keep both stages busy, small
@@ -67,6 +70,24 @@ impl Admission {
     }
 }
 
+/// The gRPC status of an operation's error: the code of the same name as its class, and
+/// its message (the one place where the daemon maps [`OpsError`]s).
+#[must_use]
+pub fn status(error: OpsError) -> Status {
+    let code = match error.class {
+        ErrorClass::InvalidArgument => Code::InvalidArgument,
+        ErrorClass::NotFound => Code::NotFound,
+        ErrorClass::AlreadyExists => Code::AlreadyExists,
+        ErrorClass::FailedPrecondition => Code::FailedPrecondition,
+        ErrorClass::OutOfRange => Code::OutOfRange,
+        ErrorClass::ResourceExhausted => Code::ResourceExhausted,
+        ErrorClass::Unavailable => Code::Unavailable,
+        ErrorClass::Cancelled => Code::Cancelled,
+        ErrorClass::Internal => Code::Internal,
+    };
+    Status::new(code, error.message)
+}
+
 /// The Flight service.
 pub struct ShoalFlightService {
     catalog: Arc<Catalog>,
@@ -77,9 +98,10 @@ pub struct ShoalFlightService {
 
 impl ShoalFlightService {
     /// A service over `catalog`; `auth` answers handshakes with basic credentials (the
-    /// interceptor built from the same authenticator checks every call).
-    pub fn new(catalog: Arc<Catalog>, auth: Arc<Authenticator>) -> Self {
-        let (scans, puts) = (catalog.config().max_concurrent_scans, catalog.config().max_concurrent_puts);
+    /// interceptor built from the same authenticator checks every call). At most `scans`
+    /// DoGet calls and `puts` DoPut streams run at once (`max_concurrent_scans`,
+    /// `max_concurrent_puts`).
+    pub fn new(catalog: Arc<Catalog>, auth: Arc<Authenticator>, scans: usize, puts: usize) -> Self {
         Self {
             catalog,
             auth,
@@ -94,7 +116,7 @@ type BoxedStream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Se
 fn table_from_descriptor(descriptor: &FlightDescriptor) -> Result<String, Status> {
     match descriptor.path.as_slice() {
         [table] => Ok(table.clone()),
-        _ => Err(Status::invalid_argument(crate::protocol::bounded(format!(
+        _ => Err(Status::invalid_argument(shoal_ops::protocol::bounded(format!(
             "the descriptor must be a path of exactly one element (the table name), got {:?}",
             descriptor.path
         )))),
@@ -102,8 +124,8 @@ fn table_from_descriptor(descriptor: &FlightDescriptor) -> Result<String, Status
 }
 
 /// Runs blocking engine work off the async runtime.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, Status> + Send + 'static) -> Result<T, Status> {
-    tokio::task::spawn_blocking(work).await.map_err(|e| Status::internal(format!("engine task failed: {e}")))?
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, OpsError> + Send + 'static) -> Result<T, Status> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| Status::internal(format!("engine task failed: {e}")))?.map_err(status)
 }
 
 /// Whether the caller of a call is still there. Tonic drops a handler's future when its
@@ -232,8 +254,8 @@ impl FlightService for ShoalFlightService {
             let result = scan.run(&mut |batch| {
                 if sender.blocking_send(Ok(batch)).is_ok() { ControlFlow::Continue(()) } else { ControlFlow::Break(()) }
             });
-            if let Err(status) = result {
-                let _ = sender.blocking_send(Err(FlightError::Tonic(Box::new(status))));
+            if let Err(error) = result {
+                let _ = sender.blocking_send(Err(FlightError::Tonic(Box::new(status(error)))));
             }
         });
         let batches = tokio_stream::wrappers::ReceiverStream::new(receiver);
@@ -260,7 +282,7 @@ impl FlightService for ShoalFlightService {
             let _permit = ingest_permit;
             let mut number = 0usize;
             while let Some(item) = work.blocking_recv() {
-                let result = item.and_then(|w| ops::ingest_batch(&w.entry, &w.batch, &w.metadata, number));
+                let result = item.and_then(|w| ops::ingest_batch(&w.entry, &w.batch, &w.metadata, number).map_err(status));
                 number += 1;
                 let failed = result.is_err();
                 if ack_sender.blocking_send(result).is_err() || failed {
@@ -272,7 +294,7 @@ impl FlightService for ShoalFlightService {
             let _permit = permit;
             while let Some(item) = acks.blocking_recv() {
                 // A client that went away closes the stream of results: stop waiting.
-                let result = item.and_then(|i| ops::acknowledge_while(i, &|| !sender.is_closed())).map(|metadata| PutResult { app_metadata: metadata.to_string().into() });
+                let result = item.and_then(|i| ops::acknowledge_while(i, &|| !sender.is_closed()).map_err(status)).map(|metadata| PutResult { app_metadata: metadata.to_string().into() });
                 let failed = result.is_err();
                 if sender.blocking_send(result).is_err() || failed {
                     return;
@@ -288,15 +310,15 @@ impl FlightService for ShoalFlightService {
                         let descriptor = message.inner.flight_descriptor.as_ref().ok_or_else(|| {
                             Status::invalid_argument("the first DoPut message must carry a descriptor with path [table]")
                         })?;
-                        entry = Some(catalog.get(&table_from_descriptor(descriptor)?)?);
+                        entry = Some(catalog.get(&table_from_descriptor(descriptor)?).map_err(status)?);
                     }
                     match (message.payload, &entry) {
                         (DecodedPayload::RecordBatch(batch), Some(entry)) => Ok(Some(PutWork {
                             entry: Arc::clone(entry),
                             batch,
-                            metadata: BatchMetadata::parse(&message.inner.app_metadata)?,
+                            metadata: BatchMetadata::parse(&message.inner.app_metadata).map_err(status)?,
                         })),
-                        (DecodedPayload::Schema(schema), _) => ops::check_put_schema(&schema).map(|()| None),
+                        (DecodedPayload::Schema(schema), _) => ops::check_put_schema(&schema).map(|()| None).map_err(status),
                         _ => Ok(None),
                     }
                 })();

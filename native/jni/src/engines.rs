@@ -13,15 +13,16 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use shoal_server::catalog::Catalog;
-use shoal_server::config::ServerConfig;
-use tonic::{Code, Status};
+use shoal_ops::catalog::Catalog;
+use shoal_ops::config::{EngineConfig, DAEMON_SETTINGS};
+use shoal_ops::OpsError;
 
 /// Why an embedded call failed: a protocol error class and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
-    /// The gRPC status code the daemon would have answered (`INVALID_ARGUMENT`, ...), or
-    /// `CLOSED` (a handle that is closed or was never opened) or `PANIC`.
+    /// The error class the daemon would have answered (`INVALID_ARGUMENT`, ...; the
+    /// names of [`shoal_ops::ErrorClass`]), or `CLOSED` (a handle that is closed or was
+    /// never opened) or `PANIC`.
     pub code: &'static str,
     /// What was wrong, naming the table, key, row or address concerned.
     pub message: String,
@@ -37,33 +38,9 @@ impl Failure {
     }
 }
 
-impl From<Status> for Failure {
-    fn from(status: Status) -> Self {
-        Self::new(code_name(status.code()), status.message())
-    }
-}
-
-/// The canonical name of a gRPC status code (as in the Flight protocol's errors).
-#[must_use]
-pub fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
+impl From<OpsError> for Failure {
+    fn from(error: OpsError) -> Self {
+        Self::new(error.class.as_str(), error.message)
     }
 }
 
@@ -110,24 +87,37 @@ fn registry() -> MutexGuard<'static, Option<Registry>> {
     REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Reads the options (the daemon's configuration keys, `docs/configuration.md`) from a
+/// Reads the options (the engine's configuration keys, `docs/configuration.md`) from a
 /// JSON object; `None` or `""` keeps every default.
 ///
 /// # Errors
-/// `INVALID_ARGUMENT` naming the key that is unknown or has the wrong type.
-pub fn parse_options(options: Option<&str>) -> Result<ServerConfig, Failure> {
+/// `INVALID_ARGUMENT` naming the key that is unknown, a setting of the daemon's Flight
+/// service (`listen`, `tls_cert`, ...: [`DAEMON_SETTINGS`]), has the wrong type or is
+/// out of range.
+pub fn parse_options(options: Option<&str>) -> Result<EngineConfig, Failure> {
+    let invalid = |message: String| Failure::new("INVALID_ARGUMENT", message);
     match options.map(str::trim).filter(|o| !o.is_empty()) {
-        None => Ok(ServerConfig::default()),
+        None => Ok(EngineConfig::default()),
         Some(text) => {
-            let config: ServerConfig = serde_json::from_str(text).map_err(|e| {
-                Failure::new(
-                    "INVALID_ARGUMENT",
-                    format!("embedded options (the daemon's configuration keys): {e}"),
-                )
+            let value: serde_json::Value = serde_json::from_str(text)
+                .map_err(|e| invalid(format!("embedded options: not a JSON object: {e}")))?;
+            if let Some(key) = value
+                .as_object()
+                .and_then(|o| o.keys().find(|k| DAEMON_SETTINGS.contains(&k.as_str())))
+            {
+                return Err(invalid(format!(
+                    "embedded options: {key:?} is a setting of the daemon's Flight service; \
+                     the embedded engine has no service (remove it, or connect to a daemon)"
+                )));
+            }
+            let config: EngineConfig = serde_json::from_value(value).map_err(|e| {
+                invalid(format!(
+                    "embedded options (the engine's configuration keys): {e}"
+                ))
             })?;
             config
                 .validate()
-                .map_err(|e| Failure::new("INVALID_ARGUMENT", format!("embedded options: {e}")))?;
+                .map_err(|e| invalid(format!("embedded options: {e}")))?;
             Ok(config)
         }
     }

@@ -1,7 +1,7 @@
 //! shoal's embedded mode: the engine inside a JVM, through JNI (`docs/embedded.md`).
 //!
 //! The natives of `dev.shoal.embedded.ShoalNative` are implemented here over the daemon's
-//! own operations ([`shoal_server::ops`]), so the embedded engine answers the same
+//! own operations ([`shoal_ops::ops`]), so the embedded engine answers the same
 //! actions with the same JSON, plans queries the same way and fails with the same error
 //! classes as the Flight service (`docs/protocol.md`). Data crosses the boundary through
 //! the Arrow C Data Interface without copies: batches to ingest come in as an

@@ -1,5 +1,5 @@
 //! The embedded operations, in plain Rust (the JNI glue in `lib.rs` only converts
-//! arguments and results): each maps one Flight call onto [`shoal_server::ops`].
+//! arguments and results): each maps one Flight call onto [`shoal_ops::ops`].
 
 use std::ops::ControlFlow;
 use std::sync::mpsc::{self, Receiver};
@@ -9,8 +9,8 @@ use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_array::{Array, RecordBatch, RecordBatchReader, StructArray};
 use arrow_schema::{ArrowError, DataType, SchemaRef};
 use serde_json::json;
-use shoal_server::ops::{self, TicketScan};
-use shoal_server::protocol::BatchMetadata;
+use shoal_ops::ops::{self, TicketScan};
+use shoal_ops::protocol::BatchMetadata;
 
 use crate::engines::{self, Failure};
 
@@ -152,8 +152,8 @@ pub unsafe fn do_get(
                             ControlFlow::Break(())
                         }
                     });
-                    if let Err(status) = result {
-                        let failure = Failure::from(status);
+                    if let Err(error) = result {
+                        let failure = Failure::from(error);
                         let _ = sender.send(Err(ArrowError::ExternalError(
                             format!("{}: {}", failure.code, failure.message).into(),
                         )));

@@ -260,3 +260,19 @@ fn errors_carry_the_protocol_codes() {
     );
     engines::close(handle);
 }
+
+#[test]
+fn options_are_the_engines_settings_and_daemon_settings_are_refused_by_name() {
+    let config = engines::parse_options(Some(r#"{"batch_rows": 100, "columnar": {"idle_ms": 5}}"#)).unwrap();
+    assert_eq!(config.batch_rows, 100);
+    assert_eq!(config.columnar.idle_ms, 5);
+    for key in ["listen", "tls_cert", "max_concurrent_scans", "auth_token"] {
+        let failure = engines::parse_options(Some(&format!(r#"{{"{key}": "x"}}"#))).unwrap_err();
+        assert_eq!(failure.code, "INVALID_ARGUMENT");
+        assert!(failure.message.contains(&format!("{key:?} is a setting of the daemon's Flight service")), "{}", failure.message);
+    }
+    let failure = engines::parse_options(Some(r#"{"batch_row": 1}"#)).unwrap_err();
+    assert!(failure.message.contains("unknown field `batch_row`"), "{}", failure.message);
+    let failure = engines::parse_options(Some(r#"{"batch_rows": 0}"#)).unwrap_err();
+    assert!(failure.message.contains("batch_rows = 0 is out of range"), "{}", failure.message);
+}

@@ -8,11 +8,11 @@ use std::sync::{Arc, RwLock};
 use shoal_core::checkpoint::TABLE_META_FILE;
 use shoal_core::log::DeviceConfig;
 use shoal_core::table::{Table, TableConfig};
-use tonic::Status;
+use crate::error::OpsError;
 
-use crate::config::{Durability, ServerConfig};
+use crate::config::{Durability, EngineConfig};
 use crate::transactions::Transactions;
-use crate::protocol::{status_from_engine, CreateTable};
+use crate::protocol::CreateTable;
 
 /// A table of the daemon.
 pub struct TableEntry {
@@ -33,7 +33,7 @@ impl TableEntry {
 
 /// All tables of one daemon.
 pub struct Catalog {
-    config: ServerConfig,
+    config: EngineConfig,
     tables: RwLock<BTreeMap<String, Arc<TableEntry>>>,
     /// `<data_dir>/LOCK`, locked exclusively while the catalog lives, so that two
     /// processes (daemons, embedded engines) never open the same tables.
@@ -66,10 +66,10 @@ fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, String> {
 }
 
 /// Checks a table name: 1–128 characters of `[A-Za-z0-9_.-]`, not starting with `.`.
-pub fn validate_table_name(name: &str) -> Result<(), Status> {
+pub fn validate_table_name(name: &str) -> Result<(), OpsError> {
     let valid_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
     if name.is_empty() || name.len() > 128 || !valid_chars || name.starts_with('.') {
-        return Err(Status::invalid_argument(format!(
+        return Err(OpsError::invalid_argument(format!(
             "invalid table name {}: use 1-128 characters of A-Z a-z 0-9 _ - . (not starting with '.')",
             crate::protocol::quoted(name)
         )));
@@ -86,7 +86,7 @@ impl Catalog {
     /// (`<data_dir>/LOCK`), or a table there cannot be
     /// recovered (the message names it; the daemon does not start rather than serve
     /// without it).
-    pub fn open(config: ServerConfig) -> Result<Self, String> {
+    pub fn open(config: EngineConfig) -> Result<Self, String> {
         let mut tables = BTreeMap::new();
         let mut lock = None;
         if !config.in_memory {
@@ -128,7 +128,7 @@ impl Catalog {
     }
 
     /// The server configuration.
-    pub fn config(&self) -> &ServerConfig {
+    pub fn config(&self) -> &EngineConfig {
         &self.config
     }
 
@@ -137,14 +137,14 @@ impl Catalog {
     }
 
     /// The table `name`, or `NOT_FOUND` naming it.
-    pub fn get(&self, name: &str) -> Result<Arc<TableEntry>, Status> {
+    pub fn get(&self, name: &str) -> Result<Arc<TableEntry>, OpsError> {
         self.tables
             .read()
-            .map_err(|_| Status::internal("catalog lock poisoned"))?
+            .map_err(|_| OpsError::internal("catalog lock poisoned"))?
             .get(name)
             .cloned()
             .ok_or_else(|| {
-                Status::not_found(format!(
+                OpsError::not_found(format!(
                     "table {} does not exist (create it with the create_table action)",
                     crate::protocol::quoted(name)
                 ))
@@ -157,14 +157,14 @@ impl Catalog {
     }
 
     /// Creates a table. Returns `false` if it existed and `if_not_exists` was set.
-    pub fn create(&self, request: &CreateTable) -> Result<bool, Status> {
+    pub fn create(&self, request: &CreateTable) -> Result<bool, OpsError> {
         validate_table_name(&request.name)?;
-        let mut tables = self.tables.write().map_err(|_| Status::internal("catalog lock poisoned"))?;
+        let mut tables = self.tables.write().map_err(|_| OpsError::internal("catalog lock poisoned"))?;
         if tables.contains_key(&request.name) {
             if request.if_not_exists {
                 return Ok(false);
             }
-            return Err(Status::already_exists(format!("table {:?} already exists", request.name)));
+            return Err(OpsError::already_exists(format!("table {:?} already exists", request.name)));
         }
         check_limits(request, &self.config)?;
         let mut config = TableConfig { on_invalid_json: request.on_invalid_json, ..TableConfig::default() };
@@ -180,7 +180,7 @@ impl Catalog {
         let durability = request.durability.unwrap_or(self.config.durability);
         let group_commit_ms = request.group_commit_ms.unwrap_or(self.config.group_commit_ms);
         if self.config.in_memory && durability != Durability::None {
-            return Err(Status::invalid_argument(format!(
+            return Err(OpsError::invalid_argument(format!(
                 "table {:?}: durability {durability:?} needs storage, but this daemon runs --in-memory",
                 request.name
             )));
@@ -189,7 +189,7 @@ impl Catalog {
         if !self.config.in_memory {
             let dir = self.table_dir(&request.name);
             if dir.join(TABLE_META_FILE).exists() {
-                return Err(Status::failed_precondition(format!(
+                return Err(OpsError::failed_precondition(format!(
                     "{} holds a table {:?} this daemon did not load; move it away first",
                     dir.display(),
                     request.name
@@ -199,8 +199,8 @@ impl Catalog {
             remove_dir_if_exists(&dir)?;
             config.log.device = DeviceConfig::Directory(dir);
         }
-        let table = Table::create(config).map_err(|e| status_from_engine(&e))?;
-        let entry = TableEntry::new(request.name.clone(), table).map_err(Status::internal)?;
+        let table = Table::create(config).map_err(|e| OpsError::from_engine(&e))?;
+        let entry = TableEntry::new(request.name.clone(), table).map_err(OpsError::internal)?;
         tables.insert(request.name.clone(), Arc::new(entry));
         tracing::info!(table = %request.name, "table created");
         Ok(true)
@@ -210,9 +210,9 @@ impl Catalog {
     /// take the tables' reserved memory past the limit (`max_memory_bytes`). A table's
     /// reservation is its ring (`memory_budget_bytes` in whole pages) plus its index
     /// (`2^index_size_bits` buckets of 64 bytes); both are faulted in as they are used.
-    fn check_capacity(&self, tables: &BTreeMap<String, Arc<TableEntry>>, name: &str, config: &TableConfig) -> Result<(), Status> {
+    fn check_capacity(&self, tables: &BTreeMap<String, Arc<TableEntry>>, name: &str, config: &TableConfig) -> Result<(), OpsError> {
         if tables.len() >= self.config.max_tables {
-            return Err(Status::resource_exhausted(format!(
+            return Err(OpsError::resource_exhausted(format!(
                 "table {}: this daemon already serves {} tables, its limit (max_tables); drop one or raise the limit",
                 crate::protocol::quoted(name),
                 tables.len()
@@ -222,7 +222,7 @@ impl Catalog {
         let wanted = shoal_core::log::HybridLog::ring_bytes_for(&config.log) + (64u64 << config.index_size_bits);
         let limit = self.config.memory_limit_bytes();
         if reserved.saturating_add(wanted) > limit {
-            return Err(Status::resource_exhausted(format!(
+            return Err(OpsError::resource_exhausted(format!(
                 "table {}: its page ring and index need {wanted} bytes; the {} tables reserve {reserved} of this daemon's \
                  {limit} (max_memory_bytes): drop a table, ask for a smaller memory_budget_bytes, or raise the limit",
                 crate::protocol::quoted(name),
@@ -233,12 +233,12 @@ impl Catalog {
     }
 
     /// Drops a table: stops it and deletes its files.
-    pub fn drop_table(&self, name: &str) -> Result<(), Status> {
+    pub fn drop_table(&self, name: &str) -> Result<(), OpsError> {
         let entry = {
-            let mut tables = self.tables.write().map_err(|_| Status::internal("catalog lock poisoned"))?;
+            let mut tables = self.tables.write().map_err(|_| OpsError::internal("catalog lock poisoned"))?;
             tables
                 .remove(name)
-                .ok_or_else(|| Status::not_found(format!("table {} does not exist", crate::protocol::quoted(name))))?
+                .ok_or_else(|| OpsError::not_found(format!("table {} does not exist", crate::protocol::quoted(name))))?
         };
         entry.table.log().shutdown();
         if !self.config.in_memory {
@@ -266,17 +266,17 @@ pub const MAX_PAGE_SIZE_BITS: u32 = 28;
 
 /// Rejects table sizes that would exhaust the daemon's memory: the index and page sizes
 /// within fixed bounds, the memory budget at most 4 × the server's default.
-fn check_limits(request: &CreateTable, config: &ServerConfig) -> Result<(), Status> {
+fn check_limits(request: &CreateTable, config: &EngineConfig) -> Result<(), OpsError> {
     if let Some(bits) = request.index_size_bits {
         if !(4..=MAX_INDEX_SIZE_BITS).contains(&bits) {
-            return Err(Status::invalid_argument(format!(
+            return Err(OpsError::invalid_argument(format!(
                 "index_size_bits must be within 4..={MAX_INDEX_SIZE_BITS} (2^bits buckets of 64 bytes), got {bits}"
             )));
         }
     }
     if let Some(bits) = request.page_size_bits {
         if !(12..=MAX_PAGE_SIZE_BITS).contains(&bits) {
-            return Err(Status::invalid_argument(format!(
+            return Err(OpsError::invalid_argument(format!(
                 "page_size_bits must be within 12..={MAX_PAGE_SIZE_BITS} (4 KiB to 256 MiB pages), got {bits}"
             )));
         }
@@ -284,7 +284,7 @@ fn check_limits(request: &CreateTable, config: &ServerConfig) -> Result<(), Stat
     if let Some(bytes) = request.memory_budget_bytes {
         let max = config.memory_budget_bytes.saturating_mul(4);
         if bytes > max {
-            return Err(Status::resource_exhausted(format!(
+            return Err(OpsError::resource_exhausted(format!(
                 "memory_budget_bytes {bytes} exceeds this server's limit of {max} (4 × memory_budget_bytes)"
             )));
         }
@@ -292,11 +292,11 @@ fn check_limits(request: &CreateTable, config: &ServerConfig) -> Result<(), Stat
     Ok(())
 }
 
-fn remove_dir_if_exists(dir: &Path) -> Result<(), Status> {
+fn remove_dir_if_exists(dir: &Path) -> Result<(), OpsError> {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Status::internal(format!("cannot remove {}: {e}", dir.display()))),
+        Err(e) => Err(OpsError::internal(format!("cannot remove {}: {e}", dir.display()))),
     }
 }
 
@@ -313,12 +313,12 @@ fn reserved_bytes(table: &Table) -> u64 {
 fn columnar_config(
     server: &shoal_core::columnar::ColumnarConfig,
     requested: Option<&serde_json::Value>,
-) -> Result<shoal_core::columnar::ColumnarConfig, Status> {
+) -> Result<shoal_core::columnar::ColumnarConfig, OpsError> {
     let Some(requested) = requested else { return Ok(server.clone()) };
     let serde_json::Value::Object(changes) = requested else {
-        return Err(Status::invalid_argument("columnar: an object of settings expected (enabled, file_log_bytes, row_group_rows, codec, idle_ms)"));
+        return Err(OpsError::invalid_argument("columnar: an object of settings expected (enabled, file_log_bytes, row_group_rows, codec, idle_ms)"));
     };
-    let base = serde_json::to_value(server).map_err(|e| Status::internal(e.to_string()))?;
+    let base = serde_json::to_value(server).map_err(|e| OpsError::internal(e.to_string()))?;
     let with = |changes: &serde_json::Map<String, serde_json::Value>| {
         let mut merged = base.clone();
         if let serde_json::Value::Object(fields) = &mut merged {
@@ -330,12 +330,12 @@ fn columnar_config(
     for (key, value) in changes {
         let one = serde_json::Map::from_iter([(key.clone(), value.clone())]);
         if let Err(e) = with(&one) {
-            return Err(Status::invalid_argument(format!("columnar.{key}: {e}")));
+            return Err(OpsError::invalid_argument(format!("columnar.{key}: {e}")));
         }
     }
-    let config = with(changes).map_err(|e| Status::invalid_argument(format!("columnar: {e}")))?;
+    let config = with(changes).map_err(|e| OpsError::invalid_argument(format!("columnar: {e}")))?;
     if config.file_log_bytes == 0 || config.row_group_rows == 0 {
-        return Err(Status::invalid_argument("columnar: file_log_bytes and row_group_rows must be positive"));
+        return Err(OpsError::invalid_argument("columnar: file_log_bytes and row_group_rows must be positive"));
     }
     Ok(config)
 }

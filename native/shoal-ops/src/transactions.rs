@@ -29,9 +29,8 @@ use serde::{Deserialize, Serialize};
 use shoal_core::checkpoint::{read_json, write_json_atomic};
 use shoal_core::session::WriterBatch;
 use shoal_core::table::Table;
-use tonic::Status;
+use crate::error::OpsError;
 
-use crate::protocol::status_from_engine;
 
 /// Records per writer batch when a commit ingests the staged records.
 const COMMIT_CHUNK: usize = 1000;
@@ -81,7 +80,7 @@ pub struct Transactions {
 }
 
 /// Checks a transaction id: 1–200 characters of `A-Z a-z 0-9 _ - . :`.
-fn validate_id(id: &str) -> Result<(), Status> {
+fn validate_id(id: &str) -> Result<(), OpsError> {
     let valid = !id.is_empty()
         && id.len() <= 200
         && !id.starts_with('.')
@@ -89,18 +88,18 @@ fn validate_id(id: &str) -> Result<(), Status> {
     if valid {
         Ok(())
     } else {
-        Err(Status::invalid_argument(format!(
+        Err(OpsError::invalid_argument(format!(
             "invalid transaction id {id:?}: use 1-200 characters of A-Z a-z 0-9 _ - . : (not starting with '.')"
         )))
     }
 }
 
-fn io_status(what: &str, path: &Path, error: &std::io::Error) -> Status {
+fn io_status(what: &str, path: &Path, error: &std::io::Error) -> OpsError {
     let message = format!("{what} {}: {error}", path.display());
     if matches!(error.raw_os_error(), Some(28 | 122)) {
-        Status::resource_exhausted(message)
+        OpsError::resource_exhausted(message)
     } else {
-        Status::internal(message)
+        OpsError::internal(message)
     }
 }
 
@@ -132,10 +131,10 @@ impl Transactions {
         Ok(Self { dir, all: Mutex::new(all) })
     }
 
-    fn get(&self, id: &str) -> Result<Arc<Mutex<Transaction>>, Status> {
+    fn get(&self, id: &str) -> Result<Arc<Mutex<Transaction>>, OpsError> {
         validate_id(id)?;
         lock(&self.all).get(id).cloned().ok_or_else(|| {
-            Status::not_found(format!("transaction {id:?} does not exist (begin it with begin_transaction)"))
+            OpsError::not_found(format!("transaction {id:?} does not exist (begin it with begin_transaction)"))
         })
     }
 
@@ -143,9 +142,9 @@ impl Transactions {
         self.dir.as_ref().map(|d| d.join(format!("{id}.staged")))
     }
 
-    fn save(&self, info: &TransactionInfo) -> Result<(), Status> {
+    fn save(&self, info: &TransactionInfo) -> Result<(), OpsError> {
         match &self.dir {
-            Some(dir) => write_json_atomic(dir, &format!("{}.state", info.transaction), info).map_err(|e| status_from_engine(&e)),
+            Some(dir) => write_json_atomic(dir, &format!("{}.state", info.transaction), info).map_err(|e| OpsError::from_engine(&e)),
             None => Ok(()),
         }
     }
@@ -155,14 +154,14 @@ impl Transactions {
     ///
     /// # Errors
     /// `FAILED_PRECONDITION` for a committed or aborted id; `INVALID_ARGUMENT` for a bad id.
-    pub fn begin(&self, id: &str) -> Result<TransactionInfo, Status> {
+    pub fn begin(&self, id: &str) -> Result<TransactionInfo, OpsError> {
         validate_id(id)?;
         let mut all = lock(&self.all);
         if let Some(existing) = all.get(id) {
             let info = lock(existing).info.clone();
             return match info.state {
                 TransactionState::Open | TransactionState::Prepared => Ok(info),
-                state => Err(Status::failed_precondition(format!("transaction {id:?} is already {state:?}"))),
+                state => Err(OpsError::failed_precondition(format!("transaction {id:?} is already {state:?}"))),
             };
         }
         let info = TransactionInfo { transaction: id.to_owned(), state: TransactionState::Open, records: 0, skipped: 0 };
@@ -181,11 +180,11 @@ impl Transactions {
     /// `NOT_FOUND`; `FAILED_PRECONDITION` unless the transaction is open;
     /// `INVALID_ARGUMENT` naming the first invalid record under the `reject` policy
     /// (nothing of the batch is staged).
-    pub fn stage(&self, table: &Table, id: &str, records: &[&[u8]]) -> Result<(usize, Vec<(usize, String)>), Status> {
+    pub fn stage(&self, table: &Table, id: &str, records: &[&[u8]]) -> Result<(usize, Vec<(usize, String)>), OpsError> {
         let transaction = self.get(id)?;
         let mut transaction = lock(&transaction);
         if transaction.info.state != TransactionState::Open {
-            return Err(Status::failed_precondition(format!(
+            return Err(OpsError::failed_precondition(format!(
                 "transaction {id:?} is {:?}; records can be staged only while it is open",
                 transaction.info.state
             )));
@@ -193,7 +192,7 @@ impl Transactions {
         let problems = table.check_records(records);
         if let Some((index, reason)) = problems.first() {
             if table.config().on_invalid_json == shoal_core::table::InvalidJsonPolicy::Reject {
-                return Err(Status::invalid_argument(format!("record {index} of the batch is not valid: {reason}")));
+                return Err(OpsError::invalid_argument(format!("record {index} of the batch is not valid: {reason}")));
             }
         }
         let skip: std::collections::HashSet<usize> = problems.iter().map(|(i, _)| *i).collect();
@@ -202,7 +201,7 @@ impl Transactions {
             Some(path) => {
                 let mut buffer = Vec::with_capacity(kept.iter().map(|r| r.len() + 4).sum());
                 for record in &kept {
-                    let length = u32::try_from(record.len()).map_err(|_| Status::invalid_argument("a record over 4 GiB"))?;
+                    let length = u32::try_from(record.len()).map_err(|_| OpsError::invalid_argument("a record over 4 GiB"))?;
                     buffer.extend_from_slice(&length.to_le_bytes());
                     buffer.extend_from_slice(record);
                 }
@@ -216,7 +215,7 @@ impl Transactions {
                 // size (the fillers that may close its pages).
                 let limit = table.log().ring_bytes() / 4;
                 if transaction.memory_bytes + bytes > limit {
-                    return Err(Status::resource_exhausted(format!(
+                    return Err(OpsError::resource_exhausted(format!(
                         "transaction {}: staging {bytes} more bytes would pass {limit} bytes, a quarter of its in-memory \
                          table's page ring (memory_budget_bytes): more than a commit could ingest; commit it and begin another",
                         crate::protocol::quoted(id)
@@ -235,13 +234,13 @@ impl Transactions {
     ///
     /// # Errors
     /// `NOT_FOUND`; `FAILED_PRECONDITION` for a committed or aborted transaction.
-    pub fn prepare(&self, id: &str) -> Result<TransactionInfo, Status> {
+    pub fn prepare(&self, id: &str) -> Result<TransactionInfo, OpsError> {
         let transaction = self.get(id)?;
         let mut transaction = lock(&transaction);
         match transaction.info.state {
             TransactionState::Prepared => return Ok(transaction.info.clone()),
             TransactionState::Open => {}
-            state => return Err(Status::failed_precondition(format!("transaction {id:?} is already {state:?}"))),
+            state => return Err(OpsError::failed_precondition(format!("transaction {id:?} is already {state:?}"))),
         }
         if let Some(path) = self.staged_path(id) {
             let file = std::fs::File::open(&path).map_err(|e| io_status("cannot open", &path, &e))?;
@@ -257,22 +256,22 @@ impl Transactions {
     ///
     /// # Errors
     /// `NOT_FOUND`; `FAILED_PRECONDITION` for an aborted transaction; engine errors.
-    pub fn commit(&self, table: &Table, id: &str) -> Result<TransactionInfo, Status> {
+    pub fn commit(&self, table: &Table, id: &str) -> Result<TransactionInfo, OpsError> {
         let transaction = self.get(id)?;
         let mut transaction = lock(&transaction);
         match transaction.info.state {
             TransactionState::Committed => return Ok(transaction.info.clone()),
             TransactionState::Aborted => {
-                return Err(Status::failed_precondition(format!("transaction {id:?} was aborted; it cannot commit")))
+                return Err(OpsError::failed_precondition(format!("transaction {id:?} was aborted; it cannot commit")))
             }
             TransactionState::Open | TransactionState::Prepared => {}
         }
         let writer = format!("txn/{id}");
         let mut end = 0;
         let mut committed = 0u64;
-        let mut ingest_chunk = |chunk: &[Vec<u8>], serial: u64| -> Result<(), Status> {
+        let mut ingest_chunk = |chunk: &[Vec<u8>], serial: u64| -> Result<(), OpsError> {
             let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
-            let report = table.ingest_as(WriterBatch { writer: &writer, serial }, &refs).map_err(|e| status_from_engine(&e))?;
+            let report = table.ingest_as(WriterBatch { writer: &writer, serial }, &refs).map_err(|e| OpsError::from_engine(&e))?;
             end = end.max(report.end_address);
             committed += chunk.len() as u64;
             Ok(())
@@ -304,7 +303,7 @@ impl Transactions {
         if table.log().has_storage() {
             // Chunks skipped as already ingested (a retried commit) are below the tail.
             let target = if end == 0 { table.log().tail_address() } else { end };
-            table.wait_durable(target, Duration::from_secs(60)).map_err(|e| status_from_engine(&e))?;
+            table.wait_durable(target, Duration::from_secs(60)).map_err(|e| OpsError::from_engine(&e))?;
         }
         transaction.info.state = TransactionState::Committed;
         transaction.info.records = committed;
@@ -319,13 +318,13 @@ impl Transactions {
     ///
     /// # Errors
     /// `NOT_FOUND`; `FAILED_PRECONDITION` for a committed transaction.
-    pub fn abort(&self, id: &str) -> Result<TransactionInfo, Status> {
+    pub fn abort(&self, id: &str) -> Result<TransactionInfo, OpsError> {
         let transaction = self.get(id)?;
         let mut transaction = lock(&transaction);
         match transaction.info.state {
             TransactionState::Aborted => return Ok(transaction.info.clone()),
             TransactionState::Committed => {
-                return Err(Status::failed_precondition(format!("transaction {id:?} is committed; it cannot abort")))
+                return Err(OpsError::failed_precondition(format!("transaction {id:?} is committed; it cannot abort")))
             }
             TransactionState::Open | TransactionState::Prepared => {}
         }
@@ -359,14 +358,14 @@ struct StagedReader<'a> {
 }
 
 impl<'a> StagedReader<'a> {
-    fn open(path: &'a Path) -> Result<Self, Status> {
+    fn open(path: &'a Path) -> Result<Self, OpsError> {
         let file = std::fs::File::open(path).map_err(|e| io_status("cannot open", path, &e))?;
         let remaining = file.metadata().map_err(|e| io_status("cannot read", path, &e))?.len();
         Ok(Self { path, reader: BufReader::new(file), remaining })
     }
 
     /// Up to `max` records; empty at the end of the file.
-    fn next_chunk(&mut self, max: usize) -> Result<Vec<Vec<u8>>, Status> {
+    fn next_chunk(&mut self, max: usize) -> Result<Vec<Vec<u8>>, OpsError> {
         let mut records = Vec::new();
         while records.len() < max {
             let mut length = [0u8; 4];

@@ -12,7 +12,7 @@ use shoal_core::scan::{Aggregate, AggregateFunction};
 use shoal_core::table::InvalidJsonPolicy;
 
 use crate::config::Durability;
-use tonic::Status;
+use crate::error::OpsError;
 
 /// Version of the ticket format: 2 carries the plan it was issued for (1 carried the
 /// filter and a log range, and was planned again by `DoGet`).
@@ -20,12 +20,12 @@ pub const TICKET_VERSION: u32 = 2;
 
 /// Parses a JSON body of `what` (an action or command name), mapping every error to
 /// `INVALID_ARGUMENT` with serde's message (which names the key and the position).
-pub fn parse_body<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, Status> {
+pub fn parse_body<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, OpsError> {
     if body.is_empty() {
-        return Err(Status::invalid_argument(format!("{what}: the body must be a JSON object, got nothing")));
+        return Err(OpsError::invalid_argument(format!("{what}: the body must be a JSON object, got nothing")));
     }
     // serde's messages quote the offending value, which a client may make huge.
-    serde_json::from_slice(body).map_err(|e| Status::invalid_argument(bounded(format!("{what}: invalid JSON body: {e}"))))
+    serde_json::from_slice(body).map_err(|e| OpsError::invalid_argument(bounded(format!("{what}: invalid JSON body: {e}"))))
 }
 
 /// The most bytes of a status message: gRPC refuses metadata past about 16 KiB, which
@@ -187,11 +187,11 @@ impl AggregateSpec {
     ///
     /// # Errors
     /// `INVALID_ARGUMENT` when `column` is not a valid dotted path.
-    pub fn to_aggregate(&self) -> Result<Aggregate, Status> {
+    pub fn to_aggregate(&self) -> Result<Aggregate, OpsError> {
         let column = self
             .column
             .as_deref()
-            .map(|c| shoal_core::FieldPath::parse(c).map_err(|e| status_from_engine(&e)))
+            .map(|c| shoal_core::FieldPath::parse(c).map_err(|e| OpsError::from_engine(&e)))
             .transpose()?;
         Ok(Aggregate { function: self.function, column })
     }
@@ -221,16 +221,16 @@ impl BatchMetadata {
     /// # Errors
     /// `INVALID_ARGUMENT` naming the key, or for `writer` without `serial` (or the
     /// reverse), or both a writer and a transaction.
-    pub fn parse(bytes: &[u8]) -> Result<Self, Status> {
+    pub fn parse(bytes: &[u8]) -> Result<Self, OpsError> {
         if bytes.is_empty() {
             return Ok(Self::default());
         }
         let metadata: Self = parse_body("DoPut batch app_metadata", bytes)?;
         if metadata.writer.is_some() != metadata.serial.is_some() {
-            return Err(Status::invalid_argument("DoPut batch app_metadata: \"writer\" and \"serial\" go together"));
+            return Err(OpsError::invalid_argument("DoPut batch app_metadata: \"writer\" and \"serial\" go together"));
         }
         if metadata.writer.is_some() && metadata.transaction.is_some() {
-            return Err(Status::invalid_argument(
+            return Err(OpsError::invalid_argument(
                 "DoPut batch app_metadata: a batch is either a writer's (\"writer\", \"serial\") or a transaction's, not both",
             ));
         }
@@ -270,13 +270,13 @@ impl Truncate {
     ///
     /// # Errors
     /// `INVALID_ARGUMENT` unless exactly one rule is given.
-    pub fn rule(&self) -> Result<shoal_core::retention::RetentionRule, Status> {
+    pub fn rule(&self) -> Result<shoal_core::retention::RetentionRule, OpsError> {
         use shoal_core::retention::RetentionRule;
         match (self.before_address, self.keep_bytes, self.older_than_secs) {
             (Some(address), None, None) => Ok(RetentionRule::BeforeAddress(address)),
             (None, Some(bytes), None) => Ok(RetentionRule::KeepBytes(bytes)),
             (None, None, Some(secs)) => Ok(RetentionRule::OlderThan(std::time::Duration::from_secs(secs))),
-            _ => Err(Status::invalid_argument(
+            _ => Err(OpsError::invalid_argument(
                 "truncate: give exactly one of \"before_address\", \"keep_bytes\", \"older_than_secs\"",
             )),
         }
@@ -334,27 +334,3 @@ pub struct TicketBody {
     pub plan: shoal_core::scan::ScanPlan,
 }
 
-/// Maps an engine error to a Flight status with the right code.
-pub fn status_from_engine(error: &shoal_core::Error) -> Status {
-    use shoal_core::Error as E;
-    let message = bounded(error.to_string());
-    match error {
-        E::InvalidPath { .. }
-        | E::InvalidExpression { .. }
-        | E::InvalidRecord { .. }
-        | E::RecordTooLarge { .. }
-        | E::InvalidPsf { .. }
-        | E::UnknownColumn { .. }
-        | E::InvalidAggregate { .. }
-        | E::InvalidPlan(_)
-        | E::InvalidConfig(_) => Status::invalid_argument(message),
-        E::PsfNotFound(_) => Status::not_found(message),
-        E::PsfExists(_) => Status::already_exists(message),
-        E::AddressNotReadable { .. } => Status::out_of_range(message),
-        E::Io { source, .. } if matches!(source.raw_os_error(), Some(28 | 122)) => Status::resource_exhausted(message),
-        E::MemoryFull { .. } => Status::resource_exhausted(message),
-        E::Closed => Status::unavailable(message),
-        E::Cancelled(_) => Status::cancelled(message),
-        _ => Status::internal(message),
-    }
-}

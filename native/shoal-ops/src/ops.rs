@@ -2,7 +2,7 @@
 //! (`GetFlightInfo`), scans of a ticket (`DoGet`), ingestion of a batch (`DoPut`) and table
 //! listings. The Flight service ([`crate::service`]) and the embedded mode (`native/jni`)
 //! both call these, so a plan, a result or an error is the same whichever way a client
-//! comes in. Errors are [`tonic::Status`]es: their code is the protocol's error class
+//! comes in. Errors are [`OpsError`]s: their class is the protocol's error class
 //! (`docs/protocol.md`), their message names what was wrong.
 
 use std::ops::ControlFlow;
@@ -17,11 +17,11 @@ use shoal_core::scan::{json_output_schema, Aggregate, ScanPlan, ScanRequest, Sca
 use shoal_core::session::WriterBatch;
 use shoal_core::table::{DurabilityPolicy, TableStats};
 use shoal_core::FieldPath;
-use tonic::Status;
+use crate::error::OpsError;
 
 use crate::catalog::{Catalog, TableEntry};
 use crate::protocol::{
-    parse_body, status_from_engine, AggregateSpec, BatchMetadata, CreateTable, DeregisterPsf, MakeDurable, OutputFormat, QueryCommand,
+    parse_body, AggregateSpec, BatchMetadata, CreateTable, DeregisterPsf, MakeDurable, OutputFormat, QueryCommand,
     RegisterPsf, TableRef, TicketBody, TransactionRef, Truncate, WriterRef, TICKET_VERSION,
 };
 
@@ -55,11 +55,11 @@ struct DurableWaitSlot;
 static DURABLE_WAITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 impl DurableWaitSlot {
-    fn take() -> Result<Self, Status> {
+    fn take() -> Result<Self, OpsError> {
         use std::sync::atomic::Ordering;
         if DURABLE_WAITS.fetch_add(1, Ordering::AcqRel) >= MAX_DURABLE_WAITS {
             DURABLE_WAITS.fetch_sub(1, Ordering::AcqRel);
-            return Err(Status::resource_exhausted(format!(
+            return Err(OpsError::resource_exhausted(format!(
                 "make_durable: {MAX_DURABLE_WAITS} calls are already waiting for durability (the limit); retry shortly"
             )));
         }
@@ -73,18 +73,18 @@ impl Drop for DurableWaitSlot {
     }
 }
 
-fn parse_filter(filter: Option<&str>) -> Result<Option<Expr>, Status> {
+fn parse_filter(filter: Option<&str>) -> Result<Option<Expr>, OpsError> {
     filter
         .filter(|f| !f.trim().is_empty())
-        .map(|f| parse_expr(f).map_err(|e| status_from_engine(&e)))
+        .map(|f| parse_expr(f).map_err(|e| OpsError::from_engine(&e)))
         .transpose()
 }
 
-fn parse_columns(columns: &[String]) -> Result<Vec<FieldPath>, Status> {
-    columns.iter().map(|c| FieldPath::parse(c).map_err(|e| status_from_engine(&e))).collect()
+fn parse_columns(columns: &[String]) -> Result<Vec<FieldPath>, OpsError> {
+    columns.iter().map(|c| FieldPath::parse(c).map_err(|e| OpsError::from_engine(&e))).collect()
 }
 
-fn parse_aggregates(aggregates: &[AggregateSpec]) -> Result<Vec<Aggregate>, Status> {
+fn parse_aggregates(aggregates: &[AggregateSpec]) -> Result<Vec<Aggregate>, OpsError> {
     aggregates.iter().map(AggregateSpec::to_aggregate).collect()
 }
 
@@ -151,11 +151,11 @@ fn rows_output(
     table: &shoal_core::table::Table,
     format: OutputFormat,
     columns: &[FieldPath],
-) -> Result<(Option<OutputColumns>, SchemaRef), Status> {
+) -> Result<(Option<OutputColumns>, SchemaRef), OpsError> {
     match format {
         OutputFormat::Json => Ok((None, json_output_schema())),
         OutputFormat::Arrow => {
-            let output = table.output_columns(columns).map_err(|e| status_from_engine(&e))?;
+            let output = table.output_columns(columns).map_err(|e| OpsError::from_engine(&e))?;
             let schema = Arc::new(Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<Field>>()));
             Ok((Some(output), schema))
         }
@@ -164,27 +164,27 @@ fn rows_output(
 
 /// Checks a query command and plans it: maps the filter onto the table's PSFs
 /// (FishStore §7.1) and resolves the result schema.
-fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result<PreparedQuery, Status> {
+fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result<PreparedQuery, OpsError> {
     let entry = catalog.get(&command.table)?;
     let table = &entry.table;
     let filter = parse_filter(command.filter.as_deref())?;
     let columns = parse_columns(&command.columns)?;
     let aggregates = parse_aggregates(&command.aggregates)?;
     if !aggregates.is_empty() && (!command.columns.is_empty() || command.limit.is_some() || command.output == OutputFormat::Json) {
-        return Err(Status::invalid_argument(format!(
+        return Err(OpsError::invalid_argument(format!(
             "{what}: \"aggregates\" cannot be combined with \"columns\", \"limit\" or \"output\": \"json\" \
              (the result is one row of aggregates per endpoint)"
         )));
     }
     if command.output == OutputFormat::Json && !command.columns.is_empty() {
-        return Err(Status::invalid_argument(format!(
+        return Err(OpsError::invalid_argument(format!(
             "{what}: \"columns\" cannot be combined with \"output\": \"json\" (the whole record is returned as ingested)"
         )));
     }
     let (output, schema) = if aggregates.is_empty() {
         rows_output(table, command.output, &columns)?
     } else {
-        (None, Arc::new(table.aggregate_schema(&aggregates).map_err(|e| status_from_engine(&e))?))
+        (None, Arc::new(table.aggregate_schema(&aggregates).map_err(|e| OpsError::from_engine(&e))?))
     };
     let request = ScanRequest {
         filter,
@@ -207,7 +207,7 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
 /// # Errors
 /// `INVALID_ARGUMENT` for a malformed command, filter, column or aggregate; `NOT_FOUND`
 /// for an unknown table.
-pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Status> {
+pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, OpsError> {
     let command: QueryCommand = parse_body("GetFlightInfo command", command)?;
     let query = prepare_query(catalog, command, "GetFlightInfo command")?;
     let table = &query.entry.table;
@@ -232,7 +232,7 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Sta
             output: query.command.output,
             plan: part,
         };
-        let ticket = serde_json::to_vec(&ticket).map_err(|e| Status::internal(e.to_string()))?;
+        let ticket = serde_json::to_vec(&ticket).map_err(|e| OpsError::internal(e.to_string()))?;
         endpoints.push(PlannedEndpoint { ticket, plan });
     }
     let stats = table.stats();
@@ -257,26 +257,26 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Sta
 }
 
 /// Checks a DoPut stream's schema up front: a `json` column of a string or binary type.
-pub fn check_put_schema(schema: &Schema) -> Result<(), Status> {
+pub fn check_put_schema(schema: &Schema) -> Result<(), OpsError> {
     match schema.field_with_name("json").map(|f| f.data_type()) {
         Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary) => Ok(()),
-        Ok(other) => Err(Status::invalid_argument(format!(
+        Ok(other) => Err(OpsError::invalid_argument(format!(
             "the \"json\" column must be Utf8, LargeUtf8, Binary or LargeBinary, got {other}"
         ))),
-        Err(_) => Err(Status::invalid_argument(crate::protocol::bounded(format!(
+        Err(_) => Err(OpsError::invalid_argument(crate::protocol::bounded(format!(
             "DoPut batches need a column named \"json\" (Utf8, LargeUtf8, Binary or LargeBinary), one JSON record per row; got columns {:?}",
             schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>()
         )))),
     }
 }
 
-fn json_records(batch: &RecordBatch) -> Result<Vec<&[u8]>, Status> {
+fn json_records(batch: &RecordBatch) -> Result<Vec<&[u8]>, OpsError> {
     check_put_schema(&batch.schema())?;
-    let Some(column) = batch.column_by_name("json") else { return Err(Status::internal("checked \"json\" column vanished")) };
-    let null_error = |i: usize| Status::invalid_argument(format!("row {i} of the \"json\" column is null"));
+    let Some(column) = batch.column_by_name("json") else { return Err(OpsError::internal("checked \"json\" column vanished")) };
+    let null_error = |i: usize| OpsError::invalid_argument(format!("row {i} of the \"json\" column is null"));
     macro_rules! rows {
         ($array:ty) => {{
-            let array = column.as_any().downcast_ref::<$array>().ok_or_else(|| Status::internal("column type mismatch"))?;
+            let array = column.as_any().downcast_ref::<$array>().ok_or_else(|| OpsError::internal("column type mismatch"))?;
             (0..array.len())
                 .map(|i| if array.is_null(i) { Err(null_error(i)) } else { Ok(<[u8] as AsRef<[u8]>>::as_ref(array.value(i).as_ref())) })
                 .collect()
@@ -336,7 +336,7 @@ impl RowScan {
     ///
     /// # Errors
     /// The engine's scan errors (e.g. a page that cannot be read), as statuses.
-    pub fn run(&self, emit: &mut dyn FnMut(RecordBatch) -> ControlFlow<()>) -> Result<(), Status> {
+    pub fn run(&self, emit: &mut dyn FnMut(RecordBatch) -> ControlFlow<()>) -> Result<(), OpsError> {
         let started = Instant::now();
         let table = &self.entry.table;
         let mut sink = |batch| Ok(emit(batch));
@@ -344,7 +344,7 @@ impl RowScan {
             Some(columns) => table.scan_columns(&self.request, &self.plan, columns, &mut sink),
             None => table.scan_json(&self.request, &self.plan, &mut sink),
         }
-        .map_err(|e| status_from_engine(&e))?;
+        .map_err(|e| OpsError::from_engine(&e))?;
         record_scan_metrics(&self.entry, &self.plan, &stats, started);
         Ok(())
     }
@@ -359,11 +359,11 @@ impl RowScan {
 /// `INVALID_ARGUMENT` for a malformed ticket or command, one of another version, or a
 /// plan that does not fit the table (tampered, or stale after a PSF was deregistered);
 /// `NOT_FOUND` for a table dropped since planning; engine errors as statuses.
-pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, Status> {
+pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, OpsError> {
     let body: serde_json::Map<String, serde_json::Value> = parse_body("DoGet ticket", ticket)?;
     if !body.contains_key("v") {
         let command: QueryCommand = serde_json::from_value(serde_json::Value::Object(body))
-            .map_err(|e| Status::invalid_argument(crate::protocol::bounded(format!("DoGet ticket (a query command): {e}"))))?;
+            .map_err(|e| OpsError::invalid_argument(crate::protocol::bounded(format!("DoGet ticket (a query command): {e}"))))?;
         let query = prepare_query(catalog, command, "DoGet query command")?;
         if !query.aggregates.is_empty() {
             return run_aggregate(&query.entry, &query.request, &query.plan, &query.aggregates).map(TicketScan::Aggregates);
@@ -377,15 +377,15 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, Statu
         })));
     }
     let ticket: TicketBody = serde_json::from_value(serde_json::Value::Object(body))
-        .map_err(|e| Status::invalid_argument(crate::protocol::bounded(format!("DoGet ticket: {e}"))))?;
+        .map_err(|e| OpsError::invalid_argument(crate::protocol::bounded(format!("DoGet ticket: {e}"))))?;
     if ticket.v != TICKET_VERSION {
-        return Err(Status::invalid_argument(format!(
+        return Err(OpsError::invalid_argument(format!(
             "unsupported ticket version {} (this server speaks {TICKET_VERSION}); plan the query again",
             ticket.v
         )));
     }
     let entry = catalog.get(&ticket.table)?;
-    let plan = entry.table.check_plan(&ticket.plan).map_err(|e| status_from_engine(&e))?;
+    let plan = entry.table.check_plan(&ticket.plan).map_err(|e| OpsError::from_engine(&e))?;
     let request = ScanRequest {
         filter: parse_filter(plan.filter.as_deref())?,
         columns: parse_columns(&ticket.columns)?,
@@ -402,10 +402,10 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, Statu
 }
 
 /// Computes the aggregates of `plan`'s ranges.
-fn run_aggregate(entry: &TableEntry, request: &ScanRequest, plan: &ScanPlan, aggregates: &[Aggregate]) -> Result<RecordBatch, Status> {
+fn run_aggregate(entry: &TableEntry, request: &ScanRequest, plan: &ScanPlan, aggregates: &[Aggregate]) -> Result<RecordBatch, OpsError> {
     let started = Instant::now();
     let (batch, stats) =
-        entry.table.aggregate_with_plan(request, plan, aggregates).map_err(|e| status_from_engine(&e))?;
+        entry.table.aggregate_with_plan(request, plan, aggregates).map_err(|e| OpsError::from_engine(&e))?;
     record_scan_metrics(entry, plan, &stats, started);
     Ok(batch)
 }
@@ -435,7 +435,7 @@ pub fn list_tables(catalog: &Catalog) -> Vec<TableListing> {
 ///
 /// # Errors
 /// `NOT_FOUND` for an unknown table.
-pub fn table_schema(catalog: &Catalog, table: &str) -> Result<Schema, Status> {
+pub fn table_schema(catalog: &Catalog, table: &str) -> Result<Schema, OpsError> {
     Ok(catalog.get(table)?.table.schema().arrow_schema())
 }
 
@@ -459,11 +459,9 @@ pub struct Ingested {
 /// # Errors
 /// `INVALID_ARGUMENT` for a batch without a usable `json` column or with null rows, a
 /// record the table rejects (`on_invalid_json = reject`) naming its row; engine errors.
-pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &BatchMetadata, number: usize) -> Result<Ingested, Status> {
+pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &BatchMetadata, number: usize) -> Result<Ingested, OpsError> {
     let records = json_records(batch)?;
-    let with_context = |status: Status| {
-        Status::new(status.code(), format!("table {:?}, DoPut batch {number}: {}", entry.name, status.message()))
-    };
+    let with_context = |error: OpsError| error.context(format_args!("table {:?}, DoPut batch {number}", entry.name));
     if let Some(transaction) = &metadata.transaction {
         let (staged, skipped) = entry.transactions.stage(&entry.table, transaction, &records).map_err(with_context)?;
         let metadata = json!({
@@ -481,7 +479,7 @@ pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &Bat
         (Some(writer), Some(serial)) => entry.table.ingest_as(WriterBatch { writer, serial }, &records),
         _ => entry.table.ingest(&records),
     };
-    let report = result.map_err(|e| with_context(status_from_engine(&e)))?;
+    let report = result.map_err(|e| with_context(OpsError::from_engine(&e)))?;
     metrics::counter!("shoal_ingested_records_total", "table" => entry.name.clone()).increment(report.records as u64);
     metrics::counter!("shoal_ingested_bytes_total", "table" => entry.name.clone()).increment(report.payload_bytes as u64);
     metrics::counter!("shoal_skipped_records_total", "table" => entry.name.clone()).increment(report.skipped as u64);
@@ -511,7 +509,7 @@ pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &Bat
 ///
 /// # Errors
 /// When the batch does not become durable within 60 s (e.g. the device fails).
-pub fn acknowledge(ingested: Ingested) -> Result<serde_json::Value, Status> {
+pub fn acknowledge(ingested: Ingested) -> Result<serde_json::Value, OpsError> {
     acknowledge_while(ingested, &|| true)
 }
 
@@ -520,26 +518,22 @@ pub fn acknowledge(ingested: Ingested) -> Result<serde_json::Value, Status> {
 ///
 /// # Errors
 /// As [`acknowledge`].
-pub fn acknowledge_while(ingested: Ingested, keep_waiting: &dyn Fn() -> bool) -> Result<serde_json::Value, Status> {
+pub fn acknowledge_while(ingested: Ingested, keep_waiting: &dyn Fn() -> bool) -> Result<serde_json::Value, OpsError> {
     let Ingested { entry, mut metadata, durable_at, addresses } = ingested;
     let table = &entry.table;
     if let Some(address) = durable_at.filter(|_| table.config().durability != DurabilityPolicy::None) {
         table.wait_durable_while(address, Duration::from_secs(60), keep_waiting).map_err(|e| {
-            let status = status_from_engine(&e);
+            let status = OpsError::from_engine(&e);
             if matches!(e, shoal_core::Error::Cancelled(_)) {
                 return status;
             }
             // Not acknowledged, so not visible: a resend must not duplicate it.
             let withdrawn = table.withdraw(&addresses);
-            Status::new(
-                status.code(),
-                format!(
-                    "table {:?}: the batch could not be made durable ({withdrawn} of its records withdrawn; resend it, \
-                     with a writer serial for exactly once): {}",
-                    entry.name,
-                    status.message()
-                ),
-            )
+            status.context(format_args!(
+                "table {:?}: the batch could not be made durable ({withdrawn} of its records withdrawn; resend it, \
+                 with a writer serial for exactly once)",
+                entry.name
+            ))
         })?;
     }
     metadata["durable_address"] = json!(table.durable_address());
@@ -552,7 +546,7 @@ pub fn acknowledge_while(ingested: Ingested, keep_waiting: &dyn Fn() -> bool) ->
 /// # Errors
 /// `INVALID_ARGUMENT` for an unknown action or a malformed body (the message names the
 /// key), `NOT_FOUND` for unknown tables or PSFs, and the engine's errors as statuses.
-pub fn run_action(catalog: &Catalog, name: &str, body: &[u8]) -> Result<serde_json::Value, Status> {
+pub fn run_action(catalog: &Catalog, name: &str, body: &[u8]) -> Result<serde_json::Value, OpsError> {
     run_action_while(catalog, name, body, &|| true)
 }
 
@@ -562,7 +556,7 @@ pub fn run_action(catalog: &Catalog, name: &str, body: &[u8]) -> Result<serde_js
 ///
 /// # Errors
 /// As [`run_action`].
-pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting: &dyn Fn() -> bool) -> Result<serde_json::Value, Status> {
+pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting: &dyn Fn() -> bool) -> Result<serde_json::Value, OpsError> {
     match name {
         "create_table" => {
             let request: CreateTable = parse_body("create_table", body)?;
@@ -577,14 +571,14 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
         "register_psf" => {
             let request: RegisterPsf = parse_body("register_psf", body)?;
             let entry = catalog.get(&request.table)?;
-            let psf = entry.table.register_psf(&request.name, &request.spec).map_err(|e| status_from_engine(&e))?;
+            let psf = entry.table.register_psf(&request.name, &request.spec).map_err(|e| OpsError::from_engine(&e))?;
             tracing::info!(table = %request.table, psf = %psf.name, address = psf.safe_register_address(), "PSF registered");
             Ok(psf_json(&psf))
         }
         "deregister_psf" => {
             let request: DeregisterPsf = parse_body("deregister_psf", body)?;
             let entry = catalog.get(&request.table)?;
-            let psf = entry.table.deregister_psf(&request.name).map_err(|e| status_from_engine(&e))?;
+            let psf = entry.table.deregister_psf(&request.name).map_err(|e| OpsError::from_engine(&e))?;
             Ok(psf_json(&psf))
         }
         "list_psfs" => {
@@ -604,7 +598,7 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
             let request: Truncate = parse_body("truncate", body)?;
             let rule = request.rule()?;
             let entry = catalog.get(&request.table)?;
-            let report = entry.table.truncate(rule).map_err(|e| status_from_engine(&e))?;
+            let report = entry.table.truncate(rule).map_err(|e| OpsError::from_engine(&e))?;
             let mut answer = serde_json::to_value(&report).unwrap_or_default();
             answer["table"] = json!(request.table);
             Ok(answer)
@@ -613,7 +607,7 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
             let request: MakeDurable = parse_body("make_durable", body)?;
             let entry = catalog.get(&request.table)?;
             if !entry.table.log().has_storage() {
-                return Err(Status::failed_precondition(format!(
+                return Err(OpsError::failed_precondition(format!(
                     "table {:?} is in memory (the daemon runs --in-memory): nothing can be made durable",
                     request.table
                 )));
@@ -623,14 +617,14 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
             if address > tail {
                 // Nothing would ever make it durable but records yet to come: refuse
                 // rather than hold a thread until the wait times out.
-                return Err(Status::out_of_range(format!(
+                return Err(OpsError::out_of_range(format!(
                     "make_durable: address {address} is beyond the tail of table {} ({tail}); \
                      ask for an address that was written (a PutResult's end or durable address)",
                     request.table
                 )));
             }
             let _slot = DurableWaitSlot::take()?;
-            let durable = entry.table.wait_durable_while(address, Duration::from_secs(60), keep_waiting).map_err(|e| status_from_engine(&e))?;
+            let durable = entry.table.wait_durable_while(address, Duration::from_secs(60), keep_waiting).map_err(|e| OpsError::from_engine(&e))?;
             Ok(json!({"table": request.table, "durable_address": durable}))
         }
         "writer_status" => {
@@ -666,7 +660,7 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
         "checkpoint" => {
             let request: TableRef = parse_body("checkpoint", body)?;
             let entry = catalog.get(&request.table)?;
-            let state = entry.table.checkpoint().map_err(|e| status_from_engine(&e))?;
+            let state = entry.table.checkpoint().map_err(|e| OpsError::from_engine(&e))?;
             Ok(json!({
                 "table": request.table,
                 "flushed_until_address": state.log_end_address,
@@ -674,7 +668,7 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
                 "index_checkpoint": state.index,
             }))
         }
-        other => Err(Status::invalid_argument(format!(
+        other => Err(OpsError::invalid_argument(format!(
             "unknown action {other:?}; known actions: {}",
             ACTIONS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
         ))),

@@ -29,6 +29,9 @@ export SHOAL_JSON_TEST_SUITE
 echo "JSONTestSuite: $SHOAL_JSON_TEST_SUITE"
 
 export SHOAL_REQUIRE_DATA=1
+step "Rust: no import circle among the engine's and the operations' files (scripts/check-layers.py)"
+python3 scripts/check-layers.py native/shoal-core/src native/shoal-ops/src
+
 step "Rust: cargo build + cargo test --workspace --locked"
 # The workspace includes native/jni (shoal-jni): this also builds target/debug/libshoal_jni.so,
 # which the embedded module's Maven build copies into its jar (-Dshoal.cargo.profile=dev below).

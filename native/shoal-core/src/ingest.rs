@@ -286,6 +286,13 @@ impl Table {
         self.count_ingested(&report);
         Ok(report)
     }
+
+    /// Adds a batch's counts to the table's counters ([`Table::stats`]).
+    pub(crate) fn count_ingested(&self, report: &IngestReport) {
+        self.records.fetch_add(report.records as u64, Ordering::Relaxed);
+        self.payload_bytes.fetch_add(report.payload_bytes as u64, Ordering::Relaxed);
+        self.skipped.fetch_add(report.skipped as u64, Ordering::Relaxed);
+    }
 }
 
 impl Table {

@@ -56,8 +56,10 @@
 
 pub mod checkpoint;
 pub mod columnar;
+mod config;
 pub mod epoch;
 pub mod error;
+mod files;
 pub mod index;
 pub mod ingest;
 pub mod log;

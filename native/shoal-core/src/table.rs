@@ -5,120 +5,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::checkpoint::{
     write_json_atomic, CheckpointState, IndexCheckpointRef, ObservedTotals, PsfMeta, TableMeta, CHECKPOINT_FILE,
     FORMAT_VERSION, TABLE_META_FILE,
 };
-use crate::columnar::{ColumnarConfig, ColumnarStats, ColumnarStore};
+use crate::columnar::{ColumnarStats, ColumnarStore};
 use crate::error::{Error, Result};
 use crate::index::HashIndex;
-use crate::ingest::IngestReport;
-use crate::log::{DeviceConfig, HybridLog, LogConfig};
+use crate::log::{DeviceConfig, HybridLog};
 use crate::parser::{default_parser, RecordParser};
 use crate::psf::{Psf, PsfKind, PsfRegistry, PsfSpec};
 use crate::record::RecordView;
 use crate::schema::{InferredSchema, TailSchema};
-use crate::session::Sessions;
+use crate::session::state::Sessions;
 
-/// What to do with a record that is not valid JSON.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InvalidJsonPolicy {
-    /// Fail the whole batch, naming the record; nothing of the batch is written.
-    #[default]
-    Reject,
-    /// Write the valid records, count and skip the others.
-    Skip,
-}
-
-/// When an ingested batch counts as acknowledged, and what that promises.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "policy", rename_all = "snake_case")]
-pub enum DurabilityPolicy {
-    /// Acknowledged means accepted: pages reach the segment files when they fill (or on
-    /// a checkpoint), unsynced. In-memory speed; a crash loses the unflushed tail.
-    #[default]
-    None,
-    /// Group commit: every `interval_ms` the log's filled prefix is written and synced;
-    /// a batch is acknowledged once it is durable (waits up to about one interval).
-    GroupCommit {
-        /// Interval between group commits, in milliseconds (at least 1).
-        interval_ms: u64,
-    },
-    /// Every batch is written and synced before it is acknowledged.
-    Fsync,
-}
-
-/// Configuration of a [`Table`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct TableConfig {
-    /// The hybrid log (page size, memory budget, device).
-    pub log: LogConfig,
-    /// log2 of the number of 64-byte hash buckets. Default 18 (16 MiB, ~1.8 M entries).
-    pub index_size_bits: u32,
-    /// Policy for invalid JSON. Default [`InvalidJsonPolicy::Reject`].
-    pub on_invalid_json: InvalidJsonPolicy,
-    /// Durability of acknowledged batches. Default [`DurabilityPolicy::None`]. Applied to
-    /// the log's settings by [`TableConfig::with_durability`].
-    pub durability: DurabilityPolicy,
-    /// The columnar tier ([`crate::columnar`]). Default: on.
-    pub columnar: ColumnarConfig,
-}
-
-impl Default for TableConfig {
-    fn default() -> Self {
-        Self {
-            log: LogConfig::default(),
-            index_size_bits: 18,
-            on_invalid_json: InvalidJsonPolicy::Reject,
-            durability: DurabilityPolicy::None,
-            columnar: ColumnarConfig::default(),
-        }
-    }
-}
-
-impl TableConfig {
-    /// An in-memory table (null device) with the given memory budget. Its records live
-    /// only in the page ring: a batch that does not fit is refused with
-    /// [`Error::MemoryFull`](crate::Error::MemoryFull) (nothing of it written) until
-    /// retention frees pages; see [`Self::in_memory_window`] for FishStore's null device,
-    /// which discards evicted pages.
-    #[must_use]
-    pub fn in_memory(memory_budget_bytes: usize) -> Self {
-        Self { log: LogConfig { memory_budget_bytes, ..LogConfig::default() }, ..Self::default() }
-    }
-
-    /// [`Self::in_memory`] as a sliding window: once the ring is full, each new page
-    /// evicts the oldest, whose records are lost ([`LogConfig::discard_evicted_pages`]);
-    /// for benchmarks and tests that stream more than the budget through memory.
-    #[must_use]
-    pub fn in_memory_window(memory_budget_bytes: usize) -> Self {
-        let mut config = Self::in_memory(memory_budget_bytes);
-        config.log.discard_evicted_pages = true;
-        config
-    }
-
-    /// This configuration with `policy`, and the log set up for it: synced flushes for
-    /// `group_commit` and `fsync`, a group-commit interval for `group_commit`.
-    #[must_use]
-    pub fn with_durability(mut self, policy: DurabilityPolicy) -> Self {
-        self.durability = policy;
-        self.log.sync_on_flush = !matches!(policy, DurabilityPolicy::None);
-        self.log.flush_interval = match policy {
-            DurabilityPolicy::GroupCommit { interval_ms } => Some(std::time::Duration::from_millis(interval_ms.max(1))),
-            _ => None,
-        };
-        self
-    }
-
-    /// A table whose log pages are flushed to segment files in `dir`.
-    #[must_use]
-    pub fn on_disk(dir: impl Into<PathBuf>) -> Self {
-        Self { log: LogConfig { device: DeviceConfig::Directory(dir.into()), ..LogConfig::default() }, ..Self::default() }
-    }
-}
+pub use crate::config::{DurabilityPolicy, InvalidJsonPolicy, TableConfig};
 
 /// Counters of a table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -333,11 +236,6 @@ impl Table {
         0
     }
 
-    pub(crate) fn count_ingested(&self, report: &IngestReport) {
-        self.records.fetch_add(report.records as u64, Ordering::Relaxed);
-        self.payload_bytes.fetch_add(report.payload_bytes as u64, Ordering::Relaxed);
-        self.skipped.fetch_add(report.skipped as u64, Ordering::Relaxed);
-    }
 
     /// Checks `records` the way [`Self::ingest`] would, without writing anything:
     /// returns the index and reason of each record that is not valid JSON or too large

@@ -49,7 +49,7 @@ impl ErrorClass {
 }
 
 /// Why an operation failed: its class and a message naming what was wrong (the table,
-/// key, row or address concerned), bounded to [`crate::protocol::MAX_STATUS_MESSAGE_BYTES`]
+/// key, row or address concerned), bounded to [`MAX_STATUS_MESSAGE_BYTES`]
 /// where it quotes client input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpsError {
@@ -102,7 +102,7 @@ impl OpsError {
     #[must_use]
     pub fn from_engine(error: &shoal_core::Error) -> Self {
         use shoal_core::Error as E;
-        let message = crate::protocol::bounded(error.to_string());
+        let message = bounded(error.to_string());
         let class = match error {
             E::InvalidPath { .. }
             | E::InvalidExpression { .. }
@@ -140,3 +140,22 @@ impl fmt::Display for OpsError {
 }
 
 impl std::error::Error for OpsError {}
+
+/// The most bytes of a status message: gRPC refuses metadata past about 16 KiB, which
+/// would turn an `INVALID_ARGUMENT` that echoes a huge input into a `RESOURCE_EXHAUSTED`
+/// that says nothing.
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 4096;
+
+/// `message` cut to [`MAX_STATUS_MESSAGE_BYTES`] (at a character boundary), saying how
+/// long it was.
+#[must_use]
+pub fn bounded(message: String) -> String {
+    if message.len() <= MAX_STATUS_MESSAGE_BYTES {
+        return message;
+    }
+    let mut end = MAX_STATUS_MESSAGE_BYTES - 64;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… (message cut; {} bytes in all)", &message[..end], message.len())
+}

@@ -28,24 +28,7 @@ pub fn parse_body<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, Ops
     serde_json::from_slice(body).map_err(|e| OpsError::invalid_argument(bounded(format!("{what}: invalid JSON body: {e}"))))
 }
 
-/// The most bytes of a status message: gRPC refuses metadata past about 16 KiB, which
-/// would turn an `INVALID_ARGUMENT` that echoes a huge input into a `RESOURCE_EXHAUSTED`
-/// that says nothing.
-pub const MAX_STATUS_MESSAGE_BYTES: usize = 4096;
-
-/// `message` cut to [`MAX_STATUS_MESSAGE_BYTES`] (at a character boundary), saying how
-/// long it was.
-#[must_use]
-pub fn bounded(message: String) -> String {
-    if message.len() <= MAX_STATUS_MESSAGE_BYTES {
-        return message;
-    }
-    let mut end = MAX_STATUS_MESSAGE_BYTES - 64;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… (message cut; {} bytes in all)", &message[..end], message.len())
-}
+pub use crate::error::{bounded, MAX_STATUS_MESSAGE_BYTES};
 
 /// A client-supplied name or text as a message quotes it: at most 256 bytes, in quotes.
 #[must_use]

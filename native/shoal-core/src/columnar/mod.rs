@@ -292,7 +292,7 @@ impl ColumnarStore {
             }
             return Ok(store);
         }
-        let manifest: Manifest = match crate::checkpoint::read_json(&dir, MANIFEST_FILE) {
+        let manifest: Manifest = match crate::files::read_json(&dir, MANIFEST_FILE) {
             Ok(m) => m.unwrap_or_default(),
             Err(e) => {
                 tracing::warn!(error = %e, "columnar manifest unreadable: its files are compacted again");
@@ -434,7 +434,7 @@ impl ColumnarStore {
                 })
                 .collect(),
         };
-        crate::checkpoint::write_json_atomic(dir, MANIFEST_FILE, &manifest)
+        crate::files::write_json_atomic(dir, MANIFEST_FILE, &manifest)
     }
 
     /// Counters; `flushed_whole` is the end of the log's whole flushed pages, `begin` its

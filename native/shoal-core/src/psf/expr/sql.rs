@@ -1,0 +1,545 @@
+//! Text to [`Expr`]: the filter language's SQL syntax parsed by `sqlparser` within
+//! bounds on size, operators and nesting, then lowered into the tree, rejecting what shoal
+//! does not evaluate with a reason that names the construct and its position.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use sqlparser::ast::{self as sql, BinaryOperator, Spanned, UnaryOperator, Value};
+use sqlparser::dialect::GenericDialect;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::{Span, Token, Tokenizer};
+
+use crate::error::{Error, Result};
+use crate::path::FieldPath;
+
+use super::{CmpOp, Expr, Literal};
+
+/// Parses and [normalises](Expr::normalize) a filter or PSF expression.
+///
+/// Identifiers are case-sensitive JSON keys; a double-quoted identifier is one key
+/// whatever it contains (`payload."a.b"`, `"key with space"`). Keywords such as `type`,
+/// `date`, `user` or `value` may be used as keys unquoted.
+///
+/// # Errors
+/// [`Error::InvalidExpression`] for a syntax error, trailing input, or a construct the
+/// language does not support (functions, arithmetic, subqueries, comparisons between
+/// two fields or two literals, `LIKE` patterns other than a prefix, …). The reason names
+/// the construct and its position.
+///
+/// # Example
+/// ```
+/// use shoal_core::psf::expr::{parse_expr, CmpOp, Expr, Literal};
+/// use shoal_core::FieldPath;
+///
+/// let e = parse_expr("type = 'IssuesEvent' AND payload.action = 'opened'").unwrap();
+/// let Expr::And(terms) = &e else { panic!() };
+/// assert_eq!(terms[1], Expr::Cmp {
+///     path: FieldPath::parse("payload.action").unwrap(),
+///     op: CmpOp::Eq,
+///     value: Literal::Str("opened".into()),
+/// });
+/// assert_eq!(parse_expr(&e.to_string()).unwrap(), e);
+/// ```
+///
+/// # Limits
+/// The text may be at most [`MAX_EXPR_BYTES`] long and hold at most
+/// [`MAX_EXPR_OPERATORS`] operators; parentheses and `NOT` nest at most sqlparser's
+/// recursion limit (50) deep. Beyond them the error says which limit was passed. The
+/// limits keep every step (parsing, lowering, dropping the syntax tree) within a small
+/// stack: sqlparser builds `a AND b AND c …` as a tree as deep as the chain is long.
+///
+/// # Errors
+/// [`Error::InvalidExpression`] for text that does not parse, is not supported, or passes
+/// a limit; the error quotes at most [`ECHO_LIMIT`] bytes of the text.
+pub fn parse_expr(text: &str) -> Result<Expr> {
+    let lowering = Lowering { text };
+    if text.len() > MAX_EXPR_BYTES {
+        return Err(lowering.error(format!(
+            "the expression is {} bytes long; the limit is {MAX_EXPR_BYTES} bytes",
+            text.len()
+        )));
+    }
+    let dialect = GenericDialect {};
+    let tokens = Tokenizer::new(&dialect, text)
+        .tokenize_with_location()
+        .map_err(|e| lowering.syntax_error(&ParserError::from(e)))?;
+    let operators = tokens.iter().filter(|t| is_operator_token(&t.token)).count();
+    if operators > MAX_EXPR_OPERATORS {
+        return Err(lowering.error(format!(
+            "the expression has {operators} operators (AND, OR, NOT, comparisons, arithmetic); the limit is \
+             {MAX_EXPR_OPERATORS} (a list of values to match is one `IN (...)`, which has no such limit)"
+        )));
+    }
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
+    let ast = parser.parse_expr().map_err(|e| lowering.syntax_error(&e))?;
+    let next = parser.peek_token();
+    let lowered = if next.token == Token::EOF {
+        lowering.condition(&ast)
+    } else {
+        Err(lowering.error(format!(
+            "unexpected `{}` after the end of the expression{}",
+            next.token,
+            lowering.at(next.span)
+        )))
+    };
+    dismantle(ast);
+    Ok(lowered?.normalize())
+}
+
+/// The longest expression text [`parse_expr`] accepts, in bytes (1 MiB).
+pub const MAX_EXPR_BYTES: usize = 1 << 20;
+
+/// The most operators one expression may hold: `AND`, `OR`, `NOT`, comparison and
+/// arithmetic operators each count one (`IN` lists count one for the `IN`, not per value).
+/// At the limit, parsing a chain of `AND`s, `OR`s or `+`s needs less than 128 KiB of
+/// stack in a debug build (measured; the test runs it on 1 MiB), so a request cannot
+/// exhaust a 2 MiB server thread's stack.
+pub const MAX_EXPR_OPERATORS: usize = 4_096;
+
+/// The most bytes of the expression text an error message quotes; longer text is cut
+/// and its length given, so that an error stays small enough for any transport.
+pub const ECHO_LIMIT: usize = 256;
+
+/// Whether a token is an operator for [`MAX_EXPR_OPERATORS`]: anything but literals,
+/// names, punctuation and whitespace.
+fn is_operator_token(token: &Token) -> bool {
+    use sqlparser::keywords::Keyword;
+    match token {
+        Token::Word(word) => matches!(
+            word.keyword,
+            Keyword::AND | Keyword::OR | Keyword::NOT | Keyword::IS | Keyword::IN | Keyword::LIKE | Keyword::BETWEEN
+        ),
+        Token::Number(..)
+        | Token::SingleQuotedString(_)
+        | Token::DoubleQuotedString(_)
+        | Token::NationalStringLiteral(_)
+        | Token::EscapedStringLiteral(_)
+        | Token::HexStringLiteral(_)
+        | Token::Comma
+        | Token::Period
+        | Token::LParen
+        | Token::RParen
+        | Token::Whitespace(_)
+        | Token::EOF => false,
+        _ => true,
+    }
+}
+
+/// Drops a syntax tree without recursing along its longest path: sqlparser's nodes drop
+/// recursively, and a chain of binary operators is a left-leaning tree as deep as the
+/// chain is long. The other children are at most the parser's recursion limit deep.
+fn dismantle(mut e: sql::Expr) {
+    loop {
+        e = match e {
+            sql::Expr::BinaryOp { left, right, .. } => {
+                dismantle(*right);
+                *left
+            }
+            sql::Expr::Nested(inner) | sql::Expr::UnaryOp { expr: inner, .. } => *inner,
+            _ => return,
+        };
+    }
+}
+
+/// `text` cut to at most [`ECHO_LIMIT`] bytes (at a character boundary), with the length
+/// of the whole when it was cut.
+#[must_use]
+pub fn echo(text: &str) -> Cow<'_, str> {
+    if text.len() <= ECHO_LIMIT {
+        return Cow::Borrowed(text);
+    }
+    let mut end = ECHO_LIMIT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}… ({} bytes in all)", &text[..end], text.len()))
+}
+
+// ---------------------------------------------------------------------------------------
+// Lowering: sqlparser's AST to Expr
+// ---------------------------------------------------------------------------------------
+
+/// One side of a comparison.
+enum Operand {
+    Field(FieldPath),
+    Literal(Literal),
+}
+
+/// Converts sqlparser's AST of `text` into an [`Expr`], rejecting what shoal does not
+/// evaluate with a reason that names the construct and its position.
+struct Lowering<'t> {
+    text: &'t str,
+}
+
+impl Lowering<'_> {
+    fn error(&self, reason: String) -> Error {
+        Error::InvalidExpression { expr: echo(self.text).into_owned(), reason }
+    }
+
+    fn syntax_error(&self, error: &ParserError) -> Error {
+        let message = match error {
+            ParserError::TokenizerError(m) | ParserError::ParserError(m) => m.clone(),
+            ParserError::RecursionLimitExceeded => "the expression is nested too deeply".to_owned(),
+        };
+        self.error(format!("syntax error: {message}"))
+    }
+
+    /// ` at column C` (` at line L, column C` for multi-line text), or nothing when
+    /// sqlparser has no position for the node.
+    fn at(&self, span: Span) -> String {
+        let start = span.start;
+        if start.line == 0 {
+            String::new()
+        } else if self.text.contains('\n') {
+            format!(" at line {}, column {}", start.line, start.column)
+        } else {
+            format!(" at column {}", start.column)
+        }
+    }
+
+    /// `reason` about the node `e`, followed by the node's SQL text and position.
+    fn unsupported(&self, reason: &str, e: &sql::Expr) -> Error {
+        // Printing a node and finding its span recurse through it: a long operator chain
+        // (`a + 1 + 1 …`) is named by its size instead.
+        let depth = spine_depth(e);
+        if depth > SHOWN_DEPTH {
+            return self.error(format!("{reason}, in a chain of {depth} operators"));
+        }
+        self.error(format!("{reason}: `{}`{}", echo(&e.to_string()), self.at(e.span())))
+    }
+
+    /// A condition: something that is true, false or unknown for a record.
+    fn condition(&self, e: &sql::Expr) -> Result<Expr> {
+        match e {
+            sql::Expr::Nested(inner) => self.condition(inner),
+            sql::Expr::BinaryOp { op: op @ (BinaryOperator::And | BinaryOperator::Or), .. } => {
+                // `a AND b AND c` is `(a AND b) AND c`: walk the left spine in a loop, so
+                // that a long chain costs no stack.
+                let mut terms = Vec::new();
+                let mut node = e;
+                while let sql::Expr::BinaryOp { left, op: inner, right } = node {
+                    if inner != op {
+                        break;
+                    }
+                    terms.push(right.as_ref());
+                    node = left;
+                }
+                terms.push(node);
+                let lowered = terms.into_iter().rev().map(|t| self.condition(t)).collect::<Result<Vec<_>>>()?;
+                Ok(if *op == BinaryOperator::And { Expr::And(lowered) } else { Expr::Or(lowered) })
+            }
+            sql::Expr::BinaryOp { left, op, right } => match comparison_op(op) {
+                Some(op) => self.comparison(e, left, op, right),
+                None => Err(self.unsupported_operator(op, e)),
+            },
+            sql::Expr::UnaryOp { op: UnaryOperator::Not, expr } => Ok(Expr::Not(Box::new(self.condition(expr)?))),
+            sql::Expr::UnaryOp { op, .. } => Err(self.unsupported_operator(op, e)),
+            sql::Expr::IsNull(inner) => Ok(Expr::IsNull { path: self.field_of(inner, "IS NULL")?, negated: false }),
+            sql::Expr::IsNotNull(inner) => {
+                Ok(Expr::IsNull { path: self.field_of(inner, "IS NOT NULL")?, negated: true })
+            }
+            sql::Expr::InList { expr, list, negated } => {
+                let construct = if *negated { "NOT IN" } else { "IN" };
+                let path = self.field_of(expr, construct)?;
+                let list = list.iter().map(|item| self.literal_of(item, construct)).collect::<Result<_>>()?;
+                Ok(Expr::In { path, list, negated: *negated })
+            }
+            sql::Expr::Between { expr, negated, low, high } => {
+                let construct = if *negated { "NOT BETWEEN" } else { "BETWEEN" };
+                let path = self.field_of(expr, construct)?;
+                let (low, high) = (self.literal_of(low, construct)?, self.literal_of(high, construct)?);
+                let bound = |op: CmpOp, value: Literal| Expr::Cmp { path: path.clone(), op, value };
+                Ok(if *negated {
+                    Expr::Or(vec![bound(CmpOp::Lt, low), bound(CmpOp::Gt, high)])
+                } else {
+                    Expr::And(vec![bound(CmpOp::GtEq, low), bound(CmpOp::LtEq, high)])
+                })
+            }
+            sql::Expr::Like { negated, any, expr, pattern, escape_char } => {
+                if *any {
+                    return Err(self.unsupported("LIKE ANY is not supported", e));
+                }
+                self.like(*negated, expr, pattern, escape_char.as_deref())
+            }
+            sql::Expr::Value(v) => match &v.value {
+                Value::Boolean(b) => Ok(Expr::Const(*b)),
+                _ => Err(self.unsupported("a literal is not a condition (compare a field with it)", e)),
+            },
+            sql::Expr::Identifier(_)
+            | sql::Expr::CompoundIdentifier(_)
+            | sql::Expr::CompoundFieldAccess { .. }
+            | sql::Expr::Function(_) => Ok(Expr::Field(self.field_of(e, "a condition")?)),
+            _ => Err(self.unsupported_construct(e)),
+        }
+    }
+
+    /// `left op right` with exactly one field and one literal; the literal ends on the right.
+    fn comparison(&self, whole: &sql::Expr, left: &sql::Expr, op: CmpOp, right: &sql::Expr) -> Result<Expr> {
+        match (self.operand(left)?, self.operand(right)?) {
+            (Operand::Field(path), Operand::Literal(value)) => Ok(Expr::Cmp { path, op, value }),
+            (Operand::Literal(value), Operand::Field(path)) => Ok(Expr::Cmp { path, op: op.flipped(), value }),
+            (Operand::Field(_), Operand::Field(_)) => {
+                Err(self.unsupported("comparison between two fields is not supported", whole))
+            }
+            (Operand::Literal(_), Operand::Literal(_)) => {
+                Err(self.unsupported("comparison between two literals is not supported", whole))
+            }
+        }
+    }
+
+    /// `expr [NOT] LIKE pattern [ESCAPE c]`, where the pattern is a string literal with
+    /// `%` only at its end.
+    fn like(&self, negated: bool, expr: &sql::Expr, pattern: &sql::Expr, escape: Option<&sql::Expr>) -> Result<Expr> {
+        let construct = if negated { "NOT LIKE" } else { "LIKE" };
+        let path = self.field_of(expr, construct)?;
+        let Literal::Str(text) = self.literal_of(pattern, construct)? else {
+            return Err(self.unsupported(&format!("the pattern of {construct} must be a string"), pattern));
+        };
+        let escape = match escape {
+            None => None,
+            Some(e) => match self.literal_of(e, "ESCAPE")? {
+                Literal::Str(s) if s.chars().count() == 1 => s.chars().next(),
+                _ => return Err(self.unsupported("ESCAPE takes a string of exactly one character", e)),
+            },
+        };
+        let Some((prefix, wildcard)) = like_prefix(&text, escape) else {
+            return Err(self.unsupported(
+                &format!(
+                    "only prefix patterns ('abc%') are supported by {construct}; \
+                     `%` may appear only at the end and `_` not at all"
+                ),
+                pattern,
+            ));
+        };
+        Ok(if wildcard {
+            Expr::Like { path, prefix, negated }
+        } else {
+            // No wildcard: the pattern matches only itself.
+            let op = if negated { CmpOp::NotEq } else { CmpOp::Eq };
+            Expr::Cmp { path, op, value: Literal::Str(prefix) }
+        })
+    }
+
+    fn operand(&self, e: &sql::Expr) -> Result<Operand> {
+        match e {
+            sql::Expr::Nested(inner) => self.operand(inner),
+            sql::Expr::Value(_) | sql::Expr::UnaryOp { .. } if is_literal_syntax(e) => {
+                self.literal_of(e, "a comparison").map(Operand::Literal)
+            }
+            sql::Expr::BinaryOp { op, .. } if comparison_op(op).is_some() || is_connective(op) => {
+                Err(self.unsupported("the operands of a comparison must be a field and a literal, not a condition", e))
+            }
+            sql::Expr::BinaryOp { op, .. } => Err(self.unsupported_operator(op, e)),
+            sql::Expr::UnaryOp { op, .. } => Err(self.unsupported_operator(op, e)),
+            _ => self.field_of(e, "a comparison").map(Operand::Field),
+        }
+    }
+
+    /// A dotted path; `construct` names what needs it, for the error message.
+    fn field_of(&self, e: &sql::Expr, construct: &str) -> Result<FieldPath> {
+        let segments: Vec<String> = match e {
+            sql::Expr::Nested(inner) => return self.field_of(inner, construct),
+            sql::Expr::Identifier(ident) => vec![ident.value.clone()],
+            sql::Expr::CompoundIdentifier(idents) => idents.iter().map(|i| i.value.clone()).collect(),
+            sql::Expr::Function(_) => match keyword_field(e) {
+                Some(path) => return Ok(path),
+                None => return Err(self.unsupported_construct(e)),
+            },
+            sql::Expr::CompoundFieldAccess { root, access_chain } => {
+                let mut segments = self.field_of(root, construct)?.segments().to_vec();
+                for access in access_chain {
+                    match access {
+                        sql::AccessExpr::Dot(sql::Expr::Identifier(ident)) => segments.push(ident.value.clone()),
+                        sql::AccessExpr::Dot(part) => return Err(self.unsupported("not a field name", part)),
+                        sql::AccessExpr::Subscript(_) => {
+                            return Err(self.unsupported("array subscripts are not supported", e))
+                        }
+                    }
+                }
+                segments
+            }
+            _ if is_literal_syntax(e) => {
+                return Err(self.unsupported(&format!("{construct} needs a field here, not a literal"), e))
+            }
+            sql::Expr::BinaryOp { op, .. } => return Err(self.unsupported_operator(op, e)),
+            sql::Expr::UnaryOp { op, .. } => return Err(self.unsupported_operator(op, e)),
+            _ => return Err(self.unsupported_construct(e)),
+        };
+        FieldPath::from_segments(segments).map_err(|err| self.error(format!("{err}{}", self.at(e.span()))))
+    }
+
+    /// A literal; `construct` names what needs it, for the error message.
+    fn literal_of(&self, e: &sql::Expr, construct: &str) -> Result<Literal> {
+        match e {
+            sql::Expr::Nested(inner) => self.literal_of(inner, construct),
+            sql::Expr::Value(v) => match &v.value {
+                Value::Null => Ok(Literal::Null),
+                Value::Boolean(b) => Ok(Literal::Bool(*b)),
+                Value::Number(digits, _) => self.number(digits, false, e),
+                Value::SingleQuotedString(s)
+                | Value::TripleSingleQuotedString(s)
+                | Value::EscapedStringLiteral(s)
+                | Value::UnicodeStringLiteral(s)
+                | Value::NationalStringLiteral(s) => Ok(Literal::Str(s.clone())),
+                Value::DollarQuotedString(s) => Ok(Literal::Str(s.value.clone())),
+                Value::Placeholder(_) => Err(self.unsupported("placeholders are not supported", e)),
+                Value::HexStringLiteral(_)
+                | Value::SingleQuotedByteStringLiteral(_)
+                | Value::DoubleQuotedByteStringLiteral(_) => {
+                    Err(self.unsupported("hexadecimal and byte-string literals are not supported", e))
+                }
+                _ => Err(self.unsupported("unsupported kind of literal (use a single-quoted string)", e)),
+            },
+            sql::Expr::UnaryOp { op: sign @ (UnaryOperator::Minus | UnaryOperator::Plus), expr } => {
+                match expr.as_ref() {
+                    sql::Expr::Value(sql::ValueWithSpan { value: Value::Number(digits, _), .. }) => {
+                        self.number(digits, *sign == UnaryOperator::Minus, e)
+                    }
+                    _ => Err(self.unsupported_operator(sign, e)),
+                }
+            }
+            _ => Err(self.unsupported(&format!("{construct} needs a literal here"), e)),
+        }
+    }
+
+    /// An `i64` when the text is an integer in range, else an `f64`.
+    fn number(&self, digits: &str, negative: bool, e: &sql::Expr) -> Result<Literal> {
+        let text = if negative { format!("-{digits}") } else { digits.to_owned() };
+        if let Ok(i) = text.parse::<i64>() {
+            return Ok(Literal::Int(i));
+        }
+        match text.parse::<f64>() {
+            Ok(f) if !f.is_nan() => Ok(Literal::Float(f)),
+            _ => Err(self.unsupported("not a number", e)),
+        }
+    }
+
+    fn unsupported_operator(&self, op: &dyn fmt::Display, e: &sql::Expr) -> Error {
+        self.unsupported(&format!("unsupported operator `{op}`"), e)
+    }
+
+    /// The error for a node shoal has no counterpart for, naming the kind of construct.
+    fn unsupported_construct(&self, e: &sql::Expr) -> Error {
+        let what = match e {
+            sql::Expr::Function(_) => "function calls are not supported",
+            sql::Expr::Subquery(_) | sql::Expr::InSubquery { .. } | sql::Expr::Exists { .. } => {
+                "subqueries are not supported"
+            }
+            sql::Expr::Case { .. } => "CASE expressions are not supported",
+            sql::Expr::Cast { .. } | sql::Expr::Convert { .. } => "casts are not supported",
+            sql::Expr::TypedString(_) => "typed literals are not supported (compare with a plain literal)",
+            sql::Expr::Interval(_) => "intervals are not supported",
+            sql::Expr::IsTrue(_) | sql::Expr::IsNotTrue(_) | sql::Expr::IsFalse(_) | sql::Expr::IsNotFalse(_) => {
+                "IS [NOT] TRUE/FALSE is not supported (use the field or `field = TRUE`)"
+            }
+            sql::Expr::IsUnknown(_) | sql::Expr::IsNotUnknown(_) => "IS [NOT] UNKNOWN is not supported",
+            sql::Expr::IsDistinctFrom(..) | sql::Expr::IsNotDistinctFrom(..) => {
+                "IS [NOT] DISTINCT FROM is not supported"
+            }
+            sql::Expr::ILike { .. } => "ILIKE is not supported (LIKE is case-sensitive)",
+            sql::Expr::SimilarTo { .. } | sql::Expr::RLike { .. } => {
+                "regular expressions are not supported (use LIKE 'prefix%')"
+            }
+            sql::Expr::AnyOp { .. } | sql::Expr::AllOp { .. } => "ANY/ALL comparisons are not supported (use IN)",
+            sql::Expr::InUnnest { .. } => "IN UNNEST is not supported",
+            sql::Expr::CompoundFieldAccess { .. } | sql::Expr::JsonAccess { .. } => {
+                "subscripts and JSON access operators are not supported (write a dotted path)"
+            }
+            sql::Expr::Tuple(_) | sql::Expr::Array(_) | sql::Expr::Struct { .. } | sql::Expr::Map(_) => {
+                "composite literals are not supported"
+            }
+            sql::Expr::Wildcard(_) | sql::Expr::QualifiedWildcard(..) => "wildcards are not supported",
+            _ => "unsupported expression",
+        };
+        self.unsupported(what, e)
+    }
+}
+
+/// Keywords that sqlparser reads as parameterless functions (`user`, `current_date`)
+/// are field names here.
+fn keyword_field(e: &sql::Expr) -> Option<FieldPath> {
+    let sql::Expr::Function(function) = e else { return None };
+    let plain = matches!(function.args, sql::FunctionArguments::None)
+        && matches!(function.parameters, sql::FunctionArguments::None)
+        && function.filter.is_none()
+        && function.over.is_none()
+        && function.null_treatment.is_none()
+        && function.within_group.is_empty()
+        && !function.uses_odbc_syntax;
+    if !plain {
+        return None;
+    }
+    let segments = function.name.0.iter().map(|part| part.as_ident().map(|i| i.value.clone()));
+    FieldPath::from_segments(segments.collect::<Option<Vec<_>>>()?).ok()
+}
+
+fn comparison_op(op: &BinaryOperator) -> Option<CmpOp> {
+    Some(match op {
+        BinaryOperator::Eq => CmpOp::Eq,
+        BinaryOperator::NotEq => CmpOp::NotEq,
+        BinaryOperator::Lt => CmpOp::Lt,
+        BinaryOperator::LtEq => CmpOp::LtEq,
+        BinaryOperator::Gt => CmpOp::Gt,
+        BinaryOperator::GtEq => CmpOp::GtEq,
+        _ => return None,
+    })
+}
+
+fn is_connective(op: &BinaryOperator) -> bool {
+    matches!(op, BinaryOperator::And | BinaryOperator::Or | BinaryOperator::Xor)
+}
+
+/// A literal value, or a sign in front of a number.
+/// Nodes at most this deep are quoted in error messages (see [`Lowering::unsupported`]).
+const SHOWN_DEPTH: usize = 32;
+
+/// The length of the chain of binary operators, nesting and unary operators down the left
+/// of `e`, counted without recursion (up to `SHOWN_DEPTH + 1`; the other children of a
+/// node are at most the parser's recursion limit deep, but each step may also go right).
+fn spine_depth(e: &sql::Expr) -> usize {
+    let mut depth = 0;
+    let mut stack = vec![(e, 0usize)];
+    while let Some((node, at)) = stack.pop() {
+        depth = depth.max(at);
+        if depth > SHOWN_DEPTH {
+            break;
+        }
+        match node {
+            sql::Expr::BinaryOp { left, right, .. } => {
+                stack.push((left, at + 1));
+                stack.push((right, at + 1));
+            }
+            sql::Expr::Nested(inner) | sql::Expr::UnaryOp { expr: inner, .. } => stack.push((inner, at + 1)),
+            _ => {}
+        }
+    }
+    depth
+}
+
+fn is_literal_syntax(e: &sql::Expr) -> bool {
+    match e {
+        sql::Expr::Value(_) => true,
+        sql::Expr::UnaryOp { op: UnaryOperator::Minus | UnaryOperator::Plus, expr } => {
+            matches!(expr.as_ref(), sql::Expr::Value(sql::ValueWithSpan { value: Value::Number(..), .. }))
+        }
+        _ => false,
+    }
+}
+
+/// Splits a `LIKE` pattern into its literal prefix and whether it ended in `%`
+/// (`'ab%'` → `("ab", true)`, `'ab'` → `("ab", false)`; trailing `%%` count as one).
+/// `None` when a `%` is followed by anything but `%`, or when `_` is used unescaped.
+fn like_prefix(pattern: &str, escape: Option<char>) -> Option<(String, bool)> {
+    let mut prefix = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if Some(c) == escape => prefix.push(chars.next()?),
+            '%' => return chars.all(|rest| rest == '%').then_some((prefix, true)),
+            '_' => return None,
+            c => prefix.push(c),
+        }
+    }
+    Some((prefix, false))
+}

@@ -146,7 +146,7 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
 
   private ShoalWriter<InputT> newWriter(
       WriterInitContext context, Collection<BufferedRequestState<byte[]>> recoveredState, ShoalClient client) {
-    return new ShoalWriter<>(
+    return ShoalWriter.create(
         getElementConverter(),
         context,
         AsyncSinkWriterConfiguration.builder()

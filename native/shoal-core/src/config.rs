@@ -100,6 +100,14 @@ impl TableConfig {
         self
     }
 
+    /// The memory a table with this configuration reserves: its page ring (the memory
+    /// budget rounded down to whole pages, at least 4) and its hash index's main buckets
+    /// (64 bytes each), in bytes.
+    #[must_use]
+    pub fn reserved_bytes(&self) -> u64 {
+        crate::log::HybridLog::ring_bytes_for(&self.log) + (64u64 << self.index_size_bits)
+    }
+
     /// A table whose log pages are flushed to segment files in `dir`.
     #[must_use]
     pub fn on_disk(dir: impl Into<PathBuf>) -> Self {

@@ -50,6 +50,15 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Public surface
+//! Tables ([`table`]: [`table::Table`], [`table::TableConfig`]), PSFs ([`psf`]), scans and
+//! plans ([`scan`]), the inferred schema ([`schema`]), the columnar tier's settings
+//! ([`columnar`]), writer sessions ([`session`]), retention ([`retention`]), recovery's
+//! report ([`recovery`]), checkpoint file names ([`checkpoint`]), the parser interface
+//! ([`parser`], FishStore §5.1's extension point), paths, values and errors. The log,
+//! hash index, record layout and epochs are the engine's own: public only with the
+//! feature `internals`, for the engine's tests and benchmarks.
 #![warn(missing_docs)]
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -57,14 +66,26 @@
 pub mod checkpoint;
 pub mod columnar;
 mod config;
+#[cfg(feature = "internals")]
 pub mod epoch;
+#[cfg(not(feature = "internals"))]
+mod epoch;
 pub mod error;
 mod files;
+#[cfg(feature = "internals")]
 pub mod index;
+#[cfg(not(feature = "internals"))]
+mod index;
 pub mod ingest;
+#[cfg(feature = "internals")]
 pub mod log;
+#[cfg(not(feature = "internals"))]
+mod log;
 mod mem;
+#[cfg(feature = "internals")]
 pub mod record;
+#[cfg(not(feature = "internals"))]
+mod record;
 pub mod parser;
 pub mod path;
 pub mod psf;

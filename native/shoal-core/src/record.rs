@@ -96,6 +96,7 @@ impl RecordHeader {
 
     /// Checkpoint version the record was written under.
     #[must_use]
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn checkpoint_version(self) -> u16 {
         ((self.0 >> VERSION_SHIFT) & VERSION_MASK) as u16
     }

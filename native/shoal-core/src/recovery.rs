@@ -88,6 +88,14 @@ impl Table {
     /// invalid-JSON policy are the ones the table was created with (from `table.json`);
     /// the sync policy is `config`'s.
     ///
+    /// Recovery runs in phases, as FASTER's `Recover*` functions do: [`recover_meta`]
+    /// (the table's definition), [`recover_index_checkpoint`] (the fuzzy index copy, which
+    /// decides where replay starts), [`replay_log`] (the durable prefix of pages: chain
+    /// heads, schema, writer batches), then the log is cut where it must be
+    /// ([`cut_unfinished_batches`] recovers again after a cut), the checkpoint's schema and
+    /// counters are merged with the replayed ones ([`restore_observed`]), and the table is
+    /// assembled with its PSFs, writers and counters.
+    ///
     /// # Errors
     /// [`Error::InvalidConfig`] when the directory holds no table, its metadata is
     /// damaged or of another format version, or the config has no directory device;
@@ -95,195 +103,36 @@ impl Table {
     /// parse.
     pub fn open(config: TableConfig) -> Result<(Arc<Self>, RecoveryReport)> {
         let started = Instant::now();
-        let mut config = config;
-        let DeviceConfig::Directory(dir) = config.log.device.clone() else {
-            return Err(Error::InvalidConfig("only tables on a directory device can be opened".into()));
-        };
-        let meta: TableMeta = read_json(&dir, TABLE_META_FILE)?.ok_or_else(|| {
-            Error::InvalidConfig(format!("{} holds no shoal table (no {TABLE_META_FILE})", dir.display()))
-        })?;
-        if meta.format_version != FORMAT_VERSION {
-            return Err(Error::InvalidConfig(format!(
-                "{} was written in format version {}; this build reads version {FORMAT_VERSION}",
-                dir.display(),
-                meta.format_version
-            )));
-        }
-        config.log.page_size_bits = meta.page_size_bits;
-        config.log.pages_per_segment = meta.pages_per_segment;
-        config.index_size_bits = meta.index_size_bits;
-        config.log.memory_budget_bytes = meta.memory_budget_bytes;
-        let mut config = config.with_durability(meta.durability);
-        config.on_invalid_json = meta.on_invalid_json;
-        config.columnar = meta.columnar.clone();
-        let psf_kinds = meta
-            .psfs
-            .iter()
-            .map(|p| PsfKind::from_spec(&p.name, &p.definition))
-            .collect::<Result<Vec<_>>>()?;
-
+        let Recovered { dir, meta, config, psf_kinds } = recover_meta(config)?;
         let mut report = RecoveryReport::default();
-        let mut checkpoint: Option<CheckpointState> = read_json(&dir, CHECKPOINT_FILE)?;
-        let mut index = HashIndex::new(config.index_size_bits)?;
-        // With a fuzzy index copy, replay starts at the page of its start (or of the
-        // first record the checkpoint's schema and counters do not cover, if earlier).
-        let mut replay_from = 0u64;
-        if let Some(reference) = checkpoint.as_ref().and_then(|c| c.index.clone()) {
-            match index_checkpoint::load(&dir.join(&reference.file), &index, config.index_size_bits) {
-                Ok(header) if header.start == reference.start && header.end == reference.end => {
-                    report.index_checkpoint = Some(reference.file.clone());
-                    replay_from = reference.start.min(checkpoint.as_ref().map_or(0, |c| c.schema_observed_until));
-                }
-                Ok(_) => checkpoint = None,
-                Err(e) => {
-                    tracing::warn!(error = %e, "recovery: the index checkpoint is unusable; replaying the whole log");
-                    report.checkpoint_ignored = Some(e.to_string());
-                    checkpoint = None;
-                }
-            }
-            if checkpoint.is_none() {
-                index = HashIndex::new(config.index_size_bits)?;
-                report.index_checkpoint = None;
-            }
-        }
+        let (checkpoint, index, replay_from) = recover_index_checkpoint(&dir, &config, &mut report)?;
         let page_size = 1usize << config.log.page_size_bits;
-        let capacity = page_size - crate::log::PAGE_FOOTER_SIZE;
         let Device::Segments(files) = Device::open(&config.log.device, page_size, config.log.pages_per_segment)? else {
             return Err(Error::InvalidConfig("a directory device opened as the null device".into()));
         };
-        let schema_from = checkpoint.as_ref().map_or(0, |c| c.schema_observed_until);
-        let mut schema = InferredSchema::new();
-        let mut totals = ObservedTotals::default();
-        let mut buffer = vec![0u8; page_size];
-        let mut canonical = Vec::new();
         let begin = meta.begin_address.max(FIRST_ADDRESS);
-        let mut page = replay_from.max(begin) >> config.log.page_size_bits;
-        report.first_page_replayed = page;
-        let mut end_address = (page << config.log.page_size_bits).max(FIRST_ADDRESS);
-        let mut open_batches: std::collections::HashMap<(String, u64), u64> = std::collections::HashMap::new();
-        let mut last_serials = checkpoint.as_ref().map(|c| c.writers.clone()).unwrap_or_default();
-        loop {
-            match files.recover_page(page, &mut buffer)? {
-                PageState::Valid => {}
-                PageState::Missing => break,
-                PageState::Corrupt(reason) => {
-                    tracing::warn!(page, %reason, "recovery: damaged page; the log is cut off before it");
-                    report.corrupt_page = Some((page, reason));
-                    break;
-                }
-            }
-            let page_start = page << config.log.page_size_bits;
-            // Records the checkpoint's schema and counters cover only update the index.
-            // The bound is a record address, not a page start: a checkpoint of a table
-            // whose first page was still open covers nothing past `FIRST_ADDRESS`.
-            let page_end = page_start + page_size as u64;
-            let infer_page = page_end > schema_from;
-            let mut failure = None;
-            for_each_record(&buffer[..capacity], |offset, view| {
-                let address = page_start + offset as u64;
-                let header = view.header();
-                end_address = address + header.size() as u64;
-                if header.is_control() {
-                    match serde_json::from_slice::<Marker>(view.payload()) {
-                        Ok(Marker::Begin { writer, serial }) => {
-                            open_batches.insert((writer, serial), address);
-                        }
-                        Ok(Marker::Commit { writer, serial }) => {
-                            open_batches.remove(&(writer.clone(), serial));
-                            let last = last_serials.entry(writer).or_insert(serial);
-                            *last = (*last).max(serial);
-                        }
-                        Ok(Marker::Abort { writer, serial }) => {
-                            open_batches.remove(&(writer, serial));
-                        }
-                        Err(e) => tracing::warn!(address, error = %e, "recovery: unreadable control record ignored"),
-                    }
-                    return;
-                }
-                if !header.is_visible() || header.is_invalid() || failure.is_some() {
-                    return;
-                }
-                if address >= schema_from {
-                    schema.observe_validated(view.payload());
-                    let kps = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
-                    totals.add(view.payload().len(), kps);
-                }
-                for i in 0..header.key_pointer_count() {
-                    let Some(kp) = view.key_pointer(i) else { continue };
-                    if kp.psf_id as usize >= psf_kinds.len() {
-                        continue;
-                    }
-                    canonical.clear();
-                    if !kp.canonical_value(view.value_region(), view.payload(), &mut canonical) {
-                        continue;
-                    }
-                    let kp_address = address + (RECORD_PREFIX + i * KEY_POINTER_SIZE) as u64;
-                    match index.raise_entry(property_hash(kp.psf_id, &canonical), kp_address) {
-                        Ok(()) => report.key_pointers += 1,
-                        Err(e) => failure = Some(e),
-                    }
-                }
-            });
-            if let Some(e) = failure {
-                return Err(e);
-            }
-            if infer_page {
-                report.schema_bytes_inferred += page_size as u64;
-            }
-            report.pages_replayed += 1;
-            report.bytes_replayed += page_size as u64;
-            page += 1;
-        }
-        report.bytes_cut = files.truncate_from(page)?;
-        if let Some(&cut) = open_batches.values().min() {
-            // A writer batch was in flight: its records (and everything after its
-            // `begin`) were never reported durable. Cut there and recover again.
-            let mut cut_batches: Vec<(String, u64)> = open_batches.into_keys().collect();
-            cut_batches.sort();
-            tracing::warn!(cut, batches = ?cut_batches, "recovery: cutting the log at the oldest unfinished writer batch");
-            report.bytes_cut += cut_log_at(&files, cut, config.log.page_size_bits, &mut buffer)?;
-            drop(files);
-            let (table, mut second) = Self::open(config)?;
-            second.corrupt_page = second.corrupt_page.or(report.corrupt_page);
-            second.bytes_cut += report.bytes_cut;
-            second.open_batches_cut = cut_batches;
-            second.cut_address = Some(cut);
-            second.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            return Ok((table, second));
+        let mut buffer = vec![0u8; page_size];
+        let replay = replay_log(&files, &config, &psf_kinds, &index, checkpoint.as_ref(), replay_from.max(begin), &mut buffer, &mut report)?;
+        report.bytes_cut = files.truncate_from(replay.next_page)?;
+        if !replay.open_batches.is_empty() {
+            return cut_unfinished_batches(files, config, replay.open_batches, report, &mut buffer, started);
         }
         // A last page that was flushed partly (group commit) ends in zeros, which
         // readers take for records in flight: close it with a filler, as a full flush would.
-        if page > report.first_page_replayed {
-            report.bytes_cut += cut_log_at(&files, end_address, config.log.page_size_bits, &mut buffer)?;
+        if replay.next_page > report.first_page_replayed {
+            report.bytes_cut += cut_log_at(&files, replay.end_address, config.log.page_size_bits, &mut buffer)?;
         }
         drop(files);
 
-        let recovered_end = page << config.log.page_size_bits;
-        let observed = match checkpoint {
-            Some(state)
-                if state.schema_observed_until <= recovered_end
-                    && state.index.as_ref().is_none_or(|i| i.end <= recovered_end) =>
-            {
-                report.checkpoint_used = true;
-                let mut observed = Observed { schema: state.schema, totals: state.totals, until: 0 };
-                observed.schema.merge(&schema);
-                observed.totals.merge(&totals);
-                observed
-            }
-            Some(state) => {
-                report.checkpoint_ignored = Some(format!(
-                    "it covers the log up to address {}, beyond the recovered log (end {end_address})",
-                    state.index.as_ref().map_or(state.schema_observed_until, |i| i.end.max(state.schema_observed_until))
-                ));
-                // Pages before the checkpoint's were not replayed: start over without it.
-                return Self::open_without_checkpoint(config, &dir, report, started);
-            }
-            None => Observed { schema, totals, until: 0 },
+        let recovered_end = replay.next_page << config.log.page_size_bits;
+        let Some(observed) = restore_observed(checkpoint, replay.schema, replay.totals, recovered_end, replay.end_address, &mut report) else {
+            // Pages before the checkpoint's were not replayed: start over without it.
+            return Self::open_without_checkpoint(config, &dir, report, started);
         };
         let (records, payload_bytes) = (observed.totals.records, observed.totals.payload_bytes);
         let key_pointer_counts = observed.totals.key_pointers.clone();
 
-        let log = HybridLog::recover(&config.log, begin, page.max(begin >> config.log.page_size_bits))?;
+        let log = HybridLog::recover(&config.log, begin, replay.next_page.max(begin >> config.log.page_size_bits))?;
         let tail = log.tail_address();
         let table = Table::assemble(config, log, index, observed)?;
         // Boundaries past the recovered tail would claim chains for records written
@@ -303,11 +152,11 @@ impl Table {
             psf.add_key_pointers(count);
         }
         report.records = records;
-        table.sessions.restore(&last_serials);
-        report.writers = last_serials.len();
+        table.sessions.restore(&replay.last_serials);
+        report.writers = replay.last_serials.len();
         table.records.store(records, Ordering::Relaxed);
         table.payload_bytes.store(payload_bytes, Ordering::Relaxed);
-        report.end_address = end_address;
+        report.end_address = replay.end_address;
         report.tail_address = tail;
         report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         tracing::info!(dir = %dir.display(), ?report, "table recovered");
@@ -331,6 +180,257 @@ impl Table {
         second.bytes_cut += report.bytes_cut;
         second.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         Ok((table, second))
+    }
+}
+
+/// The table's definition, read back by [`recover_meta`].
+struct Recovered {
+    dir: std::path::PathBuf,
+    meta: TableMeta,
+    /// The caller's config with the table's own geometry, policies and columnar settings.
+    config: TableConfig,
+    /// The stored PSFs' kinds, in id order.
+    psf_kinds: Vec<PsfKind>,
+}
+
+/// Phase 1 (FASTER's `RecoverMetadata`): `table.json` — the log geometry, index size,
+/// memory budget, policies and PSFs the table was created with.
+fn recover_meta(config: TableConfig) -> Result<Recovered> {
+    let mut config = config;
+    let DeviceConfig::Directory(dir) = config.log.device.clone() else {
+        return Err(Error::InvalidConfig("only tables on a directory device can be opened".into()));
+    };
+    let meta: TableMeta = read_json(&dir, TABLE_META_FILE)?.ok_or_else(|| {
+        Error::InvalidConfig(format!("{} holds no shoal table (no {TABLE_META_FILE})", dir.display()))
+    })?;
+    if meta.format_version != FORMAT_VERSION {
+        return Err(Error::InvalidConfig(format!(
+            "{} was written in format version {}; this build reads version {FORMAT_VERSION}",
+            dir.display(),
+            meta.format_version
+        )));
+    }
+    config.log.page_size_bits = meta.page_size_bits;
+    config.log.pages_per_segment = meta.pages_per_segment;
+    config.index_size_bits = meta.index_size_bits;
+    config.log.memory_budget_bytes = meta.memory_budget_bytes;
+    let mut config = config.with_durability(meta.durability);
+    config.on_invalid_json = meta.on_invalid_json;
+    config.columnar = meta.columnar.clone();
+    let psf_kinds = meta.psfs.iter().map(|p| PsfKind::from_spec(&p.name, &p.definition)).collect::<Result<Vec<_>>>()?;
+    Ok(Recovered { dir, meta, config, psf_kinds })
+}
+
+/// Phase 2 (FASTER's `RecoverFuzzyIndex`): `checkpoint.json` and its fuzzy index copy.
+/// Returns the checkpoint (dropped when its index copy is unusable), the index (loaded
+/// from the copy, or empty) and the address replay starts from: the copy's start, or the
+/// first record the checkpoint's schema and counters do not cover if earlier; 0 without
+/// a copy.
+fn recover_index_checkpoint(
+    dir: &std::path::Path,
+    config: &TableConfig,
+    report: &mut RecoveryReport,
+) -> Result<(Option<CheckpointState>, HashIndex, u64)> {
+    let mut checkpoint: Option<CheckpointState> = read_json(dir, CHECKPOINT_FILE)?;
+    let mut index = HashIndex::new(config.index_size_bits)?;
+    let mut replay_from = 0u64;
+    if let Some(reference) = checkpoint.as_ref().and_then(|c| c.index.clone()) {
+        match index_checkpoint::load(&dir.join(&reference.file), &index, config.index_size_bits) {
+            Ok(header) if header.start == reference.start && header.end == reference.end => {
+                report.index_checkpoint = Some(reference.file.clone());
+                replay_from = reference.start.min(checkpoint.as_ref().map_or(0, |c| c.schema_observed_until));
+            }
+            Ok(_) => checkpoint = None,
+            Err(e) => {
+                tracing::warn!(error = %e, "recovery: the index checkpoint is unusable; replaying the whole log");
+                report.checkpoint_ignored = Some(e.to_string());
+                checkpoint = None;
+            }
+        }
+        if checkpoint.is_none() {
+            index = HashIndex::new(config.index_size_bits)?;
+            report.index_checkpoint = None;
+            replay_from = 0;
+        }
+    }
+    Ok((checkpoint, index, replay_from))
+}
+
+/// What [`replay_log`] found in the durable prefix of pages.
+struct Replay {
+    /// The first page not recovered (missing or damaged): the log ends before it.
+    next_page: u64,
+    /// One past the last record replayed.
+    end_address: u64,
+    /// The schema and counters of the records the checkpoint does not cover.
+    schema: InferredSchema,
+    totals: ObservedTotals,
+    /// Writer batches begun and not ended: `(writer, serial)` → address of `begin`.
+    open_batches: std::collections::HashMap<(String, u64), u64>,
+    /// Every writer's last committed serial (the checkpoint's, raised by replayed commits).
+    last_serials: std::collections::BTreeMap<String, u64>,
+}
+
+/// Phase 3 (FASTER's `RecoverHybridLog`, FishStore App. E): reads pages from the one
+/// holding `from` until a page is missing or fails its check (reported, and cut off with
+/// everything after it); for each visible record raises the chain heads of its key
+/// pointers in `index` and, past the checkpoint's coverage, observes its schema and
+/// counts it; follows the writer batches' control records.
+#[allow(clippy::too_many_arguments)]
+fn replay_log(
+    files: &SegmentFiles,
+    config: &TableConfig,
+    psf_kinds: &[PsfKind],
+    index: &HashIndex,
+    checkpoint: Option<&CheckpointState>,
+    from: u64,
+    buffer: &mut [u8],
+    report: &mut RecoveryReport,
+) -> Result<Replay> {
+    let page_size = 1usize << config.log.page_size_bits;
+    let capacity = page_size - crate::log::PAGE_FOOTER_SIZE;
+    let schema_from = checkpoint.map_or(0, |c| c.schema_observed_until);
+    let mut schema = InferredSchema::new();
+    let mut totals = ObservedTotals::default();
+    let mut canonical = Vec::new();
+    let mut page = from >> config.log.page_size_bits;
+    report.first_page_replayed = page;
+    let mut end_address = (page << config.log.page_size_bits).max(FIRST_ADDRESS);
+    let mut open_batches = std::collections::HashMap::new();
+    let mut last_serials = checkpoint.map(|c| c.writers.clone()).unwrap_or_default();
+    loop {
+        match files.recover_page(page, buffer)? {
+            PageState::Valid => {}
+            PageState::Missing => break,
+            PageState::Corrupt(reason) => {
+                tracing::warn!(page, %reason, "recovery: damaged page; the log is cut off before it");
+                report.corrupt_page = Some((page, reason));
+                break;
+            }
+        }
+        let page_start = page << config.log.page_size_bits;
+        // Records the checkpoint's schema and counters cover only update the index.
+        // The bound is a record address, not a page start: a checkpoint of a table
+        // whose first page was still open covers nothing past `FIRST_ADDRESS`.
+        let page_end = page_start + page_size as u64;
+        let infer_page = page_end > schema_from;
+        let mut failure = None;
+        for_each_record(&buffer[..capacity], |offset, view| {
+            let address = page_start + offset as u64;
+            let header = view.header();
+            end_address = address + header.size() as u64;
+            if header.is_control() {
+                match serde_json::from_slice::<Marker>(view.payload()) {
+                    Ok(Marker::Begin { writer, serial }) => {
+                        open_batches.insert((writer, serial), address);
+                    }
+                    Ok(Marker::Commit { writer, serial }) => {
+                        open_batches.remove(&(writer.clone(), serial));
+                        let last = last_serials.entry(writer).or_insert(serial);
+                        *last = (*last).max(serial);
+                    }
+                    Ok(Marker::Abort { writer, serial }) => {
+                        open_batches.remove(&(writer, serial));
+                    }
+                    Err(e) => tracing::warn!(address, error = %e, "recovery: unreadable control record ignored"),
+                }
+                return;
+            }
+            if !header.is_visible() || header.is_invalid() || failure.is_some() {
+                return;
+            }
+            if address >= schema_from {
+                schema.observe_validated(view.payload());
+                let kps = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
+                totals.add(view.payload().len(), kps);
+            }
+            for i in 0..header.key_pointer_count() {
+                let Some(kp) = view.key_pointer(i) else { continue };
+                if kp.psf_id as usize >= psf_kinds.len() {
+                    continue;
+                }
+                canonical.clear();
+                if !kp.canonical_value(view.value_region(), view.payload(), &mut canonical) {
+                    continue;
+                }
+                let kp_address = address + (RECORD_PREFIX + i * KEY_POINTER_SIZE) as u64;
+                match index.raise_entry(property_hash(kp.psf_id, &canonical), kp_address) {
+                    Ok(()) => report.key_pointers += 1,
+                    Err(e) => failure = Some(e),
+                }
+            }
+        });
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if infer_page {
+            report.schema_bytes_inferred += page_size as u64;
+        }
+        report.pages_replayed += 1;
+        report.bytes_replayed += page_size as u64;
+        page += 1;
+    }
+    Ok(Replay { next_page: page, end_address, schema, totals, open_batches, last_serials })
+}
+
+/// Phase 4, when writer batches were in flight at the crash: their records (and
+/// everything after the oldest one's `begin`) were never reported durable. Cuts the log
+/// there and recovers again, reporting the cut.
+fn cut_unfinished_batches(
+    files: SegmentFiles,
+    config: TableConfig,
+    open_batches: std::collections::HashMap<(String, u64), u64>,
+    report: RecoveryReport,
+    buffer: &mut [u8],
+    started: Instant,
+) -> Result<(Arc<Table>, RecoveryReport)> {
+    let cut = open_batches.values().copied().min().unwrap_or(u64::MAX);
+    let mut cut_batches: Vec<(String, u64)> = open_batches.into_keys().collect();
+    cut_batches.sort();
+    tracing::warn!(cut, batches = ?cut_batches, "recovery: cutting the log at the oldest unfinished writer batch");
+    let bytes_cut = report.bytes_cut + cut_log_at(&files, cut, config.log.page_size_bits, buffer)?;
+    drop(files);
+    let (table, mut second) = Table::open(config)?;
+    second.corrupt_page = second.corrupt_page.or(report.corrupt_page);
+    second.bytes_cut += bytes_cut;
+    second.open_batches_cut = cut_batches;
+    second.cut_address = Some(cut);
+    second.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    Ok((table, second))
+}
+
+/// Phase 5 (FishStore App. E's schema and counters): the checkpoint's observed schema
+/// and counters merged with the replayed ones, or the replayed ones alone without a
+/// checkpoint. `None` when the checkpoint covers more than the recovered log (which
+/// ends at `recovered_end`, last record at `end_address`): the pages before it were not
+/// replayed, so recovery must start over without it (`report` says why).
+fn restore_observed(
+    checkpoint: Option<CheckpointState>,
+    schema: InferredSchema,
+    totals: ObservedTotals,
+    recovered_end: u64,
+    end_address: u64,
+    report: &mut RecoveryReport,
+) -> Option<Observed> {
+    match checkpoint {
+        Some(state)
+            if state.schema_observed_until <= recovered_end
+                && state.index.as_ref().is_none_or(|i| i.end <= recovered_end) =>
+        {
+            report.checkpoint_used = true;
+            let mut observed = Observed { schema: state.schema, totals: state.totals, until: 0 };
+            observed.schema.merge(&schema);
+            observed.totals.merge(&totals);
+            Some(observed)
+        }
+        Some(state) => {
+            report.checkpoint_ignored = Some(format!(
+                "it covers the log up to address {}, beyond the recovered log (end {end_address})",
+                state.index.as_ref().map_or(state.schema_observed_until, |i| i.end.max(state.schema_observed_until))
+            ));
+            None
+        }
+        None => Some(Observed { schema, totals, until: 0 }),
     }
 }
 

@@ -14,7 +14,7 @@ use crate::checkpoint::{
 use crate::columnar::{ColumnarStats, ColumnarStore};
 use crate::error::{Error, Result};
 use crate::index::HashIndex;
-use crate::log::{DeviceConfig, HybridLog};
+use crate::log::HybridLog;
 use crate::parser::{default_parser, RecordParser};
 use crate::psf::{Psf, PsfKind, PsfRegistry, PsfSpec};
 use crate::record::RecordView;
@@ -22,6 +22,7 @@ use crate::schema::{InferredSchema, TailSchema};
 use crate::session::state::Sessions;
 
 pub use crate::config::{DurabilityPolicy, InvalidJsonPolicy, TableConfig};
+pub use crate::log::{DeviceConfig, LogConfig};
 
 /// Counters of a table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -206,10 +207,46 @@ impl Table {
         &self.config
     }
 
-    /// The hybrid log.
+    /// The hybrid log (engine internals: tests and benchmarks, feature `internals`).
+    #[cfg(feature = "internals")]
     #[must_use]
     pub fn log(&self) -> &Arc<HybridLog> {
         &self.log
+    }
+
+    /// The log address one past the last allocated record (FASTER's tail): every record
+    /// ingested so far lies below it.
+    #[must_use]
+    pub fn tail_address(&self) -> u64 {
+        self.log.tail_address()
+    }
+
+    /// Whether the log flushes pages to storage (an on-disk table), rather than keeping
+    /// them only in memory (the null device).
+    #[must_use]
+    pub fn has_storage(&self) -> bool {
+        self.log.has_storage()
+    }
+
+    /// The bytes of the log's in-memory page ring (the memory budget rounded to whole
+    /// pages).
+    #[must_use]
+    pub fn ring_bytes(&self) -> u64 {
+        self.log.ring_bytes()
+    }
+
+    /// The memory this table reserves: its page ring and its hash index's main buckets
+    /// (64 bytes each), in bytes ([`TableConfig::reserved_bytes`] before it exists).
+    #[must_use]
+    pub fn reserved_bytes(&self) -> u64 {
+        self.log.ring_bytes() + self.index.bucket_count() as u64 * 64
+    }
+
+    /// Stops the log's flush thread after it has flushed every closed page, without a
+    /// checkpoint (a table about to be dropped); further ingestion fails with
+    /// [`Error::Closed`].
+    pub fn shutdown(&self) {
+        self.log.shutdown();
     }
 
     /// The PSF registry.
@@ -218,11 +255,13 @@ impl Table {
         &self.psfs
     }
 
-    /// The hash index.
+    /// The hash index (engine internals: tests and benchmarks, feature `internals`).
+    #[cfg(feature = "internals")]
     #[must_use]
     pub fn index(&self) -> &HashIndex {
         &self.index
     }
+
 
     pub(crate) fn take_parser(&self) -> Box<dyn RecordParser> {
         self.parsers.lock().pop().unwrap_or_else(default_parser)

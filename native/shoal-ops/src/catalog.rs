@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use shoal_core::checkpoint::TABLE_META_FILE;
-use shoal_core::log::DeviceConfig;
-use shoal_core::table::{Table, TableConfig};
+use shoal_core::table::{DeviceConfig, Table, TableConfig};
 use crate::error::OpsError;
 
 use crate::config::{Durability, EngineConfig};
@@ -218,8 +217,8 @@ impl Catalog {
                 tables.len()
             )));
         }
-        let reserved: u64 = tables.values().map(|e| reserved_bytes(&e.table)).sum();
-        let wanted = shoal_core::log::HybridLog::ring_bytes_for(&config.log) + (64u64 << config.index_size_bits);
+        let reserved: u64 = tables.values().map(|e| e.table.reserved_bytes()).sum();
+        let wanted = config.reserved_bytes();
         let limit = self.config.memory_limit_bytes();
         if reserved.saturating_add(wanted) > limit {
             return Err(OpsError::resource_exhausted(format!(
@@ -240,7 +239,7 @@ impl Catalog {
                 .remove(name)
                 .ok_or_else(|| OpsError::not_found(format!("table {} does not exist", crate::protocol::quoted(name))))?
         };
-        entry.table.log().shutdown();
+        entry.table.shutdown();
         if !self.config.in_memory {
             remove_dir_if_exists(&self.table_dir(name))?;
         }
@@ -252,7 +251,7 @@ impl Catalog {
     pub fn close_all(&self) {
         for entry in self.list() {
             match entry.table.close() {
-                Ok(()) => tracing::info!(table = %entry.name, tail = entry.table.log().tail_address(), "table flushed and closed"),
+                Ok(()) => tracing::info!(table = %entry.name, tail = entry.table.tail_address(), "table flushed and closed"),
                 Err(e) => tracing::error!(table = %entry.name, error = %e, "closing the table failed"),
             }
         }
@@ -300,10 +299,6 @@ fn remove_dir_if_exists(dir: &Path) -> Result<(), OpsError> {
     }
 }
 
-/// The memory a table reserves: its ring and its main index buckets, in bytes.
-fn reserved_bytes(table: &Table) -> u64 {
-    table.log().ring_bytes() + table.index().bucket_count() as u64 * 64
-}
 
 /// The columnar settings of a new table: the server's, with the keys `requested` gives
 /// replaced.

@@ -499,7 +499,7 @@ pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &Bat
         reply["duplicate"] = json!(report.duplicate);
     }
     // A duplicate was ingested earlier: it is durable once everything so far is.
-    let durable_at = if report.duplicate { entry.table.log().tail_address() } else { report.end_address };
+    let durable_at = if report.duplicate { entry.table.tail_address() } else { report.end_address };
     let addresses = if metadata.writer.is_some() { Vec::new() } else { report.addresses };
     Ok(Ingested { entry: Arc::clone(entry), metadata: reply, durable_at: Some(durable_at), addresses })
 }
@@ -606,13 +606,13 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
         "make_durable" => {
             let request: MakeDurable = parse_body("make_durable", body)?;
             let entry = catalog.get(&request.table)?;
-            if !entry.table.log().has_storage() {
+            if !entry.table.has_storage() {
                 return Err(OpsError::failed_precondition(format!(
                     "table {:?} is in memory (the daemon runs --in-memory): nothing can be made durable",
                     request.table
                 )));
             }
-            let tail = entry.table.log().tail_address();
+            let tail = entry.table.tail_address();
             let address = request.address.unwrap_or(tail);
             if address > tail {
                 // Nothing would ever make it durable but records yet to come: refuse

@@ -213,7 +213,7 @@ impl Transactions {
                 // A quarter of the ring: records take their payload plus a header and key
                 // pointers, and a batch ingested into an in-memory ring reserves twice its
                 // size (the fillers that may close its pages).
-                let limit = table.log().ring_bytes() / 4;
+                let limit = table.ring_bytes() / 4;
                 if transaction.memory_bytes + bytes > limit {
                     return Err(OpsError::resource_exhausted(format!(
                         "transaction {}: staging {bytes} more bytes would pass {limit} bytes, a quarter of its in-memory \
@@ -300,9 +300,9 @@ impl Transactions {
         }
         transaction.memory = Vec::new();
         transaction.memory_bytes = 0;
-        if table.log().has_storage() {
+        if table.has_storage() {
             // Chunks skipped as already ingested (a retried commit) are below the tail.
-            let target = if end == 0 { table.log().tail_address() } else { end };
+            let target = if end == 0 { table.tail_address() } else { end };
             table.wait_durable(target, Duration::from_secs(60)).map_err(|e| OpsError::from_engine(&e))?;
         }
         transaction.info.state = TransactionState::Committed;

@@ -745,7 +745,7 @@ fn recovery_section(records: &[&[u8]], base: &Path, budget: usize, reps: usize) 
                     }
                 }
                 // Make the log durable without a checkpoint, then "crash" (no close).
-                table.wait_durable(table.log().tail_address(), Duration::from_secs(60))?;
+                table.wait_durable(table.tail_address(), Duration::from_secs(60))?;
                 drop(table);
                 let start = Instant::now();
                 let (table, report) = Table::open(config)?;

@@ -241,6 +241,7 @@ impl SegmentFiles {
             .collect())
     }
 
+    #[cfg(feature = "internals")]
     pub(crate) fn inject_write_fault(&self, errno: Option<i32>) {
         self.write_fault.store(errno.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
     }

@@ -464,6 +464,7 @@ impl HybridLog {
 
     /// Start of the open tail page; everything below is immutable.
     #[must_use]
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn read_only_address(&self) -> u64 {
         self.read_only_address.load(Ordering::Acquire)
     }
@@ -579,6 +580,7 @@ impl HybridLog {
     /// Test hook: makes every device write fail with OS error `errno` (e.g. 28, no space
     /// left on device) until called with `None`.
     #[doc(hidden)]
+    #[cfg(feature = "internals")]
     pub fn inject_write_fault(&self, errno: Option<i32>) {
         if let Device::Segments(files) = &self.device {
             files.inject_write_fault(errno);
@@ -901,6 +903,7 @@ impl HybridLog {
     /// in-flight record; returns the current header, or `None` if the page has left
     /// memory (then it is complete on the device).
     #[must_use]
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn current_header(&self, address: u64) -> Option<RecordHeader> {
         let _guard = self.epoch.protect();
         if address >= self.head_address() {

@@ -25,6 +25,10 @@
 //! reading the frame.
 
 pub mod device;
+mod flush;
+mod observer;
+mod read;
+mod truncate;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,6 +44,8 @@ use crate::record::RecordHeader;
 use crate::mem::AnonymousMemory;
 pub use device::{DeviceConfig, PAGE_FOOTER_SIZE};
 use device::{seal_page, Device};
+use flush::flush_loop;
+pub(crate) use observer::lower_priority;
 
 /// The first address a record can have; addresses below it stay unused so that 0 can
 /// mean "no address" in chains and index entries.
@@ -294,64 +300,6 @@ impl HybridLog {
         Ok(log)
     }
 
-    /// Installs the function called with every closed page once it is flushed, in page
-    /// order from the page the log started at, on a thread of its own (`shoal-observe`,
-    /// at nice [`OBSERVER_NICE`]). From then on a frame is reused only after its page was
-    /// observed as well as flushed. Call it once, before the first page closes.
-    ///
-    /// # Errors
-    /// [`Error::Io`] when the thread cannot be started.
-    pub fn set_page_observer(self: &Arc<Self>, observer: PageObserver) -> Result<()> {
-        if self.observing.swap(true, Ordering::AcqRel) {
-            return Err(Error::InvalidConfig("the log already has a page observer".into()));
-        }
-        let first_page = self.page_of(self.observed_until.load(Ordering::Acquire));
-        let weak = Arc::downgrade(self);
-        let spawned = std::thread::Builder::new()
-            .name("shoal-observe".into())
-            .spawn(move || observe_loop(&weak, &observer, first_page));
-        match spawned {
-            Ok(handle) => {
-                *self.observer_thread.lock() = Some(handle);
-                Ok(())
-            }
-            Err(e) => {
-                // No observer: frames must not wait for one.
-                self.observing.store(false, Ordering::Release);
-                Err(Error::io("observer thread", e))
-            }
-        }
-    }
-
-    /// Pages below this address were handed to the page observer; with no observer,
-    /// the flushed address.
-    #[must_use]
-    pub fn observed_until(&self) -> u64 {
-        if self.observing.load(Ordering::Acquire) {
-            self.observed_until.load(Ordering::Acquire)
-        } else {
-            self.flushed_until()
-        }
-    }
-
-    /// Waits until every page below `address` was observed (or `timeout` passes);
-    /// returns [`observed_until`](Self::observed_until). Only whole pages are observed,
-    /// and only once flushed: `address` should be a page start at or below the flushed
-    /// address.
-    pub fn wait_observed(&self, address: u64, timeout: Duration) -> u64 {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let observed = self.observed_until();
-            if observed >= address || std::time::Instant::now() >= deadline || self.closed.load(Ordering::Acquire) {
-                return observed;
-            }
-            let mut state = self.flush_state.lock();
-            if self.observed_until() < address {
-                self.flushed_signal.wait_for(&mut state, Duration::from_millis(1));
-            }
-        }
-    }
-
     /// Frames of pages below this address may be evicted: they are flushed and, with an
     /// observer, observed.
     fn evictable_until(&self) -> u64 {
@@ -412,48 +360,6 @@ impl HybridLog {
     #[must_use]
     pub fn begin_address(&self) -> u64 {
         self.begin_address.load(Ordering::Acquire)
-    }
-
-    /// FASTER's `ShiftBeginAddress`: raises the begin address to `address` (rounded down
-    /// to a page, at most the flushed address rounded down), waits until every reader
-    /// protected before the shift has moved on (an epoch becomes safe), then deletes the
-    /// segment files wholly below it. Scans and chain walks never read below the begin
-    /// address. Returns `(new begin, files deleted, bytes deleted)`; the in-memory null
-    /// device only moves the address.
-    ///
-    /// # Errors
-    /// [`Error::Io`] deleting a file.
-    pub fn shift_begin_address(&self, address: u64) -> Result<(u64, u64, u64)> {
-        let limit = self.page_start(self.page_of(self.flushed_until()));
-        let target = self.page_start(self.page_of(address.min(limit))).max(self.begin_address());
-        self.begin_address.fetch_max(target, Ordering::AcqRel);
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&done);
-        self.epoch.bump_with(move || flag.store(true, Ordering::Release));
-        while !done.load(Ordering::Acquire) {
-            self.epoch.try_drain();
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        let begin = self.begin_address();
-        let (files, bytes) = match &self.device {
-            Device::Null => (0, 0),
-            Device::Segments(segments) => segments.delete_segments_below(self.page_of(begin))?,
-        };
-        Ok((begin, files, bytes))
-    }
-
-    /// The begin address that retention by age would set: the start of the segment after
-    /// the newest segment file last written before `cutoff` (`None`: no such file).
-    ///
-    /// # Errors
-    /// [`Error::Io`] listing the directory.
-    pub fn begin_for_age(&self, cutoff: std::time::SystemTime) -> Result<Option<u64>> {
-        match &self.device {
-            Device::Null => Ok(None),
-            Device::Segments(segments) => {
-                Ok(segments.first_page_after_segments_older_than(cutoff)?.map(|page| self.page_start(page)))
-            }
-        }
     }
 
     /// Lowest address still in memory.
@@ -765,12 +671,6 @@ impl HybridLog {
         Ok(())
     }
 
-    fn page_ready_to_flush(&self, page: u64) {
-        let mut state = self.flush_state.lock();
-        state.ready.insert(page);
-        self.flushed_signal.notify_all();
-    }
-
     /// Writes a record header at `address`.
     ///
     /// # Safety
@@ -795,123 +695,6 @@ impl HybridLog {
     /// As [`Self::memory_ptr`]; `address` must be 8-byte aligned.
     pub(crate) unsafe fn load_header(&self, address: u64) -> RecordHeader {
         RecordHeader((*self.memory_ptr(address).cast::<AtomicU64>()).load(Ordering::Acquire))
-    }
-
-    /// The `len` bytes at `address` in place, without a copy, when they are in memory
-    /// (at or above the head address) and within one page: valid for as long as `guard`
-    /// — protection of this log's epoch — is neither dropped nor refreshed, since the page
-    /// cannot be evicted before. `None` when below the head (read them from the device:
-    /// [`Self::read_from_device`]) or when `[address, address + len)` crosses a page end.
-    ///
-    /// # Panics
-    /// In debug builds, if `guard` protects another epoch domain.
-    #[must_use]
-    pub fn read_in_memory<'g>(&self, guard: &'g EpochGuard<'_>, address: u64, len: usize) -> Option<&'g [u8]> {
-        debug_assert!(std::ptr::eq(guard.domain(), &self.epoch), "a guard of another log's epoch");
-        if address < self.head_address() || address < self.begin_address() || self.offset_of(address) + len > self.page_size {
-            return None;
-        }
-        // SAFETY: protected by `guard` (whose borrow bounds the slice's lifetime) and at or
-        // above the head, so the frame holds this page until the guard is refreshed or
-        // dropped; the range lies within the page's frame.
-        Some(unsafe { std::slice::from_raw_parts(self.memory_ptr(address), len) })
-    }
-
-    /// Copies `len` bytes at `address` (all within one page) into `out`, from memory or
-    /// from the device. Returns `false` if the bytes are below the begin address or were
-    /// evicted from the null device.
-    ///
-    /// # Errors
-    /// [`Error::Io`] when the device read fails.
-    pub fn read_into(&self, address: u64, len: usize, out: &mut Vec<u8>) -> Result<bool> {
-        out.clear();
-        if address < self.begin_address() {
-            return Ok(false);
-        }
-        {
-            let _guard = self.epoch.protect();
-            if address >= self.head_address() {
-                // SAFETY: protected and at or above the head.
-                let src = unsafe { std::slice::from_raw_parts(self.memory_ptr(address), len) };
-                out.extend_from_slice(src);
-                return Ok(true);
-            }
-        }
-        self.read_from_device(address, len, out)
-    }
-
-    /// Reads from the device (for addresses below the head).
-    ///
-    /// # Errors
-    /// [`Error::Io`].
-    pub fn read_from_device(&self, address: u64, len: usize, out: &mut Vec<u8>) -> Result<bool> {
-        match &self.device {
-            Device::Null => Ok(false),
-            Device::Segments(files) => {
-                out.resize(len, 0);
-                match files.read(self.page_of(address), self.offset_of(address), out) {
-                    Ok(()) => Ok(true),
-                    // Truncated by retention while this reader was on its way.
-                    Err(_) if address < self.begin_address() => Ok(false),
-                    Err(e) => Err(e),
-                }
-            }
-        }
-    }
-
-    /// Copies page `page` into `out` (resized to the page size) and returns how many
-    /// bytes of it hold records: up to the tail for the open page. Pages on the device
-    /// are checked against their footer.
-    ///
-    /// Returns `Ok(None)` when the page is no longer readable (null device, truncated).
-    ///
-    /// # Errors
-    /// [`Error::CorruptPage`] or [`Error::Io`] for device pages.
-    pub fn read_page(&self, page: u64, out: &mut Vec<u8>) -> Result<Option<usize>> {
-        out.resize(self.page_size, 0);
-        let start = self.page_start(page);
-        if start + self.page_size as u64 <= self.begin_address() {
-            return Ok(None);
-        }
-        {
-            let _guard = self.epoch.protect();
-            if start >= self.head_address() {
-                let tail = self.tail_address();
-                let end = if tail >= start + self.page_size as u64 {
-                    self.page_capacity()
-                } else {
-                    (tail.saturating_sub(start)) as usize
-                };
-                // SAFETY: protected, page at or above the head.
-                let src = unsafe { std::slice::from_raw_parts(self.memory_ptr(start), end) };
-                out[..end].copy_from_slice(src);
-                out[end..].fill(0);
-                return Ok(Some(end));
-            }
-        }
-        match &self.device {
-            Device::Null => Ok(None),
-            Device::Segments(files) => match files.read_page(page, out) {
-                Ok(()) => Ok(Some(self.page_capacity())),
-                Err(_) if start + self.page_size as u64 <= self.begin_address() => Ok(None),
-                Err(e) => Err(e),
-            },
-        }
-    }
-
-    /// Re-reads the header at an in-memory `address` of a page copy that showed an
-    /// in-flight record; returns the current header, or `None` if the page has left
-    /// memory (then it is complete on the device).
-    #[must_use]
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    pub fn current_header(&self, address: u64) -> Option<RecordHeader> {
-        let _guard = self.epoch.protect();
-        if address >= self.head_address() {
-            // SAFETY: protected, at or above the head.
-            Some(unsafe { self.load_header(address) })
-        } else {
-            None
-        }
     }
 
     /// The thread that overflowed page `page` at `offset` closes it: a filler over the
@@ -970,270 +753,6 @@ impl HybridLog {
             }
         }
     }
-
-    /// Asks the flush thread to write everything allocated so far, including the
-    /// filled prefix of the open tail page, without closing that page (the group commit
-    /// of FASTER §6.3 / FishStore Appendix E). Once every thread that allocated below
-    /// the current tail has finished its record (an epoch becomes safe), the flush thread
-    /// writes the pages before it and then the prefix of the open page, sealed, at its
-    /// place in the segment file; `flushed_until` then reaches the tail read here. The
-    /// page is written again, whole, when it closes. Returns the address requested.
-    /// No-op on the null device (nothing is ever durable there).
-    pub fn request_flush(self: &Arc<Self>) -> u64 {
-        let tail = self.tail_address();
-        if self.device.is_null() || tail <= self.flushed_until() {
-            return tail;
-        }
-        let log = Arc::downgrade(self);
-        self.epoch.bump_with(move || {
-            if let Some(log) = log.upgrade() {
-                let mut state = log.flush_state.lock();
-                state.partial = Some(state.partial.map_or(tail, |p| p.max(tail)));
-                log.flushed_signal.notify_all();
-            }
-        });
-        self.epoch.try_drain();
-        tail
-    }
-
-    /// Waits until everything below `address` is flushed (or `timeout` passes).
-    /// Returns the flushed address.
-    pub fn wait_flushed(&self, address: u64, timeout: Duration) -> u64 {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            self.epoch.try_drain();
-            let flushed = self.flushed_until();
-            if flushed >= address || std::time::Instant::now() >= deadline {
-                return flushed;
-            }
-            let mut state = self.flush_state.lock();
-            if self.flushed_until() < address {
-                self.flushed_signal.wait_for(&mut state, Duration::from_millis(1));
-            }
-        }
-    }
-
-    /// Tells the flush and observer threads to end once their work is done (every
-    /// closed page flushed and observed), without waiting for them: for an owner that
-    /// goes away without [`Self::shutdown`]. Each thread holds the log only while it
-    /// works or waits a few milliseconds, but the two could keep it alive in turns for
-    /// good (found by the `ingest` fuzz target: ~750 threads and 1.1 GB after tables were
-    /// created and dropped for 30 s).
-    pub(crate) fn release_threads(&self) {
-        let mut state = self.flush_state.lock();
-        state.shutdown = true;
-        self.flushed_signal.notify_all();
-    }
-
-    /// Stops the flush thread after it has flushed every closed page. Further
-    /// allocations fail with [`Error::Closed`].
-    pub fn shutdown(&self) {
-        self.epoch.try_drain();
-        {
-            let mut state = self.flush_state.lock();
-            state.shutdown = true;
-            self.flushed_signal.notify_all();
-        }
-        // The flush thread first (it flushes every closed page and, as it ends, sets
-        // `flusher_done`), then the observer (it observes every flushed page, then ends).
-        join_unless_current(self.flush_thread.lock().take());
-        join_unless_current(self.observer_thread.lock().take());
-        self.closed.store(true, Ordering::Release);
-    }
-
-    fn flush_one(&self, page: u64) {
-        // SAFETY: the page is closed and all writers are done (its epoch is safe); it
-        // cannot be evicted before `flushed_until` passes it, which only this thread
-        // advances. The footer area is not used by records.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(self.frame_ptr(page), self.page_size) };
-        let result = match &self.device {
-            Device::Null => Ok(()),
-            Device::Segments(files) => {
-                seal_page(bytes, page);
-                files.write_page(page, bytes, self.sync_on_flush)
-            }
-        };
-        let mut state = self.flush_state.lock();
-        match result {
-            Ok(()) => {
-                state.error = None;
-                state.next_page = page + 1;
-                self.flushed_until.fetch_max(self.page_start(page + 1), Ordering::AcqRel);
-            }
-            Err(e) => {
-                tracing::error!(page, error = %e, "page flush failed; retrying");
-                state.error = Some(failure(&e, state.error.as_ref()));
-                state.ready.insert(page);
-            }
-        }
-        self.flushed_signal.notify_all();
-    }
-}
-
-impl HybridLog {
-    /// Writes the prefix `[page start, until)` of the open page `page` (sealed, rest
-    /// zero) and advances `flushed_until` to `until`. Called by the flush thread only,
-    /// when every page before `page` is flushed.
-    fn flush_partial(&self, page: u64, until: u64, scratch: &mut Vec<u8>) {
-        let Device::Segments(files) = &self.device else { return };
-        let length = (until - self.page_start(page)) as usize;
-        scratch.clear();
-        scratch.resize(self.page_size, 0);
-        // SAFETY: `page` is in memory (it is not flushed, so not evicted) and its bytes
-        // below `until` are complete and no longer written (the request's epoch is
-        // safe); writers of later records touch only bytes at or above `until`.
-        let src = unsafe { std::slice::from_raw_parts(self.frame_ptr(page), length) };
-        scratch[..length].copy_from_slice(src);
-        seal_page(scratch, page);
-        let result = files.write_page(page, scratch, self.sync_on_flush);
-        let mut state = self.flush_state.lock();
-        match result {
-            Ok(()) => {
-                state.error = None;
-                self.flushed_until.fetch_max(until, Ordering::AcqRel);
-            }
-            Err(e) => {
-                tracing::error!(page, error = %e, "partial page flush failed; retrying");
-                state.error = Some(failure(&e, state.error.as_ref()));
-                state.partial = Some(state.partial.map_or(until, |p| p.max(until)));
-            }
-        }
-        self.flushed_signal.notify_all();
-    }
-}
-
-/// The flush error to record: `error`, failing since the earlier failure if any.
-fn failure(error: &Error, earlier: Option<&(String, Option<i32>, std::time::Instant)>) -> (String, Option<i32>, std::time::Instant) {
-    let errno = match error {
-        Error::Io { source, .. } => source.raw_os_error(),
-        _ => None,
-    };
-    let since = earlier.map_or_else(std::time::Instant::now, |(_, _, since)| *since);
-    (error.to_string(), errno, since)
-}
-
-enum FlushWork {
-    /// A closed page.
-    Page(u64),
-    /// The prefix of the open page up to an address.
-    Prefix(u64, u64),
-}
-
-/// The flush thread: flushes closed pages in page order. It holds a strong reference
-/// to the log only while it works or waits for at most 10 ms, so a log dropped without
-/// `shutdown` (e.g. a table whose creation failed later) ends the thread.
-fn flush_loop(log: &Weak<HybridLog>) {
-    flush_pages(log);
-    // No page will be flushed any more: the observer ends once it has observed the rest.
-    if let Some(log) = log.upgrade() {
-        log.flush_state.lock().flusher_done = true;
-        log.flushed_signal.notify_all();
-    }
-}
-
-/// The body of [`flush_loop`]; returns at shutdown, after a give-up at shutdown, or once
-/// the log is gone.
-fn flush_pages(log: &Weak<HybridLog>) {
-    let mut scratch = Vec::new();
-    let mut last_group_commit = std::time::Instant::now();
-    loop {
-        let Some(log) = log.upgrade() else { return };
-        log.populate_ahead();
-        if let Some(interval) = log.flush_interval {
-            if last_group_commit.elapsed() >= interval {
-                last_group_commit = std::time::Instant::now();
-                log.request_flush();
-            }
-        }
-        let idle_wait = log.flush_interval.map_or(Duration::from_millis(10), |i| i.min(Duration::from_millis(10)));
-        let work = {
-            let mut state = log.flush_state.lock();
-            let next_page = state.next_page;
-            if state.ready.remove(&next_page) {
-                Some(FlushWork::Page(next_page))
-            } else if let Some(until) = state.partial.take() {
-                // A prefix of the open page, once every earlier page is written; a
-                // request that the page's own (full) flush already covers is done. A
-                // request that ends at a page boundary waits for that page's full
-                // flush (a "prefix" up to the boundary would let the page be evicted
-                // before its full flush ran).
-                if until <= log.flushed_until() {
-                    None
-                } else if log.page_of(until) == next_page {
-                    Some(FlushWork::Prefix(next_page, until))
-                } else {
-                    state.partial = Some(until);
-                    log.flushed_signal.wait_for(&mut state, Duration::from_millis(1));
-                    None
-                }
-            } else if state.shutdown {
-                return;
-            } else {
-                log.flushed_signal.wait_for(&mut state, idle_wait);
-                None
-            }
-        };
-        let page = match work {
-            Some(FlushWork::Page(page)) => {
-                log.flush_one(page);
-                page
-            }
-            Some(FlushWork::Prefix(page, until)) => {
-                log.flush_partial(page, until, &mut scratch);
-                page
-            }
-            None => {
-                // Closed pages wait for their epoch; nudge it if writers went idle.
-                log.epoch.try_drain();
-                continue;
-            }
-        };
-        // A failed write is retried every 100 ms (a hiccup clears; a full disk may be
-        // freed), except at shutdown, which must not hang on a device that stays broken
-        // (e.g. a data directory deleted under the daemon).
-        if let Some(error) = log.flush_error() {
-            if log.flush_state.lock().shutdown {
-                tracing::error!(page, %error, "giving up flushing at shutdown; the log's durable end stays at the last flushed page");
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-/// The observer thread: hands each closed page, once flushed, to the page observer, in
-/// page order from `page`, then raises `observed_until` past it. Like the flush thread,
-/// it holds a strong reference to the log only while it works or waits for at most
-/// 10 ms. At shutdown it observes every page the flush thread flushed, then ends.
-fn observe_loop(log: &Weak<HybridLog>, observer: &PageObserver, mut page: u64) {
-    lower_priority(OBSERVER_NICE);
-    loop {
-        let Some(log) = log.upgrade() else { return };
-        let end = log.page_start(page + 1);
-        if log.flushed_until() >= end {
-            // SAFETY: the page is flushed, so closed with all its writers done; its frame
-            // is not reused before `observed_until` passes it, which only this thread
-            // raises. Records end before the footer.
-            let bytes = unsafe { std::slice::from_raw_parts(log.frame_ptr(page), log.page_capacity()) };
-            // A panicking observer must not stop the log (frames wait for observation):
-            // the page is passed over, loudly.
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| observer(page, bytes))).is_err() {
-                tracing::error!(page, "the page observer panicked; the page is left out of the inferred schema");
-            }
-            log.observed_until.store(end, Ordering::Release);
-            let _state = log.flush_state.lock();
-            log.flushed_signal.notify_all();
-            page += 1;
-            continue;
-        }
-        let mut state = log.flush_state.lock();
-        if log.flushed_until() < end {
-            if state.flusher_done {
-                return;
-            }
-            log.flushed_signal.wait_for(&mut state, Duration::from_millis(10));
-        }
-    }
 }
 
 /// Joins a log thread, unless it is the calling thread (a log dropped or shut down from
@@ -1244,21 +763,6 @@ fn join_unless_current(handle: Option<JoinHandle<()>>) {
             let _ = handle.join();
         }
     }
-}
-
-/// Gives the calling thread the nice value `nice` (Linux; elsewhere nothing). A failure
-/// (e.g. a sandbox forbidding it) only leaves the thread at the default priority.
-pub(crate) fn lower_priority(nice: i32) {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: plain system calls on the calling thread's own id; no memory is passed.
-        let result = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
-        if result != 0 {
-            tracing::debug!(nice, error = %std::io::Error::last_os_error(), "could not lower the observer thread's priority");
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = nice;
 }
 
 impl Drop for HybridLog {

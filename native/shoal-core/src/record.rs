@@ -328,6 +328,52 @@ impl<'a> RecordView<'a> {
 
 const _: () = assert!(KEY_POINTER_SIZE == 3 * 8);
 
+/// The records of a page's bytes in address order (FishStore §5.2's layout): each item is
+/// the record's offset in the page and its view. The walk starts at offset 0 (an empty
+/// header there, the reserved start of page 0, skips to [`crate::log::FIRST_ADDRESS`]) and
+/// stops at the end of `bytes`, at a filler (the unused end of a closed page), or at a
+/// header that was never written or does not parse (the rest of an open page). Records
+/// of every state are yielded: callers check [`RecordHeader::is_visible`] and
+/// [`RecordHeader::is_invalid`].
+pub(crate) struct PageRecords<'a> {
+    bytes: &'a [u8],
+    offset: usize,
+}
+
+impl<'a> PageRecords<'a> {
+    /// The records of `bytes` (a page, or its prefix up to its capacity or end).
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        Self { bytes, offset: 0 }
+    }
+}
+
+impl<'a> Iterator for PageRecords<'a> {
+    type Item = (usize, RecordView<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.offset + 8 <= self.bytes.len() {
+            let Some(view) = RecordView::new(&self.bytes[self.offset..]) else {
+                // Empty header (never written) or a header that does not parse.
+                if self.offset == 0 {
+                    self.offset = crate::log::FIRST_ADDRESS as usize;
+                    continue;
+                }
+                self.offset = self.bytes.len();
+                return None;
+            };
+            let header = view.header();
+            if header.is_filler() {
+                self.offset = self.bytes.len();
+                return None;
+            }
+            let offset = self.offset;
+            self.offset += header.size();
+            return Some((offset, view));
+        }
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

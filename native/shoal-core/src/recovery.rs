@@ -39,7 +39,8 @@ use crate::log::device::{seal_page, SegmentFiles};
 use crate::record::RecordHeader;
 use crate::schema::InferredSchema;
 use crate::session::Marker;
-use crate::table::{for_each_record, Observed, Table, TableConfig};
+use crate::record::PageRecords;
+use crate::table::{Observed, Table, TableConfig};
 
 /// What [`Table::open`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -315,7 +316,7 @@ fn replay_log(
         let page_end = page_start + page_size as u64;
         let infer_page = page_end > schema_from;
         let mut failure = None;
-        for_each_record(&buffer[..capacity], |offset, view| {
+        for (offset, view) in PageRecords::new(&buffer[..capacity]) {
             let address = page_start + offset as u64;
             let header = view.header();
             end_address = address + header.size() as u64;
@@ -334,10 +335,10 @@ fn replay_log(
                     }
                     Err(e) => tracing::warn!(address, error = %e, "recovery: unreadable control record ignored"),
                 }
-                return;
+                continue;
             }
             if !header.is_visible() || header.is_invalid() || failure.is_some() {
-                return;
+                continue;
             }
             if address >= schema_from {
                 schema.observe_validated(view.payload());
@@ -359,7 +360,7 @@ fn replay_log(
                     Err(e) => failure = Some(e),
                 }
             }
-        });
+        }
         if let Some(e) = failure {
             return Err(e);
         }

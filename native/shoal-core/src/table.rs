@@ -17,7 +17,7 @@ use crate::index::HashIndex;
 use crate::log::HybridLog;
 use crate::parser::{default_parser, RecordParser};
 use crate::psf::{Psf, PsfKind, PsfRegistry, PsfSpec};
-use crate::record::RecordView;
+use crate::record::PageRecords;
 use crate::schema::{InferredSchema, TailSchema};
 use crate::session::state::Sessions;
 
@@ -128,14 +128,14 @@ impl Table {
         log.set_page_observer(Box::new(move |page, bytes| {
             let mut page_schema = InferredSchema::new();
             let mut totals = ObservedTotals::default();
-            for_each_record(&bytes[..capacity], |_, view| {
+            for (_, view) in PageRecords::new(&bytes[..capacity]) {
                 let header = view.header();
                 if header.is_visible() && !header.is_invalid() {
                     page_schema.observe_validated(view.payload());
                     let kps = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
                     totals.add(view.payload().len(), kps);
                 }
-            });
+            }
             let mut state = state.lock();
             state.schema.merge(&page_schema);
             state.totals.merge(&totals);
@@ -470,26 +470,4 @@ pub(crate) fn holds_table(dir: &std::path::Path) -> bool {
             name.starts_with("segment-") || name == TABLE_META_FILE
         })
     })
-}
-
-/// Calls `visit(offset, record)` for every record of a page image (`bytes` = its
-/// record area), stopping at the first empty header or filler.
-pub(crate) fn for_each_record(bytes: &[u8], mut visit: impl FnMut(usize, RecordView<'_>)) {
-    let mut offset = 0;
-    while offset + 8 <= bytes.len() {
-        let Some(view) = RecordView::new(&bytes[offset..]) else {
-            // Empty header (never written) or a header that does not parse.
-            if offset == 0 {
-                offset = crate::log::FIRST_ADDRESS as usize;
-                continue;
-            }
-            return;
-        };
-        let header = view.header();
-        if header.is_filler() {
-            return;
-        }
-        visit(offset, view);
-        offset += header.size();
-    }
 }

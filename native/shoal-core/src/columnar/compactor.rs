@@ -84,7 +84,7 @@ fn compact(
     for page in log.page_of(from)..log.page_of(to) {
         let Some(end) = log.read_page(page, page_bytes)? else { continue };
         let page_start = log.page_start(page);
-        crate::table::for_each_record(&page_bytes[..end.min(log.page_capacity())], |offset, view| {
+        for (offset, view) in crate::record::PageRecords::new(&page_bytes[..end.min(log.page_capacity())]) {
             let header = view.header();
             let address = page_start + offset as u64;
             if header.is_visible() && !header.is_invalid() && address >= begin {
@@ -92,7 +92,7 @@ fn compact(
                 payloads.extend_from_slice(view.payload());
                 spans.push((address, start..payloads.len()));
             }
-        });
+        }
     }
     let records: Vec<(u64, &[u8])> = spans.iter().map(|(a, r)| (*a, &payloads[r.clone()])).collect();
     let written = write::write_file(&records, parser, &store.config)?;

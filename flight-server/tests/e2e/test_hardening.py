@@ -333,3 +333,47 @@ def test_empty_tables_cost_little_and_their_number_and_memory_are_bounded(start_
         action(client, "create_table", {"name": "c", "memory_budget_bytes": 16 << 20})
     action(client, "drop_table", {"table": "a"})
     action(client, "create_table", {"name": "c", "memory_budget_bytes": 16 << 20})
+
+
+SCHEMA_FIELDS_LIMIT = 10_000  # shoal_core::schema::MAX_SCHEMA_FIELDS
+
+
+def test_ever_new_keys_leave_the_schema_bounded_and_the_records_whole(tmp_path):
+    """Bounds: records with ever new keys (a map keyed by ids, or a hostile client) grew the
+    inferred schema, its Arrow form and every checkpoint without bound. The schema now keeps
+    at most SCHEMA_FIELDS_LIMIT fields and then stops adding keys (as Elasticsearch's
+    mappings do at their limit); the records keep every key."""
+    data = tmp_path / "data"
+    d = Daemon(data)
+    client = d.client()
+    action(client, "create_table", {"name": "wide", "columnar": {"enabled": False}})
+    wide = [json.dumps({"id": r, **{f"k{r}_{i}": i for i in range(1000)}}) for r in range(12)]
+    put(client, "wide", wide, batch=4)
+    action(client, "checkpoint", {"table": "wide"})
+
+    def fields():
+        schema = client.get_schema(flight.FlightDescriptor.for_path("wide")).schema
+        return schema.names
+
+    names = fields()
+    assert len(names) == SCHEMA_FIELDS_LIMIT, len(names)
+    assert names[:3] == ["id", "k0_0", "k0_1"], "the first keys seen are kept"
+    # A key the schema no longer holds: not a column (named as such), but filters and
+    # whole-record output still see it.
+    with pytest.raises(pa.ArrowInvalid, match="is not in the table's schema"):
+        query(client, {"table": "wide", "columns": ["k11_999"]})
+    rows, _, _ = query(client, {"table": "wide", "filter": "k11_999 = 999", "output": "json"})
+    assert [json.loads(text)["id"] for text in rows.column("json").to_pylist()] == [11]
+    ids, _, _ = query(client, {"table": "wide", "filter": "k11_999 = 999", "columns": ["id"]})
+    assert ids.column("id").to_pylist() == [11]
+    # The bound holds across more records and a restart from the checkpoint.
+    put(client, "wide", [json.dumps({"id": 99, "brand_new": 1})])
+    assert len(fields()) == SCHEMA_FIELDS_LIMIT
+    assert d.stop() == 0
+    d = Daemon(data)
+    try:
+        client = d.client()
+        assert len(fields()) == SCHEMA_FIELDS_LIMIT
+        assert action(client, "stats", {"table": "wide"})["records"] == 13
+    finally:
+        assert d.stop() == 0

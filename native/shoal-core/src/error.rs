@@ -112,6 +112,20 @@ pub enum Error {
         /// The column's dotted path.
         column: String,
     },
+    /// A requested column lies where the table's schema stopped adding keys
+    /// ([`crate::schema::MAX_SCHEMA_FIELDS`]): records may have it, the schema does not.
+    #[error(
+        "column {column:?} is not in the table's schema: the schema holds at most {limit} fields and adds no new keys \
+         under {under} (filter on the path, or ask for \"output\": \"json\" to get whole records)"
+    )]
+    ColumnNotInferred {
+        /// The column's dotted path.
+        column: String,
+        /// Where keys stopped being added: `the record`, or a dotted path in backquotes.
+        under: String,
+        /// The schema's field limit.
+        limit: usize,
+    },
     /// Assembling an Arrow array or record batch failed.
     #[error("building an Arrow batch failed: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),

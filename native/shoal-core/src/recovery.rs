@@ -37,7 +37,7 @@ use crate::psf::{PsfKind, NOT_YET};
 use crate::record::{KEY_POINTER_SIZE, RECORD_PREFIX};
 use crate::log::device::{seal_page, SegmentFiles};
 use crate::record::RecordHeader;
-use crate::schema::InferredSchema;
+use crate::schema::{InferredSchema, MAX_SCHEMA_FIELDS};
 use crate::session::Marker;
 use crate::record::PageRecords;
 use crate::table::{Observed, Table, TableConfig};
@@ -366,6 +366,7 @@ fn replay_log(
         }
         if infer_page {
             report.schema_bytes_inferred += page_size as u64;
+            schema.limit_fields(MAX_SCHEMA_FIELDS);
         }
         report.pages_replayed += 1;
         report.bytes_replayed += page_size as u64;
@@ -421,6 +422,7 @@ fn restore_observed(
             report.checkpoint_used = true;
             let mut observed = Observed { schema: state.schema, totals: state.totals, until: 0 };
             observed.schema.merge(&schema);
+            observed.schema.limit_fields(MAX_SCHEMA_FIELDS);
             observed.totals.merge(&totals);
             Some(observed)
         }

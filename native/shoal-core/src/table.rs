@@ -18,7 +18,7 @@ use crate::log::HybridLog;
 use crate::parser::{default_parser, RecordParser};
 use crate::psf::{Psf, PsfKind, PsfRegistry, PsfSpec};
 use crate::record::PageRecords;
-use crate::schema::{InferredSchema, TailSchema};
+use crate::schema::{InferredSchema, TailSchema, MAX_SCHEMA_FIELDS};
 use crate::session::state::Sessions;
 
 pub use crate::config::{DurabilityPolicy, InvalidJsonPolicy, TableConfig};
@@ -125,6 +125,8 @@ impl Table {
         let state = Arc::clone(&observed);
         let capacity = log.page_capacity();
         let page_size = log.page_size() as u64;
+        // Whether the schema's field limit was reached (warned about once).
+        let limited = std::sync::atomic::AtomicBool::new(false);
         log.set_page_observer(Box::new(move |page, bytes| {
             let mut page_schema = InferredSchema::new();
             let mut totals = ObservedTotals::default();
@@ -138,6 +140,13 @@ impl Table {
             }
             let mut state = state.lock();
             state.schema.merge(&page_schema);
+            if state.schema.limit_fields(MAX_SCHEMA_FIELDS) && !limited.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    limit = MAX_SCHEMA_FIELDS,
+                    "a table's inferred schema reached its field limit: new keys of its records are no longer columns \
+                     (they stay in the records)"
+                );
+            }
             state.totals.merge(&totals);
             state.until = state.until.max((page + 1) * page_size);
         }))?;
@@ -338,6 +347,7 @@ impl Table {
             (observed.schema.clone(), observed.until)
         };
         tail.catch_up_and_merge(&self.log, self.log.page_of(observed_until), &mut schema);
+        schema.limit_fields(MAX_SCHEMA_FIELDS);
         schema
     }
 

@@ -110,6 +110,7 @@ impl OpsError {
             | E::RecordTooLarge { .. }
             | E::InvalidPsf { .. }
             | E::UnknownColumn { .. }
+            | E::ColumnNotInferred { .. }
             | E::InvalidAggregate { .. }
             | E::InvalidPlan(_)
             | E::InvalidConfig(_) => ErrorClass::InvalidArgument,

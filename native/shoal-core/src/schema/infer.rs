@@ -21,6 +21,18 @@ use crate::path::FieldPath;
 /// `serde_json`'s limit of 128 levels.
 pub const MAX_INFERRED_DEPTH: usize = 32;
 
+/// Fields (paths below the record, array items included) a table's inferred schema holds
+/// at most (Elasticsearch's `index.mapping.total_fields.limit` with
+/// `ignore_dynamic_beyond_limit`): records with ever new keys — map-like objects keyed by
+/// ids, or a hostile client — would otherwise grow the schema, its Arrow form and every
+/// checkpoint without bound. Beyond it [`InferredSchema::limit_fields`] keeps the
+/// shallowest fields and new keys are no longer added; the records keep them (filters see
+/// them, JSON output returns them), but they are not columns.
+pub const MAX_SCHEMA_FIELDS: usize = 10_000;
+
+/// [`Node::child_position`] of a key a truncated node does not hold: no child.
+const NO_CHILD: usize = usize::MAX;
+
 /// A set of JSON types, one bit each.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -116,6 +128,10 @@ struct Node {
     children: Vec<Node>,
     #[serde(skip_serializing_if = "Option::is_none")]
     items: Option<Box<Node>>,
+    /// The field limit cut children (or array items) of this node
+    /// ([`InferredSchema::limit_fields`]): no new keys or items are added to it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    truncated: bool,
 }
 
 fn is_empty_index(index: &KeyIndex) -> bool {
@@ -133,6 +149,8 @@ struct NodeRepr {
     children: Vec<Node>,
     #[serde(default)]
     items: Option<Box<Node>>,
+    #[serde(default)]
+    truncated: bool,
 }
 
 impl From<NodeRepr> for Node {
@@ -146,15 +164,18 @@ impl From<NodeRepr> for Node {
                 None => node.children.push(child),
             }
         }
+        node.truncated = repr.truncated;
         node
     }
 }
 
 impl Node {
-    /// The position of child `key`, added (with no types) if absent.
+    /// The position of child `key`, added (with no types) if absent; [`NO_CHILD`] for a
+    /// new key of a truncated node.
     fn child_position(&mut self, key: &str, hint: usize) -> usize {
         match self.keys.find(key, hint) {
             Some(position) => position,
+            None if self.truncated => NO_CHILD,
             None => self.push_child(key),
         }
     }
@@ -164,6 +185,7 @@ impl Node {
     fn child_position_bytes(&mut self, key: &[u8], hint: usize) -> Option<usize> {
         match self.keys.find_bytes(key, hint) {
             Some(position) => Some(position),
+            None if self.truncated => Some(NO_CHILD),
             None => Some(self.push_child(std::str::from_utf8(key).ok()?)),
         }
     }
@@ -186,7 +208,63 @@ impl Node {
             }
         }
         if let Some(items) = &other.items {
-            self.items.get_or_insert_with(Box::default).merge(items);
+            if !self.truncated {
+                self.items.get_or_insert_with(Box::default).merge(items);
+            }
+        }
+        self.truncated |= other.truncated;
+    }
+
+    /// Children (keys, then the array items) at nesting `depth` below the root are counted
+    /// in `per_depth[depth]`, and so on down.
+    fn count_fields(&self, depth: usize, per_depth: &mut Vec<usize>) {
+        for child in self.children.iter().chain(self.items.as_deref()) {
+            if per_depth.len() <= depth {
+                per_depth.resize(depth + 1, 0);
+            }
+            per_depth[depth] += 1;
+            child.count_fields(depth + 1, per_depth);
+        }
+    }
+
+    /// Marks this node and every node below it truncated.
+    fn freeze(&mut self) {
+        self.truncated = true;
+        for child in self.children.iter_mut().chain(self.items.as_deref_mut()) {
+            child.freeze();
+        }
+    }
+
+    /// Cuts this node's fields for [`InferredSchema::limit_fields`]: its children are at
+    /// `depth`; all are kept above `cut_depth`, the first `left` (in first-seen order,
+    /// across nodes in depth-first order) at it, none below it.
+    fn cut_fields(&mut self, depth: usize, cut_depth: usize, left: &mut usize) {
+        if depth < cut_depth {
+            for child in &mut self.children {
+                child.cut_fields(depth + 1, cut_depth, left);
+            }
+            if let Some(items) = &mut self.items {
+                items.cut_fields(depth + 1, cut_depth, left);
+            }
+            return;
+        }
+        let keep = if depth == cut_depth { (*left).min(self.children.len()) } else { 0 };
+        *left -= keep;
+        if keep < self.children.len() {
+            self.children.truncate(keep);
+            self.keys.truncate(keep);
+            self.truncated = true;
+        }
+        if self.items.is_some() {
+            if depth == cut_depth && *left > 0 {
+                *left -= 1;
+            } else {
+                self.items = None;
+                self.truncated = true;
+            }
+        }
+        for child in self.children.iter_mut().chain(self.items.as_deref_mut()) {
+            child.cut_fields(depth + 1, cut_depth, left);
         }
     }
 
@@ -292,6 +370,10 @@ impl<'de> Visitor<'de> for Observe<'_> {
             while seq.next_element::<IgnoredAny>()?.is_some() {}
             return Ok(());
         }
+        if self.node.truncated && self.node.items.is_none() {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            return Ok(());
+        }
         let items = self.node.items.get_or_insert_with(Box::default);
         while seq.next_element_seed(Observe { node: &mut *items, depth: self.depth + 1 })?.is_some() {}
         Ok(())
@@ -308,7 +390,9 @@ impl<'de> Visitor<'de> for Observe<'_> {
         let mut hint = 0;
         while let Some(key) = map.next_key_seed(KeySeed)? {
             let position = node.child_position(&key, hint);
-            hint = position + 1;
+            if position != NO_CHILD {
+                hint = position + 1;
+            }
             match node.children.get_mut(position) {
                 Some(child) => map.next_value_seed(Observe { node: child, depth: self.depth + 1 })?,
                 None => {
@@ -416,6 +500,63 @@ impl InferredSchema {
         self.root.merge(&other.root);
     }
 
+    /// Keeps at most `max` fields (paths below the record, array items included): all
+    /// the fields of the shallowest levels, then, at the level where the budget runs out,
+    /// the first ones seen (depth-first, in first-seen order); nothing deeper. Then the
+    /// schema is frozen, as Elasticsearch's mappings are at their field limit: every node is
+    /// marked truncated, so observing and merging still widen the types of the fields kept
+    /// but never add a key or array items again (new values are parsed past), and the
+    /// fields a query sees stay the same. Returns whether anything was cut. See
+    /// [`MAX_SCHEMA_FIELDS`].
+    pub fn limit_fields(&mut self, max: usize) -> bool {
+        let mut per_depth = Vec::new();
+        self.root.count_fields(0, &mut per_depth);
+        if per_depth.iter().sum::<usize>() <= max {
+            return false;
+        }
+        let mut left = max;
+        let mut cut_depth = per_depth.len();
+        for (depth, &fields) in per_depth.iter().enumerate() {
+            if fields > left {
+                cut_depth = depth;
+                break;
+            }
+            left -= fields;
+        }
+        self.root.cut_fields(0, cut_depth, &mut left);
+        self.root.freeze();
+        true
+    }
+
+    /// Fields (paths below the record, array items included) the schema holds.
+    #[must_use]
+    pub fn field_count(&self) -> usize {
+        let mut per_depth = Vec::new();
+        self.root.count_fields(0, &mut per_depth);
+        per_depth.iter().sum()
+    }
+
+    /// Where `path` leaves the schema, when that node is truncated
+    /// ([`limit_fields`](Self::limit_fields)): the dotted path of the deepest node of
+    /// `path` the schema holds (empty: the root), under which records may have keys the
+    /// schema does not. `None` when the schema holds the whole path or that node is not
+    /// truncated.
+    #[must_use]
+    pub fn truncated_along(&self, path: &FieldPath) -> Option<String> {
+        let mut node = &self.root;
+        let mut prefix: Vec<&str> = Vec::new();
+        for key in path.segments() {
+            match node.child(key) {
+                Some(child) => {
+                    prefix.push(key);
+                    node = child;
+                }
+                None => return node.truncated.then(|| prefix.join(".")),
+            }
+        }
+        None
+    }
+
     /// Number of records observed (including through [`merge`](Self::merge)).
     #[must_use]
     pub fn record_count(&self) -> u64 {
@@ -457,14 +598,20 @@ impl InferredSchema {
     /// Like [`arrow_field`](Self::arrow_field), for a list of requested columns.
     ///
     /// # Errors
-    /// [`Error::UnknownColumn`] for the first path that no record had.
+    /// [`Error::UnknownColumn`] for the first path that no record had;
+    /// [`Error::ColumnNotInferred`] for one under a node the field limit truncated.
     pub fn columns(&self, paths: &[FieldPath]) -> Result<Vec<(FieldPath, Field)>> {
         paths
             .iter()
             .map(|path| {
-                self.arrow_field(path)
-                    .map(|field| (path.clone(), field))
-                    .ok_or_else(|| Error::UnknownColumn { column: path.to_string() })
+                self.arrow_field(path).map(|field| (path.clone(), field)).ok_or_else(|| match self.truncated_along(path) {
+                    Some(prefix) => Error::ColumnNotInferred {
+                        column: path.to_string(),
+                        under: if prefix.is_empty() { "the record".to_owned() } else { format!("`{prefix}`") },
+                        limit: MAX_SCHEMA_FIELDS,
+                    },
+                    None => Error::UnknownColumn { column: path.to_string() },
+                })
             })
             .collect()
     }
@@ -507,9 +654,11 @@ fn merge_sonic_value(node: &mut Node, value: &sonic_rs::Value, depth: usize) {
         JsonType::Array if depth >= MAX_INFERRED_DEPTH => TypeSet::ARRAY | TypeSet::TOO_DEEP,
         JsonType::Object if depth >= MAX_INFERRED_DEPTH => TypeSet::OBJECT | TypeSet::TOO_DEEP,
         JsonType::Array => {
-            let items = node.items.get_or_insert_with(Box::default);
-            for item in value.as_array().into_iter().flat_map(|a| a.iter()) {
-                merge_sonic_value(items, item, depth + 1);
+            if !(node.truncated && node.items.is_none()) {
+                let items = node.items.get_or_insert_with(Box::default);
+                for item in value.as_array().into_iter().flat_map(|a| a.iter()) {
+                    merge_sonic_value(items, item, depth + 1);
+                }
             }
             TypeSet::ARRAY
         }
@@ -688,8 +837,14 @@ fn merge_validated(node: &mut Node, cursor: &mut Cursor<'_>, depth: usize) -> Op
                         return None;
                     }
                     let position = node.child_position_bytes(key, hint)?;
-                    merge_validated(node.children.get_mut(position)?, cursor, depth + 1)?;
-                    hint = position + 1;
+                    match node.children.get_mut(position) {
+                        Some(child) => {
+                            merge_validated(child, cursor, depth + 1)?;
+                            hint = position + 1;
+                        }
+                        // A new key of a truncated node: parsed past, into nothing kept.
+                        None => merge_validated(&mut Node::default(), cursor, depth + 1)?,
+                    }
                     match cursor.next_byte()? {
                         b',' => {}
                         b'}' => break,
@@ -700,8 +855,14 @@ fn merge_validated(node: &mut Node, cursor: &mut Cursor<'_>, depth: usize) -> Op
             TypeSet::OBJECT
         }
         b'[' => {
-            // Even an empty array has an (empty) items node, as in the other paths.
-            let items = node.items.get_or_insert_with(Box::default);
+            // Even an empty array has an (empty) items node, as in the other paths (not a
+            // truncated one: its items are parsed past, into nothing kept).
+            let mut discarded = None;
+            let items: &mut Node = if node.truncated && node.items.is_none() {
+                discarded.insert(Node::default())
+            } else {
+                node.items.get_or_insert_with(Box::default)
+            };
             cursor.skip_whitespace();
             if cursor.text.get(cursor.at) == Some(&b']') {
                 cursor.at += 1;
@@ -1349,5 +1510,78 @@ mod tests {
         assert_eq!(types(&via_serde), types(&reference));
         let json = |s: &InferredSchema| serde_json::to_string(&s.root).unwrap();
         assert_eq!(json(&via_serde_path), json(&reference));
+    }
+
+    fn path(text: &str) -> FieldPath {
+        FieldPath::parse(text).unwrap()
+    }
+
+    /// The field limit keeps the shallowest fields, marks the nodes it cut, and afterwards
+    /// every way of observing or merging parses past new keys without adding them.
+    #[test]
+    fn the_field_limit_keeps_the_shallowest_fields_and_stops_new_keys() {
+        let mut schema = InferredSchema::new();
+        assert!(schema.observe(br#"{"id": 1, "a": {"x": 1, "y": {"deep": 1}}, "list": [{"k": 1}], "b": 2}"#));
+        // Depth 0: id, a, list, b (4); depth 1: a.x, a.y, list's items (3); depth 2:
+        // a.y.deep, items.k (2). A limit of 8 keeps depths 0 and 1 and the first of depth 2.
+        assert_eq!(schema.field_count(), 9);
+        assert!(schema.limit_fields(8));
+        assert_eq!(schema.field_count(), 8);
+        assert!(schema.arrow_field(&path("a.y.deep")).is_some());
+        assert!(schema.types_at(&path("list")).is_some());
+        assert!(!schema.limit_fields(8), "within the limit: nothing more to cut");
+
+        // The schema is frozen: new keys and items are parsed past and not added, by every
+        // path, while the types of the fields kept still widen.
+        let record = br#"{"id": "2", "a": {"x": 3, "y": {"deep": 2, "new": {"n": 1}}}, "list": [{"k": 1, "z": [1]}], "c": 5}"#;
+        let before = serde_json::to_string(&schema).unwrap();
+        for observe in [InferredSchema::observe as fn(&mut InferredSchema, &[u8]) -> bool, InferredSchema::observe_validated] {
+            let mut copy: InferredSchema = serde_json::from_str(&before).unwrap();
+            assert!(observe(&mut copy, record));
+            assert_eq!(copy.record_count(), 2);
+            assert!(copy.types_at(&path("a.y.new")).is_none());
+            assert!(copy.types_at(&path("c")).is_none());
+            assert_eq!(copy.field_count(), 8);
+            assert_eq!(copy.types_at(&path("id")), Some(TypeSet::INT | TypeSet::STRING));
+        }
+        let mut fresh = InferredSchema::new();
+        assert!(fresh.observe(record));
+        let mut merged: InferredSchema = serde_json::from_str(&before).unwrap();
+        merged.merge(&fresh);
+        assert!(merged.types_at(&path("a.y.new")).is_none());
+        assert_eq!(merged.field_count(), 8);
+
+        // A column the limit dropped is named as such; one no record had stays unknown.
+        match schema.columns(&[path("a.y.new")]) {
+            Err(Error::ColumnNotInferred { column, under, limit }) => {
+                assert_eq!((column.as_str(), under.as_str(), limit), ("a.y.new", "`a.y`", MAX_SCHEMA_FIELDS));
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut unlimited = InferredSchema::new();
+        assert!(unlimited.observe(br#"{"a": 1}"#));
+        assert!(matches!(unlimited.columns(&[path("nope")]), Err(Error::UnknownColumn { .. })));
+    }
+
+    /// A root past the limit keeps its first keys; the cut survives a checkpoint's serde.
+    #[test]
+    fn a_wide_root_keeps_its_first_keys_through_serde() {
+        let mut schema = InferredSchema::new();
+        for i in 0..50 {
+            assert!(schema.observe_validated(format!(r#"{{"k{i}": {i}, "v": {{"n{i}": 1}}}}"#).as_bytes()));
+        }
+        assert_eq!(schema.field_count(), 101);
+        assert!(schema.limit_fields(20));
+        let fields: Vec<String> = schema.arrow_schema().fields().iter().map(|f| f.name().clone()).collect();
+        assert_eq!(fields.len(), 20);
+        assert_eq!(fields[..3], ["k0", "v", "k1"]);
+        let copy: InferredSchema = serde_json::from_str(&serde_json::to_string(&schema).unwrap()).unwrap();
+        let mut copy = copy;
+        assert!(copy.observe_validated(br#"{"k999": 1}"#));
+        assert_eq!(copy.field_count(), 20);
+        assert!(matches!(
+            copy.columns(&[path("k999")]),
+            Err(Error::ColumnNotInferred { ref under, .. }) if under == "the record"
+        ));
     }
 }

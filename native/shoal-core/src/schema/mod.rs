@@ -62,7 +62,7 @@ mod infer;
 mod tail;
 
 pub use arrow_batch::BatchBuilder;
-pub use infer::{InferredSchema, TypeSet, MAX_INFERRED_DEPTH};
+pub use infer::{InferredSchema, TypeSet, MAX_INFERRED_DEPTH, MAX_SCHEMA_FIELDS};
 pub(crate) use tail::TailSchema;
 
 /// Metadata key set (to `"true"`) on a `Utf8` field whose values are JSON text because
@@ -107,6 +107,19 @@ impl KeyIndex {
             self.keys.iter().position(|k| short_eq(k.as_bytes(), key))
         } else {
             self.map.get(key).copied()
+        }
+    }
+
+    /// Keeps the first `len` keys.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        if len >= self.keys.len() {
+            return;
+        }
+        self.keys.truncate(len);
+        if self.keys.len() > Self::LINEAR_LIMIT {
+            self.map.retain(|_, position| *position < len);
+        } else {
+            self.map = HashMap::default();
         }
     }
 

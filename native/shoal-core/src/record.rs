@@ -328,9 +328,14 @@ impl<'a> RecordView<'a> {
 
 const _: () = assert!(KEY_POINTER_SIZE == 3 * 8);
 
+/// The first address a record can have (the log's first page starts with this many
+/// unused bytes); addresses below it stay unused so that 0 can mean "no address" in
+/// chains and index entries.
+pub const FIRST_ADDRESS: u64 = 64;
+
 /// The records of a page's bytes in address order (FishStore §5.2's layout): each item is
 /// the record's offset in the page and its view. The walk starts at offset 0 (an empty
-/// header there, the reserved start of page 0, skips to [`crate::log::FIRST_ADDRESS`]) and
+/// header there, the reserved start of page 0, skips to [`FIRST_ADDRESS`]) and
 /// stops at the end of `bytes`, at a filler (the unused end of a closed page), or at a
 /// header that was never written or does not parse (the rest of an open page). Records
 /// of every state are yielded: callers check [`RecordHeader::is_visible`] and
@@ -355,7 +360,7 @@ impl<'a> Iterator for PageRecords<'a> {
             let Some(view) = RecordView::new(&self.bytes[self.offset..]) else {
                 // Empty header (never written) or a header that does not parse.
                 if self.offset == 0 {
-                    self.offset = crate::log::FIRST_ADDRESS as usize;
+                    self.offset = FIRST_ADDRESS as usize;
                     continue;
                 }
                 self.offset = self.bytes.len();

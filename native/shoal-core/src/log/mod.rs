@@ -47,9 +47,7 @@ use device::{seal_page, Device};
 use flush::flush_loop;
 pub(crate) use observer::lower_priority;
 
-/// The first address a record can have; addresses below it stay unused so that 0 can
-/// mean "no address" in chains and index entries.
-pub const FIRST_ADDRESS: u64 = 64;
+pub use crate::record::FIRST_ADDRESS;
 
 /// Size of a record header in bytes; a page end with less room than this needs no filler.
 const HEADER_SIZE: u64 = 8;

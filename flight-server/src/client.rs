@@ -237,6 +237,13 @@ pub struct CreateTableArgs {
     /// Compact flushed pages into Parquet (the columnar tier) or not [default: the daemon's].
     #[arg(long)]
     columnar: Option<bool>,
+    /// Retention: keep about the newest this many bytes of log [default: everything].
+    #[arg(long)]
+    retention_bytes: Option<u64>,
+    /// Retention: drop segment files last written more than this many seconds ago
+    /// [default: keep them].
+    #[arg(long)]
+    retention_secs: Option<u64>,
     /// Succeed without change when the table exists.
     #[arg(long)]
     if_not_exists: bool,
@@ -320,6 +327,16 @@ pub async fn create_table(args: CreateTableArgs) -> Result<(), String> {
     if let Some(mb) = args.memory_budget_mb {
         let bytes = mb.checked_mul(1 << 20).ok_or_else(|| format!("--memory-budget-mb {mb} is too large"))?;
         body["memory_budget_bytes"] = json!(bytes);
+    }
+    if args.retention_bytes.is_some() || args.retention_secs.is_some() {
+        let mut retention = json!({});
+        if let Some(bytes) = args.retention_bytes {
+            retention["keep_bytes"] = json!(bytes);
+        }
+        if let Some(secs) = args.retention_secs {
+            retention["max_age_secs"] = json!(secs);
+        }
+        body["retention"] = retention;
     }
     if let Some(enabled) = args.columnar {
         body["columnar"] = json!({"enabled": enabled});

@@ -80,6 +80,9 @@ struct ServeArgs {
     /// Seconds between automatic checkpoints, 0 for none [default: 60].
     #[arg(long, env = "SHOAL_CHECKPOINT_INTERVAL_SECS")]
     checkpoint_interval_secs: Option<u64>,
+    /// Seconds between applications of the tables' retention policies, 0 for never [default: 30].
+    #[arg(long, env = "SHOAL_RETENTION_CHECK_SECS")]
+    retention_check_secs: Option<u64>,
     /// Tokio worker threads [default: one per core].
     #[arg(long, env = "SHOAL_WORKER_THREADS")]
     worker_threads: Option<usize>,
@@ -169,6 +172,9 @@ impl ServeArgs {
         }
         if let Some(secs) = self.checkpoint_interval_secs {
             config.engine.checkpoint_interval_secs = secs;
+        }
+        if let Some(secs) = self.retention_check_secs {
+            config.engine.retention_check_secs = secs;
         }
         if let Some(threads) = self.worker_threads {
             config.worker_threads = threads;
@@ -337,6 +343,8 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
     let gauges = tokio::spawn(update_gauges(Arc::clone(&catalog)));
     let checkpoints = (config.engine.checkpoint_interval_secs > 0 && !config.engine.in_memory)
         .then(|| tokio::spawn(checkpoint_periodically(Arc::clone(&catalog), config.engine.checkpoint_interval_secs)));
+    let retention = (config.engine.retention_check_secs > 0)
+        .then(|| tokio::spawn(retain_periodically(Arc::clone(&catalog), config.engine.retention_check_secs)));
     // grpc.health.v1 (Kubernetes' gRPC probes, grpc_health_probe): SERVING for the server ("")
     // and the Flight service until the shutdown signal, NOT_SERVING from then on. Outside the
     // authentication interceptor: probes carry no credentials, and the answer tells nothing
@@ -382,7 +390,7 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
         () = grace_over => tracing::warn!("shutdown grace period over: cancelling the calls still in flight"),
     }
     gauges.abort();
-    if let Some(task) = checkpoints {
+    for task in [checkpoints, retention].into_iter().flatten() {
         task.abort();
     }
     tracing::info!("shutting down: flushing tables");
@@ -390,6 +398,20 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
     tokio::task::spawn_blocking(move || closing.close_all()).await.map_err(|e| e.to_string())?;
     tracing::info!("shoal stopped");
     Ok(())
+}
+
+/// Applies every table's retention policy every `seconds` (Kafka's
+/// `log.retention.check.interval.ms`).
+async fn retain_periodically(catalog: Arc<Catalog>, seconds: u64) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(seconds));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let catalog = Arc::clone(&catalog);
+        if let Err(e) = tokio::task::spawn_blocking(move || catalog.apply_retention()).await {
+            tracing::error!(error = %e, "the retention task failed");
+        }
+    }
 }
 
 /// Checkpoints every table every `seconds` (fuzzy: ingestion continues), so that

@@ -153,7 +153,8 @@ def test_table_management_commands_and_completions(daemon, tmp_path):
     assert "already exists" in cli_fails(daemon, "create-table", "logs")
     assert "invalid value" in cli_fails(daemon, "create-table", "x", "--durability", "sometimes")
     assert "invalid value" in cli_fails(daemon, "create-table", "x", "--on-invalid-json", "maybe")
-    cli(daemon, "create-table", "other")
+    cli(daemon, "create-table", "other", "--retention-bytes", "1000000", "--retention-secs", "3600")
+    assert json.loads(cli(daemon, "stats", "--table", "other"))["retention"] == {"keep_bytes": 1000000, "max_age_secs": 3600}
     assert cli(daemon, "tables").split() == ["logs", "other"]
     stdin = '{"id": 1}\nnot json\n{"id": 2}\n'
     cli(daemon, "ingest", "--table", "logs", "-", stdin=stdin)

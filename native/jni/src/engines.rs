@@ -170,25 +170,52 @@ pub fn open(data_dir: &Path, options: Option<&str>) -> Result<u64, Failure> {
         }
         engine.handles += 1;
     } else {
-        let interval = config.checkpoint_interval_secs;
-        let in_memory = config.in_memory;
+        // Periodic work, as the daemon does it: checkpoints (on-disk engines) and the
+        // tables' retention policies, each every its interval (0: never).
+        let checkpoint_every = (config.checkpoint_interval_secs > 0 && !config.in_memory)
+            .then(|| Duration::from_secs(config.checkpoint_interval_secs));
+        let retention_every = (config.retention_check_secs > 0)
+            .then(|| Duration::from_secs(config.retention_check_secs));
         let catalog =
             Arc::new(Catalog::open(config).map_err(|e| Failure::new("FAILED_PRECONDITION", e))?);
-        let (stop_checkpoints, checkpointer) = if interval > 0 && !in_memory {
+        let (stop_checkpoints, checkpointer) = if checkpoint_every.is_some() || retention_every.is_some() {
             let (sender, receiver) = mpsc::channel::<()>();
             let catalog = Arc::clone(&catalog);
             let thread = std::thread::Builder::new()
                 .name("shoal-checkpoints".into())
                 .spawn(move || {
-                    while let Err(RecvTimeoutError::Timeout) =
-                        receiver.recv_timeout(Duration::from_secs(interval))
-                    {
-                        for entry in catalog.list() {
-                            if let Err(e) = entry.table.checkpoint() {
-                                eprintln!(
-                                    "shoal embedded: checkpoint of table {:?} failed: {e}",
-                                    entry.name
-                                );
+                    let started = std::time::Instant::now();
+                    let mut next_checkpoint = checkpoint_every;
+                    let mut next_retention = retention_every;
+                    loop {
+                        let next = match (next_checkpoint, next_retention) {
+                            (Some(c), Some(r)) => c.min(r),
+                            (Some(c), None) => c,
+                            (None, Some(r)) => r,
+                            (None, None) => return,
+                        };
+                        let wait = next.saturating_sub(started.elapsed());
+                        if !matches!(receiver.recv_timeout(wait), Err(RecvTimeoutError::Timeout)) {
+                            return;
+                        }
+                        let now = started.elapsed();
+                        if let (Some(at), Some(every)) = (next_retention, retention_every) {
+                            if now >= at {
+                                catalog.apply_retention();
+                                next_retention = Some(at + every);
+                            }
+                        }
+                        if let (Some(at), Some(every)) = (next_checkpoint, checkpoint_every) {
+                            if now >= at {
+                                for entry in catalog.list() {
+                                    if let Err(e) = entry.table.checkpoint() {
+                                        eprintln!(
+                                            "shoal embedded: checkpoint of table {:?} failed: {e}",
+                                            entry.name
+                                        );
+                                    }
+                                }
+                                next_checkpoint = Some(at + every);
                             }
                         }
                     }

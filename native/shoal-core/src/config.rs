@@ -52,6 +52,34 @@ pub struct TableConfig {
     pub durability: DurabilityPolicy,
     /// The columnar tier ([`crate::columnar`]). Default: on.
     pub columnar: ColumnarConfig,
+    /// What retention keeps of the log, applied by [`Table::apply_retention`]
+    /// (`crate::table::Table`). Default: everything.
+    pub retention: RetentionPolicy,
+}
+
+/// A table's retention policy (Kafka's `retention.bytes` and `retention.ms`): the head of
+/// the log beyond it is truncated ([`crate::retention`], FASTER's `ShiftBeginAddress`)
+/// whenever [`Table::apply_retention`](crate::table::Table::apply_retention) runs (the
+/// daemon: every `retention_check_secs`). Both unset: keep everything.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionPolicy {
+    /// Keep about the newest this many bytes of log (whole pages are dropped, so up to a
+    /// page more stays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_bytes: Option<u64>,
+    /// Drop the segment files last written longer ago than this many seconds (on-disk
+    /// tables only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_secs: Option<u64>,
+}
+
+impl RetentionPolicy {
+    /// Whether the policy keeps everything.
+    #[must_use]
+    pub fn is_none(&self) -> bool {
+        self.keep_bytes.is_none() && self.max_age_secs.is_none()
+    }
 }
 
 impl Default for TableConfig {
@@ -62,6 +90,7 @@ impl Default for TableConfig {
             on_invalid_json: InvalidJsonPolicy::Reject,
             durability: DurabilityPolicy::None,
             columnar: ColumnarConfig::default(),
+            retention: RetentionPolicy::default(),
         }
     }
 }

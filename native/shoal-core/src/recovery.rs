@@ -218,6 +218,7 @@ fn recover_meta(config: TableConfig) -> Result<Recovered> {
     let mut config = config.with_durability(meta.durability);
     config.on_invalid_json = meta.on_invalid_json;
     config.columnar = meta.columnar.clone();
+    config.retention = meta.retention;
     let psf_kinds = meta.psfs.iter().map(|p| PsfKind::from_spec(&p.name, &p.definition)).collect::<Result<Vec<_>>>()?;
     Ok(Recovered { dir, meta, config, psf_kinds })
 }

@@ -33,6 +33,36 @@ pub struct TruncateReport {
 }
 
 impl Table {
+    /// Applies the table's [`RetentionPolicy`](crate::table::RetentionPolicy): its
+    /// `keep_bytes` rule, then its `max_age_secs` rule, each as [`Table::truncate`] does.
+    /// Returns what was dropped in all (`None` when the policy keeps everything or
+    /// nothing was dropped).
+    ///
+    /// # Errors
+    /// As [`Table::truncate`].
+    pub fn apply_retention(&self) -> Result<Option<TruncateReport>> {
+        let policy = self.config().retention;
+        let mut rules = Vec::new();
+        if let Some(bytes) = policy.keep_bytes {
+            rules.push(RetentionRule::KeepBytes(bytes));
+        }
+        if let Some(secs) = policy.max_age_secs.filter(|_| self.log.has_storage()) {
+            rules.push(RetentionRule::OlderThan(Duration::from_secs(secs)));
+        }
+        let mut total: Option<TruncateReport> = None;
+        for rule in rules {
+            let report = self.truncate(rule)?;
+            if report.begin_address == report.previous_begin_address {
+                continue;
+            }
+            let sum = total.get_or_insert(TruncateReport { previous_begin_address: report.previous_begin_address, ..TruncateReport::default() });
+            sum.begin_address = report.begin_address;
+            sum.segments_deleted += report.segments_deleted;
+            sum.bytes_deleted += report.bytes_deleted;
+        }
+        Ok(total)
+    }
+
     /// Drops the head of the log per `rule`: records below the new begin address are
     /// gone from scans and chains at once, and segment files wholly below it are
     /// deleted (a segment partly above it stays until the begin address passes it). The

@@ -21,7 +21,7 @@ use crate::record::PageRecords;
 use crate::schema::{InferredSchema, TailSchema, MAX_SCHEMA_FIELDS};
 use crate::session::state::Sessions;
 
-pub use crate::config::{DurabilityPolicy, InvalidJsonPolicy, TableConfig};
+pub use crate::config::{DurabilityPolicy, InvalidJsonPolicy, RetentionPolicy, TableConfig};
 pub use crate::log::{DeviceConfig, LogConfig};
 
 /// Counters of a table.
@@ -54,6 +54,8 @@ pub struct TableStats {
     pub index_overflow_buckets: u64,
     /// The columnar tier.
     pub columnar: ColumnarStats,
+    /// The retention policy (`{}`: keep everything).
+    pub retention: RetentionPolicy,
 }
 
 /// A FishStore instance: ingest JSON records, register PSFs, scan subsets.
@@ -200,6 +202,7 @@ impl Table {
             on_invalid_json: self.config.on_invalid_json,
             psfs: psfs.iter().map(|p| PsfMeta::of(p)).collect(),
             columnar: self.config.columnar.clone(),
+            retention: self.config.retention,
         };
         write_json_atomic(dir, TABLE_META_FILE, &meta)
     }
@@ -370,6 +373,7 @@ impl Table {
                 self.log.page_start(self.log.page_of(self.log.flushed_until())),
             ),
             index_overflow_buckets: self.index.overflow_bucket_count(),
+            retention: self.config.retention,
         }
     }
 

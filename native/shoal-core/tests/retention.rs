@@ -126,3 +126,31 @@ fn truncation_by_size_and_by_age() {
     let (batches, _) = table.scan(&request).unwrap();
     assert!(batches.iter().map(|b| b.num_rows()).sum::<usize>() > 0);
 }
+
+#[test]
+fn a_retention_policy_is_applied_on_demand_and_kept_across_a_reopen() {
+    let Some(lines) = common::github_events(3_000) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.retention = shoal_core::table::RetentionPolicy { keep_bytes: Some(1 << 19), max_age_secs: None };
+    let table = Table::create(config.clone()).unwrap();
+    assert_eq!(table.apply_retention().unwrap(), None, "an empty table keeps everything");
+    for chunk in lines.chunks(100) {
+        let refs: Vec<&[u8]> = chunk.iter().map(String::as_bytes).collect();
+        table.ingest(&refs).unwrap();
+    }
+    table.flush().unwrap();
+    let tail = table.tail_address();
+    let report = table.apply_retention().unwrap().expect("more than 512 KiB of log: its head goes");
+    assert!(report.begin_address > report.previous_begin_address, "{report:?}");
+    assert!(tail - report.begin_address >= 1 << 19, "at least keep_bytes stay: {report:?}, tail {tail}");
+    assert!(tail - report.begin_address < (1 << 19) + (1 << 18), "about keep_bytes stay, within a page: {report:?}");
+    assert_eq!(table.apply_retention().unwrap(), None, "applied again: nothing more to drop");
+    table.close().unwrap();
+    drop(table);
+
+    // The policy is the table's: a reopen (with a config that says nothing of it) keeps it.
+    let (table, _) = Table::open(TableConfig::on_disk(dir.path())).unwrap();
+    assert_eq!(table.config().retention, config.retention);
+    assert_eq!(table.stats().begin_address, report.begin_address);
+}

@@ -175,6 +175,10 @@ impl Catalog {
             config.index_size_bits = bits;
         }
         config.columnar = columnar_config(&self.config.columnar, request.columnar.as_ref())?;
+        if let Some(retention) = request.retention {
+            check_retention(&request.name, &retention, self.config.in_memory)?;
+            config.retention = retention;
+        }
         self.check_capacity(&tables, &request.name, &config)?;
         let durability = request.durability.unwrap_or(self.config.durability);
         let group_commit_ms = request.group_commit_ms.unwrap_or(self.config.group_commit_ms);
@@ -247,6 +251,30 @@ impl Catalog {
         Ok(())
     }
 
+    /// Applies every table's retention policy ([`Table::apply_retention`]), logging what
+    /// each dropped; returns the number of tables whose log head was truncated. A table
+    /// whose truncation fails is logged and skipped.
+    pub fn apply_retention(&self) -> usize {
+        let mut truncated = 0;
+        for entry in self.list() {
+            match entry.table.apply_retention() {
+                Ok(Some(report)) => {
+                    truncated += 1;
+                    tracing::info!(
+                        table = %entry.name,
+                        begin_address = report.begin_address,
+                        segments_deleted = report.segments_deleted,
+                        bytes_deleted = report.bytes_deleted,
+                        "retention truncated the log's head"
+                    );
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(table = %entry.name, error = %e, "applying the retention policy failed"),
+            }
+        }
+        truncated
+    }
+
     /// Flushes and stops every table (graceful shutdown).
     pub fn close_all(&self) {
         for entry in self.list() {
@@ -256,6 +284,22 @@ impl Catalog {
             }
         }
     }
+}
+
+/// Checks a table's retention policy: positive amounts; an age only for a table with
+/// segment files.
+fn check_retention(table: &str, retention: &shoal_core::table::RetentionPolicy, in_memory: bool) -> Result<(), OpsError> {
+    if retention.keep_bytes == Some(0) || retention.max_age_secs == Some(0) {
+        return Err(OpsError::invalid_argument(format!(
+            "table {table:?}: retention.keep_bytes and retention.max_age_secs must be positive (leave one out to keep everything by it)"
+        )));
+    }
+    if in_memory && retention.max_age_secs.is_some() {
+        return Err(OpsError::invalid_argument(format!(
+            "table {table:?}: retention.max_age_secs ages segment files, and this daemon runs --in-memory (use retention.keep_bytes)"
+        )));
+    }
+    Ok(())
 }
 
 /// Largest `index_size_bits` a client may ask for (2^24 buckets × 64 bytes = 1 GiB).

@@ -27,6 +27,9 @@ pub struct EngineConfig {
     /// Seconds between automatic checkpoints of every table (0: only on demand and at
     /// shutdown). Default 60.
     pub checkpoint_interval_secs: u64,
+    /// Seconds between applications of the tables' retention policies (`create_table`'s
+    /// `retention`; 0: never). Default 30.
+    pub retention_check_secs: u64,
     /// Most endpoints (parallel log ranges) per query plan. Default 4.
     pub endpoints_per_query: usize,
     /// Rows per Arrow batch of a scan's result. Default 4096.
@@ -68,6 +71,7 @@ impl Default for EngineConfig {
             durability: Durability::None,
             group_commit_ms: 5,
             checkpoint_interval_secs: 60,
+            retention_check_secs: 30,
             endpoints_per_query: 4,
             batch_rows: 4096,
             max_tables: 1024,
@@ -144,6 +148,7 @@ impl EngineConfig {
     pub fn validate(&self) -> Result<(), String> {
         check_range("group_commit_ms", self.group_commit_ms, 1, MAX_GROUP_COMMIT_MS, " milliseconds")?;
         check_range("checkpoint_interval_secs", self.checkpoint_interval_secs, 0, MAX_CHECKPOINT_INTERVAL_SECS, " seconds")?;
+        check_range("retention_check_secs", self.retention_check_secs, 0, MAX_CHECKPOINT_INTERVAL_SECS, " seconds")?;
         check_range("endpoints_per_query", self.endpoints_per_query, 1, MAX_ENDPOINTS_PER_QUERY, "")?;
         check_range("batch_rows", self.batch_rows, 1, MAX_BATCH_ROWS, " rows")?;
         check_range("memory_budget_bytes", self.memory_budget_bytes, MIN_MEMORY_BUDGET_BYTES, MAX_MEMORY_BUDGET_BYTES, " bytes")?;

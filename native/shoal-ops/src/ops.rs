@@ -27,7 +27,7 @@ use crate::protocol::{
 
 /// The actions `DoAction` understands, with their descriptions (for `ListActions`).
 pub const ACTIONS: &[(&str, &str)] = &[
-    ("create_table", r#"{"name", "on_invalid_json"?: "reject"|"skip", "memory_budget_bytes"?, "page_size_bits"?, "index_size_bits"?, "if_not_exists"?, "columnar"?: {"enabled"?, "file_log_bytes"?, "row_group_rows"?, "codec"?: "zstd"|"lz4"|"none", "idle_ms"?}} → {"created": bool}"#),
+    ("create_table", r#"{"name", "on_invalid_json"?: "reject"|"skip", "memory_budget_bytes"?, "page_size_bits"?, "index_size_bits"?, "if_not_exists"?, "columnar"?: {"enabled"?, "file_log_bytes"?, "row_group_rows"?, "codec"?: "zstd"|"lz4"|"none", "idle_ms"?}, "retention"?: {"keep_bytes"?, "max_age_secs"?}} → {"created": bool}"#),
     ("drop_table", r#"{"name"} → {"dropped": true}"#),
     ("register_psf", r#"{"table", "name", "kind": "projection"|"predicate"|"range"|"composite", "field"|"expr"|"fields", "boundaries"?} → PSF with safe register address"#),
     ("deregister_psf", r#"{"table", "name"} → PSF with safe deregister address"#),

@@ -67,6 +67,11 @@ pub struct CreateTable {
     /// `codec`, `idle_ms`; those not given: the server's `columnar` section).
     #[serde(default)]
     pub columnar: Option<serde_json::Value>,
+    /// What retention keeps of the log: `{"keep_bytes"?, "max_age_secs"?}` (Kafka's
+    /// `retention.bytes`/`retention.ms`), applied every `retention_check_secs`. Default:
+    /// keep everything.
+    #[serde(default)]
+    pub retention: Option<shoal_core::table::RetentionPolicy>,
 }
 
 /// `drop_table`, `stats`, `list_psfs`, `checkpoint`.

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::files::{read_json, write_json_atomic};
 use crate::psf::{Psf, PsfSpec, NOT_YET};
 use crate::schema::InferredSchema;
-use crate::config::{DurabilityPolicy, InvalidJsonPolicy};
+use crate::config::{DurabilityPolicy, InvalidJsonPolicy, RetentionPolicy};
 
 /// File name of [`TableMeta`] in a table's directory.
 pub const TABLE_META_FILE: &str = "table.json";
@@ -55,6 +55,9 @@ pub struct TableMeta {
     /// The columnar tier's settings (absent in tables written before it: the defaults).
     #[serde(default)]
     pub columnar: crate::columnar::ColumnarConfig,
+    /// The retention policy (absent in tables written before it: keep everything).
+    #[serde(default, skip_serializing_if = "RetentionPolicy::is_none")]
+    pub retention: RetentionPolicy,
 }
 
 fn first_address() -> u64 {

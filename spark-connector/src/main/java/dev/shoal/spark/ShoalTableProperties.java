@@ -21,8 +21,10 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
  * {@code shoal.group-commit-ms}, {@code shoal.on-invalid-json} ({@code reject} | {@code skip}),
  * {@code shoal.memory-budget-bytes}, {@code shoal.columnar.enabled},
  * {@code shoal.columnar.file-log-bytes}, {@code shoal.columnar.row-group-rows},
- * {@code shoal.columnar.codec}, {@code shoal.columnar.idle-ms}. The daemon checks their values
- * and names the key it refuses.
+ * {@code shoal.columnar.codec}, {@code shoal.columnar.idle-ms}, {@code shoal.retention.keep-bytes},
+ * {@code shoal.retention.max-age-secs} (the table's retention policy, Kafka's {@code
+ * retention.bytes}/{@code retention.ms}). The daemon checks their values and names the key it
+ * refuses.
  *
  * <p>PSFs, at creation or any time after: {@code shoal.psf.NAME = 'KIND:ARGUMENT'} registers the
  * PSF {@code NAME}, {@code UNSET TBLPROPERTIES ('shoal.psf.NAME')} deregisters it. The value is
@@ -39,7 +41,10 @@ final class ShoalTableProperties {
   /** The prefix of PSF properties: {@code shoal.psf.NAME}. */
   static final String PSF_PREFIX = "shoal.psf.";
 
-  /** Creation settings: property key to {@code create_table} key ("columnar." keys go into its {@code columnar} object). */
+  /**
+   * Creation settings: property key to {@code create_table} key ("columnar." and "retention." keys go
+   * into its {@code columnar} and {@code retention} objects).
+   */
   static final Map<String, String> SETTINGS = settings();
 
   private static Map<String, String> settings() {
@@ -53,6 +58,8 @@ final class ShoalTableProperties {
     m.put("shoal.columnar.row-group-rows", "columnar.row_group_rows");
     m.put("shoal.columnar.codec", "columnar.codec");
     m.put("shoal.columnar.idle-ms", "columnar.idle_ms");
+    m.put("shoal.retention.keep-bytes", "retention.keep_bytes");
+    m.put("shoal.retention.max-age-secs", "retention.max_age_secs");
     return m;
   }
 
@@ -74,9 +81,11 @@ final class ShoalTableProperties {
         throw unknown(table, e.getKey());
       }
       ObjectNode into = body;
-      if (target.startsWith("columnar.")) {
-        into = body.has("columnar") ? (ObjectNode) body.get("columnar") : body.putObject("columnar");
-        target = target.substring("columnar.".length());
+      int dot = target.indexOf('.');
+      if (dot > 0) {
+        String object = target.substring(0, dot);
+        into = body.has(object) ? (ObjectNode) body.get(object) : body.putObject(object);
+        target = target.substring(dot + 1);
       }
       String value = e.getValue().trim();
       switch (target) {

@@ -197,8 +197,15 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
   @Test
   void catalog_table_properties_set_settings_and_manage_psfs() {
     spark.sql("CREATE TABLE shoal.props (id STRING, n BIGINT) TBLPROPERTIES ('shoal.on-invalid-json' = 'skip',"
-        + " 'shoal.columnar.enabled' = 'false', 'shoal.psf.by_n' = 'projection:n', 'shoal.psf.big' = 'predicate:n > 10')");
+        + " 'shoal.columnar.enabled' = 'false', 'shoal.retention.keep-bytes' = '100000000',"
+        + " 'shoal.psf.by_n' = 'projection:n', 'shoal.psf.big' = 'predicate:n > 10')");
     assertEquals(Map.of("shoal.psf.by_n", "projection:n", "shoal.psf.big", "predicate:n > 10"), tblproperties("shoal.props"));
+    try (ShoalClient client = ShoalClient.open(java.net.URI.create(endpoint), null)) {
+      com.fasterxml.jackson.databind.JsonNode stats =
+          client.action("stats", ShoalClient.JSON.createObjectNode().put("table", "props"), "props");
+      assertEquals(100000000L, stats.path("retention").path("keep_bytes").asLong(), "the retention property reached the daemon: " + stats);
+      assertTrue(stats.path("columnar").path("enabled").isBoolean() && !stats.path("columnar").path("enabled").asBoolean(), stats.toString());
+    }
     // on-invalid-json = skip: the bad record is skipped, the batch is kept.
     ingest(endpoint, "props", List.of("{\"id\": \"a\", \"n\": 1}", "not json", "{\"id\": \"b\", \"n\": 20}"), 10);
     assertEquals(List.of("[b]"), rows(spark.sql("SELECT id FROM shoal.props WHERE n > 10")));

@@ -6,14 +6,14 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use shoal_server::catalog::Catalog;
-use shoal_server::config::ServerConfig;
-use shoal_server::ops;
+use shoal_ops::catalog::Catalog;
+use shoal_ops::config::EngineConfig;
+use shoal_ops::ops;
 
 fn catalog() -> &'static Catalog {
     static CATALOG: OnceLock<Catalog> = OnceLock::new();
     CATALOG.get_or_init(|| {
-        let config = ServerConfig { in_memory: true, memory_budget_bytes: 16 << 20, ..ServerConfig::default() };
+        let config = EngineConfig { in_memory: true, memory_budget_bytes: 16 << 20, ..EngineConfig::default() };
         let catalog = Catalog::open(config).expect("catalog");
         ops::run_action(&catalog, "create_table", br#"{"name": "t"}"#).expect("create");
         ops::run_action(&catalog, "register_psf", br#"{"table": "t", "name": "type", "kind": "projection", "field": "type"}"#)

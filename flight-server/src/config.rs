@@ -96,9 +96,7 @@ impl ServerConfig {
     /// A message naming the first unknown key, or the first setting out of range, its
     /// value and the range.
     pub fn validate(&self) -> Result<(), String> {
-        if let Some(key) = self.unknown.keys().next() {
-            return Err(format!("unknown field `{key}` (the settings are listed in docs/configuration.md)"));
-        }
+        self.check_known_keys()?;
         self.engine.validate()?;
         check_range("shutdown_grace_secs", self.shutdown_grace_secs, 0, MAX_SHUTDOWN_GRACE_SECS, " seconds")?;
         check_range("worker_threads", self.worker_threads, 0, MAX_WORKER_THREADS, " (0: one per core)")?;
@@ -134,10 +132,19 @@ impl ServerConfig {
     pub fn from_toml_file(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
         let config: Self = toml::from_str(&text).map_err(|e| format!("invalid config file {}: {e}", path.display()))?;
-        if let Some(key) = config.unknown.keys().next() {
-            return Err(format!("invalid config file {}: unknown field `{key}` (the settings are listed in docs/configuration.md)", path.display()));
-        }
+        config.check_known_keys().map_err(|e| format!("invalid config file {}: {e}", path.display()))?;
         Ok(config)
+    }
+
+    /// Refuses a key of the file that is no setting.
+    ///
+    /// # Errors
+    /// A message naming the first unknown key.
+    fn check_known_keys(&self) -> Result<(), String> {
+        match self.unknown.keys().next() {
+            Some(key) => Err(format!("unknown field `{key}` (the settings are listed in docs/configuration.md)")),
+            None => Ok(()),
+        }
     }
 }
 

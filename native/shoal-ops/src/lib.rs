@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod ops;
 pub mod protocol;
+pub mod sql;
 pub mod transactions;
 
 pub use error::{ErrorClass, OpsError, OpsResult};

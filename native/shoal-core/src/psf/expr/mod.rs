@@ -48,7 +48,9 @@ use crate::value::FieldValue;
 
 use display::write_sql_string;
 pub use eval::BoundExpr;
-pub use sql::{echo, parse_expr, ECHO_LIMIT, MAX_EXPR_BYTES, MAX_EXPR_OPERATORS};
+pub use sql::{
+    count_operators, dismantle, echo, lower_condition, lower_field, parse_expr, ECHO_LIMIT, MAX_EXPR_BYTES, MAX_EXPR_OPERATORS,
+};
 
 // ---------------------------------------------------------------------------------------
 // Literals and operators

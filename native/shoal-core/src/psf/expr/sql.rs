@@ -87,6 +87,36 @@ pub fn parse_expr(text: &str) -> Result<Expr> {
     Ok(lowered?.normalize())
 }
 
+/// Lowers a condition that sqlparser parsed as part of a larger SQL statement `text` (the
+/// `WHERE` clause of a Flight SQL query) into a [normalised](Expr::normalize) [`Expr`],
+/// with the rules and messages of [`parse_expr`]; positions are the statement's.
+///
+/// The caller keeps the statement within [`MAX_EXPR_BYTES`] and [`MAX_EXPR_OPERATORS`]
+/// (see [`count_operators`]) and drops the syntax tree with [`dismantle`].
+///
+/// # Errors
+/// [`Error::InvalidExpression`] naming the construct the language does not support.
+pub fn lower_condition(condition: &sql::Expr, text: &str) -> Result<Expr> {
+    Ok(Lowering { text }.condition(condition)?.normalize())
+}
+
+/// The dotted path that a SQL expression names (`actor.login`, `payload."a.b"`, keywords
+/// such as `type` or `date` as keys), `construct` naming what needs it in the error.
+///
+/// # Errors
+/// [`Error::InvalidExpression`] when `e` is not a field reference (a literal, an operator,
+/// a function call…), naming it and its position in `text`.
+pub fn lower_field(e: &sql::Expr, text: &str, construct: &str) -> Result<FieldPath> {
+    Lowering { text }.field_of(e, construct)
+}
+
+/// The operators among `tokens`, as [`MAX_EXPR_OPERATORS`] counts them (`AND`, `OR`,
+/// `NOT`, `IS`, `IN`, `LIKE`, `BETWEEN`, comparison and arithmetic operators).
+#[must_use]
+pub fn count_operators(tokens: &[sqlparser::tokenizer::TokenWithSpan]) -> usize {
+    tokens.iter().filter(|t| is_operator_token(&t.token)).count()
+}
+
 /// The longest expression text [`parse_expr`] accepts, in bytes (1 MiB).
 pub const MAX_EXPR_BYTES: usize = 1 << 20;
 
@@ -129,7 +159,7 @@ fn is_operator_token(token: &Token) -> bool {
 /// Drops a syntax tree without recursing along its longest path: sqlparser's nodes drop
 /// recursively, and a chain of binary operators is a left-leaning tree as deep as the
 /// chain is long. The other children are at most the parser's recursion limit deep.
-fn dismantle(mut e: sql::Expr) {
+pub fn dismantle(mut e: sql::Expr) {
     loop {
         e = match e {
             sql::Expr::BinaryOp { left, right, .. } => {

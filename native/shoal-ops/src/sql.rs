@@ -1,0 +1,794 @@
+//! SQL queries (Arrow Flight SQL's `CommandStatementQuery` and prepared statements) onto
+//! shoal's query command: `SELECT <paths | * | count/min/max> FROM <table> [WHERE <filter>]
+//! [ORDER BY …] [LIMIT n [OFFSET m]]` and `EXPLAIN <that>` (`docs/sql.md`).
+//!
+//! The `WHERE` clause is the filter language (`docs/protocol.md`, "Filters"), lowered by the
+//! engine's own rules, so the planner maps it onto PSFs, columnar and full scans exactly as
+//! for a JSON command. What the scan does not do itself — `ORDER BY`, `OFFSET`, column
+//! aliases — is done on its result by a [`Shaper`]; anything else (`GROUP BY`, joins,
+//! `DISTINCT`, `sum`, expressions in the select list…) is `INVALID_ARGUMENT` naming the
+//! construct: never a wrong answer.
+//!
+//! Bounds: the statement is held to the filter language's limits ([`MAX_EXPR_BYTES`],
+//! [`MAX_EXPR_OPERATORS`], sqlparser's nesting limit) before it is parsed, and its syntax
+//! tree is taken apart without deep recursion, so no statement can exhaust a thread's stack.
+
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_ord::sort::{lexsort_to_indices, SortColumn, SortOptions};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use serde::{Deserialize, Serialize};
+use shoal_core::psf::expr::{count_operators, dismantle, echo, lower_condition, lower_field, MAX_EXPR_BYTES, MAX_EXPR_OPERATORS};
+use shoal_core::psf::Literal;
+use shoal_core::scan::AggregateFunction;
+use sqlparser::ast::{self as sql, Statement};
+use sqlparser::dialect::GenericDialect;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+
+use crate::error::OpsError;
+use crate::protocol::{AggregateSpec, QueryCommand};
+
+/// The one catalog Flight SQL clients see (`GetCatalogs`); a query may name a table
+/// `shoal.public.events`, `public.events` or `events`.
+pub const CATALOG_NAME: &str = "shoal";
+
+/// The one schema (namespace) of [`CATALOG_NAME`] (`GetDbSchemas`).
+pub const SCHEMA_NAME: &str = "public";
+
+/// The most bytes an `ORDER BY` without `LIMIT` holds in memory to sort a result (512
+/// MiB); beyond it the query is `RESOURCE_EXHAUSTED`, naming the remedy.
+pub const MAX_SORT_BYTES: usize = 512 << 20;
+
+/// A parsed SQL statement: the query command it runs and what is done on its result.
+#[derive(Debug, Clone)]
+pub struct SqlStatement {
+    /// `EXPLAIN <query>`: answer with the plan instead of the rows.
+    pub explain: bool,
+    /// The query command (table, filter, columns or aggregates, limit) the scan runs.
+    pub command: QueryCommand,
+    /// What is done on the scan's result: sort, offset, limit, projection and names.
+    pub shape: ResultShape,
+}
+
+/// What a [`Shaper`] does on a scan's result, in this order: sort by `order_by`, skip
+/// `offset` rows, keep at most `limit`, then keep (and rename) the `projection`'s columns.
+/// Serialised into Flight SQL tickets, so the endpoint that runs the scan shapes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultShape {
+    /// The output columns: (name of the scan's column, output name), in order. `None`:
+    /// every column of the scan, as named (`SELECT *`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<Vec<(String, String)>>,
+    /// Sort keys over the scan's columns (by name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order_by: Vec<SortKey>,
+    /// Rows skipped (after sorting).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offset: usize,
+    /// At most this many rows (after the offset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl ResultShape {
+    /// Whether the shape needs the whole result in one place (a sort or an offset): the
+    /// query is then planned as one endpoint.
+    #[must_use]
+    pub fn needs_whole_result(&self) -> bool {
+        !self.order_by.is_empty() || self.offset > 0
+    }
+}
+
+/// One `ORDER BY` key: a column of the scan's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SortKey {
+    /// The scan's column (its name: the dotted path, or the aggregate's name).
+    pub column: String,
+    /// `DESC`.
+    pub descending: bool,
+    /// `NULLS FIRST` (SQL's default: nulls last ascending, first descending).
+    pub nulls_first: bool,
+}
+
+/// How the `?` (or `$n`) placeholders of a statement are filled.
+#[derive(Debug, Clone, Copy)]
+pub enum Parameters<'a> {
+    /// With these values, in order (`$n` is the n-th); a placeholder without one is an error.
+    Bound(&'a [Literal]),
+    /// With `NULL` each (to check a prepared statement and find its result schema before
+    /// values are bound).
+    Unbound,
+}
+
+/// The placeholders (`?`, `?n`, `$n`) in a statement: how many values it needs.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` when the text does not tokenize or passes the size limit.
+pub fn count_placeholders(text: &str) -> Result<usize, OpsError> {
+    let tokens = tokenize(text)?;
+    let mut positional = 0usize;
+    let mut highest = 0usize;
+    for token in &tokens {
+        if let Token::Placeholder(p) = &token.token {
+            match placeholder_number(p) {
+                Some(n) => highest = highest.max(n),
+                None => positional += 1,
+            }
+        }
+    }
+    Ok(positional.max(highest))
+}
+
+/// `?3` and `$3` name the third value; a bare `?` is positional.
+fn placeholder_number(placeholder: &str) -> Option<usize> {
+    placeholder.get(1..).filter(|n| !n.is_empty()).and_then(|n| n.parse().ok())
+}
+
+fn tokenize(text: &str) -> Result<Vec<TokenWithSpan>, OpsError> {
+    if text.len() > MAX_EXPR_BYTES {
+        return Err(OpsError::invalid_argument(format!(
+            "SQL statement: it is {} bytes long; the limit is {MAX_EXPR_BYTES} bytes",
+            text.len()
+        )));
+    }
+    Tokenizer::new(&GenericDialect {}, text)
+        .tokenize_with_location()
+        .map_err(|e| syntax_error(text, &ParserError::from(e)))
+}
+
+fn invalid(text: &str, reason: impl std::fmt::Display) -> OpsError {
+    OpsError::invalid_argument(crate::protocol::bounded(format!("SQL statement {:?}: {reason}", echo(text))))
+}
+
+fn syntax_error(text: &str, error: &ParserError) -> OpsError {
+    let message = match error {
+        ParserError::TokenizerError(m) | ParserError::ParserError(m) => m.clone(),
+        ParserError::RecursionLimitExceeded => "the statement is nested too deeply".to_owned(),
+    };
+    invalid(text, format!("syntax error: {message}"))
+}
+
+/// The tokens of a literal value, in place of a placeholder.
+fn literal_tokens(value: &Literal, span: sqlparser::tokenizer::Span) -> Vec<TokenWithSpan> {
+    let at = |token: Token| TokenWithSpan { token, span };
+    match value {
+        Literal::Null => vec![at(Token::make_keyword("NULL"))],
+        Literal::Bool(b) => vec![at(Token::make_keyword(if *b { "TRUE" } else { "FALSE" }))],
+        Literal::Int(i) if *i < 0 => vec![at(Token::Minus), at(Token::Number(i.unsigned_abs().to_string(), false))],
+        Literal::Int(i) => vec![at(Token::Number(i.to_string(), false))],
+        Literal::Float(f) if *f < 0.0 => vec![at(Token::Minus), at(Token::Number(format!("{:?}", -f), false))],
+        Literal::Float(f) => vec![at(Token::Number(format!("{f:?}"), false))],
+        Literal::Str(s) => vec![at(Token::SingleQuotedString(s.clone()))],
+    }
+}
+
+/// Parses a SQL statement into the query command it runs and the shape of its result.
+///
+/// Accepted: `[EXPLAIN] SELECT <items> FROM <table> [WHERE <condition>] [ORDER BY <key>
+/// [ASC|DESC] [NULLS FIRST|LAST], …] [LIMIT n] [OFFSET m]`, where an item is `*`, a dotted
+/// path (`actor.login`, `"actor"."login"`, `payload."a.b"`), or `count(*)`, `count(path)`,
+/// `min(path)`, `max(path)`, each with an optional `AS alias` (aggregates and paths cannot
+/// be mixed: there is no `GROUP BY` yet). The table may be qualified with
+/// [`CATALOG_NAME`]`.`[`SCHEMA_NAME`]. A trailing `;` is allowed.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming the construct for a syntax error, any other statement, an
+/// unsupported clause or expression, a filter the language does not evaluate, a
+/// placeholder without a value, or a statement past the size or operator limits.
+pub fn parse_sql(text: &str, parameters: Parameters<'_>) -> Result<SqlStatement, OpsError> {
+    let tokens = tokenize(text)?;
+    let operators = count_operators(&tokens);
+    if operators > MAX_EXPR_OPERATORS {
+        return Err(invalid(
+            text,
+            format!(
+                "the statement has {operators} operators (AND, OR, NOT, comparisons, arithmetic); the limit is \
+                 {MAX_EXPR_OPERATORS} (a list of values to match is one `IN (...)`, which has no such limit)"
+            ),
+        ));
+    }
+    let tokens = bind_placeholders(text, tokens, parameters)?;
+    let dialect = GenericDialect {};
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
+    let statement = parser.parse_statement().map_err(|e| syntax_error(text, &e))?;
+    let _ = parser.consume_token(&Token::SemiColon);
+    let next = parser.peek_token();
+    let lowered = if next.token == Token::EOF {
+        lower_statement(text, &statement)
+    } else {
+        Err(invalid(text, format!("unexpected `{}` after the end of the statement", next.token)))
+    };
+    dismantle_statement(statement);
+    lowered
+}
+
+fn bind_placeholders(text: &str, tokens: Vec<TokenWithSpan>, parameters: Parameters<'_>) -> Result<Vec<TokenWithSpan>, OpsError> {
+    let mut positional = 0usize;
+    let mut bound = Vec::with_capacity(tokens.len());
+    for token in tokens {
+        let Token::Placeholder(placeholder) = &token.token else {
+            bound.push(token);
+            continue;
+        };
+        let number = placeholder_number(placeholder).unwrap_or_else(|| {
+            positional += 1;
+            positional
+        });
+        let value = match parameters {
+            Parameters::Unbound => &Literal::Null,
+            Parameters::Bound(values) => values.get(number.wrapping_sub(1)).ok_or_else(|| {
+                invalid(
+                    text,
+                    format!("parameter {number} (`{placeholder}`) has no value: {} were bound", values.len()),
+                )
+            })?,
+        };
+        bound.extend(literal_tokens(value, token.span));
+    }
+    Ok(bound)
+}
+
+/// Drops a statement's syntax tree without deep recursion (its `WHERE` clause may be a
+/// chain of thousands of operators).
+fn dismantle_statement(statement: Statement) {
+    let query = match statement {
+        Statement::Query(query) => query,
+        Statement::Explain { statement, .. } => return dismantle_statement(*statement),
+        _ => return,
+    };
+    let mut query = *query;
+    if let sql::SetExpr::Select(select) = query.body.as_mut() {
+        if let Some(selection) = select.selection.take() {
+            dismantle(selection);
+        }
+    }
+}
+
+fn lower_statement(text: &str, statement: &Statement) -> Result<SqlStatement, OpsError> {
+    match statement {
+        Statement::Query(query) => lower_query(text, query, false),
+        Statement::Explain { statement, analyze, .. } => match statement.as_ref() {
+            Statement::Query(query) if !analyze => lower_query(text, query, true),
+            Statement::Query(_) => Err(invalid(text, "EXPLAIN ANALYZE is not supported (EXPLAIN shows the plan)")),
+            _ => Err(invalid(text, "EXPLAIN takes a SELECT query")),
+        },
+        other => Err(invalid(
+            text,
+            format!(
+                "only SELECT queries (and EXPLAIN SELECT) are supported, not `{}`; write records with DoPut or \
+                 bulk ingest (adbc_ingest)",
+                statement_kind(other)
+            ),
+        )),
+    }
+}
+
+/// The first words of a statement, to name it in an error.
+fn statement_kind(statement: &Statement) -> String {
+    let printed = statement.to_string();
+    printed.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+}
+
+fn lower_query(text: &str, query: &sql::Query, explain: bool) -> Result<SqlStatement, OpsError> {
+    let refuse = |construct: &str| Err(invalid(text, format!("{construct} is not supported")));
+    if query.with.is_some() {
+        return refuse("WITH");
+    }
+    if query.fetch.is_some() {
+        return refuse("FETCH (use LIMIT)");
+    }
+    if !query.locks.is_empty() || query.for_clause.is_some() || query.settings.is_some() || query.format_clause.is_some() {
+        return refuse("a locking, FOR, SETTINGS or FORMAT clause");
+    }
+    if !query.pipe_operators.is_empty() {
+        return refuse("a pipe operator");
+    }
+    let select = match query.body.as_ref() {
+        sql::SetExpr::Select(select) => select,
+        sql::SetExpr::Query(_) => return refuse("a parenthesised query"),
+        sql::SetExpr::SetOperation { op, .. } => return refuse(&format!("{op}")),
+        _ => return refuse("this kind of query (SELECT … FROM <table> is)"),
+    };
+    let table = lower_from(text, select)?;
+    if select.distinct.is_some() {
+        return refuse("DISTINCT");
+    }
+    if select.top.is_some() {
+        return refuse("TOP (use LIMIT)");
+    }
+    if select.into.is_some() {
+        return refuse("SELECT INTO");
+    }
+    let grouped = match &select.group_by {
+        sql::GroupByExpr::All(_) => true,
+        sql::GroupByExpr::Expressions(keys, modifiers) => !keys.is_empty() || !modifiers.is_empty(),
+    };
+    if grouped {
+        return refuse("GROUP BY (aggregates run over the whole filtered table)");
+    }
+    if select.having.is_some() {
+        return refuse("HAVING");
+    }
+    if select.prewhere.is_some()
+        || select.qualify.is_some()
+        || !select.named_window.is_empty()
+        || !select.lateral_views.is_empty()
+        || !select.connect_by.is_empty()
+        || !select.cluster_by.is_empty()
+        || !select.distribute_by.is_empty()
+        || !select.sort_by.is_empty()
+        || select.exclude.is_some()
+    {
+        return refuse("this clause");
+    }
+    let filter = select.selection.as_ref().map(|condition| lower_condition(condition, text)).transpose().map_err(|e| engine_error(text, &e))?;
+    let mut command = QueryCommand { table, filter: filter.map(|f| f.to_string()), ..QueryCommand::default() };
+    let mut shape = ResultShape::default();
+    lower_projection(text, &select.projection, &mut command, &mut shape)?;
+    if let Some(order_by) = &query.order_by {
+        lower_order_by(text, order_by, &mut command, &mut shape)?;
+    }
+    if let Some(limit) = &query.limit_clause {
+        lower_limit(text, limit, &mut shape)?;
+    }
+    // The scan stops at the limit unless the result must be whole first (sorted, or
+    // aggregated: one row anyway).
+    if shape.order_by.is_empty() && command.aggregates.is_empty() {
+        command.limit = shape.limit.map(|l| l.saturating_add(shape.offset));
+    }
+    if shape.needs_whole_result() || !command.aggregates.is_empty() {
+        command.max_endpoints = Some(1);
+    }
+    Ok(SqlStatement { explain, command, shape })
+}
+
+fn engine_error(text: &str, error: &shoal_core::Error) -> OpsError {
+    match error {
+        shoal_core::Error::InvalidExpression { reason, .. } => invalid(text, reason),
+        other => OpsError::from_engine(other),
+    }
+}
+
+/// The table of `FROM`: one table, optionally qualified by the catalog and schema.
+fn lower_from(text: &str, select: &sql::Select) -> Result<String, OpsError> {
+    let [from] = select.from.as_slice() else {
+        return Err(invalid(
+            text,
+            if select.from.is_empty() { "a query needs FROM <table>" } else { "a query reads one table (no joins)" },
+        ));
+    };
+    if !from.joins.is_empty() {
+        return Err(invalid(text, "JOIN is not supported: a query reads one table"));
+    }
+    let sql::TableFactor::Table { name, args: None, with_hints, version: None, partitions, json_path: None, sample: None, index_hints, .. } =
+        &from.relation
+    else {
+        return Err(invalid(text, format!("FROM takes a table name, not `{}`", echo(&from.relation.to_string()))));
+    };
+    if !with_hints.is_empty() || !partitions.is_empty() || !index_hints.is_empty() {
+        return Err(invalid(text, "table hints and partitions are not supported"));
+    }
+    let parts = name.0.iter().map(|part| part.as_ident().map(|i| i.value.clone())).collect::<Option<Vec<_>>>();
+    let Some(parts) = parts else { return Err(invalid(text, format!("`{name}` is not a table name"))) };
+    match parts.as_slice() {
+        [table] => Ok(table.clone()),
+        [schema, table] if schema == SCHEMA_NAME => Ok(table.clone()),
+        [catalog, schema, table] if catalog == CATALOG_NAME && schema == SCHEMA_NAME => Ok(table.clone()),
+        _ => Err(invalid(
+            text,
+            format!("unknown table `{name}`: tables are `<name>`, `{SCHEMA_NAME}.<name>` or `{CATALOG_NAME}.{SCHEMA_NAME}.<name>`"),
+        )),
+    }
+}
+
+/// An aggregate call of the select list, or `None` when `e` is not a function call with
+/// arguments (a path such as `date` may parse as a call without arguments).
+fn lower_aggregate(text: &str, e: &sql::Expr) -> Result<Option<AggregateSpec>, OpsError> {
+    let sql::Expr::Function(function) = e else { return Ok(None) };
+    let sql::FunctionArguments::List(list) = &function.args else { return Ok(None) };
+    let name = function.name.to_string().to_ascii_lowercase();
+    let function_kind = match name.as_str() {
+        "count" => AggregateFunction::Count,
+        "min" => AggregateFunction::Min,
+        "max" => AggregateFunction::Max,
+        "sum" | "avg" => {
+            return Err(invalid(text, format!("{name}() is not supported yet: the scan computes count, min and max")))
+        }
+        _ => return Err(invalid(text, format!("unknown or unsupported function `{}`", echo(&e.to_string())))),
+    };
+    if list.duplicate_treatment.is_some()
+        || !list.clauses.is_empty()
+        || function.filter.is_some()
+        || function.over.is_some()
+        || !function.within_group.is_empty()
+    {
+        return Err(invalid(text, format!("`{}`: DISTINCT, FILTER, OVER and other clauses are not supported", echo(&e.to_string()))));
+    }
+    let column = match list.args.as_slice() {
+        [sql::FunctionArg::Unnamed(sql::FunctionArgExpr::Wildcard)] if function_kind == AggregateFunction::Count => None,
+        [sql::FunctionArg::Unnamed(sql::FunctionArgExpr::Expr(arg))] => {
+            Some(lower_field(arg, text, &format!("{name}()")).map_err(|e| engine_error(text, &e))?.to_string())
+        }
+        _ => return Err(invalid(text, format!("`{}` takes one column (count also `*`)", echo(&e.to_string())))),
+    };
+    Ok(Some(AggregateSpec { function: function_kind, column }))
+}
+
+/// The scan's name of an aggregate's column (`count(*)`, `min(payload.size)`).
+fn aggregate_name(spec: &AggregateSpec) -> String {
+    let function = match spec.function {
+        AggregateFunction::Count => "count",
+        AggregateFunction::Min => "min",
+        AggregateFunction::Max => "max",
+    };
+    format!("{function}({})", spec.column.as_deref().unwrap_or("*"))
+}
+
+fn lower_projection(text: &str, items: &[sql::SelectItem], command: &mut QueryCommand, shape: &mut ResultShape) -> Result<(), OpsError> {
+    let mut projection = Vec::new();
+    let mut wildcard = false;
+    for item in items {
+        let (expr, alias) = match item {
+            sql::SelectItem::Wildcard(options) => {
+                if options.opt_exclude.is_some() || options.opt_except.is_some() || options.opt_replace.is_some() || options.opt_rename.is_some() || options.opt_ilike.is_some() {
+                    return Err(invalid(text, "options of `*` (EXCLUDE, EXCEPT, REPLACE, RENAME) are not supported"));
+                }
+                wildcard = true;
+                continue;
+            }
+            sql::SelectItem::QualifiedWildcard(..) => return Err(invalid(text, "a qualified `*` is not supported (use `*`)")),
+            sql::SelectItem::UnnamedExpr(e) => (e, None),
+            sql::SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias.value.clone())),
+            sql::SelectItem::ExprWithAliases { .. } => return Err(invalid(text, "several aliases for one item are not supported")),
+        };
+        let column = if let Some(aggregate) = lower_aggregate(text, expr)? {
+            let name = aggregate_name(&aggregate);
+            command.aggregates.push(aggregate);
+            name
+        } else {
+            let path = lower_field(expr, text, "the select list").map_err(|e| engine_error(text, &e))?.to_string();
+            if !command.columns.contains(&path) {
+                command.columns.push(path.clone());
+            }
+            path
+        };
+        let output = alias.unwrap_or_else(|| column.clone());
+        projection.push((column, output));
+    }
+    if wildcard && !projection.is_empty() {
+        return Err(invalid(text, "`*` cannot be combined with other items in the select list"));
+    }
+    if !command.aggregates.is_empty() && !command.columns.is_empty() {
+        return Err(invalid(
+            text,
+            "aggregates and columns cannot be mixed: there is no GROUP BY yet (aggregates run over the whole filtered table)",
+        ));
+    }
+    if !wildcard {
+        let mut seen = std::collections::HashSet::new();
+        if let Some((_, name)) = projection.iter().find(|(_, name)| !seen.insert(name.clone())) {
+            return Err(invalid(text, format!("two output columns are named {name:?}: give one an alias (AS)")));
+        }
+        shape.projection = Some(projection);
+    }
+    Ok(())
+}
+
+fn lower_order_by(text: &str, order_by: &sql::OrderBy, command: &mut QueryCommand, shape: &mut ResultShape) -> Result<(), OpsError> {
+    if order_by.interpolate.is_some() {
+        return Err(invalid(text, "INTERPOLATE is not supported"));
+    }
+    let sql::OrderByKind::Expressions(keys) = &order_by.kind else {
+        return Err(invalid(text, "ORDER BY ALL is not supported: name the columns"));
+    };
+    for key in keys {
+        if key.with_fill.is_some() {
+            return Err(invalid(text, "WITH FILL is not supported"));
+        }
+        let descending = match key.options.sort {
+            None | Some(sql::OrderBySort::Asc) => false,
+            Some(sql::OrderBySort::Desc) => true,
+            Some(_) => return Err(invalid(text, "ORDER BY … USING is not supported")),
+        };
+        let nulls_first = key.options.nulls_first.unwrap_or(descending);
+        let column = order_column(text, &key.expr, command, shape)?;
+        shape.order_by.push(SortKey { column, descending, nulls_first });
+    }
+    Ok(())
+}
+
+/// The scan's column an `ORDER BY` key sorts by: an output name (alias or path), an
+/// aggregate, or a path, which is fetched for the sort if the select list lacks it.
+fn order_column(text: &str, e: &sql::Expr, command: &mut QueryCommand, shape: &ResultShape) -> Result<String, OpsError> {
+    if let sql::Expr::Value(value) = e {
+        if let sql::Value::Number(n, _) = &value.value {
+            // ORDER BY 2: the second output column.
+            let position: usize = n.parse().map_err(|_| invalid(text, format!("ORDER BY {n}: not a column position")))?;
+            let projection = shape.projection.as_ref().ok_or_else(|| invalid(text, "ORDER BY <position> needs named columns, not `*`"))?;
+            return projection
+                .get(position.wrapping_sub(1))
+                .map(|(column, _)| column.clone())
+                .ok_or_else(|| invalid(text, format!("ORDER BY {position}: the select list has {} columns", projection.len())));
+        }
+    }
+    if let sql::Expr::Identifier(ident) = e {
+        if let Some((column, _)) = shape.projection.iter().flatten().find(|(_, output)| *output == ident.value) {
+            return Ok(column.clone());
+        }
+    }
+    if let Some(aggregate) = lower_aggregate(text, e)? {
+        let name = aggregate_name(&aggregate);
+        if command.aggregates.iter().any(|a| aggregate_name(a) == name) {
+            return Ok(name);
+        }
+        return Err(invalid(text, format!("ORDER BY {name}: the aggregate must be in the select list")));
+    }
+    let path = lower_field(e, text, "ORDER BY").map_err(|err| engine_error(text, &err))?;
+    if !command.aggregates.is_empty() {
+        return Err(invalid(text, format!("ORDER BY {path}: a query of aggregates returns one row; order by an aggregate")));
+    }
+    let name = path.to_string();
+    if shape.projection.is_none() {
+        // SELECT *: the scan returns the top-level fields, named by their keys.
+        if path.segments().len() != 1 {
+            return Err(invalid(text, format!("ORDER BY {name} with SELECT *: name the columns to sort by a nested path")));
+        }
+        return Ok(path.segments()[0].clone());
+    }
+    if !command.columns.contains(&name) {
+        command.columns.push(name.clone());
+    }
+    Ok(name)
+}
+
+fn lower_limit(text: &str, limit: &sql::LimitClause, shape: &mut ResultShape) -> Result<(), OpsError> {
+    let count = |e: &sql::Expr, what: &str| -> Result<usize, OpsError> {
+        match e {
+            sql::Expr::Value(v) => match &v.value {
+                sql::Value::Number(n, _) => n.parse().map_err(|_| invalid(text, format!("{what} must be a whole number ≥ 0, got {n}"))),
+                sql::Value::Null if what == "LIMIT" => Ok(usize::MAX),
+                other => Err(invalid(text, format!("{what} must be a whole number ≥ 0, got {}", echo(&other.to_string())))),
+            },
+            other => Err(invalid(text, format!("{what} must be a whole number ≥ 0, got `{}`", echo(&other.to_string())))),
+        }
+    };
+    let (limit, offset) = match limit {
+        sql::LimitClause::LimitOffset { limit, offset, limit_by } => {
+            if !limit_by.is_empty() {
+                return Err(invalid(text, "LIMIT … BY is not supported"));
+            }
+            (limit.as_ref().map(|l| count(l, "LIMIT")).transpose()?, offset.as_ref().map(|o| count(&o.value, "OFFSET")).transpose()?)
+        }
+        sql::LimitClause::OffsetCommaLimit { offset, limit } => (Some(count(limit, "LIMIT")?), Some(count(offset, "OFFSET")?)),
+    };
+    shape.limit = limit.filter(|l| *l != usize::MAX);
+    shape.offset = offset.unwrap_or(0);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Shaping a scan's result
+// ---------------------------------------------------------------------------------------
+
+/// Applies a [`ResultShape`] to the batches of a scan, as they come: a projection, offset
+/// and limit stream through; a sort holds the result (with a `LIMIT`, only the best
+/// `offset + limit` rows, re-sorted as batches arrive) until [`Shaper::finish`].
+pub struct Shaper {
+    shape: ResultShape,
+    /// Indices of the output columns in the scan's batches, and the output schema.
+    projection: Vec<usize>,
+    output: SchemaRef,
+    /// Sort keys as column indices of the scan's batches.
+    sort: Vec<(usize, SortOptions)>,
+    input: SchemaRef,
+    held: Vec<RecordBatch>,
+    held_rows: usize,
+    /// Rows still to skip (streaming) and rows still to emit.
+    to_skip: usize,
+    to_emit: usize,
+}
+
+impl Shaper {
+    /// A shaper for batches of `input` (the scan's schema).
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` when a column the shape names is not in `input` or cannot be
+    /// sorted (structs, lists).
+    pub fn new(shape: &ResultShape, input: &SchemaRef) -> Result<Self, OpsError> {
+        let index = |name: &str| {
+            input.index_of(name).map_err(|_| OpsError::invalid_argument(crate::protocol::bounded(format!("column {name:?} is not in the result"))))
+        };
+        let (projection, fields): (Vec<usize>, Vec<Field>) = match &shape.projection {
+            None => ((0..input.fields().len()).collect(), input.fields().iter().map(|f| f.as_ref().clone()).collect()),
+            Some(columns) => columns
+                .iter()
+                .map(|(column, output)| {
+                    let i = index(column)?;
+                    Ok((i, input.field(i).clone().with_name(output.clone())))
+                })
+                .collect::<Result<Vec<_>, OpsError>>()?
+                .into_iter()
+                .unzip(),
+        };
+        let mut sort = Vec::new();
+        for key in &shape.order_by {
+            let i = index(&key.column)?;
+            let data_type = input.field(i).data_type();
+            if matches!(data_type, DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_) | DataType::Map(..)) {
+                return Err(OpsError::invalid_argument(format!(
+                    "ORDER BY {}: a column of type {data_type} cannot be sorted (sort by one of its fields)",
+                    key.column
+                )));
+            }
+            sort.push((i, SortOptions { descending: key.descending, nulls_first: key.nulls_first }));
+        }
+        Ok(Self {
+            output: Arc::new(Schema::new_with_metadata(fields, input.metadata().clone())),
+            projection,
+            sort,
+            input: Arc::clone(input),
+            held: Vec::new(),
+            held_rows: 0,
+            to_skip: shape.offset,
+            to_emit: shape.limit.unwrap_or(usize::MAX),
+            shape: shape.clone(),
+        })
+    }
+
+    /// The schema of every batch the shaper emits.
+    #[must_use]
+    pub fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.output)
+    }
+
+    /// Whether no more rows will be emitted (the limit is reached): the scan may stop.
+    #[must_use]
+    pub fn is_done(&self) -> bool {
+        self.sort.is_empty() && self.to_emit == 0
+    }
+
+    /// Takes one batch of the scan; returns what may be emitted now.
+    ///
+    /// # Errors
+    /// `RESOURCE_EXHAUSTED` when a sort without a limit passes [`MAX_SORT_BYTES`]; Arrow
+    /// errors as `INTERNAL`.
+    pub fn push(&mut self, batch: RecordBatch) -> Result<Option<RecordBatch>, OpsError> {
+        if !self.sort.is_empty() {
+            self.held_rows += batch.num_rows();
+            self.held.push(batch);
+            let keep = self.shape.limit.map(|l| l.saturating_add(self.shape.offset));
+            match keep {
+                Some(keep) if self.held_rows > keep.saturating_mul(2).max(8192) => {
+                    let sorted = self.sorted(Some(keep))?;
+                    self.held_rows = sorted.num_rows();
+                    self.held = vec![sorted];
+                }
+                None if self.held.iter().map(RecordBatch::get_array_memory_size).sum::<usize>() > MAX_SORT_BYTES => {
+                    return Err(OpsError::new(
+                        crate::ErrorClass::ResourceExhausted,
+                        format!(
+                            "ORDER BY without LIMIT sorts the whole result in memory, and it passed {} MiB: add a LIMIT or \
+                             a narrower WHERE",
+                            MAX_SORT_BYTES >> 20
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+            return Ok(None);
+        }
+        let mut batch = batch;
+        if self.to_skip > 0 {
+            let skip = self.to_skip.min(batch.num_rows());
+            self.to_skip -= skip;
+            batch = batch.slice(skip, batch.num_rows() - skip);
+        }
+        let take = self.to_emit.min(batch.num_rows());
+        self.to_emit -= take;
+        if take == 0 {
+            return Ok(None);
+        }
+        self.project(&batch.slice(0, take)).map(Some)
+    }
+
+    /// Ends the result: the sorted rows, if the shape sorts (`None` otherwise or when empty).
+    ///
+    /// # Errors
+    /// Arrow errors as `INTERNAL`.
+    pub fn finish(&mut self) -> Result<Option<RecordBatch>, OpsError> {
+        if self.sort.is_empty() {
+            return Ok(None);
+        }
+        let sorted = self.sorted(self.shape.limit.map(|l| l.saturating_add(self.shape.offset)))?;
+        self.held.clear();
+        let from = self.shape.offset.min(sorted.num_rows());
+        let count = self.shape.limit.unwrap_or(usize::MAX).min(sorted.num_rows() - from);
+        self.project(&sorted.slice(from, count)).map(Some)
+    }
+
+    /// The held batches as one, sorted, cut to `keep` rows.
+    fn sorted(&self, keep: Option<usize>) -> Result<RecordBatch, OpsError> {
+        let whole = arrow_select::concat::concat_batches(&self.input, &self.held).map_err(arrow_error)?;
+        let columns: Vec<SortColumn> = self
+            .sort
+            .iter()
+            .map(|(i, options)| SortColumn { values: Arc::clone(whole.column(*i)), options: Some(*options) })
+            .collect();
+        let indices = lexsort_to_indices(&columns, keep).map_err(arrow_error)?;
+        arrow_select::take::take_record_batch(&whole, &indices).map_err(arrow_error)
+    }
+
+    fn project(&self, batch: &RecordBatch) -> Result<RecordBatch, OpsError> {
+        let columns: Vec<ArrayRef> = self.projection.iter().map(|i| Arc::clone(batch.column(*i))).collect();
+        RecordBatch::try_new_with_options(
+            Arc::clone(&self.output),
+            columns,
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+        )
+        .map_err(arrow_error)
+    }
+}
+
+fn arrow_error(error: ArrowError) -> OpsError {
+    OpsError::internal(format!("shaping the result: {error}"))
+}
+
+/// A parameter value (one row of a Flight SQL parameter batch) as a literal.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a type that has no literal in the filter language (lists,
+/// structs, binary, dates…) or a non-finite float, naming the parameter.
+pub fn parameter_literal(array: &dyn Array, row: usize, number: usize) -> Result<Literal, OpsError> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{
+        Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    };
+    if array.is_null(row) {
+        return Ok(Literal::Null);
+    }
+    let float = |f: f64| {
+        if f.is_finite() {
+            Ok(Literal::Float(f))
+        } else {
+            Err(OpsError::invalid_argument(format!("parameter {number} is {f}, which has no SQL literal")))
+        }
+    };
+    Ok(match array.data_type() {
+        DataType::Null => Literal::Null,
+        DataType::Boolean => Literal::Bool(array.as_boolean().value(row)),
+        DataType::Int8 => Literal::Int(i64::from(array.as_primitive::<Int8Type>().value(row))),
+        DataType::Int16 => Literal::Int(i64::from(array.as_primitive::<Int16Type>().value(row))),
+        DataType::Int32 => Literal::Int(i64::from(array.as_primitive::<Int32Type>().value(row))),
+        DataType::Int64 => Literal::Int(array.as_primitive::<Int64Type>().value(row)),
+        DataType::UInt8 => Literal::Int(i64::from(array.as_primitive::<UInt8Type>().value(row))),
+        DataType::UInt16 => Literal::Int(i64::from(array.as_primitive::<UInt16Type>().value(row))),
+        DataType::UInt32 => Literal::Int(i64::from(array.as_primitive::<UInt32Type>().value(row))),
+        DataType::UInt64 => {
+            let v = array.as_primitive::<UInt64Type>().value(row);
+            #[allow(clippy::cast_precision_loss)]
+            i64::try_from(v).map_or(Literal::Float(v as f64), Literal::Int)
+        }
+        DataType::Float32 => float(f64::from(array.as_primitive::<Float32Type>().value(row)))?,
+        DataType::Float64 => float(array.as_primitive::<Float64Type>().value(row))?,
+        DataType::Utf8 => Literal::Str(array.as_string::<i32>().value(row).to_owned()),
+        DataType::LargeUtf8 => Literal::Str(array.as_string::<i64>().value(row).to_owned()),
+        DataType::Utf8View => Literal::Str(array.as_string_view().value(row).to_owned()),
+        other => {
+            return Err(OpsError::invalid_argument(format!(
+                "parameter {number} is of type {other}; bind a boolean, integer, float or string"
+            )))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests;

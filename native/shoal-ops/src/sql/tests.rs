@@ -1,0 +1,190 @@
+use std::sync::Arc;
+
+use arrow_array::{Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+
+use super::*;
+use crate::ErrorClass;
+
+fn parse(text: &str) -> SqlStatement {
+    parse_sql(text, Parameters::Bound(&[])).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+fn refused(text: &str) -> String {
+    let error = parse_sql(text, Parameters::Bound(&[])).expect_err(text);
+    assert_eq!(error.class, ErrorClass::InvalidArgument, "{text}: {error}");
+    error.message
+}
+
+#[test]
+fn a_select_becomes_a_query_command() {
+    let s = parse("SELECT id, actor.login AS who FROM events WHERE type = 'PushEvent' AND payload.size > 5 LIMIT 10");
+    assert!(!s.explain);
+    assert_eq!(s.command.table, "events");
+    assert_eq!(s.command.columns, vec!["id", "actor.login"]);
+    assert_eq!(s.command.filter.as_deref(), Some("type = 'PushEvent' AND payload.size > 5"));
+    assert_eq!(s.command.limit, Some(10));
+    assert_eq!(s.command.max_endpoints, None);
+    assert_eq!(
+        s.shape.projection,
+        Some(vec![("id".to_owned(), "id".to_owned()), ("actor.login".to_owned(), "who".to_owned())])
+    );
+}
+
+#[test]
+fn star_qualified_tables_quoted_paths_and_keywords() {
+    let s = parse("select * from shoal.public.\"my-table\" where \"payload\".\"a.b\" = 1 and type in ('x', 'y');");
+    assert_eq!(s.command.table, "my-table");
+    assert!(s.command.columns.is_empty());
+    assert_eq!(s.shape.projection, None);
+    let filter = s.command.filter.unwrap();
+    assert!(filter.contains("payload.\"a.b\" = 1"), "{filter}");
+    assert_eq!(parse("SELECT date, user FROM t").command.columns, vec!["date", "user"]);
+    assert!(refused("SELECT * FROM other.public.t").contains("unknown table"));
+}
+
+#[test]
+fn aggregates_run_over_one_endpoint() {
+    let s = parse("SELECT count(*) AS n, MIN(payload.size), max(created_at) FROM events WHERE type = 'PushEvent'");
+    let names: Vec<_> = s.command.aggregates.iter().map(aggregate_name).collect();
+    assert_eq!(names, vec!["count(*)", "min(payload.size)", "max(created_at)"]);
+    assert_eq!(s.command.max_endpoints, Some(1));
+    assert_eq!(s.command.limit, None);
+    assert_eq!(s.shape.projection.unwrap()[0], ("count(*)".to_owned(), "n".to_owned()));
+}
+
+#[test]
+fn order_by_fetches_its_keys_and_holds_the_limit() {
+    let s = parse("SELECT id FROM events ORDER BY created_at DESC, id LIMIT 5 OFFSET 2");
+    assert_eq!(s.command.columns, vec!["id", "created_at"]);
+    assert_eq!(s.command.limit, None, "the sort needs every row");
+    assert_eq!(s.command.max_endpoints, Some(1));
+    assert_eq!(
+        s.shape.order_by,
+        vec![
+            SortKey { column: "created_at".into(), descending: true, nulls_first: true },
+            SortKey { column: "id".into(), descending: false, nulls_first: false },
+        ]
+    );
+    assert_eq!((s.shape.offset, s.shape.limit), (2, Some(5)));
+    let by_alias = parse("SELECT actor.login AS who FROM e ORDER BY who NULLS FIRST");
+    assert_eq!(by_alias.shape.order_by[0].column, "actor.login");
+    assert_eq!(parse("SELECT a, b FROM e ORDER BY 2").shape.order_by[0].column, "b");
+    let offset_only = parse("SELECT a FROM e LIMIT 3 OFFSET 4");
+    assert_eq!(offset_only.command.limit, Some(7));
+    assert_eq!(offset_only.command.max_endpoints, Some(1));
+}
+
+#[test]
+fn explain_and_parameters() {
+    assert!(parse("EXPLAIN SELECT * FROM events WHERE type = 'x'").explain);
+    let text = "SELECT id FROM events WHERE actor.login = ? AND payload.size > $2 AND id <> ?";
+    assert_eq!(count_placeholders(text).unwrap(), 2);
+    let values = [Literal::Str("it's".into()), Literal::Int(-3)];
+    let s = parse_sql(text, Parameters::Bound(&values)).unwrap();
+    assert_eq!(s.command.filter.as_deref(), Some("actor.login = 'it''s' AND payload.size > -3 AND id <> -3"));
+    let unbound = parse_sql("SELECT id FROM events WHERE id = ?", Parameters::Bound(&[])).unwrap_err();
+    assert!(unbound.message.contains("parameter 1"), "{unbound}");
+    assert!(parse_sql(text, Parameters::Unbound).is_ok());
+}
+
+#[test]
+fn what_the_engine_cannot_do_is_refused_by_name() {
+    for (text, named) in [
+        ("SELECT type, count(*) FROM e GROUP BY type", "GROUP BY"),
+        ("SELECT sum(payload.size) FROM e", "sum()"),
+        ("SELECT DISTINCT type FROM e", "DISTINCT"),
+        ("SELECT a FROM e JOIN f ON e.a = f.a", "JOIN"),
+        ("SELECT a FROM e, f", "one table"),
+        ("SELECT a + 1 FROM e", "+"),
+        ("SELECT id, count(*) FROM e", "cannot be mixed"),
+        ("SELECT a FROM e UNION SELECT a FROM f", "UNION"),
+        ("INSERT INTO e VALUES (1)", "only SELECT"),
+        ("SELECT a FROM e WHERE a = b", "two fields"),
+        ("SELECT a FROM e WHERE lower(a) = 'x'", "lower"),
+        ("SELECT a FROM e LIMIT -1", "LIMIT"),
+        ("SELECT a, b AS a FROM e", "named \"a\""),
+        ("SELECT a FROM e ORDER BY count(*)", "select list"),
+        ("SELEC a FROM e", "syntax error"),
+        ("SELECT a FROM e; SELECT b FROM e", "after the end"),
+        ("SELECT 1", "FROM"),
+    ] {
+        let message = refused(text);
+        assert!(message.contains(named), "{text}: {message}");
+    }
+}
+
+#[test]
+fn huge_statements_are_refused_without_exhausting_the_stack() {
+    // Past the operator limit: refused before parsing.
+    let many = format!("SELECT id FROM e WHERE {}", vec!["id >= 0"; 5000].join(" AND "));
+    assert!(refused(&many).contains("operators"));
+    // At the limit: parsed, lowered and dropped on a small stack.
+    let within = format!("SELECT id FROM e WHERE {}", vec!["id >= 0"; 2000].join(" OR "));
+    let filter = std::thread::Builder::new()
+        .stack_size(512 << 10)
+        .spawn(move || parse_sql(&within, Parameters::Bound(&[])).map(|s| s.command.filter.unwrap().len()))
+        .unwrap()
+        .join()
+        .unwrap()
+        .unwrap();
+    assert!(filter > 2000 * 7);
+    let nested = format!("SELECT id FROM e WHERE {}id = 1{}", "(".repeat(200), ")".repeat(200));
+    assert!(refused(&nested).contains("nested too deeply"));
+    assert!(refused(&"x".repeat(MAX_EXPR_BYTES + 1)).contains("bytes long"));
+}
+
+fn batch(ids: &[i64], names: &[Option<&str>]) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true), Field::new("actor.login", DataType::Utf8, true)]));
+    RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(ids.to_vec())), Arc::new(StringArray::from(names.to_vec()))]).unwrap()
+}
+
+fn ids(batch: &RecordBatch, column: usize) -> Vec<i64> {
+    batch.column(column).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec()
+}
+
+#[test]
+fn a_shaper_sorts_offsets_limits_and_renames() {
+    let s = parse("SELECT actor.login AS who, id FROM e ORDER BY id DESC LIMIT 3 OFFSET 1");
+    let input = batch(&[], &[]).schema();
+    let mut shaper = Shaper::new(&s.shape, &input).unwrap();
+    assert_eq!(shaper.schema().field(0).name(), "who");
+    // Enough batches that the held rows are cut to the best offset + limit on the way.
+    for chunk in (0..20_000i64).collect::<Vec<_>>().chunks(1000) {
+        let names: Vec<Option<&str>> = chunk.iter().map(|_| Some("a")).collect();
+        assert!(shaper.push(batch(chunk, &names)).unwrap().is_none());
+    }
+    assert!(shaper.held_rows < 20_000);
+    let out = shaper.finish().unwrap().unwrap();
+    assert_eq!(ids(&out, 1), vec![19_998, 19_997, 19_996]);
+}
+
+#[test]
+fn a_streaming_shaper_skips_and_stops() {
+    let s = parse("SELECT id FROM e LIMIT 3 OFFSET 2");
+    let mut shaper = Shaper::new(&s.shape, &batch(&[], &[]).schema()).unwrap();
+    let first = shaper.push(batch(&[1], &[None])).unwrap();
+    assert!(first.is_none());
+    let second = shaper.push(batch(&[2, 3, 4], &[None, None, None])).unwrap().unwrap();
+    assert_eq!(ids(&second, 0), vec![3, 4]);
+    assert!(!shaper.is_done());
+    let third = shaper.push(batch(&[5, 6], &[None, None])).unwrap().unwrap();
+    assert_eq!(ids(&third, 0), vec![5]);
+    assert!(shaper.is_done());
+    assert_eq!(third.schema().fields().len(), 1);
+}
+
+#[test]
+fn nulls_sort_last_ascending_and_first_descending() {
+    let names = [Some("b"), None, Some("a")];
+    for (text, expected) in [
+        ("SELECT id FROM e ORDER BY actor.login", vec![3, 1, 2]),
+        ("SELECT id FROM e ORDER BY actor.login DESC", vec![2, 1, 3]),
+        ("SELECT id FROM e ORDER BY actor.login NULLS FIRST", vec![2, 3, 1]),
+    ] {
+        let s = parse(text);
+        let mut shaper = Shaper::new(&s.shape, &batch(&[], &[]).schema()).unwrap();
+        shaper.push(batch(&[1, 2, 3], &names)).unwrap();
+        assert_eq!(ids(&shaper.finish().unwrap().unwrap(), 0), expected, "{text}");
+    }
+}

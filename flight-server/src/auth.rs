@@ -16,10 +16,16 @@
 use std::collections::HashSet;
 use std::sync::{PoisonError, RwLock};
 
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
+use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
 use tonic::metadata::MetadataMap;
 use tonic::Status;
+
+/// Base64 of basic credentials, padded or not: RFC 7617 pads, but some Flight clients
+/// (arrow-go's `AuthenticateBasicToken`, under ADBC's Flight SQL driver) send it unpadded.
+const BASIC_CREDENTIALS: GeneralPurpose =
+    GeneralPurpose::new(&base64::alphabet::STANDARD, GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent));
 
 /// The outcome of checking a call's credentials.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,7 +97,7 @@ impl Authenticator {
             let Some((user, password)) = &self.basic else {
                 return Err(Status::unauthenticated(format!("basic authentication is not enabled; send an {accepted} header")));
             };
-            let decoded = STANDARD
+            let decoded = BASIC_CREDENTIALS
                 .decode(encoded.trim())
                 .map_err(|_| Status::unauthenticated("the basic credentials are not valid base64"))?;
             let expected = format!("{user}:{password}");
@@ -150,6 +156,9 @@ mod tests {
         assert_eq!(auth.check(&headers("bearer s3cret")).unwrap(), Credentials::Bearer);
         let basic = format!("Basic {}", STANDARD.encode("ana:pa:ss"));
         assert_eq!(auth.check(&headers(&basic)).unwrap(), Credentials::Basic);
+        let unpadded = format!("Basic {}", base64::engine::general_purpose::STANDARD_NO_PAD.encode("ana:pa:ss"));
+        assert!(!unpadded.ends_with('='));
+        assert_eq!(auth.check(&headers(&unpadded)).unwrap(), Credentials::Basic);
         let token = auth.issue_token().unwrap();
         assert_eq!(auth.check(&headers(&format!("Bearer {token}"))).unwrap(), Credentials::Bearer);
         for bad in ["Bearer s3cre", "Bearer", "Basic !!!", &format!("Basic {}", STANDARD.encode("ana:wrong")), "Digest x"] {

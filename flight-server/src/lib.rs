@@ -4,4 +4,5 @@
 
 pub mod auth;
 pub mod config;
+pub mod flight_sql;
 pub mod service;

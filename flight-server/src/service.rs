@@ -23,12 +23,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status, Streaming};
 
 use shoal_ops::catalog::{Catalog, TableEntry};
-use shoal_ops::ops::{self, Ingested, TicketScan, ACTIONS};
+use shoal_ops::ops::{self, Ingested, RowScan as TicketRows, TicketScan, ACTIONS};
 use shoal_ops::protocol::BatchMetadata;
 use shoal_ops::{ErrorClass, OpsError};
 use tonic::Code;
 
 use crate::auth::{Authenticator, Credentials};
+use crate::flight_sql::{self, ShoalSqlService};
 
 /// Batches of one DoPut stream that may wait between decoding and ingestion, and
 /// acknowledgements that may wait to be sent: enough to keep both stages busy, small
@@ -43,7 +44,7 @@ const ADMISSION_WAIT: Duration = Duration::from_secs(30);
 /// its whole length (scans: `DoGet`; ingestion streams: `DoPut`, two threads each).
 /// Calls beyond it wait, without a thread, for up to [`ADMISSION_WAIT`] (a client that
 /// goes away stops waiting), then are refused naming the setting.
-struct Admission {
+pub(crate) struct Admission {
     places: Arc<Semaphore>,
     limit: usize,
     calls: &'static str,
@@ -56,7 +57,7 @@ impl Admission {
     }
 
     /// A place, given back when the permit drops.
-    async fn enter(&self) -> Result<OwnedSemaphorePermit, Status> {
+    pub(crate) async fn enter(&self) -> Result<OwnedSemaphorePermit, Status> {
         match tokio::time::timeout(ADMISSION_WAIT, Arc::clone(&self.places).acquire_owned()).await {
             Ok(Ok(permit)) => Ok(permit),
             _ => Err(Status::resource_exhausted(format!(
@@ -92,8 +93,11 @@ pub fn status(error: OpsError) -> Status {
 pub struct ShoalFlightService {
     catalog: Arc<Catalog>,
     auth: Arc<Authenticator>,
-    scans: Admission,
-    puts: Admission,
+    scans: Arc<Admission>,
+    puts: Arc<Admission>,
+    /// Arrow Flight SQL on the same port: commands, tickets and actions of Flight SQL
+    /// are handed to it (`flight_sql.rs`).
+    sql: ShoalSqlService,
 }
 
 impl ShoalFlightService {
@@ -102,16 +106,14 @@ impl ShoalFlightService {
     /// DoGet calls and `puts` DoPut streams run at once (`max_concurrent_scans`,
     /// `max_concurrent_puts`).
     pub fn new(catalog: Arc<Catalog>, auth: Arc<Authenticator>, scans: usize, puts: usize) -> Self {
-        Self {
-            catalog,
-            auth,
-            scans: Admission::new(scans, "scans (DoGet)", "max_concurrent_scans"),
-            puts: Admission::new(puts, "ingestion streams (DoPut)", "max_concurrent_puts"),
-        }
+        let scans = Arc::new(Admission::new(scans, "scans (DoGet)", "max_concurrent_scans"));
+        let puts = Arc::new(Admission::new(puts, "ingestion streams (DoPut)", "max_concurrent_puts"));
+        let sql = ShoalSqlService::new(Arc::clone(&catalog), Arc::clone(&scans), Arc::clone(&puts));
+        Self { catalog, auth, scans, puts, sql }
     }
 }
 
-type BoxedStream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 'static>>;
+pub(crate) type BoxedStream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 fn table_from_descriptor(descriptor: &FlightDescriptor) -> Result<String, Status> {
     match descriptor.path.as_slice() {
@@ -124,7 +126,7 @@ fn table_from_descriptor(descriptor: &FlightDescriptor) -> Result<String, Status
 }
 
 /// Runs blocking engine work off the async runtime.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, OpsError> + Send + 'static) -> Result<T, Status> {
+pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, OpsError> + Send + 'static) -> Result<T, Status> {
     tokio::task::spawn_blocking(work).await.map_err(|e| Status::internal(format!("engine task failed: {e}")))?.map_err(status)
 }
 
@@ -199,6 +201,9 @@ impl FlightService for ShoalFlightService {
     }
 
     async fn get_flight_info(&self, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+        if flight_sql::is_flight_sql(&request.get_ref().cmd) {
+            return FlightService::get_flight_info(&self.sql, request).await;
+        }
         let descriptor = request.into_inner();
         let catalog = Arc::clone(&self.catalog);
         let command = descriptor.cmd.clone();
@@ -235,6 +240,9 @@ impl FlightService for ShoalFlightService {
     }
 
     async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        if flight_sql::is_flight_sql(&request.get_ref().ticket) {
+            return FlightService::do_get(&self.sql, request).await;
+        }
         let catalog = Arc::clone(&self.catalog);
         let ticket = request.into_inner().ticket;
         let permit = self.scans.enter().await?;
@@ -248,19 +256,8 @@ impl FlightService for ShoalFlightService {
             TicketScan::Rows(scan) => scan,
         };
         let schema = scan.schema();
-        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            let result = scan.run(&mut |batch| {
-                if sender.blocking_send(Ok(batch)).is_ok() { ControlFlow::Continue(()) } else { ControlFlow::Break(()) }
-            });
-            if let Err(error) = result {
-                let _ = sender.blocking_send(Err(FlightError::Tonic(Box::new(status(error)))));
-            }
-        });
-        let batches = tokio_stream::wrappers::ReceiverStream::new(receiver);
-        let stream = FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from);
-        Ok(Response::new(Box::pin(stream)))
+        let stream = stream_rows(permit, scan, None);
+        Ok(Response::new(Box::pin(FlightDataEncoderBuilder::new().with_schema(schema).build(stream).map_err(Status::from))))
     }
 
     async fn do_put(&self, request: Request<Streaming<FlightData>>) -> Result<Response<Self::DoPutStream>, Status> {
@@ -271,9 +268,19 @@ impl FlightService for ShoalFlightService {
         // batch with its PutResult. A failure of any stage travels through the same
         // ordered queues, so the client sees the results of every batch before it, then
         // the error, and nothing after it.
+        // The first message's descriptor says what the stream is: a path [table] (shoal's
+        // ingestion) or a Flight SQL command (bulk ingest, parameters of a prepared statement).
+        let mut messages = request.into_inner().peekable();
+        let command = match Pin::new(&mut messages).peek().await {
+            Some(Ok(first)) => first.flight_descriptor.as_ref().map(|d| d.cmd.clone()).filter(|cmd| flight_sql::is_flight_sql(cmd)),
+            _ => None,
+        };
+        if let Some(command) = command {
+            return self.sql.do_put_command(&command, messages).await;
+        }
         let permit = Arc::new(self.puts.enter().await?);
         let catalog = Arc::clone(&self.catalog);
-        let mut decoder = FlightDataDecoder::new(request.into_inner().map_err(FlightError::from));
+        let mut decoder = FlightDataDecoder::new(messages.map_err(FlightError::from));
         let (sender, receiver) = tokio::sync::mpsc::channel::<Result<PutResult, Status>>(PUT_PIPELINE_DEPTH);
         let (work_sender, mut work) = tokio::sync::mpsc::channel::<Result<PutWork, Status>>(PUT_PIPELINE_DEPTH);
         let (ack_sender, mut acks) = tokio::sync::mpsc::channel::<Result<Ingested, Status>>(PUT_PIPELINE_DEPTH);
@@ -337,6 +344,9 @@ impl FlightService for ShoalFlightService {
     }
 
     async fn do_action(&self, request: Request<Action>) -> Result<Response<Self::DoActionStream>, Status> {
+        if flight_sql::is_flight_sql_action(&request.get_ref().r#type) {
+            return FlightService::do_action(&self.sql, request).await;
+        }
         let action = request.into_inner();
         let catalog = Arc::clone(&self.catalog);
         let (alive, _guard) = CallerAlive::new();
@@ -345,7 +355,7 @@ impl FlightService for ShoalFlightService {
     }
 
     async fn list_actions(&self, _request: Request<Empty>) -> Result<Response<Self::ListActionsStream>, Status> {
-        let actions = ACTIONS.iter().map(|(name, description)| {
+        let actions = ACTIONS.iter().chain(flight_sql::ACTIONS).map(|(name, description)| {
             Ok(ActionType { r#type: (*name).to_owned(), description: (*description).to_owned() })
         });
         Ok(Response::new(Box::pin(stream::iter(actions.collect::<Vec<_>>()))))
@@ -356,6 +366,54 @@ impl FlightService for ShoalFlightService {
     }
 }
 
+
+/// Runs a scan of rows on a blocking thread that holds `permit` (a place among the running
+/// scans), streaming its batches — through `shaper` when given (Flight SQL's sort, offset,
+/// limit and names; it may end the scan early) — until the scan ends, fails (the error is
+/// the stream's last item) or the receiver goes away.
+pub(crate) fn stream_rows(
+    permit: OwnedSemaphorePermit,
+    scan: Box<TicketRows>,
+    mut shaper: Option<shoal_ops::sql::Shaper>,
+) -> impl futures::Stream<Item = Result<RecordBatch, FlightError>> + Send + 'static {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let mut failure: Option<OpsError> = None;
+        let result = scan.run(&mut |batch| {
+            let batch = match shaper.as_mut() {
+                None => Some(batch),
+                Some(shaper) => match shaper.push(batch) {
+                    Ok(shaped) => shaped,
+                    Err(error) => {
+                        failure = Some(error);
+                        return ControlFlow::Break(());
+                    }
+                },
+            };
+            if let Some(batch) = batch {
+                if sender.blocking_send(Ok(batch)).is_err() {
+                    return ControlFlow::Break(());
+                }
+            }
+            if shaper.as_ref().is_some_and(shoal_ops::sql::Shaper::is_done) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+        });
+        let result = match (result, failure) {
+            (Err(error), _) | (Ok(()), Some(error)) => Err(error),
+            (Ok(()), None) => shaper.as_mut().map_or(Ok(None), shoal_ops::sql::Shaper::finish),
+        };
+        match result {
+            Ok(Some(last)) => {
+                let _ = sender.blocking_send(Ok(last));
+            }
+            Ok(None) => {}
+            Err(error) => {
+                let _ = sender.blocking_send(Err(FlightError::Tonic(Box::new(status(error)))));
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(receiver)
+}
 
 /// One decoded DoPut batch on its way to ingestion.
 struct PutWork {

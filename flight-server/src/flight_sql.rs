@@ -1,0 +1,675 @@
+//! Arrow Flight SQL on the daemon's Flight port (`docs/sql.md`), beside shoal's own JSON
+//! commands: ADBC, the Flight SQL JDBC driver and the tools built on them read shoal with
+//! no shoal-specific code.
+//!
+//! [`ShoalFlightService`](crate::service::ShoalFlightService) hands Flight SQL's commands
+//! (protobuf `Any` messages of `arrow.flight.protocol.sql`), tickets and actions to
+//! [`ShoalSqlService`]; arrow-flight's [`FlightSqlService`] decodes them. A statement is
+//! parsed by [`shoal_ops::sql`] into the same query command a JSON client sends, planned by
+//! the same planner (PSFs, columnar and full scans), and its result shaped (sort, offset,
+//! names) at the endpoint that scans it.
+//!
+//! Nothing is held on the server between calls: a prepared statement's handle is its text
+//! and its bound parameters (JSON), and the tickets of a statement's endpoints carry the
+//! plan of their range (shoal's ticket) with the shape of the result.
+
+use std::sync::{Arc, LazyLock};
+
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
+use arrow_flight::sql::server::FlightSqlService;
+use arrow_flight::sql::{
+    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult, Any,
+    Command, CommandGetCatalogs, CommandGetDbSchemas, CommandGetPrimaryKeys, CommandGetSqlInfo, CommandGetTableTypes,
+    CommandGetTables, CommandPreparedStatementQuery, CommandStatementIngest, CommandStatementQuery,
+    DoPutPreparedStatementResult, DoPutUpdateResult, ProstMessageExt, SqlInfo, SqlNullOrdering,
+    SqlSupportedCaseSensitivity, SqlSupportedTransaction, TableExistsOption, TableNotExistOption, TicketStatementQuery,
+};
+use arrow_flight::{FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, IpcMessage, PutResult, SchemaAsIpc, Ticket};
+use arrow_ipc::writer::IpcWriteOptions;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use futures::stream::{self, Peekable};
+use futures::{StreamExt, TryStreamExt};
+use prost::Message;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use shoal_core::psf::Literal;
+use shoal_ops::catalog::Catalog;
+use shoal_ops::ops::{self, TicketScan};
+use shoal_ops::protocol::{BatchMetadata, CreateTable};
+use shoal_ops::sql::{self, Parameters, ResultShape, Shaper, CATALOG_NAME, SCHEMA_NAME};
+use shoal_ops::OpsError;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::service::{blocking, status, stream_rows, Admission, BoxedStream};
+
+/// The Flight SQL actions the service answers (beside shoal's own, in `ListActions`).
+pub(crate) const ACTIONS: &[(&str, &str)] = &[
+    (
+        "CreatePreparedStatement",
+        "Flight SQL: checks a SELECT and answers its result schema and a handle (the statement itself; nothing is held on the server)",
+    ),
+    ("ClosePreparedStatement", "Flight SQL: closes a prepared statement (nothing to free)"),
+];
+
+/// The type URLs of Flight SQL's messages start with this.
+const SQL_TYPE_PREFIX: &str = "type.googleapis.com/arrow.flight.protocol.sql.";
+
+/// Whether a command or ticket is a Flight SQL message (a protobuf `Any` of
+/// `arrow.flight.protocol.sql`), not one of shoal's JSON commands or tickets.
+pub(crate) fn is_flight_sql(bytes: &[u8]) -> bool {
+    // An encoded `Any` starts with its type URL's tag (0x0A); shoal's JSON starts with `{`
+    // (or white space).
+    bytes.first() == Some(&0x0A) && Any::decode(bytes).is_ok_and(|any| any.type_url.starts_with(SQL_TYPE_PREFIX))
+}
+
+/// Whether an action is one of Flight SQL's (its names are CamelCase; shoal's are not).
+pub(crate) fn is_flight_sql_action(kind: &str) -> bool {
+    matches!(
+        kind,
+        "CreatePreparedStatement"
+            | "ClosePreparedStatement"
+            | "CreatePreparedSubstraitPlan"
+            | "BeginTransaction"
+            | "EndTransaction"
+            | "BeginSavepoint"
+            | "EndSavepoint"
+            | "CancelQuery"
+    )
+}
+
+/// What `GetSqlInfo` answers: the server, and the SQL it accepts (`docs/sql.md`).
+static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
+    let mut info = SqlInfoDataBuilder::new();
+    info.append(SqlInfo::FlightSqlServerName, "shoal");
+    info.append(SqlInfo::FlightSqlServerVersion, env!("CARGO_PKG_VERSION"));
+    info.append(SqlInfo::FlightSqlServerArrowVersion, "1.5");
+    info.append(SqlInfo::FlightSqlServerReadOnly, false);
+    info.append(SqlInfo::FlightSqlServerSql, true);
+    info.append(SqlInfo::FlightSqlServerSubstrait, false);
+    info.append(SqlInfo::FlightSqlServerTransaction, SqlSupportedTransaction::None as i32);
+    info.append(SqlInfo::FlightSqlServerCancel, false);
+    info.append(SqlInfo::FlightSqlServerBulkIngestion, true);
+    info.append(SqlInfo::FlightSqlServerIngestTransactionsSupported, false);
+    info.append(SqlInfo::SqlDdlCatalog, false);
+    info.append(SqlInfo::SqlDdlSchema, false);
+    info.append(SqlInfo::SqlDdlTable, false);
+    info.append(SqlInfo::SqlIdentifierCase, SqlSupportedCaseSensitivity::SqlCaseSensitivityCaseInsensitive as i32);
+    info.append(SqlInfo::SqlIdentifierQuoteChar, "\"");
+    info.append(SqlInfo::SqlQuotedIdentifierCase, SqlSupportedCaseSensitivity::SqlCaseSensitivityCaseInsensitive as i32);
+    info.append(SqlInfo::SqlAllTablesAreSelectable, true);
+    info.append(SqlInfo::SqlNullOrdering, SqlNullOrdering::SqlNullsSortedHigh as i32);
+    info.append(SqlInfo::SqlSupportsColumnAliasing, true);
+    info.append(SqlInfo::SqlNullPlusNullIsNull, true);
+    info.append(SqlInfo::SqlSupportsOrderByUnrelated, true);
+    info.append(SqlInfo::SqlSupportsLikeEscapeClause, true);
+    info.append(SqlInfo::SqlSchemaTerm, "schema");
+    info.append(SqlInfo::SqlCatalogTerm, "catalog");
+    info.append(SqlInfo::SqlProcedureTerm, "procedure");
+    info.append(SqlInfo::SqlCatalogAtStart, true);
+    info.append(SqlInfo::SqlSelectForUpdateSupported, false);
+    info.append(SqlInfo::SqlStoredProceduresSupported, false);
+    info.append(SqlInfo::SqlCorrelatedSubqueriesSupported, false);
+    info.append(SqlInfo::SqlTransactionsSupported, false);
+    info.build().expect("the SqlInfo values have their documented types")
+});
+
+/// A prepared statement's handle, or the handle inside a statement ticket (JSON).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Handle {
+    /// A statement and its bound parameters (prepared statements; `EXPLAIN`).
+    Statement {
+        sql: String,
+        #[serde(default)]
+        parameters: Vec<Value>,
+    },
+    /// One endpoint of a planned statement: shoal's ticket (the plan of its range) and the
+    /// shape of the result.
+    Scan { ticket: Value, shape: ResultShape },
+}
+
+impl Handle {
+    fn encode(&self) -> Result<bytes::Bytes, Status> {
+        serde_json::to_vec(self).map(Into::into).map_err(|e| Status::internal(format!("encoding a handle: {e}")))
+    }
+
+    fn decode(bytes: &[u8], what: &str) -> Result<Self, Status> {
+        serde_json::from_slice(bytes).map_err(|e| {
+            Status::invalid_argument(shoal_ops::protocol::bounded(format!(
+                "{what} is not one that this server issued ({e}); prepare or plan the statement again"
+            )))
+        })
+    }
+
+    fn statement(sql: String, parameters: &[Literal]) -> Self {
+        Handle::Statement { sql, parameters: parameters.iter().map(literal_json).collect() }
+    }
+}
+
+fn literal_json(literal: &Literal) -> Value {
+    match literal {
+        Literal::Null => Value::Null,
+        Literal::Bool(b) => Value::Bool(*b),
+        Literal::Int(i) => Value::from(*i),
+        Literal::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        Literal::Str(s) => Value::String(s.clone()),
+    }
+}
+
+fn json_literal(value: &Value) -> Result<Literal, Status> {
+    Ok(match value {
+        Value::Null => Literal::Null,
+        Value::Bool(b) => Literal::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Literal::Int(i),
+            None => Literal::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => Literal::Str(s.clone()),
+        _ => return Err(Status::invalid_argument("a prepared statement's handle holds a parameter that is not a scalar")),
+    })
+}
+
+/// The result of `EXPLAIN`: one row per step of the plan.
+fn explain_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("plan_step", DataType::Utf8, false), Field::new("detail", DataType::Utf8, false)]))
+}
+
+/// The rows of `EXPLAIN` from a planned query's metadata (`docs/protocol.md`): the table
+/// and range, the filter, each index, columnar and full scan, the planner's reason.
+fn explain_rows(planned: &ops::PlannedQuery) -> Result<RecordBatch, OpsError> {
+    let metadata = &planned.metadata;
+    let plan = &metadata["plan"];
+    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    let mut rows: Vec<(String, String)> = vec![
+        ("table".into(), text(&metadata["table"])),
+        ("range".into(), format!("[{}, {})", metadata["from"], metadata["to"])),
+        ("filter".into(), plan["filter"].as_str().unwrap_or("(none: every record)").to_owned()),
+    ];
+    for (key, step) in [("index_scans", "index_scan"), ("columnar_scans", "columnar_scan"), ("full_scans", "full_scan")] {
+        for scan in plan[key].as_array().into_iter().flatten() {
+            rows.push((step.into(), scan.to_string()));
+        }
+    }
+    rows.push(("reason".into(), text(&plan["reason"])));
+    rows.push(("endpoints".into(), planned.endpoints.len().to_string()));
+    let (steps, details): (Vec<String>, Vec<String>) = rows.into_iter().unzip();
+    RecordBatch::try_new(
+        explain_schema(),
+        vec![Arc::new(StringArray::from(steps)) as ArrayRef, Arc::new(StringArray::from(details))],
+    )
+    .map_err(|e| OpsError::internal(format!("building the EXPLAIN rows: {e}")))
+}
+
+/// A statement planned for `GetFlightInfo`: its result schema and its endpoints' tickets.
+struct PlannedStatement {
+    schema: SchemaRef,
+    /// Each endpoint's ticket and the plan of its range (JSON).
+    endpoints: Vec<(Vec<u8>, String)>,
+    total_records: i64,
+    metadata: String,
+}
+
+fn statement_ticket(handle: &Handle) -> Result<Vec<u8>, Status> {
+    Ok(TicketStatementQuery { statement_handle: handle.encode()? }.as_any().encode_to_vec())
+}
+
+/// Parses and plans a statement with its parameters. A `SELECT` is planned once, and each
+/// endpoint's ticket carries its part of the plan and the result's shape; `EXPLAIN` has
+/// one endpoint, which plans the query again to answer the plan's rows.
+fn plan_statement(catalog: &Catalog, text: String, parameters: &[Literal]) -> Result<PlannedStatement, Status> {
+    let statement = sql::parse_sql(&text, Parameters::Bound(parameters)).map_err(status)?;
+    let command = serde_json::to_vec(&statement.command).map_err(|e| Status::internal(e.to_string()))?;
+    let planned = ops::plan_query(catalog, &command).map_err(status)?;
+    let metadata = planned.metadata.to_string();
+    if statement.explain {
+        let ticket = statement_ticket(&Handle::statement(text, parameters))?;
+        return Ok(PlannedStatement { schema: explain_schema(), endpoints: vec![(ticket, metadata.clone())], total_records: -1, metadata });
+    }
+    let shaper = Shaper::new(&statement.shape, &Arc::new(planned.schema.clone())).map_err(status)?;
+    let mut endpoints = Vec::with_capacity(planned.endpoints.len());
+    for endpoint in &planned.endpoints {
+        let ticket: Value = serde_json::from_slice(&endpoint.ticket).map_err(|e| Status::internal(e.to_string()))?;
+        let handle = Handle::Scan { ticket, shape: statement.shape.clone() };
+        endpoints.push((statement_ticket(&handle)?, endpoint.plan.to_string()));
+    }
+    let total_records = if statement.command.aggregates.is_empty() {
+        let limit = statement.shape.limit.and_then(|l| i64::try_from(l).ok()).unwrap_or(i64::MAX);
+        planned.total_records.min(limit)
+    } else {
+        1
+    };
+    Ok(PlannedStatement { schema: shaper.schema(), endpoints, total_records, metadata })
+}
+
+fn schema_bytes(schema: &Schema) -> Result<bytes::Bytes, Status> {
+    let message: IpcMessage = SchemaAsIpc::new(schema, &IpcWriteOptions::default())
+        .try_into()
+        .map_err(|e: arrow_schema::ArrowError| Status::internal(format!("encoding a schema: {e}")))?;
+    Ok(message.0)
+}
+
+/// A `FlightInfo` of one endpoint whose ticket is `ticket`.
+fn single_endpoint_info(schema: &Schema, ticket: Vec<u8>, descriptor: FlightDescriptor) -> Result<Response<FlightInfo>, Status> {
+    let info = FlightInfo::new()
+        .try_with_schema(schema)
+        .map_err(|e| Status::internal(format!("encoding the schema: {e}")))?
+        .with_endpoint(FlightEndpoint::new().with_ticket(Ticket::new(ticket)))
+        .with_descriptor(descriptor);
+    Ok(Response::new(info))
+}
+
+/// One batch as a `DoGet` stream.
+fn batch_stream(schema: SchemaRef, batch: Result<RecordBatch, FlightError>) -> Response<BoxedStream<FlightData>> {
+    let stream = FlightDataEncoderBuilder::new().with_schema(schema).build(stream::iter([batch])).map_err(Status::from);
+    Response::new(Box::pin(stream))
+}
+
+fn put_result(app_metadata: Vec<u8>) -> Response<BoxedStream<PutResult>> {
+    Response::new(Box::pin(stream::iter([Ok(PutResult { app_metadata: app_metadata.into() })])))
+}
+
+/// The Flight SQL side of the service (see the module's documentation).
+pub struct ShoalSqlService {
+    catalog: Arc<Catalog>,
+    scans: Arc<Admission>,
+    puts: Arc<Admission>,
+}
+
+impl ShoalSqlService {
+    pub(crate) fn new(catalog: Arc<Catalog>, scans: Arc<Admission>, puts: Arc<Admission>) -> Self {
+        Self { catalog, scans, puts }
+    }
+
+    async fn statement_info(&self, text: String, parameters: Vec<Literal>, descriptor: FlightDescriptor) -> Result<Response<FlightInfo>, Status> {
+        let catalog = Arc::clone(&self.catalog);
+        let planned = tokio::task::spawn_blocking(move || plan_statement(&catalog, text, &parameters))
+            .await
+            .map_err(|e| Status::internal(format!("planning task failed: {e}")))??;
+        let endpoints = planned
+            .endpoints
+            .into_iter()
+            .map(|(ticket, plan)| FlightEndpoint::new().with_ticket(Ticket::new(ticket)).with_app_metadata(plan));
+        let info = FlightInfo::new()
+            .try_with_schema(&planned.schema)
+            .map_err(|e| Status::internal(format!("encoding the schema: {e}")))?
+            .with_descriptor(descriptor)
+            .with_endpoints(endpoints.collect())
+            .with_total_records(planned.total_records)
+            .with_total_bytes(-1)
+            .with_app_metadata(planned.metadata);
+        Ok(Response::new(info))
+    }
+
+    /// Runs a statement handle: an endpoint's scan, shaped; or a whole statement in this
+    /// one call (`EXPLAIN`, or a prepared statement read without `GetFlightInfo`).
+    async fn run_handle(&self, handle: Handle) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        let (ticket, shape) = match handle {
+            Handle::Scan { ticket, shape } => (serde_json::to_vec(&ticket).map_err(|e| Status::internal(e.to_string()))?, shape),
+            Handle::Statement { sql: text, parameters } => {
+                let parameters = parameters.iter().map(json_literal).collect::<Result<Vec<_>, _>>()?;
+                let statement = sql::parse_sql(&text, Parameters::Bound(&parameters)).map_err(status)?;
+                let command = serde_json::to_vec(&statement.command).map_err(|e| Status::internal(e.to_string()))?;
+                if statement.explain {
+                    let catalog = Arc::clone(&self.catalog);
+                    let rows = blocking(move || ops::plan_query(&catalog, &command).and_then(|p| explain_rows(&p))).await?;
+                    return Ok(batch_stream(explain_schema(), Ok(rows)));
+                }
+                (command, statement.shape)
+            }
+        };
+        let permit = self.scans.enter().await?;
+        let catalog = Arc::clone(&self.catalog);
+        match blocking(move || ops::open_ticket(&catalog, &ticket)).await? {
+            TicketScan::Aggregates(batch) => {
+                drop(permit);
+                let mut shaper = Shaper::new(&shape, &batch.schema()).map_err(status)?;
+                let first = shaper.push(batch).map_err(status)?;
+                let row = match first {
+                    Some(row) => row,
+                    None => shaper.finish().map_err(status)?.unwrap_or_else(|| RecordBatch::new_empty(shaper.schema())),
+                };
+                Ok(batch_stream(shaper.schema(), Ok(row)))
+            }
+            TicketScan::Rows(scan) => {
+                let shaper = Shaper::new(&shape, &scan.schema()).map_err(status)?;
+                let schema = shaper.schema();
+                let batches = stream_rows(permit, scan, Some(shaper));
+                Ok(Response::new(Box::pin(FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from))))
+            }
+        }
+    }
+
+    /// A `DoPut` whose descriptor is a Flight SQL command: bulk ingest, or the parameters of
+    /// a prepared statement.
+    pub(crate) async fn do_put_command(
+        &self,
+        command: &[u8],
+        messages: Peekable<Streaming<FlightData>>,
+    ) -> Result<Response<BoxedStream<PutResult>>, Status> {
+        let any = Any::decode(command).map_err(|e| Status::invalid_argument(format!("a Flight SQL command that does not decode: {e}")))?;
+        let command = Command::try_from(any).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        match command {
+            Command::CommandStatementIngest(ingest) => {
+                let record_count = self.ingest(ingest, messages).await?;
+                Ok(put_result(DoPutUpdateResult { record_count }.encode_to_vec()))
+            }
+            Command::CommandPreparedStatementQuery(query) => {
+                let handle = self.bind_parameters(&query.prepared_statement_handle, messages).await?;
+                Ok(put_result(DoPutPreparedStatementResult { prepared_statement_handle: Some(handle) }.encode_to_vec()))
+            }
+            Command::CommandStatementUpdate(_) | Command::CommandPreparedStatementUpdate(_) => Err(Status::invalid_argument(
+                "UPDATE, INSERT and DELETE statements are not supported: shoal tables are written with DoPut or bulk \
+                 ingest (ADBC's adbc_ingest)",
+            )),
+            other => Err(Status::invalid_argument(format!("DoPut does not take the Flight SQL command {}", other.type_url()))),
+        }
+    }
+
+    /// Binds one row of parameters to a prepared statement: the new handle carries them.
+    async fn bind_parameters(&self, handle: &[u8], messages: Peekable<Streaming<FlightData>>) -> Result<bytes::Bytes, Status> {
+        let Handle::Statement { sql: text, .. } = Handle::decode(handle, "the prepared statement handle")? else {
+            return Err(Status::invalid_argument("the prepared statement handle is a ticket's, not a prepared statement's"));
+        };
+        let batches: Vec<RecordBatch> =
+            FlightRecordBatchStream::new_from_flight_data(messages.map_err(FlightError::from)).try_collect().await.map_err(Status::from)?;
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let parameters = match batches.iter().find(|b| b.num_rows() > 0) {
+            None => Vec::new(),
+            Some(_) if rows > 1 => {
+                return Err(Status::invalid_argument(format!(
+                    "{rows} rows of parameters were bound; a query takes one row (several rows are for updates, which shoal does not have)"
+                )))
+            }
+            Some(batch) => batch
+                .columns()
+                .iter()
+                .enumerate()
+                .map(|(i, column)| sql::parameter_literal(column.as_ref(), 0, i + 1).map_err(status))
+                .collect::<Result<Vec<_>, _>>()?,
+        };
+        let expected = sql::count_placeholders(&text).map_err(status)?;
+        if parameters.len() != expected && !parameters.is_empty() {
+            return Err(Status::invalid_argument(format!(
+                "{} parameters were bound; the statement has {expected} placeholders",
+                parameters.len()
+            )));
+        }
+        Handle::statement(text, &parameters).encode()
+    }
+
+    /// Bulk ingest (`CommandStatementIngest`, ADBC's `adbc_ingest`): creates, replaces or
+    /// appends to the table as the options say, then ingests each batch like a `DoPut`
+    /// (a batch whose only column is a string column `json` holds JSON records; any other
+    /// batch's rows become JSON objects, one key per column), acknowledged per the
+    /// table's durability. Answers the number of records written.
+    async fn ingest(&self, ingest: CommandStatementIngest, messages: Peekable<Streaming<FlightData>>) -> Result<i64, Status> {
+        if ingest.temporary {
+            return Err(Status::invalid_argument("bulk ingest into a temporary table is not supported"));
+        }
+        if ingest.transaction_id.is_some() {
+            return Err(Status::invalid_argument("bulk ingest within a transaction is not supported"));
+        }
+        if ingest.catalog.as_deref().is_some_and(|c| c != CATALOG_NAME) || ingest.schema.as_deref().is_some_and(|s| s != SCHEMA_NAME) {
+            return Err(Status::not_found(format!(
+                "bulk ingest: tables live in catalog {CATALOG_NAME:?}, schema {SCHEMA_NAME:?}; got {:?}.{:?}",
+                ingest.catalog, ingest.schema
+            )));
+        }
+        let _permit = self.puts.enter().await?;
+        let options = ingest.table_definition_options.unwrap_or_default();
+        let catalog = Arc::clone(&self.catalog);
+        let table = ingest.table.clone();
+        let entry = blocking(move || prepare_ingest_table(&catalog, &table, options.if_not_exist, options.if_exists)).await?;
+        let mut batches = FlightRecordBatchStream::new_from_flight_data(messages.map_err(FlightError::from));
+        let mut records = 0i64;
+        let mut number = 0usize;
+        while let Some(batch) = batches.next().await {
+            let batch = batch.map_err(Status::from)?;
+            let entry = Arc::clone(&entry);
+            let written = blocking(move || {
+                let batch = json_batch(&batch)?;
+                let ingested = ops::ingest_batch(&entry, &batch, &BatchMetadata::default(), number)?;
+                ops::acknowledge(ingested)
+            })
+            .await?;
+            records += written["records"].as_i64().unwrap_or(0);
+            number += 1;
+        }
+        Ok(records)
+    }
+}
+
+/// The table a bulk ingest writes: created, replaced or taken as it is, per ADBC's modes
+/// (`create`: create or fail; `append`: fail if missing; `replace`: drop and create;
+/// `create_append`: create if missing). Unspecified options create a missing table and
+/// append to an existing one.
+fn prepare_ingest_table(
+    catalog: &Catalog,
+    table: &str,
+    if_not_exist: i32,
+    if_exists: i32,
+) -> Result<Arc<shoal_ops::catalog::TableEntry>, OpsError> {
+    let exists = catalog.get(table).is_ok();
+    let create = || {
+        let request: CreateTable = serde_json::from_value(serde_json::json!({ "name": table }))
+            .map_err(|e| OpsError::internal(format!("create_table body: {e}")))?;
+        catalog.create(&request).map(|_| ())
+    };
+    if exists {
+        match TableExistsOption::try_from(if_exists).unwrap_or(TableExistsOption::Unspecified) {
+            TableExistsOption::Fail => {
+                return Err(OpsError::new(
+                    shoal_ops::ErrorClass::AlreadyExists,
+                    format!("bulk ingest: table {table:?} exists (mode create; use append or replace)"),
+                ))
+            }
+            TableExistsOption::Replace => {
+                catalog.drop_table(table)?;
+                create()?;
+            }
+            TableExistsOption::Append | TableExistsOption::Unspecified => {}
+        }
+    } else {
+        match TableNotExistOption::try_from(if_not_exist).unwrap_or(TableNotExistOption::Unspecified) {
+            TableNotExistOption::Fail => {
+                return Err(OpsError::new(
+                    shoal_ops::ErrorClass::NotFound,
+                    format!("bulk ingest: no table {table:?} (mode append; use create or create_append)"),
+                ))
+            }
+            TableNotExistOption::Create | TableNotExistOption::Unspecified => create()?,
+        }
+    }
+    catalog.get(table)
+}
+
+/// A batch of bulk ingest as DoPut's `json` column: a batch whose only column is a string
+/// or binary column named `json` as it is; any other batch with each row written as a
+/// JSON object (arrow-json; nulls left out, so a null is a missing key).
+fn json_batch(batch: &RecordBatch) -> Result<RecordBatch, OpsError> {
+    let schema = batch.schema();
+    if schema.fields().len() == 1 && schema.field(0).name() == "json" && ops::check_put_schema(&schema).is_ok() {
+        return Ok(batch.clone());
+    }
+    let mut text = Vec::new();
+    {
+        let mut writer = arrow_json::LineDelimitedWriter::new(&mut text);
+        writer.write(batch).map_err(|e| OpsError::invalid_argument(format!("bulk ingest: a batch has no JSON form: {e}")))?;
+        writer.finish().map_err(|e| OpsError::internal(e.to_string()))?;
+    }
+    let text = String::from_utf8(text).map_err(|e| OpsError::internal(e.to_string()))?;
+    // arrow-json escapes newlines inside strings: each line is one row.
+    let rows: StringArray = text.lines().map(Some).collect();
+    let json = Arc::new(Schema::new(vec![Field::new("json", DataType::Utf8, false)]));
+    RecordBatch::try_new(json, vec![Arc::new(rows)]).map_err(|e| OpsError::internal(e.to_string()))
+}
+
+#[tonic::async_trait]
+impl FlightSqlService for ShoalSqlService {
+    type FlightService = ShoalSqlService;
+
+    async fn get_flight_info_statement(&self, query: CommandStatementQuery, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+        if query.transaction_id.is_some() {
+            return Err(Status::invalid_argument("transactions are not supported"));
+        }
+        self.statement_info(query.query, Vec::new(), request.into_inner()).await
+    }
+
+    async fn get_flight_info_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        match Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")? {
+            Handle::Statement { sql: text, parameters } => {
+                let parameters = parameters.iter().map(json_literal).collect::<Result<Vec<_>, _>>()?;
+                self.statement_info(text, parameters, request.into_inner()).await
+            }
+            Handle::Scan { .. } => Err(Status::invalid_argument("the prepared statement handle is a ticket's, not a prepared statement's")),
+        }
+    }
+
+    async fn get_flight_info_catalogs(&self, query: CommandGetCatalogs, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        single_endpoint_info(&schema, query.as_any().encode_to_vec(), request.into_inner())
+    }
+
+    async fn get_flight_info_schemas(&self, query: CommandGetDbSchemas, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        single_endpoint_info(&schema, query.as_any().encode_to_vec(), request.into_inner())
+    }
+
+    async fn get_flight_info_tables(&self, query: CommandGetTables, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        single_endpoint_info(&schema, query.as_any().encode_to_vec(), request.into_inner())
+    }
+
+    async fn get_flight_info_table_types(&self, query: CommandGetTableTypes, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        single_endpoint_info(&schema, query.as_any().encode_to_vec(), request.into_inner())
+    }
+
+    async fn get_flight_info_sql_info(&self, query: CommandGetSqlInfo, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder(&SQL_INFO).schema();
+        single_endpoint_info(&schema, query.as_any().encode_to_vec(), request.into_inner())
+    }
+
+    async fn get_flight_info_primary_keys(&self, query: CommandGetPrimaryKeys, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+        single_endpoint_info(&primary_keys_schema(), query.as_any().encode_to_vec(), request.into_inner())
+    }
+
+    async fn do_get_statement(&self, ticket: TicketStatementQuery, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        self.run_handle(Handle::decode(&ticket.statement_handle, "the statement ticket")?).await
+    }
+
+    async fn do_get_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        _request: Request<Ticket>,
+    ) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        self.run_handle(Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")?).await
+    }
+
+    async fn do_get_catalogs(&self, query: CommandGetCatalogs, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        let mut builder = query.into_builder();
+        builder.append(CATALOG_NAME);
+        let schema = builder.schema();
+        Ok(batch_stream(schema, builder.build().map_err(FlightError::from)))
+    }
+
+    async fn do_get_schemas(&self, query: CommandGetDbSchemas, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        let mut builder = query.into_builder();
+        builder.append(CATALOG_NAME, SCHEMA_NAME);
+        let schema = builder.schema();
+        Ok(batch_stream(schema, builder.build().map_err(FlightError::from)))
+    }
+
+    async fn do_get_tables(&self, query: CommandGetTables, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        let mut builder = query.into_builder();
+        let catalog = Arc::clone(&self.catalog);
+        let listings = tokio::task::spawn_blocking(move || ops::list_tables(&catalog))
+            .await
+            .map_err(|e| Status::internal(format!("listing tables: {e}")))?;
+        for listing in listings {
+            builder.append(CATALOG_NAME, SCHEMA_NAME, &listing.name, "TABLE", &listing.schema).map_err(|e| Status::internal(e.to_string()))?;
+        }
+        let schema = builder.schema();
+        Ok(batch_stream(schema, builder.build().map_err(FlightError::from)))
+    }
+
+    async fn do_get_table_types(&self, query: CommandGetTableTypes, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        let mut builder = query.into_builder();
+        builder.append("TABLE");
+        let schema = builder.schema();
+        Ok(batch_stream(schema, builder.build().map_err(FlightError::from)))
+    }
+
+    async fn do_get_sql_info(&self, query: CommandGetSqlInfo, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        let builder = query.into_builder(&SQL_INFO);
+        let schema = builder.schema();
+        Ok(batch_stream(schema, builder.build().map_err(FlightError::from)))
+    }
+
+    async fn do_get_primary_keys(&self, _query: CommandGetPrimaryKeys, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        // Tables have no primary keys (yet): the answer is empty.
+        let schema = primary_keys_schema();
+        Ok(batch_stream(Arc::clone(&schema), Ok(RecordBatch::new_empty(schema))))
+    }
+
+    async fn do_action_create_prepared_statement(
+        &self,
+        query: ActionCreatePreparedStatementRequest,
+        _request: Request<arrow_flight::Action>,
+    ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        if query.transaction_id.is_some() {
+            return Err(Status::invalid_argument("transactions are not supported"));
+        }
+        let text = query.query;
+        let catalog = Arc::clone(&self.catalog);
+        // Checked and planned now, with NULL for each placeholder, for the result schema:
+        // a statement that cannot run fails here, naming what is wrong.
+        let checked = text.clone();
+        let schema = tokio::task::spawn_blocking(move || {
+            let statement = sql::parse_sql(&checked, Parameters::Unbound).map_err(status)?;
+            if statement.explain {
+                return Ok(explain_schema());
+            }
+            let command = serde_json::to_vec(&statement.command).map_err(|e| Status::internal(e.to_string()))?;
+            let planned = ops::plan_query(&catalog, &command).map_err(status)?;
+            Ok::<_, Status>(Shaper::new(&statement.shape, &Arc::new(planned.schema)).map_err(status)?.schema())
+        })
+        .await
+        .map_err(|e| Status::internal(format!("planning task failed: {e}")))??;
+        Ok(ActionCreatePreparedStatementResult {
+            prepared_statement_handle: Handle::statement(text, &[]).encode()?,
+            dataset_schema: schema_bytes(&schema)?,
+            parameter_schema: bytes::Bytes::new(),
+        })
+    }
+
+    async fn do_action_close_prepared_statement(
+        &self,
+        _query: ActionClosePreparedStatementRequest,
+        _request: Request<arrow_flight::Action>,
+    ) -> Result<(), Status> {
+        Ok(())
+    }
+
+    async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+/// `GetPrimaryKeys`' result schema (Flight SQL's `CommandGetPrimaryKeys`).
+fn primary_keys_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("catalog_name", DataType::Utf8, true),
+        Field::new("db_schema_name", DataType::Utf8, true),
+        Field::new("table_name", DataType::Utf8, false),
+        Field::new("column_name", DataType::Utf8, false),
+        Field::new("key_name", DataType::Utf8, true),
+        Field::new("key_sequence", DataType::Int32, false),
+    ]))
+}

@@ -1,0 +1,201 @@
+"""Arrow Flight SQL on the daemon's port, through the real ADBC Flight SQL driver
+(adbc-driver-flightsql from PyPI), with authentication on: answers equal shoal's own query
+path on the GitHub events (docs/sql.md)."""
+
+import base64
+import json
+
+import adbc_driver_flightsql.dbapi as flightsql
+import adbc_driver_manager
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from conftest import action, dig, github_events
+
+USER, PASSWORD = "analyst", "pa:ss"
+BASIC = flight.FlightCallOptions(
+    headers=[(b"authorization", b"Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()))]
+)
+
+
+@pytest.fixture
+def events_daemon(start_daemon):
+    """A daemon with basic auth, a table `events` of GitHub events and a PSF on `type`."""
+    d = start_daemon("--basic-auth", f"{USER}:{PASSWORD}")
+    client = d.client()
+    # Small pages, so that the PSF's range holds whole pages (as in test_query_path.py).
+    action(client, "create_table", {"name": "events", "page_size_bits": 18}, options=BASIC)
+    records = github_events(3000)
+    # First half, PSF, second half: the PSF covers only part of the log.
+    schema = pa.schema([("json", pa.string())])
+    for half, part in enumerate((records[:1500], records[1500:])):
+        writer, reader = client.do_put(flight.FlightDescriptor.for_path("events"), schema, options=BASIC)
+        with writer:
+            writer.write_batch(pa.record_batch([pa.array(part, pa.string())], schema=schema))
+            reader.read()
+            writer.done_writing()
+        if half == 0:
+            action(client, "register_psf", {"table": "events", "name": "type", "kind": "projection", "field": "type"}, options=BASIC)
+    d.records = [json.loads(r) for r in records]
+    d.native = client
+    return d
+
+
+def connect(d, **kwargs):
+    return flightsql.connect(d.location, db_kwargs={"username": USER, "password": PASSWORD, **kwargs})
+
+
+def test_queries_answer_what_the_native_path_answers(events_daemon):
+    d = events_daemon
+    pushes = sorted(r["id"] for r in d.records if r.get("type") == "PushEvent")
+    assert pushes, "the sample has push events"
+    with connect(d) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id, actor.login AS who FROM events WHERE type = 'PushEvent'")
+        table = cur.fetch_arrow_table()
+        assert table.column_names == ["id", "who"]
+        assert sorted(table.column("id").to_pylist()) == pushes
+        by_id = {r["id"]: dig(r, "actor.login") for r in d.records}
+        assert all(by_id[i] == who for i, who in zip(table.column("id").to_pylist(), table.column("who").to_pylist()))
+
+        # The same rows as shoal's JSON command through pyarrow.flight.
+        native = query_ids_with_basic(d, "type = 'PushEvent'")
+        assert native == pushes
+
+        cur.execute("SELECT count(*) AS n, min(payload.size), max(created_at) FROM shoal.public.events WHERE type = 'PushEvent'")
+        df = cur.fetch_df()
+        assert list(df.columns) == ["n", "min(payload.size)", "max(created_at)"]
+        assert int(df["n"][0]) == len(pushes)
+        sizes = [dig(r, "payload.size") for r in d.records if r.get("type") == "PushEvent" and dig(r, "payload.size") is not None]
+        assert int(df["min(payload.size)"][0]) == min(sizes)
+        assert df["max(created_at)"][0] == max(r["created_at"] for r in d.records if r.get("type") == "PushEvent")
+
+        cur.execute('SELECT id, "created_at" FROM events ORDER BY created_at DESC, id LIMIT 7 OFFSET 3')
+        rows = cur.fetchall()
+        expected = sorted(d.records, key=lambda r: r["id"])
+        expected = sorted(expected, key=lambda r: r["created_at"], reverse=True)[3:10]
+        assert [(r["id"], r["created_at"]) for r in expected] == rows
+
+        cur.execute("SELECT * FROM events LIMIT 5")
+        star = cur.fetch_arrow_table()
+        assert star.num_rows == 5 and "actor" in star.column_names
+
+
+def query_ids_with_basic(d, text):
+    command = {"table": "events", "columns": ["id"], "filter": text}
+    info = d.native.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)), BASIC)
+    ids = []
+    for endpoint in info.endpoints:
+        ids += d.native.do_get(endpoint.ticket, BASIC).read_all().column("id").to_pylist()
+    return sorted(ids)
+
+
+def test_prepared_statements_bind_parameters(events_daemon):
+    d = events_daemon
+    login = dig(d.records[10], "actor.login")
+    expected = sorted(r["id"] for r in d.records if dig(r, "actor.login") == login)
+    with connect(d) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id FROM events WHERE actor.login = ? ORDER BY id", parameters=(login,))
+        assert [row[0] for row in cur.fetchall()] == expected
+        # The same prepared statement again with another value.
+        other = dig(d.records[20], "actor.login")
+        cur.execute("SELECT id FROM events WHERE actor.login = ? ORDER BY id", parameters=(other,))
+        assert [row[0] for row in cur.fetchall()] == sorted(r["id"] for r in d.records if dig(r, "actor.login") == other)
+        cur.execute("SELECT count(*) FROM events WHERE payload.size > ? AND type = ?", parameters=(2, "PushEvent"))
+        count = cur.fetchone()[0]
+        assert count == sum(1 for r in d.records if r.get("type") == "PushEvent" and (dig(r, "payload.size") or 0) > 2)
+
+
+def test_explain_shows_the_psf_plan(events_daemon):
+    d = events_daemon
+    with connect(d) as conn, conn.cursor() as cur:
+        cur.execute("EXPLAIN SELECT id FROM events WHERE type = 'WatchEvent'")
+        steps = cur.fetch_arrow_table().to_pylist()
+    kinds = [s["plan_step"] for s in steps]
+    assert "index_scan" in kinds and "full_scan" in kinds, steps
+    index = json.loads(next(s["detail"] for s in steps if s["plan_step"] == "index_scan"))
+    assert index["psfs"] == ["type"]
+    assert next(s["detail"] for s in steps if s["plan_step"] == "filter") == "type = 'WatchEvent'"
+    # The same statement without EXPLAIN returns the rows that plan finds.
+    with connect(d) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id FROM events WHERE type = 'WatchEvent' ORDER BY id")
+        assert [r[0] for r in cur.fetchall()] == sorted(r["id"] for r in d.records if r.get("type") == "WatchEvent")
+
+
+def test_metadata_lists_catalog_schema_tables_and_columns(events_daemon):
+    d = events_daemon
+    with connect(d) as conn:
+        objects = conn.adbc_get_objects(depth="all").read_all().to_pylist()
+        assert [c["catalog_name"] for c in objects] == ["shoal"]
+        schemas = objects[0]["catalog_db_schemas"]
+        assert [s["db_schema_name"] for s in schemas] == ["public"]
+        tables = {t["table_name"]: t for t in schemas[0]["db_schema_tables"]}
+        assert set(tables) == {"events"}
+        columns = {c["column_name"] for c in tables["events"]["table_columns"]}
+        assert {"id", "type", "actor", "payload", "created_at"} <= columns
+        schema = conn.adbc_get_table_schema("events")
+        assert schema.field("id").type == pa.string() and pa.types.is_struct(schema.field("actor").type)
+        assert conn.adbc_get_table_types() == ["TABLE"]
+        info = conn.adbc_get_info()
+        assert info["vendor_name"] == "shoal"
+
+
+def test_bulk_ingest_writes_json_records(events_daemon):
+    d = events_daemon
+    with connect(d) as conn, conn.cursor() as cur:
+        data = pa.table({"id": [1, 2, 3], "name": ["a", None, "c"], "score": [0.5, 1.5, None]})
+        assert cur.adbc_ingest("people", data, mode="create") == 3
+        assert cur.adbc_ingest("people", data.slice(0, 1), mode="append") == 1
+        cur.execute("SELECT id, name, score FROM people ORDER BY id, name NULLS LAST")
+        assert cur.fetchall() == [(1, "a", 0.5), (1, "a", 0.5), (2, None, 1.5), (3, "c", None)]
+        # A `json` column is taken as the records themselves.
+        records = pa.table({"json": ['{"id": 10, "tags": ["x"]}', '{"id": 11}']})
+        assert cur.adbc_ingest("docs", records, mode="create_append") == 2
+        cur.execute("SELECT id FROM docs ORDER BY id")
+        assert cur.fetchall() == [(10,), (11,)]
+        with pytest.raises(adbc_driver_manager.Error, match="exists"):
+            cur.adbc_ingest("people", data, mode="create")
+        with pytest.raises(adbc_driver_manager.Error, match="no table"):
+            cur.adbc_ingest("missing", data, mode="append")
+        assert cur.adbc_ingest("people", data, mode="replace") == 3
+        cur.execute("SELECT count(*) FROM people")
+        assert cur.fetchone()[0] == 3
+
+
+@pytest.mark.parametrize(
+    "statement, named",
+    [
+        ("SELEC id FROM events", "syntax error"),
+        ("SELECT id FROM nowhere", "nowhere"),
+        ("SELECT type, count(*) FROM events GROUP BY type", "GROUP BY"),
+        ("SELECT sum(payload.size) FROM events", "sum()"),
+        ("SELECT a.id FROM events a JOIN events b ON a.id = b.id", "JOIN"),
+        ("DELETE FROM events", "only SELECT"),
+        ("SELECT id FROM events WHERE " + " AND ".join(["id >= 0"] * 5000), "operators"),
+        ("SELECT id FROM events WHERE " + "(" * 300 + "id = 1" + ")" * 300, "nested too deeply"),
+        ("SELECT nope FROM events", "nope"),
+    ],
+)
+def test_bad_sql_is_invalid_argument_and_the_daemon_stays_up(events_daemon, statement, named):
+    d = events_daemon
+    with connect(d) as conn, conn.cursor() as cur:
+        with pytest.raises(adbc_driver_manager.Error) as raised:
+            cur.execute(statement)
+            cur.fetchall()
+        message = str(raised.value)
+        assert named in message, message
+        assert "InvalidArgument" in message or "NotFound" in message or "INVALID_ARGUMENT" in message, message
+    assert d.alive()
+    assert query_ids_with_basic(d, "type = 'PushEvent'")
+
+
+def test_without_credentials_flight_sql_is_refused(events_daemon):
+    d = events_daemon
+    with pytest.raises(adbc_driver_manager.Error, match="(?i)unauthenticated"):
+        with flightsql.connect(d.location) as conn, conn.cursor() as cur:
+            cur.execute("SELECT id FROM events LIMIT 1")
+            cur.fetchall()
+    with pytest.raises(adbc_driver_manager.Error, match="(?i)unauthenticated"):
+        with flightsql.connect(d.location, db_kwargs={"username": USER, "password": "wrong"}) as conn, conn.cursor() as cur:
+            cur.execute("SELECT id FROM events LIMIT 1")
+            cur.fetchall()

@@ -633,21 +633,22 @@ impl FlightSqlService for ShoalSqlService {
         // Checked and planned now, with NULL for each placeholder, for the result schema:
         // a statement that cannot run fails here, naming what is wrong.
         let checked = text.clone();
-        let schema = tokio::task::spawn_blocking(move || {
+        let (schema, parameters) = tokio::task::spawn_blocking(move || {
             let statement = sql::parse_sql(&checked, Parameters::Unbound).map_err(status)?;
+            let parameters = sql::parameter_schema(&catalog, &checked).map_err(status)?;
             if statement.explain {
-                return Ok(explain_schema());
+                return Ok((explain_schema(), parameters));
             }
             let command = serde_json::to_vec(&statement.command).map_err(|e| Status::internal(e.to_string()))?;
             let planned = ops::plan_query(&catalog, &command).map_err(status)?;
-            Ok::<_, Status>(Shaper::new(&statement.shape, &Arc::new(planned.schema)).map_err(status)?.schema())
+            Ok::<_, Status>((Shaper::new(&statement.shape, &Arc::new(planned.schema)).map_err(status)?.schema(), parameters))
         })
         .await
         .map_err(|e| Status::internal(format!("planning task failed: {e}")))??;
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle: Handle::statement(text, &[]).encode()?,
             dataset_schema: schema_bytes(&schema)?,
-            parameter_schema: bytes::Bytes::new(),
+            parameter_schema: if parameters.fields().is_empty() { bytes::Bytes::new() } else { schema_bytes(&parameters)? },
         })
     }
 

@@ -115,17 +115,34 @@ pub enum Parameters<'a> {
 /// `INVALID_ARGUMENT` when the text does not tokenize or passes the size limit.
 pub fn count_placeholders(text: &str) -> Result<usize, OpsError> {
     let tokens = tokenize(text)?;
-    let mut positional = 0usize;
-    let mut highest = 0usize;
-    for token in &tokens {
+    let numbers = placeholder_numbers(text, &tokens)?;
+    Ok(numbers.into_iter().max().unwrap_or(0))
+}
+
+/// The value number of each placeholder among `tokens`, in order: bare `?`s count 1, 2, …;
+/// `?n` and `$n` name the n-th. A statement uses one style or the other.
+fn placeholder_numbers(text: &str, tokens: &[TokenWithSpan]) -> Result<Vec<usize>, OpsError> {
+    let mut numbers = Vec::new();
+    let (mut bare, mut numbered) = (0usize, false);
+    for token in tokens {
         if let Token::Placeholder(p) = &token.token {
             match placeholder_number(p) {
-                Some(n) => highest = highest.max(n),
-                None => positional += 1,
+                Some(n) if n > 0 => {
+                    numbered = true;
+                    numbers.push(n);
+                }
+                Some(_) => return Err(invalid(text, format!("placeholder `{p}`: values are numbered from 1"))),
+                None => {
+                    bare += 1;
+                    numbers.push(bare);
+                }
             }
         }
     }
-    Ok(positional.max(highest))
+    if numbered && bare > 0 {
+        return Err(invalid(text, "the statement mixes `?` with numbered placeholders (`$1`, `?1`): use one style"));
+    }
+    Ok(numbers)
 }
 
 /// `?3` and `$3` name the third value; a bare `?` is positional.
@@ -212,24 +229,18 @@ pub fn parse_sql(text: &str, parameters: Parameters<'_>) -> Result<SqlStatement,
 }
 
 fn bind_placeholders(text: &str, tokens: Vec<TokenWithSpan>, parameters: Parameters<'_>) -> Result<Vec<TokenWithSpan>, OpsError> {
-    let mut positional = 0usize;
+    let mut numbers = placeholder_numbers(text, &tokens)?.into_iter();
     let mut bound = Vec::with_capacity(tokens.len());
     for token in tokens {
         let Token::Placeholder(placeholder) = &token.token else {
             bound.push(token);
             continue;
         };
-        let number = placeholder_number(placeholder).unwrap_or_else(|| {
-            positional += 1;
-            positional
-        });
+        let number = numbers.next().unwrap_or(0);
         let value = match parameters {
             Parameters::Unbound => &Literal::Null,
             Parameters::Bound(values) => values.get(number.wrapping_sub(1)).ok_or_else(|| {
-                invalid(
-                    text,
-                    format!("parameter {number} (`{placeholder}`) has no value: {} were bound", values.len()),
-                )
+                invalid(text, format!("parameter {number} (`{placeholder}`) has no value: {} were bound", values.len()))
             })?,
         };
         bound.extend(literal_tokens(value, token.span));
@@ -740,6 +751,61 @@ impl Shaper {
 
 fn arrow_error(error: ArrowError) -> OpsError {
     OpsError::internal(format!("shaping the result: {error}"))
+}
+
+/// The parameter schema of a prepared statement (Flight SQL's `parameter_schema`, which
+/// JDBC drivers bind by): one nullable field per placeholder, named by its number (`1`,
+/// `2`, …), typed as the inferred type of the field the placeholder is compared with
+/// (`actor.id = ?` → `Int64`): `Int64`, `Float64`, `Utf8` or `Boolean`; `Utf8` where it is
+/// compared with no field, or with one of another type (a struct, a list, JSON text).
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a statement that does not parse; `NOT_FOUND` for an unknown table.
+pub fn parameter_schema(catalog: &crate::catalog::Catalog, text: &str) -> Result<Schema, OpsError> {
+    let count = count_placeholders(text)?;
+    if count == 0 {
+        return Ok(Schema::empty());
+    }
+    // Each placeholder bound to a string no record holds, then found again in the lowered
+    // filter beside the field it is compared with.
+    let sentinels: Vec<Literal> = (1..=count).map(|i| Literal::Str(format!("\u{1}shoal-parameter-{i}\u{1}"))).collect();
+    let statement = parse_sql(text, Parameters::Bound(&sentinels))?;
+    let mut fields: Vec<Option<shoal_core::FieldPath>> = vec![None; count];
+    if let Some(filter) = &statement.command.filter {
+        let expr = shoal_core::psf::parse_expr(filter).map_err(|e| engine_error(text, &e))?;
+        collect_parameter_fields(&expr, &sentinels, &mut fields);
+    }
+    let table = catalog.get(&statement.command.table)?;
+    let types = fields.iter().map(|path| {
+        let inferred = path.as_ref().and_then(|p| table.table.output_columns(std::slice::from_ref(p)).ok());
+        match inferred.as_deref().map(|c| c[0].1.data_type().clone()) {
+            Some(t @ (DataType::Int64 | DataType::Float64 | DataType::Boolean)) => t,
+            _ => DataType::Utf8,
+        }
+    });
+    Ok(Schema::new(types.enumerate().map(|(i, t)| Field::new((i + 1).to_string(), t, true)).collect::<Vec<_>>()))
+}
+
+/// Notes, for each sentinel literal in `expr`, the field it is compared with.
+fn collect_parameter_fields(expr: &shoal_core::psf::Expr, sentinels: &[Literal], fields: &mut [Option<shoal_core::FieldPath>]) {
+    use shoal_core::psf::Expr;
+    let mut note = |path: &shoal_core::FieldPath, literal: &Literal| {
+        if let Some(i) = sentinels.iter().position(|s| s == literal) {
+            fields[i].get_or_insert_with(|| path.clone());
+        }
+    };
+    match expr {
+        Expr::And(terms) | Expr::Or(terms) => {
+            for term in terms {
+                collect_parameter_fields(term, sentinels, fields);
+            }
+        }
+        Expr::Not(inner) => collect_parameter_fields(inner, sentinels, fields),
+        Expr::Cmp { path, value, .. } => note(path, value),
+        Expr::In { path, list, .. } => list.iter().for_each(|value| note(path, value)),
+        Expr::Like { path, prefix, .. } => note(path, &Literal::Str(prefix.clone())),
+        Expr::IsNull { .. } | Expr::Field(_) | Expr::Const(_) => {}
+    }
 }
 
 /// A parameter value (one row of a Flight SQL parameter batch) as a literal.

@@ -78,8 +78,9 @@ fn order_by_fetches_its_keys_and_holds_the_limit() {
 #[test]
 fn explain_and_parameters() {
     assert!(parse("EXPLAIN SELECT * FROM events WHERE type = 'x'").explain);
-    let text = "SELECT id FROM events WHERE actor.login = ? AND payload.size > $2 AND id <> ?";
+    let text = "SELECT id FROM events WHERE actor.login = $1 AND payload.size > $2 AND id <> $2";
     assert_eq!(count_placeholders(text).unwrap(), 2);
+    assert!(count_placeholders("SELECT a FROM e WHERE a = ? AND b = $2").unwrap_err().message.contains("mixes"));
     let values = [Literal::Str("it's".into()), Literal::Int(-3)];
     let s = parse_sql(text, Parameters::Bound(&values)).unwrap();
     assert_eq!(s.command.filter.as_deref(), Some("actor.login = 'it''s' AND payload.size > -3 AND id <> -3"));
@@ -187,4 +188,36 @@ fn nulls_sort_last_ascending_and_first_descending() {
         shaper.push(batch(&[1, 2, 3], &names)).unwrap();
         assert_eq!(ids(&shaper.finish().unwrap().unwrap(), 0), expected, "{text}");
     }
+}
+
+#[test]
+fn parameters_are_typed_by_the_fields_they_are_compared_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::config::EngineConfig { data_dir: dir.path().to_path_buf(), in_memory: true, memory_budget_bytes: 4 << 20, ..Default::default() };
+    let catalog = crate::catalog::Catalog::open(config).unwrap();
+    let create: crate::protocol::CreateTable = serde_json::from_str(r#"{"name": "e", "page_size_bits": 16}"#).unwrap();
+    catalog.create(&create).unwrap();
+    let entry = catalog.get("e").unwrap();
+    let records = StringArray::from(vec![r#"{"id": 1, "score": 1.5, "ok": true, "actor": {"login": "a"}, "tags": ["x"]}"#]);
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(vec![Field::new("json", DataType::Utf8, false)])), vec![Arc::new(records)]).unwrap();
+    crate::ops::acknowledge(crate::ops::ingest_batch(&entry, &batch, &crate::protocol::BatchMetadata::default(), 0).unwrap()).unwrap();
+    let schema = parameter_schema(
+        &catalog,
+        "SELECT id FROM e WHERE id = ? AND (score > ? OR ok = ?) AND actor.login IN ('b', ?) AND tags = ? AND nope = ? ORDER BY id LIMIT 3",
+    )
+    .unwrap();
+    let types: Vec<_> = schema.fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect();
+    assert_eq!(
+        types,
+        vec![
+            ("1".into(), DataType::Int64),
+            ("2".into(), DataType::Float64),
+            ("3".into(), DataType::Boolean),
+            ("4".into(), DataType::Utf8),
+            ("5".into(), DataType::Utf8),
+            ("6".into(), DataType::Utf8),
+        ]
+    );
+    assert!(parameter_schema(&catalog, "SELECT id FROM e").unwrap().fields().is_empty());
+    assert_eq!(parameter_schema(&catalog, "SELECT id FROM gone WHERE id = ?").unwrap_err().class, ErrorClass::NotFound);
 }

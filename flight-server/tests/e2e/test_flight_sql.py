@@ -4,6 +4,7 @@ path on the GitHub events (docs/sql.md)."""
 
 import base64
 import json
+import subprocess
 
 import adbc_driver_flightsql.dbapi as flightsql
 import adbc_driver_manager
@@ -199,3 +200,25 @@ def test_without_credentials_flight_sql_is_refused(events_daemon):
         with flightsql.connect(d.location, db_kwargs={"username": USER, "password": "wrong"}) as conn, conn.cursor() as cur:
             cur.execute("SELECT id FROM events LIMIT 1")
             cur.fetchall()
+
+
+def test_tls_and_bearer_tokens_work_as_for_the_rest_of_the_service(start_daemon, tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    d = start_daemon("--tls-cert", str(cert), "--tls-key", str(key), "--auth-token", "s3cret", scheme="grpc+tls", host="localhost")
+    options = {
+        "adbc.flight.sql.client_option.tls_root_certs": cert.read_text(),
+        "adbc.flight.sql.authorization_header": "Bearer s3cret",
+    }
+    with flightsql.connect(d.location, db_kwargs=options) as conn, conn.cursor() as cur:
+        cur.adbc_ingest("secure", pa.table({"a": [1, 2, 3]}), mode="create")
+        cur.execute("SELECT a FROM secure WHERE a >= ? ORDER BY a DESC", parameters=(2,))
+        assert cur.fetchall() == [(3,), (2,)]
+    wrong = {**options, "adbc.flight.sql.authorization_header": "Bearer nope"}
+    with pytest.raises(adbc_driver_manager.Error, match="(?i)unauthenticated"):
+        with flightsql.connect(d.location, db_kwargs=wrong) as conn, conn.cursor() as cur:
+            cur.execute("SELECT a FROM secure")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the coverage-guided fuzzers of fuzz/ (libFuzzer through cargo-fuzz, nightly Rust):
 # `expr` (filter / PSF language), `ingest` (both JSON parsers, the simdjson shim, schema
-# inference, batch building) and `protocol` (query commands, tickets, action bodies).
+# inference, batch building) and `protocol` (query commands, tickets, action bodies, Flight
+# SQL statements).
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     default: 60 s each, every target
 #
@@ -59,6 +60,8 @@ FILTERS
       printf '\x01{"table": "t", "filter": "n > 0", "output": "json", "limit": 2}' > "$dir/one-call"
       printf '\x02{"table": "t", "writer": "w"}' > "$dir/stats"
       printf '\x03{"table": "t", "name": "p", "kind": "predicate", "expr": "n > 1"}' > "$dir/psf"
+      printf '\x04SELECT id, actor.login AS who FROM shoal.public.t WHERE type = ? OR n BETWEEN 1 AND 3 ORDER BY n DESC NULLS LAST, 2 LIMIT 2 OFFSET 1' > "$dir/sql"
+      printf '\x04EXPLAIN SELECT count(*), min(n), max("id") FROM t WHERE type IN ($1, '"'"'x'"'"') AND NOT n < $2;' > "$dir/sql-aggregates"
       ;;
   esac
 }

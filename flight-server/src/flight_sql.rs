@@ -634,7 +634,7 @@ impl FlightSqlService for ShoalSqlService {
         // a statement that cannot run fails here, naming what is wrong.
         let checked = text.clone();
         let (schema, parameters) = tokio::task::spawn_blocking(move || {
-            let statement = sql::parse_sql(&checked, Parameters::Unbound).map_err(status)?;
+            let statement = sql::parse_unbound(&checked).map_err(status)?;
             let parameters = sql::parameter_schema(&catalog, &checked).map_err(status)?;
             if statement.explain {
                 return Ok((explain_schema(), parameters));

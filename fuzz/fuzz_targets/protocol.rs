@@ -1,14 +1,17 @@
 //! The Flight protocol's untrusted bodies, against a real catalog (in memory) holding a
 //! table with records and PSFs: GetFlightInfo commands, DoGet tickets (forged or not),
-//! and action bodies. Every input gets an answer or a status; none panics.
+//! action bodies, and Flight SQL statements (parsed, planned, run and shaped). Every input
+//! gets an answer or a status; none panics.
 #![no_main]
 
-use std::sync::OnceLock;
+use std::ops::ControlFlow;
+use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 use shoal_ops::catalog::Catalog;
 use shoal_ops::config::EngineConfig;
 use shoal_ops::ops;
+use shoal_ops::sql::{self, Parameters, Shaper};
 
 fn catalog() -> &'static Catalog {
     static CATALOG: OnceLock<Catalog> = OnceLock::new();
@@ -33,7 +36,7 @@ fn catalog() -> &'static Catalog {
 fuzz_target!(|data: &[u8]| {
     let catalog = catalog();
     let Some((&selector, body)) = data.split_first() else { return };
-    match selector % 4 {
+    match selector % 5 {
         0 => {
             let _ = ops::plan_query(catalog, body);
         }
@@ -47,6 +50,29 @@ fuzz_target!(|data: &[u8]| {
             for name in ["stats", "list_psfs", "writer_status", "list_transactions"] {
                 let _ = ops::run_action(catalog, name, body);
             }
+        }
+        4 => {
+            let Ok(text) = std::str::from_utf8(body) else { return };
+            let _ = sql::parameter_schema(catalog, text);
+            let Ok(statement) = sql::parse_sql(text, Parameters::Unbound) else { return };
+            let command = serde_json::to_vec(&statement.command).expect("a command serialises");
+            let Ok(planned) = ops::plan_query(catalog, &command) else { return };
+            let Ok(mut shaper) = Shaper::new(&statement.shape, &Arc::new(planned.schema)) else { return };
+            for endpoint in &planned.endpoints {
+                match ops::open_ticket(catalog, &endpoint.ticket) {
+                    Ok(ops::TicketScan::Rows(scan)) => {
+                        let _ = scan.run(&mut |batch| {
+                            let _ = shaper.push(batch);
+                            ControlFlow::Continue(())
+                        });
+                    }
+                    Ok(ops::TicketScan::Aggregates(batch)) => {
+                        let _ = shaper.push(batch);
+                    }
+                    Err(_) => {}
+                }
+            }
+            let _ = shaper.finish();
         }
         _ => {
             if ops::run_action(catalog, "register_psf", body).is_ok() {

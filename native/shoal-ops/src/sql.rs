@@ -41,6 +41,9 @@ pub const SCHEMA_NAME: &str = "public";
 /// MiB); beyond it the query is `RESOURCE_EXHAUSTED`, naming the remedy.
 pub const MAX_SORT_BYTES: usize = 512 << 20;
 
+/// The most parameters a statement takes (the highest placeholder number: `$4096`).
+pub const MAX_PARAMETERS: usize = MAX_EXPR_OPERATORS;
+
 /// A parsed SQL statement: the query command it runs and what is done on its result.
 #[derive(Debug, Clone)]
 pub struct SqlStatement {
@@ -126,15 +129,21 @@ fn placeholder_numbers(text: &str, tokens: &[TokenWithSpan]) -> Result<Vec<usize
     let (mut bare, mut numbered) = (0usize, false);
     for token in tokens {
         if let Token::Placeholder(p) = &token.token {
-            match placeholder_number(p) {
-                Some(n) if n > 0 => {
+            if p == "?" {
+                bare += 1;
+                numbers.push(bare);
+                continue;
+            }
+            match p.get(1..).and_then(|n| n.parse::<usize>().ok()) {
+                Some(n) if (1..=MAX_PARAMETERS).contains(&n) => {
                     numbered = true;
                     numbers.push(n);
                 }
-                Some(_) => return Err(invalid(text, format!("placeholder `{p}`: values are numbered from 1"))),
-                None => {
-                    bare += 1;
-                    numbers.push(bare);
+                _ => {
+                    return Err(invalid(
+                        text,
+                        format!("placeholder `{}`: use `?`, or `$1` … `${MAX_PARAMETERS}` (values are numbered from 1)", echo(p)),
+                    ))
                 }
             }
         }
@@ -143,11 +152,6 @@ fn placeholder_numbers(text: &str, tokens: &[TokenWithSpan]) -> Result<Vec<usize
         return Err(invalid(text, "the statement mixes `?` with numbered placeholders (`$1`, `?1`): use one style"));
     }
     Ok(numbers)
-}
-
-/// `?3` and `$3` name the third value; a bare `?` is positional.
-fn placeholder_number(placeholder: &str) -> Option<usize> {
-    placeholder.get(1..).filter(|n| !n.is_empty()).and_then(|n| n.parse().ok())
 }
 
 fn tokenize(text: &str) -> Result<Vec<TokenWithSpan>, OpsError> {
@@ -767,14 +771,20 @@ pub fn parameter_schema(catalog: &crate::catalog::Catalog, text: &str) -> Result
         return Ok(Schema::empty());
     }
     // Each placeholder bound to a string no record holds, then found again in the lowered
-    // filter beside the field it is compared with.
-    let sentinels: Vec<Literal> = (1..=count).map(|i| Literal::Str(format!("\u{1}shoal-parameter-{i}\u{1}"))).collect();
-    let statement = parse_sql(text, Parameters::Bound(&sentinels))?;
+    // filter beside the field it is compared with. Where a string cannot stand (`LIMIT ?`),
+    // every parameter is `Utf8`.
+    let sentinels = sentinels(count);
     let mut fields: Vec<Option<shoal_core::FieldPath>> = vec![None; count];
-    if let Some(filter) = &statement.command.filter {
-        let expr = shoal_core::psf::parse_expr(filter).map_err(|e| engine_error(text, &e))?;
-        collect_parameter_fields(&expr, &sentinels, &mut fields);
-    }
+    let statement = match parse_sql(text, Parameters::Bound(&sentinels)) {
+        Ok(statement) => {
+            if let Some(filter) = &statement.command.filter {
+                let expr = shoal_core::psf::parse_expr(filter).map_err(|e| engine_error(text, &e))?;
+                collect_parameter_fields(&expr, &sentinels, &mut fields);
+            }
+            statement
+        }
+        Err(_) => parse_unbound(text)?,
+    };
     let table = catalog.get(&statement.command.table)?;
     let types = fields.iter().map(|path| {
         let inferred = path.as_ref().and_then(|p| table.table.output_columns(std::slice::from_ref(p)).ok());
@@ -784,6 +794,27 @@ pub fn parameter_schema(catalog: &crate::catalog::Catalog, text: &str) -> Result
         }
     });
     Ok(Schema::new(types.enumerate().map(|(i, t)| Field::new((i + 1).to_string(), t, true)).collect::<Vec<_>>()))
+}
+
+/// Strings that stand for placeholders 1..=count (no record holds them).
+fn sentinels(count: usize) -> Vec<Literal> {
+    (1..=count).map(|i| Literal::Str(format!("\u{1}shoal-parameter-{i}\u{1}"))).collect()
+}
+
+/// Parses a statement whose placeholders have no values yet (a prepared statement, to check
+/// it and find its result schema): each placeholder stands for `NULL`, or, where `NULL`
+/// cannot stand (a `LIKE` pattern), for a string.
+///
+/// # Errors
+/// As [`parse_sql`] with `NULL`s.
+pub fn parse_unbound(text: &str) -> Result<SqlStatement, OpsError> {
+    parse_sql(text, Parameters::Unbound).or_else(|null_error| {
+        let count = count_placeholders(text)?;
+        if count == 0 {
+            return Err(null_error);
+        }
+        parse_sql(text, Parameters::Bound(&sentinels(count))).map_err(|_| null_error)
+    })
 }
 
 /// Notes, for each sentinel literal in `expr`, the field it is compared with.

@@ -81,6 +81,11 @@ fn explain_and_parameters() {
     let text = "SELECT id FROM events WHERE actor.login = $1 AND payload.size > $2 AND id <> $2";
     assert_eq!(count_placeholders(text).unwrap(), 2);
     assert!(count_placeholders("SELECT a FROM e WHERE a = ? AND b = $2").unwrap_err().message.contains("mixes"));
+    // Found by the protocol fuzzer: a huge placeholder number must not size an allocation.
+    for huge in ["SELECT a FROM e WHERE a = ?55555555555555555", "SELECT a FROM e WHERE a = $4097", "SELECT a FROM e WHERE a = $99999999999999999999999"] {
+        assert!(parse_unbound(huge).is_err(), "{huge}");
+    }
+    assert_eq!(count_placeholders("SELECT a FROM e WHERE a = $4096").unwrap(), 4096);
     let values = [Literal::Str("it's".into()), Literal::Int(-3)];
     let s = parse_sql(text, Parameters::Bound(&values)).unwrap();
     assert_eq!(s.command.filter.as_deref(), Some("actor.login = 'it''s' AND payload.size > -3 AND id <> -3"));
@@ -219,5 +224,12 @@ fn parameters_are_typed_by_the_fields_they_are_compared_with() {
         ]
     );
     assert!(parameter_schema(&catalog, "SELECT id FROM e").unwrap().fields().is_empty());
+    // Where a string cannot stand for a placeholder, every parameter is Utf8; where NULL
+    // cannot (a LIKE pattern), a prepared statement still parses.
+    let limited = parameter_schema(&catalog, "SELECT id FROM e WHERE id = ? LIMIT ?").unwrap();
+    assert_eq!(limited.fields().iter().map(|f| f.data_type().clone()).collect::<Vec<_>>(), vec![DataType::Utf8, DataType::Utf8]);
+    assert!(parse_sql("SELECT id FROM e WHERE actor.login LIKE ?", Parameters::Unbound).is_err());
+    assert!(parse_unbound("SELECT id FROM e WHERE actor.login LIKE ?").is_ok());
+    assert_eq!(parameter_schema(&catalog, "SELECT id FROM e WHERE actor.login LIKE ?").unwrap().field(0).data_type(), &DataType::Utf8);
     assert_eq!(parameter_schema(&catalog, "SELECT id FROM gone WHERE id = ?").unwrap_err().class, ErrorClass::NotFound);
 }

@@ -1,0 +1,141 @@
+//! Parameters of prepared statements: their schema (typed by the fields the placeholders
+//! are compared with), statements parsed before values are bound, and bound values as
+//! literals.
+
+use arrow_array::Array;
+use arrow_schema::{DataType, Field, Schema};
+use shoal_core::psf::Literal;
+
+use super::{count_placeholders, engine_error, parse_sql, Parameters, SqlStatement};
+use crate::error::OpsError;
+
+/// The parameter schema of a prepared statement (Flight SQL's `parameter_schema`, which
+/// JDBC drivers bind by): one nullable field per placeholder, named by its number (`1`,
+/// `2`, …), typed as the inferred type of the field the placeholder is compared with
+/// (`actor.id = ?` → `Int64`): `Int64`, `Float64`, `Utf8` or `Boolean`; `Utf8` where it is
+/// compared with no field, or with one of another type (a struct, a list, JSON text).
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a statement that does not parse; `NOT_FOUND` for an unknown table.
+pub fn parameter_schema(catalog: &crate::catalog::Catalog, text: &str) -> Result<Schema, OpsError> {
+    let count = count_placeholders(text)?;
+    if count == 0 {
+        return Ok(Schema::empty());
+    }
+    // Each placeholder bound to a string no record holds, then found again in the lowered
+    // filter beside the field it is compared with. Where a string cannot stand (`LIMIT ?`),
+    // every parameter is `Utf8`.
+    let sentinels = sentinels(count);
+    let mut fields: Vec<Option<shoal_core::FieldPath>> = vec![None; count];
+    let statement = match parse_sql(text, Parameters::Bound(&sentinels)) {
+        Ok(statement) => {
+            if let Some(filter) = &statement.command.filter {
+                let expr = shoal_core::psf::parse_expr(filter).map_err(|e| engine_error(text, &e))?;
+                collect_parameter_fields(&expr, &sentinels, &mut fields);
+            }
+            statement
+        }
+        Err(_) => parse_unbound(text)?,
+    };
+    let table = catalog.get(&statement.command.table)?;
+    let types = fields.iter().map(|path| {
+        let inferred = path.as_ref().and_then(|p| table.table.output_columns(std::slice::from_ref(p)).ok());
+        match inferred.as_deref().map(|c| c[0].1.data_type().clone()) {
+            Some(t @ (DataType::Int64 | DataType::Float64 | DataType::Boolean)) => t,
+            _ => DataType::Utf8,
+        }
+    });
+    Ok(Schema::new(types.enumerate().map(|(i, t)| Field::new((i + 1).to_string(), t, true)).collect::<Vec<_>>()))
+}
+
+/// Strings that stand for placeholders 1..=count (no record holds them).
+fn sentinels(count: usize) -> Vec<Literal> {
+    (1..=count).map(|i| Literal::Str(format!("\u{1}shoal-parameter-{i}\u{1}"))).collect()
+}
+
+/// Parses a statement whose placeholders have no values yet (a prepared statement, to check
+/// it and find its result schema): each placeholder stands for `NULL`, or, where `NULL`
+/// cannot stand (a `LIKE` pattern), for a string.
+///
+/// # Errors
+/// As [`parse_sql`] with `NULL`s.
+pub fn parse_unbound(text: &str) -> Result<SqlStatement, OpsError> {
+    parse_sql(text, Parameters::Unbound).or_else(|null_error| {
+        let count = count_placeholders(text)?;
+        if count == 0 {
+            return Err(null_error);
+        }
+        parse_sql(text, Parameters::Bound(&sentinels(count))).map_err(|_| null_error)
+    })
+}
+
+/// Notes, for each sentinel literal in `expr`, the field it is compared with.
+fn collect_parameter_fields(expr: &shoal_core::psf::Expr, sentinels: &[Literal], fields: &mut [Option<shoal_core::FieldPath>]) {
+    use shoal_core::psf::Expr;
+    let mut note = |path: &shoal_core::FieldPath, literal: &Literal| {
+        if let Some(i) = sentinels.iter().position(|s| s == literal) {
+            fields[i].get_or_insert_with(|| path.clone());
+        }
+    };
+    match expr {
+        Expr::And(terms) | Expr::Or(terms) => {
+            for term in terms {
+                collect_parameter_fields(term, sentinels, fields);
+            }
+        }
+        Expr::Not(inner) => collect_parameter_fields(inner, sentinels, fields),
+        Expr::Cmp { path, value, .. } => note(path, value),
+        Expr::In { path, list, .. } => list.iter().for_each(|value| note(path, value)),
+        Expr::Like { path, prefix, .. } => note(path, &Literal::Str(prefix.clone())),
+        Expr::IsNull { .. } | Expr::Field(_) | Expr::Const(_) => {}
+    }
+}
+
+/// A parameter value (one row of a Flight SQL parameter batch) as a literal.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a type that has no literal in the filter language (lists,
+/// structs, binary, dates…) or a non-finite float, naming the parameter.
+pub fn parameter_literal(array: &dyn Array, row: usize, number: usize) -> Result<Literal, OpsError> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{
+        Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    };
+    if array.is_null(row) {
+        return Ok(Literal::Null);
+    }
+    let float = |f: f64| {
+        if f.is_finite() {
+            Ok(Literal::Float(f))
+        } else {
+            Err(OpsError::invalid_argument(format!("parameter {number} is {f}, which has no SQL literal")))
+        }
+    };
+    Ok(match array.data_type() {
+        DataType::Null => Literal::Null,
+        DataType::Boolean => Literal::Bool(array.as_boolean().value(row)),
+        DataType::Int8 => Literal::Int(i64::from(array.as_primitive::<Int8Type>().value(row))),
+        DataType::Int16 => Literal::Int(i64::from(array.as_primitive::<Int16Type>().value(row))),
+        DataType::Int32 => Literal::Int(i64::from(array.as_primitive::<Int32Type>().value(row))),
+        DataType::Int64 => Literal::Int(array.as_primitive::<Int64Type>().value(row)),
+        DataType::UInt8 => Literal::Int(i64::from(array.as_primitive::<UInt8Type>().value(row))),
+        DataType::UInt16 => Literal::Int(i64::from(array.as_primitive::<UInt16Type>().value(row))),
+        DataType::UInt32 => Literal::Int(i64::from(array.as_primitive::<UInt32Type>().value(row))),
+        DataType::UInt64 => {
+            let v = array.as_primitive::<UInt64Type>().value(row);
+            #[allow(clippy::cast_precision_loss)]
+            i64::try_from(v).map_or(Literal::Float(v as f64), Literal::Int)
+        }
+        DataType::Float32 => float(f64::from(array.as_primitive::<Float32Type>().value(row)))?,
+        DataType::Float64 => float(array.as_primitive::<Float64Type>().value(row))?,
+        DataType::Utf8 => Literal::Str(array.as_string::<i32>().value(row).to_owned()),
+        DataType::LargeUtf8 => Literal::Str(array.as_string::<i64>().value(row).to_owned()),
+        DataType::Utf8View => Literal::Str(array.as_string_view().value(row).to_owned()),
+        other => {
+            return Err(OpsError::invalid_argument(format!(
+                "parameter {number} is of type {other}; bind a boolean, integer, float or string"
+            )))
+        }
+    })
+}
+

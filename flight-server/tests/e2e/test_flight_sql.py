@@ -91,6 +91,33 @@ def query_ids_with_basic(d, text):
     return sorted(ids)
 
 
+def test_group_by_sum_and_avg_equal_python(events_daemon):
+    d = events_daemon
+    from collections import defaultdict
+
+    groups = defaultdict(lambda: [0, 0, 0])  # count, count(size), sum(size)
+    for r in d.records:
+        g = groups[r.get("type")]
+        g[0] += 1
+        size = dig(r, "payload.size")
+        if isinstance(size, int):
+            g[1] += 1
+            g[2] += size
+    expected = sorted(((t, c, n, s if n else None) for t, (c, n, s) in groups.items()), key=lambda row: (-row[1], row[0]))
+    with connect(d) as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT type, count(*) AS n, count(payload.size), sum(payload.size) FROM events GROUP BY type ORDER BY n DESC, type"
+        )
+        assert cur.fetchall() == expected
+        # With a WHERE (planned onto the PSF), a LIMIT, and avg.
+        cur.execute("SELECT type, avg(payload.size) AS a FROM events WHERE type = 'PushEvent' GROUP BY type")
+        ((kind, average),) = cur.fetchall()
+        push = groups["PushEvent"]
+        assert kind == "PushEvent" and abs(average - push[2] / push[1]) < 1e-9
+        cur.execute("SELECT sum(payload.size) AS total, count(*) FROM events")
+        assert cur.fetchone() == (sum(g[2] for g in groups.values()), len(d.records))
+
+
 def test_prepared_statements_bind_parameters(events_daemon):
     d = events_daemon
     login = dig(d.records[10], "actor.login")
@@ -168,8 +195,9 @@ def test_bulk_ingest_writes_json_records(events_daemon):
     [
         ("SELEC id FROM events", "syntax error"),
         ("SELECT id FROM nowhere", "nowhere"),
-        ("SELECT type, count(*) FROM events GROUP BY type", "GROUP BY"),
-        ("SELECT sum(payload.size) FROM events", "sum()"),
+        ("SELECT type, count(*) FROM events GROUP BY type HAVING count(*) > 1", "HAVING"),
+        ("SELECT type, actor.login FROM events GROUP BY type", "must be a GROUP BY key"),
+        ("SELECT sum(type) FROM events", "sum(type)"),
         ("SELECT a.id FROM events a JOIN events b ON a.id = b.id", "JOIN"),
         ("DELETE FROM events", "only SELECT"),
         ("SELECT id FROM events WHERE " + " AND ".join(["id >= 0"] * 5000), "operators"),

@@ -50,12 +50,16 @@ pub struct SqlStatement {
     pub shape: ResultShape,
 }
 
-/// What a [`Shaper`] does on a scan's result, in this order: sort by `order_by`, skip
+/// What a [`Shaper`] does on a scan's result, in this order: group by `group_by`, sort by `order_by`, skip
 /// `offset` rows, keep at most `limit`, then keep (and rename) the `projection`'s columns.
 /// Serialised into Flight SQL tickets, so the endpoint that runs the scan shapes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResultShape {
+    /// `GROUP BY` (or `sum`/`avg`, which the scan does not compute): the scan's rows are
+    /// grouped first, and the other steps apply to the groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_by: Option<Grouping>,
     /// The output columns: (name of the scan's column, output name), in order. `None`:
     /// every column of the scan, as named (`SELECT *`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,7 +85,7 @@ impl ResultShape {
     /// query is then planned as one endpoint.
     #[must_use]
     pub fn needs_whole_result(&self) -> bool {
-        !self.order_by.is_empty() || self.offset > 0
+        !self.order_by.is_empty() || self.offset > 0 || self.group_by.is_some()
     }
 }
 
@@ -318,13 +322,7 @@ fn lower_query(text: &str, query: &sql::Query, explain: bool) -> Result<SqlState
     if select.into.is_some() {
         return refuse("SELECT INTO");
     }
-    let grouped = match &select.group_by {
-        sql::GroupByExpr::All(_) => true,
-        sql::GroupByExpr::Expressions(keys, modifiers) => !keys.is_empty() || !modifiers.is_empty(),
-    };
-    if grouped {
-        return refuse("GROUP BY (aggregates run over the whole filtered table)");
-    }
+    let group_keys = lower_group_by(text, &select.group_by)?;
     if select.having.is_some() {
         return refuse("HAVING");
     }
@@ -343,7 +341,7 @@ fn lower_query(text: &str, query: &sql::Query, explain: bool) -> Result<SqlState
     let filter = select.selection.as_ref().map(|condition| lower_condition(condition, text)).transpose().map_err(|e| engine_error(text, &e))?;
     let mut command = QueryCommand { table, filter: filter.map(|f| f.to_string()), ..QueryCommand::default() };
     let mut shape = ResultShape::default();
-    lower_projection(text, &select.projection, &mut command, &mut shape)?;
+    lower_projection(text, &select.projection, group_keys, &mut command, &mut shape)?;
     if let Some(order_by) = &query.order_by {
         lower_order_by(text, order_by, &mut command, &mut shape)?;
     }
@@ -352,7 +350,7 @@ fn lower_query(text: &str, query: &sql::Query, explain: bool) -> Result<SqlState
     }
     // The scan stops at the limit unless the result must be whole first (sorted, or
     // aggregated: one row anyway).
-    if shape.order_by.is_empty() && command.aggregates.is_empty() {
+    if shape.order_by.is_empty() && command.aggregates.is_empty() && shape.group_by.is_none() {
         command.limit = shape.limit.map(|l| l.saturating_add(shape.offset));
     }
     if shape.needs_whole_result() || !command.aggregates.is_empty() {
@@ -402,17 +400,16 @@ fn lower_from(text: &str, select: &sql::Select) -> Result<String, OpsError> {
 
 /// An aggregate call of the select list, or `None` when `e` is not a function call with
 /// arguments (a path such as `date` may parse as a call without arguments).
-fn lower_aggregate(text: &str, e: &sql::Expr) -> Result<Option<AggregateSpec>, OpsError> {
+fn lower_aggregate(text: &str, e: &sql::Expr) -> Result<Option<AggregateCall>, OpsError> {
     let sql::Expr::Function(function) = e else { return Ok(None) };
     let sql::FunctionArguments::List(list) = &function.args else { return Ok(None) };
     let name = function.name.to_string().to_ascii_lowercase();
     let function_kind = match name.as_str() {
-        "count" => AggregateFunction::Count,
-        "min" => AggregateFunction::Min,
-        "max" => AggregateFunction::Max,
-        "sum" | "avg" => {
-            return Err(invalid(text, format!("{name}() is not supported yet: the scan computes count, min and max")))
-        }
+        "count" => SqlAggregate::Count,
+        "min" => SqlAggregate::Min,
+        "max" => SqlAggregate::Max,
+        "sum" => SqlAggregate::Sum,
+        "avg" => SqlAggregate::Avg,
         _ => return Err(invalid(text, format!("unknown or unsupported function `{}`", echo(&e.to_string())))),
     };
     if list.duplicate_treatment.is_some()
@@ -424,28 +421,57 @@ fn lower_aggregate(text: &str, e: &sql::Expr) -> Result<Option<AggregateSpec>, O
         return Err(invalid(text, format!("`{}`: DISTINCT, FILTER, OVER and other clauses are not supported", echo(&e.to_string()))));
     }
     let column = match list.args.as_slice() {
-        [sql::FunctionArg::Unnamed(sql::FunctionArgExpr::Wildcard)] if function_kind == AggregateFunction::Count => None,
+        [sql::FunctionArg::Unnamed(sql::FunctionArgExpr::Wildcard)] if function_kind == SqlAggregate::Count => None,
         [sql::FunctionArg::Unnamed(sql::FunctionArgExpr::Expr(arg))] => {
             Some(lower_field(arg, text, &format!("{name}()")).map_err(|e| engine_error(text, &e))?.to_string())
         }
         _ => return Err(invalid(text, format!("`{}` takes one column (count also `*`)", echo(&e.to_string())))),
     };
-    Ok(Some(AggregateSpec { function: function_kind, column }))
+    Ok(Some(AggregateCall { function: function_kind, column }))
 }
 
-/// The scan's name of an aggregate's column (`count(*)`, `min(payload.size)`).
-fn aggregate_name(spec: &AggregateSpec) -> String {
-    let function = match spec.function {
-        AggregateFunction::Count => "count",
-        AggregateFunction::Min => "min",
-        AggregateFunction::Max => "max",
+/// The scan's own aggregate for a call it computes (`count`, `min`, `max`), else `None`.
+fn pushed_aggregate(call: &AggregateCall) -> Option<AggregateSpec> {
+    let function = match call.function {
+        SqlAggregate::Count => AggregateFunction::Count,
+        SqlAggregate::Min => AggregateFunction::Min,
+        SqlAggregate::Max => AggregateFunction::Max,
+        SqlAggregate::Sum | SqlAggregate::Avg => return None,
     };
-    format!("{function}({})", spec.column.as_deref().unwrap_or("*"))
+    Some(AggregateSpec { function, column: call.column.clone() })
 }
 
-fn lower_projection(text: &str, items: &[sql::SelectItem], command: &mut QueryCommand, shape: &mut ResultShape) -> Result<(), OpsError> {
+/// The keys of `GROUP BY`: dotted paths.
+fn lower_group_by(text: &str, group_by: &sql::GroupByExpr) -> Result<Vec<String>, OpsError> {
+    match group_by {
+        sql::GroupByExpr::All(_) => Err(invalid(text, "GROUP BY ALL is not supported: name the columns")),
+        sql::GroupByExpr::Expressions(_, modifiers) if !modifiers.is_empty() => {
+            Err(invalid(text, "GROUP BY modifiers (ROLLUP, CUBE, TOTALS) are not supported"))
+        }
+        sql::GroupByExpr::Expressions(keys, _) => {
+            let mut paths: Vec<String> = Vec::new();
+            for key in keys {
+                let path = lower_field(key, text, "GROUP BY").map_err(|e| engine_error(text, &e))?.to_string();
+                if !paths.contains(&path) {
+                    paths.push(path);
+                }
+            }
+            Ok(paths)
+        }
+    }
+}
+
+fn lower_projection(
+    text: &str,
+    items: &[sql::SelectItem],
+    group_keys: Vec<String>,
+    command: &mut QueryCommand,
+    shape: &mut ResultShape,
+) -> Result<(), OpsError> {
     let mut projection = Vec::new();
     let mut wildcard = false;
+    let mut calls: Vec<AggregateCall> = Vec::new();
+    let mut paths: Vec<String> = Vec::new();
     for item in items {
         let (expr, alias) = match item {
             sql::SelectItem::Wildcard(options) => {
@@ -460,14 +486,16 @@ fn lower_projection(text: &str, items: &[sql::SelectItem], command: &mut QueryCo
             sql::SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias.value.clone())),
             sql::SelectItem::ExprWithAliases { .. } => return Err(invalid(text, "several aliases for one item are not supported")),
         };
-        let column = if let Some(aggregate) = lower_aggregate(text, expr)? {
-            let name = aggregate_name(&aggregate);
-            command.aggregates.push(aggregate);
+        let column = if let Some(call) = lower_aggregate(text, expr)? {
+            let name = call.name();
+            if !calls.contains(&call) {
+                calls.push(call);
+            }
             name
         } else {
             let path = lower_field(expr, text, "the select list").map_err(|e| engine_error(text, &e))?.to_string();
-            if !command.columns.contains(&path) {
-                command.columns.push(path.clone());
+            if !paths.contains(&path) {
+                paths.push(path.clone());
             }
             path
         };
@@ -477,11 +505,29 @@ fn lower_projection(text: &str, items: &[sql::SelectItem], command: &mut QueryCo
     if wildcard && !projection.is_empty() {
         return Err(invalid(text, "`*` cannot be combined with other items in the select list"));
     }
-    if !command.aggregates.is_empty() && !command.columns.is_empty() {
-        return Err(invalid(
-            text,
-            "aggregates and columns cannot be mixed: there is no GROUP BY yet (aggregates run over the whole filtered table)",
-        ));
+    let grouped = !group_keys.is_empty() || calls.iter().any(|c| pushed_aggregate(c).is_none());
+    if grouped {
+        if wildcard {
+            return Err(invalid(text, "SELECT * with GROUP BY: name the group keys and aggregates"));
+        }
+        if let Some(path) = paths.iter().find(|p| !group_keys.contains(p)) {
+            return Err(invalid(text, format!("`{path}` must be a GROUP BY key or inside an aggregate")));
+        }
+        // The scan returns the keys and the aggregates' columns; the shaper groups them.
+        command.columns = group_keys.clone();
+        for column in calls.iter().filter_map(|c| c.column.clone()) {
+            if !command.columns.contains(&column) {
+                command.columns.push(column);
+            }
+        }
+        shape.group_by = Some(Grouping { keys: group_keys, aggregates: calls });
+    } else if !calls.is_empty() {
+        if !paths.is_empty() {
+            return Err(invalid(text, "aggregates and columns cannot be mixed without GROUP BY: add GROUP BY <the columns>"));
+        }
+        command.aggregates = calls.iter().filter_map(pushed_aggregate).collect();
+    } else {
+        command.columns = paths;
     }
     if !wildcard {
         let mut seen = std::collections::HashSet::new();
@@ -535,14 +581,23 @@ fn order_column(text: &str, e: &sql::Expr, command: &mut QueryCommand, shape: &R
             return Ok(column.clone());
         }
     }
-    if let Some(aggregate) = lower_aggregate(text, e)? {
-        let name = aggregate_name(&aggregate);
-        if command.aggregates.iter().any(|a| aggregate_name(a) == name) {
+    if let Some(call) = lower_aggregate(text, e)? {
+        let name = call.name();
+        let pushed = pushed_aggregate(&call).is_some_and(|spec| command.aggregates.iter().any(|a| a.function == spec.function && a.column == spec.column));
+        let grouped = shape.group_by.as_ref().is_some_and(|g| g.aggregates.contains(&call));
+        if pushed || grouped {
             return Ok(name);
         }
         return Err(invalid(text, format!("ORDER BY {name}: the aggregate must be in the select list")));
     }
     let path = lower_field(e, text, "ORDER BY").map_err(|err| engine_error(text, &err))?;
+    if let Some(grouping) = &shape.group_by {
+        let name = path.to_string();
+        if grouping.keys.contains(&name) {
+            return Ok(name);
+        }
+        return Err(invalid(text, format!("ORDER BY {name}: with GROUP BY, order by a key or an aggregate of the select list")));
+    }
     if !command.aggregates.is_empty() {
         return Err(invalid(text, format!("ORDER BY {path}: a query of aggregates returns one row; order by an aggregate")));
     }
@@ -585,8 +640,11 @@ fn lower_limit(text: &str, limit: &sql::LimitClause, shape: &mut ResultShape) ->
     Ok(())
 }
 
+mod group;
 mod parameters;
 mod shape;
+
+pub use group::{AggregateCall, Grouping, SqlAggregate, MAX_GROUPS};
 
 pub use parameters::{parameter_literal, parameter_schema, parse_unbound};
 pub use shape::Shaper;

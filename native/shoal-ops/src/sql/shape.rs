@@ -7,6 +7,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_ord::sort::{lexsort_to_indices, SortColumn, SortOptions};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
+use super::group::Grouper;
 use super::{ResultShape, MAX_SORT_BYTES};
 use crate::error::OpsError;
 
@@ -16,6 +17,8 @@ use crate::error::OpsError;
 /// `offset + limit` rows, re-sorted as batches arrive) until [`Shaper::finish`].
 pub struct Shaper {
     shape: ResultShape,
+    /// `GROUP BY`: takes every batch; its groups are what the other steps shape.
+    grouper: Option<Grouper>,
     /// Indices of the output columns in the scan's batches, and the output schema.
     projection: Vec<usize>,
     output: SchemaRef,
@@ -36,6 +39,8 @@ impl Shaper {
     /// `INVALID_ARGUMENT` when a column the shape names is not in `input` or cannot be
     /// sorted (structs, lists).
     pub fn new(shape: &ResultShape, input: &SchemaRef) -> Result<Self, OpsError> {
+        let grouper = shape.group_by.as_ref().map(|g| Grouper::new(g, input)).transpose()?;
+        let input = &grouper.as_ref().map_or_else(|| Arc::clone(input), Grouper::schema);
         let index = |name: &str| {
             input.index_of(name).map_err(|_| OpsError::invalid_argument(crate::protocol::bounded(format!("column {name:?} is not in the result"))))
         };
@@ -73,6 +78,7 @@ impl Shaper {
             to_skip: shape.offset,
             to_emit: shape.limit.unwrap_or(usize::MAX),
             shape: shape.clone(),
+            grouper,
         })
     }
 
@@ -85,7 +91,7 @@ impl Shaper {
     /// Whether no more rows will be emitted (the limit is reached): the scan may stop.
     #[must_use]
     pub fn is_done(&self) -> bool {
-        self.sort.is_empty() && self.to_emit == 0
+        self.grouper.is_none() && self.sort.is_empty() && self.to_emit == 0
     }
 
     /// Takes one batch of the scan; returns what may be emitted now.
@@ -94,6 +100,10 @@ impl Shaper {
     /// `RESOURCE_EXHAUSTED` when a sort without a limit passes [`MAX_SORT_BYTES`]; Arrow
     /// errors as `INTERNAL`.
     pub fn push(&mut self, batch: RecordBatch) -> Result<Option<RecordBatch>, OpsError> {
+        if let Some(grouper) = &mut self.grouper {
+            grouper.push(&batch)?;
+            return Ok(None);
+        }
         if !self.sort.is_empty() {
             self.held_rows += batch.num_rows();
             self.held.push(batch);
@@ -137,6 +147,12 @@ impl Shaper {
     /// # Errors
     /// Arrow errors as `INTERNAL`.
     pub fn finish(&mut self) -> Result<Option<RecordBatch>, OpsError> {
+        if let Some(mut grouper) = self.grouper.take() {
+            let groups = self.push(grouper.finish()?)?;
+            if self.sort.is_empty() {
+                return Ok(groups);
+            }
+        }
         if self.sort.is_empty() {
             return Ok(None);
         }

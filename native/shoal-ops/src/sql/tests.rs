@@ -46,8 +46,10 @@ fn star_qualified_tables_quoted_paths_and_keywords() {
 #[test]
 fn aggregates_run_over_one_endpoint() {
     let s = parse("SELECT count(*) AS n, MIN(payload.size), max(created_at) FROM events WHERE type = 'PushEvent'");
-    let names: Vec<_> = s.command.aggregates.iter().map(aggregate_name).collect();
-    assert_eq!(names, vec!["count(*)", "min(payload.size)", "max(created_at)"]);
+    assert_eq!(
+        serde_json::to_value(&s.command.aggregates).unwrap(),
+        serde_json::json!([{"function": "count"}, {"function": "min", "column": "payload.size"}, {"function": "max", "column": "created_at"}])
+    );
     assert_eq!(s.command.max_endpoints, Some(1));
     assert_eq!(s.command.limit, None);
     assert_eq!(s.shape.projection.unwrap()[0], ("count(*)".to_owned(), "n".to_owned()));
@@ -97,13 +99,17 @@ fn explain_and_parameters() {
 #[test]
 fn what_the_engine_cannot_do_is_refused_by_name() {
     for (text, named) in [
-        ("SELECT type, count(*) FROM e GROUP BY type", "GROUP BY"),
-        ("SELECT sum(payload.size) FROM e", "sum()"),
+        ("SELECT type, count(*) FROM e GROUP BY type HAVING count(*) > 1", "HAVING"),
+        ("SELECT type, actor, count(*) FROM e GROUP BY type", "`actor` must be a GROUP BY key"),
+        ("SELECT * FROM e GROUP BY type", "SELECT *"),
+        ("SELECT type FROM e GROUP BY type ORDER BY id", "order by a key"),
+        ("SELECT count(DISTINCT type) FROM e", "DISTINCT"),
+        ("SELECT type, count(*) FROM e GROUP BY ROLLUP (type)", "ROLLUP"),
         ("SELECT DISTINCT type FROM e", "DISTINCT"),
         ("SELECT a FROM e JOIN f ON e.a = f.a", "JOIN"),
         ("SELECT a FROM e, f", "one table"),
         ("SELECT a + 1 FROM e", "+"),
-        ("SELECT id, count(*) FROM e", "cannot be mixed"),
+        ("SELECT id, count(*) FROM e", "add GROUP BY"),
         ("SELECT a FROM e UNION SELECT a FROM f", "UNION"),
         ("INSERT INTO e VALUES (1)", "only SELECT"),
         ("SELECT a FROM e WHERE a = b", "two fields"),
@@ -232,4 +238,64 @@ fn parameters_are_typed_by_the_fields_they_are_compared_with() {
     assert!(parse_unbound("SELECT id FROM e WHERE actor.login LIKE ?").is_ok());
     assert_eq!(parameter_schema(&catalog, "SELECT id FROM e WHERE actor.login LIKE ?").unwrap().field(0).data_type(), &DataType::Utf8);
     assert_eq!(parameter_schema(&catalog, "SELECT id FROM gone WHERE id = ?").unwrap_err().class, ErrorClass::NotFound);
+}
+
+
+#[test]
+fn group_by_scans_keys_and_arguments_and_groups_them() {
+    let s = parse("SELECT type, count(*) AS n, sum(payload.size), avg(payload.size) FROM events WHERE id > 0 GROUP BY type ORDER BY n DESC LIMIT 3");
+    assert_eq!(s.command.columns, vec!["type", "payload.size"]);
+    assert!(s.command.aggregates.is_empty() && s.command.limit.is_none());
+    assert_eq!(s.command.max_endpoints, Some(1));
+    let grouping = s.shape.group_by.as_ref().unwrap();
+    assert_eq!(grouping.keys, vec!["type"]);
+    assert_eq!(grouping.aggregates.iter().map(AggregateCall::name).collect::<Vec<_>>(), vec!["count(*)", "sum(payload.size)", "avg(payload.size)"]);
+    assert_eq!(s.shape.order_by[0].column, "count(*)");
+    // sum/avg without GROUP BY: one group; count/min/max alone stay pushed into the scan.
+    let total = parse("SELECT sum(payload.size) AS total FROM events");
+    assert_eq!(total.shape.group_by.as_ref().unwrap().keys, Vec::<String>::new());
+    assert!(parse("SELECT count(*) FROM events").shape.group_by.is_none());
+}
+
+fn typed_batch(types: &[Option<&str>], sizes: &[Option<i64>]) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![Field::new("type", DataType::Utf8, true), Field::new("payload.size", DataType::Int64, true)]));
+    RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(types.to_vec())), Arc::new(Int64Array::from(sizes.to_vec()))]).unwrap()
+}
+
+#[test]
+fn a_shaper_groups_then_sorts_and_limits() {
+    let s = parse("SELECT type AS t, count(*) AS n, count(payload.size), sum(payload.size) AS s, avg(payload.size), min(payload.size), max(type) FROM e GROUP BY type ORDER BY n DESC, t LIMIT 3");
+    let mut shaper = Shaper::new(&s.shape, &typed_batch(&[], &[]).schema()).unwrap();
+    assert_eq!(
+        shaper.schema().fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>(),
+        vec!["t", "n", "count(payload.size)", "s", "avg(payload.size)", "min(payload.size)", "max(type)"]
+    );
+    assert!(!shaper.is_done());
+    shaper.push(typed_batch(&[Some("a"), Some("b"), None, Some("a")], &[Some(1), None, Some(5), Some(3)])).unwrap();
+    shaper.push(typed_batch(&[Some("c"), Some("b"), Some("a"), None], &[Some(2), Some(4), None, Some(7)])).unwrap();
+    let out = shaper.finish().unwrap().unwrap();
+    let rows: Vec<String> = (0..out.num_rows())
+        .map(|r| {
+            (0..out.num_columns())
+                .map(|c| arrow_cast::display::array_value_to_string(out.column(c), r).unwrap())
+                .collect::<Vec<_>>()
+                .join("|")
+        })
+        .collect();
+    // a: 3 rows (sizes 1, 3, null); b: 2 (null, 4); null type: 2 (5, 7); c: 1. Ties by key; nulls last.
+    assert_eq!(rows, vec!["a|3|2|4|2.0|1|a", "b|2|1|4|4.0|4|b", "|2|2|12|6.0|5|"]);
+}
+
+#[test]
+fn keyless_groups_answer_one_row_even_for_no_rows() {
+    let s = parse("SELECT count(*), sum(payload.size), avg(payload.size) FROM e");
+    let mut shaper = Shaper::new(&s.shape, &typed_batch(&[], &[]).schema()).unwrap();
+    let out = shaper.finish().unwrap().unwrap();
+    assert_eq!(out.num_rows(), 1);
+    assert_eq!(out.column(0).as_any().downcast_ref::<Int64Array>().unwrap().value(0), 0);
+    assert!(out.column(1).is_null(0) && out.column(2).is_null(0));
+    // Types the aggregate does not apply to are refused by name.
+    let strings = parse("SELECT sum(type) FROM e");
+    let error = Shaper::new(&strings.shape, &typed_batch(&[], &[]).schema()).err().unwrap();
+    assert!(error.message.contains("sum(type): type is of type Utf8"), "{error}");
 }

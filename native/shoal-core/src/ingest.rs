@@ -199,6 +199,8 @@ impl Table {
 
         // A failing device with a full memory ring: stop here, before anything is written.
         let _room = self.log.check_room(pending.iter().map(|r| r.size).sum())?;
+        // In flight from here until the last record's visible bit (`completion.rs`).
+        let _in_flight = self.in_flight.begin(|| self.log.tail_address());
         let mut guard = self.log.epoch().protect();
         let mut word0_templates: Vec<u64> = Vec::new();
         let prefetch = |record: &PendingRecord<'_>| {

@@ -65,6 +65,7 @@
 
 pub mod checkpoint;
 pub mod columnar;
+mod completion;
 mod config;
 #[cfg(feature = "internals")]
 pub mod epoch;

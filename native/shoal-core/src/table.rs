@@ -12,6 +12,7 @@ use crate::checkpoint::{
     FORMAT_VERSION, TABLE_META_FILE,
 };
 use crate::columnar::{ColumnarStats, ColumnarStore};
+use crate::completion::InFlight;
 use crate::error::{Error, Result};
 use crate::index::HashIndex;
 use crate::log::HybridLog;
@@ -80,6 +81,8 @@ pub struct Table {
     /// Writer sessions (exactly-once batches).
     pub(crate) sessions: Sessions,
     parsers: Mutex<Vec<Box<dyn RecordParser>>>,
+    /// Batches being written ([`Table::complete_until`]).
+    pub(crate) in_flight: InFlight,
     pub(crate) records: AtomicU64,
     pub(crate) payload_bytes: AtomicU64,
     pub(crate) skipped: AtomicU64,
@@ -172,6 +175,7 @@ impl Table {
             columnar,
             sessions: Sessions::default(),
             parsers: Mutex::new(Vec::new()),
+            in_flight: InFlight::default(),
             records: AtomicU64::new(0),
             payload_bytes: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
@@ -231,6 +235,16 @@ impl Table {
     #[must_use]
     pub fn tail_address(&self) -> u64 {
         self.log.tail_address()
+    }
+
+    /// The log address below which every record is complete (visible, or invalid and never
+    /// to be visible): at most the tail, below the first record of any batch still being
+    /// written. A scan up to it misses nothing that a later scan from it would skip, so it
+    /// is what a query's answer is complete up to, and a follower's next `from_address`.
+    /// It only grows. See `completion.rs`.
+    #[must_use]
+    pub fn complete_until(&self) -> u64 {
+        self.in_flight.complete_until(|| self.log.tail_address())
     }
 
     /// Whether the log flushes pages to storage (an on-disk table), rather than keeping

@@ -384,3 +384,64 @@ fn retention_deletes_the_files_below_the_begin_address_and_scans_fall_back_to_th
     assert!(stats.columnar_rows > 0);
     assert_eq!(rows_now, raw);
 }
+
+/// `with_address`: every scan path (index, columnar, full; typed columns and JSON) gives
+/// each row the log address its record was ingested at, in a last `_address` column.
+#[test]
+fn every_scan_path_gives_each_row_its_records_address() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::UInt64Type;
+    let Some(lines) = common::github_events(3_000) else { return };
+    let dir = tempfile::tempdir().expect("dir");
+    let table = Table::create(config(Some(dir.path()), true)).expect("table");
+    table.register_psf("type", &PsfSpec::Projection { field: "type".into() }).expect("psf");
+    let mut id_at = std::collections::HashMap::new();
+    for chunk in lines.chunks(200) {
+        let refs: Vec<&[u8]> = chunk.iter().map(String::as_bytes).collect();
+        let report = table.ingest(&refs).expect("ingest");
+        for (address, line) in report.addresses.iter().zip(chunk) {
+            let record: serde_json::Value = serde_json::from_str(line).expect("json");
+            id_at.insert(*address, record["id"].as_str().expect("id").to_owned());
+        }
+    }
+    wait_compacted(&table);
+    let mut kinds = std::collections::BTreeSet::new();
+    for filter in ["type = 'GollumEvent'", "type = 'PushEvent'", "payload.size > 5", "actor.login LIKE 'a%'"] {
+        for json in [false, true] {
+            let request = ScanRequest {
+                filter: Some(parse_expr(filter).expect("filter")),
+                columns: vec![FieldPath::parse("id").expect("path")],
+                with_address: true,
+                batch_rows: 97,
+                ..ScanRequest::default()
+            };
+            let plan = table.plan(&request);
+            kinds.insert((!plan.index_scans.is_empty(), !plan.columnar_scans.is_empty(), !plan.full_scans.is_empty()));
+            let mut rows = 0;
+            let mut sink = |batch: RecordBatch| {
+                let schema = batch.schema();
+                let last = schema.fields().len() - 1;
+                assert_eq!(schema.field(last).name(), "_address");
+                let addresses = batch.column(last).as_primitive::<UInt64Type>();
+                for row in 0..batch.num_rows() {
+                    let id = if json {
+                        let record: serde_json::Value = serde_json::from_str(batch.column(0).as_string::<i32>().value(row)).expect("json");
+                        record["id"].as_str().expect("id").to_owned()
+                    } else {
+                        batch.column(0).as_string::<i32>().value(row).to_owned()
+                    };
+                    assert_eq!(id_at.get(&addresses.value(row)), Some(&id), "{filter} (json: {json}): row {row}");
+                    rows += 1;
+                }
+                Ok(ControlFlow::Continue(()))
+            };
+            if json {
+                table.scan_json(&request, &plan, &mut sink).expect("scan");
+            } else {
+                table.scan_with_plan(&request, &plan, &mut sink).expect("scan");
+            }
+            assert!(rows > 0, "{filter}");
+        }
+    }
+    assert!(kinds.len() >= 2, "the filters should take different scan paths: {kinds:?}");
+}

@@ -255,7 +255,7 @@ impl Table {
                     for (view, &id) in output_views.iter().zip(&ids) {
                         values[id] = view.value(row);
                     }
-                    if projector.emit(&values, &[], sink)?.is_break() {
+                    if projector.emit(&values, &[], addresses.value(row), sink)?.is_break() {
                         return Ok(ControlFlow::Break(()));
                     }
                 }
@@ -282,9 +282,11 @@ impl Table {
     ) -> Result<ControlFlow<()>> {
         let mut copied: Vec<u8> = Vec::new();
         let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut read: Vec<u64> = Vec::new();
         for chunk in addresses.chunks(super::EPOCH_REFRESH_READS) {
             copied.clear();
             spans.clear();
+            read.clear();
             {
                 let guard = self.log.epoch().protect();
                 for &address in chunk {
@@ -303,11 +305,12 @@ impl Table {
                     let start = copied.len();
                     copied.extend_from_slice(view.payload());
                     spans.push(start..copied.len());
+                    read.push(address);
                 }
             }
             let payloads: Vec<&[u8]> = spans.iter().map(|r| &copied[r.clone()]).collect();
             projector.stats.index_candidates += payloads.len() as u64;
-            if projector.process(&payloads, true, sink)?.is_break() {
+            if projector.process(&payloads, &read, true, sink)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
         }

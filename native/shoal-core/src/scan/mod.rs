@@ -39,12 +39,34 @@ pub struct ScanRequest {
     pub limit: Option<usize>,
     /// Rows per output batch.
     pub batch_rows: usize,
+    /// Append each record's log address as a last, non-null `UInt64` column named
+    /// [`ADDRESS_COLUMN`] (a follower's offset; `from_address = address + 1` resumes after
+    /// the record).
+    pub with_address: bool,
 }
 
 impl Default for ScanRequest {
     fn default() -> Self {
-        Self { filter: None, columns: Vec::new(), from_address: 0, to_address: u64::MAX, limit: None, batch_rows: 4096 }
+        Self {
+            filter: None,
+            columns: Vec::new(),
+            from_address: 0,
+            to_address: u64::MAX,
+            limit: None,
+            batch_rows: 4096,
+            with_address: false,
+        }
     }
+}
+
+/// The name of the column of log addresses ([`ScanRequest::with_address`]; also the
+/// columnar tier's files' column of record addresses).
+pub const ADDRESS_COLUMN: &str = "_address";
+
+/// The field of the column of log addresses: non-null `UInt64`.
+#[must_use]
+pub fn address_field() -> arrow_schema::Field {
+    arrow_schema::Field::new(ADDRESS_COLUMN, arrow_schema::DataType::UInt64, false)
 }
 
 /// What a scan did.
@@ -118,6 +140,8 @@ struct Projector<'t> {
     /// of an IssuesEvent). Measured in `benches/parser.rs`.
     chain_parser: OnDemandParser,
     output: Output,
+    /// The records' log addresses, when the request asks for them.
+    addresses: Option<arrow_array::builder::UInt64Builder>,
     batch_rows: usize,
     remaining: usize,
     stats: ScanStats,
@@ -129,6 +153,7 @@ impl Projector<'_> {
     fn process(
         &mut self,
         payloads: &[&[u8]],
+        addresses: &[u64],
         from_chains: bool,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<()>> {
@@ -161,7 +186,7 @@ impl Projector<'_> {
                     continue;
                 }
             }
-            if self.emit(values, payload, sink)?.is_break() {
+            if self.emit(values, payload, addresses.get(i).copied().unwrap_or(0), sink)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
         }
@@ -175,6 +200,7 @@ impl Projector<'_> {
         &mut self,
         values: &[crate::value::FieldValue<'_>],
         payload: &[u8],
+        address: u64,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<()>> {
         if self.remaining == 0 {
@@ -188,10 +214,13 @@ impl Projector<'_> {
                 builder.append_value(text);
             }
         }
+        if let Some(addresses) = &mut self.addresses {
+            addresses.append_value(address);
+        }
         self.remaining -= 1;
         self.stats.records_returned += 1;
         if self.output.len() >= self.batch_rows {
-            let batch = self.output.finish()?;
+            let batch = self.finish_batch()?;
             if sink(batch)?.is_break() {
                 self.remaining = 0;
                 return Ok(ControlFlow::Break(()));
@@ -200,9 +229,22 @@ impl Projector<'_> {
         Ok(if self.remaining == 0 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     }
 
+    /// The rows output so far as a batch, with the column of addresses last when asked.
+    fn finish_batch(&mut self) -> Result<RecordBatch> {
+        let batch = self.output.finish()?;
+        let Some(addresses) = &mut self.addresses else { return Ok(batch) };
+        let mut fields: Vec<arrow_schema::FieldRef> = batch.schema().fields().iter().cloned().collect();
+        fields.push(std::sync::Arc::new(address_field()));
+        let mut columns = batch.columns().to_vec();
+        columns.push(std::sync::Arc::new(addresses.finish()));
+        let schema = arrow_schema::Schema::new_with_metadata(fields, batch.schema().metadata().clone());
+        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        Ok(RecordBatch::try_new_with_options(std::sync::Arc::new(schema), columns, &options)?)
+    }
+
     fn finish(mut self, sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>) -> Result<ScanStats> {
         if self.output.len() > 0 {
-            let batch = self.output.finish()?;
+            let batch = self.finish_batch()?;
             let _ = sink(batch)?;
         }
         self.table.return_parser(self.parser);
@@ -404,9 +446,12 @@ impl Table {
         count
     }
 
+    /// The log range a request reads: from its `from_address` (at least the begin
+    /// address) to its `to_address`, at most [`Table::complete_until`] — so no record in
+    /// flight at planning time is skipped by one answer and by the next, which starts there.
     fn resolve_range(&self, request: &ScanRequest) -> (u64, u64) {
         let from = request.from_address.max(self.log.begin_address());
-        let to = request.to_address.min(self.log.tail_address());
+        let to = request.to_address.min(self.complete_until());
         (from, to.max(from))
     }
 
@@ -506,6 +551,7 @@ impl Table {
             parser: self.take_parser(),
             chain_parser: OnDemandParser::new(),
             output,
+            addresses: request.with_address.then(arrow_array::builder::UInt64Builder::new),
             batch_rows: request.batch_rows.max(1),
             remaining: request.limit.unwrap_or(usize::MAX),
             stats: ScanStats::default(),
@@ -588,6 +634,7 @@ impl Table {
             let flow = {
                 let guard = epoch.protect();
                 let mut candidates: Vec<Candidate<'_>> = Vec::new();
+                let mut candidate_addresses: Vec<u64> = Vec::new();
                 let mut reads = 0;
                 while reads < EPOCH_REFRESH_READS && candidates.len() < chunk_rows {
                     let (property, address) = match cursor {
@@ -653,6 +700,7 @@ impl Table {
                                 seen.insert(record_address);
                             }
                             candidates.push(candidate);
+                            candidate_addresses.push(record_address);
                         }
                     }
                     if kp.previous >= address {
@@ -668,7 +716,7 @@ impl Table {
                     })
                     .collect();
                 projector.stats.index_candidates += payloads.len() as u64;
-                projector.process(&payloads, true, &mut |batch| {
+                projector.process(&payloads, &candidate_addresses, true, &mut |batch| {
                     ready.push(batch);
                     Ok(ControlFlow::Continue(()))
                 })?
@@ -703,8 +751,9 @@ impl Table {
             let page_start = self.log.page_start(page);
             let records = self.page_records(page, range, &mut page_bytes)?;
             projector.stats.full_scan_records += records.len() as u64;
-            let payloads: Vec<&[u8]> = records.iter().map(|r| &page_bytes[r.clone()]).collect();
-            if projector.process(&payloads, false, sink)?.is_break() {
+            let payloads: Vec<&[u8]> = records.iter().map(|(_, r)| &page_bytes[r.clone()]).collect();
+            let addresses: Vec<u64> = records.iter().map(|(address, _)| *address).collect();
+            if projector.process(&payloads, &addresses, false, sink)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
             if page_start + self.log.page_size() as u64 >= range.to {
@@ -714,9 +763,9 @@ impl Table {
         Ok(ControlFlow::Continue(()))
     }
 
-    /// Copies page `page` and returns the payload ranges (within `out`) of its visible
-    /// records in `range`. Waits for records whose ingestion is in flight.
-    fn page_records(&self, page: u64, range: LogRange, out: &mut Vec<u8>) -> Result<Vec<std::ops::Range<usize>>> {
+    /// Copies page `page` and returns the addresses and payload ranges (within `out`) of
+    /// its visible records in `range`. Waits for records whose ingestion is in flight.
+    fn page_records(&self, page: u64, range: LogRange, out: &mut Vec<u8>) -> Result<Vec<(u64, std::ops::Range<usize>)>> {
         let page_start = self.log.page_start(page);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         'copy: loop {
@@ -748,7 +797,7 @@ impl Table {
                 if header.is_visible() && !header.is_invalid() && address >= range.from {
                     let payload = view.payload();
                     let start = payload.as_ptr() as usize - out.as_ptr() as usize;
-                    records.push(start..start + payload.len());
+                    records.push((address, start..start + payload.len()));
                 }
                 offset += header.size();
             }

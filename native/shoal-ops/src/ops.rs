@@ -13,11 +13,11 @@ use arrow_array::{Array, BinaryArray, LargeBinaryArray, LargeStringArray, Record
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde_json::json;
 use shoal_core::psf::{parse_expr, Expr};
-use shoal_core::scan::{json_output_schema, Aggregate, ScanPlan, ScanRequest, ScanStats};
+use shoal_core::scan::{address_field, ADDRESS_COLUMN, json_output_schema, Aggregate, ScanPlan, ScanRequest, ScanStats};
 use shoal_core::session::WriterBatch;
 use shoal_core::table::{DurabilityPolicy, TableStats};
 use shoal_core::FieldPath;
-use crate::error::OpsError;
+use crate::error::{ErrorClass, OpsError};
 
 use crate::catalog::{Catalog, TableEntry};
 use crate::protocol::{
@@ -138,6 +138,8 @@ struct PreparedQuery {
     output: Option<OutputColumns>,
     schema: SchemaRef,
     plan: ScanPlan,
+    /// The address the answer is complete up to ([`answer_until`]).
+    until: u64,
 }
 
 /// The typed output columns of a scan: each requested path and its Arrow field.
@@ -151,15 +153,43 @@ fn rows_output(
     table: &shoal_core::table::Table,
     format: OutputFormat,
     columns: &[FieldPath],
+    with_address: bool,
 ) -> Result<(Option<OutputColumns>, SchemaRef), OpsError> {
-    match format {
-        OutputFormat::Json => Ok((None, json_output_schema())),
+    let (output, mut fields) = match format {
+        OutputFormat::Json => (None, json_output_schema().fields().iter().map(|f| f.as_ref().clone()).collect::<Vec<Field>>()),
         OutputFormat::Arrow => {
             let output = table.output_columns(columns).map_err(|e| OpsError::from_engine(&e))?;
-            let schema = Arc::new(Schema::new(output.iter().map(|(_, f)| f.clone()).collect::<Vec<Field>>()));
-            Ok((Some(output), schema))
+            let fields = output.iter().map(|(_, f)| f.clone()).collect();
+            (Some(output), fields)
         }
+    };
+    if with_address {
+        if fields.iter().any(|f| f.name() == ADDRESS_COLUMN) {
+            return Err(OpsError::invalid_argument(format!(
+                "\"with_address\": the result already has a column named {ADDRESS_COLUMN:?} (name the columns to leave it out)"
+            )));
+        }
+        fields.push(address_field());
     }
+    Ok((output, Arc::new(Schema::new(fields))))
+}
+
+/// The address a query's answer is complete up to (its range's end, at most): every
+/// complete record ([`Table::complete_until`](shoal_core::table::Table::complete_until)),
+/// or only the durable ones (`durable_only`).
+fn answer_until(table: &shoal_core::table::Table, command: &QueryCommand) -> Result<u64, OpsError> {
+    let until = if command.durable_only {
+        if !table.has_storage() {
+            return Err(OpsError::new(
+                ErrorClass::FailedPrecondition,
+                "\"durable_only\": the table is in memory (the daemon runs --in-memory): nothing is ever durable",
+            ));
+        }
+        table.durable_address().min(table.complete_until())
+    } else {
+        table.complete_until()
+    };
+    Ok(command.to_address.unwrap_or(u64::MAX).min(until))
 }
 
 /// Checks a query command and plans it: maps the filter onto the table's PSFs
@@ -170,9 +200,11 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
     let filter = parse_filter(command.filter.as_deref())?;
     let columns = parse_columns(&command.columns)?;
     let aggregates = parse_aggregates(&command.aggregates)?;
-    if !aggregates.is_empty() && (!command.columns.is_empty() || command.limit.is_some() || command.output == OutputFormat::Json) {
+    if !aggregates.is_empty()
+        && (!command.columns.is_empty() || command.limit.is_some() || command.output == OutputFormat::Json || command.with_address)
+    {
         return Err(OpsError::invalid_argument(format!(
-            "{what}: \"aggregates\" cannot be combined with \"columns\", \"limit\" or \"output\": \"json\" \
+            "{what}: \"aggregates\" cannot be combined with \"columns\", \"limit\", \"with_address\" or \"output\": \"json\" \
              (the result is one row of aggregates per endpoint)"
         )));
     }
@@ -182,20 +214,22 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
         )));
     }
     let (output, schema) = if aggregates.is_empty() {
-        rows_output(table, command.output, &columns)?
+        rows_output(table, command.output, &columns, command.with_address)?
     } else {
         (None, Arc::new(table.aggregate_schema(&aggregates).map_err(|e| OpsError::from_engine(&e))?))
     };
+    let until = answer_until(table, &command)?;
     let request = ScanRequest {
         filter,
         columns,
         from_address: command.from_address.unwrap_or(0),
-        to_address: command.to_address.unwrap_or(u64::MAX),
+        to_address: until,
         limit: command.limit,
         batch_rows: catalog.config().batch_rows,
+        with_address: command.with_address,
     };
     let plan = table.plan(&request);
-    Ok(PreparedQuery { entry, command, request, aggregates, output, schema, plan })
+    Ok(PreparedQuery { entry, command, request, aggregates, output, schema, plan, until })
 }
 
 /// Plans a query command (`GetFlightInfo`'s `cmd`, a JSON [`QueryCommand`]) once, and
@@ -230,6 +264,7 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Ops
             limit: query.command.limit,
             aggregates: query.command.aggregates.clone(),
             output: query.command.output,
+            with_address: query.command.with_address,
             plan: part,
         };
         let ticket = serde_json::to_vec(&ticket).map_err(|e| OpsError::internal(e.to_string()))?;
@@ -252,6 +287,7 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Ops
         "plan": plan_json(&query.plan),
         "exact": true,
         "exact_note": "the server evaluates the whole filter on every record it returns",
+        "complete_until": query.until.max(from),
     });
     Ok(PlannedQuery { schema: query.schema.as_ref().clone(), endpoints, total_records, metadata })
 }
@@ -391,13 +427,14 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, OpsEr
         columns: parse_columns(&ticket.columns)?,
         limit: ticket.limit,
         batch_rows: catalog.config().batch_rows,
+        with_address: ticket.with_address,
         ..ScanRequest::default()
     };
     let aggregates = parse_aggregates(&ticket.aggregates)?;
     if !aggregates.is_empty() {
         return run_aggregate(&entry, &request, &plan, &aggregates).map(TicketScan::Aggregates);
     }
-    let (output, schema) = rows_output(&entry.table, ticket.output, &request.columns)?;
+    let (output, schema) = rows_output(&entry.table, ticket.output, &request.columns, ticket.with_address)?;
     Ok(TicketScan::Rows(Box::new(RowScan { entry, request, plan, output, schema })))
 }
 

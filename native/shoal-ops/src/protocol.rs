@@ -138,6 +138,14 @@ pub struct QueryCommand {
     /// record's bytes as ingested.
     #[serde(default)]
     pub output: OutputFormat,
+    /// Append each record's log address as a last, non-null `UInt64` column `_address`
+    /// (a follower's offset). Not with aggregates.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_address: bool,
+    /// Answer only records that are durable (below the table's durable address) instead
+    /// of every complete one; `FAILED_PRECONDITION` on an in-memory table.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub durable_only: bool,
 }
 
 /// What a query returns per record.
@@ -317,6 +325,9 @@ pub struct TicketBody {
     /// What each record becomes.
     #[serde(default, skip_serializing_if = "OutputFormat::is_arrow")]
     pub output: OutputFormat,
+    /// Append the `_address` column.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_address: bool,
     /// The endpoint's plan: its filter (normalised SQL text), index scans (PSF ids,
     /// properties, ranges) and full-scan ranges.
     pub plan: shoal_core::scan::ScanPlan,

@@ -665,7 +665,8 @@ impl Table {
                         },
                     };
                     let record_address = address - KeyPointer::offset_in_record(usize::from(kp.index)) as u64;
-                    let in_range = address < scan.to && kp.psf_id == property.psf_id;
+                    // A record is in a range when its address is (its key pointers lie above it).
+                    let in_range = (scan.from..scan.to).contains(&record_address) && kp.psf_id == property.psf_id;
                     if in_range && (scan.properties.len() == 1 || !seen.contains(&record_address)) {
                         let matches = |view: &RecordView<'_>, canonical: &mut Vec<u8>| {
                             let header = view.header();
@@ -770,10 +771,10 @@ impl Table {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         'copy: loop {
             let Some(end) = self.log.read_page(page, out)? else { return Ok(Vec::new()) };
-            let end = end.min(usize::try_from(range.to - page_start).unwrap_or(usize::MAX));
             let mut records = Vec::new();
             let mut offset = if page == 0 { crate::log::FIRST_ADDRESS as usize } else { 0 };
-            while offset + 8 <= end {
+            // A record is in the range when its address is.
+            while offset + 8 <= end && page_start + (offset as u64) < range.to {
                 let header = crate::record::RecordHeader(u64::from_le_bytes(
                     out[offset..offset + 8].try_into().map_err(|_| corrupt(page_start + offset as u64, "header"))?,
                 ));

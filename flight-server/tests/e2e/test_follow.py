@@ -110,3 +110,31 @@ def test_durable_only_stops_at_the_durable_address(start_daemon):
     assert plan["complete_until"] <= durable
     rows = pa.concat_tables([client.do_get(e.ticket).read_all() for e in info.endpoints])
     assert sorted(rows.column("a").to_pylist()) == [1, 2]
+
+
+def test_a_follower_behind_retention_gets_an_error_or_the_gap(daemon):
+    client = daemon.client()
+    action(client, "create_table", {"name": "r", "page_size_bits": 16})
+    acks = put(client, "r", [json.dumps({"n": i, "pad": "x" * 200}) for i in range(2000)], batch=100)
+    old = acks[0]["first_address"]
+    action(client, "make_durable", {"table": "r"})
+    cut = action(client, "truncate", {"table": "r", "keep_bytes": 100_000})
+    begin = cut["begin_address"]
+    assert begin > old
+    command = {"table": "r", "columns": ["n"], "from_address": old, "with_address": True}
+    # A follower that must not miss records: OUT_OF_RANGE naming what is gone.
+    strict = {**command, "if_truncated": "error"}
+    with pytest.raises(pa.ArrowException, match=rf"\[{old}, {begin}\) were dropped"):
+        client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(strict)))
+    with pytest.raises(pa.ArrowException, match="were dropped"):
+        client.do_get(flight.Ticket(json.dumps(strict).encode())).read_all()
+    # By default it resumes at the begin address, and the plan says what was skipped.
+    info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
+    plan = json.loads(info.app_metadata)
+    assert plan["truncated"] == {"from": old, "to": begin}
+    rows = pa.concat_tables([client.do_get(e.ticket).read_all() for e in info.endpoints])
+    assert min(rows.column("_address").to_pylist()) >= begin
+    assert rows.column("n").to_pylist() == sorted(rows.column("n").to_pylist())[: rows.num_rows]
+    # A follower at or past the begin address is told nothing.
+    fresh = json.loads(client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps({**command, "from_address": begin}))).app_metadata)
+    assert "truncated" not in fresh

@@ -100,4 +100,7 @@ pub mod value;
 
 pub use error::{Error, Result};
 pub use path::FieldPath;
+/// The first log address a record can have: below it nothing was ever written, so a
+/// begin address above it means the log's head was truncated (retention).
+pub use record::FIRST_ADDRESS;
 pub use value::FieldValue;

@@ -21,7 +21,7 @@ use crate::error::{ErrorClass, OpsError};
 
 use crate::catalog::{Catalog, TableEntry};
 use crate::protocol::{
-    parse_body, AggregateSpec, BatchMetadata, CreateTable, DeregisterPsf, MakeDurable, OutputFormat, QueryCommand,
+    parse_body, AggregateSpec, BatchMetadata, CreateTable, DeregisterPsf, IfTruncated, MakeDurable, OutputFormat, QueryCommand,
     RegisterPsf, TableRef, TicketBody, TransactionRef, Truncate, WriterRef, TICKET_VERSION,
 };
 
@@ -140,6 +140,8 @@ struct PreparedQuery {
     plan: ScanPlan,
     /// The address the answer is complete up to ([`answer_until`]).
     until: u64,
+    /// The part of the asked range that retention or truncation dropped ([`truncated_range`]).
+    truncated: Option<(u64, u64)>,
 }
 
 /// The typed output columns of a scan: each requested path and its Arrow field.
@@ -172,6 +174,32 @@ fn rows_output(
         fields.push(address_field());
     }
     Ok((output, Arc::new(Schema::new(fields))))
+}
+
+/// The part `[from, to)` of a query's asked range that is gone (below the table's begin
+/// address, above the first address a record can have), when it asked for a
+/// `from_address`.
+///
+/// # Errors
+/// `OUT_OF_RANGE` naming the range when the command says `if_truncated: error`.
+fn truncated_range(table: &shoal_core::table::Table, command: &QueryCommand) -> Result<Option<(u64, u64)>, OpsError> {
+    let Some(asked) = command.from_address else { return Ok(None) };
+    let begin = table.stats().begin_address;
+    if asked >= begin || begin <= shoal_core::FIRST_ADDRESS {
+        return Ok(None);
+    }
+    let gone = (asked.max(shoal_core::FIRST_ADDRESS), begin);
+    if command.if_truncated == IfTruncated::Error {
+        return Err(OpsError::new(
+            ErrorClass::OutOfRange,
+            format!(
+                "table {:?}: the records in [{}, {}) were dropped (retention or truncate); the log begins at {}: \
+                 resume from there (\"if_truncated\": \"skip\") or from a newer offset",
+                command.table, gone.0, gone.1, begin
+            ),
+        ));
+    }
+    Ok(Some(gone))
 }
 
 /// The address a query's answer is complete up to (its range's end, at most): every
@@ -219,6 +247,7 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
         (None, Arc::new(table.aggregate_schema(&aggregates).map_err(|e| OpsError::from_engine(&e))?))
     };
     let until = answer_until(table, &command)?;
+    let truncated = truncated_range(table, &command)?;
     let request = ScanRequest {
         filter,
         columns,
@@ -229,7 +258,7 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
         with_address: command.with_address,
     };
     let plan = table.plan(&request);
-    Ok(PreparedQuery { entry, command, request, aggregates, output, schema, plan, until })
+    Ok(PreparedQuery { entry, command, request, aggregates, output, schema, plan, until, truncated })
 }
 
 /// Plans a query command (`GetFlightInfo`'s `cmd`, a JSON [`QueryCommand`]) once, and
@@ -280,7 +309,7 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Ops
     };
     #[allow(clippy::cast_possible_wrap)]
     let total_records = query.command.limit.map_or(estimate, |l| estimate.min(l as i64));
-    let metadata = json!({
+    let mut metadata = json!({
         "table": query.command.table,
         "from": from,
         "to": to,
@@ -289,6 +318,9 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Ops
         "exact_note": "the server evaluates the whole filter on every record it returns",
         "complete_until": query.until.max(from),
     });
+    if let Some((from, to)) = query.truncated {
+        metadata["truncated"] = json!({"from": from, "to": to});
+    }
     Ok(PlannedQuery { schema: query.schema.as_ref().clone(), endpoints, total_records, metadata })
 }
 

@@ -146,6 +146,30 @@ pub struct QueryCommand {
     /// of every complete one; `FAILED_PRECONDITION` on an in-memory table.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub durable_only: bool,
+    /// What a query whose `from_address` lies below the table's begin address (records
+    /// dropped by retention or truncation) does: `skip` (default) starts at the begin
+    /// address and reports the dropped range in the plan (`truncated`); `error` is
+    /// `OUT_OF_RANGE` naming it (a follower that must not miss records).
+    #[serde(default, skip_serializing_if = "IfTruncated::is_skip")]
+    pub if_truncated: IfTruncated,
+}
+
+/// [`QueryCommand::if_truncated`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IfTruncated {
+    /// Start at the begin address; the plan reports `truncated: {from, to}`.
+    #[default]
+    Skip,
+    /// `OUT_OF_RANGE`, naming the range that is gone.
+    Error,
+}
+
+impl IfTruncated {
+    #[allow(clippy::trivially_copy_pass_by_ref)]
+    fn is_skip(&self) -> bool {
+        *self == IfTruncated::Skip
+    }
 }
 
 /// What a query returns per record.

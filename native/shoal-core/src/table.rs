@@ -46,6 +46,9 @@ pub struct TableStats {
     pub observed_until_address: u64,
     /// Next address to allocate.
     pub tail_address: u64,
+    /// Every record below it is complete ([`Table::complete_until`]): what a query's
+    /// answer is complete up to, and where a follower that is caught up stands.
+    pub complete_until: u64,
     /// Bytes of one log page (the unit of flushing, eviction and observation: whole pages
     /// below `observed_until_address` are in the schema).
     pub page_size_bytes: u64,
@@ -380,6 +383,7 @@ impl Table {
             flushed_until_address: self.log.flushed_until(),
             observed_until_address: self.log.observed_until(),
             tail_address: self.log.tail_address(),
+            complete_until: self.complete_until(),
             page_size_bytes: self.log.page_size() as u64,
             index_bytes: self.index.memory_bytes() as u64,
             columnar: self.columnar.stats(

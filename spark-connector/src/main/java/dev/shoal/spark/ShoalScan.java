@@ -15,7 +15,9 @@ import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * A planned read of a shoal table: asks every shard for a plan ({@code GetFlightInfo}) once, and
@@ -32,11 +34,14 @@ public final class ShoalScan implements Scan, Batch {
   private final long limit;
   private final ShoalAggregates aggregates;
   private final ShoalProjection projection;
+  /** The read's own options (a streaming read's {@code startingOffsets}, {@code filter}, ...). */
+  private final CaseInsensitiveStringMap scanOptions;
   private List<ShoalFlightPlan> plans;
 
   ShoalScan(ShoalOptions options, StructType tableSchema, StructType readSchema, Predicate[] pushedPredicates,
-      String filter, long limit, ShoalAggregates aggregates) {
+      String filter, long limit, ShoalAggregates aggregates, CaseInsensitiveStringMap scanOptions) {
     this.options = options;
+    this.scanOptions = scanOptions;
     this.tableSchema = tableSchema;
     this.readSchema = readSchema;
     this.pushedPredicates = pushedPredicates;
@@ -163,6 +168,14 @@ public final class ShoalScan implements Scan, Batch {
       }
     }
     return partitions.toArray(new InputPartition[0]);
+  }
+
+  /** A streaming read (Spark pushes nothing into it: every column, the {@code filter} option). */
+  @Override
+  public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+    ShoalProjection reading = projection != null ? projection : ShoalProjection.positional(readSchema);
+    ObjectNode command = command(options, filter, reading.paths(), -1, null);
+    return new ShoalMicroBatchStream(options, scanOptions, command, new ShoalPartitionReaderFactory(options, reading, -1));
   }
 
   @Override

@@ -14,6 +14,7 @@ import org.apache.spark.sql.connector.read.SupportsPushDownLimit;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.connector.read.SupportsPushDownV2Filters;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -34,13 +35,15 @@ public final class ShoalScanBuilder implements ScanBuilder, SupportsPushDownV2Fi
   private final List<String> pushedText = new ArrayList<>();
   private long limit = -1;
   private ShoalAggregates aggregates;
+  private final CaseInsensitiveStringMap scanOptions;
 
   /**
    * @param tableSchema the daemon's schema (decides which filters are exact)
    * @param readSchema the table's schema as Spark sees it (the daemon's, or the user's)
    */
-  ShoalScanBuilder(ShoalOptions options, StructType tableSchema, StructType readSchema) {
+  ShoalScanBuilder(ShoalOptions options, StructType tableSchema, StructType readSchema, CaseInsensitiveStringMap scanOptions) {
     this.options = options;
+    this.scanOptions = scanOptions;
     this.tableSchema = tableSchema;
     this.readSchema = readSchema;
   }
@@ -165,6 +168,6 @@ public final class ShoalScanBuilder implements ScanBuilder, SupportsPushDownV2Fi
   @Override
   public Scan build() {
     return new ShoalScan(options, tableSchema, aggregates != null ? aggregates.schema() : readSchema,
-        pushed.toArray(new Predicate[0]), filter(), aggregates != null ? -1 : limit, aggregates);
+        pushed.toArray(new Predicate[0]), filter(), aggregates != null ? -1 : limit, aggregates, scanOptions);
   }
 }

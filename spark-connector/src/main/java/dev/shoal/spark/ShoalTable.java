@@ -80,7 +80,8 @@ public final class ShoalTable implements SupportsRead, SupportsWrite {
 
   @Override
   public Set<TableCapability> capabilities() {
-    return EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.ACCEPT_ANY_SCHEMA);
+    return EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ, TableCapability.BATCH_WRITE,
+        TableCapability.ACCEPT_ANY_SCHEMA);
   }
 
   @Override
@@ -91,7 +92,7 @@ public final class ShoalTable implements SupportsRead, SupportsWrite {
       daemonSchema = ShoalDataSource.daemonSchema(merged);
       checkUserSchema(schema, daemonSchema, "");
     }
-    return new ShoalScanBuilder(merged, daemonSchema, schema);
+    return new ShoalScanBuilder(merged, daemonSchema, schema, scanOptions);
   }
 
   /** Fails naming the column and the option when the user's schema disagrees with the daemon's. */

@@ -161,7 +161,7 @@ abstract class ShoalPushdownTest extends ShoalSparkTestBase {
   void reader_stopped_at_the_limit_cancels_its_stream_and_leaks_no_arrow_memory() {
     ShoalOptions options = ShoalOptions.forTable(java.util.Map.of("endpoint", endpoint, "table", "pushdown"));
     org.apache.spark.sql.types.StructType schema = ShoalDataSource.daemonSchema(options);
-    ShoalScanBuilder builder = new ShoalScanBuilder(options, schema, schema);
+    ShoalScanBuilder builder = new ShoalScanBuilder(options, schema, schema, org.apache.spark.sql.util.CaseInsensitiveStringMap.empty());
     builder.pruneColumns(new org.apache.spark.sql.types.StructType().add("id", "string")
         .add("actor", new org.apache.spark.sql.types.StructType().add("login", "string")));
     builder.pushLimit(3);

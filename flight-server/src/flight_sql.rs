@@ -44,7 +44,7 @@ use shoal_ops::sql::{self, Parameters, ResultShape, Shaper, CATALOG_NAME, SCHEMA
 use shoal_ops::OpsError;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::service::{blocking, status, stream_rows, Admission, BoxedStream};
+use crate::service::{blocking, planned_info, status, stream_rows, Admission, BoxedStream};
 
 /// The Flight SQL actions the service answers (beside shoal's own, in `ListActions`).
 pub(crate) const ACTIONS: &[(&str, &str)] = &[
@@ -289,19 +289,7 @@ impl ShoalSqlService {
         let planned = tokio::task::spawn_blocking(move || plan_statement(&catalog, text, &parameters))
             .await
             .map_err(|e| Status::internal(format!("planning task failed: {e}")))??;
-        let endpoints = planned
-            .endpoints
-            .into_iter()
-            .map(|(ticket, plan)| FlightEndpoint::new().with_ticket(Ticket::new(ticket)).with_app_metadata(plan));
-        let info = FlightInfo::new()
-            .try_with_schema(&planned.schema)
-            .map_err(|e| Status::internal(format!("encoding the schema: {e}")))?
-            .with_descriptor(descriptor)
-            .with_endpoints(endpoints.collect())
-            .with_total_records(planned.total_records)
-            .with_total_bytes(-1)
-            .with_app_metadata(planned.metadata);
-        Ok(Response::new(info))
+        planned_info(&planned.schema, planned.endpoints.into_iter(), descriptor, planned.total_records, planned.metadata).map(Response::new)
     }
 
     /// Runs a statement handle: an endpoint's scan, shaped; or a whole statement in this

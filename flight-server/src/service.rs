@@ -208,19 +208,8 @@ impl FlightService for ShoalFlightService {
         let catalog = Arc::clone(&self.catalog);
         let command = descriptor.cmd.clone();
         let planned = blocking(move || ops::plan_query(&catalog, &command)).await?;
-        let endpoints = planned
-            .endpoints
-            .into_iter()
-            .map(|e| FlightEndpoint::new().with_ticket(Ticket::new(e.ticket)).with_app_metadata(e.plan.to_string()));
-        let info = FlightInfo::new()
-            .try_with_schema(&planned.schema)
-            .map_err(|e| Status::internal(format!("encoding the schema: {e}")))?
-            .with_descriptor(descriptor)
-            .with_endpoints(endpoints.collect())
-            .with_total_records(planned.total_records)
-            .with_total_bytes(-1)
-            .with_app_metadata(planned.metadata.to_string());
-        Ok(Response::new(info))
+        let endpoints = planned.endpoints.into_iter().map(|e| (e.ticket, e.plan.to_string()));
+        planned_info(&planned.schema, endpoints, descriptor, planned.total_records, planned.metadata.to_string()).map(Response::new)
     }
 
     async fn poll_flight_info(&self, request: Request<FlightDescriptor>) -> Result<Response<PollInfo>, Status> {
@@ -366,6 +355,26 @@ impl FlightService for ShoalFlightService {
     }
 }
 
+
+/// The `FlightInfo` of a planned query: its result schema, one endpoint per (ticket, plan of
+/// its range), the estimated records and the whole plan as `app_metadata`.
+pub(crate) fn planned_info(
+    schema: &arrow_schema::Schema,
+    endpoints: impl Iterator<Item = (Vec<u8>, String)>,
+    descriptor: FlightDescriptor,
+    total_records: i64,
+    metadata: String,
+) -> Result<FlightInfo, Status> {
+    let endpoints = endpoints.map(|(ticket, plan)| FlightEndpoint::new().with_ticket(Ticket::new(ticket)).with_app_metadata(plan));
+    Ok(FlightInfo::new()
+        .try_with_schema(schema)
+        .map_err(|e| Status::internal(format!("encoding the schema: {e}")))?
+        .with_descriptor(descriptor)
+        .with_endpoints(endpoints.collect())
+        .with_total_records(total_records)
+        .with_total_bytes(-1)
+        .with_app_metadata(metadata))
+}
 
 /// Runs a scan of rows on a blocking thread that holds `permit` (a place among the running
 /// scans), streaming its batches — through `shaper` when given (Flight SQL's sort, offset,

@@ -158,3 +158,14 @@ def query(client: flight.FlightClient, command: dict):
     tables = [client.do_get(endpoint.ticket).read_all() for endpoint in info.endpoints]
     table = pa.concat_tables(tables) if tables else None
     return table, info, json.loads(info.app_metadata) if info.app_metadata else {}
+
+
+def self_signed_cert(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate and key for `localhost` / 127.0.0.1 (openssl), valid one day."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    return cert, key

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conftest import REPO, action, dig, github_events, put, query, shoal_binary
+from conftest import REPO, action, dig, github_events, put, query, self_signed_cert, shoal_binary
 
 # pyarrow maps INVALID_ARGUMENT to ArrowInvalid, NOT_FOUND/ALREADY_EXISTS to
 # ArrowKeyError/FlightServerError depending on the version; tests check the message.
@@ -219,12 +219,7 @@ def test_sigterm_flushes_and_exits_cleanly(start_daemon):
 
 
 def test_tls_serves_grpc_tls_clients(start_daemon, tmp_path):
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )
+    cert, key = self_signed_cert(tmp_path)
     d = start_daemon("--tls-cert", str(cert), "--tls-key", str(key), scheme="grpc+tls", host="localhost")
     client = d.client(tls_root_certs=cert.read_bytes())
     action(client, "create_table", {"name": "secure"})

@@ -4,7 +4,6 @@ path on the GitHub events (docs/sql.md)."""
 
 import base64
 import json
-import subprocess
 
 import adbc_driver_flightsql.dbapi as flightsql
 import adbc_driver_manager
@@ -12,7 +11,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conftest import action, dig, github_events
+from conftest import action, dig, github_events, self_signed_cert
 
 USER, PASSWORD = "analyst", "pa:ss"
 BASIC = flight.FlightCallOptions(
@@ -231,12 +230,7 @@ def test_without_credentials_flight_sql_is_refused(events_daemon):
 
 
 def test_tls_and_bearer_tokens_work_as_for_the_rest_of_the_service(start_daemon, tmp_path):
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )
+    cert, key = self_signed_cert(tmp_path)
     d = start_daemon("--tls-cert", str(cert), "--tls-key", str(key), "--auth-token", "s3cret", scheme="grpc+tls", host="localhost")
     options = {
         "adbc.flight.sql.client_option.tls_root_certs": cert.read_text(),

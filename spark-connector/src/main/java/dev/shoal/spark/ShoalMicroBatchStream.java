@@ -59,8 +59,8 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
     this.options = options;
     this.readerFactory = readerFactory;
     this.startingOffsets = streamOptions.getOrDefault(STARTING_OFFSETS, "earliest").trim();
-    this.maxRecords = positiveLong(streamOptions, MAX_RECORDS_PER_TRIGGER);
-    this.maxBytes = positiveLong(streamOptions, MAX_BYTES_PER_TRIGGER);
+    this.maxRecords = ShoalOptions.positiveLong(streamOptions, MAX_RECORDS_PER_TRIGGER);
+    this.maxBytes = ShoalOptions.positiveLong(streamOptions, MAX_BYTES_PER_TRIGGER);
     this.failOnDataLoss = streamOptions.getBoolean(FAIL_ON_DATA_LOSS, true);
     String filter = streamOptions.get(FILTER);
     ObjectNode withFilter = command.deepCopy();
@@ -71,22 +71,6 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
     withFilter.put("if_truncated", failOnDataLoss ? "error" : "skip");
     withFilter.remove("limit");
     this.command = withFilter;
-  }
-
-  private static long positiveLong(CaseInsensitiveStringMap options, String key) {
-    String value = options.get(key);
-    if (value == null) {
-      return -1;
-    }
-    try {
-      long parsed = Long.parseLong(value.trim());
-      if (parsed > 0) {
-        return parsed;
-      }
-    } catch (NumberFormatException ignored) {
-      // reported below
-    }
-    throw new IllegalArgumentException("shoal: option '" + key + "' must be a positive integer, got '" + value + "'");
   }
 
   /** Each shard's {@code stats}: begin address, complete-until address, bytes per record. */

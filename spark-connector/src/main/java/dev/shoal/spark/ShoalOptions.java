@@ -254,9 +254,21 @@ public final class ShoalOptions implements Serializable {
   }
 
   private static int positiveInt(CaseInsensitiveStringMap options, String key) {
+    long value = positiveLong(options, key);
+    if (value > Integer.MAX_VALUE) {
+      throw new IllegalArgumentException("shoal: option '" + key + "' must be at most " + Integer.MAX_VALUE + ", got " + value);
+    }
+    return (int) value;
+  }
+
+  /** A positive integer option, or -1 when it is absent. */
+  static long positiveLong(CaseInsensitiveStringMap options, String key) {
     String value = options.get(key);
+    if (value == null) {
+      return -1;
+    }
     try {
-      int parsed = Integer.parseInt(value.trim());
+      long parsed = Long.parseLong(value.trim());
       if (parsed > 0) {
         return parsed;
       }

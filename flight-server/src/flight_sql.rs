@@ -522,7 +522,7 @@ impl FlightSqlService for ShoalSqlService {
     }
 
     async fn get_flight_info_catalogs(&self, query: CommandGetCatalogs, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         single_endpoint_info(&schema, query.as_any().encode_to_vec(), request.into_inner())
     }
 
@@ -537,7 +537,7 @@ impl FlightSqlService for ShoalSqlService {
     }
 
     async fn get_flight_info_table_types(&self, query: CommandGetTableTypes, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         single_endpoint_info(&schema, query.as_any().encode_to_vec(), request.into_inner())
     }
 
@@ -566,14 +566,14 @@ impl FlightSqlService for ShoalSqlService {
         let mut builder = query.into_builder();
         builder.append(CATALOG_NAME);
         let schema = builder.schema();
-        Ok(batch_stream(schema, builder.build().map_err(FlightError::from)))
+        Ok(batch_stream(schema, builder.build()))
     }
 
     async fn do_get_schemas(&self, query: CommandGetDbSchemas, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
         let mut builder = query.into_builder();
         builder.append(CATALOG_NAME, SCHEMA_NAME);
         let schema = builder.schema();
-        Ok(batch_stream(schema, builder.build().map_err(FlightError::from)))
+        Ok(batch_stream(schema, builder.build()))
     }
 
     async fn do_get_tables(&self, query: CommandGetTables, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
@@ -586,20 +586,20 @@ impl FlightSqlService for ShoalSqlService {
             builder.append(CATALOG_NAME, SCHEMA_NAME, &listing.name, "TABLE", &listing.schema).map_err(|e| Status::internal(e.to_string()))?;
         }
         let schema = builder.schema();
-        Ok(batch_stream(schema, builder.build().map_err(FlightError::from)))
+        Ok(batch_stream(schema, builder.build()))
     }
 
     async fn do_get_table_types(&self, query: CommandGetTableTypes, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
         let mut builder = query.into_builder();
         builder.append("TABLE");
         let schema = builder.schema();
-        Ok(batch_stream(schema, builder.build().map_err(FlightError::from)))
+        Ok(batch_stream(schema, builder.build()))
     }
 
     async fn do_get_sql_info(&self, query: CommandGetSqlInfo, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
         let builder = query.into_builder(&SQL_INFO);
         let schema = builder.schema();
-        Ok(batch_stream(schema, builder.build().map_err(FlightError::from)))
+        Ok(batch_stream(schema, builder.build()))
     }
 
     async fn do_get_primary_keys(&self, _query: CommandGetPrimaryKeys, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {

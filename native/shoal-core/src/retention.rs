@@ -90,6 +90,14 @@ impl Table {
         // Persist the begin address first (clamped as the shift will clamp it).
         let limit = self.log.page_start(self.log.page_of(self.log.flushed_until()));
         let begin = self.log.page_start(self.log.page_of(target.min(limit))).max(previous);
+        // The pages to drop are flushed: let the observer merge them into the inferred
+        // schema first, so the schema does not lose their columns and types (the schema of
+        // pages it had not reached is otherwise forgotten with them, and a reader that
+        // loaded the schema before would see it narrow).
+        let observed = self.log.wait_observed(begin, std::time::Duration::from_secs(10));
+        if observed < begin {
+            tracing::warn!(observed, begin, "truncating pages the schema observer has not reached yet");
+        }
         self.write_meta_with_begin(begin)?;
         let (begin, segments_deleted, bytes_deleted) = self.log.shift_begin_address(begin)?;
         self.columnar.drop_below(begin)?;

@@ -174,6 +174,48 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
     assertTrue(issues.stream().allMatch("IssuesEvent"::equals));
   }
 
+  /**
+   * A stream whose offset retention has passed fails naming the range that is gone
+   * (failOnDataLoss, the default), or resumes at the table's begin address.
+   */
+  @Test
+  void a_stream_behind_retention_fails_or_resumes_at_the_begin_address() throws Exception {
+    String table = "retained";
+    try (ShoalClient client = ShoalClient.open(java.net.URI.create(endpoint), null)) {
+      client.action("create_table", ShoalClient.JSON.createObjectNode().put("name", table).put("page_size_bits", 16), table);
+    }
+    ingest(endpoint, table, events().subList(0, 2000), 500);
+    long begin;
+    try (ShoalClient client = ShoalClient.open(java.net.URI.create(endpoint), null)) {
+      client.action("make_durable", ShoalClient.JSON.createObjectNode().put("table", table), table);
+      begin = client.action("truncate", ShoalClient.JSON.createObjectNode().put("table", table).put("keep_bytes", 200_000), table)
+          .path("begin_address").asLong();
+    }
+    assertTrue(begin > 64, "truncated: " + begin);
+    String shard = ShoalOptions.forTable(Map.of("endpoint", endpoint, "table", table)).endpoints().get(0).toString();
+    String behind = ShoalClient.JSON.createObjectNode().put(shard, 64).toString();
+    java.util.function.Function<Boolean, Long> run = failOnDataLoss -> {
+      List<Long> rows = Collections.synchronizedList(new ArrayList<>());
+      try {
+        spark.readStream().format("shoal").option("endpoint", endpoint).option("table", table)
+            .option("startingOffsets", behind).option("failOnDataLoss", failOnDataLoss.toString()).load()
+            .select("id").writeStream()
+            .foreachBatch((org.apache.spark.api.java.function.VoidFunction2<Dataset<Row>, Long>) (batch, id) -> rows.add(batch.count()))
+            .option("checkpointLocation", Files.createTempDirectory("shoal-stream-r").toString())
+            .trigger(org.apache.spark.sql.streaming.Trigger.AvailableNow())
+            .start().awaitTermination();
+      } catch (Exception e) {
+        throw new RuntimeException(e);
+      }
+      return rows.stream().mapToLong(Long::longValue).sum();
+    };
+    RuntimeException failure = org.junit.jupiter.api.Assertions.assertThrows(RuntimeException.class, () -> run.apply(true));
+    String message = String.valueOf(failure.getCause() != null ? failure.getCause().getMessage() : failure.getMessage());
+    assertTrue(message.contains("[64, " + begin + ") were dropped"), message);
+    long resumed = run.apply(false);
+    assertTrue(resumed > 0 && resumed < 2000, "resumed at the begin address: " + resumed + " of 2000 records");
+  }
+
   /** Every expected id exactly once (the message counts the missing and the repeated ones). */
   private static void assertSameOnce(List<String> expected, List<String> seen, String when) {
     java.util.Set<String> unique = new java.util.HashSet<>(seen);

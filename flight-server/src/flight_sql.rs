@@ -19,14 +19,15 @@ use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
-use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
+use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder, XdbcTypeInfo, XdbcTypeInfoData, XdbcTypeInfoDataBuilder};
 use arrow_flight::sql::server::FlightSqlService;
 use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult, Any,
     Command, CommandGetCatalogs, CommandGetDbSchemas, CommandGetPrimaryKeys, CommandGetSqlInfo, CommandGetTableTypes,
-    CommandGetTables, CommandPreparedStatementQuery, CommandStatementIngest, CommandStatementQuery,
-    DoPutPreparedStatementResult, DoPutUpdateResult, ProstMessageExt, SqlInfo, SqlNullOrdering,
+    CommandGetTables, CommandGetXdbcTypeInfo, CommandPreparedStatementQuery, CommandStatementIngest, CommandStatementQuery,
+    DoPutPreparedStatementResult, DoPutUpdateResult, Nullable, ProstMessageExt, Searchable, SqlInfo, SqlNullOrdering,
     SqlSupportedCaseSensitivity, SqlSupportedTransaction, TableExistsOption, TableNotExistOption, TicketStatementQuery,
+    XdbcDataType,
 };
 use arrow_flight::{FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, IpcMessage, PutResult, SchemaAsIpc, Ticket};
 use arrow_ipc::writer::IpcWriteOptions;
@@ -115,6 +116,36 @@ static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
     info.append(SqlInfo::SqlCorrelatedSubqueriesSupported, false);
     info.append(SqlInfo::SqlTransactionsSupported, false);
     info.build().expect("the SqlInfo values have their documented types")
+});
+
+/// What `GetXdbcTypeInfo` answers (JDBC's `getTypeInfo`): the scalar types of inferred
+/// schemas — `BIGINT` (`Int64`), `DOUBLE` (`Float64`), `VARCHAR` (`Utf8`, also JSON text of
+/// mixed types) and `BOOLEAN`. Structs and lists are not SQL types a client can name.
+static XDBC_TYPES: LazyLock<XdbcTypeInfoData> = LazyLock::new(|| {
+    let mut types = XdbcTypeInfoDataBuilder::new();
+    for (name, data_type, size, searchable) in [
+        ("BIGINT", XdbcDataType::XdbcBigint, Some(19), Searchable::Basic),
+        ("DOUBLE", XdbcDataType::XdbcDouble, Some(15), Searchable::Basic),
+        ("VARCHAR", XdbcDataType::XdbcVarchar, None, Searchable::Full),
+        ("BOOLEAN", XdbcDataType::XdbcBit, Some(1), Searchable::Basic),
+    ] {
+        types.append(XdbcTypeInfo {
+            type_name: name.into(),
+            data_type,
+            column_size: size,
+            literal_prefix: (name == "VARCHAR").then(|| "'".into()),
+            literal_suffix: (name == "VARCHAR").then(|| "'".into()),
+            nullable: Nullable::NullabilityNullable,
+            case_sensitive: name == "VARCHAR",
+            searchable,
+            unsigned_attribute: matches!(name, "BIGINT" | "DOUBLE").then_some(false),
+            local_type_name: Some(name.into()),
+            sql_data_type: data_type,
+            num_prec_radix: matches!(name, "BIGINT" | "DOUBLE").then_some(10),
+            ..XdbcTypeInfo::default()
+        });
+    }
+    types.build().expect("the type rows have their documented shapes")
 });
 
 /// A prepared statement's handle, or the handle inside a statement ticket (JSON).
@@ -548,6 +579,21 @@ impl FlightSqlService for ShoalSqlService {
 
     async fn get_flight_info_primary_keys(&self, query: CommandGetPrimaryKeys, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
         single_endpoint_info(&primary_keys_schema(), query.as_any().encode_to_vec(), request.into_inner())
+    }
+
+    async fn get_flight_info_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.into_builder(&XDBC_TYPES).schema();
+        single_endpoint_info(&schema, query.as_any().encode_to_vec(), request.into_inner())
+    }
+
+    async fn do_get_xdbc_type_info(&self, query: CommandGetXdbcTypeInfo, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        let builder = query.into_builder(&XDBC_TYPES);
+        let schema = builder.schema();
+        Ok(batch_stream(schema, builder.build()))
     }
 
     async fn do_get_statement(&self, ticket: TicketStatementQuery, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {

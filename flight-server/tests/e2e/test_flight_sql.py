@@ -167,6 +167,20 @@ def test_metadata_lists_catalog_schema_tables_and_columns(events_daemon):
         assert info["vendor_name"] == "shoal"
 
 
+def flight_sql_any(message: str, body: bytes = b"") -> bytes:
+    """A Flight SQL command as pyarrow sends it: an Any (type URL, value) encoded by hand."""
+    def field(number, data):
+        return bytes([number << 3 | 2, len(data)]) + data  # lengths < 128 here
+    return field(1, f"type.googleapis.com/arrow.flight.protocol.sql.{message}".encode()) + field(2, body)
+
+
+def test_xdbc_type_info_lists_the_scalar_types(events_daemon):
+    d = events_daemon
+    info = d.native.get_flight_info(flight.FlightDescriptor.for_command(flight_sql_any("CommandGetXdbcTypeInfo")), BASIC)
+    table = pa.concat_tables([d.native.do_get(e.ticket, BASIC).read_all() for e in info.endpoints])
+    assert set(table.column("type_name").to_pylist()) == {"BIGINT", "DOUBLE", "VARCHAR", "BOOLEAN"}
+
+
 def test_bulk_ingest_writes_json_records(events_daemon):
     d = events_daemon
     with connect(d) as conn, conn.cursor() as cur:

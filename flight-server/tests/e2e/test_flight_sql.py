@@ -115,6 +115,8 @@ def test_group_by_sum_and_avg_equal_python(events_daemon):
         assert kind == "PushEvent" and abs(average - push[2] / push[1]) < 1e-9
         cur.execute("SELECT sum(payload.size) AS total, count(*) FROM events")
         assert cur.fetchone() == (sum(g[2] for g in groups.values()), len(d.records))
+        cur.execute("SELECT DISTINCT type FROM events ORDER BY type")
+        assert [row[0] for row in cur.fetchall()] == sorted(groups, key=lambda t: (t is None, t))
 
 
 def test_prepared_statements_bind_parameters(events_daemon):

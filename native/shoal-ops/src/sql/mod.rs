@@ -313,9 +313,11 @@ fn lower_query(text: &str, query: &sql::Query, explain: bool) -> Result<SqlState
         _ => return refuse("this kind of query (SELECT … FROM <table> is)"),
     };
     let table = lower_from(text, select)?;
-    if select.distinct.is_some() {
-        return refuse("DISTINCT");
-    }
+    let distinct = match &select.distinct {
+        None | Some(sql::Distinct::All) => false,
+        Some(sql::Distinct::Distinct) => true,
+        Some(sql::Distinct::On(_)) => return refuse("DISTINCT ON"),
+    };
     if select.top.is_some() {
         return refuse("TOP (use LIMIT)");
     }
@@ -323,6 +325,9 @@ fn lower_query(text: &str, query: &sql::Query, explain: bool) -> Result<SqlState
         return refuse("SELECT INTO");
     }
     let group_keys = lower_group_by(text, &select.group_by)?;
+    if distinct && !group_keys.is_empty() {
+        return refuse("SELECT DISTINCT with GROUP BY");
+    }
     if select.having.is_some() {
         return refuse("HAVING");
     }
@@ -341,7 +346,7 @@ fn lower_query(text: &str, query: &sql::Query, explain: bool) -> Result<SqlState
     let filter = select.selection.as_ref().map(|condition| lower_condition(condition, text)).transpose().map_err(|e| engine_error(text, &e))?;
     let mut command = QueryCommand { table, filter: filter.map(|f| f.to_string()), ..QueryCommand::default() };
     let mut shape = ResultShape::default();
-    lower_projection(text, &select.projection, group_keys, &mut command, &mut shape)?;
+    lower_projection(text, &select.projection, group_keys, distinct, &mut command, &mut shape)?;
     if let Some(order_by) = &query.order_by {
         lower_order_by(text, order_by, &mut command, &mut shape)?;
     }
@@ -465,6 +470,7 @@ fn lower_projection(
     text: &str,
     items: &[sql::SelectItem],
     group_keys: Vec<String>,
+    distinct: bool,
     command: &mut QueryCommand,
     shape: &mut ResultShape,
 ) -> Result<(), OpsError> {
@@ -505,6 +511,15 @@ fn lower_projection(
     if wildcard && !projection.is_empty() {
         return Err(invalid(text, "`*` cannot be combined with other items in the select list"));
     }
+    // SELECT DISTINCT <paths> is GROUP BY <paths> without aggregates.
+    let group_keys = if distinct {
+        if wildcard || !calls.is_empty() {
+            return Err(invalid(text, "DISTINCT takes paths (not `*` or aggregates): SELECT DISTINCT type, actor.login FROM …"));
+        }
+        paths.clone()
+    } else {
+        group_keys
+    };
     let grouped = !group_keys.is_empty() || calls.iter().any(|c| pushed_aggregate(c).is_none());
     if grouped {
         if wildcard {

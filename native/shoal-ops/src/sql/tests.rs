@@ -105,7 +105,9 @@ fn what_the_engine_cannot_do_is_refused_by_name() {
         ("SELECT type FROM e GROUP BY type ORDER BY id", "order by a key"),
         ("SELECT count(DISTINCT type) FROM e", "DISTINCT"),
         ("SELECT type, count(*) FROM e GROUP BY ROLLUP (type)", "ROLLUP"),
-        ("SELECT DISTINCT type FROM e", "DISTINCT"),
+        ("SELECT DISTINCT * FROM e", "DISTINCT takes paths"),
+        ("SELECT DISTINCT count(*) FROM e", "DISTINCT takes paths"),
+        ("SELECT DISTINCT ON (type) type FROM e", "DISTINCT ON"),
         ("SELECT a FROM e JOIN f ON e.a = f.a", "JOIN"),
         ("SELECT a FROM e, f", "one table"),
         ("SELECT a + 1 FROM e", "+"),
@@ -298,4 +300,18 @@ fn keyless_groups_answer_one_row_even_for_no_rows() {
     let strings = parse("SELECT sum(type) FROM e");
     let error = Shaper::new(&strings.shape, &typed_batch(&[], &[]).schema()).err().unwrap();
     assert!(error.message.contains("sum(type): type is of type Utf8"), "{error}");
+}
+
+#[test]
+fn select_distinct_is_a_grouping_without_aggregates() {
+    let s = parse("SELECT DISTINCT type, actor.login AS who FROM e WHERE id > 1 ORDER BY who LIMIT 5");
+    let grouping = s.shape.group_by.as_ref().unwrap();
+    assert_eq!(grouping.keys, vec!["type", "actor.login"]);
+    assert!(grouping.aggregates.is_empty());
+    assert_eq!(s.command.columns, vec!["type", "actor.login"]);
+    let mut shaper = Shaper::new(&parse("SELECT DISTINCT type FROM e ORDER BY type").shape, &typed_batch(&[], &[]).schema()).unwrap();
+    shaper.push(typed_batch(&[Some("b"), Some("a"), Some("b"), None], &[None, None, None, None])).unwrap();
+    let out = shaper.finish().unwrap().unwrap();
+    let types: Vec<Option<&str>> = out.column(0).as_any().downcast_ref::<StringArray>().unwrap().iter().collect();
+    assert_eq!(types, vec![Some("a"), Some("b"), None]);
 }

@@ -233,6 +233,13 @@ impl Table {
         &self.log
     }
 
+    /// The lowest valid log address (FASTER's begin address): records below it were dropped
+    /// by retention or truncation.
+    #[must_use]
+    pub fn begin_address(&self) -> u64 {
+        self.log.begin_address()
+    }
+
     /// The log address one past the last allocated record (FASTER's tail): every record
     /// ingested so far lies below it.
     #[must_use]

@@ -184,7 +184,7 @@ fn rows_output(
 /// `OUT_OF_RANGE` naming the range when the command says `if_truncated: error`.
 fn truncated_range(table: &shoal_core::table::Table, command: &QueryCommand) -> Result<Option<(u64, u64)>, OpsError> {
     let Some(asked) = command.from_address else { return Ok(None) };
-    let begin = table.stats().begin_address;
+    let begin = table.begin_address();
     if asked >= begin || begin <= shoal_core::FIRST_ADDRESS {
         return Ok(None);
     }
@@ -275,7 +275,7 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Ops
     let query = prepare_query(catalog, command, "GetFlightInfo command")?;
     let table = &query.entry.table;
     let (from, to) = query.plan.bounds().unwrap_or_else(|| {
-        let begin = query.request.from_address.max(table.stats().begin_address);
+        let begin = query.request.from_address.max(table.begin_address());
         (begin, begin)
     });
     let parts = if query.command.limit.is_some() {

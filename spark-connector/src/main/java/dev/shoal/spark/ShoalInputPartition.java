@@ -16,6 +16,13 @@ public final class ShoalInputPartition implements InputPartition {
   private final int indexScans;
   private final int fullScans;
 
+  /** The partition of one endpoint of a shard's plan, read where the endpoint says (or at the shard). */
+  static ShoalInputPartition of(ShoalFlightPlan plan, ShoalFlightPlan.Endpoint endpoint) {
+    URI location = endpoint.location() == null ? plan.shard() : endpoint.location();
+    return new ShoalInputPartition(location, endpoint.ticket(), endpoint.metadata().path("index_scans").size(),
+        endpoint.metadata().path("full_scans").size());
+  }
+
   ShoalInputPartition(URI location, byte[] ticket, int indexScans, int fullScans) {
     this.location = location;
     this.ticket = ticket;

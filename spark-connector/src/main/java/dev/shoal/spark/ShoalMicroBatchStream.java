@@ -203,10 +203,7 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
       try (ShoalClient client = ShoalClient.connect(shard, options)) {
         ShoalFlightPlan plan = client.getFlightInfo(options.table(), range);
         for (ShoalFlightPlan.Endpoint endpoint : plan.endpoints()) {
-          URI location = endpoint.location() == null ? plan.shard() : endpoint.location();
-          JsonNode part = endpoint.metadata();
-          partitions.add(new ShoalInputPartition(location, endpoint.ticket(), part.path("index_scans").size(),
-              part.path("full_scans").size()));
+          partitions.add(ShoalInputPartition.of(plan, endpoint));
         }
       }
     }

@@ -161,10 +161,7 @@ public final class ShoalScan implements Scan, Batch {
     List<InputPartition> partitions = new ArrayList<>();
     for (ShoalFlightPlan plan : plans()) {
       for (ShoalFlightPlan.Endpoint endpoint : plan.endpoints()) {
-        URI location = endpoint.location() == null ? plan.shard() : endpoint.location();
-        JsonNode part = endpoint.metadata();
-        partitions.add(new ShoalInputPartition(location, endpoint.ticket(),
-            part.path("index_scans").size(), part.path("full_scans").size()));
+        partitions.add(ShoalInputPartition.of(plan, endpoint));
       }
     }
     return partitions.toArray(new InputPartition[0]);

@@ -64,6 +64,8 @@ final class FlightConnections {
     private final ExecutorService executor;
     private final ManagedChannel channel;
     private final FlightClient client;
+    /** Every thread the event loop and executor started, joined by {@link #closeNow}. */
+    private final java.util.List<Thread> started = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
     private ManagedChannel planChannel;
     private int leases;
     private ScheduledFuture<?> closing;
@@ -77,8 +79,8 @@ final class FlightConnections {
       }
       this.allocator = new RootAllocator(Long.MAX_VALUE);
       String name = "shoal-flight-" + key.endpoint().getHost() + ":" + key.endpoint().getPort();
-      this.eventLoop = new NioEventLoopGroup(1, threads(name + "-loop"));
-      this.executor = Executors.newCachedThreadPool(threads(name + "-call"));
+      this.eventLoop = new NioEventLoopGroup(1, threads(name + "-loop", started));
+      this.executor = Executors.newCachedThreadPool(threads(name + "-call", started));
       ManagedChannel built = null;
       try {
         // What FlightClient.Builder sets: no inbound size limit below Flight's own, no tracing.
@@ -177,6 +179,14 @@ final class FlightConnections {
         channel.awaitTermination(10, TimeUnit.SECONDS);
         eventLoop.terminationFuture().await(10, TimeUnit.SECONDS);
         executor.awaitTermination(10, TimeUnit.SECONDS);
+        // Termination is signalled from inside the last task: the threads themselves end just after.
+        java.util.List<Thread> threads;
+        synchronized (started) {
+          threads = new java.util.ArrayList<>(started);
+        }
+        for (Thread thread : threads) {
+          thread.join(10_000);
+        }
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       } finally {
@@ -201,13 +211,17 @@ final class FlightConnections {
   }
 
   /** Daemon threads whose context class loader is the connector's, not that of the thread that starts them. */
-  private static ThreadFactory threads(String prefix) {
+  private static ThreadFactory threads(String prefix, java.util.List<Thread> started) {
     AtomicInteger n = new AtomicInteger();
     ClassLoader connector = FlightConnections.class.getClassLoader();
     return runnable -> {
       Thread thread = new Thread(runnable, prefix + "-" + n.incrementAndGet());
       thread.setDaemon(true);
       thread.setContextClassLoader(connector);
+      synchronized (started) {
+        started.removeIf(t -> t.getState() == Thread.State.TERMINATED); // the executor's expired threads
+        started.add(thread);
+      }
       return thread;
     };
   }

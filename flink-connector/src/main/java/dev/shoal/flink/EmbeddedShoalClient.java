@@ -94,6 +94,22 @@ final class EmbeddedShoalClient implements ShoalClient {
     return store.action(type, body);
   }
 
+  /** {@link ShoalEmbedded#plan(ObjectNode)}, then {@link ShoalEmbedded#read(byte[])} of each endpoint. */
+  @Override
+  public JsonNode query(ObjectNode command, java.util.function.Consumer<VectorSchemaRoot> batches) {
+    dev.shoal.embedded.ScanPlan plan = store.plan(command);
+    for (dev.shoal.embedded.ScanPlan.Endpoint part : plan.endpoints()) {
+      try (org.apache.arrow.vector.ipc.ArrowReader reader = store.read(part.ticket())) {
+        while (reader.loadNextBatch()) {
+          batches.accept(reader.getVectorSchemaRoot());
+        }
+      } catch (java.io.IOException e) {
+        throw new java.io.UncheckedIOException("shoal table \"" + table + "\" at " + endpoint + ": reading a scan: " + e, e);
+      }
+    }
+    return plan.metadata();
+  }
+
   @Override
   public synchronized void close() {
     if (closed) {

@@ -137,6 +137,26 @@ final class FlightShoalClient implements ShoalClient {
   }
 
   @Override
+  public JsonNode query(ObjectNode command, java.util.function.Consumer<VectorSchemaRoot> batches) {
+    org.apache.arrow.flight.FlightInfo info = client.getInfo(
+        FlightDescriptor.command(command.toString().getBytes(StandardCharsets.UTF_8)), options);
+    byte[] metadata = info.getAppMetadata();
+    JsonNode plan = metadata == null || metadata.length == 0 ? JSON.createObjectNode() : ShoalClient.readJson(metadata);
+    for (org.apache.arrow.flight.FlightEndpoint part : info.getEndpoints()) {
+      try (org.apache.arrow.flight.FlightStream stream = client.getStream(part.getTicket(), options)) {
+        while (stream.next()) {
+          batches.accept(stream.getRoot());
+        }
+      } catch (RuntimeException e) {
+        throw e;
+      } catch (Exception e) {
+        throw new IllegalStateException("shoal table \"" + table + "\" at " + endpoint + ": closing a DoGet stream: " + e, e);
+      }
+    }
+    return plan;
+  }
+
+  @Override
   public void close() throws InterruptedException {
     try {
       transport.close();

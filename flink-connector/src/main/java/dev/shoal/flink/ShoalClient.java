@@ -81,6 +81,18 @@ interface ShoalClient extends AutoCloseable {
   /** The names of the tables at the endpoint ({@code ListFlights}), for the catalog. */
   List<String> listTables();
 
+  /**
+   * Runs one query command (docs/protocol.md, "Queries"): {@code GetFlightInfo}, then {@code DoGet}
+   * of every endpoint in order, handing each record batch to {@code batches} (valid only during the
+   * call). For the source and the lookup join.
+   *
+   * @param command the query command ({@code table}, {@code filter}, {@code output}, {@code
+   *     from_address}, ...)
+   * @param batches receives every batch of the answer, in endpoint order
+   * @return the plan ({@code FlightInfo.app_metadata}): {@code complete_until}, {@code truncated}, ...
+   */
+  JsonNode query(ObjectNode command, java.util.function.Consumer<VectorSchemaRoot> batches) throws InterruptedException;
+
   /** A table's schema ({@code GetSchema}: inferred from its records), for the catalog. */
   org.apache.arrow.vector.types.pojo.Schema schema(String table);
 

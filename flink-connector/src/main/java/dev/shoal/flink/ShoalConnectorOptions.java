@@ -189,6 +189,76 @@ public final class ShoalConnectorOptions {
                   + "committer (e.g. to hand the directory to a daemon right after a bounded job). A JVM shutdown "
                   + "closes it too.");
 
+  // ---- scan (ShoalSource, the SQL scan source) and lookup ----
+
+  public static final ConfigOption<ShoalSourceSettings.Startup> SCAN_STARTUP_MODE =
+      ConfigOptions.key("scan.startup.mode")
+          .enumType(ShoalSourceSettings.Startup.class)
+          .defaultValue(ShoalSourceSettings.Startup.EARLIEST)
+          .withDescription(
+              "Default: earliest. Where a scan starts: 'earliest' (the table's begin address: every record it "
+                  + "holds), 'latest' (where the table is complete when the job starts: only records that land "
+                  + "later) or 'address' (at 'scan.startup.address'). A job restored from a checkpoint resumes "
+                  + "where it stood instead.");
+
+  public static final ConfigOption<Long> SCAN_STARTUP_ADDRESS =
+      ConfigOptions.key("scan.startup.address")
+          .longType()
+          .noDefaultValue()
+          .withDescription(
+              "The log address (bytes) a scan starts at with 'scan.startup.mode' = 'address', e.g. the last "
+                  + "_address a reader saw + 1.");
+
+  public static final ConfigOption<Boolean> SCAN_BOUNDED =
+      ConfigOptions.key("scan.bounded")
+          .booleanType()
+          .defaultValue(false)
+          .withDescription(
+              "Default: false. true: the scan reads the table up to where it was complete when the job "
+                  + "started and ends (a batch source). false: it then follows the tail, polling every "
+                  + "'scan.poll-interval'.");
+
+  public static final ConfigOption<Duration> SCAN_POLL_INTERVAL =
+      ConfigOptions.key("scan.poll-interval")
+          .durationType()
+          .defaultValue(Duration.ofMillis(100))
+          .withDescription(
+              "Default: 100 ms. How long a reader that has caught up with the tail (its last request found "
+                  + "nothing new) waits before asking again. A record is emitted at most about this long after "
+                  + "it was acknowledged, plus one request.");
+
+  public static final ConfigOption<MemorySize> SCAN_SPLIT_SIZE =
+      ConfigOptions.key("scan.split-size")
+          .memoryType()
+          .defaultValue(MemorySize.parse("16mb"))
+          .withDescription(
+              "Default: 16 mb. Bytes of log per split of the backlog (splits are read in parallel) and per "
+                  + "request of a reader: a reader holds at most one request's records in memory.");
+
+  public static final ConfigOption<String> SCAN_FILTER =
+      ConfigOptions.key("scan.filter")
+          .stringType()
+          .noDefaultValue()
+          .withDescription(
+              "A filter in shoal's filter language (docs/protocol.md, \"Filters\"; e.g. \"type = 'PushEvent'\"): "
+                  + "only matching records are read, through the PSFs that cover it. Combined with AND with "
+                  + "the filters Flink SQL pushes down.");
+
+  public static final ConfigOption<Boolean> SCAN_FAIL_ON_DATA_LOSS =
+      ConfigOptions.key("scan.fail-on-data-loss")
+          .booleanType()
+          .defaultValue(true)
+          .withDescription(
+              "Default: true. A reader whose position was dropped by retention or truncate fails the job "
+                  + "(OUT_OF_RANGE, naming the lost log range). false: it resumes at the table's begin address, "
+                  + "logs the range and counts its bytes in the metric shoalSkippedBytes.");
+
+  public static final ConfigOption<Duration> SCAN_REQUEST_TIMEOUT =
+      ConfigOptions.key("scan.request-timeout")
+          .durationType()
+          .defaultValue(Duration.ofSeconds(60))
+          .withDescription("Default: 60 s. Deadline of one Flight call of a scan or a lookup.");
+
   /**
    * {@code embedded.config.KEY} ('embedded:' endpoints only): the daemon's configuration key {@code
    * KEY} (docs/configuration.md: {@code memory_budget_bytes}, {@code durability}, {@code

@@ -1,0 +1,144 @@
+package dev.shoal.flink;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.util.ArrayDeque;
+import java.util.Deque;
+import org.apache.arrow.vector.UInt8Vector;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.flink.connector.base.source.reader.RecordsBySplits;
+import org.apache.flink.connector.base.source.reader.RecordsWithSplitIds;
+import org.apache.flink.connector.base.source.reader.splitreader.SplitReader;
+import org.apache.flink.connector.base.source.reader.splitreader.SplitsAddition;
+import org.apache.flink.connector.base.source.reader.splitreader.SplitsChange;
+import org.apache.flink.metrics.Counter;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Reads a reader's {@link ShoalSplit}s, one request at a time, round robin: each {@link #fetch}
+ * asks for {@code [next, next + splitBytes)} of one split (a query with {@code "output": "json"},
+ * {@code "with_address": true} and the source's filter) and returns its records followed by a
+ * progress mark, the address up to which the split is now read: the answer's {@code
+ * complete_until} (docs/protocol.md, "Following a table"), so a restored split resumes exactly
+ * there and records in flight at the tail are never skipped. A split that follows the tail and
+ * has nothing new waits {@code pollInterval} (woken early by {@link #wakeUp}).
+ */
+final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSplit> {
+
+  private static final Logger LOG = LoggerFactory.getLogger(ShoalSplitReader.class);
+
+  private final ShoalSourceSettings settings;
+  private final ShoalClient client;
+  private final Counter skippedBytes;
+  private final Deque<ShoalSplit> splits = new ArrayDeque<>();
+  private final Object idle = new Object();
+  private boolean woken;
+
+  ShoalSplitReader(ShoalSourceSettings settings, Counter skippedBytes) {
+    this.settings = settings;
+    this.client = ShoalClient.open(settings.endpoint(), settings.table(), settings.client());
+    this.skippedBytes = skippedBytes;
+  }
+
+  @Override
+  public RecordsWithSplitIds<ShoalSourceRecord> fetch() throws java.io.IOException {
+    RecordsBySplits.Builder<ShoalSourceRecord> out = new RecordsBySplits.Builder<>();
+    ShoalSplit split = splits.poll();
+    if (split == null) {
+      return out.build();
+    }
+    long from = split.from();
+    long to = split.to() - from <= settings.splitBytes() ? split.to() : from + settings.splitBytes();
+    int[] rows = {0};
+    JsonNode plan;
+    try {
+      plan = client.query(settings.command(from, to), root -> {
+        VarCharVector json = (VarCharVector) root.getVector("json");
+        UInt8Vector address = (UInt8Vector) root.getVector("_address");
+        for (int i = 0; i < root.getRowCount(); i++) {
+          out.add(split.id(), ShoalSourceRecord.record(json.get(i), address.get(i)));
+        }
+        rows[0] += root.getRowCount();
+      });
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      splits.addFirst(split);
+      throw new java.io.InterruptedIOException("shoal source: interrupted reading " + split);
+    } catch (RuntimeException e) {
+      throw new java.io.IOException("shoal source: reading " + split + " of table \"" + settings.table() + "\" at "
+          + settings.endpoint() + " failed: " + e.getMessage(), e);
+    }
+    long complete = plan.path("complete_until").asLong(from);
+    long next = Math.max(from, Math.min(to, complete));
+    JsonNode truncated = plan.path("truncated");
+    if (truncated.isObject()) {
+      long gapFrom = truncated.path("from").asLong(from);
+      long gapTo = truncated.path("to").asLong(from);
+      skippedBytes.inc(Math.max(0, gapTo - gapFrom));
+      LOG.warn("shoal source: {} of table \"{}\" was behind retention: log [{}, {}) is gone, resuming at {}",
+          split, settings.table(), gapFrom, gapTo, gapTo);
+      next = Math.max(next, Math.min(gapTo, split.to()));
+    }
+    out.add(split.id(), ShoalSourceRecord.progress(next));
+    ShoalSplit rest = split.resumeAt(next);
+    if (!rest.unbounded() && next >= rest.to()) {
+      out.addFinishedSplit(split.id());
+    } else {
+      splits.addLast(rest);
+    }
+    // Caught up (the answer was not cut at `to`) with nothing new: wait before asking again.
+    boolean caughtUp = complete < to;
+    if (rows[0] == 0 && caughtUp && rest.unbounded() && splits.stream().allMatch(ShoalSplit::unbounded)) {
+      waitForPoll();
+    }
+    return out.build();
+  }
+
+  /** A caught-up follower's pause: {@code pollInterval}, or less when {@link #wakeUp} is called. */
+  private void waitForPoll() throws java.io.InterruptedIOException {
+    long deadline = System.nanoTime() + settings.pollInterval().toNanos();
+    synchronized (idle) {
+      while (!woken) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+          break;
+        }
+        try {
+          idle.wait(Math.max(1, left / 1_000_000));
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new java.io.InterruptedIOException("shoal source: interrupted while polling");
+        }
+      }
+      woken = false;
+    }
+  }
+
+  @Override
+  public void handleSplitsChanges(SplitsChange<ShoalSplit> change) {
+    if (!(change instanceof SplitsAddition)) {
+      throw new UnsupportedOperationException("shoal source: unsupported split change " + change.getClass().getName());
+    }
+    // Bounded splits first: the backlog is read before the tail is polled again.
+    for (ShoalSplit split : change.splits()) {
+      if (split.unbounded()) {
+        splits.addLast(split);
+      } else {
+        splits.addFirst(split);
+      }
+    }
+  }
+
+  @Override
+  public void wakeUp() {
+    synchronized (idle) {
+      woken = true;
+      idle.notifyAll();
+    }
+  }
+
+  @Override
+  public void close() throws Exception {
+    client.close();
+  }
+}

@@ -1,6 +1,7 @@
 package dev.shoal.flink;
 
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import org.apache.flink.api.common.serialization.DeserializationSchema;
@@ -125,20 +126,46 @@ public final class ShoalSourceBuilder<T> {
    * @throws IllegalArgumentException naming the option that is missing or out of range
    */
   public ShoalSource<T> build() {
+    require(deserializer != null, "a deserializer is required (setDeserializer; e.g. SimpleStringSchema for JSON text)");
+    return new ShoalSource<>(settings(), deserializer);
+  }
+
+  /**
+   * Checks every option but the deserializer (the SQL source's comes from its format later).
+   *
+   * @throws IllegalArgumentException naming the option that is missing or out of range
+   */
+  public void validate() {
+    settings();
+  }
+
+  /**
+   * The lookup join function over the same table, options and deserializer ({@code T} must be
+   * {@code RowData}): for each key, the latest record with that key.
+   *
+   * @param keyPaths the key columns as quoted paths of the filter language ({@code "id"})
+   * @param keyTypes their types, in the order of the lookup's key row
+   * @throws IllegalArgumentException on a missing option or a key type without a literal
+   */
+  @SuppressWarnings("unchecked")
+  public ShoalLookupFunction buildLookupFunction(List<String> keyPaths, List<org.apache.flink.table.types.logical.LogicalType> keyTypes) {
+    require(deserializer != null, "a deserializer is required");
+    return new ShoalLookupFunction(settings(), keyPaths, keyTypes,
+        (DeserializationSchema<org.apache.flink.table.data.RowData>) deserializer);
+  }
+
+  private ShoalSourceSettings settings() {
     require(endpoint != null && !endpoint.isBlank(), "'endpoint' is required");
     ShoalEndpoint.validate(endpoint);
     require(table != null && !table.isBlank(), "'table' is required");
-    require(deserializer != null, "a deserializer is required (setDeserializer; e.g. SimpleStringSchema for JSON text)");
     require(startup != ShoalSourceSettings.Startup.ADDRESS || startAddress >= 0,
         "'scan.startup.mode' = 'address' needs 'scan.startup.address' >= 0");
     require(pollInterval != null && !pollInterval.isNegative() && !pollInterval.isZero(), "'scan.poll-interval' must be > 0");
     require(splitBytes >= 4096, "'scan.split-size' must be at least 4 kb, got " + splitBytes + " bytes");
     require(requestTimeout != null && !requestTimeout.isNegative() && !requestTimeout.isZero(), "'scan.request-timeout' must be > 0");
     ShoalClientOptions client = new ShoalClientOptions(token, requestTimeout, embeddedConfig, embeddedKeepAlive, false);
-    return new ShoalSource<>(
-        new ShoalSourceSettings(endpoint, table, client, filter, startup, Math.max(startAddress, 0), bounded,
-            pollInterval, splitBytes, failOnDataLoss),
-        deserializer);
+    return new ShoalSourceSettings(endpoint, table, client, filter, startup, Math.max(startAddress, 0), bounded,
+        pollInterval, splitBytes, failOnDataLoss);
   }
 
   private static void require(boolean ok, String message) {

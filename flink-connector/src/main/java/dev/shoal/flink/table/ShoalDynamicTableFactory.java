@@ -15,12 +15,27 @@ import static dev.shoal.flink.ShoalConnectorOptions.MAX_RETRIES;
 import static dev.shoal.flink.ShoalConnectorOptions.REQUEST_TIMEOUT;
 import static dev.shoal.flink.ShoalConnectorOptions.RETRY_INITIAL_BACKOFF;
 import static dev.shoal.flink.ShoalConnectorOptions.RETRY_MAX_BACKOFF;
+import static dev.shoal.flink.ShoalConnectorOptions.SCAN_BOUNDED;
+import static dev.shoal.flink.ShoalConnectorOptions.SCAN_FAIL_ON_DATA_LOSS;
+import static dev.shoal.flink.ShoalConnectorOptions.SCAN_FILTER;
+import static dev.shoal.flink.ShoalConnectorOptions.SCAN_POLL_INTERVAL;
+import static dev.shoal.flink.ShoalConnectorOptions.SCAN_REQUEST_TIMEOUT;
+import static dev.shoal.flink.ShoalConnectorOptions.SCAN_SPLIT_SIZE;
+import static dev.shoal.flink.ShoalConnectorOptions.SCAN_STARTUP_ADDRESS;
+import static dev.shoal.flink.ShoalConnectorOptions.SCAN_STARTUP_MODE;
 import static dev.shoal.flink.ShoalConnectorOptions.TABLE;
 import static dev.shoal.flink.ShoalConnectorOptions.TOKEN;
 import static dev.shoal.flink.ShoalConnectorOptions.TRANSACTIONAL_ID_PREFIX;
 
 import dev.shoal.flink.ShoalSink;
 import dev.shoal.flink.ShoalSinkBuilder;
+import dev.shoal.flink.ShoalSource;
+import dev.shoal.flink.ShoalSourceBuilder;
+import org.apache.flink.api.common.serialization.DeserializationSchema;
+import org.apache.flink.table.connector.format.DecodingFormat;
+import org.apache.flink.table.connector.source.DynamicTableSource;
+import org.apache.flink.table.factories.DeserializationFormatFactory;
+import org.apache.flink.table.factories.DynamicTableSourceFactory;
 import java.util.Map;
 import java.util.Set;
 import org.apache.flink.api.common.serialization.SerializationSchema;
@@ -53,8 +68,13 @@ import org.apache.flink.table.factories.SerializationFormatFactory;
  * the writers (embedded mode), configured by {@code 'embedded.keep-alive'} and {@code
  * 'embedded.config.KEY'} options (any key under that prefix is passed to the engine, which names
  * the unknown ones).
+ *
+ * <p>The same table is a source ({@link ShoalDynamicSource}): {@code SELECT ... FROM shoal_events}
+ * reads it (bounded with {@code 'scan.bounded' = 'true'}, else following the tail), with filters
+ * pushed down onto PSFs, and {@code JOIN shoal_events FOR SYSTEM_TIME AS OF ...} looks up the
+ * latest record per key. Records are decoded by the same {@code 'format'}.
  */
-public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
+public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, DynamicTableSourceFactory {
 
   public static final String IDENTIFIER = "shoal";
 
@@ -86,7 +106,15 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
         REQUEST_TIMEOUT,
         TRANSACTIONAL_ID_PREFIX,
         EMBEDDED_KEEP_ALIVE,
-        FactoryUtil.SINK_PARALLELISM);
+        FactoryUtil.SINK_PARALLELISM,
+        SCAN_STARTUP_MODE,
+        SCAN_STARTUP_ADDRESS,
+        SCAN_BOUNDED,
+        SCAN_POLL_INTERVAL,
+        SCAN_SPLIT_SIZE,
+        SCAN_FILTER,
+        SCAN_FAIL_ON_DATA_LOSS,
+        SCAN_REQUEST_TIMEOUT);
   }
 
   @Override
@@ -134,5 +162,44 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory {
         format,
         context.getPhysicalRowDataType(),
         options.getOptional(FactoryUtil.SINK_PARALLELISM).orElse(null));
+  }
+
+  @Override
+  public DynamicTableSource createDynamicTableSource(Context context) {
+    FactoryUtil.TableFactoryHelper helper = FactoryUtil.createTableFactoryHelper(this, context);
+    DecodingFormat<DeserializationSchema<RowData>> format =
+        helper.discoverDecodingFormat(DeserializationFormatFactory.class, FORMAT);
+    helper.validateExcept(EMBEDDED_CONFIG_PREFIX);
+    ReadableConfig options = helper.getOptions();
+    ShoalSourceBuilder<RowData> builder = ShoalSource.<RowData>builder()
+        .setEndpoint(options.get(ENDPOINT))
+        .setTable(options.get(TABLE))
+        .setToken(options.getOptional(TOKEN).orElse(null))
+        .setBounded(options.get(SCAN_BOUNDED))
+        .setPollInterval(options.get(SCAN_POLL_INTERVAL))
+        .setSplitBytes(options.get(SCAN_SPLIT_SIZE).getBytes())
+        .setFailOnDataLoss(options.get(SCAN_FAIL_ON_DATA_LOSS))
+        .setRequestTimeout(options.get(SCAN_REQUEST_TIMEOUT))
+        .setEmbeddedKeepAlive(options.get(EMBEDDED_KEEP_ALIVE));
+    switch (options.get(SCAN_STARTUP_MODE)) {
+      case EARLIEST -> builder.startFromEarliest();
+      case LATEST -> builder.startFromLatest();
+      case ADDRESS -> builder.startFromAddress(options.getOptional(SCAN_STARTUP_ADDRESS).orElseThrow(() ->
+          new ValidationException("table " + context.getObjectIdentifier().asSummaryString()
+              + ": 'scan.startup.mode' = 'address' needs 'scan.startup.address'")));
+    }
+    for (Map.Entry<String, String> e : context.getCatalogTable().getOptions().entrySet()) {
+      if (e.getKey().startsWith(EMBEDDED_CONFIG_PREFIX) && e.getKey().length() > EMBEDDED_CONFIG_PREFIX.length()) {
+        builder.setEmbeddedConfig(e.getKey().substring(EMBEDDED_CONFIG_PREFIX.length()), e.getValue());
+      }
+    }
+    try {
+      // Validates the options now, so a bad one fails at planning time (the format gives the deserializer later).
+      builder.validate();
+    } catch (IllegalArgumentException e) {
+      throw new ValidationException("table " + context.getObjectIdentifier().asSummaryString() + ": " + e.getMessage(), e);
+    }
+    return new ShoalDynamicSource(builder, format, context.getPhysicalRowDataType(),
+        options.getOptional(SCAN_FILTER).orElse(null), context.getObjectIdentifier().asSummaryString());
   }
 }

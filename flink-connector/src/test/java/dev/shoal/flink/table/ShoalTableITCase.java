@@ -20,6 +20,8 @@ import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 import org.apache.flink.test.junit5.MiniClusterExtension;
+import org.apache.flink.types.Row;
+import org.apache.flink.util.CloseableIterator;
 import org.apache.flink.util.ExceptionUtils;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -94,6 +96,67 @@ abstract class ShoalTableITCase {
     assertEquals(counts(ids), counts(SHOAL.column("sql_events", "id")), "every event id exactly once");
     assertEquals(counts(logins), counts(SHOAL.column("sql_events", "actor.login")),
         "nested ROW fields serialised by Flink's json format");
+  }
+
+  /**
+   * A bounded scan ('scan.bounded') of what INSERT wrote: the WHERE clause is pushed to shoal (a PSF
+   * on type answers it) and only the selected columns are decoded; rows equal the file's.
+   */
+  @Test
+  void aBoundedScanPushesItsFilterToShoalAndReadsTheMatchingRows() throws Exception {
+    SHOAL.createTable("sql_scan", "reject");
+    SHOAL.action("register_psf", "{\"table\": \"sql_scan\", \"name\": \"type\", \"kind\": \"projection\", \"field\": \"type\"}");
+    StreamTableEnvironment tEnv = tableEnvironment();
+    String columns = "id STRING, type STRING, actor ROW<login STRING>, payload ROW<size BIGINT>";
+    tEnv.executeSql("CREATE TABLE github_events (" + columns + ") WITH ('connector' = 'filesystem', 'path' = '"
+        + ShoalDaemon.events().toAbsolutePath().toUri() + "', 'format' = 'json')");
+    tEnv.executeSql(shoalTable("scan_events", "sql_scan", columns,
+        ", 'token' = '" + TOKEN + "', 'sink.delivery-guarantee' = 'at-least-once', 'scan.bounded' = 'true'"));
+    tEnv.executeSql("INSERT INTO scan_events SELECT * FROM github_events").await();
+
+    String query = "SELECT id, actor.login FROM scan_events WHERE type = 'PushEvent' AND payload.size > 5";
+    String plan = tEnv.explainSql(query);
+    assertTrue(plan.contains("filter=["), () -> "the filter is pushed into the shoal source:\n" + plan);
+    List<String> read = new ArrayList<>();
+    try (CloseableIterator<Row> rows = tEnv.executeSql(query).collect()) {
+      rows.forEachRemaining(r -> read.add(r.getField(0) + "/" + r.getField(1)));
+    }
+    ObjectMapper mapper = new ObjectMapper();
+    List<String> expected = new ArrayList<>();
+    for (String line : Files.readAllLines(ShoalDaemon.events(), StandardCharsets.UTF_8)) {
+      JsonNode event = mapper.readTree(line);
+      if (event.path("type").asText().equals("PushEvent") && event.path("payload").path("size").asLong(0) > 5) {
+        expected.add(event.get("id").asText() + "/" + event.get("actor").get("login").asText());
+      }
+    }
+    assertTrue(expected.size() > 100, "the query selects a real subset: " + expected.size());
+    assertEquals(counts(expected), counts(read));
+  }
+
+  /** {@code JOIN t FOR SYSTEM_TIME AS OF p.pt}: each key's latest record (highest log address), none for a missing key. */
+  @Test
+  void aLookupJoinReturnsTheLatestRecordOfEachKey() throws Exception {
+    SHOAL.createTable("sql_dim", "reject");
+    SHOAL.action("register_psf", "{\"table\": \"sql_dim\", \"name\": \"id\", \"kind\": \"projection\", \"field\": \"id\"}");
+    StreamTableEnvironment tEnv = tableEnvironment();
+    tEnv.executeSql(shoalTable("dim", "sql_dim", "id STRING, v BIGINT", ", 'token' = '" + TOKEN + "'"));
+    tEnv.executeSql("INSERT INTO dim VALUES ('a', 1), ('b', 1), ('it''s', 7)").await();
+    tEnv.executeSql("INSERT INTO dim VALUES ('a', 2)").await();
+
+    Configuration conf = new Configuration();
+    conf.set(RestartStrategyOptions.RESTART_STRATEGY, "none");
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+    env.setParallelism(1);
+    StreamTableEnvironment streams = StreamTableEnvironment.create(env);
+    streams.executeSql(shoalTable("dim", "sql_dim", "id STRING, v BIGINT", ", 'token' = '" + TOKEN + "'"));
+    streams.createTemporaryView("probe", streams.fromDataStream(env.fromData("a", "b", "c", "it's"),
+        org.apache.flink.table.api.Schema.newBuilder().column("f0", "STRING").columnByExpression("pt", "PROCTIME()").build()));
+    Map<String, Long> joined = new java.util.TreeMap<>();
+    try (CloseableIterator<Row> rows = streams.executeSql(
+        "SELECT p.f0, d.v FROM probe AS p JOIN dim FOR SYSTEM_TIME AS OF p.pt AS d ON p.f0 = d.id").collect()) {
+      rows.forEachRemaining(r -> joined.put((String) r.getField(0), (Long) r.getField(1)));
+    }
+    assertEquals(Map.of("a", 2L, "b", 1L, "it's", 7L), joined);
   }
 
   @Test

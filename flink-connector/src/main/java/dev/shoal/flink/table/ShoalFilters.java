@@ -1,0 +1,134 @@
+package dev.shoal.flink.table;
+
+import java.math.BigDecimal;
+import java.util.List;
+import java.util.Optional;
+import org.apache.flink.table.expressions.CallExpression;
+import org.apache.flink.table.expressions.FieldReferenceExpression;
+import org.apache.flink.table.expressions.ResolvedExpression;
+import org.apache.flink.table.expressions.ValueLiteralExpression;
+import org.apache.flink.table.functions.BuiltInFunctionDefinitions;
+import org.apache.flink.table.functions.FunctionDefinition;
+import org.apache.flink.table.types.logical.LogicalType;
+import org.apache.flink.table.types.logical.LogicalTypeFamily;
+
+/**
+ * Flink SQL filters as shoal's filter language (docs/protocol.md, "Filters"), for {@code
+ * SupportsFilterPushDown}: comparisons ({@code = <> < <= > >=}) of a column or nested field
+ * ({@code actor.login}) with a literal of the same type family (character string, number,
+ * boolean), {@code IS [NOT] NULL}, and {@code AND}/{@code OR}/{@code NOT} of those. Anything else
+ * (functions, casts, comparisons across types) is not translated and stays with Flink. Column
+ * paths are quoted segment by segment.
+ */
+final class ShoalFilters {
+
+  private ShoalFilters() {}
+
+  /** The filter text of {@code expression}, or empty when it has no exact translation. */
+  static Optional<String> toShoal(ResolvedExpression expression) {
+    if (!(expression instanceof CallExpression call)) {
+      return Optional.empty();
+    }
+    FunctionDefinition function = call.getFunctionDefinition();
+    List<ResolvedExpression> args = call.getResolvedChildren();
+    if (function == BuiltInFunctionDefinitions.AND || function == BuiltInFunctionDefinitions.OR) {
+      StringBuilder out = new StringBuilder("(");
+      for (int i = 0; i < args.size(); i++) {
+        Optional<String> part = toShoal(args.get(i));
+        if (part.isEmpty()) {
+          return Optional.empty();
+        }
+        out.append(i == 0 ? "" : function == BuiltInFunctionDefinitions.AND ? " AND " : " OR ").append(part.get());
+      }
+      return Optional.of(out.append(')').toString());
+    }
+    if (function == BuiltInFunctionDefinitions.NOT && args.size() == 1) {
+      return toShoal(args.get(0)).map(inner -> "(NOT " + inner + ")");
+    }
+    if ((function == BuiltInFunctionDefinitions.IS_NULL || function == BuiltInFunctionDefinitions.IS_NOT_NULL) && args.size() == 1) {
+      return path(args.get(0)).map(p -> "(" + p + (function == BuiltInFunctionDefinitions.IS_NULL ? " IS NULL)" : " IS NOT NULL)"));
+    }
+    String operator = operator(function);
+    if (operator == null || args.size() != 2) {
+      return Optional.empty();
+    }
+    Optional<String> left = path(args.get(0));
+    if (left.isPresent() && args.get(1) instanceof ValueLiteralExpression literal) {
+      return literal(literal, args.get(0).getOutputDataType().getLogicalType()).map(v -> "(" + left.get() + " " + operator + " " + v + ")");
+    }
+    Optional<String> right = path(args.get(1));
+    if (right.isPresent() && args.get(0) instanceof ValueLiteralExpression literal) {
+      return literal(literal, args.get(1).getOutputDataType().getLogicalType())
+          .map(v -> "(" + right.get() + " " + mirrored(operator) + " " + v + ")");
+    }
+    return Optional.empty();
+  }
+
+  private static String operator(FunctionDefinition f) {
+    if (f == BuiltInFunctionDefinitions.EQUALS) {
+      return "=";
+    } else if (f == BuiltInFunctionDefinitions.NOT_EQUALS) {
+      return "<>";
+    } else if (f == BuiltInFunctionDefinitions.LESS_THAN) {
+      return "<";
+    } else if (f == BuiltInFunctionDefinitions.LESS_THAN_OR_EQUAL) {
+      return "<=";
+    } else if (f == BuiltInFunctionDefinitions.GREATER_THAN) {
+      return ">";
+    } else if (f == BuiltInFunctionDefinitions.GREATER_THAN_OR_EQUAL) {
+      return ">=";
+    }
+    return null;
+  }
+
+  private static String mirrored(String operator) {
+    return switch (operator) {
+      case "<" -> ">";
+      case "<=" -> ">=";
+      case ">" -> "<";
+      case ">=" -> "<=";
+      default -> operator;
+    };
+  }
+
+  /** A column ({@code "a"}) or a field of a ROW column ({@code "a"."b"}, Flink's GET). */
+  static Optional<String> path(ResolvedExpression expression) {
+    if (expression instanceof FieldReferenceExpression field) {
+      return Optional.of(quote(field.getName()));
+    }
+    if (expression instanceof CallExpression call && call.getFunctionDefinition() == BuiltInFunctionDefinitions.GET
+        && call.getResolvedChildren().size() == 2
+        && call.getResolvedChildren().get(1) instanceof ValueLiteralExpression name) {
+      Optional<String> parent = path(call.getResolvedChildren().get(0));
+      Optional<String> segment = name.getValueAs(String.class);
+      if (parent.isPresent() && segment.isPresent()) {
+        return Optional.of(parent.get() + "." + quote(segment.get()));
+      }
+    }
+    return Optional.empty();
+  }
+
+  /** A path segment double-quoted (a quote inside is doubled). */
+  static String quote(String segment) {
+    return "\"" + segment.replace("\"", "\"\"") + "\"";
+  }
+
+  /** The literal when its type family is the column's, else empty (the comparison stays with Flink). */
+  private static Optional<String> literal(ValueLiteralExpression literal, LogicalType column) {
+    LogicalType type = literal.getOutputDataType().getLogicalType();
+    if (literal.isNull()) {
+      return Optional.empty(); // `x = NULL` is never true; Flink knows
+    }
+    if (type.is(LogicalTypeFamily.CHARACTER_STRING) && column.is(LogicalTypeFamily.CHARACTER_STRING)) {
+      return literal.getValueAs(String.class).map(s -> "'" + s.replace("'", "''") + "'");
+    }
+    if (type.is(LogicalTypeFamily.NUMERIC) && column.is(LogicalTypeFamily.NUMERIC)) {
+      return literal.getValueAs(BigDecimal.class).map(BigDecimal::toPlainString);
+    }
+    if (type.is(org.apache.flink.table.types.logical.LogicalTypeRoot.BOOLEAN)
+        && column.is(org.apache.flink.table.types.logical.LogicalTypeRoot.BOOLEAN)) {
+      return literal.getValueAs(Boolean.class).map(b -> b ? "TRUE" : "FALSE");
+    }
+    return Optional.empty();
+  }
+}

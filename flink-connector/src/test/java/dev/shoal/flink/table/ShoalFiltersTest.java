@@ -1,0 +1,53 @@
+package dev.shoal.flink.table;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.List;
+import java.util.Optional;
+import org.apache.flink.table.api.DataTypes;
+import org.apache.flink.table.expressions.CallExpression;
+import org.apache.flink.table.expressions.FieldReferenceExpression;
+import org.apache.flink.table.expressions.ResolvedExpression;
+import org.apache.flink.table.expressions.ValueLiteralExpression;
+import org.apache.flink.table.functions.BuiltInFunctionDefinitions;
+import org.apache.flink.table.functions.BuiltInFunctionDefinition;
+import org.junit.jupiter.api.Test;
+
+/** What {@link ShoalFilters} sends to shoal for Flink's filter expressions, and what it leaves to Flink. */
+class ShoalFiltersTest {
+
+  private static final FieldReferenceExpression TYPE = new FieldReferenceExpression("type", DataTypes.STRING(), 0, 0);
+  private static final FieldReferenceExpression SIZE = new FieldReferenceExpression("size", DataTypes.BIGINT(), 0, 1);
+  private static final FieldReferenceExpression PAYLOAD =
+      new FieldReferenceExpression("payload", DataTypes.ROW(DataTypes.FIELD("a\"b", DataTypes.STRING())), 0, 2);
+
+  private static CallExpression call(BuiltInFunctionDefinition f, ResolvedExpression... args) {
+    return CallExpression.permanent(f, List.of(args), DataTypes.BOOLEAN());
+  }
+
+  @Test
+  void comparisonsOfColumnsAndNestedFieldsWithLiteralsOfTheirTypeAreTranslated() {
+    assertEquals(Optional.of("(\"type\" = 'it''s')"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, TYPE, new ValueLiteralExpression("it's"))));
+    assertEquals(Optional.of("(\"size\" < 5)"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.GREATER_THAN, new ValueLiteralExpression(5L), SIZE)));
+    CallExpression nested = CallExpression.permanent(BuiltInFunctionDefinitions.GET,
+        List.of(PAYLOAD, new ValueLiteralExpression("a\"b")), DataTypes.STRING());
+    assertEquals(Optional.of("((\"payload\".\"a\"\"b\" IS NOT NULL) OR (NOT (\"size\" >= 2.5)))"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.OR, call(BuiltInFunctionDefinitions.IS_NOT_NULL, nested),
+            call(BuiltInFunctionDefinitions.NOT, call(BuiltInFunctionDefinitions.GREATER_THAN_OR_EQUAL, SIZE,
+                new ValueLiteralExpression(new java.math.BigDecimal("2.5")))))));
+  }
+
+  @Test
+  void comparisonsAcrossTypesAndUnknownFunctionsStayWithFlink() {
+    assertEquals(Optional.empty(),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, TYPE, new ValueLiteralExpression(5L))));
+    assertEquals(Optional.empty(),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.LIKE, TYPE, new ValueLiteralExpression("P%"))));
+    // One untranslatable side makes the whole OR untranslatable.
+    assertEquals(Optional.empty(), ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.OR,
+        call(BuiltInFunctionDefinitions.EQUALS, TYPE, new ValueLiteralExpression("a")),
+        call(BuiltInFunctionDefinitions.LIKE, TYPE, new ValueLiteralExpression("P%")))));
+  }
+}

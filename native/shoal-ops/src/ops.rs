@@ -368,6 +368,7 @@ fn record_scan_metrics(entry: &TableEntry, plan: &ScanPlan, stats: &ScanStats, s
     };
     metrics::counter!("shoal_scans_total", "table" => entry.name.clone(), "kind" => kind).increment(1);
     metrics::counter!("shoal_scan_records_returned_total", "table" => entry.name.clone()).increment(stats.records_returned);
+    metrics::counter!("shoal_scan_record_bytes_total", "table" => entry.name.clone(), "kind" => kind).increment(stats.record_bytes);
     metrics::histogram!("shoal_scan_seconds", "table" => entry.name.clone()).record(started.elapsed().as_secs_f64());
     tracing::debug!(table = %entry.name, ?stats, elapsed_ms = started.elapsed().as_millis(), "scan done");
 }

@@ -78,6 +78,9 @@ pub struct ScanStats {
     pub index_candidates: u64,
     /// Records read by full scans.
     pub full_scan_records: u64,
+    /// Bytes of the records the scan read from the log (index candidates and full-scanned
+    /// records, before the filter): what a selective PSF saves a scan (FishStore §6).
+    pub record_bytes: u64,
     /// Records that satisfied the filter and were returned.
     pub records_returned: u64,
     /// Bytes read from segment files.
@@ -717,6 +720,7 @@ impl Table {
                     })
                     .collect();
                 projector.stats.index_candidates += payloads.len() as u64;
+                projector.stats.record_bytes += payloads.iter().map(|p| p.len() as u64).sum::<u64>();
                 projector.process(&payloads, &candidate_addresses, true, &mut |batch| {
                     ready.push(batch);
                     Ok(ControlFlow::Continue(()))
@@ -753,6 +757,7 @@ impl Table {
             let records = self.page_records(page, range, &mut page_bytes)?;
             projector.stats.full_scan_records += records.len() as u64;
             let payloads: Vec<&[u8]> = records.iter().map(|(_, r)| &page_bytes[r.clone()]).collect();
+            projector.stats.record_bytes += payloads.iter().map(|p| p.len() as u64).sum::<u64>();
             let addresses: Vec<u64> = records.iter().map(|(address, _)| *address).collect();
             if projector.process(&payloads, &addresses, false, sink)?.is_break() {
                 return Ok(ControlFlow::Break(()));

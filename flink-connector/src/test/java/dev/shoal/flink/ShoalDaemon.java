@@ -59,6 +59,7 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
   /** 0 until the first start; the port the daemon bound then, which restarts reuse. */
   private volatile int port;
   private final String token;
+  private final List<String> extraArgs;
   private Path dataDir;
   private Process process;
   private final List<String> output = Collections.synchronizedList(new ArrayList<>());
@@ -71,7 +72,13 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
 
   /** A daemon started with {@code --auth-token token} (null: none); the helper's client sends it. */
   public ShoalDaemon(String token) {
+    this(token, List.of());
+  }
+
+  /** A daemon started with {@code --auth-token token} (null: none) and more {@code serve} arguments. */
+  public ShoalDaemon(String token, List<String> extraArgs) {
     this.token = token;
+    this.extraArgs = List.copyOf(extraArgs);
   }
 
   public static Path binary() {
@@ -153,6 +160,7 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
     if (token != null) {
       command.addAll(List.of("--auth-token", token));
     }
+    command.addAll(extraArgs);
     process = new ProcessBuilder(command)
         .redirectErrorStream(true)
         .start();

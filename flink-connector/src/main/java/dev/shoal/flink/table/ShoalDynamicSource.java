@@ -93,8 +93,10 @@ public class ShoalDynamicSource
     }
     DeserializationSchema<RowData> decoder = format.createRuntimeDecoder(context, producedDataType);
     try {
+      // Only 'scan.filter' (the subset the table stands for): a pushed filter would pick the latest
+      // record that matches it, where the join wants the latest record, then the filter (Flink's).
       return LookupFunctionProvider.of(
-          builder.setDeserializer(decoder).setFilter(combinedFilter()).buildLookupFunction(paths, types));
+          builder.setDeserializer(decoder).setFilter(filter).buildLookupFunction(paths, types));
     } catch (IllegalArgumentException e) {
       throw new ValidationException("shoal table " + tableName + ": " + e.getMessage(), e);
     }

@@ -67,6 +67,9 @@ class ShoalTableDaemonITCase extends ShoalTableITCase {
     // INSERT INTO a catalog table needs no CREATE TABLE; the catalog gives connector, endpoint, table and token.
     tEnv.executeSql("INSERT INTO shoal_cat.`default`.cat_events (id, n) VALUES ('c', 3)").await();
     assertEquals(counts(List.of("a", "b", "c")), counts(SHOAL.column("cat_events", "id")));
+    // SELECT from a catalog table reads it (here a snapshot, by a dynamic option).
+    assertEquals(counts(List.of("a", "b", "c")), counts(firstColumn(tEnv.executeSql(
+        "SELECT id FROM shoal_cat.`default`.cat_events /*+ OPTIONS('scan.bounded' = 'true') */"))));
 
     tEnv.executeSql("CREATE TABLE shoal_cat.`default`.cat_new (id STRING, v DOUBLE)");
     assertTrue(SHOAL.action("list_psfs", "{\"table\": \"cat_new\"}") != null, "the table exists on the daemon");

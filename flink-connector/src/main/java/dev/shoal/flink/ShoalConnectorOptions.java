@@ -253,6 +253,17 @@ public final class ShoalConnectorOptions {
                   + "(OUT_OF_RANGE, naming the lost log range). false: it resumes at the table's begin address, "
                   + "logs the range and counts its bytes in the metric shoalSkippedBytes.");
 
+  public static final ConfigOption<Boolean> SCAN_DURABLE_ONLY =
+      ConfigOptions.key("scan.durable-only")
+          .booleanType()
+          .defaultValue(false)
+          .withDescription(
+              "Default: false. true: read only records that are durable, so that nothing a reader emitted "
+                  + "can be lost if the daemon crashes (records of a table with durability 'none' become durable "
+                  + "as pages are written; 'group_commit' every group_commit_ms). false: read everything that is "
+                  + "complete, at lower latency; after a daemon crash, records a reader emitted beyond the durable "
+                  + "address may be gone, and their addresses reused by new records that reader then skips.");
+
   public static final ConfigOption<Duration> SCAN_REQUEST_TIMEOUT =
       ConfigOptions.key("scan.request-timeout")
           .durationType()

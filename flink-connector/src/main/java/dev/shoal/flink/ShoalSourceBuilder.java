@@ -23,6 +23,7 @@ public final class ShoalSourceBuilder<T> {
   private Duration pollInterval = ShoalConnectorOptions.SCAN_POLL_INTERVAL.defaultValue();
   private long splitBytes = ShoalConnectorOptions.SCAN_SPLIT_SIZE.defaultValue().getBytes();
   private boolean failOnDataLoss = ShoalConnectorOptions.SCAN_FAIL_ON_DATA_LOSS.defaultValue();
+  private boolean durableOnly = ShoalConnectorOptions.SCAN_DURABLE_ONLY.defaultValue();
   private Duration requestTimeout = ShoalConnectorOptions.SCAN_REQUEST_TIMEOUT.defaultValue();
   private Duration embeddedKeepAlive = ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE.defaultValue();
   private final Map<String, String> embeddedConfig = new TreeMap<>();
@@ -102,6 +103,12 @@ public final class ShoalSourceBuilder<T> {
     return this;
   }
 
+  /** {@code scan.durable-only}: read only durable records (nothing emitted is lost by a daemon crash). */
+  public ShoalSourceBuilder<T> setDurableOnly(boolean durableOnly) {
+    this.durableOnly = durableOnly;
+    return this;
+  }
+
   /** {@code scan.request-timeout}: deadline of one Flight call. */
   public ShoalSourceBuilder<T> setRequestTimeout(Duration requestTimeout) {
     this.requestTimeout = requestTimeout;
@@ -165,7 +172,7 @@ public final class ShoalSourceBuilder<T> {
     require(requestTimeout != null && !requestTimeout.isNegative() && !requestTimeout.isZero(), "'scan.request-timeout' must be > 0");
     ShoalClientOptions client = new ShoalClientOptions(token, requestTimeout, embeddedConfig, embeddedKeepAlive, false);
     return new ShoalSourceSettings(endpoint, table, client, filter, startup, Math.max(startAddress, 0), bounded,
-        pollInterval, splitBytes, failOnDataLoss);
+        pollInterval, splitBytes, failOnDataLoss, durableOnly);
   }
 
   private static void require(boolean ok, String message) {

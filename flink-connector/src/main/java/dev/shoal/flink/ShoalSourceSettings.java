@@ -22,6 +22,9 @@ import java.time.Duration;
  * @param failOnDataLoss a reader whose position was dropped by retention or {@code truncate}
  *     fails ({@code OUT_OF_RANGE}); false: it resumes at the table's begin address, counting the
  *     bytes it skipped in metric {@code shoalSkippedBytes}
+ * @param durableOnly read only records that are durable ({@code "durable_only": true}): nothing a
+ *     reader emitted can be lost by a daemon crash (then the reader waits for the table's group
+ *     commit or page flushes)
  */
 record ShoalSourceSettings(
     String endpoint,
@@ -33,7 +36,8 @@ record ShoalSourceSettings(
     boolean bounded,
     Duration pollInterval,
     long splitBytes,
-    boolean failOnDataLoss)
+    boolean failOnDataLoss,
+    boolean durableOnly)
     implements Serializable {
 
   /** Where a {@link ShoalSource} starts reading. */
@@ -54,6 +58,9 @@ record ShoalSourceSettings(
         .put("with_address", true)
         .put("from_address", from)
         .put("if_truncated", failOnDataLoss ? "error" : "skip");
+    if (durableOnly) {
+      command.put("durable_only", true);
+    }
     if (to != ShoalSplit.UNBOUNDED) {
       command.put("to_address", to);
     }

@@ -3,6 +3,8 @@ package dev.shoal.flink;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.util.ArrayDeque;
 import java.util.Deque;
+import java.util.List;
+import java.util.ArrayList;
 import org.apache.arrow.vector.UInt8Vector;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.flink.connector.base.source.reader.RecordsBySplits;
@@ -27,6 +29,9 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
 
   private static final Logger LOG = LoggerFactory.getLogger(ShoalSplitReader.class);
 
+  /** Attempts of one request when its errors are transient. */
+  static final int MAX_ATTEMPTS = 10;
+
   private final ShoalSourceSettings settings;
   private final ShoalClient client;
   private final Counter skippedBytes;
@@ -49,24 +54,17 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
     }
     long from = split.from();
     long to = split.to() - from <= settings.splitBytes() ? split.to() : from + settings.splitBytes();
-    int[] rows = {0};
+    List<ShoalSourceRecord> records = new ArrayList<>();
     JsonNode plan;
     try {
-      plan = client.query(settings.command(from, to), root -> {
-        VarCharVector json = (VarCharVector) root.getVector("json");
-        UInt8Vector address = (UInt8Vector) root.getVector("_address");
-        for (int i = 0; i < root.getRowCount(); i++) {
-          out.add(split.id(), ShoalSourceRecord.record(json.get(i), address.get(i)));
-        }
-        rows[0] += root.getRowCount();
-      });
+      plan = queryWithRetries(split, from, to, records);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       splits.addFirst(split);
       throw new java.io.InterruptedIOException("shoal source: interrupted reading " + split);
-    } catch (RuntimeException e) {
-      throw new java.io.IOException("shoal source: reading " + split + " of table \"" + settings.table() + "\" at "
-          + settings.endpoint() + " failed: " + e.getMessage(), e);
+    }
+    for (ShoalSourceRecord record : records) {
+      out.add(split.id(), record);
     }
     long complete = plan.path("complete_until").asLong(from);
     long next = Math.max(from, Math.min(to, complete));
@@ -88,10 +86,43 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
     }
     // Caught up (the answer was not cut at `to`) with nothing new: wait before asking again.
     boolean caughtUp = complete < to;
-    if (rows[0] == 0 && caughtUp && rest.unbounded() && splits.stream().allMatch(ShoalSplit::unbounded)) {
+    if (records.isEmpty() && caughtUp && rest.unbounded() && splits.stream().allMatch(ShoalSplit::unbounded)) {
       waitForPoll();
     }
     return out.build();
+  }
+
+  /**
+   * One request for {@code [from, to)} of {@code split}; its records go to {@code records} only
+   * when the whole answer arrived. Transient errors (the daemon unreachable or restarting, a
+   * deadline, RESOURCE_EXHAUSTED) are retried {@link #MAX_ATTEMPTS} times in all, waiting from the
+   * poll interval doubling up to 10 s; then, and on any other error, the read fails (and Flink's
+   * restart strategy takes over, from the last checkpoint).
+   */
+  private JsonNode queryWithRetries(ShoalSplit split, long from, long to, List<ShoalSourceRecord> records)
+      throws java.io.IOException, InterruptedException {
+    long backoff = Math.max(1, settings.pollInterval().toMillis());
+    for (int attempt = 1; ; attempt++) {
+      records.clear();
+      try {
+        return client.query(settings.command(from, to), root -> {
+          VarCharVector json = (VarCharVector) root.getVector("json");
+          UInt8Vector address = (UInt8Vector) root.getVector("_address");
+          for (int i = 0; i < root.getRowCount(); i++) {
+            records.add(ShoalSourceRecord.record(json.get(i), address.get(i)));
+          }
+        });
+      } catch (RuntimeException e) {
+        if (attempt >= MAX_ATTEMPTS || !ShoalErrors.isTransient(e)) {
+          throw new java.io.IOException("shoal source: reading " + split + " of table \"" + settings.table() + "\" at "
+              + settings.endpoint() + " failed" + (attempt > 1 ? " (attempt " + attempt + ")" : "") + ": " + e.getMessage(), e);
+        }
+        LOG.warn("shoal source: reading {} of table \"{}\" failed (attempt {} of {}), retrying in {} ms: {}",
+            split, settings.table(), attempt, MAX_ATTEMPTS, backoff, e.getMessage());
+        Thread.sleep(backoff);
+        backoff = Math.min(backoff * 2, 10_000);
+      }
+    }
   }
 
   /** A caught-up follower's pause: {@code pollInterval}, or less when {@link #wakeUp} is called. */

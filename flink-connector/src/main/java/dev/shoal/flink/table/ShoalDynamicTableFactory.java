@@ -16,6 +16,7 @@ import static dev.shoal.flink.ShoalConnectorOptions.REQUEST_TIMEOUT;
 import static dev.shoal.flink.ShoalConnectorOptions.RETRY_INITIAL_BACKOFF;
 import static dev.shoal.flink.ShoalConnectorOptions.RETRY_MAX_BACKOFF;
 import static dev.shoal.flink.ShoalConnectorOptions.SCAN_BOUNDED;
+import static dev.shoal.flink.ShoalConnectorOptions.SCAN_DURABLE_ONLY;
 import static dev.shoal.flink.ShoalConnectorOptions.SCAN_FAIL_ON_DATA_LOSS;
 import static dev.shoal.flink.ShoalConnectorOptions.SCAN_FILTER;
 import static dev.shoal.flink.ShoalConnectorOptions.SCAN_POLL_INTERVAL;
@@ -114,6 +115,7 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, Dynami
         SCAN_SPLIT_SIZE,
         SCAN_FILTER,
         SCAN_FAIL_ON_DATA_LOSS,
+        SCAN_DURABLE_ONLY,
         SCAN_REQUEST_TIMEOUT);
   }
 
@@ -179,6 +181,7 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, Dynami
         .setPollInterval(options.get(SCAN_POLL_INTERVAL))
         .setSplitBytes(options.get(SCAN_SPLIT_SIZE).getBytes())
         .setFailOnDataLoss(options.get(SCAN_FAIL_ON_DATA_LOSS))
+        .setDurableOnly(options.get(SCAN_DURABLE_ONLY))
         .setRequestTimeout(options.get(SCAN_REQUEST_TIMEOUT))
         .setEmbeddedKeepAlive(options.get(EMBEDDED_KEEP_ALIVE));
     switch (options.get(SCAN_STARTUP_MODE)) {

@@ -231,11 +231,11 @@ def test_tls_serves_grpc_tls_clients(start_daemon, tmp_path):
         list(plain.list_flights())
 
 
-def test_pushed_aggregates_combine_across_endpoints_to_the_python_oracle(daemon):
+def test_pushed_aggregates_are_final_or_partial_and_match_the_python_oracle(daemon):
     events = github_events(3000)
     records = [json.loads(e) for e in events]
     client = daemon.client()
-    # Small pages so the query splits into several endpoints, each with partial aggregates.
+    # Small pages so that a partial query splits into several endpoints.
     action(client, "create_table", {"name": "agg", "page_size_bits": 18})
     put(client, "agg", events[:1500])
     action(client, "register_psf", {"table": "agg", "name": "type", "kind": "projection", "field": "type"})
@@ -246,29 +246,45 @@ def test_pushed_aggregates_combine_across_endpoints_to_the_python_oracle(daemon)
         {"function": "min", "column": "payload.size"},
         {"function": "max", "column": "payload.size"},
         {"function": "max", "column": "actor.login"},
+        {"function": "sum", "column": "payload.size"},
     ]
+    names = ["count(*)", "count(payload.size)", "min(payload.size)", "max(payload.size)", "max(actor.login)", "sum(payload.size)"]
     for text, oracle in [
         ("type = 'WatchEvent'", lambda r: r["type"] == "WatchEvent"),
         ("payload.size > 3", lambda r: isinstance(dig(r, "payload.size"), int) and dig(r, "payload.size") > 3),
         ("type = 'NoSuchEvent'", lambda r: False),
         (None, lambda r: True),
     ]:
-        command = {"table": "agg", "aggregates": aggregates, "max_endpoints": 4}
+        matching = [r for r in records if oracle(r)]
+        sizes = [dig(r, "payload.size") for r in matching if dig(r, "payload.size") is not None]
+        logins = [dig(r, "actor.login") for r in matching if dig(r, "actor.login") is not None]
+        expected = [len(matching), len(sizes), min(sizes, default=None), max(sizes, default=None),
+                    max(logins, default=None), sum(sizes) if sizes else None]
+
+        # By default the answer is final: one endpoint, one row, whatever max_endpoints says;
+        # avg too.
+        command = {"table": "agg", "aggregates": aggregates + [{"function": "avg", "column": "payload.size"}], "max_endpoints": 4}
+        if text:
+            command["filter"] = text
+        table, info, _ = query(client, command)
+        assert len(info.endpoints) == 1 and table.num_rows == 1, text
+        assert table.schema.names == names + ["avg(payload.size)"]
+        row = [table.column(i)[0].as_py() for i in range(7)]
+        assert row[:6] == expected, text
+        assert row[6] == (pytest.approx(sum(sizes) / len(sizes)) if sizes else None), text
+
+        # "partial": true: one row of partial aggregates per endpoint, merged by the reader.
+        command = {"table": "agg", "aggregates": aggregates, "max_endpoints": 4, "partial": True}
         if text:
             command["filter"] = text
         table, info, _ = query(client, command)
         assert len(info.endpoints) > 1 or text == "type = 'NoSuchEvent'", text
         assert table.num_rows == len(info.endpoints), "one row of partial aggregates per endpoint"
-        assert table.schema.names == ["count(*)", "count(payload.size)", "min(payload.size)", "max(payload.size)", "max(actor.login)"]
-        matching = [r for r in records if oracle(r)]
-        sizes = [dig(r, "payload.size") for r in matching if dig(r, "payload.size") is not None]
-        logins = [dig(r, "actor.login") for r in matching if dig(r, "actor.login") is not None]
-        columns = [[v for v in table.column(i).to_pylist() if v is not None] for i in range(5)]
-        assert sum(columns[0]) == len(matching), text
-        assert sum(columns[1]) == len(sizes), text
-        assert min(columns[2], default=None) == min(sizes, default=None), text
-        assert max(columns[3], default=None) == max(sizes, default=None), text
-        assert max(columns[4], default=None) == max(logins, default=None), text
+        assert table.schema.names == names
+        columns = [[v for v in table.column(i).to_pylist() if v is not None] for i in range(6)]
+        merged = [sum(columns[0]), sum(columns[1]), min(columns[2], default=None), max(columns[3], default=None),
+                  max(columns[4], default=None), sum(columns[5]) if columns[5] else None]
+        assert merged == expected, text
 
     def status_of(command):
         with pytest.raises(ANY_ERROR) as error:
@@ -277,7 +293,11 @@ def test_pushed_aggregates_combine_across_endpoints_to_the_python_oracle(daemon)
 
     assert "cannot be combined" in status_of({"table": "agg", "aggregates": [{"function": "count"}], "columns": ["id"]})
     assert "min(actor)" in status_of({"table": "agg", "aggregates": [{"function": "min", "column": "actor"}]})
-    assert "unknown variant `avg`" in status_of({"table": "agg", "aggregates": [{"function": "avg", "column": "id"}]})
+    assert "sum(actor.login)" in status_of({"table": "agg", "aggregates": [{"function": "sum", "column": "actor.login"}]})
+    assert "sum\" and \"count" in status_of(
+        {"table": "agg", "aggregates": [{"function": "avg", "column": "payload.size"}], "partial": True})
+    assert "applies to" in status_of({"table": "agg", "partial": True})
+    assert "unknown variant `median`" in status_of({"table": "agg", "aggregates": [{"function": "median", "column": "id"}]})
     assert daemon.alive()
 
 

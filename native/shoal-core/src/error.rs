@@ -146,6 +146,14 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// An integer `SUM` whose value is outside the 64-bit range (it is never wrapped).
+    #[error("{aggregate}: the integer sum {sum} is outside the range of Int64")]
+    AggregateOverflow {
+        /// The aggregate, as `sum(path)`.
+        aggregate: String,
+        /// The exact sum.
+        sum: i128,
+    },
 }
 
 /// `Result` with [`Error`].

@@ -176,6 +176,8 @@ fn github_events_give_the_same_rows_with_the_tier_on_and_off() {
             aggregate(AggregateFunction::Count, Some("payload.size")),
             aggregate(AggregateFunction::Min, Some("payload.size")),
             aggregate(AggregateFunction::Max, Some("actor.login")),
+            aggregate(AggregateFunction::Sum, Some("payload.size")),
+            aggregate(AggregateFunction::Avg, Some("payload.size")),
         ]),
     ];
     let columnar = compare_tables(&on, &off, &filters, &outputs);

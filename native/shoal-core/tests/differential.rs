@@ -188,7 +188,7 @@ fn plans_use_each_psf_kind_within_its_safe_boundaries() {
     assert_eq!(plan.full_scans.len(), 2);
 }
 
-/// `COUNT(*)`, `COUNT`, `MIN` and `MAX` pushed into the scan equal what the serde_json
+/// `COUNT(*)`, `COUNT`, `MIN`, `MAX`, `SUM` and `AVG` pushed into the scan equal what the serde_json
 /// oracle computes over the records that satisfy the filter — through index scans, full
 /// scans and pages on disk.
 #[test]
@@ -204,6 +204,8 @@ fn pushed_aggregates_equal_the_oracle() {
         Aggregate { function: AggregateFunction::Min, column: Some(path("actor.login")) },
         Aggregate { function: AggregateFunction::Max, column: Some(path("created_at")) },
         Aggregate { function: AggregateFunction::Max, column: Some(path("public")) },
+        Aggregate { function: AggregateFunction::Sum, column: Some(path("payload.size")) },
+        Aggregate { function: AggregateFunction::Avg, column: Some(path("actor.id")) },
     ];
     let lookup = |record: &serde_json::Value, p: &str| -> serde_json::Value {
         p.split('.').try_fold(record, |v, k| v.get(k)).cloned().unwrap_or(serde_json::Value::Null)
@@ -228,5 +230,15 @@ fn pushed_aggregates_equal_the_oracle() {
         assert_eq!(column(4), text(logins.iter().min().cloned()), "{filter_text}");
         assert_eq!(column(5), text(created.iter().max().cloned()), "{filter_text}");
         assert_eq!(column(6), text(public.iter().max().map(ToString::to_string)), "{filter_text}");
+        let sum = if sizes.is_empty() { String::new() } else { sizes.iter().sum::<i64>().to_string() };
+        assert_eq!(column(7), sum, "sum(payload.size) for {filter_text}");
+        let ids: Vec<i64> = matching.iter().filter_map(|r| lookup(r, "actor.id").as_i64()).collect();
+        #[allow(clippy::cast_precision_loss)]
+        let avg = (!ids.is_empty()).then(|| ids.iter().map(|&i| i128::from(i)).sum::<i128>() as f64 / ids.len() as f64);
+        let got = batch.column(8).as_any().downcast_ref::<arrow_array::Float64Array>().expect("avg is Float64");
+        assert_eq!(arrow_array::Array::is_null(got, 0), avg.is_none(), "avg(actor.id) null for {filter_text}");
+        if let Some(avg) = avg {
+            assert!((got.value(0) - avg).abs() <= avg.abs() * 1e-12, "avg(actor.id) for {filter_text}: {} vs {avg}", got.value(0));
+        }
     }
 }

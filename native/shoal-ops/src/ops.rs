@@ -233,7 +233,15 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
     {
         return Err(OpsError::invalid_argument(format!(
             "{what}: \"aggregates\" cannot be combined with \"columns\", \"limit\", \"with_address\" or \"output\": \"json\" \
-             (the result is one row of aggregates per endpoint)"
+             (the result is one row of aggregates)"
+        )));
+    }
+    if command.partial && aggregates.is_empty() {
+        return Err(OpsError::invalid_argument(format!("{what}: \"partial\" applies to \"aggregates\" only")));
+    }
+    if command.partial && aggregates.iter().any(|a| a.function == shoal_core::scan::AggregateFunction::Avg) {
+        return Err(OpsError::invalid_argument(format!(
+            "{what}: \"avg\" cannot be a partial aggregate (partials are merged: ask for \"sum\" and \"count\" instead)"
         )));
     }
     if command.output == OutputFormat::Json && !command.columns.is_empty() {
@@ -278,7 +286,9 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Ops
         let begin = query.request.from_address.max(table.begin_address());
         (begin, begin)
     });
-    let parts = if query.command.limit.is_some() {
+    // A limit, or final aggregates: one endpoint, so that what every endpoint returns
+    // together is the answer (at most `limit` rows; one row of aggregates).
+    let parts = if query.command.limit.is_some() || (!query.aggregates.is_empty() && !query.command.partial) {
         1
     } else {
         query.command.max_endpoints.unwrap_or(catalog.config().endpoints_per_query)

@@ -131,9 +131,16 @@ pub struct QueryCommand {
     #[serde(default)]
     pub to_address: Option<u64>,
     /// Aggregates to compute instead of returning records (then `columns` must be empty
-    /// and `limit` absent); each endpoint returns one row of partial aggregates.
+    /// and `limit` absent). The answer is final: the query is planned as one endpoint
+    /// whose one row is the result, unless `partial`.
     #[serde(default)]
     pub aggregates: Vec<AggregateSpec>,
+    /// With `aggregates`: split the query over endpoints as a scan of rows would be, each
+    /// returning one row of **partial** aggregates over its log range, for readers that
+    /// merge them (Spark's partial aggregate pushdown): sum the counts and sums, take the
+    /// minimum of the minimums. `avg` is refused (merge `sum` and `count`).
+    #[serde(default)]
+    pub partial: bool,
     /// `arrow` (default): typed columns; `json`: one `Utf8` column `json` holding each
     /// record's bytes as ingested.
     #[serde(default)]
@@ -195,7 +202,7 @@ impl OutputFormat {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AggregateSpec {
-    /// `count`, `min` or `max`.
+    /// `count`, `min`, `max`, `sum` or `avg`.
     pub function: AggregateFunction,
     /// Dotted path of the aggregated column.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,5 +1,5 @@
-//! Aggregation pushed into scans: `COUNT(*)`, `COUNT(path)`, `MIN(path)`, `MAX(path)`
-//! computed next to the data, so a client receives one row instead of every matching
+//! Aggregation pushed into scans: `COUNT(*)`, `COUNT(path)`, `MIN(path)`, `MAX(path)`,
+//! `SUM(path)` and `AVG(path)` computed next to the data, so a client receives one row instead of every matching
 //! record (TellStore, Pilman et al., VLDB 2017, §4: scans with pushed-down selection,
 //! projection and aggregation).
 //!
@@ -36,6 +36,12 @@ pub enum AggregateFunction {
     Min,
     /// Largest non-null value.
     Max,
+    /// Sum of the non-null numbers (`Int64` for an integer column, checked for overflow;
+    /// `Float64` for a float column); null when there is none.
+    Sum,
+    /// Mean of the non-null numbers, `Float64`; null when there is none. Not mergeable
+    /// across partial results (merge `SUM` and `COUNT` instead).
+    Avg,
 }
 
 /// One aggregate: `function` over `column` (`None` only for `COUNT(*)`).
@@ -54,6 +60,8 @@ impl fmt::Display for Aggregate {
             AggregateFunction::Count => "count",
             AggregateFunction::Min => "min",
             AggregateFunction::Max => "max",
+            AggregateFunction::Sum => "sum",
+            AggregateFunction::Avg => "avg",
         };
         match &self.column {
             Some(column) => write!(f, "{function}({column})"),
@@ -88,6 +96,10 @@ impl Extreme {
 enum Accumulator {
     Count { column: Option<usize>, count: i64 },
     Extreme { column: usize, max: bool, value: Option<Extreme> },
+    /// `SUM` or `AVG` of an `Int64` column: exact, in 128 bits until the end.
+    IntSum { column: usize, sum: i128, count: i64, avg: bool },
+    /// `SUM` or `AVG` of a `Float64` column.
+    FloatSum { column: usize, sum: f64, count: i64, avg: bool },
 }
 
 impl Accumulator {
@@ -96,6 +108,16 @@ impl Accumulator {
             Self::Count { column: None, count } => *count += row_count(batch.num_rows()),
             Self::Count { column: Some(c), count } => {
                 let array = batch.column(*c);
+                *count += row_count(array.len() - array.null_count());
+            }
+            Self::IntSum { column, sum, count, .. } => {
+                let array = batch.column(*column).as_primitive::<Int64Type>();
+                *sum += array.iter().flatten().map(i128::from).sum::<i128>();
+                *count += row_count(array.len() - array.null_count());
+            }
+            Self::FloatSum { column, sum, count, .. } => {
+                let array = batch.column(*column).as_primitive::<Float64Type>();
+                *sum += array.iter().flatten().sum::<f64>();
                 *count += row_count(array.len() - array.null_count());
             }
             Self::Extreme { column, max, value } => {
@@ -112,9 +134,19 @@ impl Accumulator {
         }
     }
 
-    fn finish(&self, data_type: &DataType) -> ArrayRef {
-        match self {
+    fn finish(&self, data_type: &DataType, name: &str) -> Result<ArrayRef> {
+        #[allow(clippy::cast_precision_loss)]
+        Ok(match self {
             Self::Count { count, .. } => Arc::new(Int64Array::from(vec![*count])),
+            Self::IntSum { count: 0, .. } | Self::FloatSum { count: 0, .. } => arrow_array::new_null_array(data_type, 1),
+            Self::IntSum { sum, count, avg: true, .. } => Arc::new(Float64Array::from(vec![*sum as f64 / *count as f64])),
+            Self::IntSum { sum, avg: false, .. } => {
+                let sum = i64::try_from(*sum).map_err(|_| Error::AggregateOverflow { aggregate: name.to_owned(), sum: *sum })?;
+                Arc::new(Int64Array::from(vec![sum]))
+            }
+            Self::FloatSum { sum, count, avg, .. } => {
+                Arc::new(Float64Array::from(vec![if *avg { *sum / *count as f64 } else { *sum }]))
+            }
             Self::Extreme { value, .. } => match (data_type, value) {
                 (DataType::Int64, Some(Extreme::Int(v))) => Arc::new(Int64Array::from(vec![Some(*v)])),
                 (DataType::Float64, Some(Extreme::Float(v))) => Arc::new(Float64Array::from(vec![Some(*v)])),
@@ -122,7 +154,7 @@ impl Accumulator {
                 (DataType::Boolean, Some(Extreme::Bool(v))) => Arc::new(BooleanArray::from(vec![Some(*v)])),
                 _ => arrow_array::new_null_array(data_type, 1),
             },
-        }
+        })
     }
 }
 
@@ -165,6 +197,21 @@ fn check_orderable(aggregate: &Aggregate, field: &Field) -> Result<()> {
     }
 }
 
+/// Checks that `field` can be the argument of `aggregate`'s `SUM`/`AVG`: a number column.
+fn check_numeric(aggregate: &Aggregate, field: &Field) -> Result<()> {
+    match field.data_type() {
+        DataType::Int64 | DataType::Float64 => Ok(()),
+        other => Err(Error::InvalidAggregate {
+            aggregate: aggregate.to_string(),
+            reason: if field.metadata().get(JSON_TEXT_METADATA_KEY).is_some_and(|v| v == "true") {
+                "the column holds values of mixed JSON types (returned as JSON text): SUM and AVG take numbers".to_owned()
+            } else {
+                format!("SUM and AVG take numbers; the column is {other}")
+            },
+        }),
+    }
+}
+
 /// The plan of an aggregation: which columns to project, where each aggregate reads.
 struct AggregateLayout {
     /// Distinct aggregated columns, in first-use order.
@@ -193,6 +240,18 @@ impl Table {
                     result_fields.push(Field::new(name, DataType::Int64, false));
                     accumulators.push(Accumulator::Count { column, count: 0 });
                 }
+                (function @ (AggregateFunction::Sum | AggregateFunction::Avg), Some(column)) => {
+                    let field = &scan_columns[column].1;
+                    check_numeric(aggregate, field)?;
+                    let avg = function == AggregateFunction::Avg;
+                    let float = field.data_type() == &DataType::Float64;
+                    result_fields.push(Field::new(name, if avg || float { DataType::Float64 } else { DataType::Int64 }, true));
+                    accumulators.push(if float {
+                        Accumulator::FloatSum { column, sum: 0.0, count: 0, avg }
+                    } else {
+                        Accumulator::IntSum { column, sum: 0, count: 0, avg }
+                    });
+                }
                 (function, Some(column)) => {
                     let field = &scan_columns[column].1;
                     check_orderable(aggregate, field)?;
@@ -203,7 +262,7 @@ impl Table {
                 (_, None) => {
                     return Err(Error::InvalidAggregate {
                         aggregate: name,
-                        reason: "MIN and MAX need a column".to_owned(),
+                        reason: "MIN, MAX, SUM and AVG need a column".to_owned(),
                     })
                 }
             }
@@ -213,11 +272,14 @@ impl Table {
 
     /// The schema of [`Self::aggregate_with_plan`]'s result: one field per aggregate,
     /// named as the aggregate prints (`count(*)`, `min(payload.size)`); counts are
-    /// non-null `Int64`, `MIN`/`MAX` have their column's type and are nullable.
+    /// non-null `Int64`, `MIN`/`MAX` have their column's type and are nullable, `SUM` is
+    /// `Int64` over an integer column and `Float64` over a float column, `AVG` is `Float64`
+    /// (both nullable: null when no value was summed).
     ///
     /// # Errors
     /// [`Error::UnknownColumn`] for a path no record had; [`Error::InvalidAggregate`]
-    /// for `MIN`/`MAX` without a column or over a struct, list or JSON-text column.
+    /// for `MIN`/`MAX` without a column or over a struct, list or JSON-text column, and
+    /// for `SUM`/`AVG` without a column or over anything but numbers.
     pub fn aggregate_schema(&self, aggregates: &[Aggregate]) -> Result<Schema> {
         Ok(Schema::new(self.aggregate_layout(aggregates)?.result_fields))
     }
@@ -243,7 +305,8 @@ impl Table {
             }
             Ok(ControlFlow::Continue(()))
         })?;
-        let arrays = accumulators.iter().zip(&result_fields).map(|(a, f)| a.finish(f.data_type())).collect();
+        let arrays =
+            accumulators.iter().zip(&result_fields).map(|(a, f)| a.finish(f.data_type(), f.name())).collect::<Result<Vec<_>>>()?;
         let batch = RecordBatch::try_new(Arc::new(Schema::new(result_fields)), arrays)?;
         Ok((batch, stats))
     }
@@ -309,6 +372,37 @@ mod tests {
         let batch = run(&table, Some("type = 'a' AND n > 6"), &aggregates[..4]);
         assert_eq!(batch.column(0).as_primitive::<Int64Type>().value(0), 1);
         assert_eq!(batch.column(2).as_primitive::<Int64Type>().value(0), 9);
+    }
+
+    #[test]
+    fn sum_and_avg_of_integer_and_float_columns_skip_nulls() {
+        use AggregateFunction::{Avg, Sum};
+        let table = table();
+        let batch = run(&table, None, &[aggregate(Sum, Some("n")), aggregate(Avg, Some("n")), aggregate(Sum, Some("x")), aggregate(Avg, Some("x"))]);
+        let schema = batch.schema();
+        let types: Vec<&DataType> = schema.fields().iter().map(|f| f.data_type()).collect();
+        assert_eq!(types, [&DataType::Int64, &DataType::Float64, &DataType::Float64, &DataType::Float64]);
+        assert_eq!(batch.column(0).as_primitive::<Int64Type>().value(0), 12, "5 - 2 + 9, the null skipped");
+        assert!((batch.column(1).as_primitive::<Float64Type>().value(0) - 4.0).abs() < 1e-12);
+        // x is 1.5, 2 (an integer in a float column), -0.5
+        assert!((batch.column(2).as_primitive::<Float64Type>().value(0) - 3.0).abs() < 1e-12);
+        assert!((batch.column(3).as_primitive::<Float64Type>().value(0) - 1.0).abs() < 1e-12);
+        let none = run(&table, Some("type = 'zzz'"), &[aggregate(Sum, Some("n")), aggregate(Avg, Some("x"))]);
+        assert!(none.column(0).is_null(0) && none.column(1).is_null(0));
+        for (column, function) in [("s", Sum), ("b", Avg), ("o", Sum), ("m", Avg)] {
+            let error = table.aggregate_schema(&[aggregate(function, Some(column))]).unwrap_err();
+            assert!(matches!(&error, Error::InvalidAggregate { .. }), "{error}");
+        }
+    }
+
+    #[test]
+    fn an_integer_sum_beyond_64_bits_is_an_error_not_a_wrapped_value() {
+        let table = Table::create(TableConfig::in_memory(1 << 20)).unwrap();
+        table.ingest(&[br#"{"n": 9223372036854775807}"#.as_slice(), br#"{"n": 1}"#]).unwrap();
+        let request = ScanRequest::default();
+        let plan = table.plan(&request);
+        let error = table.aggregate_with_plan(&request, &plan, &[aggregate(AggregateFunction::Sum, Some("n"))]).unwrap_err();
+        assert!(matches!(error, Error::AggregateOverflow { ref aggregate, sum } if aggregate == "sum(n)" && sum == i128::from(i64::MAX) + 1), "{error}");
     }
 
     #[test]

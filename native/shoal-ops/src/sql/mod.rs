@@ -56,8 +56,8 @@ pub struct SqlStatement {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResultShape {
-    /// `GROUP BY` (or `sum`/`avg`, which the scan does not compute): the scan's rows are
-    /// grouped first, and the other steps apply to the groups.
+    /// `GROUP BY` (or `SELECT DISTINCT`): the scan's rows are grouped first, and the other
+    /// steps apply to the groups. (Aggregates without `GROUP BY` are the scan's own.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_by: Option<Grouping>,
     /// The output columns: (name of the scan's column, output name), in order. `None`:
@@ -435,13 +435,16 @@ fn lower_aggregate(text: &str, e: &sql::Expr) -> Result<Option<AggregateCall>, O
     Ok(Some(AggregateCall { function: function_kind, column }))
 }
 
-/// The scan's own aggregate for a call it computes (`count`, `min`, `max`), else `None`.
+/// The scan's own aggregate for a call (every one: `count`, `min`, `max`, `sum`, `avg`
+/// are computed next to the data); `None` would leave it to the shaper's grouping.
+#[allow(clippy::unnecessary_wraps)]
 fn pushed_aggregate(call: &AggregateCall) -> Option<AggregateSpec> {
     let function = match call.function {
         SqlAggregate::Count => AggregateFunction::Count,
         SqlAggregate::Min => AggregateFunction::Min,
         SqlAggregate::Max => AggregateFunction::Max,
-        SqlAggregate::Sum | SqlAggregate::Avg => return None,
+        SqlAggregate::Sum => AggregateFunction::Sum,
+        SqlAggregate::Avg => AggregateFunction::Avg,
     };
     Some(AggregateSpec { function, column: call.column.clone() })
 }

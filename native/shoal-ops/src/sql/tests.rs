@@ -253,9 +253,15 @@ fn group_by_scans_keys_and_arguments_and_groups_them() {
     assert_eq!(grouping.keys, vec!["type"]);
     assert_eq!(grouping.aggregates.iter().map(AggregateCall::name).collect::<Vec<_>>(), vec!["count(*)", "sum(payload.size)", "avg(payload.size)"]);
     assert_eq!(s.shape.order_by[0].column, "count(*)");
-    // sum/avg without GROUP BY: one group; count/min/max alone stay pushed into the scan.
-    let total = parse("SELECT sum(payload.size) AS total FROM events");
-    assert_eq!(total.shape.group_by.as_ref().unwrap().keys, Vec::<String>::new());
+    // Without GROUP BY every aggregate (sum and avg too) is pushed into the scan: one row,
+    // computed next to the data, on one endpoint.
+    let total = parse("SELECT sum(payload.size) AS total, avg(payload.size), count(*) FROM events");
+    assert!(total.shape.group_by.is_none());
+    assert_eq!(
+        total.command.aggregates.iter().map(|a| a.function).collect::<Vec<_>>(),
+        vec![AggregateFunction::Sum, AggregateFunction::Avg, AggregateFunction::Count]
+    );
+    assert_eq!(total.command.max_endpoints, Some(1));
     assert!(parse("SELECT count(*) FROM events").shape.group_by.is_none());
 }
 
@@ -290,15 +296,23 @@ fn a_shaper_groups_then_sorts_and_limits() {
 
 #[test]
 fn keyless_groups_answer_one_row_even_for_no_rows() {
-    let s = parse("SELECT count(*), sum(payload.size), avg(payload.size) FROM e");
-    let mut shaper = Shaper::new(&s.shape, &typed_batch(&[], &[]).schema()).unwrap();
+    // (SQL no longer produces a keyless grouping, the scan computes those aggregates; the
+    // shaper still answers one, e.g. from a ticket of an older daemon.)
+    let call = |function, column: Option<&str>| AggregateCall { function, column: column.map(str::to_owned) };
+    let grouping = |aggregates| ResultShape { group_by: Some(Grouping { keys: vec![], aggregates }), ..ResultShape::default() };
+    let s = grouping(vec![
+        call(SqlAggregate::Count, None),
+        call(SqlAggregate::Sum, Some("payload.size")),
+        call(SqlAggregate::Avg, Some("payload.size")),
+    ]);
+    let mut shaper = Shaper::new(&s, &typed_batch(&[], &[]).schema()).unwrap();
     let out = shaper.finish().unwrap().unwrap();
     assert_eq!(out.num_rows(), 1);
     assert_eq!(out.column(0).as_any().downcast_ref::<Int64Array>().unwrap().value(0), 0);
     assert!(out.column(1).is_null(0) && out.column(2).is_null(0));
     // Types the aggregate does not apply to are refused by name.
-    let strings = parse("SELECT sum(type) FROM e");
-    let error = Shaper::new(&strings.shape, &typed_batch(&[], &[]).schema()).err().unwrap();
+    let strings = grouping(vec![call(SqlAggregate::Sum, Some("type"))]);
+    let error = Shaper::new(&strings, &typed_batch(&[], &[]).schema()).err().unwrap();
     assert!(error.message.contains("sum(type): type is of type Utf8"), "{error}");
 }
 

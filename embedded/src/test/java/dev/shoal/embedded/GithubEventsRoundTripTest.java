@@ -238,6 +238,7 @@ class GithubEventsRoundTripTest {
     ObjectNode command = ShoalEmbedded.command(TABLE, "type = 'PushEvent'", null, null);
     command.putArray("aggregates").addObject().put("function", "count");
     ScanPlan plan = shoal.plan(command);
+    assertEquals(1, plan.endpoints().size(), "aggregates are final by default: one endpoint, one row");
     long count = 0;
     for (ScanPlan.Endpoint endpoint : plan.endpoints()) {
       try (ArrowReader reader = shoal.read(endpoint.ticket())) {

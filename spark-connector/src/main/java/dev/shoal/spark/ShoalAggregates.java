@@ -25,9 +25,11 @@ import org.apache.spark.sql.types.StructType;
 
 /**
  * Aggregate pushdown: Spark's {@code COUNT(*)}, {@code COUNT(col)}, {@code MIN(col)},
- * {@code MAX(col)} without {@code GROUP BY} as the daemon's {@code "aggregates"} command key.
- * Each endpoint answers one row of <em>partial</em> aggregates over its log range; Spark sums the
- * counts and takes the min of mins and max of maxes (partial pushdown).
+ * {@code MAX(col)} and {@code SUM(col)} of a number column (and so {@code AVG}, which Spark
+ * splits into SUM and COUNT) without {@code GROUP BY} as the daemon's {@code "aggregates"}
+ * command key with {@code "partial": true}: each endpoint answers one row of <em>partial</em>
+ * aggregates over its log range, read in parallel; Spark sums the counts and sums and takes the
+ * min of mins and max of maxes (partial pushdown).
  */
 public final class ShoalAggregates implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -67,6 +69,10 @@ public final class ShoalAggregates implements Serializable {
       } else if (func instanceof Max) {
         name = "max";
         column = ((Max) func).column();
+      } else if (func instanceof org.apache.spark.sql.connector.expressions.aggregate.Sum
+          && !((org.apache.spark.sql.connector.expressions.aggregate.Sum) func).isDistinct()) {
+        name = "sum";
+        column = ((org.apache.spark.sql.connector.expressions.aggregate.Sum) func).column();
       } else {
         return null;
       }
@@ -76,6 +82,9 @@ public final class ShoalAggregates implements Serializable {
       String[] names = ((NamedReference) column).fieldNames();
       StructField field = ShoalSchemas.fieldAt(tableSchema, names);
       if (field == null || ShoalSchemas.isJsonText(field) || !isLeaf(field.dataType())) {
+        return null;
+      }
+      if (name.equals("sum") && !(field.dataType() instanceof LongType || field.dataType() instanceof DoubleType)) {
         return null;
       }
       String path = ShoalSchemas.path(names);
@@ -97,6 +106,7 @@ public final class ShoalAggregates implements Serializable {
 
   /** Adds {@code "aggregates": [...]} to a query command. */
   public void addTo(ObjectNode command) {
+    command.put("partial", true); // Spark merges the endpoints' partial rows
     ArrayNode list = command.putArray("aggregates");
     for (String[] f : functions) {
       ObjectNode node = list.addObject().put("function", f[0]);

@@ -106,6 +106,8 @@ abstract class ShoalDifferentialTest extends ShoalSparkTestBase {
         "SELECT min(actor.id), max(actor.id), count(payload.size), min(payload.size) FROM T",
         "SELECT count(payload.action), max(payload.action) FROM T WHERE payload.size IS NULL",
         "SELECT count(*), min(payload.size) FROM T WHERE type = 'NoSuchEvent'",
+        "SELECT sum(payload.size), avg(payload.size), sum(actor.id), count(*) FROM T WHERE type = 'PushEvent'",
+        "SELECT sum(payload.size), avg(actor.id) FROM T WHERE type = 'NoSuchEvent'",
         // aggregates Spark keeps (GROUP BY, DISTINCT)
         "SELECT type, count(*) AS n, max(payload.size) AS m FROM T GROUP BY type",
         "SELECT count(DISTINCT actor.login) FROM T WHERE type = 'PushEvent'");

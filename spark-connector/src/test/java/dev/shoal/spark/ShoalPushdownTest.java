@@ -148,6 +148,14 @@ abstract class ShoalPushdownTest extends ShoalSparkTestBase {
     Row expected = spark.read().json(eventsPath().toString()).limit(4000).where("type = 'PushEvent'")
         .selectExpr("count(*)", "min(payload.size)", "max(created_at)").collectAsList().get(0);
     assertEquals(expected.toString(), row.toString());
+
+    // SUM, and AVG as Spark's SUM and COUNT, of a number column.
+    Dataset<Row> sums = spark.sql("SELECT sum(payload.size), avg(payload.size) FROM pd.pushdown WHERE type = 'PushEvent'");
+    String sumPlan = sums.queryExecution().executedPlan().toString();
+    assertTrue(sumPlan.contains("sum(\"payload\".\"size\")"), sumPlan);
+    Row expectedSums = spark.read().json(eventsPath().toString()).limit(4000).where("type = 'PushEvent'")
+        .selectExpr("sum(payload.size)", "avg(payload.size)").collectAsList().get(0);
+    assertEquals(expectedSums.toString(), sums.collectAsList().get(0).toString());
   }
 
   @Test

@@ -49,6 +49,10 @@ pub struct TableStats {
     /// Every record below it is complete ([`Table::complete_until`]): what a query's
     /// answer is complete up to, and where a follower that is caught up stands.
     pub complete_until: u64,
+    /// Everything below it survives a crash ([`Table::durable_address`]; 0 for in-memory
+    /// tables): where a follower that must never see a record a crash could take back
+    /// stops (`durable_only`).
+    pub durable_address: u64,
     /// Bytes of one log page (the unit of flushing, eviction and observation: whole pages
     /// below `observed_until_address` are in the schema).
     pub page_size_bytes: u64,
@@ -391,6 +395,7 @@ impl Table {
             observed_until_address: self.log.observed_until(),
             tail_address: self.log.tail_address(),
             complete_until: self.complete_until(),
+            durable_address: self.durable_address(),
             page_size_bytes: self.log.page_size() as u64,
             index_bytes: self.index.memory_bytes() as u64,
             columnar: self.columnar.stats(

@@ -35,8 +35,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * expression evaluated by the daemon, so that a PSF subset is what is followed: Spark pushes no
  * filters into streaming sources) and {@code failOnDataLoss} (default true: an offset behind the
  * table's begin address — records dropped by retention — fails the query naming the range; false
- * resumes at the begin address). {@code Trigger.AvailableNow} reads up to where the table was
- * complete when the query started.
+ * resumes at the begin address), {@code durableOnly} (default false: true stops each batch at
+ * the shard's durable address, so that no record a daemon crash could take back is read).
+ * {@code Trigger.AvailableNow} reads up to where the table was complete when the query started.
  */
 final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmissionControl, SupportsTriggerAvailableNow {
   static final String STARTING_OFFSETS = "startingOffsets";
@@ -44,6 +45,7 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
   static final String MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger";
   static final String FILTER = "filter";
   static final String FAIL_ON_DATA_LOSS = "failOnDataLoss";
+  static final String DURABLE_ONLY = "durableOnly";
 
   private final ShoalOptions options;
   private final ObjectNode command;
@@ -52,6 +54,7 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
   private final long maxRecords;
   private final long maxBytes;
   private final boolean failOnDataLoss;
+  private final boolean durableOnly;
   private ShoalOffset availableNowTarget;
 
   ShoalMicroBatchStream(ShoalOptions options, CaseInsensitiveStringMap streamOptions, ObjectNode command,
@@ -62,6 +65,7 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
     this.maxRecords = ShoalOptions.positiveLong(streamOptions, MAX_RECORDS_PER_TRIGGER);
     this.maxBytes = ShoalOptions.positiveLong(streamOptions, MAX_BYTES_PER_TRIGGER);
     this.failOnDataLoss = streamOptions.getBoolean(FAIL_ON_DATA_LOSS, true);
+    this.durableOnly = streamOptions.getBoolean(DURABLE_ONLY, false);
     String filter = streamOptions.get(FILTER);
     ObjectNode withFilter = command.deepCopy();
     if (filter != null && !filter.isBlank()) {
@@ -96,7 +100,7 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
       case "earliest":
         return current("begin_address");
       case "latest":
-        return current("complete_until");
+        return readableEnd();
       default:
         try {
           return ShoalOffset.parse(startingOffsets);
@@ -109,7 +113,19 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
 
   @Override
   public Offset latestOffset() {
-    return current("complete_until");
+    return readableEnd();
+  }
+
+  /** Where each shard is readable up to: {@code complete_until}, or with durableOnly the durable address below it. */
+  private ShoalOffset readableEnd() {
+    Map<String, Long> addresses = new LinkedHashMap<>();
+    stats().forEach((shard, stats) -> addresses.put(shard, readableEnd(stats)));
+    return new ShoalOffset(addresses);
+  }
+
+  private long readableEnd(JsonNode stats) {
+    long complete = stats.path("complete_until").asLong();
+    return durableOnly ? Math.min(complete, stats.path("durable_address").asLong(0)) : complete;
   }
 
   @Override
@@ -135,7 +151,7 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
     Map<String, Long> end = new LinkedHashMap<>();
     for (Map.Entry<String, JsonNode> e : stats.entrySet()) {
       String shard = e.getKey();
-      long complete = e.getValue().path("complete_until").asLong();
+      long complete = readableEnd(e.getValue());
       if (availableNowTarget != null && availableNowTarget.addresses().containsKey(shard)) {
         complete = Math.min(complete, availableNowTarget.addresses().get(shard));
       }

@@ -249,6 +249,24 @@ pub struct CreateTableArgs {
     if_not_exists: bool,
 }
 
+/// `shoal alter-table`: the settings an existing table may change (its retention policy).
+#[derive(clap::Args)]
+pub struct AlterTableArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// Table name.
+    name: String,
+    /// Retention: keep about the newest this many bytes of log.
+    #[arg(long)]
+    retention_bytes: Option<u64>,
+    /// Retention: drop segment files last written more than this many seconds ago.
+    #[arg(long)]
+    retention_secs: Option<u64>,
+    /// Retention: keep everything (removes the policy).
+    #[arg(long, conflicts_with_all = ["retention_bytes", "retention_secs"])]
+    no_retention: bool,
+}
+
 /// Runs a client future on a small runtime.
 pub fn run(future: impl std::future::Future<Output = Result<(), String>>) -> Result<(), String> {
     tokio::runtime::Builder::new_current_thread()
@@ -342,6 +360,24 @@ pub async fn create_table(args: CreateTableArgs) -> Result<(), String> {
         body["columnar"] = json!({"enabled": enabled});
     }
     let result = action(&mut client, "create_table", &body).await?;
+    println!("{result}");
+    Ok(())
+}
+
+/// `shoal alter-table`: replaces the table's retention policy (`alter_table`).
+pub async fn alter_table(args: AlterTableArgs) -> Result<(), String> {
+    if !args.no_retention && args.retention_bytes.is_none() && args.retention_secs.is_none() {
+        return Err("alter-table: say what changes: --retention-bytes, --retention-secs (the new policy) or --no-retention".to_owned());
+    }
+    let mut retention = json!({});
+    if let Some(bytes) = args.retention_bytes {
+        retention["keep_bytes"] = json!(bytes);
+    }
+    if let Some(secs) = args.retention_secs {
+        retention["max_age_secs"] = json!(secs);
+    }
+    let mut client = connect(&args.connection).await?;
+    let result = action(&mut client, "alter_table", &json!({"table": args.name, "retention": retention})).await?;
     println!("{result}");
     Ok(())
 }

@@ -37,6 +37,8 @@ enum Command {
     Stats(client::StatsArgs),
     /// Create a table.
     CreateTable(client::CreateTableArgs),
+    /// Change a table's retention policy (the new policy replaces the old one).
+    AlterTable(client::AlterTableArgs),
     /// List the tables, one name per line.
     Tables(client::TablesArgs),
     /// Drop a table and its data.
@@ -262,6 +264,7 @@ fn main() -> std::process::ExitCode {
         Command::CreateTable(args) => client::run(client::create_table(args)),
         Command::Tables(args) => client::run(client::tables(args)),
         Command::DropTable(args) => client::run(client::drop_table(args)),
+        Command::AlterTable(args) => client::run(client::alter_table(args)),
         Command::Truncate(args) => client::run(client::truncate(args)),
         Command::Checkpoint(args) => client::run(client::checkpoint(args)),
         Command::Completions { shell } => {

@@ -1,6 +1,7 @@
 """Retention policies (create_table's `retention`, Kafka's retention.bytes/ms): the daemon
 truncates each table's log head every `retention_check_secs`, the policy survives a restart,
-and a policy that cannot work is refused at create_table."""
+a policy that cannot work is refused at create_table, and alter_table replaces a table's
+policy."""
 
 import json
 import time
@@ -71,3 +72,46 @@ def test_retention_policies_that_cannot_work_are_refused(start_daemon):
     # An in-memory table's ring frees pages for new batches as retention drops old ones.
     action(client, "create_table", {"name": "t", "retention": {"keep_bytes": 1 << 20}})
     assert action(client, "stats", {"table": "t"})["records"] == 0
+
+
+def test_alter_table_replaces_the_policy_which_the_daemon_applies_and_keeps(tmp_path):
+    from test_cli import cli
+
+    data = tmp_path / "data"
+    d = Daemon(data, "--retention-check-secs", "1")
+    try:
+        client = d.client()
+        action(client, "create_table", {"name": "logs", "page_size_bits": 16, "columnar": {"enabled": False}})
+        put(client, "logs", [json.dumps({"id": i, "text": "x" * 200}) for i in range(10_000)])
+        action(client, "checkpoint", {"table": "logs"})
+        time.sleep(1.5)
+        assert action(client, "stats", {"table": "logs"})["begin_address"] == 64, "no policy: everything kept"
+
+        # The action: keep about 256 KiB from now on.
+        answer = action(client, "alter_table", {"table": "logs", "retention": {"keep_bytes": 262144}})
+        assert answer["retention"]["keep_bytes"] == 262144 and answer["previous_retention"].get("keep_bytes") is None, answer
+        stats = wait_for(lambda: (s := action(client, "stats", {"table": "logs"}))["begin_address"] > 64 and s)
+        assert stats, "the altered policy was never applied"
+        assert 262144 <= stats["tail_address"] - stats["begin_address"] < 262144 + 2 * 65536, stats
+        assert stats["retention"]["keep_bytes"] == 262144
+
+        # The CLI: a smaller policy, then refusals named.
+        out = json.loads(cli(d, "alter-table", "logs", "--retention-bytes", "131072"))
+        assert out["previous_retention"]["keep_bytes"] == 262144 and out["retention"]["keep_bytes"] == 131072
+        with pytest.raises(pa.ArrowInvalid, match="must be positive"):
+            action(client, "alter_table", {"table": "logs", "retention": {"keep_bytes": 0}})
+        with pytest.raises(pa.ArrowInvalid, match="unknown field `page_size_bits`"):
+            action(client, "alter_table", {"table": "logs", "retention": {}, "page_size_bits": 12})
+        with pytest.raises(pa.ArrowException, match="no_such"):
+            action(client, "alter_table", {"table": "no_such", "retention": {}})
+    finally:
+        assert d.stop() == 0
+
+    d = Daemon(data, "--retention-check-secs", "1")
+    try:
+        client = d.client()
+        assert action(client, "stats", {"table": "logs"})["retention"]["keep_bytes"] == 131072, "kept across a restart"
+        cli(d, "alter-table", "logs", "--no-retention")
+        assert action(client, "stats", {"table": "logs"})["retention"].get("keep_bytes") is None
+    finally:
+        assert d.stop() == 0

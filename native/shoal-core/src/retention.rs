@@ -41,7 +41,7 @@ impl Table {
     /// # Errors
     /// As [`Table::truncate`].
     pub fn apply_retention(&self) -> Result<Option<TruncateReport>> {
-        let policy = self.config().retention;
+        let policy = self.retention();
         let mut rules = Vec::new();
         if let Some(bytes) = policy.keep_bytes {
             rules.push(RetentionRule::KeepBytes(bytes));

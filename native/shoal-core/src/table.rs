@@ -81,6 +81,8 @@ pub struct Table {
     dir: Option<PathBuf>,
     /// Serialises rewrites of `table.json`.
     meta_lock: Mutex<()>,
+    /// The retention policy: the configuration's until [`Table::set_retention`] changes it.
+    retention: Mutex<RetentionPolicy>,
     /// Serialises checkpoints (`checkpoint.json`).
     checkpoint_lock: Mutex<()>,
     /// The columnar tier's files and compactor.
@@ -170,6 +172,7 @@ impl Table {
             Arc::new(ColumnarStore::open(config.columnar.clone(), dir.as_deref(), log.begin_address(), log.tail_address())?);
         crate::columnar::start_compactor(&columnar, &log)?;
         Ok(Arc::new(Self {
+            retention: Mutex::new(config.retention),
             config,
             log,
             index,
@@ -213,9 +216,32 @@ impl Table {
             on_invalid_json: self.config.on_invalid_json,
             psfs: psfs.iter().map(|p| PsfMeta::of(p)).collect(),
             columnar: self.config.columnar.clone(),
-            retention: self.config.retention,
+            retention: self.retention(),
         };
         write_json_atomic(dir, TABLE_META_FILE, &meta)
+    }
+
+    /// The retention policy ([`TableConfig::retention`] unless [`Self::set_retention`]
+    /// changed it).
+    #[must_use]
+    pub fn retention(&self) -> RetentionPolicy {
+        *self.retention.lock()
+    }
+
+    /// Replaces the retention policy (Kafka's `alter configs` of `retention.bytes` /
+    /// `retention.ms`): kept in `table.json` (a restart keeps it) and applied from the
+    /// next [`Self::apply_retention`]. The policy is not checked here (the operations
+    /// layer refuses zero amounts).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when `table.json` cannot be rewritten (the policy is then unchanged).
+    pub fn set_retention(&self, policy: RetentionPolicy) -> Result<()> {
+        let previous = std::mem::replace(&mut *self.retention.lock(), policy);
+        if let Err(error) = self.write_meta(&self.psfs.all()) {
+            *self.retention.lock() = previous;
+            return Err(error);
+        }
+        Ok(())
     }
 
     /// The directory of an on-disk table.
@@ -403,7 +429,7 @@ impl Table {
                 self.log.page_start(self.log.page_of(self.log.flushed_until())),
             ),
             index_overflow_buckets: self.index.overflow_bucket_count(),
-            retention: self.config.retention,
+            retention: self.retention(),
         }
     }
 

@@ -152,5 +152,20 @@ fn a_retention_policy_is_applied_on_demand_and_kept_across_a_reopen() {
     // The policy is the table's: a reopen (with a config that says nothing of it) keeps it.
     let (table, _) = Table::open(TableConfig::on_disk(dir.path())).unwrap();
     assert_eq!(table.config().retention, config.retention);
+    assert_eq!(table.retention(), config.retention);
     assert_eq!(table.stats().begin_address, report.begin_address);
+
+    // Altered: a smaller keep_bytes drops more at the next application, and a reopen keeps it.
+    let smaller = shoal_core::table::RetentionPolicy { keep_bytes: Some(1 << 18), max_age_secs: None };
+    table.set_retention(smaller).unwrap();
+    assert_eq!(table.stats().retention, smaller);
+    let again = table.apply_retention().unwrap().expect("the smaller policy drops more");
+    assert!(again.begin_address > report.begin_address, "{again:?}");
+    table.close().unwrap();
+    drop(table);
+    let (table, _) = Table::open(TableConfig::on_disk(dir.path())).unwrap();
+    assert_eq!(table.retention(), smaller);
+    // Removed: keeps everything from now on.
+    table.set_retention(shoal_core::table::RetentionPolicy::default()).unwrap();
+    assert_eq!(table.apply_retention().unwrap(), None);
 }

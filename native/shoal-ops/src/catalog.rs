@@ -251,6 +251,22 @@ impl Catalog {
         Ok(())
     }
 
+    /// Replaces `name`'s retention policy (`alter_table`), checked as `create_table`
+    /// checks it; kept across restarts, applied from the next retention check. Returns
+    /// the previous policy.
+    ///
+    /// # Errors
+    /// `NOT_FOUND` for an unknown table; `INVALID_ARGUMENT` for a zero amount, or an age
+    /// on an in-memory daemon; `INTERNAL` when `table.json` cannot be rewritten.
+    pub fn alter_retention(&self, name: &str, retention: shoal_core::table::RetentionPolicy) -> Result<shoal_core::table::RetentionPolicy, OpsError> {
+        let entry = self.get(name)?;
+        check_retention(name, &retention, self.config.in_memory)?;
+        let previous = entry.table.retention();
+        entry.table.set_retention(retention).map_err(|e| OpsError::from_engine(&e))?;
+        tracing::info!(table = %name, ?previous, ?retention, "retention policy altered");
+        Ok(previous)
+    }
+
     /// Applies every table's retention policy ([`Table::apply_retention`]), logging what
     /// each dropped; returns the number of tables whose log head was truncated. A table
     /// whose truncation fails is logged and skipped.

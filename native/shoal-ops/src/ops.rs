@@ -22,13 +22,14 @@ use crate::error::{ErrorClass, OpsError};
 use crate::catalog::{Catalog, TableEntry};
 use crate::protocol::{
     parse_body, AggregateSpec, BatchMetadata, CreateTable, DeregisterPsf, IfTruncated, MakeDurable, OutputFormat, QueryCommand,
-    RegisterPsf, TableRef, TicketBody, TransactionRef, Truncate, WriterRef, TICKET_VERSION,
+    AlterTable, RegisterPsf, TableRef, TicketBody, TransactionRef, Truncate, WriterRef, TICKET_VERSION,
 };
 
 /// The actions `DoAction` understands, with their descriptions (for `ListActions`).
 pub const ACTIONS: &[(&str, &str)] = &[
     ("create_table", r#"{"name", "on_invalid_json"?: "reject"|"skip", "memory_budget_bytes"?, "page_size_bits"?, "index_size_bits"?, "if_not_exists"?, "columnar"?: {"enabled"?, "file_log_bytes"?, "row_group_rows"?, "codec"?: "zstd"|"lz4"|"none", "idle_ms"?}, "retention"?: {"keep_bytes"?, "max_age_secs"?}} → {"created": bool}"#),
     ("drop_table", r#"{"name"} → {"dropped": true}"#),
+    ("alter_table", r#"{"table", "retention": {"keep_bytes"?, "max_age_secs"?}} → replaces the retention policy ({} keeps everything); {"retention", "previous_retention"}"#),
     ("register_psf", r#"{"table", "name", "kind": "projection"|"predicate"|"range"|"composite", "field"|"expr"|"fields", "boundaries"?} → PSF with safe register address"#),
     ("deregister_psf", r#"{"table", "name"} → PSF with safe deregister address"#),
     ("list_psfs", r#"{"table"} → [PSF]"#),
@@ -642,6 +643,11 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
             let request: CreateTable = parse_body("create_table", body)?;
             let created = catalog.create(&request)?;
             Ok(json!({"created": created, "name": request.name}))
+        }
+        "alter_table" => {
+            let request: AlterTable = parse_body("alter_table", body)?;
+            let previous = catalog.alter_retention(&request.table, request.retention)?;
+            Ok(json!({"table": request.table, "retention": request.retention, "previous_retention": previous}))
         }
         "drop_table" => {
             let request: TableRef = parse_body("drop_table", body)?;

@@ -275,6 +275,18 @@ pub struct TransactionRef {
     pub transaction: String,
 }
 
+/// `alter_table`: the settings of an existing table that may change (the retention
+/// policy today; the log geometry, durability and the invalid-JSON policy are fixed when
+/// the table is created).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlterTable {
+    /// Table name.
+    pub table: String,
+    /// The new retention policy (`{}`: keep everything).
+    pub retention: shoal_core::table::RetentionPolicy,
+}
+
 /// `truncate`: exactly one of the three rules.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -118,28 +118,66 @@ public final class ShoalCatalog implements TableCatalog {
     client.action("register_psf", request, table);
   }
 
+  /** The retention properties ALTER TABLE may set or unset, to their key in {@code alter_table}'s {@code retention}. */
+  private static final java.util.Map<String, String> RETENTION_KEYS =
+      java.util.Map.of("shoal.retention.keep-bytes", "keep_bytes", "shoal.retention.max-age-secs", "max_age_secs");
+
   /**
    * {@code ALTER TABLE t SET TBLPROPERTIES ('shoal.psf.NAME' = 'KIND:ARGUMENT')} registers a PSF
    * on every shard, {@code UNSET TBLPROPERTIES ('shoal.psf.NAME')} deregisters it
-   * ({@link ShoalTableProperties}). Nothing else of a shoal table can be altered.
+   * ({@link ShoalTableProperties}); {@code SET}/{@code UNSET} of {@code
+   * shoal.retention.keep-bytes} and {@code shoal.retention.max-age-secs} change the table's
+   * retention policy ({@code alter_table}, the other rule kept as it is). Nothing else of a
+   * shoal table can be altered.
    */
   @Override
   public Table alterTable(Identifier ident, TableChange... changes) throws NoSuchTableException {
     String table = ident.name();
+    java.util.Map<String, Long> retentionSet = new java.util.LinkedHashMap<>();
+    java.util.Set<String> retentionUnset = new java.util.LinkedHashSet<>();
+    java.util.List<TableChange> psfChanges = new java.util.ArrayList<>();
     for (TableChange change : changes) {
       String key = change instanceof TableChange.SetProperty set ? set.property()
           : change instanceof TableChange.RemoveProperty remove ? remove.property() : null;
       if (key == null) {
         throw new UnsupportedOperationException("shoal tables have no declared schema to alter (table '" + table + "')");
       }
-      if (!key.toLowerCase(java.util.Locale.ROOT).startsWith(ShoalTableProperties.PSF_PREFIX)) {
-        throw new IllegalArgumentException("shoal table '" + table + "': only PSFs (shoal.psf.NAME) can be set or unset after"
-            + " CREATE TABLE, not '" + key + "'");
+      String lower = key.toLowerCase(java.util.Locale.ROOT);
+      if (lower.startsWith(ShoalTableProperties.PSF_PREFIX)) {
+        psfChanges.add(change);
+      } else if (RETENTION_KEYS.containsKey(lower)) {
+        if (change instanceof TableChange.SetProperty set) {
+          try {
+            retentionSet.put(RETENTION_KEYS.get(lower), Long.parseLong(set.value().trim()));
+          } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("shoal table '" + table + "': property '" + key + "' must be a whole number, not '"
+                + set.value() + "'", e);
+          }
+        } else {
+          retentionUnset.add(RETENTION_KEYS.get(lower));
+        }
+      } else {
+        throw new IllegalArgumentException("shoal table '" + table + "': only PSFs (shoal.psf.NAME) and the retention policy"
+            + " (shoal.retention.keep-bytes, shoal.retention.max-age-secs) can be set or unset after CREATE TABLE, not '" + key + "'");
       }
     }
-    for (TableChange change : changes) {
-      for (URI shard : options.endpoints()) {
-        try (ShoalClient client = ShoalClient.connect(shard, options)) {
+    for (URI shard : options.endpoints()) {
+      try (ShoalClient client = ShoalClient.connect(shard, options)) {
+        if (!retentionSet.isEmpty() || !retentionUnset.isEmpty()) {
+          JsonNode current = client.action("stats", ShoalClient.JSON.createObjectNode().put("table", table), table).path("retention");
+          ObjectNode retention = ShoalClient.JSON.createObjectNode();
+          for (String rule : RETENTION_KEYS.values()) {
+            if (retentionSet.containsKey(rule)) {
+              retention.put(rule, retentionSet.get(rule));
+            } else if (!retentionUnset.contains(rule) && current.path(rule).isNumber()) {
+              retention.put(rule, current.path(rule).asLong());
+            }
+          }
+          ObjectNode request = ShoalClient.JSON.createObjectNode().put("table", table);
+          request.set("retention", retention);
+          client.action("alter_table", request, table);
+        }
+        for (TableChange change : psfChanges) {
           if (change instanceof TableChange.SetProperty set) {
             String name = ShoalTableProperties.psfName(table, set.property());
             registerPsf(client, table, name, ShoalTableProperties.psfDefinition(table, name, set.value()));

@@ -398,6 +398,22 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
         "a refused property creates no table: " + tables);
     Exception alter = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
         () -> spark.sql("ALTER TABLE shoal.props SET TBLPROPERTIES ('shoal.durability' = 'fsync')"));
-    assertTrue(alter.getMessage().contains("only PSFs (shoal.psf.NAME) can be set"), alter.getMessage());
+    assertTrue(alter.getMessage().contains("only PSFs (shoal.psf.NAME) and the retention policy"), alter.getMessage());
+
+    // The retention policy is alterable: SET one rule (the other kept), UNSET one.
+    spark.sql("ALTER TABLE shoal.props SET TBLPROPERTIES ('shoal.retention.max-age-secs' = '86400')");
+    java.util.function.Supplier<com.fasterxml.jackson.databind.JsonNode> retention = () -> {
+      try (ShoalClient client = ShoalClient.open(java.net.URI.create(endpoint), null)) {
+        return client.action("stats", ShoalClient.JSON.createObjectNode().put("table", "props"), "props").path("retention");
+      }
+    };
+    assertEquals(100000000L, retention.get().path("keep_bytes").asLong(), retention.get().toString());
+    assertEquals(86400L, retention.get().path("max_age_secs").asLong(), retention.get().toString());
+    spark.sql("ALTER TABLE shoal.props UNSET TBLPROPERTIES ('shoal.retention.keep-bytes')");
+    assertTrue(retention.get().path("keep_bytes").isNull() || retention.get().path("keep_bytes").isMissingNode(), retention.get().toString());
+    assertEquals(86400L, retention.get().path("max_age_secs").asLong());
+    Exception zero = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
+        () -> spark.sql("ALTER TABLE shoal.props SET TBLPROPERTIES ('shoal.retention.keep-bytes' = '0')"));
+    assertTrue(zero.getMessage().contains("must be positive"), "the daemon's check: " + zero.getMessage());
   }
 }

@@ -301,6 +301,73 @@ def test_pushed_aggregates_are_final_or_partial_and_match_the_python_oracle(daem
     assert daemon.alive()
 
 
+def test_group_by_answers_one_row_per_group_final_or_partial_like_the_python_oracle(daemon):
+    events = github_events(3000)
+    records = [json.loads(e) for e in events]
+    client = daemon.client()
+    action(client, "create_table", {"name": "grp", "page_size_bits": 18})
+    put(client, "grp", events[:1500])
+    action(client, "register_psf", {"table": "grp", "name": "type", "kind": "projection", "field": "type"})
+    put(client, "grp", events[1500:])
+    aggregates = [{"function": "count"}, {"function": "sum", "column": "payload.size"},
+                  {"function": "max", "column": "actor.login"}]
+
+    def oracle(keep):
+        groups = {}
+        for r in records:
+            if keep(r):
+                g = groups.setdefault(r["type"], [0, None, None])
+                g[0] += 1
+                size = dig(r, "payload.size")
+                if isinstance(size, int):
+                    g[1] = (g[1] or 0) + size
+                login = dig(r, "actor.login")
+                if login is not None and (g[2] is None or login > g[2]):
+                    g[2] = login
+        return groups
+
+    for text, keep in [(None, lambda r: True), ("payload.size > 0", lambda r: isinstance(dig(r, "payload.size"), int) and dig(r, "payload.size") > 0)]:
+        expected = oracle(keep)
+        command = {"table": "grp", "group_by": ["type"], "aggregates": aggregates, "max_endpoints": 4}
+        if text:
+            command["filter"] = text
+        # Final (the default): one endpoint, one row per group; the same in one DoGet call.
+        table, info, _ = query(client, command)
+        assert len(info.endpoints) == 1
+        assert table.schema.names == ["type", "count(*)", "sum(payload.size)", "max(actor.login)"]
+        rows = {r["type"]: [r["count(*)"], r["sum(payload.size)"], r["max(actor.login)"]] for r in table.to_pylist()}
+        assert rows == expected, text
+        one_call = client.do_get(flight.Ticket(json.dumps(command).encode())).read_all()
+        assert {r["type"]: r["count(*)"] for r in one_call.to_pylist()} == {k: v[0] for k, v in expected.items()}
+        # Partial: every endpoint its own groups; merged per key they are the answer.
+        table, info, _ = query(client, {**command, "partial": True})
+        assert len(info.endpoints) > 1
+        merged = {}
+        for r in table.to_pylist():
+            m = merged.setdefault(r["type"], [0, None, None])
+            m[0] += r["count(*)"]
+            if r["sum(payload.size)"] is not None:
+                m[1] = (m[1] or 0) + r["sum(payload.size)"]
+            if r["max(actor.login)"] is not None and (m[2] is None or r["max(actor.login)"] > m[2]):
+                m[2] = r["max(actor.login)"]
+        assert merged == expected, text
+
+    # Keys only: the distinct values (nulls are one group).
+    table, _, _ = query(client, {"table": "grp", "group_by": ["type", "payload.action"]})
+    assert sorted(table.to_pylist(), key=str) == sorted(
+        [{"type": t, "payload.action": a} for t, a in {(r["type"], dig(r, "payload.action")) for r in records}], key=str)
+
+    def status_of(command):
+        with pytest.raises(ANY_ERROR) as error:
+            query(client, command)
+        return str(error.value)
+
+    assert "cannot be grouped" in status_of({"table": "grp", "group_by": ["actor"], "aggregates": [{"function": "count"}]})
+    assert "cannot be combined" in status_of({"table": "grp", "group_by": ["type"], "columns": ["id"]})
+    assert "nope" in status_of({"table": "grp", "group_by": ["nope"]})
+    assert daemon.alive()
+
+
 def test_endpoints_keep_chain_walks_whole_and_split_full_scans(daemon):
     events = github_events(3000)
     client = daemon.client()

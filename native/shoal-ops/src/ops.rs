@@ -135,6 +135,8 @@ struct PreparedQuery {
     command: QueryCommand,
     request: ScanRequest,
     aggregates: Vec<Aggregate>,
+    /// `group_by`: the hash aggregation the scan's rows go through.
+    grouping: Option<GroupedScan>,
     /// The typed columns of a scan of rows (`None`: JSON output, or aggregates).
     output: Option<OutputColumns>,
     schema: SchemaRef,
@@ -152,6 +154,82 @@ type OutputColumns = Vec<(FieldPath, Field)>;
 /// the inferred schema (`None` for JSON output), and the result schema — resolved once,
 /// so that the schema announced and the batches agree even if inference widens a type
 /// meanwhile.
+/// A grouped aggregation (`group_by`): the scan of the keys' and arguments' columns and
+/// the hash aggregation ([`crate::sql::Grouping`], the one SQL's `GROUP BY` uses) that
+/// folds its rows next to the data, in the daemon.
+#[derive(Clone)]
+struct GroupedScan {
+    grouping: crate::sql::Grouping,
+    /// The scan's columns: the keys, then the aggregates' arguments (each once).
+    columns: OutputColumns,
+    /// The scan's schema (the grouping's input).
+    input: SchemaRef,
+}
+
+impl GroupedScan {
+    /// The grouped scan of `group_by` and `aggregates` over `table`.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` for a bad path, an unknown column, a key that cannot be grouped
+    /// or an aggregate that does not apply to its column.
+    fn new(table: &shoal_core::table::Table, group_by: &[String], aggregates: &[AggregateSpec]) -> Result<Self, OpsError> {
+        use crate::sql::{AggregateCall, Grouping, SqlAggregate};
+        use shoal_core::scan::AggregateFunction as F;
+        let keys = parse_columns(group_by)?;
+        let mut paths: Vec<FieldPath> = keys.clone();
+        let mut calls = Vec::with_capacity(aggregates.len());
+        for spec in aggregates {
+            let aggregate = spec.to_aggregate()?;
+            if let Some(column) = &aggregate.column {
+                if !paths.contains(column) {
+                    paths.push(column.clone());
+                }
+            }
+            let function = match aggregate.function {
+                F::Count => SqlAggregate::Count,
+                F::Min => SqlAggregate::Min,
+                F::Max => SqlAggregate::Max,
+                F::Sum => SqlAggregate::Sum,
+                F::Avg => SqlAggregate::Avg,
+            };
+            calls.push(AggregateCall { function, column: aggregate.column.as_ref().map(ToString::to_string) });
+        }
+        let (output, input) = rows_output(table, OutputFormat::Arrow, &paths, false)?;
+        let grouping = Grouping { keys: keys.iter().map(ToString::to_string).collect(), aggregates: calls };
+        crate::sql::Grouper::new(&grouping, &input)?; // checks keys and aggregates now
+        Ok(Self { grouping, columns: output.unwrap_or_default(), input })
+    }
+
+    /// The answer's schema: the keys' columns, then one per aggregate.
+    fn schema(&self) -> Result<SchemaRef, OpsError> {
+        Ok(crate::sql::Grouper::new(&self.grouping, &self.input)?.schema())
+    }
+
+    /// Runs the scan of `plan`'s ranges and groups its rows: one row per group.
+    fn run(&self, entry: &TableEntry, request: &ScanRequest, plan: &ScanPlan) -> Result<RecordBatch, OpsError> {
+        let started = Instant::now();
+        let mut grouper = crate::sql::Grouper::new(&self.grouping, &self.input)?;
+        let mut failed = None;
+        let stats = entry
+            .table
+            .scan_columns(request, plan, &self.columns, &mut |batch| {
+                Ok(match grouper.push(&batch) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(e) => {
+                        failed = Some(e);
+                        ControlFlow::Break(())
+                    }
+                })
+            })
+            .map_err(|e| OpsError::from_engine(&e))?;
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        record_scan_metrics(entry, plan, &stats, started);
+        grouper.finish()
+    }
+}
+
 fn rows_output(
     table: &shoal_core::table::Table,
     format: OutputFormat,
@@ -229,7 +307,8 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
     let filter = parse_filter(command.filter.as_deref())?;
     let columns = parse_columns(&command.columns)?;
     let aggregates = parse_aggregates(&command.aggregates)?;
-    if !aggregates.is_empty()
+    let aggregating = !aggregates.is_empty() || !command.group_by.is_empty();
+    if aggregating
         && (!command.columns.is_empty() || command.limit.is_some() || command.output == OutputFormat::Json || command.with_address)
     {
         return Err(OpsError::invalid_argument(format!(
@@ -237,8 +316,8 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
              (the result is one row of aggregates)"
         )));
     }
-    if command.partial && aggregates.is_empty() {
-        return Err(OpsError::invalid_argument(format!("{what}: \"partial\" applies to \"aggregates\" only")));
+    if command.partial && !aggregating {
+        return Err(OpsError::invalid_argument(format!("{what}: \"partial\" applies to \"aggregates\" and \"group_by\" only")));
     }
     if command.partial && aggregates.iter().any(|a| a.function == shoal_core::scan::AggregateFunction::Avg) {
         return Err(OpsError::invalid_argument(format!(
@@ -250,13 +329,18 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
             "{what}: \"columns\" cannot be combined with \"output\": \"json\" (the whole record is returned as ingested)"
         )));
     }
-    let (output, schema) = if aggregates.is_empty() {
+    let grouping = if command.group_by.is_empty() { None } else { Some(GroupedScan::new(table, &command.group_by, &command.aggregates)?) };
+    let (output, schema) = if let Some(grouped) = &grouping {
+        (None, grouped.schema()?)
+    } else if aggregates.is_empty() {
         rows_output(table, command.output, &columns, command.with_address)?
     } else {
         (None, Arc::new(table.aggregate_schema(&aggregates).map_err(|e| OpsError::from_engine(&e))?))
     };
     let until = answer_until(table, &command)?;
     let truncated = truncated_range(table, &command)?;
+    // A grouped scan reads the keys' and arguments' columns.
+    let columns = grouping.as_ref().map_or(columns, |g| g.columns.iter().map(|(path, _)| path.clone()).collect());
     let request = ScanRequest {
         filter,
         columns,
@@ -267,7 +351,7 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
         with_address: command.with_address,
     };
     let plan = table.plan(&request);
-    Ok(PreparedQuery { entry, command, request, aggregates, output, schema, plan, until, truncated })
+    Ok(PreparedQuery { entry, command, request, aggregates, grouping, output, schema, plan, until, truncated })
 }
 
 /// Plans a query command (`GetFlightInfo`'s `cmd`, a JSON [`QueryCommand`]) once, and
@@ -289,7 +373,8 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Ops
     });
     // A limit, or final aggregates: one endpoint, so that what every endpoint returns
     // together is the answer (at most `limit` rows; one row of aggregates).
-    let parts = if query.command.limit.is_some() || (!query.aggregates.is_empty() && !query.command.partial) {
+    let aggregating = !query.aggregates.is_empty() || query.grouping.is_some();
+    let parts = if query.command.limit.is_some() || (aggregating && !query.command.partial) {
         1
     } else {
         query.command.max_endpoints.unwrap_or(catalog.config().endpoints_per_query)
@@ -303,6 +388,7 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Ops
             columns: query.command.columns.clone(),
             limit: query.command.limit,
             aggregates: query.command.aggregates.clone(),
+            group_by: query.command.group_by.clone(),
             output: query.command.output,
             with_address: query.command.with_address,
             plan: part,
@@ -313,7 +399,7 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Ops
     let stats = table.stats();
     let span = stats.tail_address.saturating_sub(stats.begin_address).max(1);
     #[allow(clippy::cast_possible_wrap)]
-    let estimate = if query.aggregates.is_empty() {
+    let estimate = if !aggregating {
         (u128::from(stats.records) * u128::from(to.saturating_sub(from)) / u128::from(span)) as i64
     } else {
         endpoints.len() as i64
@@ -384,9 +470,10 @@ fn record_scan_metrics(entry: &TableEntry, plan: &ScanPlan, stats: &ScanStats, s
     tracing::debug!(table = %entry.name, ?stats, elapsed_ms = started.elapsed().as_millis(), "scan done");
 }
 
-/// What a ticket reads: one row of partial aggregates, or a scan of rows.
+/// What a ticket reads: aggregates (computed), or a scan of rows.
 pub enum TicketScan {
-    /// The endpoint's partial aggregates (already computed), one row.
+    /// The endpoint's aggregates (already computed): one row, or one per group with
+    /// `group_by`; partial when the query asked for partials.
     Aggregates(RecordBatch),
     /// A scan of the endpoint's log range, run by [`RowScan::run`] (boxed: it carries
     /// the plan and the request).
@@ -445,6 +532,9 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, OpsEr
         let command: QueryCommand = serde_json::from_value(serde_json::Value::Object(body))
             .map_err(|e| OpsError::invalid_argument(crate::protocol::bounded(format!("DoGet ticket (a query command): {e}"))))?;
         let query = prepare_query(catalog, command, "DoGet query command")?;
+        if let Some(grouped) = &query.grouping {
+            return grouped.run(&query.entry, &query.request, &query.plan).map(TicketScan::Aggregates);
+        }
         if !query.aggregates.is_empty() {
             return run_aggregate(&query.entry, &query.request, &query.plan, &query.aggregates).map(TicketScan::Aggregates);
         }
@@ -474,6 +564,11 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, OpsEr
         with_address: ticket.with_address,
         ..ScanRequest::default()
     };
+    if !ticket.group_by.is_empty() {
+        let grouped = GroupedScan::new(&entry.table, &ticket.group_by, &ticket.aggregates)?;
+        let request = ScanRequest { columns: grouped.columns.iter().map(|(path, _)| path.clone()).collect(), ..request };
+        return grouped.run(&entry, &request, &plan).map(TicketScan::Aggregates);
+    }
     let aggregates = parse_aggregates(&ticket.aggregates)?;
     if !aggregates.is_empty() {
         return run_aggregate(&entry, &request, &plan, &aggregates).map(TicketScan::Aggregates);

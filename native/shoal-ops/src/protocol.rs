@@ -135,6 +135,12 @@ pub struct QueryCommand {
     /// whose one row is the result, unless `partial`.
     #[serde(default)]
     pub aggregates: Vec<AggregateSpec>,
+    /// Dotted paths of scalar columns to group by (`GROUP BY`): the answer has one row per
+    /// distinct combination of their values (nulls make one group), the keys' columns
+    /// first, then one column per aggregate (none: the distinct keys). At most
+    /// 1,000,000 groups (then `RESOURCE_EXHAUSTED`).
+    #[serde(default)]
+    pub group_by: Vec<String>,
     /// With `aggregates`: split the query over endpoints as a scan of rows would be, each
     /// returning one row of **partial** aggregates over its log range, for readers that
     /// merge them (Spark's partial aggregate pushdown): sum the counts and sums, take the
@@ -362,9 +368,12 @@ pub struct TicketBody {
     /// one endpoint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
-    /// Aggregates (empty: return records).
+    /// Aggregates (empty: return records, unless `group_by`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aggregates: Vec<AggregateSpec>,
+    /// Group keys of the aggregates (`QueryCommand::group_by`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub group_by: Vec<String>,
     /// What each record becomes.
     #[serde(default, skip_serializing_if = "OutputFormat::is_arrow")]
     pub output: OutputFormat,

@@ -91,7 +91,7 @@ enum Accumulator {
 }
 
 /// Hash aggregation of a scan's batches by [`Grouping`].
-pub(super) struct Grouper {
+pub(crate) struct Grouper {
     keys: Vec<usize>,
     converter: RowConverter,
     /// Each group's number by the bytes of its key row (arrow-row's encoding).
@@ -114,7 +114,7 @@ impl Grouper {
     /// `INVALID_ARGUMENT` when a key or argument is not in `input`, a key cannot be
     /// grouped (a struct or list), or an aggregate does not apply to its column's type
     /// (`sum` of a string, `min` of a struct).
-    pub(super) fn new(grouping: &Grouping, input: &SchemaRef) -> Result<Self, OpsError> {
+    pub(crate) fn new(grouping: &Grouping, input: &SchemaRef) -> Result<Self, OpsError> {
         let index = |name: &str| input.index_of(name).map_err(|_| invalid(format!("column {name:?} is not in the result")));
         let mut keys = Vec::new();
         let mut fields = Vec::new();
@@ -175,7 +175,7 @@ impl Grouper {
     }
 
     /// Keys then aggregates, named by the keys' columns and [`AggregateCall::name`].
-    pub(super) fn schema(&self) -> SchemaRef {
+    pub(crate) fn schema(&self) -> SchemaRef {
         Arc::clone(&self.output)
     }
 
@@ -211,7 +211,7 @@ impl Grouper {
     ///
     /// # Errors
     /// `RESOURCE_EXHAUSTED` past [`MAX_GROUPS`]; Arrow errors as `INTERNAL`.
-    pub(super) fn push(&mut self, batch: &RecordBatch) -> Result<(), OpsError> {
+    pub(crate) fn push(&mut self, batch: &RecordBatch) -> Result<(), OpsError> {
         let groups: Vec<usize> = if self.keys.is_empty() {
             vec![0; batch.num_rows()]
         } else {
@@ -237,7 +237,7 @@ impl Grouper {
     ///
     /// # Errors
     /// `OUT_OF_RANGE` when an integer sum passes `Int64`; Arrow errors as `INTERNAL`.
-    pub(super) fn finish(&mut self) -> Result<RecordBatch, OpsError> {
+    pub(crate) fn finish(&mut self) -> Result<RecordBatch, OpsError> {
         let mut columns: Vec<ArrayRef> = if self.keys.is_empty() {
             Vec::new()
         } else {

@@ -663,6 +663,7 @@ mod parameters;
 mod shape;
 
 pub use group::{AggregateCall, Grouping, SqlAggregate, MAX_GROUPS};
+pub(crate) use group::Grouper;
 
 pub use parameters::{parameter_literal, parameter_schema, parse_unbound};
 pub use shape::Shaper;

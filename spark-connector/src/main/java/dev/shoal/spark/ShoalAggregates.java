@@ -26,18 +26,21 @@ import org.apache.spark.sql.types.StructType;
 /**
  * Aggregate pushdown: Spark's {@code COUNT(*)}, {@code COUNT(col)}, {@code MIN(col)},
  * {@code MAX(col)} and {@code SUM(col)} of a number column (and so {@code AVG}, which Spark
- * splits into SUM and COUNT) without {@code GROUP BY} as the daemon's {@code "aggregates"}
- * command key with {@code "partial": true}: each endpoint answers one row of <em>partial</em>
- * aggregates over its log range, read in parallel; Spark sums the counts and sums and takes the
- * min of mins and max of maxes (partial pushdown).
+ * splits into SUM and COUNT), with or without {@code GROUP BY} of scalar columns, as the daemon's
+ * {@code "aggregates"} and {@code "group_by"} command keys with {@code "partial": true}: each
+ * endpoint answers one row of <em>partial</em> aggregates per group over its log range, read in
+ * parallel; Spark merges them per group: sums the counts and sums, takes the min of mins and max
+ * of maxes (partial pushdown).
  */
 public final class ShoalAggregates implements Serializable {
   private static final long serialVersionUID = 1L;
 
+  private final List<String> groupBy;
   private final List<String[]> functions;
   private final StructType schema;
 
-  private ShoalAggregates(List<String[]> functions, StructType schema) {
+  private ShoalAggregates(List<String> groupBy, List<String[]> functions, StructType schema) {
+    this.groupBy = groupBy;
     this.functions = functions;
     this.schema = schema;
   }
@@ -47,11 +50,23 @@ public final class ShoalAggregates implements Serializable {
    * (grouping, DISTINCT, an expression, a struct/array/JSON-text column, another function).
    */
   public static ShoalAggregates of(Aggregation aggregation, StructType tableSchema) {
-    if (aggregation.groupByExpressions().length > 0) {
-      return null;
-    }
+    List<String> groupBy = new ArrayList<>();
     List<String[]> functions = new ArrayList<>();
     List<StructField> fields = new ArrayList<>();
+    // GROUP BY columns: scalar columns, first in the scan's output (the daemon's "group_by").
+    for (Expression key : aggregation.groupByExpressions()) {
+      if (!(key instanceof NamedReference)) {
+        return null;
+      }
+      String[] names = ((NamedReference) key).fieldNames();
+      StructField field = ShoalSchemas.fieldAt(tableSchema, names);
+      if (field == null || ShoalSchemas.isJsonText(field) || !isLeaf(field.dataType())) {
+        return null;
+      }
+      String path = ShoalSchemas.path(names);
+      groupBy.add(path);
+      fields.add(new StructField(path, field.dataType(), true, org.apache.spark.sql.types.Metadata.empty()));
+    }
     for (AggregateFunc func : aggregation.aggregateExpressions()) {
       if (func instanceof CountStar) {
         functions.add(new String[] {"count", null});
@@ -92,7 +107,7 @@ public final class ShoalAggregates implements Serializable {
       DataType type = name.equals("count") ? DataTypes.LongType : field.dataType();
       fields.add(new StructField(name + "(" + path + ")", type, !name.equals("count"), org.apache.spark.sql.types.Metadata.empty()));
     }
-    return new ShoalAggregates(functions, new StructType(fields.toArray(new StructField[0])));
+    return new ShoalAggregates(groupBy, functions, new StructType(fields.toArray(new StructField[0])));
   }
 
   private static boolean isLeaf(DataType type) {
@@ -107,6 +122,10 @@ public final class ShoalAggregates implements Serializable {
   /** Adds {@code "aggregates": [...]} to a query command. */
   public void addTo(ObjectNode command) {
     command.put("partial", true); // Spark merges the endpoints' partial rows
+    if (!groupBy.isEmpty()) {
+      ArrayNode keys = command.putArray("group_by");
+      groupBy.forEach(keys::add);
+    }
     ArrayNode list = command.putArray("aggregates");
     for (String[] f : functions) {
       ObjectNode node = list.addObject().put("function", f[0]);
@@ -119,9 +138,10 @@ public final class ShoalAggregates implements Serializable {
   @Override
   public String toString() {
     List<String> names = new ArrayList<>();
-    for (StructField f : schema.fields()) {
-      names.add(f.name());
+    StructField[] fields = schema.fields();
+    for (int i = groupBy.size(); i < fields.length; i++) {
+      names.add(fields[i].name());
     }
-    return names.toString();
+    return groupBy.isEmpty() ? names.toString() : names + " group_by=" + groupBy;
   }
 }

@@ -156,6 +156,15 @@ abstract class ShoalPushdownTest extends ShoalSparkTestBase {
     Row expectedSums = spark.read().json(eventsPath().toString()).limit(4000).where("type = 'PushEvent'")
         .selectExpr("sum(payload.size)", "avg(payload.size)").collectAsList().get(0);
     assertEquals(expectedSums.toString(), sums.collectAsList().get(0).toString());
+
+    // GROUP BY of scalar columns: partial aggregates per group from every endpoint, merged by Spark.
+    Dataset<Row> grouped = spark.sql("SELECT type, count(*), sum(payload.size) FROM pd.pushdown GROUP BY type ORDER BY type");
+    String groupedPlan = grouped.queryExecution().executedPlan().toString();
+    assertTrue(groupedPlan.contains("group_by=[\"type\"]"), groupedPlan);
+    List<Row> expectedGroups = spark.read().json(eventsPath().toString()).limit(4000)
+        .groupBy("type").agg(org.apache.spark.sql.functions.count("*"), org.apache.spark.sql.functions.sum("payload.size"))
+        .orderBy("type").collectAsList();
+    assertEquals(expectedGroups.toString(), grouped.collectAsList().toString());
   }
 
   @Test

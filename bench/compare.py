@@ -67,6 +67,7 @@ QUERIES = {
     "Q3": "all events of one actor.id",
     "Q4": "C++ pull requests (whole events)",
     "Q5": "payload.size > 5 (no PSF): id, actor.login",
+    "Q7": "count per type (GROUP BY type, no filter)",
 }
 
 
@@ -116,16 +117,21 @@ def run_shoal(records, lines, mb, args, out):
             table = f"events{args.reps - 1}"
             out["shoal Flight"]["columnar"] = wait_for_compaction(client, table, put_times[-1])
 
-            def query(filt, columns=None, count=False):
-                cmd = {"table": table, "filter": filt}
-                if count:
+            def query(filt, columns=None, count=False, group_by=None):
+                cmd = {"table": table}
+                if filt:
+                    cmd["filter"] = filt
+                if group_by:
+                    cmd["group_by"] = group_by
+                    cmd["aggregates"] = [{"function": "count"}]
+                elif count:
                     cmd["aggregates"] = [{"function": "count"}]
                 elif columns:
                     cmd["columns"] = columns
 
                 def run():
                     info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)))
-                    if count:
+                    if count and not group_by:
                         return sum(client.do_get(e.ticket).read_all().column(0)[0].as_py() for e in info.endpoints)
                     return sum(client.do_get(e.ticket).read_all().num_rows for e in info.endpoints)
 
@@ -150,6 +156,7 @@ def run_shoal(records, lines, mb, args, out):
             out["shoal Flight"]["Q4"] = query(
                 "type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'")
             out["shoal Flight"]["Q5"] = query("payload.size > 5", sel)
+            out["shoal Flight"]["Q7"] = query(None, group_by=["type"])
             # Not one of the queries: the cost of a Flight query that finds nothing
             # along a PSF chain (GetFlightInfo + DoGet round trips, planning), to read the
             # latencies above against.
@@ -393,6 +400,7 @@ def run_duckdb(path, mb, actor, args, out):
     sys_["Q4"] = query("SELECT * FROM events WHERE type = 'PullRequestEvent' "
                        "AND payload.pull_request.head.repo.language = 'C++'")
     sys_["Q5"] = query("SELECT id, actor.login FROM events WHERE payload.size > 5")
+    sys_["Q7"] = query("SELECT type, count(*) FROM events GROUP BY type")
     con.close()
 
 
@@ -511,6 +519,7 @@ def run_postgres(path, mb, actor, args, out, skipped):
                         "AND doc->'payload'->'pull_request'->'head'->'repo'->>'language' = 'C++'")
             s["Q5"] = q("SELECT doc->>'id', doc->'actor'->>'login' FROM events "
                         "WHERE (doc->'payload'->>'size')::bigint > 5")
+            s["Q7"] = q("SELECT doc->>'type', count(*) FROM events GROUP BY 1")
 
         print("  PostgreSQL queries with the indexes ...", flush=True)
         queries("PostgreSQL indexed", "indexed")

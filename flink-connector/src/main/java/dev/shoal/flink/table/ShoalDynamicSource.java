@@ -42,6 +42,8 @@ public class ShoalDynamicSource
   private final DecodingFormat<DeserializationSchema<RowData>> format;
   private final String filter;
   private final String tableName;
+  /** Flink's partial lookup cache ('lookup.cache' = 'PARTIAL'), or null. */
+  private final org.apache.flink.table.connector.source.lookup.cache.LookupCache cache;
   private DataType producedDataType;
   private final List<String> pushedFilters = new ArrayList<>();
 
@@ -50,8 +52,10 @@ public class ShoalDynamicSource
       DecodingFormat<DeserializationSchema<RowData>> format,
       DataType physicalDataType,
       String filter,
-      String tableName) {
+      String tableName,
+      org.apache.flink.table.connector.source.lookup.cache.LookupCache cache) {
     this.builder = builder;
+    this.cache = cache;
     this.format = format;
     this.producedDataType = physicalDataType;
     this.filter = filter;
@@ -95,8 +99,11 @@ public class ShoalDynamicSource
     try {
       // Only 'scan.filter' (the subset the table stands for): a pushed filter would pick the latest
       // record that matches it, where the join wants the latest record, then the filter (Flink's).
-      return LookupFunctionProvider.of(
-          builder.setDeserializer(decoder).setFilter(filter).buildLookupFunction(paths, types));
+      dev.shoal.flink.ShoalLookupFunction function =
+          builder.setDeserializer(decoder).setFilter(filter).buildLookupFunction(paths, types);
+      return cache == null
+          ? LookupFunctionProvider.of(function)
+          : org.apache.flink.table.connector.source.lookup.PartialCachingLookupProvider.of(function, cache);
     } catch (IllegalArgumentException e) {
       throw new ValidationException("shoal table " + tableName + ": " + e.getMessage(), e);
     }
@@ -127,7 +134,7 @@ public class ShoalDynamicSource
 
   @Override
   public DynamicTableSource copy() {
-    ShoalDynamicSource copy = new ShoalDynamicSource(builder, format, producedDataType, filter, tableName);
+    ShoalDynamicSource copy = new ShoalDynamicSource(builder, format, producedDataType, filter, tableName, cache);
     copy.pushedFilters.addAll(pushedFilters);
     return copy;
   }

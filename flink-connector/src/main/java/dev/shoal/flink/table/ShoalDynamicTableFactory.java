@@ -116,7 +116,12 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, Dynami
         SCAN_FILTER,
         SCAN_FAIL_ON_DATA_LOSS,
         SCAN_DURABLE_ONLY,
-        SCAN_REQUEST_TIMEOUT);
+        SCAN_REQUEST_TIMEOUT,
+        org.apache.flink.table.connector.source.lookup.LookupOptions.CACHE_TYPE,
+        org.apache.flink.table.connector.source.lookup.LookupOptions.PARTIAL_CACHE_EXPIRE_AFTER_ACCESS,
+        org.apache.flink.table.connector.source.lookup.LookupOptions.PARTIAL_CACHE_EXPIRE_AFTER_WRITE,
+        org.apache.flink.table.connector.source.lookup.LookupOptions.PARTIAL_CACHE_MAX_ROWS,
+        org.apache.flink.table.connector.source.lookup.LookupOptions.PARTIAL_CACHE_CACHE_MISSING_KEY);
   }
 
   @Override
@@ -202,7 +207,15 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, Dynami
     } catch (IllegalArgumentException e) {
       throw new ValidationException("table " + context.getObjectIdentifier().asSummaryString() + ": " + e.getMessage(), e);
     }
+    // Flink's own lookup cache options ('lookup.cache' = 'PARTIAL', 'lookup.partial-cache.*').
+    org.apache.flink.table.connector.source.lookup.cache.LookupCache cache = null;
+    switch (options.get(org.apache.flink.table.connector.source.lookup.LookupOptions.CACHE_TYPE)) {
+      case PARTIAL -> cache = org.apache.flink.table.connector.source.lookup.cache.DefaultLookupCache.fromConfig(options);
+      case NONE -> { }
+      default -> throw new ValidationException("table " + context.getObjectIdentifier().asSummaryString()
+          + ": 'lookup.cache' = 'FULL' is not supported by shoal (use 'PARTIAL' or 'NONE')");
+    }
     return new ShoalDynamicSource(builder, format, context.getPhysicalRowDataType(),
-        options.getOptional(SCAN_FILTER).orElse(null), context.getObjectIdentifier().asSummaryString());
+        options.getOptional(SCAN_FILTER).orElse(null), context.getObjectIdentifier().asSummaryString(), cache);
   }
 }

@@ -157,6 +157,24 @@ abstract class ShoalTableITCase {
       rows.forEachRemaining(r -> joined.put((String) r.getField(0), (Long) r.getField(1)));
     }
     assertEquals(Map.of("a", 2L, "b", 1L, "it's", 7L), joined);
+
+    // The same through Flink's partial lookup cache: 'c' (missing) probed twice, 'a' three times.
+    streams.executeSql(shoalTable("cached_dim", "sql_dim", "id STRING, v BIGINT", ", 'token' = '" + TOKEN + "', "
+        + "'lookup.cache' = 'PARTIAL', 'lookup.partial-cache.max-rows' = '100', "
+        + "'lookup.partial-cache.expire-after-write' = '1 min'"));
+    streams.createTemporaryView("probe2", streams.fromDataStream(env.fromData("a", "c", "a", "b", "c", "a"),
+        org.apache.flink.table.api.Schema.newBuilder().column("f0", "STRING").columnByExpression("pt", "PROCTIME()").build()));
+    List<String> cached = new ArrayList<>();
+    try (CloseableIterator<Row> rows = streams.executeSql(
+        "SELECT p.f0, d.v FROM probe2 AS p JOIN cached_dim FOR SYSTEM_TIME AS OF p.pt AS d ON p.f0 = d.id").collect()) {
+      rows.forEachRemaining(r -> cached.add(r.getField(0) + "=" + r.getField(1)));
+    }
+    assertEquals(counts(List.of("a=2", "a=2", "a=2", "b=1")), counts(cached));
+    streams.executeSql(shoalTable("full_dim", "sql_dim", "id STRING, v BIGINT", ", 'lookup.cache' = 'FULL'"));
+    Exception full = assertThrows(Exception.class, () -> streams.explainSql(
+        "SELECT p.f0, d.v FROM probe2 AS p JOIN full_dim FOR SYSTEM_TIME AS OF p.pt AS d ON p.f0 = d.id"));
+    assertTrue(ExceptionUtils.stringifyException(full).contains("'lookup.cache' = 'FULL' is not supported"),
+        ExceptionUtils.stringifyException(full));
   }
 
   @Test

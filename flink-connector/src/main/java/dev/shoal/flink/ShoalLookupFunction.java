@@ -7,7 +7,6 @@ import java.util.List;
 import org.apache.arrow.vector.UInt8Vector;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.flink.api.common.serialization.DeserializationSchema;
-import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.table.data.DecimalData;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.data.StringData;
@@ -15,7 +14,6 @@ import org.apache.flink.table.functions.FunctionContext;
 import org.apache.flink.table.functions.LookupFunction;
 import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.util.SimpleUserCodeClassLoader;
-import org.apache.flink.util.UserCodeClassLoader;
 
 /**
  * The lookup join of a shoal table ({@code JOIN t FOR SYSTEM_TIME AS OF p.proc_time ON p.k =
@@ -66,18 +64,8 @@ public final class ShoalLookupFunction extends LookupFunction {
     for (int i = 0; i < keyTypes.size(); i++) {
       getters.add(RowData.createFieldGetter(keyTypes.get(i), i));
     }
-    ClassLoader loader = context.getUserCodeClassLoader();
-    deserializer.open(new DeserializationSchema.InitializationContext() {
-      @Override
-      public MetricGroup getMetricGroup() {
-        return context.getMetricGroup().addGroup("deserializer");
-      }
-
-      @Override
-      public UserCodeClassLoader getUserCodeClassLoader() {
-        return SimpleUserCodeClassLoader.create(loader);
-      }
-    });
+    deserializer.open(ShoalSource.deserializerContext(
+        context.getMetricGroup().addGroup("deserializer"), SimpleUserCodeClassLoader.create(context.getUserCodeClassLoader())));
   }
 
   @Override

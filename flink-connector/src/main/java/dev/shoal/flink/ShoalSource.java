@@ -83,20 +83,25 @@ public final class ShoalSource<T>
 
   @Override
   public SourceReader<T, ShoalSplit> createReader(SourceReaderContext context) throws Exception {
-    deserializer.open(new DeserializationSchema.InitializationContext() {
+    deserializer.open(deserializerContext(context.metricGroup().addGroup("deserializer"), context.getUserCodeClassLoader()));
+    Counter skippedBytes = context.metricGroup().counter("shoalSkippedBytes");
+    return new ShoalSourceReader<>(
+        () -> new ShoalSplitReader(settings, skippedBytes), new ShoalRecordEmitter<>(deserializer), context);
+  }
+
+  /** What {@link DeserializationSchema#open} is given: a metric group and the user-code class loader. */
+  static DeserializationSchema.InitializationContext deserializerContext(MetricGroup metrics, UserCodeClassLoader loader) {
+    return new DeserializationSchema.InitializationContext() {
       @Override
       public MetricGroup getMetricGroup() {
-        return context.metricGroup().addGroup("deserializer");
+        return metrics;
       }
 
       @Override
       public UserCodeClassLoader getUserCodeClassLoader() {
-        return context.getUserCodeClassLoader();
+        return loader;
       }
-    });
-    Counter skippedBytes = context.metricGroup().counter("shoalSkippedBytes");
-    return new ShoalSourceReader<>(
-        () -> new ShoalSplitReader(settings, skippedBytes), new ShoalRecordEmitter<>(deserializer), context);
+    };
   }
 
   @Override

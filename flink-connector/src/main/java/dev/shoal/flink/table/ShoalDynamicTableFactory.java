@@ -152,11 +152,7 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, Dynami
         .setTransactionalIdPrefix(options.getOptional(TRANSACTIONAL_ID_PREFIX).orElse(null))
         .setEmbeddedKeepAlive(options.get(EMBEDDED_KEEP_ALIVE))
         .setCreateTable(options.get(CREATE_TABLE));
-    for (Map.Entry<String, String> e : context.getCatalogTable().getOptions().entrySet()) {
-      if (e.getKey().startsWith(EMBEDDED_CONFIG_PREFIX) && e.getKey().length() > EMBEDDED_CONFIG_PREFIX.length()) {
-        builder.setEmbeddedConfig(e.getKey().substring(EMBEDDED_CONFIG_PREFIX.length()), e.getValue());
-      }
-    }
+    embeddedConfig(context, builder::setEmbeddedConfig);
     try {
       // Validates the limits now, so a bad option fails at planning time, not in the job.
       builder.build();
@@ -196,11 +192,7 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, Dynami
           new ValidationException("table " + context.getObjectIdentifier().asSummaryString()
               + ": 'scan.startup.mode' = 'address' needs 'scan.startup.address'")));
     }
-    for (Map.Entry<String, String> e : context.getCatalogTable().getOptions().entrySet()) {
-      if (e.getKey().startsWith(EMBEDDED_CONFIG_PREFIX) && e.getKey().length() > EMBEDDED_CONFIG_PREFIX.length()) {
-        builder.setEmbeddedConfig(e.getKey().substring(EMBEDDED_CONFIG_PREFIX.length()), e.getValue());
-      }
-    }
+    embeddedConfig(context, builder::setEmbeddedConfig);
     try {
       // Validates the options now, so a bad one fails at planning time (the format gives the deserializer later).
       builder.validate();
@@ -217,5 +209,14 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, Dynami
     }
     return new ShoalDynamicSource(builder, format, context.getPhysicalRowDataType(),
         options.getOptional(SCAN_FILTER).orElse(null), context.getObjectIdentifier().asSummaryString(), cache);
+  }
+
+  /** Each {@code embedded.config.KEY} option of the table, as (KEY, value). */
+  private static void embeddedConfig(Context context, java.util.function.BiConsumer<String, String> set) {
+    for (Map.Entry<String, String> e : context.getCatalogTable().getOptions().entrySet()) {
+      if (e.getKey().startsWith(EMBEDDED_CONFIG_PREFIX) && e.getKey().length() > EMBEDDED_CONFIG_PREFIX.length()) {
+        set.accept(e.getKey().substring(EMBEDDED_CONFIG_PREFIX.length()), e.getValue());
+      }
+    }
   }
 }

@@ -164,6 +164,8 @@ struct GroupedScan {
     columns: OutputColumns,
     /// The scan's schema (the grouping's input).
     input: SchemaRef,
+    /// The answer's schema: the keys' columns, then one per aggregate.
+    schema: SchemaRef,
 }
 
 impl GroupedScan {
@@ -196,13 +198,8 @@ impl GroupedScan {
         }
         let (output, input) = rows_output(table, OutputFormat::Arrow, &paths, false)?;
         let grouping = Grouping { keys: keys.iter().map(ToString::to_string).collect(), aggregates: calls };
-        crate::sql::Grouper::new(&grouping, &input)?; // checks keys and aggregates now
-        Ok(Self { grouping, columns: output.unwrap_or_default(), input })
-    }
-
-    /// The answer's schema: the keys' columns, then one per aggregate.
-    fn schema(&self) -> Result<SchemaRef, OpsError> {
-        Ok(crate::sql::Grouper::new(&self.grouping, &self.input)?.schema())
+        let schema = crate::sql::Grouper::new(&grouping, &input)?.schema(); // checks keys and aggregates now
+        Ok(Self { grouping, columns: output.unwrap_or_default(), input, schema })
     }
 
     /// Runs the scan of `plan`'s ranges and groups its rows: one row per group.
@@ -331,7 +328,7 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
     }
     let grouping = if command.group_by.is_empty() { None } else { Some(GroupedScan::new(table, &command.group_by, &command.aggregates)?) };
     let (output, schema) = if let Some(grouped) = &grouping {
-        (None, grouped.schema()?)
+        (None, Arc::clone(&grouped.schema))
     } else if aggregates.is_empty() {
         rows_output(table, command.output, &columns, command.with_address)?
     } else {

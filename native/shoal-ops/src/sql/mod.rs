@@ -435,10 +435,9 @@ fn lower_aggregate(text: &str, e: &sql::Expr) -> Result<Option<AggregateCall>, O
     Ok(Some(AggregateCall { function: function_kind, column }))
 }
 
-/// The scan's own aggregate for a call (every one: `count`, `min`, `max`, `sum`, `avg`
-/// are computed next to the data); `None` would leave it to the shaper's grouping.
-#[allow(clippy::unnecessary_wraps)]
-fn pushed_aggregate(call: &AggregateCall) -> Option<AggregateSpec> {
+/// The scan's own aggregate for a call: without `GROUP BY` every one (`count`, `min`,
+/// `max`, `sum`, `avg`) is computed next to the data.
+fn pushed_aggregate(call: &AggregateCall) -> AggregateSpec {
     let function = match call.function {
         SqlAggregate::Count => AggregateFunction::Count,
         SqlAggregate::Min => AggregateFunction::Min,
@@ -446,7 +445,7 @@ fn pushed_aggregate(call: &AggregateCall) -> Option<AggregateSpec> {
         SqlAggregate::Sum => AggregateFunction::Sum,
         SqlAggregate::Avg => AggregateFunction::Avg,
     };
-    Some(AggregateSpec { function, column: call.column.clone() })
+    AggregateSpec { function, column: call.column.clone() }
 }
 
 /// The keys of `GROUP BY`: dotted paths.
@@ -523,7 +522,7 @@ fn lower_projection(
     } else {
         group_keys
     };
-    let grouped = !group_keys.is_empty() || calls.iter().any(|c| pushed_aggregate(c).is_none());
+    let grouped = !group_keys.is_empty();
     if grouped {
         if wildcard {
             return Err(invalid(text, "SELECT * with GROUP BY: name the group keys and aggregates"));
@@ -543,7 +542,7 @@ fn lower_projection(
         if !paths.is_empty() {
             return Err(invalid(text, "aggregates and columns cannot be mixed without GROUP BY: add GROUP BY <the columns>"));
         }
-        command.aggregates = calls.iter().filter_map(pushed_aggregate).collect();
+        command.aggregates = calls.iter().map(pushed_aggregate).collect();
     } else {
         command.columns = paths;
     }
@@ -601,7 +600,8 @@ fn order_column(text: &str, e: &sql::Expr, command: &mut QueryCommand, shape: &R
     }
     if let Some(call) = lower_aggregate(text, e)? {
         let name = call.name();
-        let pushed = pushed_aggregate(&call).is_some_and(|spec| command.aggregates.iter().any(|a| a.function == spec.function && a.column == spec.column));
+        let spec = pushed_aggregate(&call);
+        let pushed = command.aggregates.iter().any(|a| a.function == spec.function && a.column == spec.column);
         let grouped = shape.group_by.as_ref().is_some_and(|g| g.aggregates.contains(&call));
         if pushed || grouped {
             return Ok(name);

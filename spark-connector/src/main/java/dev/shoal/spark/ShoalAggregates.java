@@ -55,15 +55,11 @@ public final class ShoalAggregates implements Serializable {
     List<StructField> fields = new ArrayList<>();
     // GROUP BY columns: scalar columns, first in the scan's output (the daemon's "group_by").
     for (Expression key : aggregation.groupByExpressions()) {
-      if (!(key instanceof NamedReference)) {
+      StructField field = scalarColumn(key, tableSchema);
+      if (field == null) {
         return null;
       }
-      String[] names = ((NamedReference) key).fieldNames();
-      StructField field = ShoalSchemas.fieldAt(tableSchema, names);
-      if (field == null || ShoalSchemas.isJsonText(field) || !isLeaf(field.dataType())) {
-        return null;
-      }
-      String path = ShoalSchemas.path(names);
+      String path = ShoalSchemas.path(((NamedReference) key).fieldNames());
       groupBy.add(path);
       fields.add(new StructField(path, field.dataType(), true, org.apache.spark.sql.types.Metadata.empty()));
     }
@@ -91,14 +87,11 @@ public final class ShoalAggregates implements Serializable {
       } else {
         return null;
       }
-      if (!(column instanceof NamedReference)) {
+      StructField field = scalarColumn(column, tableSchema);
+      if (field == null) {
         return null;
       }
       String[] names = ((NamedReference) column).fieldNames();
-      StructField field = ShoalSchemas.fieldAt(tableSchema, names);
-      if (field == null || ShoalSchemas.isJsonText(field) || !isLeaf(field.dataType())) {
-        return null;
-      }
       if (name.equals("sum") && !(field.dataType() instanceof LongType || field.dataType() instanceof DoubleType)) {
         return null;
       }
@@ -108,6 +101,19 @@ public final class ShoalAggregates implements Serializable {
       fields.add(new StructField(name + "(" + path + ")", type, !name.equals("count"), org.apache.spark.sql.types.Metadata.empty()));
     }
     return new ShoalAggregates(groupBy, functions, new StructType(fields.toArray(new StructField[0])));
+  }
+
+  /**
+   * The table's field that {@code expression} names when it is a column of numbers, strings or
+   * booleans (not JSON text, not a struct or array), else null: what the daemon can group by and
+   * aggregate.
+   */
+  private static StructField scalarColumn(Expression expression, StructType tableSchema) {
+    if (!(expression instanceof NamedReference)) {
+      return null;
+    }
+    StructField field = ShoalSchemas.fieldAt(tableSchema, ((NamedReference) expression).fieldNames());
+    return field == null || ShoalSchemas.isJsonText(field) || !isLeaf(field.dataType()) ? null : field;
   }
 
   private static boolean isLeaf(DataType type) {

@@ -175,8 +175,7 @@ impl GroupedScan {
     /// `INVALID_ARGUMENT` for a bad path, an unknown column, a key that cannot be grouped
     /// or an aggregate that does not apply to its column.
     fn new(table: &shoal_core::table::Table, group_by: &[String], aggregates: &[AggregateSpec]) -> Result<Self, OpsError> {
-        use crate::sql::{AggregateCall, Grouping, SqlAggregate};
-        use shoal_core::scan::AggregateFunction as F;
+        use crate::sql::{AggregateCall, Grouping};
         let keys = parse_columns(group_by)?;
         let mut paths: Vec<FieldPath> = keys.clone();
         let mut calls = Vec::with_capacity(aggregates.len());
@@ -187,19 +186,17 @@ impl GroupedScan {
                     paths.push(column.clone());
                 }
             }
-            let function = match aggregate.function {
-                F::Count => SqlAggregate::Count,
-                F::Min => SqlAggregate::Min,
-                F::Max => SqlAggregate::Max,
-                F::Sum => SqlAggregate::Sum,
-                F::Avg => SqlAggregate::Avg,
-            };
-            calls.push(AggregateCall { function, column: aggregate.column.as_ref().map(ToString::to_string) });
+            calls.push(AggregateCall { function: aggregate.function.into(), column: aggregate.column.as_ref().map(ToString::to_string) });
         }
         let (output, input) = rows_output(table, OutputFormat::Arrow, &paths, false)?;
         let grouping = Grouping { keys: keys.iter().map(ToString::to_string).collect(), aggregates: calls };
         let schema = crate::sql::Grouper::new(&grouping, &input)?.schema(); // checks keys and aggregates now
         Ok(Self { grouping, columns: output.unwrap_or_default(), input, schema })
+    }
+
+    /// The paths the scan reads (its request's `columns`).
+    fn paths(&self) -> Vec<FieldPath> {
+        self.columns.iter().map(|(path, _)| path.clone()).collect()
     }
 
     /// Runs the scan of `plan`'s ranges and groups its rows: one row per group.
@@ -337,7 +334,7 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
     let until = answer_until(table, &command)?;
     let truncated = truncated_range(table, &command)?;
     // A grouped scan reads the keys' and arguments' columns.
-    let columns = grouping.as_ref().map_or(columns, |g| g.columns.iter().map(|(path, _)| path.clone()).collect());
+    let columns = grouping.as_ref().map_or(columns, GroupedScan::paths);
     let request = ScanRequest {
         filter,
         columns,
@@ -563,7 +560,7 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, OpsEr
     };
     if !ticket.group_by.is_empty() {
         let grouped = GroupedScan::new(&entry.table, &ticket.group_by, &ticket.aggregates)?;
-        let request = ScanRequest { columns: grouped.columns.iter().map(|(path, _)| path.clone()).collect(), ..request };
+        let request = ScanRequest { columns: grouped.paths(), ..request };
         return grouped.run(&entry, &request, &plan).map(TicketScan::Aggregates);
     }
     let aggregates = parse_aggregates(&ticket.aggregates)?;

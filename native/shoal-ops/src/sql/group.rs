@@ -37,6 +37,33 @@ pub enum SqlAggregate {
     Avg,
 }
 
+impl From<SqlAggregate> for shoal_core::scan::AggregateFunction {
+    /// The scan's own function for the SQL one (the scan computes every one of them).
+    fn from(function: SqlAggregate) -> Self {
+        match function {
+            SqlAggregate::Count => Self::Count,
+            SqlAggregate::Min => Self::Min,
+            SqlAggregate::Max => Self::Max,
+            SqlAggregate::Sum => Self::Sum,
+            SqlAggregate::Avg => Self::Avg,
+        }
+    }
+}
+
+impl From<shoal_core::scan::AggregateFunction> for SqlAggregate {
+    /// The grouping's function for the scan's (a `group_by` query groups by SQL's hash aggregation).
+    fn from(function: shoal_core::scan::AggregateFunction) -> Self {
+        use shoal_core::scan::AggregateFunction as F;
+        match function {
+            F::Count => Self::Count,
+            F::Min => Self::Min,
+            F::Max => Self::Max,
+            F::Sum => Self::Sum,
+            F::Avg => Self::Avg,
+        }
+    }
+}
+
 impl SqlAggregate {
     fn name(self) -> &'static str {
         match self {

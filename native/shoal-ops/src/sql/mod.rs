@@ -16,7 +16,6 @@
 use serde::{Deserialize, Serialize};
 use shoal_core::psf::expr::{count_operators, dismantle, echo, lower_condition, lower_field, MAX_EXPR_BYTES, MAX_EXPR_OPERATORS};
 use shoal_core::psf::Literal;
-use shoal_core::scan::AggregateFunction;
 use sqlparser::ast::{self as sql, Statement};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserError};
@@ -438,14 +437,7 @@ fn lower_aggregate(text: &str, e: &sql::Expr) -> Result<Option<AggregateCall>, O
 /// The scan's own aggregate for a call: without `GROUP BY` every one (`count`, `min`,
 /// `max`, `sum`, `avg`) is computed next to the data.
 fn pushed_aggregate(call: &AggregateCall) -> AggregateSpec {
-    let function = match call.function {
-        SqlAggregate::Count => AggregateFunction::Count,
-        SqlAggregate::Min => AggregateFunction::Min,
-        SqlAggregate::Max => AggregateFunction::Max,
-        SqlAggregate::Sum => AggregateFunction::Sum,
-        SqlAggregate::Avg => AggregateFunction::Avg,
-    };
-    AggregateSpec { function, column: call.column.clone() }
+    AggregateSpec { function: call.function.into(), column: call.column.clone() }
 }
 
 /// The keys of `GROUP BY`: dotted paths.

@@ -4,6 +4,7 @@ use arrow_array::{Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 
 use super::*;
+use shoal_core::scan::AggregateFunction;
 use crate::ErrorClass;
 
 fn parse(text: &str) -> SqlStatement {

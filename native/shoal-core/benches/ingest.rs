@@ -133,6 +133,7 @@ fn bench_ingest(c: &mut Criterion) {
         full_scans: vec![LogRange { from: stats.begin_address, to: stats.tail_address }],
         columnar_scans: Vec::new(),
         reason: "forced full scan".into(),
+        snapshot: None,
     };
     let expected = count_rows(&table, &request, &full_plan);
     assert_eq!(count_rows(&table, &request, &index_plan), expected);

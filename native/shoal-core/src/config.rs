@@ -55,6 +55,11 @@ pub struct TableConfig {
     /// What retention keeps of the log, applied by [`Table::apply_retention`]
     /// (`crate::table::Table`). Default: everything.
     pub retention: RetentionPolicy,
+    /// The primary key's fields ([`crate::keys`]): empty for an append-only table (the
+    /// default); one path, or several for a composite key, for a keyed table, whose
+    /// records are upserted, deleted and merged by key and whose queries see each key's
+    /// latest version. A keyed table has no columnar tier yet (it is turned off).
+    pub primary_key: Vec<crate::path::FieldPath>,
 }
 
 /// A table's retention policy (Kafka's `retention.bytes` and `retention.ms`): the head of
@@ -91,6 +96,7 @@ impl Default for TableConfig {
             durability: DurabilityPolicy::None,
             columnar: ColumnarConfig::default(),
             retention: RetentionPolicy::default(),
+            primary_key: Vec::new(),
         }
     }
 }

@@ -31,6 +31,18 @@ pub enum Error {
         /// The parser's message.
         reason: String,
     },
+    /// A record of a batch for a keyed table has no usable primary key.
+    #[error("record {index} of the batch has no primary key {key}: each key field must be a string, number or boolean (not missing, null, an array or an object)")]
+    InvalidKey {
+        /// Zero-based index of the record within the batch.
+        index: usize,
+        /// The key's fields, as dotted paths.
+        key: String,
+    },
+    /// An operation the table cannot do: `delete` or `merge` on an append-only table, or
+    /// a batch whose operations do not match its records.
+    #[error("{0}")]
+    InvalidOperation(String),
     /// A record is larger than what fits in one log page.
     #[error("record {index} of the batch is {size} bytes; the largest record a page of {page_size} bytes holds is {max} bytes (raise the page size)")]
     RecordTooLarge {

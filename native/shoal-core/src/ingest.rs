@@ -11,6 +11,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
+use crate::keys::{Keyed, RecordOp};
 use crate::parser::ParsedBatch;
 use crate::psf::{PsfId, ValuePlacement};
 use crate::record::{record_size, KeyPointer, RecordHeader, ValueMode, KEY_POINTER_SIZE, MAX_KEY_POINTERS, RECORD_PREFIX};
@@ -64,10 +65,13 @@ struct PendingKeyPointer {
 }
 
 struct PendingRecord<'a> {
+    /// Empty for a tombstone.
     payload: &'a [u8],
     size: usize,
     key_pointers: std::ops::Range<usize>,
     value_region: std::ops::Range<usize>,
+    /// A keyed table's record: its key's canonical encoding, within the batch's keys.
+    key: std::ops::Range<usize>,
 }
 
 impl Table {
@@ -124,15 +128,113 @@ impl Table {
     }
 
     /// Ingests a batch of JSON records (one JSON document each, as bytes). Safe to call
-    /// from many threads at once.
+    /// from many threads at once. On a keyed table every record is an upsert
+    /// ([`Self::ingest_ops`]).
     ///
     /// Invalid JSON follows the table's [`InvalidJsonPolicy`]: `Reject` fails the whole
     /// batch with [`Error::InvalidRecord`] (naming the record's index) and writes
     /// nothing; `Skip` writes the valid records and counts the others.
     ///
     /// # Errors
-    /// [`Error::InvalidRecord`], [`Error::RecordTooLarge`], [`Error::Closed`].
+    /// [`Error::InvalidRecord`], [`Error::InvalidKey`], [`Error::RecordTooLarge`],
+    /// [`Error::Closed`].
     pub fn ingest(&self, records: &[&[u8]]) -> Result<IngestReport> {
+        self.ingest_ops(records, &[])
+    }
+
+    /// Ingests a batch whose record `i` does `ops[i]` to its key ([`RecordOp`]; `ops`
+    /// empty: every record is an upsert). Only keyed tables ([`crate::keys`]) take
+    /// deletes and merges. A record without a usable key is refused like invalid JSON
+    /// (the table's policy: the batch fails with [`Error::InvalidKey`], or the record is
+    /// skipped). A delete writes a tombstone (its record needs only the key); a merge
+    /// reads the key's latest version — in this batch or in the log — applies the record
+    /// to it as an RFC 7386 merge patch, and writes the result as an upsert (batches with
+    /// merges run one at a time, FASTER's read-modify-write).
+    ///
+    /// # Errors
+    /// As [`Self::ingest`]; [`Error::InvalidOperation`] for deletes or merges on an
+    /// append-only table or when `ops` and `records` differ in length; device errors when a
+    /// merge's base version cannot be read.
+    pub fn ingest_ops(&self, records: &[&[u8]], ops: &[RecordOp]) -> Result<IngestReport> {
+        if !ops.is_empty() && ops.len() != records.len() {
+            return Err(Error::InvalidOperation(format!("a batch of {} records has {} operations", records.len(), ops.len())));
+        }
+        let Some(keyed) = &self.keyed else {
+            if let Some(index) = ops.iter().position(|op| *op != RecordOp::Upsert) {
+                return Err(Error::InvalidOperation(format!(
+                    "record {index} of the batch is a {:?}, which needs a keyed table (one created with a primary key); this table is append-only",
+                    ops[index]
+                )));
+            }
+            return self.ingest_resolved(records, &[], None);
+        };
+        if !ops.contains(&RecordOp::Merge) {
+            let _shared = keyed.writes.read();
+            return self.ingest_resolved(records, ops, Some(keyed));
+        }
+        let _exclusive = keyed.writes.write();
+        let merged = self.resolve_merges(keyed, records, ops)?;
+        let records: Vec<&[u8]> = records.iter().zip(&merged).map(|(r, m)| m.as_deref().unwrap_or(r)).collect();
+        let ops: Vec<RecordOp> = ops.iter().map(|op| if *op == RecordOp::Merge { RecordOp::Upsert } else { *op }).collect();
+        self.ingest_resolved(&records, &ops, Some(keyed))
+    }
+
+    /// The documents the merges of a batch write (`None` for the other records, and for
+    /// merges whose record is not valid JSON or has no key: the ingest pass reports
+    /// them): each merge patch applied to its key's latest version before it — an earlier
+    /// record of the batch, else the log's (the caller holds the table's merge lock).
+    fn resolve_merges(&self, keyed: &Keyed, records: &[&[u8]], ops: &[RecordOp]) -> Result<Vec<Option<Vec<u8>>>> {
+        /// A key's latest version within the batch.
+        enum Version {
+            Record(usize),
+            Merged(serde_json::Value),
+            Deleted,
+        }
+        let mut fields = crate::parser::FieldSet::new();
+        let key_ids: Vec<usize> = keyed.key.fields.iter().map(|f| fields.insert(f)).collect();
+        let mut parser = self.take_parser();
+        let mut parsed = ParsedBatch::default();
+        parsed.reset(fields.len());
+        parser.parse_batch(records, &fields, &mut parsed);
+        self.return_parser(parser);
+        let mut batch: std::collections::HashMap<Vec<u8>, Version> = std::collections::HashMap::new();
+        let mut merged = vec![None; records.len()];
+        let mut key = Vec::new();
+        for (index, op) in ops.iter().enumerate() {
+            let Ok(values) = parsed.record(index) else { continue };
+            if !crate::keys::PrimaryKey::encode(key_ids.iter().map(|&id| &values[id]), &mut key) {
+                continue;
+            }
+            let version = match op {
+                RecordOp::Upsert => Version::Record(index),
+                RecordOp::Delete => Version::Deleted,
+                RecordOp::Merge => {
+                    let patch: serde_json::Value = serde_json::from_slice(records[index])
+                        .map_err(|e| Error::InvalidRecord { index, reason: e.to_string() })?;
+                    let mut document = match batch.get(&key) {
+                        Some(Version::Record(at)) => serde_json::from_slice(records[*at]).unwrap_or(serde_json::Value::Null),
+                        Some(Version::Merged(document)) => document.clone(),
+                        Some(Version::Deleted) => serde_json::Value::Null,
+                        None => match keyed.index.latest(&key) {
+                            Some(latest) if !latest.tombstone => match self.read_payload(latest.address)? {
+                                Some(payload) => serde_json::from_slice(&payload).unwrap_or(serde_json::Value::Null),
+                                None => serde_json::Value::Null,
+                            },
+                            _ => serde_json::Value::Null,
+                        },
+                    };
+                    json_patch::merge(&mut document, &patch);
+                    merged[index] = Some(serde_json::to_vec(&document).map_err(|e| Error::InvalidRecord { index, reason: e.to_string() })?);
+                    Version::Merged(document)
+                }
+            };
+            batch.insert(key.clone(), version);
+        }
+        Ok(merged)
+    }
+
+    /// [`Self::ingest_ops`] once merges are resolved to upserts.
+    fn ingest_resolved(&self, records: &[&[u8]], ops: &[RecordOp], keyed: Option<&Keyed>) -> Result<IngestReport> {
         self.refuse_if_not_durable()?;
         let psf_guard = self.psfs.epoch().protect();
         let snapshot = self.psfs.snapshot();
@@ -146,26 +248,42 @@ impl Table {
         let mut pending = Vec::with_capacity(records.len());
         let mut key_pointers: Vec<PendingKeyPointer> = Vec::new();
         let mut value_regions: Vec<u8> = Vec::new();
+        let mut keys: Vec<u8> = Vec::new();
         let mut canonical = Vec::new();
         let max = self.log.max_record_size();
+        let skip = |report: &mut IngestReport, index: usize, reason: String| {
+            report.skipped += 1;
+            if report.skipped_examples.len() < 10 {
+                report.skipped_examples.push((index, reason));
+            }
+        };
         for (index, payload) in records.iter().enumerate() {
             let values = match parsed.record(index) {
                 Ok(values) => values,
                 Err(reason) => match self.config.on_invalid_json {
                     InvalidJsonPolicy::Reject => return Err(Error::InvalidRecord { index, reason: reason.to_owned() }),
                     InvalidJsonPolicy::Skip => {
-                        report.skipped += 1;
-                        if report.skipped_examples.len() < 10 {
-                            report.skipped_examples.push((index, reason.to_owned()));
-                        }
+                        skip(&mut report, index, reason.to_owned());
                         continue;
                     }
                 },
             };
+            let tombstone = ops.get(index) == Some(&RecordOp::Delete);
+            let payload: &[u8] = if tombstone { &[] } else { payload };
             let kp_start = key_pointers.len();
             let region_start = value_regions.len();
+            let key_start = keys.len();
             for (active_index, active) in snapshot.active.iter().enumerate() {
+                let is_key = keyed.is_some_and(|k| k.key.psf == active.psf.id);
+                // A tombstone carries only its key, in its value region (it has no payload).
+                if tombstone && !is_key {
+                    continue;
+                }
                 let Some(placement) = active.evaluate(values, payload, &mut canonical) else { continue };
+                let placement = if tombstone { ValuePlacement::ValueRegion } else { placement };
+                if is_key {
+                    keys.extend_from_slice(&canonical);
+                }
                 let (mode, word) = match placement {
                     ValuePlacement::Inline(word) => (ValueMode::Inline, word),
                     ValuePlacement::Payload(offset, len) => (ValueMode::Payload, u64::from(offset) | u64::from(len) << 32),
@@ -184,6 +302,17 @@ impl Table {
                     hash: property_hash(active.psf.id, &canonical),
                 });
             }
+            if let Some(keyed) = keyed.filter(|_| keys.len() == key_start) {
+                key_pointers.truncate(kp_start);
+                value_regions.truncate(region_start);
+                match self.config.on_invalid_json {
+                    InvalidJsonPolicy::Reject => return Err(Error::InvalidKey { index, key: keyed.key.describe() }),
+                    InvalidJsonPolicy::Skip => {
+                        skip(&mut report, index, format!("no primary key {}", keyed.key.describe()));
+                        continue;
+                    }
+                }
+            }
             let kp_count = key_pointers.len() - kp_start;
             let size = record_size(kp_count, value_regions.len() - region_start, payload.len());
             if size > max || kp_count > MAX_KEY_POINTERS || payload.len() > u32::MAX as usize {
@@ -194,6 +323,7 @@ impl Table {
                 size,
                 key_pointers: kp_start..key_pointers.len(),
                 value_region: region_start..value_regions.len(),
+                key: key_start..keys.len(),
             });
         }
 
@@ -268,6 +398,10 @@ impl Table {
                 unsafe { self.insert_key_pointer(slot, kp_address, template) };
                 snapshot.active[kp.active].psf.count_key_pointer();
             }
+            if let Some(keyed) = keyed.filter(|_| linked) {
+                // Before the record is visible: a scan that sees it finds its key here.
+                keyed.index.apply(&keys[record.key.clone()], address, record.payload.is_empty());
+            }
             let final_header = if linked { header.with_visible() } else { header.with_invalid() };
             // SAFETY: as above.
             unsafe { self.log.write_header(address, final_header) };
@@ -328,8 +462,10 @@ impl Table {
     /// and its resend is skipped, so it must stay.
     #[must_use]
     pub fn withdraw(&self, addresses: &[u64]) -> usize {
-        let _guard = self.log.epoch().protect();
+        let guard = self.log.epoch().protect();
         let mut withdrawn = 0;
+        // A keyed table's withdrawn versions: their keys get their latest version again.
+        let mut keys: Vec<Vec<u8>> = Vec::new();
         for &address in addresses {
             if address < self.log.head_address() {
                 continue;
@@ -341,10 +477,28 @@ impl Table {
                 if header.is_visible() && !header.is_invalid() {
                     self.log.write_header(address, header.with_invalid());
                     withdrawn += 1;
+                    if let Some(keyed) = &self.keyed {
+                        let view = self.log.read_in_memory(&guard, address, header.size()).and_then(crate::record::RecordView::new);
+                        let kp = view.as_ref().and_then(|v| {
+                            (0..header.key_pointer_count()).filter_map(|i| v.key_pointer(i)).find(|kp| kp.psf_id == keyed.key.psf)
+                        });
+                        let mut key = Vec::new();
+                        if let (Some(view), Some(kp)) = (view, kp) {
+                            if kp.canonical_value(view.value_region(), view.payload(), &mut key) {
+                                keys.push(key);
+                            }
+                        }
+                    }
                 }
             }
         }
+        drop(guard);
         self.records.fetch_sub(withdrawn as u64, std::sync::atomic::Ordering::Relaxed);
+        if let Some(keyed) = &self.keyed {
+            if let Err(error) = self.revalidate_withdrawn(keyed, &keys) {
+                tracing::error!(%error, "keyed table: the latest versions of withdrawn keys could not be read back");
+            }
+        }
         withdrawn
     }
 }

@@ -78,6 +78,7 @@ pub mod index;
 #[cfg(not(feature = "internals"))]
 mod index;
 pub mod ingest;
+pub mod keys;
 #[cfg(feature = "internals")]
 pub mod log;
 #[cfg(not(feature = "internals"))]

@@ -79,6 +79,8 @@ pub struct RecoveryReport {
     pub cut_address: Option<u64>,
     /// Writers known after recovery, with their last serial.
     pub writers: usize,
+    /// A keyed table's versions (records and tombstones) read into its rebuilt key index.
+    pub keys: u64,
     /// Wall-clock time of the recovery, in milliseconds.
     pub elapsed_ms: u64,
 }
@@ -95,7 +97,8 @@ impl Table {
     /// heads, schema, writer batches), then the log is cut where it must be
     /// ([`cut_unfinished_batches`] recovers again after a cut), the checkpoint's schema and
     /// counters are merged with the replayed ones ([`restore_observed`]), and the table is
-    /// assembled with its PSFs, writers and counters.
+    /// assembled with its PSFs, writers and counters; a keyed table's key index is then
+    /// rebuilt from the log ([`Table::rebuild_key_index`]).
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] when the directory holds no table, its metadata is
@@ -159,9 +162,51 @@ impl Table {
         table.payload_bytes.store(payload_bytes, Ordering::Relaxed);
         report.end_address = replay.end_address;
         report.tail_address = tail;
+        table.rebuild_key_index(&mut report)?;
         report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         tracing::info!(dir = %dir.display(), ?report, "table recovered");
         Ok((table, report))
+    }
+
+    /// Phase 5, for a keyed table: the key index ([`crate::keys::KeyIndex`]) rebuilt from
+    /// every record of the log, `[begin, tail)` (each record's key pointer of the
+    /// primary-key PSF gives its key; an empty payload is a tombstone). One read of the
+    /// whole log; a checkpoint of the key index is not written yet.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the table's first PSF is not its key's; device errors.
+    fn rebuild_key_index(&self, report: &mut RecoveryReport) -> Result<()> {
+        let Some(keyed) = &self.keyed else { return Ok(()) };
+        match self.psfs.get(keyed.key.psf) {
+            Some(psf) if psf.name == crate::keys::PRIMARY_KEY_PSF => {}
+            _ => {
+                return Err(Error::InvalidConfig(format!(
+                    "a keyed table's first PSF must be {:?} (table.json damaged?)",
+                    crate::keys::PRIMARY_KEY_PSF
+                )))
+            }
+        }
+        let (begin, tail) = (self.log.begin_address(), self.log.tail_address());
+        let mut buffer = Vec::new();
+        let mut canonical = Vec::new();
+        for page in self.log.page_of(begin)..=self.log.page_of(tail.max(1) - 1) {
+            let Some(end) = self.log.read_page(page, &mut buffer)? else { continue };
+            let page_start = self.log.page_start(page);
+            for (offset, view) in PageRecords::new(&buffer[..end.min(self.log.page_capacity())]) {
+                let header = view.header();
+                let address = page_start + offset as u64;
+                if !header.is_visible() || header.is_invalid() || address < begin {
+                    continue;
+                }
+                let key = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).find(|kp| kp.psf_id == keyed.key.psf);
+                canonical.clear();
+                if key.is_some_and(|kp| kp.canonical_value(view.value_region(), view.payload(), &mut canonical)) {
+                    keyed.index.apply(&canonical, address, view.payload().is_empty());
+                    report.keys += 1;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Recovery again with the checkpoint file set aside (it covered more than the
@@ -219,6 +264,7 @@ fn recover_meta(config: TableConfig) -> Result<Recovered> {
     config.on_invalid_json = meta.on_invalid_json;
     config.columnar = meta.columnar.clone();
     config.retention = meta.retention;
+    config.primary_key = meta.primary_key.iter().map(|p| crate::path::FieldPath::parse(p)).collect::<Result<_>>()?;
     let psf_kinds = meta.psfs.iter().map(|p| PsfKind::from_spec(&p.name, &p.definition)).collect::<Result<Vec<_>>>()?;
     Ok(Recovered { dir, meta, config, psf_kinds })
 }

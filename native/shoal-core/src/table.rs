@@ -15,6 +15,7 @@ use crate::columnar::{ColumnarStats, ColumnarStore};
 use crate::completion::InFlight;
 use crate::error::{Error, Result};
 use crate::index::HashIndex;
+use crate::keys::{KeyStats, Keyed, PrimaryKey, PRIMARY_KEY_PSF};
 use crate::log::HybridLog;
 use crate::parser::{default_parser, RecordParser};
 use crate::psf::{Psf, PsfKind, PsfRegistry, PsfSpec};
@@ -64,6 +65,9 @@ pub struct TableStats {
     pub columnar: ColumnarStats,
     /// The retention policy (`{}`: keep everything).
     pub retention: RetentionPolicy,
+    /// A keyed table's key index ([`crate::keys`]); absent for an append-only table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keys: Option<KeyStats>,
 }
 
 /// A FishStore instance: ingest JSON records, register PSFs, scan subsets.
@@ -95,6 +99,8 @@ pub struct Table {
     pub(crate) records: AtomicU64,
     pub(crate) payload_bytes: AtomicU64,
     pub(crate) skipped: AtomicU64,
+    /// A keyed table's key and key index ([`crate::keys`]).
+    pub(crate) keyed: Option<Keyed>,
 }
 
 impl std::fmt::Debug for Table {
@@ -125,6 +131,12 @@ impl Table {
         let log = HybridLog::create(&config.log)?;
         let table = Self::assemble(config, log, index, Observed::default())?;
         table.write_meta(&[])?;
+        if let Some(keyed) = &table.keyed {
+            // Registered first, before any record: id 0, covering the whole log.
+            let kind = PrimaryKey::psf_kind(&keyed.key.fields);
+            let psf = table.psfs.register(PRIMARY_KEY_PSF, kind, || table.log.tail_address(), |all| table.write_meta(all))?;
+            debug_assert_eq!(psf.id, keyed.key.psf);
+        }
         Ok(table)
     }
 
@@ -134,7 +146,12 @@ impl Table {
     ///
     /// # Errors
     /// [`Error::Io`] when the observer thread cannot be started.
-    pub(crate) fn assemble(config: TableConfig, log: Arc<HybridLog>, index: HashIndex, observed: Observed) -> Result<Arc<Self>> {
+    pub(crate) fn assemble(mut config: TableConfig, log: Arc<HybridLog>, index: HashIndex, observed: Observed) -> Result<Arc<Self>> {
+        let keyed = (!config.primary_key.is_empty()).then(|| Keyed::new(config.primary_key.clone(), 0));
+        if keyed.is_some() {
+            // Columnar files hold every version: validation there is not built yet.
+            config.columnar.enabled = false;
+        }
         let observed = Arc::new(Mutex::new(Observed { until: log.tail_address(), ..observed }));
         let state = Arc::clone(&observed);
         let capacity = log.page_capacity();
@@ -189,6 +206,7 @@ impl Table {
             records: AtomicU64::new(0),
             payload_bytes: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
+            keyed,
         }))
     }
 
@@ -217,6 +235,7 @@ impl Table {
             psfs: psfs.iter().map(|p| PsfMeta::of(p)).collect(),
             columnar: self.config.columnar.clone(),
             retention: self.retention(),
+            primary_key: self.config.primary_key.iter().map(ToString::to_string).collect(),
         };
         write_json_atomic(dir, TABLE_META_FILE, &meta)
     }
@@ -377,6 +396,9 @@ impl Table {
         if name.is_empty() {
             return Err(Error::InvalidPsf { name: String::new(), reason: "the name is empty".into() });
         }
+        if name == PRIMARY_KEY_PSF {
+            return Err(Error::InvalidPsf { name: name.to_owned(), reason: "the name is reserved for keyed tables' key".into() });
+        }
         let kind = PsfKind::from_spec(name, spec)?;
         self.psfs.register(name, kind, || self.log.tail_address(), |all| self.write_meta(all))
     }
@@ -387,6 +409,12 @@ impl Table {
     /// # Errors
     /// [`Error::PsfNotFound`].
     pub fn deregister_psf(&self, name: &str) -> Result<Arc<Psf>> {
+        if self.keyed.is_some() && name == PRIMARY_KEY_PSF {
+            return Err(Error::InvalidPsf {
+                name: name.to_owned(),
+                reason: "it indexes the table's primary key and cannot be deregistered".into(),
+            });
+        }
         self.psfs.deregister(name, || self.log.tail_address(), |all| self.write_meta(all))
     }
 
@@ -430,6 +458,7 @@ impl Table {
             ),
             index_overflow_buckets: self.index.overflow_bucket_count(),
             retention: self.retention(),
+            keys: self.keyed.as_ref().map(|k| k.index.stats()),
         }
     }
 

@@ -107,6 +107,8 @@ impl OpsError {
             E::InvalidPath { .. }
             | E::InvalidExpression { .. }
             | E::InvalidRecord { .. }
+            | E::InvalidKey { .. }
+            | E::InvalidOperation(_)
             | E::RecordTooLarge { .. }
             | E::InvalidPsf { .. }
             | E::UnknownColumn { .. }

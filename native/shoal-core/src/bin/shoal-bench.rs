@@ -482,6 +482,7 @@ fn full_scan_plan(table: &Table, request: &ScanRequest) -> ScanPlan {
         full_scans: vec![LogRange { from: stats.begin_address, to: stats.tail_address }],
         columnar_scans: Vec::new(),
         reason: "forced full scan".into(),
+        snapshot: None,
     }
 }
 

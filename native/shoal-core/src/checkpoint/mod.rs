@@ -58,6 +58,9 @@ pub struct TableMeta {
     /// The retention policy (absent in tables written before it: keep everything).
     #[serde(default, skip_serializing_if = "RetentionPolicy::is_none")]
     pub retention: RetentionPolicy,
+    /// The primary key's fields as dotted paths (absent: an append-only table).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub primary_key: Vec<String>,
 }
 
 fn first_address() -> u64 {

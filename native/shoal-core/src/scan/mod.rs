@@ -4,6 +4,7 @@
 
 mod aggregate;
 mod columnar;
+mod keyed;
 mod plan;
 mod reader;
 
@@ -91,6 +92,12 @@ pub struct ScanStats {
     pub columnar_rows: u64,
     /// Row groups of columnar files skipped by their `_address` statistics.
     pub columnar_row_groups_skipped: u64,
+    /// Keyed tables: matching records dropped by validation (superseded or deleted
+    /// versions, [`crate::keys`]).
+    pub versions_skipped: u64,
+    /// Keyed tables: key chains walked to find the version a snapshot sees (keys updated
+    /// after it).
+    pub version_walks: u64,
 }
 
 /// What a scan emits for each matching record.
@@ -148,6 +155,8 @@ struct Projector<'t> {
     batch_rows: usize,
     remaining: usize,
     stats: ScanStats,
+    /// A keyed table's validation of each match against the plan's snapshot.
+    validator: Option<keyed::Validator<'t>>,
 }
 
 impl Projector<'_> {
@@ -186,6 +195,12 @@ impl Projector<'_> {
             };
             if let Some(filter) = &self.filter {
                 if filter.eval(values) != Some(true) {
+                    continue;
+                }
+            }
+            if let Some(validator) = &mut self.validator {
+                if !validator.is_live(values, addresses.get(i).copied().unwrap_or(0))? {
+                    self.stats.versions_skipped += 1;
                     continue;
                 }
             }
@@ -251,6 +266,9 @@ impl Projector<'_> {
             let _ = sink(batch)?;
         }
         self.table.return_parser(self.parser);
+        if let Some(validator) = &self.validator {
+            self.stats.version_walks = validator.walks;
+        }
         Ok(self.stats)
     }
 }
@@ -307,6 +325,9 @@ impl Table {
         plan.full_scans.sort_by_key(|r| r.from);
         merge_adjacent(&mut plan.full_scans);
         self.plan_columnar(&mut plan, request.filter.as_ref());
+        if self.keyed.is_some() {
+            plan.snapshot = Some(to);
+        }
         plan
     }
 
@@ -541,11 +562,16 @@ impl Table {
         &self,
         request: &ScanRequest,
         plan: &ScanPlan,
-        fields: FieldSet,
+        mut fields: FieldSet,
         filter: Option<BoundExpr>,
         output: Output,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
     ) -> Result<ScanStats> {
+        let validator = self.keyed.as_ref().map(|keyed| {
+            let key_ids = keyed.key.fields.iter().map(|f| fields.insert(f)).collect();
+            let snapshot = plan.snapshot.or_else(|| plan.bounds().map(|(_, to)| to)).unwrap_or(0);
+            keyed::Validator::new(self, keyed, key_ids, snapshot)
+        });
         let mut projector = Projector {
             table: self,
             filter,
@@ -558,6 +584,7 @@ impl Table {
             batch_rows: request.batch_rows.max(1),
             remaining: request.limit.unwrap_or(usize::MAX),
             stats: ScanStats::default(),
+            validator,
         };
         let mut reader = LogReader::new(&self.log);
         let mut flow = ControlFlow::Continue(());
@@ -674,8 +701,10 @@ impl Table {
                         let matches = |view: &RecordView<'_>, canonical: &mut Vec<u8>| {
                             let header = view.header();
                             canonical.clear();
+                            // A keyed table's tombstone (empty payload) is never a match.
                             header.is_visible()
                                 && !header.is_invalid()
+                                && !view.payload().is_empty()
                                 && kp.canonical_value(view.value_region(), view.payload(), canonical)
                                 && *canonical == property.canonical
                         };
@@ -800,7 +829,8 @@ impl Table {
                 }
                 let view = RecordView::new(&out[offset..]).ok_or_else(|| corrupt(page_start + offset as u64, "page record"))?;
                 let address = page_start + offset as u64;
-                if header.is_visible() && !header.is_invalid() && address >= range.from {
+                // A keyed table's tombstone (empty payload) is never a match.
+                if header.is_visible() && !header.is_invalid() && address >= range.from && !view.payload().is_empty() {
                     let payload = view.payload();
                     let start = payload.as_ptr() as usize - out.as_ptr() as usize;
                     records.push((address, start..start + payload.len()));

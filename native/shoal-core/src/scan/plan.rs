@@ -74,6 +74,11 @@ pub struct ScanPlan {
     pub columnar_scans: Vec<LogRange>,
     /// Why the plan looks as it does (which access path, or why none).
     pub reason: String,
+    /// A keyed table's snapshot ([`crate::keys`]): the log address as of which each key's
+    /// version is chosen (versions at or above it are ignored) — the end of the requested
+    /// range at planning, kept by every part of a split plan. Absent: the plan's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<u64>,
 }
 
 impl ScanPlan {
@@ -110,6 +115,7 @@ impl ScanPlan {
                 .filter_map(|r| cut(r.from, r.to).map(|(f, t)| LogRange { from: f, to: t }))
                 .collect(),
             reason: self.reason.clone(),
+            snapshot: self.snapshot,
         }
     }
 
@@ -320,6 +326,7 @@ pub fn plan_scan(filter: Option<&Expr>, psfs: &[Arc<Psf>], from: u64, to: u64) -
         full_scans: if from < to { vec![LogRange { from, to }] } else { Vec::new() },
         columnar_scans: Vec::new(),
         reason,
+        snapshot: None,
     };
     let Some(filter) = filter else {
         return full("no filter: full scan".into());
@@ -356,5 +363,6 @@ pub fn plan_scan(filter: Option<&Expr>, psfs: &[Arc<Psf>], from: u64, to: u64) -
         full_scans,
         columnar_scans: Vec::new(),
         reason,
+        snapshot: None,
     }
 }

@@ -44,6 +44,15 @@ impl Table {
     /// is not taken, so the writer may resend it); [`Error::InvalidConfig`] for a writer
     /// name that is empty or longer than [`MAX_WRITER_NAME`] bytes.
     pub fn ingest_as(&self, batch: WriterBatch<'_>, records: &[&[u8]]) -> Result<IngestReport> {
+        self.ingest_ops_as(batch, records, &[])
+    }
+
+    /// [`Self::ingest_as`] for a batch with operations ([`Table::ingest_ops`]: upserts,
+    /// deletes and merges of a keyed table), exactly once.
+    ///
+    /// # Errors
+    /// As [`Self::ingest_as`] and [`Table::ingest_ops`].
+    pub fn ingest_ops_as(&self, batch: WriterBatch<'_>, records: &[&[u8]], ops: &[crate::keys::RecordOp]) -> Result<IngestReport> {
         if batch.writer.is_empty() || batch.writer.len() > MAX_WRITER_NAME {
             return Err(Error::InvalidConfig(format!(
                 "writer names must have 1 to {MAX_WRITER_NAME} bytes, got {}",
@@ -66,7 +75,7 @@ impl Table {
             self.sessions.close(reservation, None);
             return Err(e);
         }
-        let (outcome, closing_end) = match self.ingest(records) {
+        let (outcome, closing_end) = match self.ingest_ops(records, ops) {
             Ok(report) => match self.write_control(&Marker::Commit { writer, serial }) {
                 Ok(end) => (Ok((report, end)), Some(end)),
                 Err(e) => (Err(e), None),

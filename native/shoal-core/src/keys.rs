@@ -1,0 +1,350 @@
+//! Keyed tables: the primary key, the key index and validation (FASTER §2 and §5's
+//! Upsert / Delete / Read-Modify-Write over the hybrid log; Perseid, ACM TOS 2024, §4's
+//! validation of secondary-index candidates by blind writes).
+//!
+//! A keyed table's records carry a primary key: one field (a PSF projection) or a tuple
+//! of fields (a composite), registered at creation as the PSF [`PRIMARY_KEY_PSF`], so
+//! every version of a key is linked into the key's chain and a query on the key is an
+//! index scan. Writes are *blind*: an upsert appends the new version and links its key
+//! pointers like any record; superseded versions stay in their chains (no ingest stall,
+//! no chain rewrite). A delete appends a *tombstone*: a record whose payload is empty
+//! (never a valid JSON document) and whose only key pointer is the key's.
+//!
+//! Reads see one version per key through **validation**: each candidate a scan finds —
+//! along any chain or by a full scan — is checked against the [`KeyIndex`], which maps
+//! each key (its canonical encoding, exact, in memory) to the address of its latest
+//! version and whether that is a tombstone (FASTER's hash index role). Perseid's hybrid
+//! validation (§4.3) keeps that check nearly free: the keys that ever had more than one
+//! version (updated or deleted) are also kept in a small *updated-keys* set, and a
+//! candidate whose key is not in it is the key's only version — valid without a lookup.
+//!
+//! A scan validates against a **snapshot**: a log address, every version at or above
+//! which is ignored (the plan's end: the tail complete at planning, or the request's
+//! `to_address` — time travel by log address). A candidate is valid when it is the
+//! latest version of its key below the snapshot; when the key's latest version lies at
+//! or above it, the key's chain is walked to find the version the snapshot saw
+//! (`crate::scan`).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+use serde::Serialize;
+
+use crate::path::FieldPath;
+use crate::psf::{PsfId, PsfKind};
+use crate::value::{encode_canonical, encode_composite, FieldValue};
+
+/// The name of the PSF that indexes a keyed table's primary key (registered first, so
+/// its id is 0).
+pub const PRIMARY_KEY_PSF: &str = "primary_key";
+
+/// What a record of a keyed-table batch does to its key (FASTER's operations on
+/// documents). The default is [`RecordOp::Upsert`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordOp {
+    /// The record becomes the key's latest version (an insert when the key is new).
+    #[default]
+    Upsert,
+    /// The key is deleted (a tombstone is written); the record needs only the key.
+    Delete,
+    /// RFC 7386 JSON Merge Patch applied to the key's latest version (FASTER's
+    /// Read-Modify-Write: a partial update); merging into a missing or deleted key
+    /// inserts the patch with its nulls removed.
+    Merge,
+}
+
+impl RecordOp {
+    /// Parses `upsert`, `delete` or `merge` (ASCII case-insensitive).
+    ///
+    /// # Errors
+    /// The text given, when it is none of them.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.to_ascii_lowercase().as_str() {
+            "upsert" => Ok(Self::Upsert),
+            "delete" => Ok(Self::Delete),
+            "merge" => Ok(Self::Merge),
+            _ => Err(format!("unknown op {text:?} (expected upsert, delete or merge)")),
+        }
+    }
+}
+
+/// A table's primary key: its fields and the PSF that indexes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrimaryKey {
+    /// The key's fields, in tuple order (one for a simple key).
+    pub fields: Vec<FieldPath>,
+    /// The id of the [`PRIMARY_KEY_PSF`].
+    pub psf: PsfId,
+}
+
+impl PrimaryKey {
+    /// The PSF kind that indexes `fields`: a projection for one, a composite for more.
+    #[must_use]
+    pub fn psf_kind(fields: &[FieldPath]) -> PsfKind {
+        match fields {
+            [field] => PsfKind::Projection { field: field.clone() },
+            _ => PsfKind::Composite { fields: fields.to_vec() },
+        }
+    }
+
+    /// The key's canonical encoding (the PSF value encoding, [`crate::value`]) from the
+    /// record's values of the key's fields, in key order; `false` when a field is
+    /// missing, null, an array or an object (such a record has no key).
+    pub fn encode<'v>(values: impl ExactSizeIterator<Item = &'v FieldValue<'v>>, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        let values: Vec<&FieldValue<'_>> = values.collect();
+        let scalar =
+            |v: &FieldValue<'_>| matches!(v, FieldValue::Bool(_) | FieldValue::Int(_) | FieldValue::Float(_) | FieldValue::Str(_));
+        if !values.iter().all(|v| scalar(v)) {
+            return false;
+        }
+        match values.as_slice() {
+            [one] => encode_canonical(one, out),
+            many => encode_composite(many.iter().copied(), out),
+        }
+    }
+
+    /// The key's fields as dotted text, for messages (`id`, `(tenant, id)`).
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match self.fields.as_slice() {
+            [one] => one.to_string(),
+            many => format!("({})", many.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+        }
+    }
+}
+
+/// What a keyed table holds besides an append-only one: its key, its key index, and
+/// the lock that orders merges (read-modify-writes) against other writes.
+#[derive(Debug)]
+pub struct Keyed {
+    /// The primary key.
+    pub key: PrimaryKey,
+    /// Each key's latest version.
+    pub index: KeyIndex,
+    /// Batches with merges take it exclusively (a merge reads the key's latest version
+    /// and writes the next, with no other write to that key in between, FASTER's RMW);
+    /// batches of upserts and deletes take it shared, so they still run in parallel.
+    pub writes: RwLock<()>,
+}
+
+impl Keyed {
+    /// A keyed table's state before any record: the key on PSF `psf`, an empty index.
+    #[must_use]
+    pub fn new(fields: Vec<FieldPath>, psf: PsfId) -> Self {
+        Self { key: PrimaryKey { fields, psf }, index: KeyIndex::default(), writes: RwLock::new(()) }
+    }
+}
+
+/// Bit of a [`KeyIndex`] entry set when the key's latest version is a tombstone.
+const TOMBSTONE: u64 = 1 << 63;
+
+/// Shards of the key index (each a lock and a map), to spread concurrent writers.
+const SHARDS: usize = 64;
+
+/// The latest version of a key, as the [`KeyIndex`] holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Latest {
+    /// Log address of the version's record.
+    pub address: u64,
+    /// The version is a tombstone (the key is deleted).
+    pub tombstone: bool,
+}
+
+/// What validation says of a candidate record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The candidate is its key's latest version below the snapshot.
+    Live,
+    /// A newer version below the snapshot supersedes it.
+    Superseded,
+    /// The key's latest version is at or above the snapshot: the key's chain must be
+    /// walked to find the version the snapshot saw.
+    Walk,
+}
+
+type Map = HashMap<Box<[u8]>, u64, foldhash::fast::RandomState>;
+
+/// The key index of a keyed table: each key's canonical encoding → its latest version
+/// (address and tombstone bit), exact and in memory, plus Perseid's updated-keys set.
+/// Rebuilt from the log by recovery.
+#[derive(Debug)]
+pub struct KeyIndex {
+    shards: Vec<RwLock<Map>>,
+    /// Keys that had more than one version (updated, deleted, or written again).
+    updated: RwLock<HashSet<Box<[u8]>, foldhash::fast::RandomState>>,
+    /// Keys whose latest version is not a tombstone.
+    live: AtomicI64,
+    /// Bytes of keys held by the two maps (key bytes and a per-entry overhead).
+    bytes: AtomicU64,
+    hasher: foldhash::fast::RandomState,
+}
+
+/// Counters of a [`KeyIndex`], in [`crate::table::TableStats::keys`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KeyStats {
+    /// Keys whose latest version is live (not deleted): the rows a query without a
+    /// filter returns.
+    pub live: u64,
+    /// Keys in the index (live or deleted).
+    pub keys: u64,
+    /// Keys that had more than one version (Perseid's updated-keys set).
+    pub updated: u64,
+    /// Approximate memory of the key index and the updated-keys set, in bytes.
+    pub memory_bytes: u64,
+}
+
+/// Per-entry overhead counted in [`KeyStats::memory_bytes`] (box header, value, the
+/// map's control bytes and load factor), in bytes.
+const ENTRY_OVERHEAD: u64 = 48;
+
+impl Default for KeyIndex {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| RwLock::new(Map::default())).collect(),
+            updated: RwLock::default(),
+            live: AtomicI64::new(0),
+            bytes: AtomicU64::new(0),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+}
+
+impl KeyIndex {
+    fn shard(&self, key: &[u8]) -> &RwLock<Map> {
+        use std::hash::BuildHasher;
+        #[allow(clippy::cast_possible_truncation)]
+        let at = (self.hasher.hash_one(key) as usize) % SHARDS;
+        &self.shards[at]
+    }
+
+    /// Records a new version of `key` at `address` (a tombstone when `tombstone`). The
+    /// entry keeps the highest address (concurrent writers of one key: the later
+    /// allocation is the later version). Called after the record's key pointers are
+    /// linked and before it is made visible, so a scan that sees the record finds it here.
+    pub fn apply(&self, key: &[u8], address: u64, tombstone: bool) {
+        let new = address | if tombstone { TOMBSTONE } else { 0 };
+        let (before, after, existed) = {
+            let mut shard = self.shard(key).write();
+            match shard.get_mut(key) {
+                Some(entry) => {
+                    let before = *entry;
+                    if address > before & !TOMBSTONE {
+                        *entry = new;
+                    }
+                    (Some(before), *entry, true)
+                }
+                None => {
+                    shard.insert(key.into(), new);
+                    self.bytes.fetch_add(key.len() as u64 + ENTRY_OVERHEAD, Ordering::Relaxed);
+                    (None, new, false)
+                }
+            }
+        };
+        let was_live = before.is_some_and(|b| b & TOMBSTONE == 0);
+        let is_live = after & TOMBSTONE == 0;
+        self.live.fetch_add(i64::from(is_live) - i64::from(was_live), Ordering::Relaxed);
+        if existed || tombstone {
+            let mut updated = self.updated.write();
+            if !updated.contains(key) {
+                updated.insert(key.into());
+                self.bytes.fetch_add(key.len() as u64 + ENTRY_OVERHEAD, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Sets the latest version of `key` to `latest` exactly (`None`: the key has no
+    /// version left), for a version that was withdrawn after [`Self::apply`].
+    pub fn reset(&self, key: &[u8], latest: Option<Latest>) {
+        let mut shard = self.shard(key).write();
+        let before = shard.get(key).copied();
+        match latest {
+            Some(l) => {
+                shard.insert(key.into(), l.address | if l.tombstone { TOMBSTONE } else { 0 });
+            }
+            None => {
+                shard.remove(key);
+            }
+        }
+        let was_live = before.is_some_and(|b| b & TOMBSTONE == 0);
+        let is_live = latest.is_some_and(|l| !l.tombstone);
+        self.live.fetch_add(i64::from(is_live) - i64::from(was_live), Ordering::Relaxed);
+    }
+
+    /// The latest version of `key`, if it has one.
+    #[must_use]
+    pub fn latest(&self, key: &[u8]) -> Option<Latest> {
+        self.shard(key).read().get(key).map(|&e| Latest { address: e & !TOMBSTONE, tombstone: e & TOMBSTONE != 0 })
+    }
+
+    /// Validates the candidate at `address` whose key is `key` against `snapshot`
+    /// (Perseid §4.3): a key never updated has one version, the candidate; otherwise the
+    /// key index tells whether a newer version below the snapshot supersedes it.
+    #[must_use]
+    pub fn validate(&self, key: &[u8], address: u64, snapshot: u64) -> Verdict {
+        if !self.updated.read().contains(key) {
+            return Verdict::Live;
+        }
+        match self.latest(key) {
+            Some(latest) if latest.address == address => Verdict::Live,
+            Some(latest) if latest.address < snapshot && latest.address > address => Verdict::Superseded,
+            _ => Verdict::Walk,
+        }
+    }
+
+    /// The counters.
+    #[must_use]
+    pub fn stats(&self) -> KeyStats {
+        KeyStats {
+            live: u64::try_from(self.live.load(Ordering::Relaxed)).unwrap_or(0),
+            keys: self.shards.iter().map(|s| s.read().len() as u64).sum(),
+            updated: self.updated.read().len() as u64,
+            memory_bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latest_version_wins_and_live_keys_are_counted() {
+        let index = KeyIndex::default();
+        index.apply(b"a", 100, false);
+        index.apply(b"b", 200, false);
+        assert_eq!(index.validate(b"a", 100, 1_000), Verdict::Live);
+        index.apply(b"a", 300, false);
+        assert_eq!(index.validate(b"a", 100, 1_000), Verdict::Superseded);
+        assert_eq!(index.validate(b"a", 300, 1_000), Verdict::Live);
+        // The newer version lies past the snapshot: only the chain can tell.
+        assert_eq!(index.validate(b"a", 100, 250), Verdict::Walk);
+        // An older version applied late (a concurrent writer) does not win.
+        index.apply(b"b", 150, false);
+        assert_eq!(index.latest(b"b"), Some(Latest { address: 200, tombstone: false }));
+        index.apply(b"b", 400, true);
+        assert_eq!(index.stats(), KeyStats { live: 1, keys: 2, updated: 2, memory_bytes: 4 * (1 + ENTRY_OVERHEAD) });
+        index.apply(b"b", 500, false);
+        assert_eq!(index.stats().live, 2);
+        index.reset(b"b", Some(Latest { address: 400, tombstone: true }));
+        assert_eq!(index.stats().live, 1);
+        index.reset(b"a", None);
+        assert_eq!(index.stats().live, 0);
+    }
+
+    #[test]
+    fn keys_are_scalars_in_key_order() {
+        let mut out = Vec::new();
+        assert!(PrimaryKey::encode([&FieldValue::Int(7)].into_iter(), &mut out));
+        let simple = out.clone();
+        assert!(PrimaryKey::encode([&FieldValue::Int(7), &FieldValue::Str("x".into())].into_iter(), &mut out));
+        assert_ne!(out, simple);
+        for bad in [FieldValue::Null, FieldValue::Missing] {
+            assert!(!PrimaryKey::encode([&bad].into_iter(), &mut out));
+        }
+        assert_eq!(RecordOp::parse("DELETE"), Ok(RecordOp::Delete));
+        assert!(RecordOp::parse("remove").unwrap_err().contains("remove"));
+    }
+}

@@ -1,0 +1,115 @@
+//! Validation of a keyed table's candidates ([`crate::keys`]): each record a scan would
+//! return is checked to be its key's latest version below the scan's snapshot.
+
+use super::reader::LogReader;
+use crate::error::Result;
+use crate::keys::{Keyed, Latest, PrimaryKey, Verdict};
+use crate::record::{KeyPointer, RecordView, KEY_POINTER_SIZE};
+use crate::table::Table;
+use crate::value::FieldValue;
+
+/// A scan's validator: the table's key state, the key's field ids in the scan's field
+/// set, and the snapshot address.
+pub(super) struct Validator<'t> {
+    table: &'t Table,
+    keyed: &'t Keyed,
+    key_ids: Vec<usize>,
+    snapshot: u64,
+    key: Vec<u8>,
+    reader: LogReader<'t>,
+    /// Chain walks done for keys whose latest version lies past the snapshot.
+    pub(super) walks: u64,
+}
+
+impl<'t> Validator<'t> {
+    /// A validator for `table` (keyed) at `snapshot`; `key_ids` are the key fields' ids
+    /// in the scan's field set, in key order.
+    pub(super) fn new(table: &'t Table, keyed: &'t Keyed, key_ids: Vec<usize>, snapshot: u64) -> Self {
+        Self { table, keyed, key_ids, snapshot, key: Vec::new(), reader: LogReader::new(&table.log), walks: 0 }
+    }
+
+    /// Whether the record at `address` with field `values` is its key's version as of the
+    /// snapshot (a record without a key is not: it cannot be in a keyed table).
+    ///
+    /// # Errors
+    /// Device errors of a chain walk.
+    pub(super) fn is_live(&mut self, values: &[FieldValue<'_>], address: u64) -> Result<bool> {
+        if !PrimaryKey::encode(self.key_ids.iter().map(|&id| &values[id]), &mut self.key) {
+            return Ok(false);
+        }
+        Ok(match self.keyed.index.validate(&self.key, address, self.snapshot) {
+            Verdict::Live => true,
+            Verdict::Superseded => false,
+            Verdict::Walk => {
+                self.walks += 1;
+                let found = self.table.version_as_of(self.keyed, &self.key, self.snapshot, &mut self.reader)?;
+                found == Some(Latest { address, tombstone: false })
+            }
+        })
+    }
+}
+
+impl Table {
+    /// The version of `key` that a snapshot at `snapshot` sees: the first record of the
+    /// key's chain (newest first) below `snapshot` whose key is `key`; `None` when the key
+    /// had no version below it (or retention dropped it).
+    ///
+    /// # Errors
+    /// Device errors.
+    pub(super) fn version_as_of(&self, keyed: &Keyed, key: &[u8], snapshot: u64, reader: &mut LogReader<'_>) -> Result<Option<Latest>> {
+        let psf = keyed.key.psf;
+        let mut address = self.index.find_entry(crate::ingest::property_hash(psf, key)).unwrap_or(0);
+        let mut canonical = Vec::new();
+        while address != 0 && address >= self.log.begin_address() {
+            let Some(bytes) = reader.read(address, KEY_POINTER_SIZE)? else { return Ok(None) };
+            let kp = KeyPointer::decode(super::words(bytes));
+            let record_address = address - KeyPointer::offset_in_record(usize::from(kp.index)) as u64;
+            if kp.psf_id == psf && record_address < snapshot {
+                if let Some(record) = reader.read_record(record_address)? {
+                    let view = RecordView::new(record).ok_or_else(|| super::corrupt(record_address, "key chain record"))?;
+                    let header = view.header();
+                    canonical.clear();
+                    if header.is_visible()
+                        && !header.is_invalid()
+                        && kp.canonical_value(view.value_region(), view.payload(), &mut canonical)
+                        && canonical == key
+                    {
+                        return Ok(Some(Latest { address: record_address, tombstone: view.payload().is_empty() }));
+                    }
+                }
+            }
+            if kp.previous >= address {
+                return Err(super::corrupt(address, "key chain goes forward"));
+            }
+            address = kp.previous;
+        }
+        Ok(None)
+    }
+
+    /// The payload of the record at `address` (copied; empty for a tombstone), or `None`
+    /// when it is no longer readable.
+    ///
+    /// # Errors
+    /// Device errors.
+    pub(crate) fn read_payload(&self, address: u64) -> Result<Option<Vec<u8>>> {
+        let mut reader = LogReader::new(&self.log);
+        let Some(record) = reader.read_record(address)? else { return Ok(None) };
+        let view = RecordView::new(record).ok_or_else(|| super::corrupt(address, "record"))?;
+        Ok(Some(view.payload().to_vec()))
+    }
+
+    /// Re-reads, from its chain, the latest version of each key whose version at one of
+    /// `addresses` was withdrawn ([`Table::withdraw`]), so the key index no longer points
+    /// at a record that is not there.
+    ///
+    /// # Errors
+    /// Device errors.
+    pub(crate) fn revalidate_withdrawn(&self, keyed: &Keyed, keys: &[Vec<u8>]) -> Result<()> {
+        let mut reader = LogReader::new(&self.log);
+        for key in keys {
+            let latest = self.version_as_of(keyed, key, u64::MAX, &mut reader)?;
+            keyed.index.reset(key, latest);
+        }
+        Ok(())
+    }
+}

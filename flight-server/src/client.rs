@@ -45,8 +45,34 @@ pub struct IngestArgs {
     /// Records per DoPut batch.
     #[arg(long, default_value_t = 4096)]
     batch_records: usize,
+    /// What every record does to its key, for a keyed table (one created with
+    /// `--primary-key`): upsert, delete (records need only the key) or merge (RFC 7386
+    /// merge patch onto the key's latest version) [default: upsert].
+    #[arg(long, value_enum)]
+    op: Option<IngestOp>,
     /// NDJSON file, or `-` for standard input.
     input: PathBuf,
+}
+
+/// `shoal ingest --op`: the operation of every record of a keyed table.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum IngestOp {
+    /// The record becomes its key's latest version.
+    Upsert,
+    /// The record's key is deleted.
+    Delete,
+    /// The record is merged into its key's latest version (RFC 7386).
+    Merge,
+}
+
+impl IngestOp {
+    fn as_str(self) -> &'static str {
+        match self {
+            IngestOp::Upsert => "upsert",
+            IngestOp::Delete => "delete",
+            IngestOp::Merge => "merge",
+        }
+    }
 }
 
 /// `shoal psf`.
@@ -244,6 +270,12 @@ pub struct CreateTableArgs {
     /// [default: keep them].
     #[arg(long)]
     retention_secs: Option<u64>,
+    /// The primary key of a keyed table: a dotted path, or several (comma-separated or
+    /// repeated) for a composite key. Records are then upserted, deleted and merged by
+    /// key (`shoal ingest --op`) and queries see each key's latest version [default: an
+    /// append-only table].
+    #[arg(long, value_delimiter = ',')]
+    primary_key: Vec<String>,
     /// Succeed without change when the table exists.
     #[arg(long)]
     if_not_exists: bool,
@@ -359,6 +391,9 @@ pub async fn create_table(args: CreateTableArgs) -> Result<(), String> {
     if let Some(enabled) = args.columnar {
         body["columnar"] = json!({"enabled": enabled});
     }
+    if !args.primary_key.is_empty() {
+        body["primary_key"] = json!(args.primary_key);
+    }
     let result = action(&mut client, "create_table", &body).await?;
     println!("{result}");
     Ok(())
@@ -457,7 +492,12 @@ pub async fn ingest(args: IngestArgs) -> Result<(), String> {
         indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}")
             .map_err(|e| e.to_string())?,
     );
-    let schema = Arc::new(Schema::new(vec![Field::new("json", DataType::Utf8, false)]));
+    let mut fields = vec![Field::new("json", DataType::Utf8, false)];
+    if args.op.is_some() {
+        fields.push(Field::new("op", DataType::Utf8, false));
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let op = args.op;
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
     let batch_records = args.batch_records.max(1);
     let read_schema = Arc::clone(&schema);
@@ -481,8 +521,12 @@ pub async fn ingest(args: IngestArgs) -> Result<(), String> {
             }
             if batch.len() >= batch_records || (read == 0 && !batch.is_empty()) {
                 records += batch.len() as u64;
-                let column = StringArray::from(std::mem::take(&mut batch));
-                let batch = RecordBatch::try_new(Arc::clone(&read_schema), vec![Arc::new(column)]).map_err(|e| e.to_string())?;
+                let rows = batch.len();
+                let mut columns: Vec<arrow_array::ArrayRef> = vec![Arc::new(StringArray::from(std::mem::take(&mut batch)))];
+                if let Some(op) = op {
+                    columns.push(Arc::new(StringArray::from(vec![op.as_str(); rows])));
+                }
+                let batch = RecordBatch::try_new(Arc::clone(&read_schema), columns).map_err(|e| e.to_string())?;
                 if sender.blocking_send(Ok(batch)).is_err() {
                     break;
                 }

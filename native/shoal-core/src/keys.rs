@@ -185,6 +185,8 @@ pub struct KeyIndex {
 /// Counters of a [`KeyIndex`], in [`crate::table::TableStats::keys`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct KeyStats {
+    /// The primary key's fields, as dotted paths.
+    pub primary_key: Vec<String>,
     /// Keys whose latest version is live (not deleted): the rows a query without a
     /// filter returns.
     pub live: u64,
@@ -298,6 +300,7 @@ impl KeyIndex {
     #[must_use]
     pub fn stats(&self) -> KeyStats {
         KeyStats {
+            primary_key: Vec::new(),
             live: u64::try_from(self.live.load(Ordering::Relaxed)).unwrap_or(0),
             keys: self.shards.iter().map(|s| s.read().len() as u64).sum(),
             updated: self.updated.read().len() as u64,
@@ -325,7 +328,7 @@ mod tests {
         index.apply(b"b", 150, false);
         assert_eq!(index.latest(b"b"), Some(Latest { address: 200, tombstone: false }));
         index.apply(b"b", 400, true);
-        assert_eq!(index.stats(), KeyStats { live: 1, keys: 2, updated: 2, memory_bytes: 4 * (1 + ENTRY_OVERHEAD) });
+        assert_eq!(index.stats(), KeyStats { primary_key: Vec::new(), live: 1, keys: 2, updated: 2, memory_bytes: 4 * (1 + ENTRY_OVERHEAD) });
         index.apply(b"b", 500, false);
         assert_eq!(index.stats().live, 2);
         index.reset(b"b", Some(Latest { address: 400, tombstone: true }));

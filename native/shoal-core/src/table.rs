@@ -458,7 +458,10 @@ impl Table {
             ),
             index_overflow_buckets: self.index.overflow_bucket_count(),
             retention: self.retention(),
-            keys: self.keyed.as_ref().map(|k| k.index.stats()),
+            keys: self.keyed.as_ref().map(|k| KeyStats {
+                primary_key: k.key.fields.iter().map(ToString::to_string).collect(),
+                ..k.index.stats()
+            }),
         }
     }
 

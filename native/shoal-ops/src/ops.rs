@@ -9,11 +9,13 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arrow_array::cast::AsArray;
 use arrow_array::{Array, BinaryArray, LargeBinaryArray, LargeStringArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde_json::json;
 use shoal_core::psf::{parse_expr, Expr};
 use shoal_core::scan::{address_field, ADDRESS_COLUMN, json_output_schema, Aggregate, ScanPlan, ScanRequest, ScanStats};
+use shoal_core::keys::RecordOp;
 use shoal_core::session::WriterBatch;
 use shoal_core::table::{DurabilityPolicy, TableStats};
 use shoal_core::FieldPath;
@@ -27,7 +29,7 @@ use crate::protocol::{
 
 /// The actions `DoAction` understands, with their descriptions (for `ListActions`).
 pub const ACTIONS: &[(&str, &str)] = &[
-    ("create_table", r#"{"name", "on_invalid_json"?: "reject"|"skip", "memory_budget_bytes"?, "page_size_bits"?, "index_size_bits"?, "if_not_exists"?, "columnar"?: {"enabled"?, "file_log_bytes"?, "row_group_rows"?, "codec"?: "zstd"|"lz4"|"none", "idle_ms"?}, "retention"?: {"keep_bytes"?, "max_age_secs"?}} → {"created": bool}"#),
+    ("create_table", r#"{"name", "on_invalid_json"?: "reject"|"skip", "memory_budget_bytes"?, "page_size_bits"?, "index_size_bits"?, "if_not_exists"?, "columnar"?: {"enabled"?, "file_log_bytes"?, "row_group_rows"?, "codec"?: "zstd"|"lz4"|"none", "idle_ms"?}, "retention"?: {"keep_bytes"?, "max_age_secs"?}, "primary_key"?: "path"|["path", …]} → {"created": bool}"#),
     ("drop_table", r#"{"name"} → {"dropped": true}"#),
     ("alter_table", r#"{"table", "retention": {"keep_bytes"?, "max_age_secs"?}} → replaces the retention policy ({} keeps everything); {"retention", "previous_retention"}"#),
     ("register_psf", r#"{"table", "name", "kind": "projection"|"predicate"|"range"|"composite", "field"|"expr"|"fields", "boundaries"?} → PSF with safe register address"#),
@@ -429,6 +431,25 @@ pub fn check_put_schema(schema: &Schema) -> Result<(), OpsError> {
     }
 }
 
+/// The optional `op` column of a DoPut batch (keyed tables, [`RecordOp`]): Utf8 or
+/// LargeUtf8, `upsert` (also for a null row), `delete` or `merge` per record; empty
+/// without the column (every record an upsert).
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for another type or an unknown op, naming the row.
+fn record_ops(batch: &RecordBatch) -> Result<Vec<RecordOp>, OpsError> {
+    let Some(column) = batch.column_by_name("op") else { return Ok(Vec::new()) };
+    let parse = |i: usize, text: Option<&str>| {
+        text.map_or(Ok(RecordOp::Upsert), RecordOp::parse)
+            .map_err(|e| OpsError::invalid_argument(format!("row {i} of the \"op\" column: {}", crate::protocol::bounded(e))))
+    };
+    match column.data_type() {
+        DataType::Utf8 => column.as_string::<i32>().iter().enumerate().map(|(i, t)| parse(i, t)).collect(),
+        DataType::LargeUtf8 => column.as_string::<i64>().iter().enumerate().map(|(i, t)| parse(i, t)).collect(),
+        other => Err(OpsError::invalid_argument(format!("the \"op\" column must be Utf8 or LargeUtf8 (upsert, delete, merge), got {other}"))),
+    }
+}
+
 fn json_records(batch: &RecordBatch) -> Result<Vec<&[u8]>, OpsError> {
     check_put_schema(&batch.schema())?;
     let Some(column) = batch.column_by_name("json") else { return Err(OpsError::internal("checked \"json\" column vanished")) };
@@ -632,7 +653,11 @@ pub struct Ingested {
 pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &BatchMetadata, number: usize) -> Result<Ingested, OpsError> {
     let records = json_records(batch)?;
     let with_context = |error: OpsError| error.context(format_args!("table {:?}, DoPut batch {number}", entry.name));
+    let ops = record_ops(batch).map_err(with_context)?;
     if let Some(transaction) = &metadata.transaction {
+        if ops.iter().any(|op| *op != RecordOp::Upsert) {
+            return Err(with_context(OpsError::invalid_argument("deletes and merges (the \"op\" column) cannot be staged in a transaction yet")));
+        }
         let (staged, skipped) = entry.transactions.stage(&entry.table, transaction, &records).map_err(with_context)?;
         let metadata = json!({
             "batch": number,
@@ -646,8 +671,8 @@ pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &Bat
     }
     let started = Instant::now();
     let result = match (&metadata.writer, metadata.serial) {
-        (Some(writer), Some(serial)) => entry.table.ingest_as(WriterBatch { writer, serial }, &records),
-        _ => entry.table.ingest(&records),
+        (Some(writer), Some(serial)) => entry.table.ingest_ops_as(WriterBatch { writer, serial }, &records, &ops),
+        _ => entry.table.ingest_ops(&records, &ops),
     };
     let report = result.map_err(|e| with_context(OpsError::from_engine(&e)))?;
     metrics::counter!("shoal_ingested_records_total", "table" => entry.name.clone()).increment(report.records as u64);

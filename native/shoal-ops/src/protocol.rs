@@ -72,6 +72,42 @@ pub struct CreateTable {
     /// keep everything.
     #[serde(default)]
     pub retention: Option<shoal_core::table::RetentionPolicy>,
+    /// The primary key of a keyed table (`"id"`, or `["tenant", "id"]` for a composite
+    /// key; dotted paths): its records are upserted, deleted and merged by key (a DoPut
+    /// batch's `op` column) and queries see each key's latest version. Absent: an
+    /// append-only table.
+    #[serde(default)]
+    pub primary_key: Option<KeyFields>,
+}
+
+/// The fields of a primary key as `create_table` takes them: one dotted path or a list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum KeyFields {
+    /// One field.
+    One(String),
+    /// A composite key's fields, in key order.
+    Many(Vec<String>),
+}
+
+impl KeyFields {
+    /// The fields as paths.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` for an empty list or a path that does not parse.
+    pub fn paths(&self) -> Result<Vec<shoal_core::FieldPath>, OpsError> {
+        let texts = match self {
+            KeyFields::One(one) => std::slice::from_ref(one),
+            KeyFields::Many(many) => many.as_slice(),
+        };
+        if texts.is_empty() {
+            return Err(OpsError::invalid_argument("primary_key: give a field path or a non-empty list of them"));
+        }
+        texts
+            .iter()
+            .map(|t| shoal_core::FieldPath::parse(t).map_err(|e| OpsError::invalid_argument(format!("primary_key: {e}"))))
+            .collect()
+    }
 }
 
 /// `drop_table`, `stats`, `list_psfs`, `checkpoint`.

@@ -1,0 +1,197 @@
+"""Keyed tables through the daemon (issue 18): `create_table` with a `primary_key`, DoPut
+batches with an `op` column (upsert, delete, merge), queries that see each key's latest
+version (full scans, index scans on the key and on a PSF, aggregates, time travel by
+`to_address`), clear errors for bad keys and ops, and SIGKILL recovery of every
+acknowledged operation, exactly once."""
+
+import json
+import random
+import signal
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from conftest import Daemon, action, query
+
+
+def merge_patch(target, patch):
+    """RFC 7386 (the oracle's own)."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for name, value in patch.items():
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = merge_patch(result.get(name), value)
+    return result
+
+
+def random_ops(rng: random.Random, count: int, keys: int):
+    """`count` (op, document) pairs over `keys` keys: repeated keys, keys that come back
+    after a delete, merges that add, change and remove nested fields."""
+    out = []
+    for _ in range(count):
+        key = rng.randrange(keys)
+        op = rng.choice(["upsert", "upsert", "delete", "merge"])
+        if op == "delete":
+            out.append((op, {"id": key}))
+            continue
+        n = {"a": rng.choice([None, rng.randrange(100)])}
+        if rng.random() < 0.5:
+            n["c"] = rng.randrange(5)
+        out.append((op, {"id": key, "g": rng.choice([None, 0, 1, 2]), "n": n, "text": "x" * rng.randrange(200)}))
+    return out
+
+
+def apply(oracle: dict, op: str, document: dict):
+    key = document["id"]
+    if op == "upsert":
+        oracle[key] = document
+    elif op == "delete":
+        oracle.pop(key, None)
+    else:
+        oracle[key] = merge_patch(oracle.pop(key, None), document)
+
+
+def put_ops(client, table: str, ops, batch: int = 25, **metadata):
+    """DoPut of (op, document) pairs with an `op` column; returns every batch's PutResult."""
+    schema = pa.schema([("json", pa.string()), ("op", pa.string())])
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), schema)
+    acks = []
+    with writer:
+        for start in range(0, len(ops), batch):
+            part = ops[start : start + batch]
+            columns = [pa.array([json.dumps(d) for _, d in part]), pa.array([op for op, _ in part])]
+            record_batch = pa.record_batch(columns, schema=schema)
+            if metadata:
+                writer.write_with_metadata(record_batch, pa.py_buffer(json.dumps(metadata).encode()))
+            else:
+                writer.write_batch(record_batch)
+            acks.append(json.loads(reader.read().to_pybytes()))
+        writer.done_writing()
+    return acks
+
+
+def rows(client, table: str, **command) -> dict:
+    """Every matching row as {id: document}; fails on two versions of one key."""
+    result, _, _ = query(client, {"table": table, "output": "json", **command})
+    out = {}
+    for text in result.column("json").to_pylist() if result is not None else []:
+        document = json.loads(text)
+        assert document["id"] not in out, f"two versions of key {document['id']}: {command}"
+        out[document["id"]] = document
+    return out
+
+
+def check(client, table: str, oracle: dict):
+    assert rows(client, table) == oracle
+    for key in range(0, 40, 7):
+        assert rows(client, table, filter=f"id = {key}") == ({key: oracle[key]} if key in oracle else {})
+    assert rows(client, table, filter="g = 1") == {k: v for k, v in oracle.items() if v.get("g") == 1}
+    assert rows(client, table, filter="n.a < 50") == {
+        k: v for k, v in oracle.items() if isinstance(v.get("n", {}).get("a"), int) and v["n"]["a"] < 50
+    }
+    counted, _, _ = query(client, {"table": table, "aggregates": [{"function": "count"}]})
+    assert counted.column(0).to_pylist() == [len(oracle)]
+    assert action(client, "stats", {"table": table})["keys"]["live"] == len(oracle)
+
+
+def test_upserts_deletes_and_merges_equal_a_dictionary_oracle_at_every_snapshot(daemon):
+    client = daemon.client()
+    created = action(client, "create_table", {"name": "users", "primary_key": "id", "page_size_bits": 14, "memory_budget_bytes": 1 << 17})
+    assert created["created"] is True
+    action(client, "register_psf", {"table": "users", "name": "g", "kind": "projection", "field": "g"})
+    rng = random.Random(18)
+    oracle, snapshots = {}, []
+    for round_ in range(8):
+        ops = random_ops(rng, 100, 40)
+        put_ops(client, "users", ops)
+        for op, document in ops:
+            apply(oracle, op, document)
+        check(client, "users", oracle)
+        snapshots.append((action(client, "stats", {"table": "users"})["complete_until"], json.loads(json.dumps(oracle))))
+    for address, then in snapshots:
+        assert rows(client, "users", to_address=address) == {int(k): v for k, v in then.items()}, f"as of {address}"
+    stats = action(client, "stats", {"table": "users"})
+    assert stats["keys"]["primary_key"] == ["id"] and stats["keys"]["updated"] > 0 and stats["keys"]["memory_bytes"] > 0
+    assert [p["name"] for p in action(client, "list_psfs", {"table": "users"})] == ["primary_key", "g"]
+
+
+def test_bad_keys_ops_and_append_only_tables_get_clear_errors(daemon):
+    client = daemon.client()
+    action(client, "create_table", {"name": "k", "primary_key": ["tenant", "id"]})
+    action(client, "create_table", {"name": "plain"})
+
+    def refused(table, ops):
+        with pytest.raises(pa.ArrowException) as error:
+            put_ops(client, table, ops)
+        return str(error.value)
+
+    message = refused("k", [("upsert", {"tenant": "a", "id": 1}), ("upsert", {"tenant": "a", "id": None})])
+    assert "record 1" in message and "(tenant, id)" in message, message
+    message = refused("k", [("upsert", {"tenant": "a", "id": 1}), ("remove", {"tenant": "a", "id": 1})])
+    assert "row 1" in message and "remove" in message, message
+    message = refused("plain", [("delete", {"id": 1})])
+    assert "keyed table" in message, message
+    assert action(client, "stats", {"table": "k"})["records"] == 0, "nothing of a refused batch is written"
+    with pytest.raises(pa.ArrowException, match="primary_key"):
+        action(client, "create_table", {"name": "bad", "primary_key": []})
+    with pytest.raises(pa.ArrowException, match="columnar"):
+        action(client, "create_table", {"name": "bad", "primary_key": "id", "columnar": {"enabled": True}})
+    with pytest.raises(pa.ArrowException, match="cannot be deregistered"):
+        action(client, "deregister_psf", {"table": "k", "name": "primary_key"})
+
+
+def test_sigkill_during_upserts_keeps_every_acknowledged_operation_exactly_once(tmp_path):
+    """20 rounds: acknowledged (fsync) batches of upserts, deletes and merges, then SIGKILL
+    — in the middle of a batch's stream on odd rounds; the recovered table equals the
+    oracle of the acknowledged operations (an unacknowledged batch carries a writer serial
+    and is resent, so it is applied exactly once)."""
+    rng = random.Random(7)
+    oracle = {}
+    serial = 0
+    data = tmp_path / "data"
+    for round_ in range(20):
+        d = Daemon(data)
+        try:
+            client = d.client()
+            if round_ == 0:
+                action(client, "create_table", {"name": "t", "primary_key": "id", "durability": "fsync", "page_size_bits": 14})
+            else:
+                assert rows(client, "t") == oracle, f"after kill {round_}"
+            for _ in range(3):
+                serial += 1
+                ops = random_ops(rng, 20, 30)
+                put_ops(client, "t", ops, batch=20, writer="w", serial=serial)
+                for op, document in ops:
+                    apply(oracle, op, document)
+            if round_ % 2:
+                # A batch in flight at the kill: sent, never acknowledged.
+                serial += 1
+                pending = random_ops(rng, 20, 30)
+                schema = pa.schema([("json", pa.string()), ("op", pa.string())])
+                writer, _ = client.do_put(flight.FlightDescriptor.for_path("t"), schema)
+                columns = [pa.array([json.dumps(x) for _, x in pending]), pa.array([op for op, _ in pending])]
+                writer.write_with_metadata(pa.record_batch(columns, schema=schema), pa.py_buffer(json.dumps({"writer": "w", "serial": serial}).encode()))
+        finally:
+            d.process.send_signal(signal.SIGKILL)
+            d.process.wait(30)
+        if round_ % 2:
+            # The writer resends what it was never told was durable; a duplicate is skipped.
+            d = Daemon(data)
+            try:
+                ack = put_ops(d.client(), "t", pending, batch=20, writer="w", serial=serial)[0]
+                for op, document in pending:
+                    apply(oracle, op, document)
+                assert ack["records"] in (0, 20) and ack["duplicate"] is (ack["records"] == 0)
+            finally:
+                d.process.send_signal(signal.SIGKILL)
+                d.process.wait(30)
+    d = Daemon(data)
+    try:
+        client = d.client()
+        check(client, "t", oracle)
+    finally:
+        assert d.stop() == 0

@@ -10,22 +10,21 @@
 //! no chain rewrite). A delete appends a *tombstone*: a record whose payload is empty
 //! (never a valid JSON document) and whose only key pointer is the key's.
 //!
-//! Reads see one version per key through **validation**: each candidate a scan finds —
-//! along any chain or by a full scan — is checked against the [`KeyIndex`], which maps
-//! each key (its canonical encoding, exact, in memory) to the address of its latest
-//! version and whether that is a tombstone (FASTER's hash index role). Perseid's hybrid
-//! validation (§4.3) keeps that check nearly free: the keys that ever had more than one
-//! version (updated or deleted) are also kept in a small *updated-keys* set, and a
-//! candidate whose key is not in it is the key's only version — valid without a lookup.
+//! Reads see one version per key through **validation** (Perseid §4.3): each candidate a
+//! scan finds — along any chain or by a full scan — is checked against the [`KeyIndex`].
+//! It maps each key (its canonical encoding, exact, in memory) to its latest version
+//! (FASTER's hash index role), and keeps a small volatile table of the versions that a
+//! newer one superseded, by address: a candidate absent from it is live without touching
+//! the log or even parsing the record, a superseded one is dropped before it is read.
 //!
 //! A scan validates against a **snapshot**: a log address, every version at or above
 //! which is ignored (the plan's end: the tail complete at planning, or the request's
 //! `to_address` — time travel by log address). A candidate is valid when it is the
-//! latest version of its key below the snapshot; when the key's latest version lies at
-//! or above it, the key's chain is walked to find the version the snapshot saw
+//! latest version of its key below the snapshot; when the newer version known lies at or
+//! above it, the key's chain is walked to find the version the snapshot saw
 //! (`crate::scan`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use parking_lot::RwLock;
@@ -141,7 +140,8 @@ impl Keyed {
 /// Bit of a [`KeyIndex`] entry set when the key's latest version is a tombstone.
 const TOMBSTONE: u64 = 1 << 63;
 
-/// Shards of the key index (each a lock and a map), to spread concurrent writers.
+/// Shards of the key index and of the superseded-versions table (each a lock and a
+/// map), to spread concurrent writers.
 const SHARDS: usize = 64;
 
 /// The latest version of a key, as the [`KeyIndex`] holds it.
@@ -153,31 +153,37 @@ pub struct Latest {
     pub tombstone: bool,
 }
 
-/// What validation says of a candidate record.
+/// What validation says of a candidate record, from its address alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// The candidate is its key's latest version below the snapshot.
+    /// No newer version of its key exists: the candidate is live at any snapshot.
     Live,
     /// A newer version below the snapshot supersedes it.
     Superseded,
-    /// The key's latest version is at or above the snapshot: the key's chain must be
-    /// walked to find the version the snapshot saw.
+    /// Newer versions exist, the one known lies at or above the snapshot: the key's chain
+    /// must be walked to find the version the snapshot saw (time travel, or a key updated
+    /// after the query was planned).
     Walk,
 }
 
-type Map = HashMap<Box<[u8]>, u64, foldhash::fast::RandomState>;
+type KeyMap = HashMap<Box<[u8]>, u64, foldhash::fast::RandomState>;
+type VersionMap = HashMap<u64, u64, foldhash::fast::RandomState>;
 
 /// The key index of a keyed table: each key's canonical encoding → its latest version
-/// (address and tombstone bit), exact and in memory, plus Perseid's updated-keys set.
-/// Rebuilt from the log by recovery.
+/// (address and tombstone bit), exact and in memory (FASTER's hash index role, for
+/// merges, chain walks and counts); and the **superseded-versions table**: the address of
+/// each version that a newer version replaced → that newer version's address. The latter
+/// is what validation reads (Perseid §4.3's small volatile table, keyed by version
+/// rather than by key: a scan knows a candidate's address before it reads the record, so
+/// a superseded candidate is dropped without reading or parsing it, and a version absent
+/// from it is live without any lookup of its key). Rebuilt from the log by recovery.
 #[derive(Debug)]
 pub struct KeyIndex {
-    shards: Vec<RwLock<Map>>,
-    /// Keys that had more than one version (updated, deleted, or written again).
-    updated: RwLock<HashSet<Box<[u8]>, foldhash::fast::RandomState>>,
+    keys: Vec<RwLock<KeyMap>>,
+    superseded: Vec<RwLock<VersionMap>>,
     /// Keys whose latest version is not a tombstone.
     live: AtomicI64,
-    /// Bytes of keys held by the two maps (key bytes and a per-entry overhead).
+    /// Bytes held by both maps (keys and a per-entry overhead).
     bytes: AtomicU64,
     hasher: foldhash::fast::RandomState,
 }
@@ -192,21 +198,24 @@ pub struct KeyStats {
     pub live: u64,
     /// Keys in the index (live or deleted).
     pub keys: u64,
-    /// Keys that had more than one version (Perseid's updated-keys set).
-    pub updated: u64,
-    /// Approximate memory of the key index and the updated-keys set, in bytes.
+    /// Versions a newer version of their key replaced (updated or deleted), kept until
+    /// garbage collection: the superseded-versions table's entries.
+    pub superseded: u64,
+    /// Approximate memory of the key index and the superseded-versions table, in bytes.
     pub memory_bytes: u64,
 }
 
 /// Per-entry overhead counted in [`KeyStats::memory_bytes`] (box header, value, the
 /// map's control bytes and load factor), in bytes.
-const ENTRY_OVERHEAD: u64 = 48;
+const KEY_OVERHEAD: u64 = 48;
+/// Bytes per superseded-versions entry counted in [`KeyStats::memory_bytes`].
+const VERSION_ENTRY: u64 = 24;
 
 impl Default for KeyIndex {
     fn default() -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| RwLock::new(Map::default())).collect(),
-            updated: RwLock::default(),
+            keys: (0..SHARDS).map(|_| RwLock::new(KeyMap::default())).collect(),
+            superseded: (0..SHARDS).map(|_| RwLock::new(VersionMap::default())).collect(),
             live: AtomicI64::new(0),
             bytes: AtomicU64::new(0),
             hasher: foldhash::fast::RandomState::default(),
@@ -215,54 +224,70 @@ impl Default for KeyIndex {
 }
 
 impl KeyIndex {
-    fn shard(&self, key: &[u8]) -> &RwLock<Map> {
+    fn key_shard(&self, key: &[u8]) -> &RwLock<KeyMap> {
         use std::hash::BuildHasher;
         #[allow(clippy::cast_possible_truncation)]
         let at = (self.hasher.hash_one(key) as usize) % SHARDS;
-        &self.shards[at]
+        &self.keys[at]
+    }
+
+    fn version_shard(&self, address: u64) -> &RwLock<VersionMap> {
+        // Records are 8-byte aligned and at least 16 bytes long.
+        #[allow(clippy::cast_possible_truncation)]
+        let at = ((address >> 4) as usize) % SHARDS;
+        &self.superseded[at]
+    }
+
+    fn supersede(&self, old: u64, newer: u64) {
+        if self.version_shard(old).write().insert(old, newer).is_none() {
+            self.bytes.fetch_add(VERSION_ENTRY, Ordering::Relaxed);
+        }
     }
 
     /// Records a new version of `key` at `address` (a tombstone when `tombstone`). The
     /// entry keeps the highest address (concurrent writers of one key: the later
-    /// allocation is the later version). Called after the record's key pointers are
-    /// linked and before it is made visible, so a scan that sees the record finds it here.
+    /// allocation is the later version), and the version it replaces is entered as
+    /// superseded by it. Called after the record's key pointers are linked and before it
+    /// is made visible, so a scan that sees the record finds its versions here.
+    ///
+    /// Applied out of address order (two writers of one key), a version is entered as
+    /// superseded by the newer one already here, and the older version stays superseded
+    /// by that one too, not by its immediate successor: validation then walks the chain
+    /// for snapshots between them ([`Verdict::Walk`]).
     pub fn apply(&self, key: &[u8], address: u64, tombstone: bool) {
         let new = address | if tombstone { TOMBSTONE } else { 0 };
-        let (before, after, existed) = {
-            let mut shard = self.shard(key).write();
-            match shard.get_mut(key) {
-                Some(entry) => {
-                    let before = *entry;
-                    if address > before & !TOMBSTONE {
-                        *entry = new;
-                    }
-                    (Some(before), *entry, true)
-                }
-                None => {
-                    shard.insert(key.into(), new);
-                    self.bytes.fetch_add(key.len() as u64 + ENTRY_OVERHEAD, Ordering::Relaxed);
-                    (None, new, false)
+        let mut shard = self.key_shard(key).write();
+        let before = shard.get(key).copied();
+        match before {
+            None => {
+                shard.insert(key.into(), new);
+                self.bytes.fetch_add(key.len() as u64 + KEY_OVERHEAD, Ordering::Relaxed);
+            }
+            Some(previous) if address > previous & !TOMBSTONE => {
+                shard.insert(key.into(), new);
+                // A tombstone is never a candidate: it needs no entry.
+                if previous & TOMBSTONE == 0 {
+                    self.supersede(previous, address);
                 }
             }
-        };
-        let was_live = before.is_some_and(|b| b & TOMBSTONE == 0);
-        let is_live = after & TOMBSTONE == 0;
-        self.live.fetch_add(i64::from(is_live) - i64::from(was_live), Ordering::Relaxed);
-        if existed || tombstone {
-            let mut updated = self.updated.write();
-            if !updated.contains(key) {
-                updated.insert(key.into());
-                self.bytes.fetch_add(key.len() as u64 + ENTRY_OVERHEAD, Ordering::Relaxed);
+            Some(newer) => {
+                if !tombstone {
+                    self.supersede(address, newer & !TOMBSTONE);
+                }
+                return;
             }
         }
+        drop(shard);
+        let was_live = before.is_some_and(|b| b & TOMBSTONE == 0);
+        self.live.fetch_add(i64::from(!tombstone) - i64::from(was_live), Ordering::Relaxed);
     }
 
-    /// Sets the latest version of `key` to `latest` exactly (`None`: the key has no
-    /// version left), for a version that was withdrawn after [`Self::apply`].
-    pub fn reset(&self, key: &[u8], latest: Option<Latest>) {
-        let mut shard = self.shard(key).write();
+    /// Sets the versions of `key` to `versions` exactly (valid versions, newest first;
+    /// empty: the key has none left), for versions withdrawn after [`Self::apply`].
+    pub fn reset(&self, key: &[u8], versions: &[Latest]) {
+        let mut shard = self.key_shard(key).write();
         let before = shard.get(key).copied();
-        match latest {
+        match versions.first() {
             Some(l) => {
                 shard.insert(key.into(), l.address | if l.tombstone { TOMBSTONE } else { 0 });
             }
@@ -270,29 +295,35 @@ impl KeyIndex {
                 shard.remove(key);
             }
         }
+        drop(shard);
+        if let Some(latest) = versions.first() {
+            self.version_shard(latest.address).write().remove(&latest.address);
+        }
+        for pair in versions.windows(2) {
+            if !pair[1].tombstone {
+                self.supersede(pair[1].address, pair[0].address);
+            }
+        }
         let was_live = before.is_some_and(|b| b & TOMBSTONE == 0);
-        let is_live = latest.is_some_and(|l| !l.tombstone);
+        let is_live = versions.first().is_some_and(|l| !l.tombstone);
         self.live.fetch_add(i64::from(is_live) - i64::from(was_live), Ordering::Relaxed);
     }
 
     /// The latest version of `key`, if it has one.
     #[must_use]
     pub fn latest(&self, key: &[u8]) -> Option<Latest> {
-        self.shard(key).read().get(key).map(|&e| Latest { address: e & !TOMBSTONE, tombstone: e & TOMBSTONE != 0 })
+        self.key_shard(key).read().get(key).map(|&e| Latest { address: e & !TOMBSTONE, tombstone: e & TOMBSTONE != 0 })
     }
 
-    /// Validates the candidate at `address` whose key is `key` against `snapshot`
-    /// (Perseid §4.3): a key never updated has one version, the candidate; otherwise the
-    /// key index tells whether a newer version below the snapshot supersedes it.
+    /// Validates the candidate version at `address` against `snapshot` from its address
+    /// alone (Perseid §4.3): a version no newer one replaced is live; one replaced below
+    /// the snapshot is not; otherwise only the key's chain can tell.
     #[must_use]
-    pub fn validate(&self, key: &[u8], address: u64, snapshot: u64) -> Verdict {
-        if !self.updated.read().contains(key) {
-            return Verdict::Live;
-        }
-        match self.latest(key) {
-            Some(latest) if latest.address == address => Verdict::Live,
-            Some(latest) if latest.address < snapshot && latest.address > address => Verdict::Superseded,
-            _ => Verdict::Walk,
+    pub fn validate(&self, address: u64, snapshot: u64) -> Verdict {
+        match self.version_shard(address).read().get(&address) {
+            None => Verdict::Live,
+            Some(&newer) if newer < snapshot => Verdict::Superseded,
+            Some(_) => Verdict::Walk,
         }
     }
 
@@ -302,8 +333,8 @@ impl KeyIndex {
         KeyStats {
             primary_key: Vec::new(),
             live: u64::try_from(self.live.load(Ordering::Relaxed)).unwrap_or(0),
-            keys: self.shards.iter().map(|s| s.read().len() as u64).sum(),
-            updated: self.updated.read().len() as u64,
+            keys: self.keys.iter().map(|s| s.read().len() as u64).sum(),
+            superseded: self.superseded.iter().map(|s| s.read().len() as u64).sum(),
             memory_bytes: self.bytes.load(Ordering::Relaxed),
         }
     }
@@ -314,26 +345,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn latest_version_wins_and_live_keys_are_counted() {
+    fn versions_are_superseded_by_newer_ones_and_live_keys_are_counted() {
         let index = KeyIndex::default();
         index.apply(b"a", 100, false);
         index.apply(b"b", 200, false);
-        assert_eq!(index.validate(b"a", 100, 1_000), Verdict::Live);
+        assert_eq!(index.validate(100, 1_000), Verdict::Live);
         index.apply(b"a", 300, false);
-        assert_eq!(index.validate(b"a", 100, 1_000), Verdict::Superseded);
-        assert_eq!(index.validate(b"a", 300, 1_000), Verdict::Live);
+        assert_eq!(index.validate(100, 1_000), Verdict::Superseded);
+        assert_eq!(index.validate(300, 1_000), Verdict::Live);
         // The newer version lies past the snapshot: only the chain can tell.
-        assert_eq!(index.validate(b"a", 100, 250), Verdict::Walk);
+        assert_eq!(index.validate(100, 250), Verdict::Walk);
         // An older version applied late (a concurrent writer) does not win.
         index.apply(b"b", 150, false);
         assert_eq!(index.latest(b"b"), Some(Latest { address: 200, tombstone: false }));
+        assert_eq!(index.validate(150, 1_000), Verdict::Superseded);
         index.apply(b"b", 400, true);
-        assert_eq!(index.stats(), KeyStats { primary_key: Vec::new(), live: 1, keys: 2, updated: 2, memory_bytes: 4 * (1 + ENTRY_OVERHEAD) });
+        let stats = index.stats();
+        assert_eq!((stats.live, stats.keys, stats.superseded), (1, 2, 3));
+        assert_eq!(stats.memory_bytes, 2 * (1 + KEY_OVERHEAD) + 3 * VERSION_ENTRY);
         index.apply(b"b", 500, false);
         assert_eq!(index.stats().live, 2);
-        index.reset(b"b", Some(Latest { address: 400, tombstone: true }));
+        // 500 withdrawn: the tombstone at 400 is the latest again.
+        index.reset(b"b", &[Latest { address: 400, tombstone: true }, Latest { address: 200, tombstone: false }]);
         assert_eq!(index.stats().live, 1);
-        index.reset(b"a", None);
+        assert_eq!(index.validate(200, 1_000), Verdict::Superseded);
+        index.reset(b"a", &[]);
         assert_eq!(index.stats().live, 0);
     }
 

@@ -212,7 +212,7 @@ fn composite_keys_and_a_scan_that_outlives_later_updates_see_their_snapshot() {
     let now = rows_of(&table);
     assert_eq!(now, [r#"{"tenant": "a", "id": 1, "v": 2}"#]);
     let stats = table.stats().keys.unwrap();
-    assert_eq!((stats.live, stats.keys, stats.updated), (1, 2, 2));
+    assert_eq!((stats.live, stats.keys, stats.superseded), (1, 2, 2));
 }
 
 fn rows_of(table: &Table) -> Vec<String> {
@@ -230,4 +230,19 @@ fn rows_of(table: &Table) -> Vec<String> {
         }
     }
     out
+}
+
+#[test]
+fn a_withdrawn_version_gives_its_key_back_its_previous_version() {
+    let table = Table::create(TableConfig { primary_key: vec![FieldPath::parse("id").unwrap()], ..TableConfig::in_memory(8 << 20) }).unwrap();
+    table.ingest(&[br#"{"id": 1, "v": 1}"#, br#"{"id": 2, "v": 1}"#]).unwrap();
+    let update = table.ingest(&[br#"{"id": 1, "v": 2}"#]).unwrap();
+    let delete = table.ingest_ops(&[br#"{"id": 2}"#], &[RecordOp::Delete]).unwrap();
+    assert_eq!(table.stats().keys.unwrap().live, 1);
+    // Both batches failed to become durable: they are withdrawn.
+    assert_eq!(table.withdraw(&update.addresses) + table.withdraw(&delete.addresses), 2);
+    let expected: Oracle = [(1, json!({"id": 1, "v": 1})), (2, json!({"id": 2, "v": 1}))].into();
+    assert_eq!(rows(&table, None, u64::MAX), expected);
+    assert_eq!(rows(&table, Some("id = 1"), u64::MAX), [(1, json!({"id": 1, "v": 1}))].into());
+    assert_eq!(table.stats().keys.unwrap().live, 2);
 }

@@ -32,13 +32,19 @@
 //!   checkpointing: none (the whole log replayed), and a fuzzy checkpoint taken at 90 %
 //!   of the ingestion (only the last ~10 % replayed) — the shape of FishStore's Fig. 20.
 //!
+//! * `keyed` — keyed tables (primary key `id`, in memory, one thread), as ratios to an
+//!   append-only table in the same run: ingestion of new keys and of a stream whose second
+//!   half re-upserts the first half's keys; `type = 'PushEvent'` along its chain on the
+//!   half-updated table against an append-only table of the same live rows (Perseid's
+//!   validation overhead); a primary-key lookup against a PSF point lookup of one record.
+//!
 //! The ingestion threads each ingest a contiguous share of the batches of 1000 records.
 //! MB are 10^6 bytes of record payload (the JSON text, without newlines).
 //!
 //! ```text
 //! cargo run --release -p shoal-core --bin shoal-bench -- [--input data/github/events.ndjson]
 //!     [--repeat N | --target-mb 200] [--reps 3] [--threads 1,2] [--disk-memory-mb 64]
-//!     [--dir /tmp] [--cases memcpy,parser,memory,disk,nopsf,query,durability,recovery]
+//!     [--dir /tmp] [--cases memcpy,parser,memory,disk,nopsf,query,durability,recovery,keyed]
 //! ```
 
 use std::collections::HashSet;
@@ -91,7 +97,8 @@ options:
                         headers fit; smaller: frames are reused during the run, so the
                         background schema observer must keep up, as in sustained ingestion)
   --dir PATH            where the on-disk tables go (default: the system temp dir)
-  --cases LIST          any of memcpy,parser,memory,disk,nopsf,query (default: all)
+  --cases LIST          any of memcpy,parser,memory,disk,nopsf,query (default: all),
+                        durability, recovery, keyed
   -h, --help            this text";
 
 #[derive(Debug)]
@@ -644,6 +651,9 @@ fn main() -> BoxResult<()> {
     if options.wants("recovery") {
         recovery_section(&records, &options.dir, options.disk_memory_mb << 20, options.reps)?;
     }
+    if options.wants("keyed") {
+        keyed_section(&records, memory_budget, options.reps)?;
+    }
 
     if options.wants("query") {
         let actor = busiest_actor(&records).ok_or("no record has an integer actor.id")?;
@@ -770,6 +780,102 @@ fn recovery_section(records: &[&[u8]], base: &Path, budget: usize, reps: usize) 
                 replayed_mb / summary.median.as_secs_f64().max(1e-9)
             );
         }
+    }
+    Ok(())
+}
+
+/// A table in memory for the keyed section: keyed on `id` (the GitHub PSFs but `id`, which
+/// the key's own PSF indexes) or append-only (all GitHub PSFs).
+fn keyed_bench_table(keyed: bool, budget: usize) -> BoxResult<Arc<Table>> {
+    let mut config = TableConfig::in_memory(budget);
+    if keyed {
+        config.primary_key = vec![FieldPath::parse("id")?];
+    }
+    let table = Table::create(config)?;
+    for (name, spec) in github_psfs() {
+        if !(keyed && name == "id") {
+            table.register_psf(name, &spec)?;
+        }
+    }
+    Ok(table)
+}
+
+/// Ingests `records` on one thread into a fresh table; returns it and the time taken.
+fn keyed_bench_ingest(records: &[&[u8]], keyed: bool, budget: usize) -> BoxResult<(Arc<Table>, Duration)> {
+    let table = keyed_bench_table(keyed, budget)?;
+    let start = Instant::now();
+    for batch in records.chunks(BATCH) {
+        table.ingest(batch)?;
+    }
+    Ok((table, start.elapsed()))
+}
+
+/// Issue 18's targets, as ratios to append-only tables measured in the same run.
+fn keyed_section(records: &[&[u8]], budget: usize, reps: usize) -> BoxResult<()> {
+    let half = &records[..records.len() / 2];
+    // The second half of this stream re-upserts the first half's keys.
+    let updating: Vec<&[u8]> = half.iter().chain(half.iter()).copied().collect();
+    let bytes: usize = updating.iter().map(|r| r.len()).sum();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let median = |samples: Vec<Duration>| summarize(samples).median;
+    let (mut append, mut new_keys, mut updates) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..reps {
+        append.push(keyed_bench_ingest(&updating, false, budget)?.1);
+        new_keys.push(keyed_bench_ingest(&records[..updating.len()], true, budget)?.1);
+        updates.push(keyed_bench_ingest(&updating, true, budget)?.1);
+    }
+    let (append, new_keys, updates) = (median(append), median(new_keys), median(updates));
+    println!();
+    println!("keyed tables ({} records, {:.1} MB per ingestion, in memory, 1 thread, median of {reps}):", updating.len(), bytes as f64 / 1e6);
+    println!("  ingest append-only (GitHub PSFs)       {:>9.1} MB/s", mb_per_s(bytes, append));
+    println!(
+        "  ingest keyed, new keys                 {:>9.1} MB/s  {:.2}× append (target ≥ 0.8)",
+        mb_per_s(bytes, new_keys),
+        append.as_secs_f64() / new_keys.as_secs_f64()
+    );
+    println!(
+        "  ingest keyed, 50% updates              {:>9.1} MB/s  {:.2}× append (target ≥ 0.7)",
+        mb_per_s(bytes, updates),
+        append.as_secs_f64() / updates.as_secs_f64()
+    );
+
+    // Half of the keys updated once: keys `live`, then the first half of them again.
+    let live = &records[..records.len() * 2 / 3];
+    let half_updated: Vec<&[u8]> = live.iter().chain(&live[..live.len() / 2]).copied().collect();
+    let (updated, _) = keyed_bench_ingest(&half_updated, true, budget)?;
+    let (same_rows, _) = keyed_bench_ingest(live, false, budget)?;
+    let key_stats = updated.stats().keys.ok_or("a keyed table has key stats")?;
+    println!(
+        "  key index: {} keys, {} superseded versions, {:.1} MB ({:.0} bytes per key)",
+        key_stats.keys,
+        key_stats.superseded,
+        key_stats.memory_bytes as f64 / 1e6,
+        key_stats.memory_bytes as f64 / key_stats.keys.max(1) as f64
+    );
+    println!("  queries: {} keys, half of them updated once ({} versions), against an append-only table of the {} live rows", live.len(), half_updated.len(), live.len());
+    let first_id = {
+        let value: serde_json::Value = serde_json::from_slice(live[live.len() / 3])?;
+        value["id"].as_str().map(|s| format!("'{s}'")).or_else(|| value["id"].as_i64().map(|i| i.to_string())).ok_or("no id")?
+    };
+    for (label, filter, target) in [
+        ("type = 'PushEvent' (index scan)", "type = 'PushEvent'".to_owned(), "≤ 1.5"),
+        ("primary-key lookup vs PSF lookup", format!("id = {first_id}"), "≤ 2"),
+    ] {
+        let request = ScanRequest { filter: Some(parse_expr(&filter)?), columns: vec![FieldPath::parse("id")?], ..ScanRequest::default() };
+        let (keyed_plan, plain_plan) = (updated.plan(&request), same_rows.plan(&request));
+        let (keyed_time, keyed_rows, keyed_stats) = time_query(&updated, &request, &keyed_plan, reps.max(5))?;
+        let (plain_time, plain_rows, _) = time_query(&same_rows, &request, &plain_plan, reps.max(5))?;
+        if keyed_rows != plain_rows {
+            return Err(format!("{filter}: the keyed table returned {keyed_rows} rows, the append-only one {plain_rows}").into());
+        }
+        println!(
+            "  {label:<38} keyed {:>8.3} ms, append-only {:>8.3} ms: {:.2}× (target {target}); {keyed_rows} rows, {} candidates, {} versions skipped",
+            ms(keyed_time.median),
+            ms(plain_time.median),
+            keyed_time.median.as_secs_f64() / plain_time.median.as_secs_f64(),
+            keyed_stats.index_candidates,
+            keyed_stats.versions_skipped
+        );
     }
     Ok(())
 }

@@ -28,40 +28,55 @@ impl<'t> Validator<'t> {
         Self { table, keyed, key_ids, snapshot, key: Vec::new(), reader: LogReader::new(&table.log), walks: 0 }
     }
 
+    /// The verdict on the version at `address` from its address alone: scans drop
+    /// [`Verdict::Superseded`] candidates before reading or parsing them.
+    pub(super) fn by_address(&self, address: u64) -> Verdict {
+        self.keyed.index.validate(address, self.snapshot)
+    }
+
     /// Whether the record at `address` with field `values` is its key's version as of the
     /// snapshot (a record without a key is not: it cannot be in a keyed table).
     ///
     /// # Errors
     /// Device errors of a chain walk.
     pub(super) fn is_live(&mut self, values: &[FieldValue<'_>], address: u64) -> Result<bool> {
-        if !PrimaryKey::encode(self.key_ids.iter().map(|&id| &values[id]), &mut self.key) {
-            return Ok(false);
-        }
-        Ok(match self.keyed.index.validate(&self.key, address, self.snapshot) {
+        Ok(match self.by_address(address) {
             Verdict::Live => true,
             Verdict::Superseded => false,
             Verdict::Walk => {
+                if !PrimaryKey::encode(self.key_ids.iter().map(|&id| &values[id]), &mut self.key) {
+                    return Ok(false);
+                }
                 self.walks += 1;
-                let found = self.table.version_as_of(self.keyed, &self.key, self.snapshot, &mut self.reader)?;
-                found == Some(Latest { address, tombstone: false })
+                let found = self.table.key_versions(self.keyed, &self.key, self.snapshot, 1, &mut self.reader)?;
+                found.first() == Some(&Latest { address, tombstone: false })
             }
         })
     }
 }
 
 impl Table {
-    /// The version of `key` that a snapshot at `snapshot` sees: the first record of the
-    /// key's chain (newest first) below `snapshot` whose key is `key`; `None` when the key
-    /// had no version below it (or retention dropped it).
+    /// Up to `limit` versions of `key` below `snapshot`, newest first, from the key's chain
+    /// (records of other keys that share it are passed over): the first is the version a
+    /// snapshot at `snapshot` sees; none when the key had no version below it (or
+    /// retention dropped them).
     ///
     /// # Errors
     /// Device errors.
-    pub(super) fn version_as_of(&self, keyed: &Keyed, key: &[u8], snapshot: u64, reader: &mut LogReader<'_>) -> Result<Option<Latest>> {
+    pub(super) fn key_versions(
+        &self,
+        keyed: &Keyed,
+        key: &[u8],
+        snapshot: u64,
+        limit: usize,
+        reader: &mut LogReader<'_>,
+    ) -> Result<Vec<Latest>> {
+        let mut versions = Vec::new();
         let psf = keyed.key.psf;
         let mut address = self.index.find_entry(crate::ingest::property_hash(psf, key)).unwrap_or(0);
         let mut canonical = Vec::new();
         while address != 0 && address >= self.log.begin_address() {
-            let Some(bytes) = reader.read(address, KEY_POINTER_SIZE)? else { return Ok(None) };
+            let Some(bytes) = reader.read(address, KEY_POINTER_SIZE)? else { return Ok(versions) };
             let kp = KeyPointer::decode(super::words(bytes));
             let record_address = address - KeyPointer::offset_in_record(usize::from(kp.index)) as u64;
             if kp.psf_id == psf && record_address < snapshot {
@@ -74,7 +89,10 @@ impl Table {
                         && kp.canonical_value(view.value_region(), view.payload(), &mut canonical)
                         && canonical == key
                     {
-                        return Ok(Some(Latest { address: record_address, tombstone: view.payload().is_empty() }));
+                        versions.push(Latest { address: record_address, tombstone: view.payload().is_empty() });
+                        if versions.len() >= limit {
+                            return Ok(versions);
+                        }
                     }
                 }
             }
@@ -83,7 +101,7 @@ impl Table {
             }
             address = kp.previous;
         }
-        Ok(None)
+        Ok(versions)
     }
 
     /// The payload of the record at `address` (copied; empty for a tombstone), or `None`
@@ -98,17 +116,17 @@ impl Table {
         Ok(Some(view.payload().to_vec()))
     }
 
-    /// Re-reads, from its chain, the latest version of each key whose version at one of
-    /// `addresses` was withdrawn ([`Table::withdraw`]), so the key index no longer points
-    /// at a record that is not there.
+    /// Re-reads, from their chains, the versions of each key one of whose versions was
+    /// withdrawn ([`Table::withdraw`]), so that the key index and the superseded-versions
+    /// table no longer name a record that is not there.
     ///
     /// # Errors
     /// Device errors.
     pub(crate) fn revalidate_withdrawn(&self, keyed: &Keyed, keys: &[Vec<u8>]) -> Result<()> {
         let mut reader = LogReader::new(&self.log);
         for key in keys {
-            let latest = self.version_as_of(keyed, key, u64::MAX, &mut reader)?;
-            keyed.index.reset(key, latest);
+            let versions = self.key_versions(keyed, key, u64::MAX, usize::MAX, &mut reader)?;
+            keyed.index.reset(key, &versions);
         }
         Ok(())
     }

@@ -697,7 +697,13 @@ impl Table {
                     let record_address = address - KeyPointer::offset_in_record(usize::from(kp.index)) as u64;
                     // A record is in a range when its address is (its key pointers lie above it).
                     let in_range = (scan.from..scan.to).contains(&record_address) && kp.psf_id == property.psf_id;
-                    if in_range && (scan.properties.len() == 1 || !seen.contains(&record_address)) {
+                    // A keyed table's superseded version is dropped before it is read.
+                    let superseded = in_range
+                        && projector.validator.as_ref().is_some_and(|v| v.by_address(record_address) == crate::keys::Verdict::Superseded);
+                    if superseded {
+                        projector.stats.versions_skipped += 1;
+                    }
+                    if in_range && !superseded && (scan.properties.len() == 1 || !seen.contains(&record_address)) {
                         let matches = |view: &RecordView<'_>, canonical: &mut Vec<u8>| {
                             let header = view.header();
                             canonical.clear();
@@ -783,8 +789,14 @@ impl Table {
         let last_page = self.log.page_of(range.to - 1);
         for page in first_page..=last_page {
             let page_start = self.log.page_start(page);
-            let records = self.page_records(page, range, &mut page_bytes)?;
+            let mut records = self.page_records(page, range, &mut page_bytes)?;
             projector.stats.full_scan_records += records.len() as u64;
+            if let Some(validator) = &projector.validator {
+                // A keyed table's superseded versions are dropped before they are parsed.
+                let before = records.len();
+                records.retain(|(address, _)| validator.by_address(*address) != crate::keys::Verdict::Superseded);
+                projector.stats.versions_skipped += (before - records.len()) as u64;
+            }
             let payloads: Vec<&[u8]> = records.iter().map(|(_, r)| &page_bytes[r.clone()]).collect();
             projector.stats.record_bytes += payloads.iter().map(|p| p.len() as u64).sum::<u64>();
             let addresses: Vec<u64> = records.iter().map(|(address, _)| *address).collect();

@@ -311,7 +311,7 @@ impl Table {
             let payloads: Vec<&[u8]> = spans.iter().map(|r| &copied[r.clone()]).collect();
             projector.stats.index_candidates += payloads.len() as u64;
             projector.stats.record_bytes += payloads.iter().map(|p| p.len() as u64).sum::<u64>();
-            if projector.process(&payloads, &read, true, sink)?.is_break() {
+            if projector.process(&payloads, &read, &[], true, sink)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
         }

@@ -34,24 +34,20 @@ impl<'t> Validator<'t> {
         self.keyed.index.validate(address, self.snapshot)
     }
 
-    /// Whether the record at `address` with field `values` is its key's version as of the
-    /// snapshot (a record without a key is not: it cannot be in a keyed table).
+    /// For a candidate whose newer version lies at or above the snapshot
+    /// ([`Verdict::Walk`]): whether the record at `address` with field `values` is the
+    /// version of its key the snapshot sees, from a walk of the key's chain (a record
+    /// without a key is not: it cannot be in a keyed table).
     ///
     /// # Errors
-    /// Device errors of a chain walk.
-    pub(super) fn is_live(&mut self, values: &[FieldValue<'_>], address: u64) -> Result<bool> {
-        Ok(match self.by_address(address) {
-            Verdict::Live => true,
-            Verdict::Superseded => false,
-            Verdict::Walk => {
-                if !PrimaryKey::encode(self.key_ids.iter().map(|&id| &values[id]), &mut self.key) {
-                    return Ok(false);
-                }
-                self.walks += 1;
-                let found = self.table.key_versions(self.keyed, &self.key, self.snapshot, 1, &mut self.reader)?;
-                found.first() == Some(&Latest { address, tombstone: false })
-            }
-        })
+    /// Device errors of the chain walk.
+    pub(super) fn walk(&mut self, values: &[FieldValue<'_>], address: u64) -> Result<bool> {
+        if !PrimaryKey::encode(self.key_ids.iter().map(|&id| &values[id]), &mut self.key) {
+            return Ok(false);
+        }
+        self.walks += 1;
+        let found = self.table.key_versions(self.keyed, &self.key, self.snapshot, 1, &mut self.reader)?;
+        Ok(found.first() == Some(&Latest { address, tombstone: false }))
     }
 }
 

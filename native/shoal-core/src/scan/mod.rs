@@ -161,11 +161,14 @@ struct Projector<'t> {
 
 impl Projector<'_> {
     /// Filters `payloads`, projects the matches, and emits full batches. Breaks when the
-    /// limit is reached or the sink asks to stop.
+    /// limit is reached or the sink asks to stop. In a keyed table, the candidates were
+    /// validated by address before they were read; `walks[i]` marks those whose version
+    /// the snapshot sees only a walk of their key's chain can tell (empty: none).
     fn process(
         &mut self,
         payloads: &[&[u8]],
         addresses: &[u64],
+        walks: &[bool],
         from_chains: bool,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<()>> {
@@ -198,8 +201,8 @@ impl Projector<'_> {
                     continue;
                 }
             }
-            if let Some(validator) = &mut self.validator {
-                if !validator.is_live(values, addresses.get(i).copied().unwrap_or(0))? {
+            if let Some(validator) = self.validator.as_mut().filter(|_| walks.get(i) == Some(&true)) {
+                if !validator.walk(values, addresses.get(i).copied().unwrap_or(0))? {
                     self.stats.versions_skipped += 1;
                     continue;
                 }
@@ -665,6 +668,7 @@ impl Table {
                 let guard = epoch.protect();
                 let mut candidates: Vec<Candidate<'_>> = Vec::new();
                 let mut candidate_addresses: Vec<u64> = Vec::new();
+                let mut candidate_walks: Vec<bool> = Vec::new();
                 let mut reads = 0;
                 while reads < EPOCH_REFRESH_READS && candidates.len() < chunk_rows {
                     let (property, address) = match cursor {
@@ -698,8 +702,11 @@ impl Table {
                     // A record is in a range when its address is (its key pointers lie above it).
                     let in_range = (scan.from..scan.to).contains(&record_address) && kp.psf_id == property.psf_id;
                     // A keyed table's superseded version is dropped before it is read.
-                    let superseded = in_range
-                        && projector.validator.as_ref().is_some_and(|v| v.by_address(record_address) == crate::keys::Verdict::Superseded);
+                    let verdict = match &projector.validator {
+                        Some(validator) if in_range => validator.by_address(record_address),
+                        _ => crate::keys::Verdict::Live,
+                    };
+                    let superseded = verdict == crate::keys::Verdict::Superseded;
                     if superseded {
                         projector.stats.versions_skipped += 1;
                     }
@@ -740,6 +747,7 @@ impl Table {
                             }
                             candidates.push(candidate);
                             candidate_addresses.push(record_address);
+                            candidate_walks.push(verdict == crate::keys::Verdict::Walk);
                         }
                     }
                     if kp.previous >= address {
@@ -756,7 +764,7 @@ impl Table {
                     .collect();
                 projector.stats.index_candidates += payloads.len() as u64;
                 projector.stats.record_bytes += payloads.iter().map(|p| p.len() as u64).sum::<u64>();
-                projector.process(&payloads, &candidate_addresses, true, &mut |batch| {
+                projector.process(&payloads, &candidate_addresses, &candidate_walks, true, &mut |batch| {
                     ready.push(batch);
                     Ok(ControlFlow::Continue(()))
                 })?
@@ -791,16 +799,23 @@ impl Table {
             let page_start = self.log.page_start(page);
             let mut records = self.page_records(page, range, &mut page_bytes)?;
             projector.stats.full_scan_records += records.len() as u64;
+            let mut walks = Vec::new();
             if let Some(validator) = &projector.validator {
                 // A keyed table's superseded versions are dropped before they are parsed.
                 let before = records.len();
-                records.retain(|(address, _)| validator.by_address(*address) != crate::keys::Verdict::Superseded);
+                records.retain(|(address, _)| match validator.by_address(*address) {
+                    crate::keys::Verdict::Superseded => false,
+                    verdict => {
+                        walks.push(verdict == crate::keys::Verdict::Walk);
+                        true
+                    }
+                });
                 projector.stats.versions_skipped += (before - records.len()) as u64;
             }
             let payloads: Vec<&[u8]> = records.iter().map(|(_, r)| &page_bytes[r.clone()]).collect();
             projector.stats.record_bytes += payloads.iter().map(|p| p.len() as u64).sum::<u64>();
             let addresses: Vec<u64> = records.iter().map(|(address, _)| *address).collect();
-            if projector.process(&payloads, &addresses, false, sink)?.is_break() {
+            if projector.process(&payloads, &addresses, &walks, false, sink)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
             if page_start + self.log.page_size() as u64 >= range.to {

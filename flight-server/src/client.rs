@@ -206,6 +206,21 @@ pub struct TruncateArgs {
     older_than_secs: Option<u64>,
 }
 
+/// `shoal delete`.
+#[derive(clap::Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// Table name (a keyed table).
+    name: String,
+    /// The rows to delete, in the filter language (e.g. `status = 'closed'`).
+    #[arg(long = "where", conflicts_with = "all")]
+    filter: Option<String>,
+    /// Delete every row (no filter).
+    #[arg(long)]
+    all: bool,
+}
+
 /// `shoal tables`.
 #[derive(clap::Args)]
 pub struct TablesArgs {
@@ -455,6 +470,17 @@ pub async fn truncate(args: TruncateArgs) -> Result<(), String> {
         }
     }
     println!("{}", action(&mut client, "truncate", &body).await?);
+    Ok(())
+}
+
+/// `shoal delete`: SQL's `DELETE FROM` on a keyed table (the `delete` action).
+pub async fn delete(args: DeleteArgs) -> Result<(), String> {
+    if args.filter.is_none() && !args.all {
+        return Err("delete: say which rows: --where FILTER, or --all for every row".to_owned());
+    }
+    let mut client = connect(&args.connection).await?;
+    let body = json!({"table": args.name, "filter": args.filter});
+    println!("{}", action(&mut client, "delete", &body).await?);
     Ok(())
 }
 

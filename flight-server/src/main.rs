@@ -43,6 +43,8 @@ enum Command {
     Tables(client::TablesArgs),
     /// Drop a table and its data.
     DropTable(client::TableNameArgs),
+    /// Delete the rows of a keyed table that match a filter (SQL's DELETE FROM … WHERE).
+    Delete(client::DeleteArgs),
     /// Drop the head of a table's log (retention): records below an address, beyond a size or age.
     Truncate(client::TruncateArgs),
     /// Checkpoint a table (or every table): recovery then replays only what follows.
@@ -265,6 +267,7 @@ fn main() -> std::process::ExitCode {
         Command::Tables(args) => client::run(client::tables(args)),
         Command::DropTable(args) => client::run(client::drop_table(args)),
         Command::AlterTable(args) => client::run(client::alter_table(args)),
+        Command::Delete(args) => client::run(client::delete(args)),
         Command::Truncate(args) => client::run(client::truncate(args)),
         Command::Checkpoint(args) => client::run(client::checkpoint(args)),
         Command::Completions { shell } => {

@@ -195,3 +195,30 @@ def test_sigkill_during_upserts_keeps_every_acknowledged_operation_exactly_once(
         check(client, "t", oracle)
     finally:
         assert d.stop() == 0
+
+
+def test_cli_creates_upserts_merges_and_deletes_by_key(daemon, tmp_path):
+    """`shoal create-table --primary-key`, `shoal ingest --op`, `shoal delete --where`, and
+    the `delete` action (SQL's DELETE FROM) it calls."""
+    from test_cli import cli
+
+    created = json.loads(cli(daemon, "create-table", "tickets", "--primary-key", "id"))
+    assert created["created"] is True
+    path = tmp_path / "tickets.ndjson"
+    path.write_text("".join(json.dumps({"id": i, "status": "open", "owner": {"name": f"u{i}"}}) + "\n" for i in range(10)))
+    assert "ingested 10 of 10 records" in cli(daemon, "ingest", "--table", "tickets", str(path))
+    patch = "".join(json.dumps({"id": i, "status": "closed", "owner": {"name": None}}) + "\n" for i in range(0, 10, 2))
+    assert "ingested 5 of 5 records" in cli(daemon, "ingest", "--table", "tickets", "--op", "merge", "-", stdin=patch)
+    client = daemon.client()
+    expected = {i: {"id": i, "status": "closed" if i % 2 == 0 else "open", "owner": {} if i % 2 == 0 else {"name": f"u{i}"}} for i in range(10)}
+    assert rows(client, "tickets") == expected
+    deleted = json.loads(cli(daemon, "delete", "tickets", "--where", "status = 'closed'"))
+    assert deleted["deleted"] == 5
+    assert rows(client, "tickets") == {i: v for i, v in expected.items() if i % 2}
+    cli(daemon, "ingest", "--table", "tickets", "--op", "delete", "-", stdin='{"id": 1}\n{"id": 99}\n')
+    assert sorted(rows(client, "tickets")) == [3, 5, 7, 9]
+    assert action(client, "delete", {"table": "tickets"})["deleted"] == 4
+    assert rows(client, "tickets") == {} and action(client, "stats", {"table": "tickets"})["keys"]["live"] == 0
+    action(client, "create_table", {"name": "plain"})
+    with pytest.raises(pa.ArrowException, match="keyed table"):
+        action(client, "delete", {"table": "plain", "filter": "id = 1"})

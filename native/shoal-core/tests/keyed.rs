@@ -153,6 +153,15 @@ proptest! {
             table.ingest_ops(&records, &ops).unwrap();
             batch.iter().for_each(|s| apply(&mut oracle, s));
             check(&table, &oracle);
+            if snapshots.len() % 3 == 2 {
+                // SQL's DELETE FROM t WHERE g = …: every live row that matches gets a tombstone.
+                let g = (snapshots.len() / 3) % 3;
+                let report = table.delete_where(Some(&parse_expr(&format!("g = {g}")).unwrap())).unwrap();
+                let before = oracle.len();
+                oracle.retain(|_, v| v["g"] != json!(g));
+                prop_assert_eq!(report.deleted, (before - oracle.len()) as u64);
+                check(&table, &oracle);
+            }
             snapshots.push((table.stats().complete_until, oracle.clone()));
         }
         for (address, then) in &snapshots {

@@ -23,7 +23,7 @@ use crate::error::{ErrorClass, OpsError};
 
 use crate::catalog::{Catalog, TableEntry};
 use crate::protocol::{
-    parse_body, AggregateSpec, BatchMetadata, CreateTable, DeregisterPsf, IfTruncated, MakeDurable, OutputFormat, QueryCommand,
+    parse_body, AggregateSpec, BatchMetadata, CreateTable, DeleteRows, DeregisterPsf, IfTruncated, MakeDurable, OutputFormat, QueryCommand,
     AlterTable, RegisterPsf, TableRef, TicketBody, TransactionRef, Truncate, WriterRef, TICKET_VERSION,
 };
 
@@ -36,6 +36,7 @@ pub const ACTIONS: &[(&str, &str)] = &[
     ("deregister_psf", r#"{"table", "name"} → PSF with safe deregister address"#),
     ("list_psfs", r#"{"table"} → [PSF]"#),
     ("stats", r#"{"table"} → counters and log addresses"#),
+    ("delete", r#"{"table", "filter"?} → a keyed table's live rows matching the filter (all without one) get a tombstone each (SQL's DELETE); {"deleted", "end_address", "durable_address"}"#),
     ("truncate", r#"{"table", "before_address" | "keep_bytes" | "older_than_secs"} → drops the head of the log (whole segment files); {"begin_address", "segments_deleted", "bytes_deleted"}"#),
     ("make_durable", r#"{"table", "address"?} → waits until everything below address (default: the tail) is durable, without closing the open page; {"durable_address"}"#),
     ("writer_status", r#"{"table", "writer"} → {"last_serial", "last_durable_serial", "durable_address"}"#),
@@ -793,6 +794,25 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
             stats["table"] = json!(request.table);
             stats["psfs"] = json!(entry.table.psfs().all().len());
             Ok(stats)
+        }
+        "delete" => {
+            let request: DeleteRows = parse_body("delete", body)?;
+            let entry = catalog.get(&request.table)?;
+            let filter = request.filter.as_deref().map(parse_expr).transpose().map_err(|e| OpsError::from_engine(&e))?;
+            let report = entry.table.delete_where(filter.as_ref()).map_err(|e| OpsError::from_engine(&e))?;
+            metrics::counter!("shoal_deleted_rows_total", "table" => entry.name.clone()).increment(report.deleted);
+            if report.end_address > 0 && entry.table.config().durability != DurabilityPolicy::None {
+                entry
+                    .table
+                    .wait_durable_while(report.end_address, Duration::from_secs(60), keep_waiting)
+                    .map_err(|e| OpsError::from_engine(&e))?;
+            }
+            Ok(json!({
+                "table": request.table,
+                "deleted": report.deleted,
+                "end_address": report.end_address,
+                "durable_address": entry.table.durable_address(),
+            }))
         }
         "truncate" => {
             let request: Truncate = parse_body("truncate", body)?;

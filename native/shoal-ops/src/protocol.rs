@@ -110,6 +110,17 @@ impl KeyFields {
     }
 }
 
+/// `delete`: SQL's `DELETE FROM table WHERE filter` on a keyed table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteRows {
+    /// Table name.
+    pub table: String,
+    /// The rows to delete: a filter in the filter language (absent: every row).
+    #[serde(default)]
+    pub filter: Option<String>,
+}
+
 /// `drop_table`, `stats`, `list_psfs`, `checkpoint`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -127,3 +127,52 @@ impl Table {
         Ok(())
     }
 }
+
+/// What [`Table::delete_where`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DeleteReport {
+    /// Keys deleted (tombstones written): the live rows that matched.
+    pub deleted: u64,
+    /// One past the last byte written (0 if nothing was): durable once the table's
+    /// durable address reaches it.
+    pub end_address: u64,
+}
+
+impl Table {
+    /// Deletes every live row of a keyed table that matches `filter` (all rows when
+    /// `None`): the rows the query sees at this moment (its snapshot) get a tombstone
+    /// each, written in batches as the scan finds them — SQL's `DELETE FROM t WHERE …`
+    /// (Spark's `SupportsDelete`). Rows written after the call began are not deleted.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidOperation`] on an append-only table; scan and ingest errors
+    /// (tombstones written before the error stay: each batch of them is atomic, the whole
+    /// delete is not).
+    pub fn delete_where(&self, filter: Option<&crate::psf::Expr>) -> Result<DeleteReport> {
+        if self.keyed.is_none() {
+            return Err(crate::Error::InvalidOperation(
+                "DELETE needs a keyed table (one created with a primary key); this table is append-only".into(),
+            ));
+        }
+        let request = super::ScanRequest { filter: filter.cloned(), ..super::ScanRequest::default() };
+        let plan = self.plan(&request);
+        let mut report = DeleteReport::default();
+        let ops = vec![crate::keys::RecordOp::Delete; request.batch_rows];
+        // Tombstones land past the plan's snapshot, so the scan never sees them. The sink
+        // runs with no epoch protection held (scans hand batches over after dropping it).
+        self.scan_json(&request, &plan, &mut |batch| {
+            let column = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .ok_or_else(|| crate::Error::InvalidOperation("a JSON scan gave no Utf8 column".into()))?;
+            // The JSON output column is non-null.
+            let records: Vec<&[u8]> = column.iter().map(|text| text.unwrap_or_default().as_bytes()).collect();
+            let written = self.ingest_ops(&records, &ops[..records.len()])?;
+            report.deleted += written.records as u64;
+            report.end_address = report.end_address.max(written.end_address);
+            Ok(std::ops::ControlFlow::Continue(()))
+        })?;
+        Ok(report)
+    }
+}

@@ -22,6 +22,7 @@ use crate::schema::BatchBuilder;
 use crate::table::Table;
 pub use aggregate::{Aggregate, AggregateFunction};
 pub use columnar::COLUMNAR_INDEX_SHARE;
+pub use keyed::DeleteReport;
 pub use plan::{plan_scan, IndexScanPlan, LogRange, PropertyKey, ScanPlan};
 use reader::LogReader;
 

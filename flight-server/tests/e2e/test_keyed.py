@@ -222,3 +222,23 @@ def test_cli_creates_upserts_merges_and_deletes_by_key(daemon, tmp_path):
     action(client, "create_table", {"name": "plain"})
     with pytest.raises(pa.ArrowException, match="keyed table"):
         action(client, "delete", {"table": "plain", "filter": "id = 1"})
+
+
+def test_transactions_stage_deletes_and_merges_and_commit_them_once(start_daemon):
+    """Flink's exactly-once sink stages a changelog in a transaction: its upserts, deletes and
+    merges (in the staging file, with their operations) are invisible until the commit and
+    applied once by it; a record without the key is refused when staged."""
+    d = start_daemon()
+    client = d.client()
+    action(client, "create_table", {"name": "t", "primary_key": "id"})
+    put_ops(client, "t", [("upsert", {"id": i, "v": 0}) for i in range(5)])
+    action(client, "begin_transaction", {"table": "t", "transaction": "cp-1"})
+    staged = put_ops(client, "t", [("delete", {"id": 0}), ("merge", {"id": 1, "w": 1}), ("upsert", {"id": 9, "v": 9}), ("merge", {"id": 1, "v": None})], transaction="cp-1")
+    assert staged[0]["staged"] == 4
+    assert sorted(rows(client, "t")) == [0, 1, 2, 3, 4], "staged operations are invisible"
+    with pytest.raises(pa.ArrowException, match="primary key"):
+        put_ops(client, "t", [("delete", {"other": 1})], transaction="cp-1")
+    action(client, "prepare_transaction", {"table": "t", "transaction": "cp-1"})
+    assert action(client, "commit_transaction", {"table": "t", "transaction": "cp-1"})["records"] == 4
+    assert action(client, "commit_transaction", {"table": "t", "transaction": "cp-1"})["state"] == "committed"
+    assert rows(client, "t") == {1: {"id": 1, "w": 1}, 2: {"id": 2, "v": 0}, 3: {"id": 3, "v": 0}, 4: {"id": 4, "v": 0}, 9: {"id": 9, "v": 9}}

@@ -363,13 +363,16 @@ impl Table {
 
     /// Checks `records` the way [`Self::ingest`] would, without writing anything:
     /// returns the index and reason of each record that is not valid JSON or too large
-    /// to fit a page with this table's PSFs (used to validate records staged for later
-    /// ingestion, e.g. in a transaction, so that ingesting them cannot fail).
+    /// to fit a page with this table's PSFs, or, in a keyed table, has no usable primary
+    /// key (used to validate records staged for later ingestion, e.g. in a transaction, so
+    /// that ingesting them cannot fail).
     #[must_use]
     pub fn check_records(&self, records: &[&[u8]]) -> Vec<(usize, String)> {
         let mut parser = self.take_parser();
         let mut parsed = crate::parser::ParsedBatch::default();
-        let fields = crate::parser::FieldSet::new();
+        let mut fields = crate::parser::FieldSet::new();
+        let key_ids: Vec<usize> = self.keyed.iter().flat_map(|k| k.key.fields.iter()).map(|f| fields.insert(f)).collect();
+        let mut key = Vec::new();
         parsed.reset(fields.len());
         parser.parse_batch(records, &fields, &mut parsed);
         self.return_parser(parser);
@@ -377,9 +380,21 @@ impl Table {
         let psfs = self.psfs.all().len();
         let mut problems = Vec::new();
         for (index, record) in records.iter().enumerate() {
-            if let Err(reason) = parsed.record(index) {
-                problems.push((index, reason.to_owned()));
-            } else if crate::record::record_size(psfs, record.len(), record.len()) > self.log.max_record_size() {
+            match parsed.record(index) {
+                Err(reason) => {
+                    problems.push((index, reason.to_owned()));
+                    continue;
+                }
+                Ok(values) => {
+                    if let Some(keyed) = &self.keyed {
+                        if !PrimaryKey::encode(key_ids.iter().map(|&id| &values[id]), &mut key) {
+                            problems.push((index, format!("no primary key {}", keyed.key.describe())));
+                            continue;
+                        }
+                    }
+                }
+            }
+            if crate::record::record_size(psfs, record.len(), record.len()) > self.log.max_record_size() {
                 problems.push((index, format!("{} bytes is too large for this table's pages", record.len())));
             }
         }

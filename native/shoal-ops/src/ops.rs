@@ -656,10 +656,7 @@ pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &Bat
     let with_context = |error: OpsError| error.context(format_args!("table {:?}, DoPut batch {number}", entry.name));
     let ops = record_ops(batch).map_err(with_context)?;
     if let Some(transaction) = &metadata.transaction {
-        if ops.iter().any(|op| *op != RecordOp::Upsert) {
-            return Err(with_context(OpsError::invalid_argument("deletes and merges (the \"op\" column) cannot be staged in a transaction yet")));
-        }
-        let (staged, skipped) = entry.transactions.stage(&entry.table, transaction, &records).map_err(with_context)?;
+        let (staged, skipped) = entry.transactions.stage(&entry.table, transaction, &records, &ops).map_err(with_context)?;
         let metadata = json!({
             "batch": number,
             "transaction": transaction,

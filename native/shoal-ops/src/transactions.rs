@@ -14,7 +14,9 @@
 //!   skipped through the writer's serials (recovery keeps a writer batch whole or drops
 //!   it), so every staged record is ingested exactly once.
 //! - On disk (`<table dir>/transactions/`): `<id>.staged` holds the records, each as a
-//!   little-endian u32 length and its bytes; `<id>.state` (JSON, replaced atomically)
+//!   little-endian u32 and its bytes — the u32's low 30 bits are the length, its top two
+//!   the record's operation on a keyed table (0 upsert, 1 delete, 2 merge: files written
+//!   before keyed tables read as upserts); `<id>.state` (JSON, replaced atomically)
 //!   holds the state and the number of staged records. In-memory tables keep staged
 //!   records in memory. A committed or aborted transaction keeps its state file so its
 //!   outcome can be asked again; its staged records are deleted.
@@ -27,6 +29,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use shoal_core::checkpoint::{read_json, write_json_atomic};
+use shoal_core::keys::RecordOp;
 use shoal_core::session::WriterBatch;
 use shoal_core::table::Table;
 use crate::error::OpsError;
@@ -34,6 +37,29 @@ use crate::error::OpsError;
 
 /// Records per writer batch when a commit ingests the staged records.
 const COMMIT_CHUNK: usize = 1000;
+
+/// Where a staged record's operation sits in its u32 length word.
+const OP_SHIFT: u32 = 30;
+
+/// A staged record: its operation and its bytes.
+type Staged = (RecordOp, Vec<u8>);
+
+fn op_bits(op: RecordOp) -> u32 {
+    match op {
+        RecordOp::Upsert => 0,
+        RecordOp::Delete => 1,
+        RecordOp::Merge => 2,
+    }
+}
+
+fn op_of_bits(bits: u32) -> Option<RecordOp> {
+    match bits {
+        0 => Some(RecordOp::Upsert),
+        1 => Some(RecordOp::Delete),
+        2 => Some(RecordOp::Merge),
+        _ => None,
+    }
+}
 
 /// The state of a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,7 +92,7 @@ pub struct TransactionInfo {
 struct Transaction {
     info: TransactionInfo,
     /// Staged records of an in-memory table.
-    memory: Vec<Vec<u8>>,
+    memory: Vec<Staged>,
     /// Their bytes: at most a quarter of the table's page ring (what a commit can surely
     /// ingest).
     memory_bytes: u64,
@@ -173,14 +199,21 @@ impl Transactions {
         Ok(info)
     }
 
-    /// Stages `records` (validated as `table` would ingest them) in transaction `id`.
-    /// Returns `(records staged, skipped (row, reason))`.
+    /// Stages `records` (validated as `table` would ingest them) in transaction `id`, each
+    /// with its operation `ops[i]` (empty: upserts; deletes and merges only in a keyed
+    /// table). Returns `(records staged, skipped (row, reason))`.
     ///
     /// # Errors
     /// `NOT_FOUND`; `FAILED_PRECONDITION` unless the transaction is open;
     /// `INVALID_ARGUMENT` naming the first invalid record under the `reject` policy
     /// (nothing of the batch is staged).
-    pub fn stage(&self, table: &Table, id: &str, records: &[&[u8]]) -> Result<(usize, Vec<(usize, String)>), OpsError> {
+    pub fn stage(&self, table: &Table, id: &str, records: &[&[u8]], ops: &[RecordOp]) -> Result<(usize, Vec<(usize, String)>), OpsError> {
+        if ops.iter().any(|op| *op != RecordOp::Upsert) && table.config().primary_key.is_empty() {
+            return Err(OpsError::invalid_argument(
+                "deletes and merges (the \"op\" column) need a keyed table (one created with a primary key); this table is append-only",
+            ));
+        }
+        let op = |index: usize| ops.get(index).copied().unwrap_or_default();
         let transaction = self.get(id)?;
         let mut transaction = lock(&transaction);
         if transaction.info.state != TransactionState::Open {
@@ -196,20 +229,23 @@ impl Transactions {
             }
         }
         let skip: std::collections::HashSet<usize> = problems.iter().map(|(i, _)| *i).collect();
-        let kept: Vec<&[u8]> = records.iter().enumerate().filter(|(i, _)| !skip.contains(i)).map(|(_, r)| *r).collect();
+        let kept: Vec<(RecordOp, &[u8])> = records.iter().enumerate().filter(|(i, _)| !skip.contains(i)).map(|(i, r)| (op(i), *r)).collect();
         match self.staged_path(id) {
             Some(path) => {
-                let mut buffer = Vec::with_capacity(kept.iter().map(|r| r.len() + 4).sum());
-                for record in &kept {
-                    let length = u32::try_from(record.len()).map_err(|_| OpsError::invalid_argument("a record over 4 GiB"))?;
-                    buffer.extend_from_slice(&length.to_le_bytes());
+                let mut buffer = Vec::with_capacity(kept.iter().map(|(_, r)| r.len() + 4).sum());
+                for (op, record) in &kept {
+                    let length = u32::try_from(record.len())
+                        .ok()
+                        .filter(|l| *l < 1 << OP_SHIFT)
+                        .ok_or_else(|| OpsError::invalid_argument("a record of 1 GiB or more cannot be staged"))?;
+                    buffer.extend_from_slice(&(length | op_bits(*op) << OP_SHIFT).to_le_bytes());
                     buffer.extend_from_slice(record);
                 }
                 let mut file = std::fs::OpenOptions::new().append(true).open(&path).map_err(|e| io_status("cannot open", &path, &e))?;
                 file.write_all(&buffer).map_err(|e| io_status("cannot write", &path, &e))?;
             }
             None => {
-                let bytes: u64 = kept.iter().map(|r| r.len() as u64).sum();
+                let bytes: u64 = kept.iter().map(|(_, r)| r.len() as u64).sum();
                 // A quarter of the ring: records take their payload plus a header and key
                 // pointers, and a batch ingested into an in-memory ring reserves twice its
                 // size (the fillers that may close its pages).
@@ -222,7 +258,7 @@ impl Transactions {
                     )));
                 }
                 transaction.memory_bytes += bytes;
-                transaction.memory.extend(kept.iter().map(|r| r.to_vec()));
+                transaction.memory.extend(kept.iter().map(|(op, r)| (*op, r.to_vec())));
             }
         }
         transaction.info.records += kept.len() as u64;
@@ -269,9 +305,11 @@ impl Transactions {
         let writer = format!("txn/{id}");
         let mut end = 0;
         let mut committed = 0u64;
-        let mut ingest_chunk = |chunk: &[Vec<u8>], serial: u64| -> Result<(), OpsError> {
-            let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
-            let report = table.ingest_as(WriterBatch { writer: &writer, serial }, &refs).map_err(|e| OpsError::from_engine(&e))?;
+        let mut ingest_chunk = |chunk: &[Staged], serial: u64| -> Result<(), OpsError> {
+            let refs: Vec<&[u8]> = chunk.iter().map(|(_, r)| r.as_slice()).collect();
+            let ops: Vec<RecordOp> = chunk.iter().map(|(op, _)| *op).collect();
+            let report =
+                table.ingest_ops_as(WriterBatch { writer: &writer, serial }, &refs, &ops).map_err(|e| OpsError::from_engine(&e))?;
             end = end.max(report.end_address);
             committed += chunk.len() as u64;
             Ok(())
@@ -365,7 +403,7 @@ impl<'a> StagedReader<'a> {
     }
 
     /// Up to `max` records; empty at the end of the file.
-    fn next_chunk(&mut self, max: usize) -> Result<Vec<Vec<u8>>, OpsError> {
+    fn next_chunk(&mut self, max: usize) -> Result<Vec<Staged>, OpsError> {
         let mut records = Vec::new();
         while records.len() < max {
             let mut length = [0u8; 4];
@@ -374,7 +412,11 @@ impl<'a> StagedReader<'a> {
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
                 Err(e) => return Err(io_status("cannot read", self.path, &e)),
             }
-            let length = u64::from(u32::from_le_bytes(length));
+            let word = u32::from_le_bytes(length);
+            let length = u64::from(word & ((1 << OP_SHIFT) - 1));
+            let Some(op) = op_of_bits(word >> OP_SHIFT) else {
+                return Err(OpsError::internal(format!("{}: a staged record with an unknown operation (damaged file?)", self.path.display())));
+            };
             self.remaining = self.remaining.saturating_sub(4);
             if length > self.remaining {
                 break; // torn (or damaged) last record
@@ -382,7 +424,7 @@ impl<'a> StagedReader<'a> {
             #[allow(clippy::cast_possible_truncation)]
             let mut record = vec![0u8; length as usize];
             match self.reader.read_exact(&mut record) {
-                Ok(()) => records.push(record),
+                Ok(()) => records.push((op, record)),
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
                 Err(e) => return Err(io_status("cannot read", self.path, &e)),
             }

@@ -75,7 +75,19 @@ interface ShoalClient extends AutoCloseable {
 
   /** {@code create_table} of {@code name} with {@code if_not_exists}; the answer says whether it was created. */
   default JsonNode createTableIfNotExists(String name) {
-    return action("create_table", JSON.createObjectNode().put("name", name).put("if_not_exists", true));
+    return createTableIfNotExists(name, List.of());
+  }
+
+  /**
+   * {@code create_table} of {@code name} with {@code if_not_exists}, keyed on {@code primaryKey}
+   * (dotted paths; empty: an append-only table); the answer says whether it was created.
+   */
+  default JsonNode createTableIfNotExists(String name, List<String> primaryKey) {
+    ObjectNode body = JSON.createObjectNode().put("name", name).put("if_not_exists", true);
+    if (!primaryKey.isEmpty()) {
+      primaryKey.forEach(body.putArray("primary_key")::add);
+    }
+    return action("create_table", body);
   }
 
   /** The names of the tables at the endpoint ({@code ListFlights}), for the catalog. */
@@ -154,8 +166,9 @@ interface ShoalClient extends AutoCloseable {
   }
 
   /**
-   * A batch of the protocol's DoPut shape: one column {@code json} (Utf8), one record per row.
-   * Closing the root frees the column.
+   * A batch of the protocol's DoPut shape: one column {@code json} (Utf8), one record per row, and
+   * a column {@code op} when an entry carries an operation ({@link OperationEntries}; keyed
+   * tables). Closing the root frees the columns.
    *
    * @param allocator where the column's buffers come from
    * @param records the records' JSON texts (UTF-8)
@@ -163,11 +176,21 @@ interface ShoalClient extends AutoCloseable {
    */
   static VectorSchemaRoot jsonBatch(BufferAllocator allocator, List<byte[]> records, long bytes) {
     VarCharVector json = new VarCharVector("json", allocator);
-    VectorSchemaRoot root = VectorSchemaRoot.of(json);
+    // Entries with an operation (OperationEntries) add the keyed tables' `op` column.
+    VarCharVector op = OperationEntries.anyOperation(records) ? new VarCharVector("op", allocator) : null;
+    VectorSchemaRoot root = op == null ? VectorSchemaRoot.of(json) : VectorSchemaRoot.of(json, op);
     try {
       json.allocateNew(Math.max(bytes, 1), records.size());
+      if (op != null) {
+        op.allocateNew(records.size() * 6L, records.size());
+      }
       for (int i = 0; i < records.size(); i++) {
-        json.setSafe(i, records.get(i));
+        byte[] entry = records.get(i);
+        int offset = OperationEntries.jsonOffset(entry);
+        json.setSafe(i, entry, offset, entry.length - offset);
+        if (op != null) {
+          op.setSafe(i, OperationEntries.operation(entry).wireName().getBytes(StandardCharsets.UTF_8));
+        }
       }
       root.setRowCount(records.size());
       return root;

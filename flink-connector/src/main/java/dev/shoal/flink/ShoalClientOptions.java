@@ -17,13 +17,16 @@ import java.util.Map;
  *     this JVM released it ({@code embedded.keep-alive}); embedded mode only
  * @param createTable whether each writer creates the table when it does not exist
  *     ({@code sink.create-table}; {@code create_table} with {@code if_not_exists})
+ * @param primaryKey the primary key a created table gets (a keyed table; the Flink SQL table's
+ *     {@code PRIMARY KEY}); empty: append-only
  */
 record ShoalClientOptions(
     String token, Duration requestTimeout, Map<String, String> embeddedConfig, Duration embeddedKeepAlive,
-    boolean createTable)
+    boolean createTable, java.util.List<String> primaryKey)
     implements Serializable {
 
   ShoalClientOptions {
+    primaryKey = primaryKey == null ? java.util.List.of() : java.util.List.copyOf(primaryKey);
     // Immutable and serializable.
     embeddedConfig = embeddedConfig == null ? Map.of() : Map.copyOf(embeddedConfig);
     embeddedKeepAlive = embeddedKeepAlive == null ? ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE.defaultValue() : embeddedKeepAlive;
@@ -31,6 +34,6 @@ record ShoalClientOptions(
 
   /** A daemon's options: token and deadline; the embedded settings at their defaults. */
   static ShoalClientOptions of(String token, Duration requestTimeout) {
-    return new ShoalClientOptions(token, requestTimeout, Map.of(), null, false);
+    return new ShoalClientOptions(token, requestTimeout, Map.of(), null, false, null);
   }
 }

@@ -171,7 +171,9 @@ final class ShoalErrors {
   }
 
   static String quote(byte[] record) {
-    String text = new String(record, StandardCharsets.UTF_8);
+    // A request entry with an operation (OperationEntries): the JSON after its operation byte.
+    int offset = OperationEntries.jsonOffset(record);
+    String text = new String(record, offset, record.length - offset, StandardCharsets.UTF_8);
     return text.length() <= QUOTED_RECORD_CHARS
         ? text
         : text.substring(0, QUOTED_RECORD_CHARS) + "... (" + record.length + " bytes)";

@@ -128,7 +128,7 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
     ShoalClient client = ShoalClient.open(endpoint, table, clientOptions);
     try {
       if (clientOptions.createTable()) {
-        client.createTableIfNotExists(table);
+        client.createTableIfNotExists(table, clientOptions.primaryKey());
       }
       return newWriter(context, recoveredState, client);
     } catch (RuntimeException e) {

@@ -36,6 +36,8 @@ public class ShoalSinkBuilder<InputT> {
   private Duration embeddedKeepAlive = ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE.defaultValue();
   private final Map<String, String> embeddedConfig = new TreeMap<>();
   private boolean createTable = ShoalConnectorOptions.CREATE_TABLE.defaultValue();
+  private ShoalOperationExtractor<InputT> operationExtractor;
+  private java.util.List<String> primaryKey = java.util.List.of();
 
   ShoalSinkBuilder() {}
 
@@ -166,6 +168,27 @@ public class ShoalSinkBuilder<InputT> {
   }
 
   /**
+   * What each element does to its key in a keyed table ({@link ShoalOperation}: upsert, delete or
+   * merge; null from the extractor skips the element). Default: none (every element is written as
+   * is: an append, or an upsert in a keyed table). With an extractor, each writer sends one batch
+   * at a time ({@code sink.requests.max-in-flight} is taken as 1): the versions of a key must
+   * reach shoal in the order the job produced them.
+   */
+  public ShoalSinkBuilder<InputT> setOperationExtractor(ShoalOperationExtractor<InputT> operationExtractor) {
+    this.operationExtractor = operationExtractor;
+    return this;
+  }
+
+  /**
+   * The primary key (dotted paths) of the table {@link #setCreateTable} creates: a keyed table.
+   * Default: none (an append-only table). An existing table keeps its own key.
+   */
+  public ShoalSinkBuilder<InputT> setPrimaryKey(java.util.List<String> primaryKey) {
+    this.primaryKey = primaryKey == null ? java.util.List.of() : java.util.List.copyOf(primaryKey);
+    return this;
+  }
+
+  /**
    * @throws IllegalArgumentException on a missing endpoint or table, a malformed prefix, or limits
    *     that contradict each other (the message names the option)
    */
@@ -199,8 +222,10 @@ public class ShoalSinkBuilder<InputT> {
           "shoal sink: '" + ShoalConnectorOptions.EMBEDDED_CONFIG_PREFIX + e.getKey() + "' needs a key and a value");
     }
     RetryPolicy retryPolicy = new RetryPolicy(maxRetries, initialBackoff, maxBackoff);
+    // Batches in flight at once could reach shoal in another order: not for a key's versions.
+    int maxInFlightRequests = operationExtractor == null ? this.maxInFlightRequests : 1;
     ShoalClientOptions clientOptions =
-        new ShoalClientOptions(token, requestTimeout, embeddedConfig, embeddedKeepAlive, createTable);
+        new ShoalClientOptions(token, requestTimeout, embeddedConfig, embeddedKeepAlive, createTable, primaryKey);
     if (deliveryGuarantee == DeliveryGuarantee.EXACTLY_ONCE) {
       return new ShoalExactlyOnceSink<>(
           converter(),
@@ -231,9 +256,10 @@ public class ShoalSinkBuilder<InputT> {
   }
 
   private ElementConverter<InputT, byte[]> converter() {
-    return serializationSchema != null
+    ElementConverter<InputT, byte[]> documents = serializationSchema != null
         ? new SerializationSchemaElementConverter<>(serializationSchema)
         : new JsonStringElementConverter<>();
+    return operationExtractor == null ? documents : new OperationElementConverter<>(documents, operationExtractor);
   }
 
   private static void require(boolean condition, String message) {

@@ -50,6 +50,8 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
   protected final ShoalWriterMetrics metrics;
   protected final ShoalActionRetries actions;
   private final ExecutorService senders;
+  /** The converter of a sink with operations (keyed tables), which may skip elements; else null. */
+  private final OperationElementConverter<InputT> operations;
 
   /** Highest {@code end_address} of any acknowledged batch of this writer; -1 before the first. */
   protected final AtomicLong highestAcknowledgedEnd = new AtomicLong(-1);
@@ -85,9 +87,13 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
     super(elementConverter, context, configuration, states);
     // Opened here rather than in ElementConverter.open, whose parameter differs between Flink 1.20
     // (Sink.InitContext) and 2.x (WriterInitContext).
-    if (elementConverter instanceof SerializationSchemaElementConverter<?> converter) {
+    ElementConverter<InputT, byte[]> documents = elementConverter instanceof OperationElementConverter<InputT> operations
+        ? operations.documents()
+        : elementConverter;
+    if (documents instanceof SerializationSchemaElementConverter<?> converter) {
       converter.openSchema(context.asSerializationSchemaInitializationContext());
     }
+    this.operations = elementConverter instanceof OperationElementConverter<InputT> operations ? operations : null;
     int subtask = context.getTaskInfo().getIndexOfThisSubtask();
     this.client = client;
     this.retryPolicy = retryPolicy;
@@ -103,6 +109,15 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
             });
     this.metrics = new ShoalWriterMetrics(context.metricGroup(), durableAddress::get);
     this.actions = new ShoalActionRetries(where, retryPolicy, metrics);
+  }
+
+  /** Writes the element unless its operation extractor skips it (an {@code UPDATE_BEFORE}). */
+  @Override
+  public void write(InputT element, Context context) throws java.io.IOException, InterruptedException {
+    if (operations != null && operations.skips(element)) {
+      return;
+    }
+    super.write(element, context);
   }
 
   /** A record's size is its JSON text's UTF-8 length (what the daemon stores as payload). */

@@ -11,8 +11,9 @@ import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.types.DataType;
 
 /**
- * The planner's view of a shoal table: append-only; each row becomes one JSON document through
- * the table's encoding format and goes to a {@link dev.shoal.flink.ShoalSink}.
+ * The planner's view of a shoal table: append-only, or an upsert sink when the table has a
+ * primary key; each row becomes one JSON document through the table's encoding format and goes to
+ * a {@link dev.shoal.flink.ShoalSink} (with its operation, for an upsert sink).
  */
 public class ShoalDynamicSink implements DynamicTableSink {
 
@@ -20,22 +21,29 @@ public class ShoalDynamicSink implements DynamicTableSink {
   private final EncodingFormat<SerializationSchema<RowData>> format;
   private final DataType physicalDataType;
   private final Integer parallelism;
+  /** The table has a primary key: an upsert sink of a keyed shoal table. */
+  private final boolean upsert;
 
   ShoalDynamicSink(
       ShoalSinkBuilder<RowData> builder,
       EncodingFormat<SerializationSchema<RowData>> format,
       DataType physicalDataType,
-      Integer parallelism) {
+      Integer parallelism,
+      boolean upsert) {
     this.builder = builder;
     this.format = format;
     this.physicalDataType = physicalDataType;
     this.parallelism = parallelism;
+    this.upsert = upsert;
   }
 
-  /** shoal's log is append-only: the sink takes inserts only (the planner rejects updating queries). */
+  /**
+   * Inserts only for an append-only table (the planner rejects updating queries); for a table with
+   * a primary key, an upsert changelog ({@code INSERT}, {@code UPDATE_AFTER}, {@code DELETE}).
+   */
   @Override
   public ChangelogMode getChangelogMode(ChangelogMode requestedMode) {
-    return ChangelogMode.insertOnly();
+    return upsert ? ChangelogMode.upsert() : ChangelogMode.insertOnly();
   }
 
   @Override
@@ -46,7 +54,7 @@ public class ShoalDynamicSink implements DynamicTableSink {
 
   @Override
   public DynamicTableSink copy() {
-    return new ShoalDynamicSink(builder, format, physicalDataType, parallelism);
+    return new ShoalDynamicSink(builder, format, physicalDataType, parallelism, upsert);
   }
 
   @Override
@@ -61,11 +69,12 @@ public class ShoalDynamicSink implements DynamicTableSink {
     }
     return Objects.equals(format, other.format)
         && Objects.equals(physicalDataType, other.physicalDataType)
-        && Objects.equals(parallelism, other.parallelism);
+        && Objects.equals(parallelism, other.parallelism)
+        && upsert == other.upsert;
   }
 
   @Override
   public int hashCode() {
-    return Objects.hash(format, physicalDataType, parallelism);
+    return Objects.hash(format, physicalDataType, parallelism, upsert);
   }
 }

@@ -63,7 +63,11 @@ import org.apache.flink.table.factories.SerializationFormatFactory;
  * <p>Rows are serialised by the format named in {@code 'format'}, discovered through {@link
  * FactoryUtil} (normally Flink's own {@code json}; any format that writes one JSON document per
  * row works, e.g. {@code raw} over a single STRING column of JSON text). The options are in
- * {@link dev.shoal.flink.ShoalConnectorOptions}. The sink is append-only (insert-only changelog).
+ * {@link dev.shoal.flink.ShoalConnectorOptions}. Without a primary key the sink is append-only
+ * (insert-only changelog). With {@code PRIMARY KEY (...) NOT ENFORCED} it is an upsert sink of a
+ * keyed shoal table (created with that key by {@code 'sink.create-table'}): {@code INSERT} and
+ * {@code UPDATE_AFTER} rows upsert their key, {@code DELETE} rows delete it, {@code UPDATE_BEFORE}
+ * rows are skipped, under every delivery guarantee.
  *
  * <p>{@code 'endpoint' = 'embedded:/path/to/data'} writes into the shoal engine inside the JVM of
  * the writers (embedded mode), configured by {@code 'embedded.keep-alive'} and {@code
@@ -152,6 +156,13 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, Dynami
         .setTransactionalIdPrefix(options.getOptional(TRANSACTIONAL_ID_PREFIX).orElse(null))
         .setEmbeddedKeepAlive(options.get(EMBEDDED_KEEP_ALIVE))
         .setCreateTable(options.get(CREATE_TABLE));
+    // A PRIMARY KEY (NOT ENFORCED) makes the sink an upsert sink of a keyed shoal table.
+    java.util.List<String> primaryKey = context.getCatalogTable().getResolvedSchema().getPrimaryKey()
+        .map(org.apache.flink.table.catalog.UniqueConstraint::getColumns)
+        .orElse(java.util.List.of());
+    if (!primaryKey.isEmpty()) {
+      builder.setPrimaryKey(primaryKey).setOperationExtractor(new RowKindOperations());
+    }
     embeddedConfig(context, builder::setEmbeddedConfig);
     try {
       // Validates the limits now, so a bad option fails at planning time, not in the job.
@@ -164,7 +175,8 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, Dynami
         builder,
         format,
         context.getPhysicalRowDataType(),
-        options.getOptional(FactoryUtil.SINK_PARALLELISM).orElse(null));
+        options.getOptional(FactoryUtil.SINK_PARALLELISM).orElse(null),
+        !primaryKey.isEmpty());
   }
 
   @Override

@@ -49,12 +49,16 @@ abstract class ShoalTableITCase {
   static final ShoalTargetExtension SHOAL = new ShoalTargetExtension(TOKEN);
 
   static StreamTableEnvironment tableEnvironment() {
+    return StreamTableEnvironment.create(streamEnvironment());
+  }
+
+  static StreamExecutionEnvironment streamEnvironment() {
     Configuration conf = new Configuration();
     conf.set(RestartStrategyOptions.RESTART_STRATEGY, "none");
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
     env.setParallelism(2);
     env.enableCheckpointing(500);
-    return StreamTableEnvironment.create(env);
+    return env;
   }
 
   static String shoalTable(String name, String table, String columns, String extraOptions) {
@@ -242,6 +246,65 @@ abstract class ShoalTableITCase {
     for (JsonNode transaction : transactions) {
       assertTrue(transaction.get("transaction").asText().startsWith("sql-eo-"), transaction.toString());
       assertEquals("committed", transaction.get("state").asText(), transaction.toString());
+    }
+  }
+
+  /**
+   * A changelog (inserts, updates as UPDATE_BEFORE/UPDATE_AFTER pairs, deletes, keys that come
+   * back after a delete) written by the upsert sink of a table with a PRIMARY KEY, under
+   * at-least-once and exactly-once: the sink creates a keyed shoal table, and the table ends in
+   * exactly the changelog's final state.
+   */
+  @Test
+  void aPrimaryKeyTableWritesAChangelogAsUpsertsAndDeletesAndEndsInItsFinalState() throws Exception {
+    for (String guarantee : List.of("at-least-once", "exactly-once")) {
+      String table = "sql_upsert_" + guarantee.replace('-', '_');
+      List<Row> changelog = new ArrayList<>();
+      Map<String, Long> expected = new java.util.TreeMap<>();
+      java.util.Random random = new java.util.Random(18);
+      for (int i = 0; i < 2_000; i++) {
+        String key = "k" + random.nextInt(150);
+        Long previous = expected.get(key);
+        if (previous != null && random.nextInt(4) == 0) {
+          changelog.add(Row.ofKind(org.apache.flink.types.RowKind.DELETE, key, previous));
+          expected.remove(key);
+        } else if (previous != null) {
+          changelog.add(Row.ofKind(org.apache.flink.types.RowKind.UPDATE_BEFORE, key, previous));
+          changelog.add(Row.ofKind(org.apache.flink.types.RowKind.UPDATE_AFTER, key, (long) i));
+          expected.put(key, (long) i);
+        } else {
+          changelog.add(Row.ofKind(org.apache.flink.types.RowKind.INSERT, key, (long) i));
+          expected.put(key, (long) i);
+        }
+      }
+      StreamExecutionEnvironment env = streamEnvironment();
+      StreamTableEnvironment tEnv = StreamTableEnvironment.create(env);
+      org.apache.flink.streaming.api.datastream.DataStream<Row> rows = env.fromData(changelog,
+          org.apache.flink.api.common.typeinfo.Types.ROW_NAMED(new String[] {"k", "v"},
+              org.apache.flink.api.common.typeinfo.Types.STRING, org.apache.flink.api.common.typeinfo.Types.LONG));
+      // The changelog's own key (Flink 2.x asks a primary-key sink's input for an upsert key).
+      org.apache.flink.table.api.Schema keyed = org.apache.flink.table.api.Schema.newBuilder()
+          .column("k", org.apache.flink.table.api.DataTypes.STRING().notNull())
+          .column("v", org.apache.flink.table.api.DataTypes.BIGINT())
+          .primaryKey("k")
+          .build();
+      tEnv.createTemporaryView("changes_" + table,
+          tEnv.fromChangelogStream(rows, keyed, org.apache.flink.table.connector.ChangelogMode.all()));
+      tEnv.executeSql(shoalTable("shoal_" + table, table, "k STRING, v BIGINT, PRIMARY KEY (k) NOT ENFORCED",
+          ", 'token' = '" + TOKEN + "', 'sink.create-table' = 'true', 'sink.delivery-guarantee' = '" + guarantee + "', "
+              + "'sink.transactional-id-prefix' = '" + table + "', 'sink.buffer-flush.max-rows' = '97', "
+              + "'sink.buffer-flush.interval' = '100ms'"));
+      tEnv.executeSql("INSERT INTO shoal_" + table + " SELECT k, v FROM changes_" + table).await();
+
+      List<String> keys = SHOAL.column(table, "k");
+      List<String> values = SHOAL.column(table, "v");
+      Map<String, Long> actual = new java.util.TreeMap<>();
+      for (int i = 0; i < keys.size(); i++) {
+        assertEquals(null, actual.put(keys.get(i), Long.parseLong(values.get(i))), guarantee + ": one row per key");
+      }
+      assertEquals(expected, actual, guarantee + ": the table ends in the changelog's final state");
+      JsonNode stats = new ObjectMapper().readTree(SHOAL.action("stats", "{\"table\": \"" + table + "\"}"));
+      assertEquals(List.of("k"), List.of(stats.path("keys").path("primary_key").path(0).asText()), stats.toString());
     }
   }
 

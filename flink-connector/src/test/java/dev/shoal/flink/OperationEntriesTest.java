@@ -1,0 +1,55 @@
+package dev.shoal.flink;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.junit.jupiter.api.Test;
+
+/** The sink's request entries with operations, and the DoPut batches they become. */
+class OperationEntriesTest {
+
+  private static byte[] utf8(String text) {
+    return text.getBytes(StandardCharsets.UTF_8);
+  }
+
+  @Test
+  void anUpsertIsThePlainDocumentAndOtherOperationsArePrefixed() {
+    byte[] json = utf8("{\"id\":1}");
+    assertSame(json, OperationEntries.encode(ShoalOperation.UPSERT, json), "entries of sinks without operations are unchanged");
+    for (ShoalOperation operation : ShoalOperation.values()) {
+      byte[] entry = OperationEntries.encode(operation, json);
+      assertEquals(operation, OperationEntries.operation(entry));
+      assertEquals(entry.length - json.length, OperationEntries.jsonOffset(entry));
+      assertEquals("{\"id\":1}", ShoalErrors.quote(entry), "messages quote the document, not the prefix");
+    }
+  }
+
+  @Test
+  void aBatchGetsAnOpColumnOnlyWhenAnEntryHasAnOperation() {
+    try (RootAllocator allocator = new RootAllocator()) {
+      List<byte[]> plain = List.of(utf8("{\"a\":1}"), utf8("{\"a\":2}"));
+      try (VectorSchemaRoot root = ShoalClient.jsonBatch(allocator, plain, 14)) {
+        assertEquals(1, root.getFieldVectors().size());
+        assertNull(root.getVector("op"));
+      }
+      List<byte[]> mixed = List.of(
+          utf8("{\"id\":1,\"v\":2}"),
+          OperationEntries.encode(ShoalOperation.DELETE, utf8("{\"id\":3}")),
+          OperationEntries.encode(ShoalOperation.MERGE, utf8("{\"id\":4,\"v\":null}")));
+      try (VectorSchemaRoot root = ShoalClient.jsonBatch(allocator, mixed, 40)) {
+        VarCharVector json = (VarCharVector) root.getVector("json");
+        VarCharVector op = (VarCharVector) root.getVector("op");
+        assertArrayEquals(utf8("{\"id\":3}"), json.get(1));
+        assertEquals(List.of("upsert", "delete", "merge"),
+            List.of(op.getObject(0).toString(), op.getObject(1).toString(), op.getObject(2).toString()));
+      }
+    }
+  }
+}

@@ -4,9 +4,11 @@ import java.util.EnumSet;
 import java.util.Map;
 import java.util.Set;
 
+import org.apache.spark.sql.connector.catalog.SupportsDeleteV2;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.WriteBuilder;
@@ -18,9 +20,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * A shoal table (over one or several shards): batch reads with pushdown and batch appends.
- * Records are schemaless JSON, so appends accept any schema ({@code ACCEPT_ANY_SCHEMA}).
+ * Records are schemaless JSON, so appends accept any schema ({@code ACCEPT_ANY_SCHEMA}). On a
+ * keyed table (created with {@code shoal.primary-key}) appends are upserts by key and {@code
+ * DELETE FROM t WHERE ...} deletes the matching rows ({@link SupportsDeleteV2}: the {@code delete}
+ * action on every shard).
  */
-public final class ShoalTable implements SupportsRead, SupportsWrite {
+public final class ShoalTable implements SupportsRead, SupportsWrite, SupportsDeleteV2 {
   private final ShoalOptions options;
   private final StructType schema;
   private final boolean userSchema;
@@ -118,6 +123,43 @@ public final class ShoalTable implements SupportsRead, SupportsWrite {
           + " .schema(...) declares " + user.simpleString() + " but the daemon has " + daemon.simpleString()
           + ". Declare it " + daemon.simpleString() + " (or omit .schema(...); without .schema(...) the table's schema changed"
           + " since the DataFrame was loaded: load it again).");
+    }
+  }
+
+  /** Whether shoal can evaluate every predicate exactly (the filter language, as scans push them). */
+  @Override
+  public boolean canDeleteWhere(Predicate[] predicates) {
+    for (Predicate predicate : predicates) {
+      if (ShoalV2Filters.translate(predicate, schema) == null) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * {@code DELETE FROM t WHERE predicates}: the {@code delete} action with their conjunction on
+   * every shard (each deletes its live rows that match; a keyed table only, else the daemon's
+   * {@code INVALID_ARGUMENT} says so).
+   */
+  @Override
+  public void deleteWhere(Predicate[] predicates) {
+    java.util.List<String> parts = new java.util.ArrayList<>();
+    for (Predicate predicate : predicates) {
+      String text = ShoalV2Filters.translate(predicate, schema);
+      if (text == null) {
+        throw new ShoalException("shoal table '" + options.table() + "': DELETE with a condition shoal cannot evaluate: " + predicate);
+      }
+      parts.add("(" + text + ")");
+    }
+    com.fasterxml.jackson.databind.node.ObjectNode body = ShoalClient.JSON.createObjectNode().put("table", options.table());
+    if (!parts.isEmpty()) {
+      body.put("filter", String.join(" AND ", parts));
+    }
+    for (java.net.URI endpoint : options.endpoints()) {
+      try (ShoalClient client = ShoalClient.connect(endpoint, options)) {
+        client.action("delete", body, options.table());
+      }
     }
   }
 

@@ -23,7 +23,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
  * {@code shoal.columnar.file-log-bytes}, {@code shoal.columnar.row-group-rows},
  * {@code shoal.columnar.codec}, {@code shoal.columnar.idle-ms}, {@code shoal.retention.keep-bytes},
  * {@code shoal.retention.max-age-secs} (the table's retention policy, Kafka's {@code
- * retention.bytes}/{@code retention.ms}). The daemon checks their values and names the key it
+ * retention.bytes}/{@code retention.ms}), {@code shoal.primary-key} (a keyed table: its key's
+ * fields, comma-separated; appends then upsert by key and {@code DELETE FROM} deletes). The daemon checks their values and names the key it
  * refuses.
  *
  * <p>PSFs, at creation or any time after: {@code shoal.psf.NAME = 'KIND:ARGUMENT'} registers the
@@ -60,6 +61,7 @@ final class ShoalTableProperties {
     m.put("shoal.columnar.idle-ms", "columnar.idle_ms");
     m.put("shoal.retention.keep-bytes", "retention.keep_bytes");
     m.put("shoal.retention.max-age-secs", "retention.max_age_secs");
+    m.put("shoal.primary-key", "primary_key");
     return m;
   }
 
@@ -89,6 +91,17 @@ final class ShoalTableProperties {
       }
       String value = e.getValue().trim();
       switch (target) {
+        case "primary_key" -> {
+          // A keyed table: its key's fields, comma-separated dotted paths.
+          com.fasterxml.jackson.databind.node.ArrayNode fields = into.putArray(target);
+          for (String field : value.split(",")) {
+            if (field.isBlank()) {
+              throw new IllegalArgumentException("shoal table '" + table + "': property '" + e.getKey()
+                  + "' must list the key's fields, comma-separated (e.g. 'id' or 'tenant,id'), not '" + value + "'");
+            }
+            fields.add(field.trim());
+          }
+        }
         case "durability", "on_invalid_json", "codec" -> {
           List<String> allowed = switch (target) {
             case "durability" -> List.of("none", "group_commit", "fsync");

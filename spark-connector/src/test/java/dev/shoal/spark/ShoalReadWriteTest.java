@@ -341,6 +341,32 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
     assertTrue(tables.stream().anyMatch(r -> r.getString(1).equals("made")), tables.toString());
   }
 
+  /**
+   * A keyed table (TBLPROPERTIES 'shoal.primary-key'): INSERT INTO upserts by key, DELETE FROM ...
+   * WHERE deletes the matching rows (SupportsDeleteV2, the delete action), and every query sees one
+   * row per key. DELETE on an append-only table is refused, naming why.
+   */
+  @Test
+  @org.junit.jupiter.api.Timeout(120)
+  void catalog_keyed_table_upserts_by_key_and_delete_from_deletes() {
+    spark.sql("CREATE TABLE shoal.keyed (id STRING, n BIGINT, s STRING) TBLPROPERTIES ('shoal.primary-key' = 'id')");
+    // (ACCEPT_ANY_SCHEMA: the query's column names are the records' keys.)
+    spark.sql("INSERT INTO shoal.keyed SELECT * FROM VALUES ('a', 1, 'x'), ('b', 2, 'x'), ('c', 3, 'y') AS v(id, n, s)");
+    spark.sql("INSERT INTO shoal.keyed SELECT * FROM VALUES ('a', 10, 'x'), ('d', 4, 'y') AS v(id, n, s)");
+    assertEquals(List.of("[a,10,x]", "[b,2,x]", "[c,3,y]", "[d,4,y]"), rows(spark.sql("SELECT id, n, s FROM shoal.keyed")));
+    assertEquals(List.of("[4]"), rows(spark.sql("SELECT count(*) FROM shoal.keyed")));
+    spark.sql("DELETE FROM shoal.keyed WHERE s = 'y'");
+    assertEquals(List.of("[a,10,x]", "[b,2,x]"), rows(spark.sql("SELECT id, n, s FROM shoal.keyed")));
+    spark.sql("DELETE FROM shoal.keyed WHERE n > 5 AND id IN ('a', 'z')");
+    assertEquals(List.of("[b,2,x]"), rows(spark.sql("SELECT id, n, s FROM shoal.keyed")));
+    assertEquals(List.of("[1]"), rows(spark.sql("SELECT count(*) FROM shoal.keyed WHERE n < 100")));
+    spark.sql("CREATE TABLE shoal.appended (id STRING, n BIGINT)");
+    spark.sql("INSERT INTO shoal.appended SELECT * FROM VALUES ('a', 1) AS v(id, n)");
+    Exception refused = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
+        () -> spark.sql("DELETE FROM shoal.appended WHERE n = 1"));
+    assertTrue(refused.getMessage().contains("keyed table"), refused.getMessage());
+  }
+
   private Map<String, String> tblproperties(String table) {
     Map<String, String> out = new java.util.TreeMap<>();
     for (Row r : spark.sql("SHOW TBLPROPERTIES " + table).collectAsList()) {
@@ -377,8 +403,8 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
         tblproperties("shoal.props"));
 
     Exception unknown = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
-        () -> spark.sql("CREATE TABLE shoal.bad1 (id STRING) TBLPROPERTIES ('shoal.primary-key' = 'id')"));
-    assertTrue(unknown.getMessage().contains("unknown property 'shoal.primary-key'") && unknown.getMessage().contains("shoal.durability"),
+        () -> spark.sql("CREATE TABLE shoal.bad1 (id STRING) TBLPROPERTIES ('shoal.partition-by' = 'id')"));
+    assertTrue(unknown.getMessage().contains("unknown property 'shoal.partition-by'") && unknown.getMessage().contains("shoal.durability"),
         unknown.getMessage());
     Exception badPsf = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
         () -> spark.sql("CREATE TABLE shoal.bad2 (id STRING) TBLPROPERTIES ('shoal.psf.x' = 'index on id')"));

@@ -167,6 +167,70 @@ abstract class ShoalExactlyOnceITCase {
   }
 
   /**
+   * An upsert changelog (upserts and deletes of 37 keys, keys that come back after a delete) through
+   * the exactly-once sink of a keyed table, with a planned failover: the table ends in exactly the
+   * changelog's final state (the failed attempt's staged operations are aborted, the replay from
+   * the checkpoint applies each operation once, in order per key).
+   */
+  @Test
+  void anUpsertChangelogEndsInItsFinalStateAcrossAFailover() throws Exception {
+    String table = "eo_upserts";
+    int count = (int) (ShoalSinkITCase.FAIL_AFTER * 2);
+    SHOAL.action("create_table", "{\"name\": \"" + table + "\", \"primary_key\": \"k\"}");
+    ShoalSinkITCase.FailOnce.reset();
+    StreamExecutionEnvironment env = environment(3);
+    env.enableCheckpointing(200);
+    env.fromSource(new DataGeneratorSource<>(new Changelog(), count, Types.STRING), WatermarkStrategy.noWatermarks(), "changelog")
+        .setParallelism(1)
+        .map(new ShoalSinkITCase.FailOnce(ShoalSinkITCase.FAIL_AFTER)).setParallelism(1).name("fail-once")
+        .keyBy(Changelog::key)
+        .sinkTo(sink(table, DeliveryGuarantee.EXACTLY_ONCE).setOperationExtractor(Changelog::operation).build())
+        .name("shoal-upsert-sink");
+    env.execute("changelog -> keyed shoal table, exactly-once, failing once");
+
+    assertTrue(ShoalSinkITCase.FailOnce.FAILED.get(), "the planned failure happened");
+    Map<String, String> expected = new java.util.TreeMap<>();
+    for (long i = 0; i < count; i++) {
+      String record = Changelog.record(i);
+      if (Changelog.operation(record) == ShoalOperation.DELETE) {
+        expected.remove(Changelog.key(record));
+      } else {
+        expected.put(Changelog.key(record), Long.toString(i));
+      }
+    }
+    List<String> keys = SHOAL.column(table, "k");
+    List<String> values = SHOAL.column(table, "v");
+    Map<String, String> actual = new java.util.TreeMap<>();
+    for (int i = 0; i < keys.size(); i++) {
+      assertEquals(null, actual.put(keys.get(i), values.get(i)), "one row per key");
+    }
+    assertEquals(expected, actual, "the table ends in the changelog's final state");
+    Map<String, Integer> states = states(transactions(table));
+    assertTrue(Set.of("committed", "aborted").containsAll(states.keySet()), states.toString());
+  }
+
+  /** Record i of a changelog over 37 keys: every fifth (i % 5 == 3) deletes its key, the others upsert it. */
+  static final class Changelog implements GeneratorFunction<Long, String> {
+    static String record(long i) {
+      return "{\"k\":\"k" + (i % 37) + "\",\"v\":" + i + ",\"op\":\"" + (i % 5 == 3 ? "delete" : "upsert") + "\"}";
+    }
+
+    static String key(String record) {
+      int start = record.indexOf("\"k\":\"") + 5;
+      return record.substring(start, record.indexOf('"', start));
+    }
+
+    static ShoalOperation operation(String record) {
+      return record.contains("\"op\":\"delete\"") ? ShoalOperation.DELETE : ShoalOperation.UPSERT;
+    }
+
+    @Override
+    public String map(Long index) {
+      return record(index);
+    }
+  }
+
+  /**
    * Generates {@code count} records {"id": "v<i>"}, then blocks until the job is cancelled (which
    * interrupts it). A Source V2 generator, so that the test runs unchanged on Flink 1.20 and 2.x
    * (2.0 moved the old SourceFunction to a legacy package).

@@ -192,7 +192,7 @@ impl FlightService for ShoalFlightService {
                 .try_with_schema(&listing.schema)
                 .map_err(|e| Status::internal(e.to_string()))?
                 .with_descriptor(FlightDescriptor::new_path(vec![listing.name.clone()]))
-                .with_total_records(i64::try_from(listing.stats.records).unwrap_or(i64::MAX))
+                .with_total_records(i64::try_from(listing.stats.keys.as_ref().map_or(listing.stats.records, |k| k.live)).unwrap_or(i64::MAX))
                 .with_total_bytes(i64::try_from(listing.stats.payload_bytes).unwrap_or(i64::MAX))
                 .with_app_metadata(serde_json::to_string(&listing.stats).unwrap_or_default());
             infos.push(Ok(info));

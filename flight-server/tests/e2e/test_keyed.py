@@ -117,6 +117,8 @@ def test_upserts_deletes_and_merges_equal_a_dictionary_oracle_at_every_snapshot(
     stats = action(client, "stats", {"table": "users"})
     assert stats["keys"]["primary_key"] == ["id"] and stats["keys"]["superseded"] > 0 and stats["keys"]["memory_bytes"] > 0
     assert [p["name"] for p in action(client, "list_psfs", {"table": "users"})] == ["primary_key", "g"]
+    listed = {i.descriptor.path[0].decode(): i for i in client.list_flights()}
+    assert listed["users"].total_records == len(oracle), "ListFlights counts a keyed table's live keys"
 
 
 def test_bad_keys_ops_and_append_only_tables_get_clear_errors(daemon):

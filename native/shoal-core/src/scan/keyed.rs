@@ -142,7 +142,10 @@ impl Table {
     /// Deletes every live row of a keyed table that matches `filter` (all rows when
     /// `None`): the rows the query sees at this moment (its snapshot) get a tombstone
     /// each, written in batches as the scan finds them — SQL's `DELETE FROM t WHERE …`
-    /// (Spark's `SupportsDelete`). Rows written after the call began are not deleted.
+    /// (Spark's `SupportsDelete`). Keys first written after the call began are not
+    /// deleted; a key that matched and is upserted again while the delete runs may be
+    /// deleted after that upsert (last writer wins: there are no transactions across
+    /// keys).
     ///
     /// # Errors
     /// [`crate::Error::InvalidOperation`] on an append-only table; scan and ingest errors

@@ -479,14 +479,9 @@ impl Table {
                     withdrawn += 1;
                     if let Some(keyed) = &self.keyed {
                         let view = self.log.read_in_memory(&guard, address, header.size()).and_then(crate::record::RecordView::new);
-                        let kp = view.as_ref().and_then(|v| {
-                            (0..header.key_pointer_count()).filter_map(|i| v.key_pointer(i)).find(|kp| kp.psf_id == keyed.key.psf)
-                        });
                         let mut key = Vec::new();
-                        if let (Some(view), Some(kp)) = (view, kp) {
-                            if kp.canonical_value(view.value_region(), view.payload(), &mut key) {
-                                keys.push(key);
-                            }
+                        if view.is_some_and(|view| keyed.record_key(&view, &mut key)) {
+                            keys.push(key);
                         }
                     }
                 }

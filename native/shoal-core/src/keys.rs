@@ -94,9 +94,7 @@ impl PrimaryKey {
     pub fn encode<'v>(values: impl ExactSizeIterator<Item = &'v FieldValue<'v>>, out: &mut Vec<u8>) -> bool {
         out.clear();
         let values: Vec<&FieldValue<'_>> = values.collect();
-        let scalar =
-            |v: &FieldValue<'_>| matches!(v, FieldValue::Bool(_) | FieldValue::Int(_) | FieldValue::Float(_) | FieldValue::Str(_));
-        if !values.iter().all(|v| scalar(v)) {
+        if !values.iter().all(|v| crate::psf::is_indexable_scalar(v)) {
             return false;
         }
         match values.as_slice() {
@@ -134,6 +132,17 @@ impl Keyed {
     #[must_use]
     pub fn new(fields: Vec<FieldPath>, psf: PsfId) -> Self {
         Self { key: PrimaryKey { fields, psf }, index: KeyIndex::default(), writes: RwLock::new(()) }
+    }
+
+    /// The key of a record of this table, from its key pointer of the key's PSF, into
+    /// `out`; `false` when it has none (not a record of a keyed table).
+    pub(crate) fn record_key(&self, view: &crate::record::RecordView<'_>, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        let header = view.header();
+        (0..header.key_pointer_count())
+            .filter_map(|i| view.key_pointer(i))
+            .find(|kp| kp.psf_id == self.key.psf)
+            .is_some_and(|kp| kp.canonical_value(view.value_region(), view.payload(), out))
     }
 }
 

@@ -198,9 +198,7 @@ impl Table {
                 if !header.is_visible() || header.is_invalid() || address < begin {
                     continue;
                 }
-                let key = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).find(|kp| kp.psf_id == keyed.key.psf);
-                canonical.clear();
-                if key.is_some_and(|kp| kp.canonical_value(view.value_region(), view.payload(), &mut canonical)) {
+                if keyed.record_key(&view, &mut canonical) {
                     keyed.index.apply(&canonical, address, view.payload().is_empty());
                     report.keys += 1;
                 }

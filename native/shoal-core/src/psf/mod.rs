@@ -274,7 +274,8 @@ impl ActivePsf {
     }
 }
 
-fn is_indexable_scalar(value: &FieldValue<'_>) -> bool {
+/// Whether a value can be a PSF property (and a primary key): a string, number or boolean.
+pub(crate) fn is_indexable_scalar(value: &FieldValue<'_>) -> bool {
     matches!(value, FieldValue::Bool(_) | FieldValue::Int(_) | FieldValue::Float(_) | FieldValue::Str(_))
 }
 

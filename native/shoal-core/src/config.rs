@@ -77,13 +77,25 @@ pub struct RetentionPolicy {
     /// tables only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_age_secs: Option<u64>,
+    /// Keyed tables ([`crate::keys`]): compact the log up to its flushed address
+    /// ([`crate::table::Table::compact_log`], FASTER's roll to tail) when the obsolete
+    /// versions below it (superseded versions and deleted keys' tombstones) are at least
+    /// this percent of the key index's versions (live and obsolete). Unset:
+    /// [`DEFAULT_COMPACT_OBSOLETE_PERCENT`]; 0: never. Append-only tables ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compact_obsolete_percent: Option<u8>,
 }
+
+/// The default [`RetentionPolicy::compact_obsolete_percent`] of keyed tables: compact
+/// once half the versions are obsolete (each compaction then copies at most as many
+/// bytes as it frees).
+pub const DEFAULT_COMPACT_OBSOLETE_PERCENT: u8 = 50;
 
 impl RetentionPolicy {
     /// Whether the policy keeps everything.
     #[must_use]
     pub fn is_none(&self) -> bool {
-        self.keep_bytes.is_none() && self.max_age_secs.is_none()
+        self.keep_bytes.is_none() && self.max_age_secs.is_none() && self.compact_obsolete_percent.is_none()
     }
 }
 

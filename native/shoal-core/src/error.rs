@@ -78,6 +78,17 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A keyed table's scan asked for a snapshot (its `to_address`, or the tail when a
+    /// ticket was planned) below the snapshot horizon: a log compaction since moved the
+    /// versions it would see ([`crate::keys::Snapshots`]). Plan the query again, or time
+    /// travel to an address at or above the horizon.
+    #[error("snapshot at log address {snapshot} is older than the table's snapshot horizon {horizon} (a log compaction moved the versions it saw): plan the query again, or time travel to an address at or above {horizon}")]
+    SnapshotTooOld {
+        /// The snapshot asked for.
+        snapshot: u64,
+        /// The lowest snapshot a scan may have.
+        horizon: u64,
+    },
     /// A flushed page failed its checksum.
     #[error("page {page} of {path} is corrupt: {reason}")]
     CorruptPage {

@@ -234,7 +234,7 @@ impl Table {
     }
 
     /// [`Self::ingest_ops`] once merges are resolved to upserts.
-    fn ingest_resolved(&self, records: &[&[u8]], ops: &[RecordOp], keyed: Option<&Keyed>) -> Result<IngestReport> {
+    pub(crate) fn ingest_resolved(&self, records: &[&[u8]], ops: &[RecordOp], keyed: Option<&Keyed>) -> Result<IngestReport> {
         self.refuse_if_not_durable()?;
         let psf_guard = self.psfs.epoch().protect();
         let snapshot = self.psfs.snapshot();

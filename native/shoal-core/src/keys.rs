@@ -24,10 +24,11 @@
 //! above it, the key's chain is walked to find the version the snapshot saw
 //! (`crate::scan`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use parking_lot::RwLock;
+use parking_lot::{Condvar, Mutex, RwLock};
 use serde::Serialize;
 
 use crate::path::FieldPath;
@@ -125,13 +126,24 @@ pub struct Keyed {
     /// and writes the next, with no other write to that key in between, FASTER's RMW);
     /// batches of upserts and deletes take it shared, so they still run in parallel.
     pub writes: RwLock<()>,
+    /// The snapshots of the scans in progress, and the horizon below which none may
+    /// start (log compaction, [`crate::compaction`]).
+    pub snapshots: Snapshots,
+    /// Serialises log compactions.
+    pub(crate) compaction: Mutex<()>,
 }
 
 impl Keyed {
     /// A keyed table's state before any record: the key on PSF `psf`, an empty index.
     #[must_use]
     pub fn new(fields: Vec<FieldPath>, psf: PsfId) -> Self {
-        Self { key: PrimaryKey { fields, psf }, index: KeyIndex::default(), writes: RwLock::new(()) }
+        Self {
+            key: PrimaryKey { fields, psf },
+            index: KeyIndex::default(),
+            writes: RwLock::new(()),
+            snapshots: Snapshots::default(),
+            compaction: Mutex::new(()),
+        }
     }
 
     /// The key of a record of this table, from its key pointer of the key's PSF, into
@@ -143,6 +155,93 @@ impl Keyed {
             .filter_map(|i| view.key_pointer(i))
             .find(|kp| kp.psf_id == self.key.psf)
             .is_some_and(|kp| kp.canonical_value(view.value_region(), view.payload(), out))
+    }
+}
+
+/// The snapshots (log addresses, [`crate::scan::ScanPlan::snapshot`]) of a keyed table's
+/// scans in progress, and the **snapshot horizon**: the lowest snapshot a scan may still
+/// have. Log compaction ([`crate::compaction`]) copies live versions to the tail and then
+/// drops the head of the log, so a snapshot below the copies' end would see neither the
+/// dropped originals nor the copies: compaction raises the horizon to that end, waits
+/// for the scans with older snapshots to finish, and only then drops the head. A scan
+/// (or a time-travel query, `to_address`) with an older snapshot is refused with
+/// [`crate::Error::SnapshotTooOld`]. The horizon is kept in `table.json`.
+#[derive(Debug, Default)]
+pub struct Snapshots {
+    state: Mutex<OpenSnapshots>,
+    finished: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct OpenSnapshots {
+    horizon: u64,
+    /// Snapshot address → scans in progress with it.
+    open: BTreeMap<u64, usize>,
+}
+
+/// How long a log compaction run by retention waits for scans with older snapshots to
+/// finish before it leaves dropping the head to the next run.
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(30);
+
+/// A scan in progress at its snapshot ([`Snapshots::open`]); closes it when dropped.
+#[derive(Debug)]
+pub struct OpenSnapshot<'s> {
+    snapshots: &'s Snapshots,
+    address: u64,
+}
+
+impl Snapshots {
+    /// Registers a scan at `snapshot`, until the returned guard is dropped.
+    ///
+    /// # Errors
+    /// [`crate::Error::SnapshotTooOld`] when `snapshot` is below the horizon.
+    pub fn open(&self, snapshot: u64) -> crate::Result<OpenSnapshot<'_>> {
+        let mut state = self.state.lock();
+        if snapshot < state.horizon {
+            return Err(crate::Error::SnapshotTooOld { snapshot, horizon: state.horizon });
+        }
+        *state.open.entry(snapshot).or_default() += 1;
+        Ok(OpenSnapshot { snapshots: self, address: snapshot })
+    }
+
+    /// The snapshot horizon: the lowest log address a scan's snapshot may be.
+    #[must_use]
+    pub fn horizon(&self) -> u64 {
+        self.state.lock().horizon
+    }
+
+    /// Raises the horizon to `horizon` (never lowers it): no scan below it starts after
+    /// this returns.
+    pub(crate) fn raise_horizon(&self, horizon: u64) {
+        let mut state = self.state.lock();
+        state.horizon = state.horizon.max(horizon);
+    }
+
+    /// Waits until no scan with a snapshot below `address` is in progress, at most
+    /// `timeout`; `false` when some still is.
+    pub(crate) fn wait_finished_below(&self, address: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state.lock();
+        while state.open.range(..address).next().is_some() {
+            if self.finished.wait_until(&mut state, deadline).timed_out() {
+                return state.open.range(..address).next().is_none();
+            }
+        }
+        true
+    }
+}
+
+impl Drop for OpenSnapshot<'_> {
+    fn drop(&mut self) {
+        let mut state = self.snapshots.state.lock();
+        if let std::collections::btree_map::Entry::Occupied(mut entry) = state.open.entry(self.address) {
+            *entry.get_mut() -= 1;
+            if *entry.get() == 0 {
+                entry.remove();
+            }
+        }
+        drop(state);
+        self.snapshots.finished.notify_all();
     }
 }
 
@@ -210,8 +309,12 @@ pub struct KeyStats {
     /// Versions a newer version of their key replaced (updated or deleted), kept until
     /// garbage collection: the superseded-versions table's entries.
     pub superseded: u64,
-    /// Approximate memory of the key index and the superseded-versions table, in bytes.
+    /// Approximate memory of the key index and the superseded-versions table, in bytes
+    /// (bounded by the log: log compaction drops the entries of what it drops).
     pub memory_bytes: u64,
+    /// The snapshot horizon ([`Snapshots`]): scans and time-travel queries with an older
+    /// snapshot (log address) are refused. 0 until the first log compaction.
+    pub snapshot_horizon: u64,
 }
 
 /// Per-entry overhead counted in [`KeyStats::memory_bytes`] (box header, value, the
@@ -336,6 +439,51 @@ impl KeyIndex {
         }
     }
 
+    /// Obsolete versions below `until`: superseded versions, and tombstones that are
+    /// their key's latest version (what a log compaction up to `until` drops).
+    #[must_use]
+    pub fn obsolete_below(&self, until: u64) -> u64 {
+        let superseded: usize = self.superseded.iter().map(|s| s.read().keys().filter(|&&a| a < until).count()).sum();
+        let tombstones: usize =
+            self.keys.iter().map(|s| s.read().values().filter(|&&e| e & TOMBSTONE != 0 && e & !TOMBSTONE < until).count()).sum();
+        (superseded + tombstones) as u64
+    }
+
+    /// Forgets every version below `begin` (the log's new begin address, after a
+    /// compaction copied the live ones above it): superseded-versions entries, and keys
+    /// whose latest version is below it — tombstones (the key has no version left), or,
+    /// if one was not copied, a live version (counted in the result's third element and
+    /// logged: it is lost with the head of the log). Returns (superseded entries, deleted
+    /// keys, live keys) removed.
+    pub(crate) fn drop_below(&self, begin: u64) -> (u64, u64, u64) {
+        let mut superseded = 0u64;
+        for shard in &self.superseded {
+            let mut shard = shard.write();
+            let before = shard.len();
+            shard.retain(|&address, _| address >= begin);
+            superseded += (before - shard.len()) as u64;
+        }
+        let (mut deleted, mut live, mut key_bytes) = (0u64, 0u64, 0u64);
+        for shard in &self.keys {
+            shard.write().retain(|key, &mut entry| {
+                if entry & !TOMBSTONE >= begin {
+                    return true;
+                }
+                key_bytes += key.len() as u64 + KEY_OVERHEAD;
+                if entry & TOMBSTONE == 0 {
+                    live += 1;
+                } else {
+                    deleted += 1;
+                }
+                false
+            });
+        }
+        self.bytes.fetch_sub((superseded * VERSION_ENTRY + key_bytes).min(self.bytes.load(Ordering::Relaxed)), Ordering::Relaxed);
+        #[allow(clippy::cast_possible_wrap)]
+        self.live.fetch_sub(live as i64, Ordering::Relaxed);
+        (superseded, deleted, live)
+    }
+
     /// The counters.
     #[must_use]
     pub fn stats(&self) -> KeyStats {
@@ -345,6 +493,7 @@ impl KeyIndex {
             keys: self.keys.iter().map(|s| s.read().len() as u64).sum(),
             superseded: self.superseded.iter().map(|s| s.read().len() as u64).sum(),
             memory_bytes: self.bytes.load(Ordering::Relaxed),
+            snapshot_horizon: 0,
         }
     }
 }

@@ -65,6 +65,7 @@
 
 pub mod checkpoint;
 pub mod columnar;
+pub mod compaction;
 mod completion;
 mod config;
 #[cfg(feature = "internals")]

@@ -162,6 +162,9 @@ impl Table {
         table.payload_bytes.store(payload_bytes, Ordering::Relaxed);
         report.end_address = replay.end_address;
         report.tail_address = tail;
+        if let Some(keyed) = &table.keyed {
+            keyed.snapshots.raise_horizon(meta.snapshot_horizon);
+        }
         table.rebuild_key_index(&mut report)?;
         report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         tracing::info!(dir = %dir.display(), ?report, "table recovered");

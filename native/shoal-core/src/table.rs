@@ -236,6 +236,7 @@ impl Table {
             columnar: self.config.columnar.clone(),
             retention: self.retention(),
             primary_key: self.config.primary_key.iter().map(ToString::to_string).collect(),
+            snapshot_horizon: self.keyed.as_ref().map_or(0, |k| k.snapshots.horizon()),
         };
         write_json_atomic(dir, TABLE_META_FILE, &meta)
     }
@@ -475,6 +476,7 @@ impl Table {
             retention: self.retention(),
             keys: self.keyed.as_ref().map(|k| KeyStats {
                 primary_key: k.key.fields.iter().map(ToString::to_string).collect(),
+                snapshot_horizon: k.snapshots.horizon(),
                 ..k.index.stats()
             }),
         }

@@ -5,7 +5,9 @@
 //! aggregates, the key index's counts) equals the oracle; at the end, queries at every
 //! earlier snapshot (`to_address`, time travel) equal the oracle of that moment, and so do
 //! they after the table is closed and recovered. Pages are small and the memory budget
-//! tiny, so versions and chains reach the segment files.
+//! tiny, so versions and chains reach the segment files. Log compactions at random points
+//! (roll to tail) change nothing a query sees, drop every obsolete version below them,
+//! and refuse time travel below their snapshot horizon.
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -93,21 +95,43 @@ fn config(dir: &std::path::Path) -> TableConfig {
 
 /// The rows of a query (JSON output) as a map by id; panics on two rows of one key.
 fn rows(table: &Table, filter: Option<&str>, to_address: u64) -> Oracle {
+    try_rows(table, filter, to_address).unwrap()
+}
+
+/// As [`rows`], with the scan's error.
+fn try_rows(table: &Table, filter: Option<&str>, to_address: u64) -> Result<Oracle, Error> {
     let request = ScanRequest { filter: filter.map(|f| parse_expr(f).unwrap()), to_address, ..ScanRequest::default() };
     let plan = table.plan(&request);
     let mut out = Oracle::new();
-    table
-        .scan_json(&request, &plan, &mut |batch| {
-            let column = batch.column(0).as_any().downcast_ref::<StringArray>().unwrap();
-            for text in column.iter().flatten() {
-                let value: Value = serde_json::from_str(text).unwrap();
-                let id = value["id"].as_i64().unwrap();
-                assert!(out.insert(id, value).is_none(), "two versions of key {id} returned by {filter:?}");
+    table.scan_json(&request, &plan, &mut |batch| {
+        let column = batch.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+        for text in column.iter().flatten() {
+            let value: Value = serde_json::from_str(text).unwrap();
+            let id = value["id"].as_i64().unwrap();
+            assert!(out.insert(id, value).is_none(), "two versions of key {id} returned by {filter:?}");
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(out)
+}
+
+/// Checks the queries at earlier snapshots: equal to the oracle of their moment at or
+/// above the snapshot horizon, refused below it.
+fn check_snapshots(table: &Table, snapshots: &[(u64, Oracle)], context: &str) {
+    let horizon = table.stats().keys.unwrap().snapshot_horizon;
+    for (address, then) in snapshots {
+        match try_rows(table, None, *address) {
+            Ok(seen) => {
+                assert!(*address >= horizon, "{context}: as of {address}, below the horizon {horizon}, answered");
+                assert_eq!(&seen, then, "{context}: as of {address}");
             }
-            Ok(ControlFlow::Continue(()))
-        })
-        .unwrap();
-    out
+            Err(Error::SnapshotTooOld { snapshot, horizon: h }) => {
+                assert_eq!((snapshot, h), (*address, horizon), "{context}");
+                assert!(*address < horizon, "{context}: as of {address} refused at horizon {horizon}");
+            }
+            Err(other) => panic!("{context}: as of {address}: {other}"),
+        }
+    }
 }
 
 fn count(table: &Table, filter: Option<&str>) -> i64 {
@@ -140,13 +164,15 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn keyed_tables_equal_a_dictionary_oracle(batches in prop::collection::vec(prop::collection::vec(step(), 1..8), 1..12)) {
+    fn keyed_tables_equal_a_dictionary_oracle(
+        batches in prop::collection::vec((prop::collection::vec(step(), 1..8), prop::bool::weighted(0.25)), 1..12)
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let table = Table::create(config(dir.path())).unwrap();
         table.register_psf("g", &PsfSpec::Projection { field: "g".into() }).unwrap();
         let mut oracle = Oracle::new();
         let mut snapshots: Vec<(u64, Oracle)> = Vec::new();
-        for batch in &batches {
+        for (batch, compact) in &batches {
             let texts: Vec<String> = batch.iter().map(|s| s.document.to_string()).collect();
             let records: Vec<&[u8]> = texts.iter().map(String::as_bytes).collect();
             let ops: Vec<RecordOp> = batch.iter().map(|s| s.op).collect();
@@ -162,20 +188,28 @@ proptest! {
                 prop_assert_eq!(report.deleted, (before - oracle.len()) as u64);
                 check(&table, &oracle);
             }
+            if *compact {
+                // The whole log flushed, then compacted: every version left below the tail is
+                // a live copy (no superseded entry, no deleted key remains).
+                table.flush().unwrap();
+                let report = table.compact_log(u64::MAX, std::time::Duration::from_secs(5)).unwrap();
+                prop_assert!(!report.deferred);
+                prop_assert_eq!(report.truncate.versions_copied, oracle.len() as u64);
+                check(&table, &oracle);
+                let keys = table.stats().keys.unwrap();
+                prop_assert_eq!((keys.superseded, keys.keys, keys.live), (0, oracle.len() as u64, oracle.len() as u64));
+                check_snapshots(&table, &snapshots, "after a compaction");
+            }
             snapshots.push((table.stats().complete_until, oracle.clone()));
         }
-        for (address, then) in &snapshots {
-            prop_assert_eq!(&rows(&table, None, *address), then, "as of {}", address);
-        }
+        check_snapshots(&table, &snapshots, "at the end");
         table.flush().unwrap();
         table.close().unwrap();
         drop(table);
         let (table, report) = Table::open(config(dir.path())).unwrap();
-        prop_assert!(report.keys > 0);
+        prop_assert!(report.keys > 0 || oracle.is_empty());
         check(&table, &oracle);
-        for (address, then) in &snapshots {
-            prop_assert_eq!(&rows(&table, None, *address), then, "recovered, as of {}", address);
-        }
+        check_snapshots(&table, &snapshots, "recovered");
     }
 }
 
@@ -254,4 +288,119 @@ fn a_withdrawn_version_gives_its_key_back_its_previous_version() {
     assert_eq!(rows(&table, None, u64::MAX), expected);
     assert_eq!(rows(&table, Some("id = 1"), u64::MAX), [(1, json!({"id": 1, "v": 1}))].into());
     assert_eq!(table.stats().keys.unwrap().live, 2);
+}
+
+/// An on-disk keyed table of `keys` keys, each written `rounds` times (`{"id", "round"}`),
+/// and its oracle.
+fn updated_table(dir: &std::path::Path, keys: i64, rounds: i64) -> (Arc<Table>, Oracle) {
+    let table = Table::create(config(dir)).unwrap();
+    let mut oracle = Oracle::new();
+    for round in 0..rounds {
+        update_all(&table, &mut oracle, keys, round);
+    }
+    (table, oracle)
+}
+
+fn update_all(table: &Table, oracle: &mut Oracle, keys: i64, round: i64) {
+    let documents: Vec<Value> = (0..keys).map(|id| json!({"id": id, "round": round, "pad": "p".repeat(100)})).collect();
+    let texts: Vec<String> = documents.iter().map(Value::to_string).collect();
+    table.ingest(&texts.iter().map(String::as_bytes).collect::<Vec<_>>()).unwrap();
+    oracle.extend(documents.into_iter().map(|d| (d["id"].as_i64().unwrap(), d)));
+}
+
+#[test]
+fn a_compaction_waits_for_scans_with_older_snapshots_before_dropping_the_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, oracle) = updated_table(dir.path(), 40, 3);
+    table.flush().unwrap();
+    let request = ScanRequest { batch_rows: 4, ..ScanRequest::default() };
+    let plan = table.plan(&request);
+    let mut seen = Oracle::new();
+    let mut during = None;
+    table
+        .scan_json(&request, &plan, &mut |batch| {
+            if during.is_none() {
+                // The scan holds its snapshot open: the compaction copies, raises the horizon,
+                // and leaves the head for later.
+                during = Some(table.compact_log(u64::MAX, std::time::Duration::from_millis(200)).unwrap());
+            }
+            let column = batch.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+            for text in column.iter().flatten() {
+                let value: Value = serde_json::from_str(text).unwrap();
+                assert!(seen.insert(value["id"].as_i64().unwrap(), value).is_none());
+            }
+            Ok(ControlFlow::Continue(()))
+        })
+        .unwrap();
+    let during = during.unwrap();
+    assert!(during.deferred, "{during:?}");
+    assert_eq!(during.truncate.versions_copied, 40);
+    assert_eq!(during.truncate.begin_address, during.truncate.previous_begin_address);
+    assert_eq!(seen, oracle, "the scan that outlived the copies saw each key once");
+    // The plan's snapshot is now below the horizon: planned again, the query answers.
+    assert!(matches!(table.scan_json(&request, &plan, &mut |_| Ok(ControlFlow::Continue(()))), Err(Error::SnapshotTooOld { .. })));
+    assert_eq!(rows(&table, None, u64::MAX), oracle);
+    // No scan runs: the next compaction drops the head (the copies are already there).
+    table.flush().unwrap();
+    let after = table.compact_log(u64::MAX, std::time::Duration::from_millis(200)).unwrap();
+    assert!(!after.deferred && after.truncate.begin_address > during.truncate.begin_address, "{after:?}");
+    assert_eq!(rows(&table, None, u64::MAX), oracle);
+    assert_eq!(table.stats().keys.unwrap().superseded, 0);
+}
+
+#[test]
+fn retention_on_a_keyed_table_drops_obsolete_versions_and_never_a_live_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, mut oracle) = updated_table(dir.path(), 30, 4);
+    let append_only = Table::create(TableConfig::in_memory(1 << 20)).unwrap();
+    assert!(matches!(append_only.compact_log(u64::MAX, std::time::Duration::ZERO), Err(Error::InvalidOperation(_))));
+    // Half the keys deleted, then a head truncation by size, then by address.
+    let deletes: Vec<String> = (0..15).map(|id| json!({"id": id}).to_string()).collect();
+    table.ingest_ops(&deletes.iter().map(String::as_bytes).collect::<Vec<_>>(), &[RecordOp::Delete; 15]).unwrap();
+    oracle.retain(|id, _| *id >= 15);
+    table.flush().unwrap();
+    let report = table.truncate(shoal_core::retention::RetentionRule::KeepBytes(4096)).unwrap();
+    assert!(report.begin_address > report.previous_begin_address, "{report:?}");
+    // The live versions below the new head were copied (the last page's stay where they are).
+    assert!((1..=15).contains(&report.versions_copied), "{report:?}");
+    assert_eq!(rows(&table, None, u64::MAX), oracle);
+    assert_eq!(count(&table, None), 15);
+    assert_eq!(table.stats().keys.unwrap().keys, 30, "the tombstones, newest, are above the new head");
+    // Everything flushed dropped: the tombstones go, the live versions are copied again.
+    table.flush().unwrap();
+    let report = table.truncate(shoal_core::retention::RetentionRule::BeforeAddress(u64::MAX)).unwrap();
+    assert_eq!(report.versions_copied, 15, "{report:?}");
+    assert_eq!(rows(&table, None, u64::MAX), oracle);
+    let keys = table.stats().keys.unwrap();
+    assert_eq!((keys.live, keys.keys, keys.superseded), (15, 15, 0), "the deleted keys' tombstones went with the head");
+    // Recovery reads the compacted log back to the same rows and the same horizon.
+    table.close().unwrap();
+    drop(table);
+    let (table, _) = Table::open(config(dir.path())).unwrap();
+    assert_eq!(rows(&table, None, u64::MAX), oracle);
+    assert_eq!(table.stats().keys.unwrap().snapshot_horizon, keys.snapshot_horizon);
+    assert!(matches!(try_rows(&table, None, keys.snapshot_horizon - 1), Err(Error::SnapshotTooOld { .. })));
+}
+
+#[test]
+fn the_default_policy_keeps_the_superseded_versions_table_and_the_log_bounded_under_updates() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, mut oracle) = updated_table(dir.path(), 50, 1);
+    let mut largest = (0u64, 0u64, 0u64);
+    for round in 1..40 {
+        update_all(&table, &mut oracle, 50, round);
+        table.flush().unwrap();
+        table.apply_retention().unwrap();
+        let stats = table.stats();
+        let keys = stats.keys.unwrap();
+        largest = (largest.0.max(keys.superseded), largest.1.max(keys.memory_bytes), largest.2.max(stats.tail_address - stats.begin_address));
+    }
+    assert_eq!(rows(&table, None, u64::MAX), oracle);
+    let written = table.stats().tail_address;
+    // Obsolete versions reach half of all (50 live) before a compaction drops them: at
+    // most about 50 superseded entries, a log of about twice the live rows (pages of
+    // 4 KiB; 50 rows of ~130 bytes are ~2 pages), against 40 rounds written.
+    assert!(largest.0 <= 100, "superseded entries peaked at {}", largest.0);
+    assert!(largest.1 <= 100 * 24 + 50 * 60, "key index memory peaked at {} bytes", largest.1);
+    assert!(largest.2 <= 8 * 4096, "the log between begin and tail peaked at {} bytes (of {written} written)", largest.2);
 }

@@ -132,7 +132,7 @@ fn a_retention_policy_is_applied_on_demand_and_kept_across_a_reopen() {
     let Some(lines) = common::github_events(3_000) else { return };
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path());
-    config.retention = shoal_core::table::RetentionPolicy { keep_bytes: Some(1 << 19), max_age_secs: None };
+    config.retention = shoal_core::table::RetentionPolicy { keep_bytes: Some(1 << 19), ..Default::default() };
     let table = Table::create(config.clone()).unwrap();
     assert_eq!(table.apply_retention().unwrap(), None, "an empty table keeps everything");
     for chunk in lines.chunks(100) {
@@ -156,7 +156,7 @@ fn a_retention_policy_is_applied_on_demand_and_kept_across_a_reopen() {
     assert_eq!(table.stats().begin_address, report.begin_address);
 
     // Altered: a smaller keep_bytes drops more at the next application, and a reopen keeps it.
-    let smaller = shoal_core::table::RetentionPolicy { keep_bytes: Some(1 << 18), max_age_secs: None };
+    let smaller = shoal_core::table::RetentionPolicy { keep_bytes: Some(1 << 18), ..Default::default() };
     table.set_retention(smaller).unwrap();
     assert_eq!(table.stats().retention, smaller);
     let again = table.apply_retention().unwrap().expect("the smaller policy drops more");

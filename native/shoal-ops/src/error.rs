@@ -118,7 +118,7 @@ impl OpsError {
             | E::InvalidConfig(_) => ErrorClass::InvalidArgument,
             E::PsfNotFound(_) => ErrorClass::NotFound,
             E::PsfExists(_) => ErrorClass::AlreadyExists,
-            E::AddressNotReadable { .. } | E::AggregateOverflow { .. } => ErrorClass::OutOfRange,
+            E::AddressNotReadable { .. } | E::AggregateOverflow { .. } | E::SnapshotTooOld { .. } => ErrorClass::OutOfRange,
             // ENOSPC, EDQUOT: the disk (or the quota) is full.
             E::Io { source, .. } if matches!(source.raw_os_error(), Some(28 | 122)) => ErrorClass::ResourceExhausted,
             E::MemoryFull { .. } => ErrorClass::ResourceExhausted,

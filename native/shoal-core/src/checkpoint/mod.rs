@@ -61,6 +61,15 @@ pub struct TableMeta {
     /// The primary key's fields as dotted paths (absent: an append-only table).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub primary_key: Vec<String>,
+    /// A keyed table's snapshot horizon ([`crate::keys::Snapshots`]): the lowest
+    /// snapshot a scan may have after the last log compaction (0: never compacted).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub snapshot_horizon: u64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 fn first_address() -> u64 {

@@ -330,7 +330,9 @@ impl Table {
         merge_adjacent(&mut plan.full_scans);
         self.plan_columnar(&mut plan, request.filter.as_ref());
         if self.keyed.is_some() {
-            plan.snapshot = Some(to);
+            // As of the request's address (below the range's start when it asks for time
+            // travel below the begin address: the snapshot horizon then refuses it).
+            plan.snapshot = Some(request.to_address.min(to));
         }
         plan
     }
@@ -571,9 +573,12 @@ impl Table {
         output: Output,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
     ) -> Result<ScanStats> {
+        let snapshot = plan.snapshot.or_else(|| plan.bounds().map(|(_, to)| to)).unwrap_or(u64::MAX);
+        // A keyed table's scan holds its snapshot open, so that a log compaction does not
+        // drop versions it would see ([`crate::keys::Snapshots`]).
+        let _open = self.keyed.as_ref().map(|keyed| keyed.snapshots.open(snapshot)).transpose()?;
         let validator = self.keyed.as_ref().map(|keyed| {
             let key_ids = keyed.key.fields.iter().map(|f| fields.insert(f)).collect();
-            let snapshot = plan.snapshot.or_else(|| plan.bounds().map(|(_, to)| to)).unwrap_or(0);
             keyed::Validator::new(self, keyed, key_ids, snapshot)
         });
         let mut projector = Projector {

@@ -206,6 +206,22 @@ pub struct TruncateArgs {
     older_than_secs: Option<u64>,
 }
 
+/// `shoal compact`.
+#[derive(clap::Args)]
+pub struct CompactArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// Table name (a keyed table).
+    name: String,
+    /// Compact below this log address [default: everything flushed].
+    #[arg(long)]
+    until_address: Option<u64>,
+    /// Milliseconds to wait for queries with older snapshots to finish before the head
+    /// is left for the next compaction.
+    #[arg(long, default_value_t = 30_000)]
+    wait_ms: u64,
+}
+
 /// `shoal delete`.
 #[derive(clap::Args)]
 pub struct DeleteArgs {
@@ -278,13 +294,8 @@ pub struct CreateTableArgs {
     /// Compact flushed pages into Parquet (the columnar tier) or not [default: the daemon's].
     #[arg(long)]
     columnar: Option<bool>,
-    /// Retention: keep about the newest this many bytes of log [default: everything].
-    #[arg(long)]
-    retention_bytes: Option<u64>,
-    /// Retention: drop segment files last written more than this many seconds ago
-    /// [default: keep them].
-    #[arg(long)]
-    retention_secs: Option<u64>,
+    #[command(flatten)]
+    retention: RetentionArgs,
     /// The primary key of a keyed table: a dotted path, or several (comma-separated or
     /// repeated) for a composite key. Records are then upserted, deleted and merged by
     /// key (`shoal ingest --op`) and queries see each key's latest version [default: an
@@ -303,15 +314,42 @@ pub struct AlterTableArgs {
     connection: Connection,
     /// Table name.
     name: String,
-    /// Retention: keep about the newest this many bytes of log.
+    #[command(flatten)]
+    retention: RetentionArgs,
+    /// Retention: keep everything (removes the policy).
+    #[arg(long, conflicts_with_all = ["retention_bytes", "retention_secs", "compact_obsolete_percent"])]
+    no_retention: bool,
+}
+
+/// A table's retention policy, as `create-table` and `alter-table` take it.
+#[derive(clap::Args)]
+pub struct RetentionArgs {
+    /// Retention: keep about the newest this many bytes of log (a keyed table keeps its
+    /// live rows: they are copied to the tail) [default: everything].
     #[arg(long)]
     retention_bytes: Option<u64>,
-    /// Retention: drop segment files last written more than this many seconds ago.
+    /// Retention: drop segment files last written more than this many seconds ago (a
+    /// keyed table keeps its live rows) [default: keep them].
     #[arg(long)]
     retention_secs: Option<u64>,
-    /// Retention: keep everything (removes the policy).
-    #[arg(long, conflicts_with_all = ["retention_bytes", "retention_secs"])]
-    no_retention: bool,
+    /// Keyed tables: compact the log when this percent of its versions are obsolete
+    /// (updated or deleted); 0: never [default: 50].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
+    compact_obsolete_percent: Option<u8>,
+}
+
+impl RetentionArgs {
+    /// The `retention` object of `create_table` / `alter_table`; `None` when no flag was given.
+    fn policy(&self) -> Option<serde_json::Value> {
+        let fields = [
+            ("keep_bytes", self.retention_bytes),
+            ("max_age_secs", self.retention_secs),
+            ("compact_obsolete_percent", self.compact_obsolete_percent.map(u64::from)),
+        ];
+        let set: serde_json::Map<String, serde_json::Value> =
+            fields.into_iter().filter_map(|(key, value)| Some((key.to_owned(), json!(value?)))).collect();
+        (!set.is_empty()).then_some(serde_json::Value::Object(set))
+    }
 }
 
 /// Runs a client future on a small runtime.
@@ -393,14 +431,7 @@ pub async fn create_table(args: CreateTableArgs) -> Result<(), String> {
         let bytes = mb.checked_mul(1 << 20).ok_or_else(|| format!("--memory-budget-mb {mb} is too large"))?;
         body["memory_budget_bytes"] = json!(bytes);
     }
-    if args.retention_bytes.is_some() || args.retention_secs.is_some() {
-        let mut retention = json!({});
-        if let Some(bytes) = args.retention_bytes {
-            retention["keep_bytes"] = json!(bytes);
-        }
-        if let Some(secs) = args.retention_secs {
-            retention["max_age_secs"] = json!(secs);
-        }
+    if let Some(retention) = args.retention.policy() {
         body["retention"] = retention;
     }
     if let Some(enabled) = args.columnar {
@@ -416,16 +447,14 @@ pub async fn create_table(args: CreateTableArgs) -> Result<(), String> {
 
 /// `shoal alter-table`: replaces the table's retention policy (`alter_table`).
 pub async fn alter_table(args: AlterTableArgs) -> Result<(), String> {
-    if !args.no_retention && args.retention_bytes.is_none() && args.retention_secs.is_none() {
-        return Err("alter-table: say what changes: --retention-bytes, --retention-secs (the new policy) or --no-retention".to_owned());
+    let retention = args.retention.policy();
+    if !args.no_retention && retention.is_none() {
+        return Err(
+            "alter-table: say what changes: --retention-bytes, --retention-secs, --compact-obsolete-percent (the new policy) or --no-retention"
+                .to_owned(),
+        );
     }
-    let mut retention = json!({});
-    if let Some(bytes) = args.retention_bytes {
-        retention["keep_bytes"] = json!(bytes);
-    }
-    if let Some(secs) = args.retention_secs {
-        retention["max_age_secs"] = json!(secs);
-    }
+    let retention = retention.unwrap_or_else(|| json!({}));
     let mut client = connect(&args.connection).await?;
     let result = action(&mut client, "alter_table", &json!({"table": args.name, "retention": retention})).await?;
     println!("{result}");
@@ -470,6 +499,17 @@ pub async fn truncate(args: TruncateArgs) -> Result<(), String> {
         }
     }
     println!("{}", action(&mut client, "truncate", &body).await?);
+    Ok(())
+}
+
+/// `shoal compact`: a keyed table's log compaction (the `compact` action).
+pub async fn compact(args: CompactArgs) -> Result<(), String> {
+    let mut client = connect(&args.connection).await?;
+    let mut body = json!({"table": args.name, "wait_ms": args.wait_ms});
+    if let Some(until) = args.until_address {
+        body["until_address"] = json!(until);
+    }
+    println!("{}", action(&mut client, "compact", &body).await?);
     Ok(())
 }
 

@@ -47,6 +47,8 @@ enum Command {
     Delete(client::DeleteArgs),
     /// Drop the head of a table's log (retention): records below an address, beyond a size or age.
     Truncate(client::TruncateArgs),
+    /// Compact a keyed table's log: copy its live rows to the tail, drop obsolete versions with the head.
+    Compact(client::CompactArgs),
     /// Checkpoint a table (or every table): recovery then replays only what follows.
     Checkpoint(client::CheckpointArgs),
     /// Print a shell completion script: `shoal completions bash > /etc/bash_completion.d/shoal`.
@@ -269,6 +271,7 @@ fn main() -> std::process::ExitCode {
         Command::AlterTable(args) => client::run(client::alter_table(args)),
         Command::Delete(args) => client::run(client::delete(args)),
         Command::Truncate(args) => client::run(client::truncate(args)),
+        Command::Compact(args) => client::run(client::compact(args)),
         Command::Checkpoint(args) => client::run(client::checkpoint(args)),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "shoal", &mut std::io::stdout());

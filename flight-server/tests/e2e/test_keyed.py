@@ -1,12 +1,15 @@
 """Keyed tables through the daemon (issue 18): `create_table` with a `primary_key`, DoPut
 batches with an `op` column (upsert, delete, merge), queries that see each key's latest
 version (full scans, index scans on the key and on a PSF, aggregates, time travel by
-`to_address`), clear errors for bad keys and ops, and SIGKILL recovery of every
-acknowledged operation, exactly once."""
+`to_address`), clear errors for bad keys and ops, SIGKILL recovery of every
+acknowledged operation, exactly once (also when the kill lands in a log compaction), and
+log compaction (`compact`, retention) that keeps every live row."""
 
 import json
 import random
 import signal
+import threading
+import time
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -169,6 +172,12 @@ def test_sigkill_during_upserts_keeps_every_acknowledged_operation_exactly_once(
                 put_ops(client, "t", ops, batch=20, writer="w", serial=serial)
                 for op, document in ops:
                     apply(oracle, op, document)
+            if round_ % 4 == 2:
+                # The kill lands in (or just after) a log compaction: it never loses a row.
+                action(client, "checkpoint", {"table": "t"})
+                compacting = threading.Thread(target=compact_quietly, args=(d, "t"), daemon=True)
+                compacting.start()
+                time.sleep(rng.random() * 0.05)
             if round_ % 2:
                 # A batch in flight at the kill: sent, never acknowledged.
                 serial += 1
@@ -197,6 +206,68 @@ def test_sigkill_during_upserts_keeps_every_acknowledged_operation_exactly_once(
         check(client, "t", oracle)
     finally:
         assert d.stop() == 0
+
+
+def compact_quietly(d: Daemon, table: str):
+    """The `compact` action, on its own connection, whatever becomes of the daemon."""
+    try:
+        action(d.client(), "compact", {"table": table})
+    except (pa.ArrowException, OSError):
+        pass
+
+
+def test_compaction_drops_obsolete_versions_keeps_live_rows_and_refuses_older_snapshots(daemon, tmp_path):
+    """`compact` (FASTER's roll to tail): the live rows stay, every obsolete version below
+    the flushed address goes, the key index forgets deleted keys, time travel below the
+    snapshot horizon is refused by name and above it still answers; `shoal compact` and
+    the retention policy's `compact_obsolete_percent` do the same."""
+    from test_cli import cli
+
+    client = daemon.client()
+    action(client, "create_table", {"name": "users", "primary_key": "id", "page_size_bits": 14, "memory_budget_bytes": 1 << 17})
+    action(client, "register_psf", {"table": "users", "name": "g", "kind": "projection", "field": "g"})
+    rng = random.Random(180)
+    oracle = {}
+    for _ in range(6):
+        ops = random_ops(rng, 150, 40)
+        put_ops(client, "users", ops)
+        for op, document in ops:
+            apply(oracle, op, document)
+    before = action(client, "stats", {"table": "users"})
+    old_snapshot = before["complete_until"]
+    action(client, "checkpoint", {"table": "users"})
+    report = action(client, "compact", {"table": "users", "wait_ms": 5000})
+    assert report["deferred"] is False and report["begin_address"] > report["previous_begin_address"], report
+    # The open page (flushed in part by the checkpoint) stays: its versions are not copied.
+    assert 0 < report["versions_copied"] <= len(oracle) and report["superseded_dropped"] > 0, report
+    check(client, "users", oracle)
+    stats = action(client, "stats", {"table": "users"})["keys"]
+    assert stats["superseded"] < before["keys"]["superseded"], stats
+    assert stats["keys"] - stats["live"] < before["keys"]["keys"] - before["keys"]["live"], "deleted keys were forgotten"
+    assert stats["memory_bytes"] < before["keys"]["memory_bytes"]
+    horizon = stats["snapshot_horizon"]
+    assert horizon == report["snapshot_horizon"] > old_snapshot
+    with pytest.raises(pa.ArrowException, match="snapshot horizon") as refused:
+        rows(client, "users", to_address=old_snapshot)
+    assert "OUT_OF_RANGE" in str(refused.value) or isinstance(refused.value, flight.FlightError), refused.value
+    assert rows(client, "users", to_address=horizon) == oracle
+
+    # The CLI, and a policy that compacts as soon as a tenth of the versions are obsolete.
+    ops = [("upsert", {"id": k, "g": 1, "n": {}, "text": f"again {round_} " * 60}) for round_ in range(4) for k in range(40)]
+    put_ops(client, "users", ops)
+    for op, document in ops:
+        apply(oracle, op, document)
+    action(client, "checkpoint", {"table": "users"})
+    compacted = json.loads(cli(daemon, "compact", "users", "--wait-ms", "5000"))
+    assert compacted["versions_copied"] > 0 and compacted["superseded_dropped"] > 0 and compacted["table"] == "users", compacted
+    check(client, "users", oracle)
+    altered = json.loads(cli(daemon, "alter-table", "users", "--compact-obsolete-percent", "10"))
+    assert altered["retention"] == {"compact_obsolete_percent": 10}, altered
+    with pytest.raises(pa.ArrowException, match="compact_obsolete_percent"):
+        action(client, "alter_table", {"table": "users", "retention": {"compact_obsolete_percent": 101}})
+    action(client, "create_table", {"name": "plain"})
+    with pytest.raises(pa.ArrowException, match="append-only"):
+        action(client, "compact", {"table": "plain"})
 
 
 def test_cli_creates_upserts_merges_and_deletes_by_key(daemon, tmp_path):

@@ -320,6 +320,11 @@ fn check_retention(table: &str, retention: &shoal_core::table::RetentionPolicy, 
             "table {table:?}: retention.keep_bytes and retention.max_age_secs must be positive (leave one out to keep everything by it)"
         )));
     }
+    if retention.compact_obsolete_percent.is_some_and(|p| p > 100) {
+        return Err(OpsError::invalid_argument(format!(
+            "table {table:?}: retention.compact_obsolete_percent must be 0 (never) to 100"
+        )));
+    }
     if in_memory && retention.max_age_secs.is_some() {
         return Err(OpsError::invalid_argument(format!(
             "table {table:?}: retention.max_age_secs ages segment files, and this daemon runs --in-memory (use retention.keep_bytes)"

@@ -23,21 +23,22 @@ use crate::error::{ErrorClass, OpsError};
 
 use crate::catalog::{Catalog, TableEntry};
 use crate::protocol::{
-    parse_body, AggregateSpec, BatchMetadata, CreateTable, DeleteRows, DeregisterPsf, IfTruncated, MakeDurable, OutputFormat, QueryCommand,
+    parse_body, AggregateSpec, BatchMetadata, Compact, CreateTable, DeleteRows, DeregisterPsf, IfTruncated, MakeDurable, OutputFormat, QueryCommand,
     AlterTable, RegisterPsf, TableRef, TicketBody, TransactionRef, Truncate, WriterRef, TICKET_VERSION,
 };
 
 /// The actions `DoAction` understands, with their descriptions (for `ListActions`).
 pub const ACTIONS: &[(&str, &str)] = &[
-    ("create_table", r#"{"name", "on_invalid_json"?: "reject"|"skip", "memory_budget_bytes"?, "page_size_bits"?, "index_size_bits"?, "if_not_exists"?, "columnar"?: {"enabled"?, "file_log_bytes"?, "row_group_rows"?, "codec"?: "zstd"|"lz4"|"none", "idle_ms"?}, "retention"?: {"keep_bytes"?, "max_age_secs"?}, "primary_key"?: "path"|["path", …]} → {"created": bool}"#),
+    ("create_table", r#"{"name", "on_invalid_json"?: "reject"|"skip", "memory_budget_bytes"?, "page_size_bits"?, "index_size_bits"?, "if_not_exists"?, "columnar"?: {"enabled"?, "file_log_bytes"?, "row_group_rows"?, "codec"?: "zstd"|"lz4"|"none", "idle_ms"?}, "retention"?: {"keep_bytes"?, "max_age_secs"?, "compact_obsolete_percent"?}, "primary_key"?: "path"|["path", …]} → {"created": bool}"#),
     ("drop_table", r#"{"name"} → {"dropped": true}"#),
-    ("alter_table", r#"{"table", "retention": {"keep_bytes"?, "max_age_secs"?}} → replaces the retention policy ({} keeps everything); {"retention", "previous_retention"}"#),
+    ("alter_table", r#"{"table", "retention": {"keep_bytes"?, "max_age_secs"?, "compact_obsolete_percent"?}} → replaces the retention policy ({} keeps everything); {"retention", "previous_retention"}"#),
     ("register_psf", r#"{"table", "name", "kind": "projection"|"predicate"|"range"|"composite", "field"|"expr"|"fields", "boundaries"?} → PSF with safe register address"#),
     ("deregister_psf", r#"{"table", "name"} → PSF with safe deregister address"#),
     ("list_psfs", r#"{"table"} → [PSF]"#),
     ("stats", r#"{"table"} → counters and log addresses"#),
     ("delete", r#"{"table", "filter"?} → a keyed table's live rows matching the filter (all without one) get a tombstone each (SQL's DELETE); {"deleted", "end_address", "durable_address"}"#),
-    ("truncate", r#"{"table", "before_address" | "keep_bytes" | "older_than_secs"} → drops the head of the log (whole segment files); {"begin_address", "segments_deleted", "bytes_deleted"}"#),
+    ("truncate", r#"{"table", "before_address" | "keep_bytes" | "older_than_secs"} → drops the head of the log (whole segment files; a keyed table's live versions are copied to the tail first); {"begin_address", "segments_deleted", "bytes_deleted", "versions_copied"}"#),
+    ("compact", r#"{"table", "until_address"?, "wait_ms"?} → a keyed table's log compaction: live versions below until_address (default: everything flushed) copied to the tail, obsolete versions and deleted keys dropped with the head; {"begin_address", "versions_copied", "superseded_dropped", "tombstones_dropped", "snapshot_horizon", "deferred", …}"#),
     ("make_durable", r#"{"table", "address"?} → waits until everything below address (default: the tail) is durable, without closing the open page; {"durable_address"}"#),
     ("writer_status", r#"{"table", "writer"} → {"last_serial", "last_durable_serial", "durable_address"}"#),
     ("begin_transaction", r#"{"table", "transaction"} → opens a transaction; DoPut batches with app_metadata {"transaction"} are staged in it"#),
@@ -816,6 +817,25 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
             let rule = request.rule()?;
             let entry = catalog.get(&request.table)?;
             let report = entry.table.truncate(rule).map_err(|e| OpsError::from_engine(&e))?;
+            let mut answer = serde_json::to_value(&report).unwrap_or_default();
+            answer["table"] = json!(request.table);
+            Ok(answer)
+        }
+        "compact" => {
+            let request: Compact = parse_body("compact", body)?;
+            let wait = request.wait_ms.unwrap_or(30_000);
+            if wait > crate::protocol::MAX_COMPACT_WAIT_MS {
+                return Err(OpsError::invalid_argument(format!(
+                    "compact: wait_ms {wait} is above {} (10 minutes)",
+                    crate::protocol::MAX_COMPACT_WAIT_MS
+                )));
+            }
+            let entry = catalog.get(&request.table)?;
+            let report = entry
+                .table
+                .compact_log(request.until_address.unwrap_or(u64::MAX), Duration::from_millis(wait))
+                .map_err(|e| OpsError::from_engine(&e).context(format!("compact {:?}", request.table)))?;
+            metrics::counter!("shoal_compacted_versions_total", "table" => entry.name.clone()).increment(report.truncate.versions_copied);
             let mut answer = serde_json::to_value(&report).unwrap_or_default();
             answer["table"] = json!(request.table);
             Ok(answer)

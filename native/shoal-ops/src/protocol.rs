@@ -121,6 +121,24 @@ pub struct DeleteRows {
     pub filter: Option<String>,
 }
 
+/// `compact`: a keyed table's log compaction (`shoal_core::table::Table::compact_log`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compact {
+    /// Table name.
+    pub table: String,
+    /// Compact below this log address (absent: everything flushed).
+    #[serde(default)]
+    pub until_address: Option<u64>,
+    /// Milliseconds to wait for scans with older snapshots to finish before the head is
+    /// left for the next compaction (absent: 30,000; at most [`MAX_COMPACT_WAIT_MS`]).
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+/// The longest `compact` wait a client may ask for, in milliseconds (10 minutes).
+pub const MAX_COMPACT_WAIT_MS: u64 = 600_000;
+
 /// `drop_table`, `stats`, `list_psfs`, `checkpoint`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

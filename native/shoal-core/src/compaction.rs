@@ -84,7 +84,9 @@ struct LiveVersion {
 impl Table {
     /// Compacts a keyed table's log up to `until` (rounded down to a page boundary, and to
     /// the flushed address): copies the live versions below it to the tail, then drops
-    /// the head below it and the key index's entries for it (see [`crate::compaction`]).
+    /// the head below it and the key index's entries for it (see [`crate::compaction`]),
+    /// in steps of at most 64 MiB of log (in an in-memory table, of half its ring's free
+    /// room, so that the copies fit).
     /// Waits at most `wait` for scans with snapshots below the new horizon to finish; if
     /// some still run, the head is kept ([`CompactReport::deferred`]). Runs one at a
     /// time per table; writers wait for one copy batch at a time.
@@ -108,10 +110,42 @@ impl Table {
             snapshot_horizon: keyed.snapshots.horizon(),
             ..CompactReport::default()
         };
-        if until <= previous {
-            return Ok(report);
+        // In steps, each dropping its part of the head before the next copies: the copies
+        // of an in-memory table need room in its ring, which the steps before free.
+        while report.truncate.begin_address < until {
+            let from = report.truncate.begin_address;
+            let step_until = until.min(self.log.page_start(self.log.page_of(from + self.compaction_step_bytes()) + 1));
+            if !self.compact_step(keyed, from, step_until, wait, &mut report)? {
+                report.deferred = true;
+                tracing::info!(until, horizon = report.snapshot_horizon, "log compaction: scans with older snapshots still run; the head is dropped next time");
+                break;
+            }
+            if report.truncate.begin_address <= from {
+                break;
+            }
         }
-        self.copy_live_versions(keyed, previous, until, &mut report)?;
+        if report.truncate.begin_address > previous {
+            tracing::info!(?report, "keyed table's log compacted");
+        }
+        Ok(report)
+    }
+
+    /// Log bytes one compaction step covers at most: 64 MiB, or in an in-memory table
+    /// half the ring's free room (the step's copies must fit in it), at least a page.
+    fn compaction_step_bytes(&self) -> u64 {
+        const STEP: u64 = 64 << 20;
+        if self.log.has_storage() {
+            return STEP;
+        }
+        let used = self.log.tail_address() - self.log.begin_address();
+        (self.log.ring_bytes().saturating_sub(used) / 2).clamp(1 << self.config.log.page_size_bits, STEP)
+    }
+
+    /// One step of [`Self::compact_log`] over `[from, until)`: copies, horizon, wait,
+    /// durability, head dropped. `false` when scans with older snapshots still ran after
+    /// `wait` (the head was kept).
+    fn compact_step(&self, keyed: &Keyed, from: u64, until: u64, wait: Duration, report: &mut CompactReport) -> Result<bool> {
+        self.copy_live_versions(keyed, from, until, report)?;
         // With the write lock held no keyed batch is in flight: every version written so
         // far (each copy, and each version that superseded an original) is below the
         // complete address, so a snapshot at or above it sees the copies.
@@ -122,24 +156,22 @@ impl Table {
         keyed.snapshots.raise_horizon(horizon);
         report.snapshot_horizon = keyed.snapshots.horizon();
         if !keyed.snapshots.wait_finished_below(horizon, wait) {
-            report.deferred = true;
-            tracing::info!(until, horizon, "log compaction: scans with older snapshots still run; the head is dropped next time");
-            return Ok(report);
+            return Ok(false);
         }
         if self.log.has_storage() {
             self.wait_durable(horizon, Duration::from_secs(60))?;
         }
-        let versions_copied = report.truncate.versions_copied;
-        report.truncate = self.shift_head(until)?;
-        report.truncate.versions_copied = versions_copied;
-        let (superseded, deleted, lost) = keyed.index.drop_below(report.truncate.begin_address);
-        report.superseded_dropped = superseded;
-        report.tombstones_dropped = deleted;
+        let step = self.shift_head(until)?;
+        report.truncate.begin_address = step.begin_address;
+        report.truncate.segments_deleted += step.segments_deleted;
+        report.truncate.bytes_deleted += step.bytes_deleted;
+        let (superseded, deleted, lost) = keyed.index.drop_below(step.begin_address);
+        report.superseded_dropped += superseded;
+        report.tombstones_dropped += deleted;
         if lost > 0 {
             tracing::error!(lost, "log compaction: live keys whose latest version was not copied were dropped with the head");
         }
-        tracing::info!(?report, "keyed table's log compacted");
-        Ok(report)
+        Ok(true)
     }
 
     /// Copies the live versions of `[from, until)` (whole pages) to the tail.

@@ -156,16 +156,8 @@ impl Table {
     /// append-only table or when `ops` and `records` differ in length; device errors when a
     /// merge's base version cannot be read.
     pub fn ingest_ops(&self, records: &[&[u8]], ops: &[RecordOp]) -> Result<IngestReport> {
-        if !ops.is_empty() && ops.len() != records.len() {
-            return Err(Error::InvalidOperation(format!("a batch of {} records has {} operations", records.len(), ops.len())));
-        }
+        self.check_ops(records.len(), ops)?;
         let Some(keyed) = &self.keyed else {
-            if let Some(index) = ops.iter().position(|op| *op != RecordOp::Upsert) {
-                return Err(Error::InvalidOperation(format!(
-                    "record {index} of the batch is a {:?}, which needs a keyed table (one created with a primary key); this table is append-only",
-                    ops[index]
-                )));
-            }
             return self.ingest_resolved(records, &[], None);
         };
         if !ops.contains(&RecordOp::Merge) {
@@ -177,6 +169,28 @@ impl Table {
         let records: Vec<&[u8]> = records.iter().zip(&merged).map(|(r, m)| m.as_deref().unwrap_or(r)).collect();
         let ops: Vec<RecordOp> = ops.iter().map(|op| if *op == RecordOp::Merge { RecordOp::Upsert } else { *op }).collect();
         self.ingest_resolved(&records, &ops, Some(keyed))
+    }
+
+    /// Checks the operations of a batch of `records` records against the table, as
+    /// [`Self::ingest_ops`] does before it writes (transactions check staged batches the
+    /// same way).
+    ///
+    /// # Errors
+    /// [`Error::InvalidOperation`] naming the first delete or merge on an append-only
+    /// table, or when `ops` (not empty) and the records differ in number.
+    pub fn check_ops(&self, records: usize, ops: &[RecordOp]) -> Result<()> {
+        if !ops.is_empty() && ops.len() != records {
+            return Err(Error::InvalidOperation(format!("a batch of {records} records has {} operations", ops.len())));
+        }
+        if self.keyed.is_none() {
+            if let Some(index) = ops.iter().position(|op| *op != RecordOp::Upsert) {
+                return Err(Error::InvalidOperation(format!(
+                    "record {index} of the batch is a {:?}, which needs a keyed table (one created with a primary key); this table is append-only",
+                    ops[index]
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The documents the merges of a batch write (`None` for the other records, and for

@@ -715,8 +715,8 @@ pub fn acknowledge(ingested: Ingested) -> Result<serde_json::Value, OpsError> {
 pub fn acknowledge_while(ingested: Ingested, keep_waiting: &dyn Fn() -> bool) -> Result<serde_json::Value, OpsError> {
     let Ingested { entry, mut metadata, durable_at, addresses } = ingested;
     let table = &entry.table;
-    if let Some(address) = durable_at.filter(|_| table.config().durability != DurabilityPolicy::None) {
-        table.wait_durable_while(address, Duration::from_secs(60), keep_waiting).map_err(|e| {
+    if let Some(address) = durable_at {
+        wait_acknowledgeable(table, address, keep_waiting).map_err(|e| {
             let status = OpsError::from_engine(&e);
             if matches!(e, shoal_core::Error::Cancelled(_)) {
                 return status;
@@ -732,6 +732,19 @@ pub fn acknowledge_while(ingested: Ingested, keep_waiting: &dyn Fn() -> bool) ->
     }
     metadata["durable_address"] = json!(table.durable_address());
     Ok(metadata)
+}
+
+/// Waits until writes ending at `address` may be acknowledged under the table's
+/// durability policy: at once under `none`; once `address` is durable under
+/// `group_commit` and `fsync` (at most 60 s; `CANCELLED` as soon as `keep_waiting` says no).
+///
+/// # Errors
+/// As `Table::wait_durable_while`.
+fn wait_acknowledgeable(table: &shoal_core::table::Table, address: u64, keep_waiting: &dyn Fn() -> bool) -> Result<(), shoal_core::Error> {
+    if address > 0 && table.config().durability != DurabilityPolicy::None {
+        table.wait_durable_while(address, Duration::from_secs(60), keep_waiting)?;
+    }
+    Ok(())
 }
 
 /// Runs the action `name` (one of [`ACTIONS`]) with its JSON `body`; returns its JSON
@@ -799,12 +812,7 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
             let filter = request.filter.as_deref().map(parse_expr).transpose().map_err(|e| OpsError::from_engine(&e))?;
             let report = entry.table.delete_where(filter.as_ref()).map_err(|e| OpsError::from_engine(&e))?;
             metrics::counter!("shoal_deleted_rows_total", "table" => entry.name.clone()).increment(report.deleted);
-            if report.end_address > 0 && entry.table.config().durability != DurabilityPolicy::None {
-                entry
-                    .table
-                    .wait_durable_while(report.end_address, Duration::from_secs(60), keep_waiting)
-                    .map_err(|e| OpsError::from_engine(&e))?;
-            }
+            wait_acknowledgeable(&entry.table, report.end_address, keep_waiting).map_err(|e| OpsError::from_engine(&e))?;
             Ok(json!({
                 "table": request.table,
                 "deleted": report.deleted,

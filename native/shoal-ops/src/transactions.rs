@@ -208,11 +208,7 @@ impl Transactions {
     /// `INVALID_ARGUMENT` naming the first invalid record under the `reject` policy
     /// (nothing of the batch is staged).
     pub fn stage(&self, table: &Table, id: &str, records: &[&[u8]], ops: &[RecordOp]) -> Result<(usize, Vec<(usize, String)>), OpsError> {
-        if ops.iter().any(|op| *op != RecordOp::Upsert) && table.config().primary_key.is_empty() {
-            return Err(OpsError::invalid_argument(
-                "deletes and merges (the \"op\" column) need a keyed table (one created with a primary key); this table is append-only",
-            ));
-        }
+        table.check_ops(records.len(), ops).map_err(|e| OpsError::from_engine(&e))?;
         let op = |index: usize| ops.get(index).copied().unwrap_or_default();
         let transaction = self.get(id)?;
         let mut transaction = lock(&transaction);

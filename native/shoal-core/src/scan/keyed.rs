@@ -3,17 +3,14 @@
 
 use super::reader::LogReader;
 use crate::error::Result;
-use crate::keys::{Keyed, Latest, PrimaryKey, Verdict};
+use crate::keys::{Keyed, Latest, Verdict};
 use crate::record::{KeyPointer, RecordView, KEY_POINTER_SIZE};
 use crate::table::Table;
-use crate::value::FieldValue;
 
-/// A scan's validator: the table's key state, the key's field ids in the scan's field
-/// set, and the snapshot address.
+/// A scan's validator: the table's key state and the snapshot address.
 pub(super) struct Validator<'t> {
     table: &'t Table,
     keyed: &'t Keyed,
-    key_ids: Vec<usize>,
     snapshot: u64,
     key: Vec<u8>,
     reader: LogReader<'t>,
@@ -22,10 +19,9 @@ pub(super) struct Validator<'t> {
 }
 
 impl<'t> Validator<'t> {
-    /// A validator for `table` (keyed) at `snapshot`; `key_ids` are the key fields' ids
-    /// in the scan's field set, in key order.
-    pub(super) fn new(table: &'t Table, keyed: &'t Keyed, key_ids: Vec<usize>, snapshot: u64) -> Self {
-        Self { table, keyed, key_ids, snapshot, key: Vec::new(), reader: LogReader::new(&table.log), walks: 0 }
+    /// A validator for `table` (keyed) at `snapshot`.
+    pub(super) fn new(table: &'t Table, keyed: &'t Keyed, snapshot: u64) -> Self {
+        Self { table, keyed, snapshot, key: Vec::new(), reader: LogReader::new(&table.log), walks: 0 }
     }
 
     /// The verdict on the version at `address` from its address alone: scans drop
@@ -35,14 +31,17 @@ impl<'t> Validator<'t> {
     }
 
     /// For a candidate whose newer version lies at or above the snapshot
-    /// ([`Verdict::Walk`]): whether the record at `address` with field `values` is the
-    /// version of its key the snapshot sees, from a walk of the key's chain (a record
-    /// without a key is not: it cannot be in a keyed table).
+    /// ([`Verdict::Walk`]): whether the record at `address` is the version of its key the
+    /// snapshot sees, from a walk of the key's chain. The key comes from the record's key
+    /// pointer (read again: walks are rare, and scans need not parse the key's fields
+    /// for them); a record without one is not (it cannot be in a keyed table).
     ///
     /// # Errors
-    /// Device errors of the chain walk.
-    pub(super) fn walk(&mut self, values: &[FieldValue<'_>], address: u64) -> Result<bool> {
-        if !PrimaryKey::encode(self.key_ids.iter().map(|&id| &values[id]), &mut self.key) {
+    /// Device errors of the record read and the chain walk.
+    pub(super) fn walk(&mut self, address: u64) -> Result<bool> {
+        let Some(record) = self.reader.read_record(address)? else { return Ok(false) };
+        let view = RecordView::new(record).ok_or_else(|| super::corrupt(address, "record"))?;
+        if !self.keyed.record_key(&view, &mut self.key) {
             return Ok(false);
         }
         self.walks += 1;

@@ -203,7 +203,7 @@ impl Projector<'_> {
                 }
             }
             if let Some(validator) = self.validator.as_mut().filter(|_| walks.get(i) == Some(&true)) {
-                if !validator.walk(values, addresses.get(i).copied().unwrap_or(0))? {
+                if !validator.walk(addresses.get(i).copied().unwrap_or(0))? {
                     self.stats.versions_skipped += 1;
                     continue;
                 }
@@ -568,7 +568,7 @@ impl Table {
         &self,
         request: &ScanRequest,
         plan: &ScanPlan,
-        mut fields: FieldSet,
+        fields: FieldSet,
         filter: Option<BoundExpr>,
         output: Output,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
@@ -577,10 +577,7 @@ impl Table {
         // A keyed table's scan holds its snapshot open, so that a log compaction does not
         // drop versions it would see ([`crate::keys::Snapshots`]).
         let _open = self.keyed.as_ref().map(|keyed| keyed.snapshots.open(snapshot)).transpose()?;
-        let validator = self.keyed.as_ref().map(|keyed| {
-            let key_ids = keyed.key.fields.iter().map(|f| fields.insert(f)).collect();
-            keyed::Validator::new(self, keyed, key_ids, snapshot)
-        });
+        let validator = self.keyed.as_ref().map(|keyed| keyed::Validator::new(self, keyed, snapshot));
         let mut projector = Projector {
             table: self,
             filter,

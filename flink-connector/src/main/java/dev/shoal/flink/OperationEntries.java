@@ -39,7 +39,12 @@ final class OperationEntries {
 
   /** Where the entry's JSON document starts (after its operation byte, if any). */
   static int jsonOffset(byte[] entry) {
-    return operation(entry) == ShoalOperation.UPSERT ? 0 : 1;
+    return jsonOffset(operation(entry));
+  }
+
+  /** Where the JSON document of an entry with {@code operation} starts. */
+  static int jsonOffset(ShoalOperation operation) {
+    return operation == ShoalOperation.UPSERT ? 0 : 1;
   }
 
   /** Whether any entry of the batch has an operation other than upsert (the batch needs an {@code op} column). */

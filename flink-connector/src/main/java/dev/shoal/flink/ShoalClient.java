@@ -186,10 +186,11 @@ interface ShoalClient extends AutoCloseable {
       }
       for (int i = 0; i < records.size(); i++) {
         byte[] entry = records.get(i);
-        int offset = OperationEntries.jsonOffset(entry);
+        ShoalOperation operation = OperationEntries.operation(entry);
+        int offset = OperationEntries.jsonOffset(operation);
         json.setSafe(i, entry, offset, entry.length - offset);
         if (op != null) {
-          op.setSafe(i, OperationEntries.operation(entry).wireName().getBytes(StandardCharsets.UTF_8));
+          op.setSafe(i, operation.wireName().getBytes(StandardCharsets.UTF_8));
         }
       }
       root.setRowCount(records.size());

@@ -146,12 +146,8 @@ impl Table {
     ///
     /// # Errors
     /// [`Error::Io`] when the observer thread cannot be started.
-    pub(crate) fn assemble(mut config: TableConfig, log: Arc<HybridLog>, index: HashIndex, observed: Observed) -> Result<Arc<Self>> {
+    pub(crate) fn assemble(config: TableConfig, log: Arc<HybridLog>, index: HashIndex, observed: Observed) -> Result<Arc<Self>> {
         let keyed = (!config.primary_key.is_empty()).then(|| Keyed::new(config.primary_key.clone(), 0));
-        if keyed.is_some() {
-            // Columnar files hold every version: validation there is not built yet.
-            config.columnar.enabled = false;
-        }
         let observed = Arc::new(Mutex::new(Observed { until: log.tail_address(), ..observed }));
         let state = Arc::clone(&observed);
         let capacity = log.page_capacity();

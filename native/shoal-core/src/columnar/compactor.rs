@@ -87,7 +87,8 @@ fn compact(
         for (offset, view) in crate::record::PageRecords::new(&page_bytes[..end.min(log.page_capacity())]) {
             let header = view.header();
             let address = page_start + offset as u64;
-            if header.is_visible() && !header.is_invalid() && address >= begin {
+            // A keyed table's tombstone (empty payload) is no row.
+            if header.is_visible() && !header.is_invalid() && address >= begin && !view.payload().is_empty() {
                 let start = payloads.len();
                 payloads.extend_from_slice(view.payload());
                 spans.push((address, start..payloads.len()));

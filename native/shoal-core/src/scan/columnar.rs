@@ -16,6 +16,7 @@ use crate::columnar::eval::{evaluate, PathView, TRUE};
 use crate::columnar::layout::{Resolved, ScalarType};
 use crate::columnar::{ColumnarFile, FileReader};
 use crate::error::Result;
+use crate::keys::Verdict;
 use crate::path::FieldPath;
 use crate::psf::Expr;
 use crate::record::{KeyPointer, RecordHeader, RecordView, KEY_POINTER_SIZE, RECORD_PREFIX};
@@ -207,7 +208,7 @@ impl Table {
             FileReader::Memory(input) => read_columns(input, file, &leaves, row_groups)?,
         };
         let whole_file = from <= file.from && to >= file.to;
-        let mut selected_addresses = Vec::new();
+        let (mut selected_addresses, mut selected_walks) = (Vec::new(), Vec::new());
         for batch in batches {
             let batch = batch.map_err(|e| crate::Error::Columnar(format!("reading columnar file [{}, {}): {e}", file.from, file.to)))?;
             let column = |leaf: usize| leaves.binary_search(&leaf).ok().map(|i| batch.column(i));
@@ -243,6 +244,25 @@ impl Table {
                 }
             }
             projector.stats.columnar_rows += rows as u64;
+            // A keyed table's rows are validated by address (files hold every version):
+            // superseded ones are dropped here, the few whose version only a chain walk can
+            // tell are marked.
+            let mut walks = vec![false; if projector.validator.is_some() { rows } else { 0 }];
+            if let Some(validator) = &projector.validator {
+                for ((s, address), walk) in selection.iter_mut().zip(addresses.values()).zip(walks.iter_mut()) {
+                    if *s != TRUE {
+                        continue;
+                    }
+                    match validator.by_address(*address) {
+                        Verdict::Live => {}
+                        Verdict::Superseded => {
+                            *s = 0;
+                            projector.stats.versions_skipped += 1;
+                        }
+                        Verdict::Walk => *walk = true,
+                    }
+                }
+            }
             if output_served {
                 let Some(output_paths) = &output_paths else { continue };
                 let output_views: Vec<PathView<'_>> = output_paths.iter().map(|p| view_of(p)).collect();
@@ -252,6 +272,16 @@ impl Table {
                 };
                 let mut values: Vec<FieldValue<'_>> = vec![FieldValue::Missing; projector.fields.len()];
                 for (row, _) in selection.iter().enumerate().filter(|(_, s)| **s == TRUE) {
+                    if walks.get(row) == Some(&true) {
+                        let seen = match projector.validator.as_mut() {
+                            Some(validator) => validator.walk(addresses.value(row))?,
+                            None => true,
+                        };
+                        if !seen {
+                            projector.stats.versions_skipped += 1;
+                            continue;
+                        }
+                    }
                     for (view, &id) in output_views.iter().zip(&ids) {
                         values[id] = view.value(row);
                     }
@@ -261,9 +291,14 @@ impl Table {
                 }
             } else {
                 selected_addresses.clear();
-                selected_addresses
-                    .extend(selection.iter().zip(addresses.values()).filter(|(s, _)| **s == TRUE).map(|(_, a)| *a));
-                if self.read_records(&selected_addresses, reader, projector, sink)?.is_break() {
+                selected_walks.clear();
+                for (row, (_, address)) in selection.iter().zip(addresses.values()).enumerate().filter(|(_, (s, _))| **s == TRUE) {
+                    selected_addresses.push(*address);
+                    if !walks.is_empty() {
+                        selected_walks.push(walks[row]);
+                    }
+                }
+                if self.read_records(&selected_addresses, &selected_walks, reader, projector, sink)?.is_break() {
                     return Ok(ControlFlow::Break(()));
                 }
             }
@@ -272,10 +307,12 @@ impl Table {
     }
 
     /// Reads the records at `addresses` (ascending) from the log and processes them as
-    /// candidates (the filter is checked again on the raw record).
+    /// candidates (the filter is checked again on the raw record); `walks[i]` marks a
+    /// keyed table's candidate that only a chain walk can validate (empty: none).
     fn read_records(
         &self,
         addresses: &[u64],
+        walks: &[bool],
         reader: &mut LogReader<'_>,
         projector: &mut Projector<'_>,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
@@ -283,13 +320,15 @@ impl Table {
         let mut copied: Vec<u8> = Vec::new();
         let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
         let mut read: Vec<u64> = Vec::new();
-        for chunk in addresses.chunks(super::EPOCH_REFRESH_READS) {
+        let mut read_walks: Vec<bool> = Vec::new();
+        for (number, chunk) in addresses.chunks(super::EPOCH_REFRESH_READS).enumerate() {
             copied.clear();
             spans.clear();
             read.clear();
+            read_walks.clear();
             {
                 let guard = self.log.epoch().protect();
-                for &address in chunk {
+                for (i, &address) in chunk.iter().enumerate() {
                     let in_memory = self.log.read_in_memory(&guard, address, RECORD_PREFIX).and_then(|prefix| {
                         let size = RecordHeader(u64::from_le_bytes(super::words_prefix(prefix))).size();
                         (size >= RECORD_PREFIX).then(|| self.log.read_in_memory(&guard, address, size)).flatten()
@@ -306,12 +345,15 @@ impl Table {
                     copied.extend_from_slice(view.payload());
                     spans.push(start..copied.len());
                     read.push(address);
+                    if let Some(&walk) = walks.get(number * super::EPOCH_REFRESH_READS + i) {
+                        read_walks.push(walk);
+                    }
                 }
             }
             let payloads: Vec<&[u8]> = spans.iter().map(|r| &copied[r.clone()]).collect();
             projector.stats.index_candidates += payloads.len() as u64;
             projector.stats.record_bytes += payloads.iter().map(|p| p.len() as u64).sum::<u64>();
-            if projector.process(&payloads, &read, &[], true, sink)?.is_break() {
+            if projector.process(&payloads, &read, &read_walks, true, sink)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
         }

@@ -58,7 +58,7 @@ pub struct TableConfig {
     /// The primary key's fields ([`crate::keys`]): empty for an append-only table (the
     /// default); one path, or several for a composite key, for a keyed table, whose
     /// records are upserted, deleted and merged by key and whose queries see each key's
-    /// latest version. A keyed table has no columnar tier yet (it is turned off).
+    /// latest version (its columnar files hold every version; scans validate them).
     pub primary_key: Vec<crate::path::FieldPath>,
 }
 

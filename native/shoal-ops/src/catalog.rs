@@ -177,13 +177,6 @@ impl Catalog {
         config.columnar = columnar_config(&self.config.columnar, request.columnar.as_ref())?;
         if let Some(key) = &request.primary_key {
             config.primary_key = key.paths()?;
-            if request.columnar.as_ref().and_then(|c| c.get("enabled")) == Some(&serde_json::Value::Bool(true)) {
-                return Err(OpsError::invalid_argument(format!(
-                    "table {}: a keyed table (primary_key) has no columnar tier yet; leave columnar.enabled out",
-                    crate::protocol::quoted(&request.name)
-                )));
-            }
-            config.columnar.enabled = false;
         }
         if let Some(retention) = request.retention {
             check_retention(&request.name, &retention, self.config.in_memory)?;

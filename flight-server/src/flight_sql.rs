@@ -380,12 +380,38 @@ impl ShoalSqlService {
                 let handle = self.bind_parameters(&query.prepared_statement_handle, messages).await?;
                 Ok(put_result(DoPutPreparedStatementResult { prepared_statement_handle: Some(handle) }.encode_to_vec()))
             }
-            Command::CommandStatementUpdate(_) | Command::CommandPreparedStatementUpdate(_) => Err(Status::invalid_argument(
-                "UPDATE, INSERT and DELETE statements are not supported: shoal tables are written with DoPut or bulk \
-                 ingest (ADBC's adbc_ingest)",
-            )),
+            Command::CommandStatementUpdate(update) => {
+                if update.transaction_id.is_some() {
+                    return Err(Status::invalid_argument("transactions are not supported"));
+                }
+                let record_count = self.delete(update.query).await?;
+                Ok(put_result(DoPutUpdateResult { record_count }.encode_to_vec()))
+            }
+            Command::CommandPreparedStatementUpdate(update) => {
+                // Only a DELETE without parameters is prepared as an update (see
+                // `do_action_create_prepared_statement`); the parameter stream is empty.
+                let Handle::Statement { sql: text, .. } = Handle::decode(&update.prepared_statement_handle, "the prepared statement handle")? else {
+                    return Err(Status::invalid_argument("the prepared statement handle is a ticket's, not a prepared statement's"));
+                };
+                let record_count = self.delete(text).await?;
+                Ok(put_result(DoPutUpdateResult { record_count }.encode_to_vec()))
+            }
             other => Err(Status::invalid_argument(format!("DoPut does not take the Flight SQL command {}", other.type_url()))),
         }
+    }
+
+    /// `DELETE FROM <table> [WHERE …]` ([`sql::parse_sql_delete`]): the `delete` action on
+    /// a keyed table; returns the rows deleted.
+    async fn delete(&self, text: String) -> Result<i64, Status> {
+        let catalog = Arc::clone(&self.catalog);
+        tokio::task::spawn_blocking(move || {
+            let delete = sql::parse_sql_delete(&text, sql::Parameters::Bound(&[])).map_err(status)?;
+            let body = serde_json::json!({"table": delete.table, "filter": delete.filter});
+            let answer = ops::run_action(&catalog, "delete", body.to_string().as_bytes()).map_err(status)?;
+            Ok::<_, Status>(answer["deleted"].as_i64().unwrap_or(0))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("delete task failed: {e}")))?
     }
 
     /// Binds one row of parameters to a prepared statement: the new handle carries them.
@@ -648,10 +674,26 @@ impl FlightSqlService for ShoalSqlService {
         Ok(batch_stream(schema, builder.build()))
     }
 
-    async fn do_get_primary_keys(&self, _query: CommandGetPrimaryKeys, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
-        // Tables have no primary keys (yet): the answer is empty.
+    async fn do_get_primary_keys(&self, query: CommandGetPrimaryKeys, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        // A keyed table's key fields (dotted paths), in key order; none for an append-only
+        // table, another catalog or schema, or a table that does not exist.
+        let here = query.catalog.as_deref().is_none_or(|c| c == CATALOG_NAME) && query.db_schema.as_deref().is_none_or(|s| s == SCHEMA_NAME);
+        let key: Vec<String> = match self.catalog.get(&query.table) {
+            Ok(entry) if here => entry.table.config().primary_key.iter().map(ToString::to_string).collect(),
+            _ => Vec::new(),
+        };
         let schema = primary_keys_schema();
-        Ok(batch_stream(Arc::clone(&schema), Ok(RecordBatch::new_empty(schema))))
+        let count = key.len();
+        let columns: Vec<arrow_array::ArrayRef> = vec![
+            Arc::new(arrow_array::StringArray::from(vec![Some(CATALOG_NAME); count])),
+            Arc::new(arrow_array::StringArray::from(vec![Some(SCHEMA_NAME); count])),
+            Arc::new(arrow_array::StringArray::from(vec![query.table.as_str(); count])),
+            Arc::new(arrow_array::StringArray::from(key)),
+            Arc::new(arrow_array::StringArray::from(vec![Some(shoal_core::keys::PRIMARY_KEY_PSF); count])),
+            Arc::new(arrow_array::Int32Array::from_iter_values((1..=i32::try_from(count).unwrap_or(i32::MAX)).take(count))),
+        ];
+        let batch = RecordBatch::try_new(Arc::clone(&schema), columns).map_err(FlightError::from);
+        Ok(batch_stream(schema, batch))
     }
 
     async fn do_action_create_prepared_statement(
@@ -663,6 +705,9 @@ impl FlightSqlService for ShoalSqlService {
             return Err(Status::invalid_argument("transactions are not supported"));
         }
         let text = query.query;
+        if let Some(prepared) = prepared_delete(&text)? {
+            return Ok(prepared);
+        }
         let catalog = Arc::clone(&self.catalog);
         // Checked and planned now, with NULL for each placeholder, for the result schema:
         // a statement that cannot run fails here, naming what is wrong.
@@ -695,6 +740,29 @@ impl FlightSqlService for ShoalSqlService {
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+/// A `DELETE` prepared as an update statement (the JDBC driver prepares every statement,
+/// and runs one whose result schema is empty as an update): checked now, run by
+/// `CommandPreparedStatementUpdate`. `None` when `text` is not a `DELETE`.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a `DELETE` that does not parse, or that has parameters (put the
+/// values in the statement).
+fn prepared_delete(text: &str) -> Result<Option<ActionCreatePreparedStatementResult>, Status> {
+    let first_word = text.trim_start().split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or_default();
+    if !first_word.eq_ignore_ascii_case("delete") {
+        return Ok(None);
+    }
+    if sql::count_placeholders(text).map_err(status)? > 0 {
+        return Err(Status::invalid_argument("a DELETE with parameters cannot be prepared: put the values in the statement"));
+    }
+    sql::parse_sql_delete(text, Parameters::Bound(&[])).map_err(status)?;
+    Ok(Some(ActionCreatePreparedStatementResult {
+        prepared_statement_handle: Handle::statement(text.to_owned(), &[]).encode()?,
+        dataset_schema: bytes::Bytes::new(),
+        parameter_schema: bytes::Bytes::new(),
+    }))
 }
 
 /// `GetPrimaryKeys`' result schema (Flight SQL's `CommandGetPrimaryKeys`).

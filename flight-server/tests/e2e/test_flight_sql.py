@@ -260,3 +260,52 @@ def test_tls_and_bearer_tokens_work_as_for_the_rest_of_the_service(start_daemon,
     with pytest.raises(adbc_driver_manager.Error, match="(?i)unauthenticated"):
         with flightsql.connect(d.location, db_kwargs=wrong) as conn, conn.cursor() as cur:
             cur.execute("SELECT a FROM secure")
+
+
+def test_keyed_tables_report_their_primary_key_and_take_delete_statements(start_daemon):
+    """A keyed table through Flight SQL: `GetPrimaryKeys` names its key fields in order
+    (an append-only table has none), bulk ingest upserts by key, and `DELETE FROM … WHERE`
+    as an update statement (ADBC's execute_update) deletes the matching rows and answers
+    how many; UPDATE, and DELETE on an append-only table, are refused by name."""
+    d = start_daemon("--basic-auth", f"{USER}:{PASSWORD}")
+    native = d.client()
+    action(native, "create_table", {"name": "users", "primary_key": ["tenant", "id"]}, options=BASIC)
+    action(native, "create_table", {"name": "plain"}, options=BASIC)
+
+    def primary_keys(table: str):
+        body = bytes([3 << 3 | 2, len(table)]) + table.encode()
+        info = native.get_flight_info(flight.FlightDescriptor.for_command(flight_sql_any("CommandGetPrimaryKeys", body)), BASIC)
+        result = pa.concat_tables([native.do_get(e.ticket, BASIC).read_all() for e in info.endpoints])
+        return list(zip(result.column("column_name").to_pylist(), result.column("key_sequence").to_pylist(), result.column("table_name").to_pylist()))
+
+    assert primary_keys("users") == [("tenant", 1, "users"), ("id", 2, "users")]
+    assert primary_keys("plain") == [] and primary_keys("missing") == []
+
+    with connect(d) as conn, conn.cursor() as cur:
+        rows = pa.table({"tenant": ["a", "a", "b", "b"], "id": [1, 2, 1, 2], "status": ["open", "closed", "closed", "open"]})
+        assert cur.adbc_ingest("users", rows, mode="append") == 4
+        # Bulk ingest into a keyed table upserts: key (a, 1) gets a new version.
+        assert cur.adbc_ingest("users", pa.table({"tenant": ["a"], "id": [1], "status": ["closed"]}), mode="append") == 1
+        cur.execute("SELECT tenant, id, status FROM users ORDER BY tenant, id")
+        assert cur.fetchall() == [("a", 1, "closed"), ("a", 2, "closed"), ("b", 1, "closed"), ("b", 2, "open")]
+
+    with connect(d) as conn, conn.cursor() as cur:
+        # (A cursor that ran a bulk ingest keeps its statement in ingest mode: a fresh one.)
+        cur.adbc_statement.set_sql_query("DELETE FROM users WHERE status = 'closed' AND tenant = 'a'")
+        assert cur.adbc_statement.execute_update() == 2
+        cur.execute("SELECT tenant, id FROM users ORDER BY tenant, id")
+        assert cur.fetchall() == [("b", 1), ("b", 2)]
+    with connect(d) as conn, conn.cursor() as cur:
+        cur.adbc_statement.set_sql_query("DELETE FROM shoal.public.users")
+        assert cur.adbc_statement.execute_update() == 2
+        cur.execute("SELECT count(*) FROM users")
+        assert cur.fetchone()[0] == 0
+        for statement, named in [
+            ("UPDATE users SET status = 'x'", "UPDATE is not supported"),
+            ("DELETE FROM plain WHERE id = 1", "keyed table"),
+            ("DELETE FROM nowhere", "nowhere"),
+        ]:
+            cur.adbc_statement.set_sql_query(statement)
+            with pytest.raises(adbc_driver_manager.Error, match=named):
+                cur.adbc_statement.execute_update()
+    assert d.alive()

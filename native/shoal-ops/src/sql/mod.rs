@@ -204,6 +204,65 @@ fn literal_tokens(value: &Literal, span: sqlparser::tokenizer::Span) -> Vec<Toke
 /// unsupported clause or expression, a filter the language does not evaluate, a
 /// placeholder without a value, or a statement past the size or operator limits.
 pub fn parse_sql(text: &str, parameters: Parameters<'_>) -> Result<SqlStatement, OpsError> {
+    let statement = parse_statement(text, parameters)?;
+    let lowered = lower_statement(text, &statement);
+    dismantle_statement(statement);
+    lowered
+}
+
+/// A `DELETE` statement (Flight SQL's `CommandStatementUpdate`): the `delete` action's
+/// table and filter (SQL's `DELETE FROM t WHERE …` on a keyed table).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlDelete {
+    /// The table.
+    pub table: String,
+    /// The `WHERE` condition in the filter language (`None`: every row).
+    pub filter: Option<String>,
+}
+
+/// Parses and checks a data-changing statement. Accepted: `DELETE FROM <table> [WHERE
+/// <condition>]`, the condition as in [`parse_sql`] (the `delete` action then deletes the
+/// matching rows of a keyed table). A trailing `;` is allowed.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming the construct: a syntax error, any other statement (`UPDATE`
+/// and `INSERT` name what to use instead), `USING`, `RETURNING`, `ORDER BY`, `LIMIT`, a
+/// multi-table delete, or a condition the filter language does not evaluate.
+pub fn parse_sql_delete(text: &str, parameters: Parameters<'_>) -> Result<SqlDelete, OpsError> {
+    let statement = parse_statement(text, parameters)?;
+    let lowered = lower_delete(text, &statement);
+    dismantle_statement(statement);
+    lowered
+}
+
+fn lower_delete(text: &str, statement: &Statement) -> Result<SqlDelete, OpsError> {
+    let delete = match statement {
+        Statement::Delete(delete) => delete,
+        Statement::Insert(_) => {
+            return Err(invalid(text, "INSERT is not supported: write records with DoPut or bulk ingest (adbc_ingest); in a keyed table they are upserts"))
+        }
+        Statement::Update(_) => {
+            return Err(invalid(
+                text,
+                "UPDATE is not supported: write the new version of each row (an upsert by key), or a JSON merge patch with the op column",
+            ))
+        }
+        other => return Err(invalid(text, format!("only DELETE changes data here, not `{}`", statement_kind(other)))),
+    };
+    if !delete.tables.is_empty() || delete.using.is_some() {
+        return Err(invalid(text, "DELETE reads one table (no multi-table delete, no USING)"));
+    }
+    if delete.returning.is_some() || delete.output.is_some() || !delete.order_by.is_empty() || delete.limit.is_some() {
+        return Err(invalid(text, "RETURNING, OUTPUT, ORDER BY and LIMIT are not supported in DELETE"));
+    }
+    let (sql::FromTable::WithFromKeyword(from) | sql::FromTable::WithoutKeyword(from)) = &delete.from;
+    let table = lower_table(text, from)?;
+    let filter = delete.selection.as_ref().map(|condition| lower_condition(condition, text)).transpose().map_err(|e| engine_error(text, &e))?;
+    Ok(SqlDelete { table, filter: filter.map(|f| f.to_string()) })
+}
+
+/// Tokenizes, checks the limits, binds the placeholders and parses one statement.
+fn parse_statement(text: &str, parameters: Parameters<'_>) -> Result<Statement, OpsError> {
     let tokens = tokenize(text)?;
     let operators = count_operators(&tokens);
     if operators > MAX_EXPR_OPERATORS {
@@ -221,13 +280,11 @@ pub fn parse_sql(text: &str, parameters: Parameters<'_>) -> Result<SqlStatement,
     let statement = parser.parse_statement().map_err(|e| syntax_error(text, &e))?;
     let _ = parser.consume_token(&Token::SemiColon);
     let next = parser.peek_token();
-    let lowered = if next.token == Token::EOF {
-        lower_statement(text, &statement)
-    } else {
-        Err(invalid(text, format!("unexpected `{}` after the end of the statement", next.token)))
-    };
-    dismantle_statement(statement);
-    lowered
+    if next.token != Token::EOF {
+        dismantle_statement(statement);
+        return Err(invalid(text, format!("unexpected `{}` after the end of the statement", next.token)));
+    }
+    Ok(statement)
 }
 
 fn bind_placeholders(text: &str, tokens: Vec<TokenWithSpan>, parameters: Parameters<'_>) -> Result<Vec<TokenWithSpan>, OpsError> {
@@ -256,6 +313,12 @@ fn dismantle_statement(statement: Statement) {
     let query = match statement {
         Statement::Query(query) => query,
         Statement::Explain { statement, .. } => return dismantle_statement(*statement),
+        Statement::Delete(mut delete) => {
+            if let Some(selection) = delete.selection.take() {
+                dismantle(selection);
+            }
+            return;
+        }
         _ => return,
     };
     let mut query = *query;
@@ -274,6 +337,11 @@ fn lower_statement(text: &str, statement: &Statement) -> Result<SqlStatement, Op
             Statement::Query(_) => Err(invalid(text, "EXPLAIN ANALYZE is not supported (EXPLAIN shows the plan)")),
             _ => Err(invalid(text, "EXPLAIN takes a SELECT query")),
         },
+        Statement::Delete(_) => Err(invalid(
+            text,
+            "only SELECT queries (and EXPLAIN SELECT) are supported as queries; DELETE runs as an update statement \
+             (Flight SQL's CommandStatementUpdate: JDBC's executeUpdate, ADBC's execute_update)",
+        )),
         other => Err(invalid(
             text,
             format!(
@@ -372,11 +440,13 @@ fn engine_error(text: &str, error: &shoal_core::Error) -> OpsError {
 
 /// The table of `FROM`: one table, optionally qualified by the catalog and schema.
 fn lower_from(text: &str, select: &sql::Select) -> Result<String, OpsError> {
-    let [from] = select.from.as_slice() else {
-        return Err(invalid(
-            text,
-            if select.from.is_empty() { "a query needs FROM <table>" } else { "a query reads one table (no joins)" },
-        ));
+    lower_table(text, &select.from)
+}
+
+/// The one table of a `FROM` list, optionally qualified by the catalog and schema.
+fn lower_table(text: &str, tables: &[sql::TableWithJoins]) -> Result<String, OpsError> {
+    let [from] = tables else {
+        return Err(invalid(text, if tables.is_empty() { "a query needs FROM <table>" } else { "a query reads one table (no joins)" }));
     };
     if !from.joins.is_empty() {
         return Err(invalid(text, "JOIN is not supported: a query reads one table"));

@@ -330,3 +330,25 @@ fn select_distinct_is_a_grouping_without_aggregates() {
     let types: Vec<Option<&str>> = out.column(0).as_any().downcast_ref::<StringArray>().unwrap().iter().collect();
     assert_eq!(types, vec![Some("a"), Some("b"), None]);
 }
+
+#[test]
+fn delete_statements_become_the_delete_action_and_other_changes_are_refused_by_name() {
+    let delete = parse_sql_delete("DELETE FROM shoal.public.users WHERE status = 'closed' AND n > 3;", Parameters::Bound(&[])).unwrap();
+    assert_eq!(delete.table, "users");
+    let filter = delete.filter.unwrap();
+    assert!(filter.contains("status") && filter.contains("closed") && filter.contains('3'), "{filter}");
+    assert_eq!(parse_sql_delete("DELETE FROM users", Parameters::Bound(&[])).unwrap(), SqlDelete { table: "users".into(), filter: None });
+    for (text, named) in [
+        ("UPDATE users SET n = 1", "UPDATE is not supported"),
+        ("INSERT INTO users VALUES (1)", "INSERT is not supported"),
+        ("DELETE FROM users RETURNING id", "RETURNING"),
+        ("DELETE FROM a, b WHERE a.id = 1", "one table"),
+        ("SELECT * FROM users", "only DELETE"),
+        ("DELETE FROM users WHERE upper(status) = 'X'", "upper"),
+    ] {
+        let message = parse_sql_delete(text, Parameters::Bound(&[])).unwrap_err().to_string();
+        assert!(message.contains(named), "{text}: {message}");
+    }
+    // As a query, DELETE names the way it runs.
+    assert!(refused("DELETE FROM users").contains("execute_update"));
+}

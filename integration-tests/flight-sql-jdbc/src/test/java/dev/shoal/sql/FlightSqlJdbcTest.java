@@ -187,6 +187,45 @@ class FlightSqlJdbcTest {
     }
   }
 
+  /**
+   * A keyed table (made with {@code shoal create-table --primary-key}): {@code getPrimaryKeys} names
+   * its key fields in order, and {@code DELETE FROM … WHERE} runs as an update (the driver prepares
+   * it) and answers the rows deleted. The table is dropped again, so the others see only events.
+   */
+  @Test
+  void aKeyedTableReportsItsPrimaryKeyAndDeleteRunsAsAnUpdate() throws Exception {
+    String bin = System.getProperty("shoal.bin", "../../target/debug/shoal");
+    cli(bin, "create-table", "tickets", "--primary-key", "tenant,id");
+    try {
+      Path file = dataDir.resolve("tickets.ndjson");
+      Files.writeString(file, "{\"tenant\": \"a\", \"id\": 1, \"status\": \"open\"}\n"
+          + "{\"tenant\": \"a\", \"id\": 2, \"status\": \"closed\"}\n"
+          + "{\"tenant\": \"b\", \"id\": 1, \"status\": \"closed\"}\n"
+          + "{\"tenant\": \"a\", \"id\": 1, \"status\": \"closed\"}\n");
+      cli(bin, "ingest", "--table", "tickets", file.toString());
+      try (Connection connection = connect(); Statement statement = connection.createStatement()) {
+        List<String> keys = new ArrayList<>();
+        try (ResultSet rs = connection.getMetaData().getPrimaryKeys(null, null, "tickets")) {
+          while (rs.next()) {
+            keys.add(rs.getString("COLUMN_NAME") + ":" + rs.getInt("KEY_SEQ"));
+          }
+        }
+        assertEquals(List.of("tenant:1", "id:2"), keys);
+        try (ResultSet rs = connection.getMetaData().getPrimaryKeys(null, null, "events")) {
+          assertTrue(!rs.next(), "an append-only table has no primary key");
+        }
+        // The last line upserted key (a, 1): both of tenant a's rows are closed.
+        assertEquals(2, statement.executeUpdate("DELETE FROM tickets WHERE status = 'closed' AND tenant = 'a'"));
+        try (ResultSet rs = statement.executeQuery("SELECT count(*) AS n FROM tickets")) {
+          assertTrue(rs.next());
+          assertEquals(1L, rs.getLong("n"));
+        }
+      }
+    } finally {
+      cli(bin, "drop-table", "tickets");
+    }
+  }
+
   @Test
   void badSqlIsAnErrorNamingTheProblem() throws SQLException {
     try (Connection connection = connect(); Statement statement = connection.createStatement()) {

@@ -245,12 +245,18 @@ def test_the_python_examples_run_against_the_daemon(daemon):
 
     from conftest import REPO
 
-    for example in ["quickstart.py", "one_call.py"]:
+    outputs = {}
+    for example in ["quickstart.py", "one_call.py", "keyed.py"]:
         out = subprocess.run(
             [sys.executable, str(REPO / "examples" / "python" / example), daemon.location],
             capture_output=True, text=True, timeout=120,
         )
         assert out.returncode == 0, (example, out.stdout, out.stderr)
-    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+        outputs[example] = out.stdout
+    out = outputs["one_call.py"]
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert len(lines) == 5 and all(r["actor"]["login"] == "user7" and r["note"] == "caf\u00e9" for r in lines)
-    assert "20 rows" in out.stdout and "'count(*)': 1000" in out.stdout
+    assert "20 rows" in out and "'count(*)': 1000" in out
+    keyed = outputs["keyed.py"]
+    assert "1 {'id': 1, 'status': 'closed'}" in keyed and "4 {'id': 4, 'status': 'new'}" in keyed, keyed
+    assert "open: [0, 2]" in keyed and "-> [0, 1, 2, 3, 4]" in keyed and "live rows 4" in keyed, keyed

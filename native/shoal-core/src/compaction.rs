@@ -21,12 +21,15 @@
 //!
 //! **Snapshots.** A scan sees the versions below its snapshot. Once copies exist, a
 //! snapshot below their end would see neither the dropped originals nor the copies, so
-//! the compaction raises the **snapshot horizon** to the tail its copies end at
-//! ([`crate::keys::Snapshots`]), waits (at most a given time) for the scans in progress
-//! with older snapshots to finish, and only then drops the head; later scans and
-//! time-travel queries below the horizon are refused ([`Error::SnapshotTooOld`]). When
-//! the wait times out, the head is not dropped (the copies stay, as newer versions; the
-//! next compaction drops the head).
+//! the compaction raises the **snapshot horizon** to the complete address after its copies
+//! (the tail then, other writers' versions included; [`crate::keys::Snapshots`]), waits
+//! (at most a given time) for the scans in progress with older snapshots to finish, and
+//! only then drops the head; later scans and time-travel queries below the horizon are
+//! refused ([`Error::SnapshotTooOld`]). When the wait times out, the head is not dropped
+//! and the horizon goes back (the copies stay, as newer versions; the next compaction
+//! drops the head). A scan with a newer snapshot that read a head page before it was
+//! dropped sees its versions as superseded once they are below the begin address (their
+//! live ones were copied), so it never returns a key twice.
 //!
 //! **Crash safety.** The copies are made durable before the new begin address is
 //! written to `table.json` and segment files are deleted: a crash at any point leaves
@@ -114,10 +117,10 @@ impl Table {
         // of an in-memory table need room in its ring, which the steps before free.
         while report.truncate.begin_address < until {
             let from = report.truncate.begin_address;
-            let step_until = until.min(self.log.page_start(self.log.page_of(from + self.compaction_step_bytes()) + 1));
+            let step_end = self.log.page_of(from + self.compaction_step_bytes()).max(self.log.page_of(from) + 1);
+            let step_until = until.min(self.log.page_start(step_end));
             if !self.compact_step(keyed, from, step_until, wait, &mut report)? {
                 report.deferred = true;
-                tracing::info!(until, horizon = report.snapshot_horizon, "log compaction: scans with older snapshots still run; the head is dropped next time");
                 break;
             }
             if report.truncate.begin_address <= from {
@@ -130,15 +133,16 @@ impl Table {
         Ok(report)
     }
 
-    /// Log bytes one compaction step covers at most: 64 MiB, or in an in-memory table
-    /// half the ring's free room (the step's copies must fit in it), at least a page.
+    /// Log bytes one compaction step covers at most: 64 MiB, or in an in-memory table a
+    /// quarter of the ring's free room (the step's copies must fit in it, and each copy
+    /// batch reserves twice its size), at least a page.
     fn compaction_step_bytes(&self) -> u64 {
         const STEP: u64 = 64 << 20;
         if self.log.has_storage() {
             return STEP;
         }
         let used = self.log.tail_address() - self.log.begin_address();
-        (self.log.ring_bytes().saturating_sub(used) / 2).clamp(1 << self.config.log.page_size_bits, STEP)
+        (self.log.ring_bytes().saturating_sub(used) / 4).clamp(1 << self.config.log.page_size_bits, STEP)
     }
 
     /// One step of [`Self::compact_log`] over `[from, until)`: copies, horizon, wait,
@@ -153,14 +157,33 @@ impl Table {
             let _exclusive = keyed.writes.write();
             self.complete_until().max(until)
         };
+        let previous_horizon = keyed.snapshots.horizon();
         keyed.snapshots.raise_horizon(horizon);
-        report.snapshot_horizon = keyed.snapshots.horizon();
+        // The head stays: the horizon goes back, older snapshots still see their versions.
+        let keep_head = |why: &str| {
+            keyed.snapshots.restore_horizon(previous_horizon);
+            tracing::info!(until, horizon, why, "log compaction: the head is kept for the next compaction");
+            Ok(false)
+        };
         if !keyed.snapshots.wait_finished_below(horizon, wait) {
-            return Ok(false);
+            return keep_head("scans with older snapshots still run");
         }
         if self.log.has_storage() {
-            self.wait_durable(horizon, Duration::from_secs(60))?;
+            if let Err(error) = self.wait_durable(horizon, Duration::from_secs(60)) {
+                keyed.snapshots.restore_horizon(previous_horizon);
+                return Err(error);
+            }
         }
+        // A version withdrawn since the copies were made (its batch failed to become
+        // durable) gave its key back a version below `until` that was not copied.
+        let missed = {
+            let _exclusive = keyed.writes.write();
+            keyed.index.live_below(until)
+        };
+        if missed > 0 {
+            return keep_head("live versions below the head were not copied (a newer version was withdrawn)");
+        }
+        report.snapshot_horizon = keyed.snapshots.horizon();
         let step = self.shift_head(until)?;
         report.truncate.begin_address = step.begin_address;
         report.truncate.segments_deleted += step.segments_deleted;
@@ -216,6 +239,16 @@ impl Table {
         let records: Vec<&[u8]> = batch.iter().map(|v| v.payload.as_slice()).collect();
         let ops = vec![RecordOp::Upsert; records.len()];
         let written = self.ingest_resolved(&records, &ops, Some(keyed))?;
+        if written.records != records.len() {
+            // (Skipped under the table's `skip` policy: e.g. grown past a page by PSFs
+            // registered since.) The head must not be dropped without them.
+            let reasons: Vec<String> = written.skipped_examples.iter().take(3).map(|(i, why)| format!("version at {}: {why}", batch[*i].address)).collect();
+            return Err(Error::InvalidOperation(format!(
+                "log compaction could not copy {} live versions ({}); nothing was dropped",
+                records.len() - written.records,
+                reasons.join("; ")
+            )));
+        }
         report.truncate.versions_copied += written.records as u64;
         report.bytes_copied += records.iter().map(|r| r.len() as u64).sum::<u64>();
         batch.clear();

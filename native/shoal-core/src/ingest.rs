@@ -473,15 +473,20 @@ impl Table {
     /// [`Table::ingest_as`], give exactly once).
     ///
     /// Only for batches without a writer serial: a writer batch is recorded as ingested
-    /// and its resend is skipped, so it must stay.
+    /// and its resend is skipped, so it must stay. A keyed table keeps the records that
+    /// are durable by now.
     #[must_use]
     pub fn withdraw(&self, addresses: &[u64]) -> usize {
         let guard = self.log.epoch().protect();
         let mut withdrawn = 0;
         // A keyed table's withdrawn versions: their keys get their latest version again.
         let mut keys: Vec<Vec<u8>> = Vec::new();
+        // A keyed table's version that became durable meanwhile stays (a resend applies
+        // it again, which upserts, merge patches and deletes allow): a log compaction may
+        // already have dropped the version it superseded.
+        let durable = if self.keyed.is_some() { self.durable_address() } else { 0 };
         for &address in addresses {
-            if address < self.log.head_address() {
+            if address < self.log.head_address() || address < durable {
                 continue;
             }
             // SAFETY: protected in the epoch, so a page at or above the head address

@@ -217,6 +217,12 @@ impl Snapshots {
         state.horizon = state.horizon.max(horizon);
     }
 
+    /// Sets the horizon back to `horizon` (a compaction raised it, then kept the head:
+    /// nothing was dropped, so older snapshots still see their versions).
+    pub(crate) fn restore_horizon(&self, horizon: u64) {
+        self.state.lock().horizon = horizon;
+    }
+
     /// Waits until no scan with a snapshot below `address` is in progress, at most
     /// `timeout`; `false` when some still is.
     pub(crate) fn wait_finished_below(&self, address: u64, timeout: Duration) -> bool {
@@ -447,6 +453,13 @@ impl KeyIndex {
         let tombstones: usize =
             self.keys.iter().map(|s| s.read().values().filter(|&&e| e & TOMBSTONE != 0 && e & !TOMBSTONE < until).count()).sum();
         (superseded + tombstones) as u64
+    }
+
+    /// Keys whose latest version is live and below `until` (a log compaction copies them
+    /// all before it drops the head there: one left means a version was withdrawn since).
+    #[must_use]
+    pub fn live_below(&self, until: u64) -> u64 {
+        self.keys.iter().map(|s| s.read().values().filter(|&&e| e & TOMBSTONE == 0 && e < until).count() as u64).sum()
     }
 
     /// Forgets every version below `begin` (the log's new begin address, after a

@@ -163,7 +163,9 @@ impl Table {
         report.end_address = replay.end_address;
         report.tail_address = tail;
         if let Some(keyed) = &table.keyed {
-            keyed.snapshots.raise_horizon(meta.snapshot_horizon);
+            // A horizon above the recovered tail was saved by a compaction that had not
+            // dropped the head yet (that waits for its copies to be durable up to it).
+            keyed.snapshots.raise_horizon(meta.snapshot_horizon.min(tail));
         }
         table.rebuild_key_index(&mut report)?;
         report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -27,7 +27,14 @@ impl<'t> Validator<'t> {
     /// The verdict on the version at `address` from its address alone: scans drop
     /// [`Verdict::Superseded`] candidates before reading or parsing them.
     pub(super) fn by_address(&self, address: u64) -> Verdict {
-        self.keyed.index.validate(address, self.snapshot)
+        match self.keyed.index.validate(address, self.snapshot) {
+            // A version below the begin address that a scan read before a log compaction
+            // dropped the head: its entry may be gone already, and a live one was copied
+            // above (read after the lookup, the begin address is at least the one the
+            // compaction set before it pruned the entry).
+            Verdict::Live if address < self.table.log.begin_address() => Verdict::Superseded,
+            verdict => verdict,
+        }
     }
 
     /// For a candidate whose newer version lies at or above the snapshot

@@ -164,12 +164,11 @@ impl Table {
             ));
         }
         let request = super::ScanRequest { filter: filter.cloned(), ..super::ScanRequest::default() };
-        let plan = self.plan(&request);
         let mut report = DeleteReport::default();
         let ops = vec![crate::keys::RecordOp::Delete; request.batch_rows];
         // Tombstones land past the plan's snapshot, so the scan never sees them. The sink
         // runs with no epoch protection held (scans hand batches over after dropping it).
-        self.scan_json(&request, &plan, &mut |batch| {
+        self.replanned(&request, |plan| self.scan_json(&request, plan, &mut |batch| {
             let column = batch
                 .column(0)
                 .as_any()
@@ -181,7 +180,7 @@ impl Table {
             report.deleted += written.records as u64;
             report.end_address = report.end_address.max(written.end_address);
             Ok(std::ops::ControlFlow::Continue(()))
-        })?;
+        }))?;
         Ok(report)
     }
 }

@@ -622,13 +622,25 @@ impl Table {
     /// # Errors
     /// As [`Self::scan_with_plan`].
     pub fn scan(&self, request: &ScanRequest) -> Result<(Vec<RecordBatch>, ScanStats)> {
-        let plan = self.plan(request);
         let mut batches = Vec::new();
-        let stats = self.scan_with_plan(request, &plan, &mut |batch| {
-            batches.push(batch);
-            Ok(ControlFlow::Continue(()))
+        let stats = self.replanned(request, |plan| {
+            self.scan_with_plan(request, plan, &mut |batch| {
+                batches.push(batch);
+                Ok(ControlFlow::Continue(()))
+            })
         })?;
         Ok((batches, stats))
+    }
+
+    /// Plans `request` and runs `run` on the plan; a keyed table's log compaction that
+    /// raised the snapshot horizon between the two (refused before any row, with
+    /// [`Error::SnapshotTooOld`]) makes it plan again, once, unless the request asks for
+    /// time travel (`to_address`).
+    pub(crate) fn replanned<T>(&self, request: &ScanRequest, mut run: impl FnMut(&ScanPlan) -> Result<T>) -> Result<T> {
+        match run(&self.plan(request)) {
+            Err(Error::SnapshotTooOld { .. }) if request.to_address == u64::MAX => run(&self.plan(request)),
+            other => other,
+        }
     }
 
     /// Walks the chains of an index scan (newest to oldest, so reads on disk move

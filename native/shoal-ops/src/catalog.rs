@@ -215,7 +215,8 @@ impl Catalog {
     /// Refuses a new table beyond `max_tables`, or whose page ring and hash index would
     /// take the tables' reserved memory past the limit (`max_memory_bytes`). A table's
     /// reservation is its ring (`memory_budget_bytes` in whole pages) plus its index
-    /// (`2^index_size_bits` buckets of 64 bytes); both are faulted in as they are used.
+    /// (`2^index_size_bits` buckets of 64 bytes), both faulted in as they are used, plus a
+    /// keyed table's key index as it is now.
     fn check_capacity(&self, tables: &BTreeMap<String, Arc<TableEntry>>, name: &str, config: &TableConfig) -> Result<(), OpsError> {
         if tables.len() >= self.config.max_tables {
             return Err(OpsError::resource_exhausted(format!(

@@ -485,3 +485,14 @@ fn columnar_scans_of_a_keyed_table_see_one_version_per_key_at_every_snapshot() {
     assert_eq!(column_rows(&table, None, u64::MAX).0, pairs(&oracle, &|_| true));
     assert_eq!(rows(&table, Some("round >= 0"), u64::MAX), oracle);
 }
+
+#[test]
+fn a_keyed_tables_reservation_counts_its_key_index() {
+    let table = Table::create(TableConfig { primary_key: vec![FieldPath::parse("id").unwrap()], ..TableConfig::in_memory(8 << 20) }).unwrap();
+    let empty = table.reserved_bytes();
+    let texts: Vec<String> = (0..1000).map(|id| json!({"id": id}).to_string()).collect();
+    table.ingest(&texts.iter().map(String::as_bytes).collect::<Vec<_>>()).unwrap();
+    let memory = table.stats().keys.unwrap().memory_bytes;
+    assert!(memory >= 1000 * 48, "{memory}");
+    assert_eq!(table.reserved_bytes() - empty, memory);
+}

@@ -246,7 +246,7 @@ def test_the_python_examples_run_against_the_daemon(daemon):
     from conftest import REPO
 
     outputs = {}
-    for example in ["quickstart.py", "one_call.py", "keyed.py"]:
+    for example in ["quickstart.py", "one_call.py", "keyed.py", "flight_sql.py"]:
         out = subprocess.run(
             [sys.executable, str(REPO / "examples" / "python" / example), daemon.location],
             capture_output=True, text=True, timeout=120,
@@ -260,3 +260,6 @@ def test_the_python_examples_run_against_the_daemon(daemon):
     keyed = outputs["keyed.py"]
     assert "1 {'id': 1, 'status': 'closed'}" in keyed and "4 {'id': 4, 'status': 'new'}" in keyed, keyed
     assert "open: [0, 2]" in keyed and "-> [0, 1, 2, 3, 4]" in keyed and "live rows 4" in keyed, keyed
+    sql = outputs["flight_sql.py"]
+    assert "Oslo: [(1, 34), (3, 45)]" in sql and "('Oslo', 2, 39.5)" in sql and "older than 40: [3, 4]" in sql, sql
+    assert "'full_scan'" in sql and "people_sql" in sql, sql

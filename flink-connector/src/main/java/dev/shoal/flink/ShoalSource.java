@@ -45,6 +45,11 @@ public final class ShoalSource<T>
   private final ShoalSourceSettings settings;
   private final DeserializationSchema<T> deserializer;
 
+  /** The source's settings (tests read a split directly with them). */
+  ShoalSourceSettings settings() {
+    return settings;
+  }
+
   ShoalSource(ShoalSourceSettings settings, DeserializationSchema<T> deserializer) {
     this.settings = settings;
     this.deserializer = deserializer;

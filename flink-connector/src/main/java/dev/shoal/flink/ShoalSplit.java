@@ -10,8 +10,9 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
 /**
  * A range of a table's log that one {@link ShoalSource} reader answers: every matching record
  * whose log address is in {@code [from, to)} (docs/protocol.md, "Following a table"). {@code from}
- * is where reading resumes (the checkpointed offset: one past the last emitted record, or the
- * last answer's {@code complete_until}); {@code to} is {@link #UNBOUNDED} for the split that
+ * is where reading resumes (the checkpointed offset: one past the last emitted record — each
+ * answer is emitted in address order, so every lower record of it is out — or the last answer's
+ * {@code complete_until}); {@code to} is {@link #UNBOUNDED} for the split that
  * follows the tail. Immutable.
  *
  * @param id the split's id, unique within the source

@@ -63,6 +63,11 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
       splits.addFirst(split);
       throw new java.io.InterruptedIOException("shoal source: interrupted reading " + split);
     }
+    // In address order: a checkpoint taken between two rows saves one past the last row emitted
+    // (ShoalRecordEmitter), so every lower row of the answer must be out already. An index scan
+    // answers newest first (down its chains), so without this a failover after such a checkpoint
+    // would skip the answer's older rows.
+    records.sort(java.util.Comparator.comparingLong(ShoalSourceRecord::address));
     for (ShoalSourceRecord record : records) {
       out.add(split.id(), record);
     }

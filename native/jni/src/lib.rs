@@ -37,14 +37,7 @@ fn run<'local, T: Default>(
             let failure = match catch_unwind(AssertUnwindSafe(|| work(env))) {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(failure)) => failure,
-                Err(panic) => {
-                    let text = panic
-                        .downcast_ref::<&str>()
-                        .map(ToString::to_string)
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a panic without a message".to_owned());
-                    Failure::new("PANIC", format!("the native engine panicked: {text}"))
-                }
+                Err(panic) => Failure::new("PANIC", format!("the native engine panicked: {}", panic_text(panic.as_ref()))),
             };
             // A Java exception already pending (e.g. from a failed JNI call) travels as it is.
             if !env.exception_check() {
@@ -53,6 +46,15 @@ fn run<'local, T: Default>(
             Ok(T::default())
         })
         .resolve::<ThrowRuntimeExAndDefault>()
+}
+
+/// The message of a caught panic (its `&str` or `String` payload).
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(ToString::to_string)
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 fn throw(env: &mut Env<'_>, operation: &str, failure: &Failure) -> Result<(), jni::errors::Error> {

@@ -145,19 +145,25 @@ pub unsafe fn do_get(
             std::thread::Builder::new()
                 .name("shoal-embedded-scan".into())
                 .spawn(move || {
-                    let result = scan.run(&mut |batch| {
-                        if sender.send(Ok(batch)).is_ok() {
-                            ControlFlow::Continue(())
-                        } else {
-                            ControlFlow::Break(())
-                        }
-                    });
-                    if let Err(error) = result {
-                        let failure = Failure::from(error);
-                        let _ = sender.send(Err(ArrowError::ExternalError(
-                            format!("{}: {}", failure.code, failure.message).into(),
-                        )));
-                    }
+                    // A panic of the scan must end the stream with an error: a dropped sender
+                    // alone reads as the end of the answer (a follower would skip the rest).
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        scan.run(&mut |batch| {
+                            if sender.send(Ok(batch)).is_ok() {
+                                ControlFlow::Continue(())
+                            } else {
+                                ControlFlow::Break(())
+                            }
+                        })
+                    }));
+                    let failure = match result {
+                        Ok(Ok(())) => return,
+                        Ok(Err(error)) => Failure::from(error),
+                        Err(panic) => Failure::new("PANIC", format!("the native engine panicked in a scan: {}", crate::panic_text(panic.as_ref()))),
+                    };
+                    let _ = sender.send(Err(ArrowError::ExternalError(
+                        format!("{}: {}", failure.code, failure.message).into(),
+                    )));
                 })
                 .map_err(|e| {
                     Failure::new("INTERNAL", format!("cannot start the scan thread: {e}"))

@@ -146,8 +146,9 @@ impl Table {
     }
 
     /// One step of [`Self::compact_log`] over `[from, until)`: copies, horizon, wait,
-    /// durability, head dropped. `false` when scans with older snapshots still ran after
-    /// `wait` (the head was kept).
+    /// durability, head dropped. `false` when the head was kept (the horizon set back):
+    /// scans with older snapshots still ran after `wait`, or a version withdrawn since the
+    /// copies left a live key below `until` uncopied.
     fn compact_step(&self, keyed: &Keyed, from: u64, until: u64, wait: Duration, report: &mut CompactReport) -> Result<bool> {
         self.copy_live_versions(keyed, from, until, report)?;
         // With the write lock held no keyed batch is in flight: every version written so

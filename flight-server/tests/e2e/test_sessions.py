@@ -121,3 +121,38 @@ def test_make_durable_writes_the_open_page_without_closing_it(tmp_path):
         assert stats["tail_address"] < 1 << 22, "the open page was not closed"
     finally:
         assert d.stop() == 0
+
+
+def test_an_open_transactions_staged_records_are_recounted_after_a_crash(tmp_path):
+    """After a SIGKILL, an open transaction's count comes from its staging file, which is cut
+    after its last whole record: a batch the daemon wrote but never acknowledged is counted
+    (so a writer that resends it sees a count it did not acknowledge at prepare, and aborts
+    instead of committing it twice), and a torn record does not swallow what is staged next."""
+    events = github_events(300)
+    data = tmp_path / "data"
+    d = Daemon(data)
+    client = d.client()
+    action(client, "create_table", {"name": "t"})
+    action(client, "begin_transaction", {"table": "t", "transaction": "open-1"})
+    put_tagged(client, "t", [(events[:100], {"transaction": "open-1"})])
+    d.process.send_signal(signal.SIGKILL)
+    d.process.wait(30)
+    staged = next(data.rglob("open-1.staged"))
+    whole = staged.stat().st_size
+    # A batch written but never acknowledged (a whole record), then a torn one.
+    record = events[100].encode()
+    with open(staged, "ab") as f:
+        f.write(len(record).to_bytes(4, "little") + record)
+        f.write((500).to_bytes(4, "little") + b"torn")
+    d = Daemon(data)
+    try:
+        client = d.client()
+        [info] = action(client, "list_transactions", {"table": "t"})
+        assert (info["state"], info["records"]) == ("open", 101), info
+        assert staged.stat().st_size == whole + 4 + len(record), "cut after the last whole record"
+        put_tagged(client, "t", [(events[101:150], {"transaction": "open-1"})])
+        assert action(client, "prepare_transaction", {"table": "t", "transaction": "open-1"})["records"] == 150
+        assert action(client, "commit_transaction", {"table": "t", "transaction": "open-1"})["records"] == 150
+        assert ids(client, "t") == sorted(json.loads(e)["id"] for e in events[:150])
+    finally:
+        assert d.stop() == 0

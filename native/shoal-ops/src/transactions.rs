@@ -148,9 +148,15 @@ impl Transactions {
             for entry in entries.filter_map(Result::ok) {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 let Some(id) = name.strip_suffix(".state") else { continue };
-                let info: TransactionInfo = read_json(dir, &name)
+                let mut info: TransactionInfo = read_json(dir, &name)
                     .map_err(|e| e.to_string())?
                     .ok_or_else(|| format!("{name} vanished"))?;
+                if info.state == TransactionState::Open {
+                    match recount_staged(&dir.join(format!("{id}.staged"))) {
+                        Ok(records) => info.records = records,
+                        Err(error) => tracing::warn!(transaction = id, %error, "cannot recount an open transaction's staged records"),
+                    }
+                }
                 all.insert(id.to_owned(), Arc::new(Mutex::new(Transaction { info, memory: Vec::new(), memory_bytes: 0 })));
             }
         }
@@ -382,6 +388,35 @@ impl Transactions {
     }
 }
 
+/// The records of an open transaction's staging file after a restart, which is cut after
+/// its last whole record. Its count (kept in memory only while the daemon runs) is taken
+/// from the file: a batch written just before a crash but never acknowledged is in it, so
+/// the writer's count of acknowledged records differs at `prepare_transaction` and the
+/// writer aborts instead of committing it twice after resending it; and records staged
+/// after the restart follow whole records, not a torn one.
+fn recount_staged(path: &Path) -> Result<u64, OpsError> {
+    if !path.exists() {
+        return Ok(0);
+    }
+    let mut reader = StagedReader::open(path)?;
+    let mut records = 0u64;
+    loop {
+        let chunk = reader.next_chunk(COMMIT_CHUNK)?;
+        if chunk.is_empty() {
+            break;
+        }
+        records += chunk.len() as u64;
+    }
+    let whole = reader.whole_bytes;
+    drop(reader);
+    let file = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| io_status("cannot open", path, &e))?;
+    if file.metadata().map_err(|e| io_status("cannot read", path, &e))?.len() > whole {
+        file.set_len(whole).map_err(|e| io_status("cannot cut", path, &e))?;
+        file.sync_all().map_err(|e| io_status("cannot sync", path, &e))?;
+    }
+    Ok(records)
+}
+
 /// Reads a staging file (u32 LE length + bytes per record) a chunk of records at a time.
 /// A torn last record (a crash while an open transaction was written) ends the file.
 struct StagedReader<'a> {
@@ -389,13 +424,15 @@ struct StagedReader<'a> {
     reader: BufReader<std::fs::File>,
     /// Bytes left in the file: no length read from it may pass them.
     remaining: u64,
+    /// Bytes of the whole records read so far.
+    whole_bytes: u64,
 }
 
 impl<'a> StagedReader<'a> {
     fn open(path: &'a Path) -> Result<Self, OpsError> {
         let file = std::fs::File::open(path).map_err(|e| io_status("cannot open", path, &e))?;
         let remaining = file.metadata().map_err(|e| io_status("cannot read", path, &e))?.len();
-        Ok(Self { path, reader: BufReader::new(file), remaining })
+        Ok(Self { path, reader: BufReader::new(file), remaining, whole_bytes: 0 })
     }
 
     /// Up to `max` records; empty at the end of the file.
@@ -420,7 +457,10 @@ impl<'a> StagedReader<'a> {
             #[allow(clippy::cast_possible_truncation)]
             let mut record = vec![0u8; length as usize];
             match self.reader.read_exact(&mut record) {
-                Ok(()) => records.push((op, record)),
+                Ok(()) => {
+                    records.push((op, record));
+                    self.whole_bytes += 4 + length;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
                 Err(e) => return Err(io_status("cannot read", self.path, &e)),
             }

@@ -29,7 +29,7 @@ use arrow_flight::sql::{
     SqlSupportedCaseSensitivity, SqlSupportedTransaction, TableExistsOption, TableNotExistOption, TicketStatementQuery,
     XdbcDataType,
 };
-use arrow_flight::{FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, IpcMessage, PutResult, SchemaAsIpc, Ticket};
+use arrow_flight::{FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, IpcMessage, PutResult, SchemaAsIpc, SchemaResult, Ticket};
 use arrow_ipc::writer::IpcWriteOptions;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use futures::stream::{self, Peekable};
@@ -276,6 +276,18 @@ fn plan_statement(catalog: &Catalog, text: String, parameters: &[Literal]) -> Re
     Ok(PlannedStatement { schema: shaper.schema(), endpoints, total_records, metadata })
 }
 
+/// The result schema of a statement with the parameters bound so far (none bound: each
+/// placeholder as NULL, as when it is prepared): planned, not run.
+fn statement_schema(catalog: &Catalog, text: &str, parameters: &[Literal]) -> Result<SchemaRef, OpsError> {
+    let statement = if parameters.is_empty() { sql::parse_unbound(text)? } else { sql::parse_sql(text, Parameters::Bound(parameters))? };
+    if statement.explain {
+        return Ok(explain_schema());
+    }
+    let command = serde_json::to_vec(&statement.command).map_err(|e| OpsError::internal(e.to_string()))?;
+    let planned = ops::plan_query(catalog, &command)?;
+    Ok(Shaper::new(&statement.shape, &Arc::new(planned.schema))?.schema())
+}
+
 fn schema_bytes(schema: &Schema) -> Result<bytes::Bytes, Status> {
     let message: IpcMessage = SchemaAsIpc::new(schema, &IpcWriteOptions::default())
         .try_into()
@@ -321,6 +333,41 @@ impl ShoalSqlService {
             .await
             .map_err(|e| Status::internal(format!("planning task failed: {e}")))??;
         planned_info(&planned.schema, planned.endpoints.into_iter(), descriptor, planned.total_records, planned.metadata).map(Response::new)
+    }
+
+    /// `GetSchema` of a Flight SQL command (ADBC's `execute_schema`, JDBC's result set
+    /// metadata before execution): a statement's or prepared statement's result schema
+    /// (checked and planned as `CreatePreparedStatement` does, placeholders not yet bound
+    /// as NULL), or a metadata command's fixed schema.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` for a command that does not decode, a statement that does not
+    /// parse or plan, or a command without a result (updates, ingest, tickets).
+    pub(crate) async fn command_schema(&self, command: &[u8]) -> Result<SchemaResult, Status> {
+        let any = Any::decode(command).map_err(|e| Status::invalid_argument(format!("a Flight SQL command that does not decode: {e}")))?;
+        let command = Command::try_from(any).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let statement = |text: String, parameters: Vec<Value>| async move {
+            let parameters = parameters.iter().map(json_literal).collect::<Result<Vec<_>, _>>()?;
+            let catalog = Arc::clone(&self.catalog);
+            blocking(move || statement_schema(&catalog, &text, &parameters)).await
+        };
+        let schema = match command {
+            Command::CommandStatementQuery(query) => statement(query.query, Vec::new()).await?,
+            Command::CommandPreparedStatementQuery(query) => match Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")? {
+                Handle::Statement { sql: text, parameters } => statement(text, parameters).await?,
+                Handle::Scan { .. } => return Err(Status::invalid_argument("the prepared statement handle is a ticket's, not a prepared statement's")),
+            },
+            Command::CommandGetCatalogs(query) => query.into_builder().schema(),
+            Command::CommandGetDbSchemas(query) => query.into_builder().schema(),
+            Command::CommandGetTables(query) => query.into_builder().schema(),
+            Command::CommandGetTableTypes(query) => query.into_builder().schema(),
+            Command::CommandGetSqlInfo(query) => query.into_builder(&SQL_INFO).schema(),
+            Command::CommandGetXdbcTypeInfo(query) => query.into_builder(&XDBC_TYPES).schema(),
+            Command::CommandGetPrimaryKeys(_) => primary_keys_schema(),
+            other => return Err(Status::invalid_argument(format!("GetSchema does not take the Flight SQL command {}: it has no result set", other.type_url()))),
+        };
+        let options = IpcWriteOptions::default();
+        SchemaAsIpc::new(&schema, &options).try_into().map_err(|e: arrow_schema::ArrowError| Status::internal(format!("encoding a schema: {e}")))
     }
 
     /// Runs a statement handle: an endpoint's scan, shaped; or a whole statement in this
@@ -712,18 +759,8 @@ impl FlightSqlService for ShoalSqlService {
         // Checked and planned now, with NULL for each placeholder, for the result schema:
         // a statement that cannot run fails here, naming what is wrong.
         let checked = text.clone();
-        let (schema, parameters) = tokio::task::spawn_blocking(move || {
-            let statement = sql::parse_unbound(&checked).map_err(status)?;
-            let parameters = sql::parameter_schema(&catalog, &checked).map_err(status)?;
-            if statement.explain {
-                return Ok((explain_schema(), parameters));
-            }
-            let command = serde_json::to_vec(&statement.command).map_err(|e| Status::internal(e.to_string()))?;
-            let planned = ops::plan_query(&catalog, &command).map_err(status)?;
-            Ok::<_, Status>((Shaper::new(&statement.shape, &Arc::new(planned.schema)).map_err(status)?.schema(), parameters))
-        })
-        .await
-        .map_err(|e| Status::internal(format!("planning task failed: {e}")))??;
+        let (schema, parameters) =
+            blocking(move || Ok((statement_schema(&catalog, &checked, &[])?, sql::parameter_schema(&catalog, &checked)?))).await?;
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle: Handle::statement(text, &[]).encode()?,
             dataset_schema: schema_bytes(&schema)?,

@@ -218,6 +218,9 @@ impl FlightService for ShoalFlightService {
     }
 
     async fn get_schema(&self, request: Request<FlightDescriptor>) -> Result<Response<SchemaResult>, Status> {
+        if flight_sql::is_flight_sql(&request.get_ref().cmd) {
+            return self.sql.command_schema(&request.get_ref().cmd).await.map(Response::new);
+        }
         let table = table_from_descriptor(request.get_ref())?;
         let catalog = Arc::clone(&self.catalog);
         let schema = blocking(move || ops::table_schema(&catalog, &table)).await?;

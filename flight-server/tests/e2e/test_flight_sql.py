@@ -135,6 +135,32 @@ def test_prepared_statements_bind_parameters(events_daemon):
         assert count == sum(1 for r in d.records if r.get("type") == "PushEvent" and (dig(r, "payload.size") or 0) > 2)
 
 
+def test_result_schema_without_running_the_statement(events_daemon):
+    """GetSchema of a statement (ADBC's execute_schema) answers the schema the statement's
+    result has, for statements, prepared statements and metadata commands; bad SQL is
+    INVALID_ARGUMENT naming the problem."""
+    d = events_daemon
+    with connect(d) as conn, conn.cursor() as cur:
+        text = "SELECT id, actor.login AS who, count(*) AS n FROM events WHERE type = 'PushEvent' GROUP BY id, actor.login"
+        schema = cur.adbc_execute_schema(text)
+        cur.execute(text)
+        assert schema == cur.fetch_arrow_table().schema
+        assert schema.names == ["id", "who", "n"]
+        # Prepared, with its parameter not yet bound.
+        prepared = "SELECT id FROM events WHERE actor.login = ?"
+        assert cur.adbc_execute_schema(prepared).names == ["id"]
+        assert cur.adbc_execute_schema("EXPLAIN SELECT id FROM events").names == ["plan_step", "detail"]
+        with pytest.raises(adbc_driver_manager.Error, match="INVALID_ARGUMENT.*no_such_table|no_such_table"):
+            cur.adbc_execute_schema("SELECT id FROM no_such_table")
+    # pyarrow.flight's GetSchema on Flight SQL commands.
+    table_types = d.native.get_schema(flight.FlightDescriptor.for_command(flight_sql_any("CommandGetTableTypes")), BASIC).schema
+    assert table_types.names == ["table_type"]
+    statement = flight_sql_any("CommandStatementQuery", bytes([1 << 3 | 2, 21]) + b"SELECT id FROM events")
+    assert d.native.get_schema(flight.FlightDescriptor.for_command(statement), BASIC).schema.names == ["id"]
+    with pytest.raises(pa.ArrowInvalid, match="CommandStatementUpdate: it has no result set"):
+        d.native.get_schema(flight.FlightDescriptor.for_command(flight_sql_any("CommandStatementUpdate", bytes([1 << 3 | 2, 18]) + b"DELETE FROM events")), BASIC)
+
+
 def test_explain_shows_the_psf_plan(events_daemon):
     d = events_daemon
     with connect(d) as conn, conn.cursor() as cur:

@@ -41,13 +41,20 @@ def varint(n):
         out += bytes([low | 0x80])
 
 
+def field(number, data):
+    """A length-delimited protobuf field."""
+    return bytes([number << 3 | 2]) + varint(len(data)) + data
+
+
+def flight_sql_command(message, body):
+    """A Flight SQL command packed in an Any (type URL, value), encoded by hand so that
+    pyarrow.flight can send it."""
+    return field(1, f"type.googleapis.com/arrow.flight.protocol.sql.{message}".encode()) + field(2, body)
+
+
 def statement_command(sql):
-    """Flight SQL's CommandStatementQuery{query} packed in an Any, encoded by hand (protobuf:
-    field 1 and 2 of Any, field 1 of the command), so pyarrow.flight can send it."""
-    def field(number, data):
-        return bytes([number << 3 | 2]) + varint(len(data)) + data
-    url = b"type.googleapis.com/arrow.flight.protocol.sql.CommandStatementQuery"
-    return field(1, url) + field(2, field(1, sql.encode()))
+    """Flight SQL's CommandStatementQuery{query} (field 1 of the command)."""
+    return flight_sql_command("CommandStatementQuery", field(1, sql.encode()))
 
 
 def timed(fn):
@@ -117,8 +124,9 @@ def main():
                 return run
 
             def flight_sql_by_pyarrow(sql):
-                command = statement_command(sql)
+                return flight_sql_by_pyarrow_command(statement_command(sql))
 
+            def flight_sql_by_pyarrow_command(command):
                 def run():
                     info = client.get_flight_info(flight.FlightDescriptor.for_command(command))
                     return sum(client.do_get(e.ticket).read_all().num_rows for e in info.endpoints)
@@ -132,6 +140,9 @@ def main():
                 "point lookup (Flight SQL by pyarrow)": compare(
                     "point lookup: one-call DoGet vs Flight SQL's 2 calls by pyarrow", native_one_call(lookup),
                     flight_sql_by_pyarrow(lookup_sql), args.reps),
+                "pyarrow no-op (GetTableTypes, 2 calls)": compare(
+                    "one-call DoGet vs GetTableTypes' 2 calls by pyarrow (no work)", native_one_call(lookup),
+                    flight_sql_by_pyarrow_command(flight_sql_command("CommandGetTableTypes", b"")), args.reps, same_rows=False),
                 "ADBC no-op (GetTableTypes)": compare(
                     "one-call DoGet vs ADBC GetTableTypes (no work)", native_one_call(lookup),
                     lambda: len(conn.adbc_get_table_types()), args.reps, same_rows=False),

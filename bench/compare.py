@@ -33,7 +33,8 @@ same size and copies its output.
     .venv-bench/bin/python bench/compare.py [--target-mb 200] [--reps 3] [--query-reps 5]
 
 Writes bench/compare-results.md (the table), bench/compare-results.json and
-bench/compare.png (the chart) unless --out says elsewhere. Every system is warmed the same
+bench/compare.png (the chart; `--out bench/compare-results-1g` writes compare-1g.png) unless
+--out says elsewhere; `--chart-from bench/compare-results-1g.json` redraws a run's chart. Every system is warmed the same
 way (one untimed run of each query before the timed ones); ingestion reps start from an
 empty table each time; all figures use time.perf_counter.
 """
@@ -609,7 +610,17 @@ def report(out, meta, skipped, path_md, path_png, spark_text=None):
     text = "\n".join(lines) + "\n"
     print("\n" + text)
     path_md.write_text(text)
+    chart(out, meta, path_png)
 
+
+def chart_path(results):
+    """The chart beside a results file: compare-results[-X].json gives compare[-X].png."""
+    results = Path(results)
+    return results.with_name(results.stem.replace("compare-results", "compare", 1) + ".png")
+
+
+def chart(out, meta, path_png):
+    """Ingestion and query latencies of every system, as bars (log scales)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -622,12 +633,13 @@ def report(out, meta, skipped, path_md, path_png, spark_text=None):
     a.set_xlabel("ingest MB/s, one core unless 2T (log; higher is better; grey: ceilings)")
     a.set_title("Ingestion")
     qnames = [n for n, f in out.items() if any(q in f for q in QUERIES)]
+    queries = [q for q in QUERIES if any(q in out[n] for n in qnames)]  # those the run measured
     width = 0.8 / max(1, len(qnames))
     for i, n in enumerate(qnames):
-        xs = [j + i * width for j, q in enumerate(QUERIES) if q in out[n]]
-        ys = [out[n][q]["median_s"] * 1e3 for q in QUERIES if q in out[n]]
+        xs = [j + i * width for j, q in enumerate(queries) if q in out[n]]
+        ys = [out[n][q]["median_s"] * 1e3 for q in queries if q in out[n]]
         b.bar(xs, ys, width, label=n)
-    b.set_xticks([j + 0.4 - width / 2 for j in range(len(QUERIES))], list(QUERIES))
+    b.set_xticks([j + 0.4 - width / 2 for j in range(len(queries))], queries)
     b.set_yscale("log")
     b.set_ylabel("median latency ms (log; lower is better)")
     b.set_title("Queries")
@@ -655,7 +667,15 @@ def main():
     parser.add_argument("--q6-rate-mb", type=float, default=20, help="Q6: ingestion rate during the query runs, MB/s")
     parser.add_argument("--q6-interval", type=float, default=0.5, help="Q6: seconds between query runs")
     parser.add_argument("--out", default=str(REPO / "bench" / "compare-results"))
+    parser.add_argument("--chart-from", metavar="RESULTS_JSON",
+                        help="only draw the chart of an earlier run's results (compare-results-X.json gives "
+                             "compare-X.png beside it) and exit")
     args = parser.parse_args()
+    if args.chart_from:
+        saved = json.loads(Path(args.chart_from).read_text())
+        chart(saved["results"], saved["meta"], chart_path(args.chart_from))
+        print(f"wrote {chart_path(args.chart_from)}")
+        return 0
     args.query_reps = max(5, args.query_reps)
     systems = set(args.systems.split(","))
 
@@ -724,7 +744,7 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     base = Path(args.out)
     base.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": out, "skipped": skipped}, indent=1))
-    report(out, meta, skipped, base.with_suffix(".md"), base.parent / "compare.png", spark_text)
+    report(out, meta, skipped, base.with_suffix(".md"), chart_path(base.with_suffix(".json")), spark_text)
 
 
 if __name__ == "__main__":

@@ -347,6 +347,7 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
         limit: command.limit,
         batch_rows: catalog.config().batch_rows,
         with_address: command.with_address,
+        ..ScanRequest::default()
     };
     let plan = table.plan(&request);
     Ok(PreparedQuery { entry, command, request, aggregates, grouping, output, schema, plan, until, truncated })
@@ -483,6 +484,11 @@ fn record_scan_metrics(entry: &TableEntry, plan: &ScanPlan, stats: &ScanStats, s
     metrics::counter!("shoal_scans_total", "table" => entry.name.clone(), "kind" => kind).increment(1);
     metrics::counter!("shoal_scan_records_returned_total", "table" => entry.name.clone()).increment(stats.records_returned);
     metrics::counter!("shoal_scan_record_bytes_total", "table" => entry.name.clone(), "kind" => kind).increment(stats.record_bytes);
+    for (parser, records) in [("simdjson", stats.full_scan_parsed.simdjson), ("on_demand", stats.full_scan_parsed.on_demand)] {
+        if records > 0 {
+            metrics::counter!("shoal_full_scan_parsed_records_total", "table" => entry.name.clone(), "parser" => parser).increment(records);
+        }
+    }
     metrics::histogram!("shoal_scan_seconds", "table" => entry.name.clone()).record(started.elapsed().as_secs_f64());
     tracing::debug!(table = %entry.name, ?stats, elapsed_ms = started.elapsed().as_millis(), "scan done");
 }

@@ -55,7 +55,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shoal_core::parser::{default_parser, FieldSet, ParsedBatch};
+use shoal_core::parser::{default_parser, FieldSet, FullScanParser, ParsedBatch};
 use shoal_core::psf::{parse_expr, PsfSpec};
 use shoal_core::scan::{plan_scan, LogRange, ScanPlan, ScanRequest, ScanStats};
 use shoal_core::table::{Table, TableConfig};
@@ -542,9 +542,22 @@ fn query_section(label: &str, table: &Table, queries: &[(String, String)], reps:
         }
         let plan_time = summarize(plan_times);
         let mut counts = Vec::new();
-        for (path, plan) in [("index", &along_chains), ("full", &full), ("planned", &planned)] {
+        // The full scan three times: each parser forced, then chosen per page (the default).
+        let runs = [
+            ("index", &along_chains, FullScanParser::Adaptive),
+            ("full-sj", &full, FullScanParser::Simdjson),
+            ("full-od", &full, FullScanParser::OnDemand),
+            ("full", &full, FullScanParser::Adaptive),
+            ("planned", &planned, FullScanParser::Adaptive),
+        ];
+        for (path, plan, parser) in runs {
+            let request = ScanRequest { full_scan_parser: parser, ..request.clone() };
             let (s, rows, scan_stats) = time_query(table, &request, plan, reps)?;
             let mut details = describe(&scan_stats);
+            if path == "full" {
+                let parsed = scan_stats.full_scan_parsed;
+                details = format!("{details}; parsed by simdjson {} / on-demand {}", parsed.simdjson, parsed.on_demand);
+            }
             if path == "index" && plan.index_scans.is_empty() {
                 details = format!("NO INDEX PATH ({}); {details}", plan.reason);
             }
@@ -661,6 +674,9 @@ fn main() -> BoxResult<()> {
             ("type = 'PushEvent'".to_owned(), "type = 'PushEvent'".to_owned()),
             ("issues opened (predicate)".to_owned(), "type = 'IssuesEvent' AND payload.action = 'opened'".to_owned()),
             (format!("actor.id = {actor}"), format!("actor.id = {actor}")),
+            // Fields most events lack (the On-Demand scanner then reads each record to its end).
+            ("payload.size > 5".to_owned(), "payload.size > 5".to_owned()),
+            ("C++ pull requests".to_owned(), "payload.pull_request.head.repo.language = 'C++'".to_owned()),
         ];
         for (label, target) in [("in-memory", &memory), ("on-disk", &disk)] {
             let run = ingest_once(&records, 1, target, true)?;

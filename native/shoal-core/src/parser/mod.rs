@@ -6,9 +6,11 @@
 use crate::path::FieldPath;
 use crate::value::FieldValue;
 
+mod adaptive;
 mod ondemand;
 mod simdjson;
 
+pub use adaptive::{AdaptiveChoice, FullScanParser, PROBE_MIN_RECORDS, SAMPLE_RECORDS};
 pub use ondemand::OnDemandParser;
 pub use simdjson::SimdjsonParser;
 
@@ -83,6 +85,15 @@ impl<'a> ParsedBatch<'a> {
         self.values.extend(values);
         debug_assert_eq!(self.values.len() - start, self.field_count);
         self.records.push(Ok(start));
+    }
+
+    /// Moves every record of `other` (parsed with the same fields) to the end of this
+    /// batch, leaving `other` empty.
+    pub fn append(&mut self, other: &mut ParsedBatch<'a>) {
+        debug_assert!(other.records.is_empty() || other.field_count == self.field_count);
+        let offset = self.values.len();
+        self.values.append(&mut other.values);
+        self.records.extend(other.records.drain(..).map(|r| r.map(|start| start + offset)));
     }
 
     /// Appends a record that failed to parse.

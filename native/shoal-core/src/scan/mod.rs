@@ -14,7 +14,7 @@ use arrow_array::RecordBatch;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::parser::{FieldSet, OnDemandParser, ParsedBatch, RecordParser};
+use crate::parser::{AdaptiveChoice, FieldSet, FullScanParser, OnDemandParser, ParsedBatch, RecordParser};
 use crate::path::FieldPath;
 use crate::psf::{BoundExpr, Expr};
 use crate::record::{KeyPointer, RecordHeader, RecordView, KEY_POINTER_SIZE, RECORD_PREFIX};
@@ -45,6 +45,9 @@ pub struct ScanRequest {
     /// [`ADDRESS_COLUMN`] (a follower's offset; `from_address = address + 1` resumes after
     /// the record).
     pub with_address: bool,
+    /// The parser of full scans' records: chosen per page by measuring (default), or
+    /// forced (benchmarks, comparisons).
+    pub full_scan_parser: FullScanParser,
 }
 
 impl Default for ScanRequest {
@@ -57,6 +60,7 @@ impl Default for ScanRequest {
             limit: None,
             batch_rows: 4096,
             with_address: false,
+            full_scan_parser: FullScanParser::Adaptive,
         }
     }
 }
@@ -99,6 +103,18 @@ pub struct ScanStats {
     /// Keyed tables: key chains walked to find the version a snapshot sees (keys updated
     /// after it).
     pub version_walks: u64,
+    /// Records of full scans parsed by simdjson and by the On-Demand scanner
+    /// ([`FullScanParser`]).
+    pub full_scan_parsed: FullScanParsed,
+}
+
+/// How many of a scan's full-scanned records each parser parsed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FullScanParsed {
+    /// By simdjson.
+    pub simdjson: u64,
+    /// By shoal's On-Demand scanner.
+    pub on_demand: u64,
 }
 
 /// What a scan emits for each matching record.
@@ -150,6 +166,10 @@ struct Projector<'t> {
     /// GitHub-like events hold near their start: Q2's fields are found in the first ~15%
     /// of an IssuesEvent). Measured in `benches/parser.rs`.
     chain_parser: OnDemandParser,
+    /// Which parser full scans use ([`ScanRequest::full_scan_parser`]), and the running
+    /// choice between `parser` (0) and `chain_parser` (1) when it is adaptive.
+    full_scan_parser: FullScanParser,
+    full_scan_choice: AdaptiveChoice,
     output: Output,
     /// The records' log addresses, when the request asks for them.
     addresses: Option<arrow_array::builder::UInt64Builder>,
@@ -184,7 +204,20 @@ impl Projector<'_> {
             if from_chains {
                 self.chain_parser.parse_trusted_batch(payloads, &self.fields, &mut parsed);
             } else {
-                self.parser.parse_trusted_batch(payloads, &self.fields, &mut parsed);
+                let count = payloads.len() as u64;
+                match self.full_scan_parser {
+                    FullScanParser::Simdjson => {
+                        self.parser.parse_trusted_batch(payloads, &self.fields, &mut parsed);
+                        self.full_scan_choice.records[0] += count;
+                    }
+                    FullScanParser::OnDemand => {
+                        self.chain_parser.parse_trusted_batch(payloads, &self.fields, &mut parsed);
+                        self.full_scan_choice.records[1] += count;
+                    }
+                    FullScanParser::Adaptive => {
+                        self.full_scan_choice.parse_trusted([&mut *self.parser, &mut self.chain_parser], payloads, &self.fields, &mut parsed);
+                    }
+                }
             }
         }
         for (i, payload) in payloads.iter().enumerate() {
@@ -270,6 +303,8 @@ impl Projector<'_> {
             let _ = sink(batch)?;
         }
         self.table.return_parser(self.parser);
+        let [simdjson, on_demand] = self.full_scan_choice.records;
+        self.stats.full_scan_parsed = FullScanParsed { simdjson, on_demand };
         if let Some(validator) = &self.validator {
             self.stats.version_walks = validator.walks;
         }
@@ -585,6 +620,8 @@ impl Table {
             fields,
             parser: self.take_parser(),
             chain_parser: OnDemandParser::new(),
+            full_scan_parser: request.full_scan_parser,
+            full_scan_choice: AdaptiveChoice::default(),
             output,
             addresses: request.with_address.then(arrow_array::builder::UInt64Builder::new),
             batch_rows: request.batch_rows.max(1),

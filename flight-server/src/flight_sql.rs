@@ -342,7 +342,10 @@ impl ShoalSqlService {
     ///
     /// # Errors
     /// `INVALID_ARGUMENT` for a command that does not decode, a statement that does not
-    /// parse or plan, or a command without a result (updates, ingest, tickets).
+    /// parse or plan, one in a transaction, or a command without a result (updates,
+    /// ingest, tickets); `NOT_FOUND` for an unknown table; `UNIMPLEMENTED` for the
+    /// metadata commands shoal does not answer (foreign keys, Substrait plans), as
+    /// `GetFlightInfo`.
     pub(crate) async fn command_schema(&self, command: &[u8]) -> Result<SchemaResult, Status> {
         let any = Any::decode(command).map_err(|e| Status::invalid_argument(format!("a Flight SQL command that does not decode: {e}")))?;
         let command = Command::try_from(any).map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -352,6 +355,9 @@ impl ShoalSqlService {
             blocking(move || statement_schema(&catalog, &text, &parameters)).await
         };
         let schema = match command {
+            Command::CommandStatementQuery(query) if query.transaction_id.is_some() => {
+                return Err(Status::invalid_argument("transactions are not supported"))
+            }
             Command::CommandStatementQuery(query) => statement(query.query, Vec::new()).await?,
             Command::CommandPreparedStatementQuery(query) => match Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")? {
                 Handle::Statement { sql: text, parameters } => statement(text, parameters).await?,
@@ -364,6 +370,12 @@ impl ShoalSqlService {
             Command::CommandGetSqlInfo(query) => query.into_builder(&SQL_INFO).schema(),
             Command::CommandGetXdbcTypeInfo(query) => query.into_builder(&XDBC_TYPES).schema(),
             Command::CommandGetPrimaryKeys(_) => primary_keys_schema(),
+            other @ (Command::CommandGetExportedKeys(_)
+            | Command::CommandGetImportedKeys(_)
+            | Command::CommandGetCrossReference(_)
+            | Command::CommandStatementSubstraitPlan(_)) => {
+                return Err(Status::unimplemented(format!("GetSchema of {} is not implemented", other.type_url())))
+            }
             other => return Err(Status::invalid_argument(format!("GetSchema does not take the Flight SQL command {}: it has no result set", other.type_url()))),
         };
         let options = IpcWriteOptions::default();

@@ -341,9 +341,6 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
     let entry = catalog.get(&command.table)?;
     let table = &entry.table;
     let filter = parse_filter(command.filter.as_deref())?;
-    if let Some(filter) = &filter {
-        FILTER_MEMO.remember(filter);
-    }
     let columns = parse_columns(&command.columns)?;
     let aggregates = parse_aggregates(&command.aggregates)?;
     let aggregating = !aggregates.is_empty() || !command.group_by.is_empty();
@@ -406,6 +403,11 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
 pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, OpsError> {
     let command: QueryCommand = parse_body("GetFlightInfo command", command)?;
     let query = prepare_query(catalog, command, "GetFlightInfo command")?;
+    if let Some(filter) = &query.request.filter {
+        // The endpoints' tickets carry this filter's normalised text: their DoGet finds
+        // the tree here.
+        FILTER_MEMO.remember(filter);
+    }
     let table = &query.entry.table;
     let (from, to) = query.plan.bounds().unwrap_or_else(|| {
         let begin = query.request.from_address.max(table.begin_address());

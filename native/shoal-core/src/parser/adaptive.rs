@@ -7,9 +7,10 @@
 //! near the start of each record (`type` of a GitHub event: 26 GiB/s), slower when they
 //! are often absent, so that it must read every record to its end (2.7 GiB/s;
 //! `benches/parser.rs`). Neither the planner nor the user can know which case a query is
-//! in, so a full scan measures: each large batch (a page) has two small samples parsed,
-//! one by each parser, timed per byte; the rest of the batch goes to the parser whose
-//! running cost is lower. Small batches go to the current choice untimed.
+//! in, so a full scan measures: a batch (a page) of at least [`PROBE_MIN_RECORDS`] records
+//! — each of the first four, then one in eight — has two small samples parsed, one by
+//! each parser, timed per byte; the rest of the batch goes to the parser whose running
+//! cost is lower. Other batches go to the current choice untimed.
 
 use std::time::Instant;
 
@@ -31,12 +32,17 @@ pub enum FullScanParser {
     OnDemand,
 }
 
-/// Records per sample: each of the two parsers parses one sample of a probed batch.
+/// Records per sample at most: each of the two parsers parses one sample of a probed
+/// batch, of a quarter of the batch up to this many records.
 pub const SAMPLE_RECORDS: usize = 128;
 
+/// Records per sample at least.
+pub const MIN_SAMPLE_RECORDS: usize = 16;
+
 /// A batch is probed when it holds at least this many records (two samples and at
-/// least as much again for the winner); smaller ones go to the current choice.
-pub const PROBE_MIN_RECORDS: usize = 4 * SAMPLE_RECORDS;
+/// least as much again for the winner); smaller ones go to the current choice. Small
+/// pages (`page_size_bits` 16 holds ~30–130 GitHub events) are still probed.
+pub const PROBE_MIN_RECORDS: usize = 4 * MIN_SAMPLE_RECORDS;
 
 /// Weight of the newest sample in a parser's running cost (exponential moving average).
 const NEW_SAMPLE_WEIGHT: f64 = 0.3;
@@ -77,9 +83,9 @@ impl AdaptiveChoice {
 
     /// Parses `records` into `out` (as [`RecordParser::parse_trusted_batch`], in order)
     /// with `parsers[0]` or `parsers[1]`: a batch of at least [`PROBE_MIN_RECORDS`] (each
-    /// of the first four, then one in eight) has a sample of [`SAMPLE_RECORDS`] timed on
-    /// each, and the rest goes to the cheaper of the two by their running costs; other
-    /// batches go to [`current`](Self::current).
+    /// of the first four, then one in eight) has a sample (a quarter of the batch, at
+    /// most [`SAMPLE_RECORDS`]) timed on each, and the rest goes to the cheaper of the two
+    /// by their running costs; other batches go to [`current`](Self::current).
     pub fn parse_trusted<'a>(
         &mut self,
         parsers: [&mut dyn RecordParser; 2],
@@ -104,8 +110,9 @@ impl AdaptiveChoice {
         let parsers = [first, second];
         let mut part = ParsedBatch::default();
         out.reset(fields.len());
+        let size = (records.len() / 4).min(SAMPLE_RECORDS);
         for (i, &which) in order.iter().enumerate() {
-            let sample = &records[i * SAMPLE_RECORDS..(i + 1) * SAMPLE_RECORDS];
+            let sample = &records[i * size..(i + 1) * size];
             let bytes: usize = sample.iter().map(|r| r.len()).sum();
             let started = Instant::now();
             parsers[which].parse_trusted_batch(sample, fields, &mut part);
@@ -117,7 +124,7 @@ impl AdaptiveChoice {
             self.records[which] += sample.len() as u64;
             out.append(&mut part);
         }
-        let rest = &records[2 * SAMPLE_RECORDS..];
+        let rest = &records[2 * size..];
         let choice = self.current();
         parsers[choice].parse_trusted_batch(rest, fields, &mut part);
         self.records[choice] += rest.len() as u64;
@@ -179,7 +186,7 @@ mod tests {
         let (mut simdjson, mut ondemand) = (SimdjsonParser::new(), OnDemandParser::new());
         // Batches of every size around the probe threshold, probed and not.
         let mut start = 0;
-        for size in [1, PROBE_MIN_RECORDS - 1, PROBE_MIN_RECORDS, 700, 0, 11] {
+        for size in [1, PROBE_MIN_RECORDS - 1, PROBE_MIN_RECORDS, 700, 0, 11, 4 * SAMPLE_RECORDS + 3, 65] {
             let batch = &records[start..start + size];
             let mut out = ParsedBatch::default();
             choice.parse_trusted([&mut simdjson, &mut ondemand], batch, &fields, &mut out);
@@ -193,7 +200,7 @@ mod tests {
 
     #[test]
     fn the_cheaper_parser_takes_the_rest_of_each_probed_batch() {
-        let text: Vec<String> = (0..PROBE_MIN_RECORDS * 3).map(|i| format!(r#"{{"type": "T{i}"}}"#)).collect();
+        let text: Vec<String> = (0..SAMPLE_RECORDS * 4 * 3).map(|i| format!(r#"{{"type": "T{i}"}}"#)).collect();
         let records: Vec<&[u8]> = text.iter().map(|t| t.as_bytes()).collect();
         let fields = fields(&["type"]);
         for slow in [0, 1] {
@@ -203,7 +210,7 @@ mod tests {
             let parsers: [&mut dyn RecordParser; 2] = if slow == 0 { [&mut slowed, &mut fast] } else { [&mut fast, &mut slowed] };
             let mut choice = AdaptiveChoice::default();
             let [a, b] = parsers;
-            for batch in records.chunks(PROBE_MIN_RECORDS) {
+            for batch in records.chunks(4 * SAMPLE_RECORDS) {
                 let mut out = ParsedBatch::default();
                 choice.parse_trusted([&mut *a, &mut *b], batch, &fields, &mut out);
                 assert_eq!(out.len(), batch.len());
@@ -214,7 +221,7 @@ mod tests {
             // Small batches go to the current choice.
             let mut out = ParsedBatch::default();
             choice.parse_trusted([&mut *a, &mut *b], &records[..10], &fields, &mut out);
-            assert_eq!(choice.records[1 - slow], (3 * PROBE_MIN_RECORDS - 3 * SAMPLE_RECORDS + 10) as u64);
+            assert_eq!(choice.records[1 - slow], (3 * 4 * SAMPLE_RECORDS - 3 * SAMPLE_RECORDS + 10) as u64);
         }
     }
 }

@@ -10,7 +10,7 @@ mod adaptive;
 mod ondemand;
 mod simdjson;
 
-pub use adaptive::{AdaptiveChoice, FullScanParser, PROBE_MIN_RECORDS, SAMPLE_RECORDS};
+pub use adaptive::{AdaptiveChoice, FullScanParser, MIN_SAMPLE_RECORDS, PROBE_MIN_RECORDS, SAMPLE_RECORDS};
 pub use ondemand::OnDemandParser;
 pub use simdjson::SimdjsonParser;
 

@@ -158,10 +158,12 @@ struct Projector<'t> {
     /// Fields of interest: the filter's, then the columns'. None (no filter, JSON
     /// output): records are not parsed at all.
     fields: FieldSet,
-    /// For pages of a full scan: simdjson (stage 1 over whole records, fastest when
-    /// fields of interest are often absent, so that records are read to the end anyway).
+    /// simdjson (stage 1 over whole records, fastest when fields of interest are often
+    /// absent, so that records are read to the end anyway): one of full scans' two
+    /// parsers ([`FullScanParser`]).
     parser: Box<dyn RecordParser>,
-    /// For the candidates of index scans: the On-Demand scanner, whose trusted pass stops
+    /// For the candidates of index scans (and full scans' other parser): the On-Demand
+    /// scanner, whose trusted pass stops
     /// at the last field of interest (candidates mostly have the filter's fields, which
     /// GitHub-like events hold near their start: Q2's fields are found in the first ~15%
     /// of an IssuesEvent). Measured in `benches/parser.rs`.

@@ -149,6 +149,9 @@ struct ServeArgs {
     /// Milliseconds the log tail must stand still before a short run is compacted [default: 1000].
     #[arg(long, env = "SHOAL_COLUMNAR_IDLE_MS")]
     columnar_idle_ms: Option<u64>,
+    /// Bytes of decoded columns each table keeps in memory for later scans [default: 67108864].
+    #[arg(long, env = "SHOAL_COLUMNAR_CACHE_BYTES")]
+    columnar_cache_bytes: Option<u64>,
     /// Log format: `text` or `json`.
     #[arg(long, env = "SHOAL_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -238,6 +241,9 @@ impl ServeArgs {
         }
         if let Some(ms) = self.columnar_idle_ms {
             config.engine.columnar.idle_ms = ms;
+        }
+        if let Some(bytes) = self.columnar_cache_bytes {
+            config.engine.columnar.cache_bytes = bytes;
         }
         if config.tls_cert.is_some() != config.tls_key.is_some() {
             return Err("TLS needs both tls_cert and tls_key".into());

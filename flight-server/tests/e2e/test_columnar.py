@@ -112,6 +112,10 @@ def test_columnar_scans_agree_with_a_python_oracle_and_with_the_tier_off(daemon)
         got_json = sorted(result.column("json").to_pylist()) if result else []
         assert got_json == sorted(line for line, r in zip(lines, records) if predicate(r) is True), text
     assert columnar_plans == len(FILTERS)
+    # Every filter ran three times over the same files: the decoded columns were kept.
+    decoded = action(client, "stats", {"table": "cols"})["columnar"]
+    assert decoded["decoded_hits"] > decoded["decoded_misses"] > 0, decoded
+    assert 0 < decoded["decoded_bytes"] <= 64 << 20, decoded
 
     # A one-call query with a limit stops exactly, across the columnar part too.
     result, _, _ = query(client, {"table": "cols", "filter": "payload.size > 0", "columns": ["id"], "limit": 7})
@@ -158,3 +162,6 @@ def test_columnar_settings_are_checked(daemon):
         action(client, "create_table", {"name": "bad", "columnar": {"codec": "zstd", "nope": 1}})
     with pytest.raises(Exception, match="codec"):
         action(client, "create_table", {"name": "bad", "columnar": {"codec": "brotli"}})
+    with pytest.raises(Exception, match="columnar.cache_bytes"):
+        action(client, "create_table", {"name": "bad", "columnar": {"cache_bytes": 1 << 41}})
+    action(client, "create_table", {"name": "uncached", "columnar": {"cache_bytes": 0}})

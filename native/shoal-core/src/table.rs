@@ -319,12 +319,13 @@ impl Table {
 
     /// The memory this table reserves: its page ring and its hash index's main buckets
     /// (64 bytes each), and a keyed table's key index as it is now (it grows with the
-    /// keys; log compaction bounds its superseded-versions table), in bytes
+    /// keys; log compaction bounds its superseded-versions table), and the decoded columns
+    /// its columnar tier holds now (at most `columnar.cache_bytes`), in bytes
     /// ([`TableConfig::reserved_bytes`] before it exists).
     #[must_use]
     pub fn reserved_bytes(&self) -> u64 {
         let key_index = self.keyed.as_ref().map_or(0, |k| k.index.stats().memory_bytes);
-        self.log.ring_bytes() + self.index.bucket_count() as u64 * 64 + key_index
+        self.log.ring_bytes() + self.index.bucket_count() as u64 * 64 + key_index + self.columnar.decoded.used_bytes()
     }
 
     /// Stops the log's flush thread after it has flushed every closed page, without a

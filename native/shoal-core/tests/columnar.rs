@@ -191,6 +191,48 @@ fn github_events_give_the_same_rows_with_the_tier_on_and_off() {
     assert!(rare.columnar_scans.is_empty() && !rare.index_scans.is_empty(), "{rare:?}");
 }
 
+#[test]
+fn decoded_columns_are_kept_within_their_budget_and_give_the_same_rows() {
+    let Some(lines) = common::github_events(3_000) else { return };
+    // No cache, a cache smaller than the columns the queries read (evictions), the default.
+    let tables: Vec<(u64, std::sync::Arc<Table>)> = [0u64, 64 << 10, ColumnarConfig::default().cache_bytes]
+        .into_iter()
+        .map(|cache_bytes| {
+            let mut config = config(None, true);
+            config.columnar.cache_bytes = cache_bytes;
+            let table = Table::create(config).expect("table");
+            ingest(&table, &lines);
+            wait_compacted(&table);
+            (cache_bytes, table)
+        })
+        .collect();
+    let queries = [
+        ("type = 'PushEvent'", Output::Columns(vec!["id", "actor.login"])),
+        ("payload.size > 2", Output::Aggregates(vec![aggregate(AggregateFunction::Sum, Some("payload.size"))])),
+        ("actor.login LIKE 'a%'", Output::Columns(vec!["payload.size", "created_at"])),
+    ];
+    for round in 0..2 {
+        for (filter, output) in &queries {
+            let answers: Vec<Vec<String>> = tables.iter().map(|(_, t)| run(t, Some(filter), output, None).0).collect();
+            assert!(answers.iter().all(|a| *a == answers[0]), "round {round}, {filter}: the cache changed the rows");
+            assert!(!answers[0].is_empty(), "{filter}");
+        }
+    }
+    for (cache_bytes, table) in &tables {
+        let stats = table.stats().columnar;
+        assert!(stats.decoded_bytes <= *cache_bytes, "{cache_bytes}: {stats:?}");
+        assert!(stats.decoded_misses > 0, "{cache_bytes}: {stats:?}");
+        if *cache_bytes == ColumnarConfig::default().cache_bytes {
+            // The second round read every column from memory.
+            assert!(stats.decoded_hits >= stats.decoded_misses, "{stats:?}");
+            assert!(stats.decoded_bytes > 0 && table.reserved_bytes() > stats.decoded_bytes, "{stats:?}");
+        }
+        if *cache_bytes == 0 {
+            assert_eq!((stats.decoded_bytes, stats.decoded_hits), (0, 0), "{stats:?}");
+        }
+    }
+}
+
 /// Records whose paths change type between records and between files, appear late, are
 /// null or missing, nest past the depth limit, hold arrays of objects, empty objects,
 /// unicode keys, numbers beyond i64, duplicate keys and escapes.

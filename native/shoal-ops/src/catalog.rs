@@ -380,7 +380,7 @@ fn columnar_config(
 ) -> Result<shoal_core::columnar::ColumnarConfig, OpsError> {
     let Some(requested) = requested else { return Ok(server.clone()) };
     let serde_json::Value::Object(changes) = requested else {
-        return Err(OpsError::invalid_argument("columnar: an object of settings expected (enabled, file_log_bytes, row_group_rows, codec, idle_ms)"));
+        return Err(OpsError::invalid_argument("columnar: an object of settings expected (enabled, file_log_bytes, row_group_rows, codec, idle_ms, cache_bytes)"));
     };
     let base = serde_json::to_value(server).map_err(|e| OpsError::internal(e.to_string()))?;
     let with = |changes: &serde_json::Map<String, serde_json::Value>| {
@@ -401,5 +401,7 @@ fn columnar_config(
     if config.file_log_bytes == 0 || config.row_group_rows == 0 {
         return Err(OpsError::invalid_argument("columnar: file_log_bytes and row_group_rows must be positive"));
     }
+    crate::config::check_range("columnar.cache_bytes", config.cache_bytes, 0, crate::config::MAX_MEMORY_BUDGET_BYTES as u64, " bytes")
+        .map_err(OpsError::invalid_argument)?;
     Ok(config)
 }

@@ -41,7 +41,7 @@ pub struct EngineConfig {
     /// memory. Default 0.
     pub max_memory_bytes: u64,
     /// Default settings of new tables' columnar tier (section `[columnar]`: `enabled`,
-    /// `file_log_bytes`, `row_group_rows`, `codec`, `idle_ms`). Default: on, 64 MiB files.
+    /// `file_log_bytes`, `row_group_rows`, `codec`, `idle_ms`, `cache_bytes`). Default: on, 64 MiB files.
     pub columnar: shoal_core::columnar::ColumnarConfig,
 }
 
@@ -156,6 +156,7 @@ impl EngineConfig {
         check_range("columnar.file_log_bytes", self.columnar.file_log_bytes, 1, 1 << 40, " bytes")?;
         check_range("columnar.row_group_rows", self.columnar.row_group_rows, 1, 1 << 24, " rows")?;
         check_range("columnar.idle_ms", self.columnar.idle_ms, 0, 3_600_000, " milliseconds")?;
+        check_range("columnar.cache_bytes", self.columnar.cache_bytes, 0, MAX_MEMORY_BUDGET_BYTES as u64, " bytes")?;
         Ok(())
     }
 

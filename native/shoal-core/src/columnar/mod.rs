@@ -29,6 +29,7 @@
 //! is in them, and otherwise the matching records are read from the log by `_address`.
 
 mod compactor;
+mod decoded;
 pub(crate) mod eval;
 pub mod layout;
 mod write;
@@ -43,6 +44,8 @@ use parquet::file::statistics::Statistics;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use arrow_array::ArrayRef;
+pub(crate) use decoded::DecodedColumns;
 pub use layout::{FileLayout, ScalarType};
 pub(crate) use compactor::start as start_compactor;
 use write::columnar_error;
@@ -76,11 +79,23 @@ pub struct ColumnarConfig {
     /// Milliseconds the log tail must stand still before a run of flushed pages shorter
     /// than `file_log_bytes` is compacted. Default 1,000.
     pub idle_ms: u64,
+    /// Bytes of decoded columns (Arrow arrays) kept in memory for later scans, least
+    /// recently used evicted first; 0 decodes every scan's columns afresh. Counted in the
+    /// table's memory while held. Default 64 MiB (the columns that `bench/compare.py`'s
+    /// queries read of 1 GB of GitHub events take ~40 MB).
+    pub cache_bytes: u64,
 }
 
 impl Default for ColumnarConfig {
     fn default() -> Self {
-        Self { enabled: true, file_log_bytes: 64 << 20, row_group_rows: 16_384, codec: ColumnarCodec::Zstd, idle_ms: 1_000 }
+        Self {
+            enabled: true,
+            file_log_bytes: 64 << 20,
+            row_group_rows: 16_384,
+            codec: ColumnarCodec::Zstd,
+            idle_ms: 1_000,
+            cache_bytes: 64 << 20,
+        }
     }
 }
 
@@ -104,6 +119,8 @@ enum Source {
 /// One columnar file: the visible records of the log range `[from, to)`.
 #[derive(Debug)]
 pub struct ColumnarFile {
+    /// Unique among the files loaded by this process (the key of its decoded columns).
+    id: u64,
     /// First log address covered (a page boundary).
     pub from: u64,
     /// One past the last log address covered (a page boundary).
@@ -156,7 +173,9 @@ impl ColumnarFile {
             row_group_addresses.push((low as u64, high as u64));
         }
         let rows = u64::try_from(parquet.file_metadata().num_rows()).unwrap_or(0);
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             from,
             to,
             rows,
@@ -171,11 +190,6 @@ impl ColumnarFile {
         })
     }
 
-    /// The parsed footer (cached: wide schemas make footers large).
-    pub(crate) fn metadata(&self) -> &ArrowReaderMetadata {
-        &self.metadata
-    }
-
     /// The row groups holding records in `[from, to)`.
     pub(crate) fn row_groups_in(&self, from: u64, to: u64) -> Vec<usize> {
         self.row_group_addresses.iter().enumerate().filter(|(_, (low, high))| *high >= from && *low < to).map(|(i, _)| i).collect()
@@ -187,19 +201,57 @@ impl ColumnarFile {
         self.row_group_addresses.len()
     }
 
-    /// A reader over the file's bytes.
-    pub(crate) fn open(&self) -> Result<FileReader> {
-        match &self.source {
-            Source::Memory(bytes) => Ok(FileReader::Memory(bytes.clone())),
-            Source::File(path) => std::fs::File::open(path).map(FileReader::File).map_err(|e| Error::io(path, e)),
+    /// The arrays of `leaves` (Parquet leaf column indices) of row group `row_group`, in
+    /// the order of `leaves`: taken from `cache` where it holds them, the others decoded
+    /// from the file (one read of the row group's missing columns) and kept there.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be opened, [`Error::Columnar`] when it does not
+    /// decode.
+    pub(crate) fn row_group_columns(&self, row_group: usize, leaves: &[usize], cache: &DecodedColumns) -> Result<Vec<ArrayRef>> {
+        let mut arrays: Vec<Option<ArrayRef>> = leaves.iter().map(|&leaf| cache.get(self.id, row_group, leaf)).collect();
+        let mut missing: Vec<usize> = leaves.iter().zip(&arrays).filter(|(_, a)| a.is_none()).map(|(&leaf, _)| leaf).collect();
+        if !missing.is_empty() {
+            missing.sort_unstable();
+            missing.dedup();
+            let decoded = match &self.source {
+                Source::Memory(bytes) => self.decode(bytes.clone(), row_group, &missing)?,
+                Source::File(path) => self.decode(std::fs::File::open(path).map_err(|e| Error::io(path, e))?, row_group, &missing)?,
+            };
+            for (leaf, array) in missing.iter().zip(&decoded) {
+                cache.insert(self.id, row_group, *leaf, array);
+            }
+            for (slot, leaf) in arrays.iter_mut().zip(leaves) {
+                if slot.is_none() {
+                    let at = missing.binary_search(leaf).map_err(|_| columnar_error(&self.name, "a decoded column went missing"))?;
+                    *slot = Some(decoded[at].clone());
+                }
+            }
         }
+        arrays.into_iter().map(|a| a.ok_or_else(|| columnar_error(&self.name, "a column was not decoded"))).collect()
     }
-}
 
-/// The bytes of a file, for Parquet's reader.
-pub(crate) enum FileReader {
-    File(std::fs::File),
-    Memory(bytes::Bytes),
+    /// Decodes the columns `leaves` (sorted) of one row group: one array per leaf.
+    fn decode<R: parquet::file::reader::ChunkReader + 'static>(&self, input: R, row_group: usize, leaves: &[usize]) -> Result<Vec<ArrayRef>> {
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        use parquet::arrow::ProjectionMask;
+        let failed = |e: &dyn std::fmt::Display| Error::Columnar(format!("reading columnar file [{}, {}): {e}", self.from, self.to));
+        let rows = usize::try_from(self.metadata.metadata().row_group(row_group).num_rows()).unwrap_or(0);
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(input, self.metadata.clone());
+        let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves.iter().copied());
+        let reader = builder.with_projection(mask).with_row_groups(vec![row_group]).with_batch_size(rows.max(1)).build().map_err(|e| failed(&e))?;
+        // A batch as large as the row group: the reader answers it in one (row groups
+        // are never empty: each has `_address` statistics, checked at load).
+        let mut batches = reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| failed(&e))?;
+        if batches.len() != 1 {
+            return Err(failed(&format!("row group {row_group} of {rows} rows decoded as {} batches", batches.len())));
+        }
+        let batch = batches.remove(0);
+        if batch.num_columns() != leaves.len() {
+            return Err(failed(&format!("{} columns decoded for {} leaves", batch.num_columns(), leaves.len())));
+        }
+        Ok(batch.columns().to_vec())
+    }
 }
 
 /// An entry of `columnar/manifest.json`.
@@ -247,6 +299,13 @@ pub struct ColumnarStats {
     pub compaction_ms: u64,
     /// Compactions that failed (each is retried).
     pub compaction_errors: u64,
+    /// Bytes of decoded columns held in memory ([`ColumnarConfig::cache_bytes`]).
+    pub decoded_bytes: u64,
+    /// Column reads of scans served by decoded columns held in memory, since the table
+    /// was opened.
+    pub decoded_hits: u64,
+    /// Column reads of scans that decoded from the files.
+    pub decoded_misses: u64,
 }
 
 /// A table's columnar files and its compactor's state.
@@ -257,6 +316,8 @@ pub(crate) struct ColumnarStore {
     dir: Option<PathBuf>,
     /// Sorted by `from`, disjoint.
     files: RwLock<Vec<Arc<ColumnarFile>>>,
+    /// Decoded columns of the files, for later scans.
+    pub(crate) decoded: DecodedColumns,
     /// Serialises changes to the file list and the manifest.
     changes: Mutex<()>,
     pub(crate) compacted_json_bytes: AtomicU64,
@@ -274,6 +335,7 @@ impl ColumnarStore {
     pub(crate) fn open(config: ColumnarConfig, table_dir: Option<&Path>, begin: u64, tail: u64) -> Result<Self> {
         let dir = table_dir.map(|d| d.join("columnar"));
         let store = Self {
+            decoded: DecodedColumns::new(config.cache_bytes),
             config,
             dir: dir.clone(),
             files: RwLock::new(Vec::new()),
@@ -404,6 +466,9 @@ impl ColumnarStore {
         if dropped.is_empty() {
             return Ok(0);
         }
+        for file in &dropped {
+            self.decoded.forget(file.id);
+        }
         // The manifest first, so that a crash in between leaves only unlisted files.
         self.write_manifest()?;
         for file in &dropped {
@@ -447,8 +512,10 @@ impl ColumnarStore {
             compacted_json_bytes: self.compacted_json_bytes.load(Ordering::Relaxed),
             compaction_ms: self.compaction_nanos.load(Ordering::Relaxed) / 1_000_000,
             compaction_errors: self.compaction_errors.load(Ordering::Relaxed),
+            decoded_bytes: self.decoded.used_bytes(),
             ..ColumnarStats::default()
         };
+        (stats.decoded_hits, stats.decoded_misses) = self.decoded.hits_and_misses();
         let mut covered = 0;
         for f in files.iter() {
             stats.log_bytes += f.to - f.from;

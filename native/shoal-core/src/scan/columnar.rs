@@ -6,15 +6,12 @@ use std::ops::ControlFlow;
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
 use arrow_array::RecordBatch;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ProjectionMask;
-use parquet::file::reader::ChunkReader;
 
 use super::reader::LogReader;
 use super::{corrupt, merge_adjacent, words, IndexScanPlan, LogRange, Output, Projector, ScanPlan};
 use crate::columnar::eval::{evaluate, PathView, TRUE};
 use crate::columnar::layout::{Resolved, ScalarType};
-use crate::columnar::{ColumnarFile, FileReader};
+use crate::columnar::ColumnarFile;
 use crate::error::Result;
 use crate::keys::Verdict;
 use crate::path::FieldPath;
@@ -203,15 +200,12 @@ impl Table {
         if row_groups.is_empty() {
             return Ok(ControlFlow::Continue(()));
         }
-        let batches = match file.open()? {
-            FileReader::File(input) => read_columns(input, file, &leaves, row_groups)?,
-            FileReader::Memory(input) => read_columns(input, file, &leaves, row_groups)?,
-        };
         let whole_file = from <= file.from && to >= file.to;
         let (mut selected_addresses, mut selected_walks) = (Vec::new(), Vec::new());
-        for batch in batches {
-            let batch = batch.map_err(|e| crate::Error::Columnar(format!("reading columnar file [{}, {}): {e}", file.from, file.to)))?;
-            let column = |leaf: usize| leaves.binary_search(&leaf).ok().map(|i| batch.column(i));
+        for row_group in row_groups {
+            // Decoded once, then kept in memory for later scans (`columnar::DecodedColumns`).
+            let arrays = file.row_group_columns(row_group, &leaves, &self.columnar.decoded)?;
+            let column = |leaf: usize| leaves.binary_search(&leaf).ok().map(|i| &arrays[i]);
             let views: Vec<PathView<'_>> = paths
                 .iter()
                 .map(|path| match file.layout.resolve(path) {
@@ -228,7 +222,7 @@ impl Table {
                 })
                 .collect();
             let view_of = |path: &FieldPath| paths.iter().position(|p| p == path).map_or_else(PathView::default, |i| views[i]);
-            let rows = batch.num_rows();
+            let rows = column(file.layout.address_column).map_or(0, |a| a.len());
             let mut selection = match &projector.filter_expr {
                 Some(filter) => evaluate(filter, &view_of, rows),
                 None => vec![TRUE; rows],
@@ -359,23 +353,6 @@ impl Table {
         }
         Ok(ControlFlow::Continue(()))
     }
-}
-
-/// The batches of `leaves` (sorted Parquet leaf indices) of `row_groups` of `file`.
-fn read_columns<R: ChunkReader + 'static>(
-    input: R,
-    file: &ColumnarFile,
-    leaves: &[usize],
-    row_groups: Vec<usize>,
-) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader> {
-    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(input, file.metadata().clone());
-    let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves.iter().copied());
-    builder
-        .with_projection(mask)
-        .with_row_groups(row_groups)
-        .with_batch_size(8_192)
-        .build()
-        .map_err(|e| crate::Error::Columnar(format!("reading columnar file [{}, {}): {e}", file.from, file.to)))
 }
 
 /// Splits `range` into the parts `covered` (sorted, disjoint) ranges cover and the rest.

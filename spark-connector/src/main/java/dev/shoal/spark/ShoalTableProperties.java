@@ -21,7 +21,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
  * {@code shoal.group-commit-ms}, {@code shoal.on-invalid-json} ({@code reject} | {@code skip}),
  * {@code shoal.memory-budget-bytes}, {@code shoal.columnar.enabled},
  * {@code shoal.columnar.file-log-bytes}, {@code shoal.columnar.row-group-rows},
- * {@code shoal.columnar.codec}, {@code shoal.columnar.idle-ms}, {@code shoal.retention.keep-bytes},
+ * {@code shoal.columnar.codec}, {@code shoal.columnar.idle-ms}, {@code shoal.columnar.cache-bytes},
+ * {@code shoal.retention.keep-bytes},
  * {@code shoal.retention.max-age-secs} (the table's retention policy, Kafka's {@code
  * retention.bytes}/{@code retention.ms}), {@code shoal.primary-key} (a keyed table: its key's
  * fields, comma-separated; appends then upsert by key and {@code DELETE FROM} deletes). The daemon checks their values and names the key it
@@ -59,6 +60,7 @@ final class ShoalTableProperties {
     m.put("shoal.columnar.row-group-rows", "columnar.row_group_rows");
     m.put("shoal.columnar.codec", "columnar.codec");
     m.put("shoal.columnar.idle-ms", "columnar.idle_ms");
+    m.put("shoal.columnar.cache-bytes", "columnar.cache_bytes");
     m.put("shoal.retention.keep-bytes", "retention.keep_bytes");
     m.put("shoal.retention.max-age-secs", "retention.max_age_secs");
     m.put("shoal.primary-key", "primary_key");

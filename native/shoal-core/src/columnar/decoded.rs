@@ -1,0 +1,159 @@
+//! Decoded columns kept in memory: the Arrow arrays that scans decoded from columnar
+//! files, per (file, row group, leaf column), up to a byte budget, evicted least recently
+//! used first.
+//!
+//! TellStore (Pilman et al., VLDB 2017, §4) scans a ColumnMap held in memory; shoal's
+//! durable columnar form is Parquet (compressed, encoded), whose decoding dominated the
+//! cost of repeated scans of cold data (zstd pages, dictionary strings materialised into
+//! `StringArray`s for every query). The cache keeps the decoded form of the columns that
+//! queries actually read, so a repeated query over cold data reads memory as TellStore's
+//! does, while columns no query reads stay compressed. Files are immutable, so an entry
+//! never goes stale; a dropped file's entries are forgotten with it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arrow_array::{Array, ArrayRef};
+use parking_lot::Mutex;
+
+/// A cached array's key: the file's id ([`super::ColumnarFile::id`]), the row group and
+/// the Parquet leaf column.
+type Key = (u64, usize, usize);
+
+#[derive(Debug)]
+struct Entry {
+    array: ArrayRef,
+    bytes: u64,
+    used_at: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: HashMap<Key, Entry>,
+    /// Bytes of the arrays held.
+    used: u64,
+    /// Logical clock of uses (least recently used goes first).
+    clock: u64,
+}
+
+/// A table's cache of decoded columns (see the module's documentation).
+#[derive(Debug)]
+pub(crate) struct DecodedColumns {
+    /// Bytes of arrays held at most ([`super::ColumnarConfig::cache_bytes`]); 0 keeps none.
+    capacity: u64,
+    state: Mutex<State>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl DecodedColumns {
+    /// An empty cache holding at most `capacity` bytes of arrays.
+    pub(crate) fn new(capacity: u64) -> Self {
+        Self { capacity, state: Mutex::new(State::default()), hits: AtomicU64::new(0), misses: AtomicU64::new(0) }
+    }
+
+    /// The array of `key`, if held (a use: it becomes the most recently used).
+    pub(crate) fn get(&self, file: u64, row_group: usize, leaf: usize) -> Option<ArrayRef> {
+        let mut state = self.state.lock();
+        state.clock += 1;
+        let clock = state.clock;
+        let found = state.entries.get_mut(&(file, row_group, leaf)).map(|entry| {
+            entry.used_at = clock;
+            entry.array.clone()
+        });
+        drop(state);
+        let counter = if found.is_some() { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Keeps `array` for `key`, evicting the least recently used arrays to make room; an
+    /// array larger than the whole capacity is not kept.
+    pub(crate) fn insert(&self, file: u64, row_group: usize, leaf: usize, array: &ArrayRef) {
+        let bytes = array.get_array_memory_size() as u64;
+        if bytes > self.capacity {
+            return;
+        }
+        let mut state = self.state.lock();
+        if let Some(old) = state.entries.remove(&(file, row_group, leaf)) {
+            state.used -= old.bytes;
+        }
+        while state.used + bytes > self.capacity {
+            let Some((&oldest, _)) = state.entries.iter().min_by_key(|(_, e)| e.used_at) else { break };
+            if let Some(evicted) = state.entries.remove(&oldest) {
+                state.used -= evicted.bytes;
+            }
+        }
+        state.clock += 1;
+        let used_at = state.clock;
+        state.used += bytes;
+        state.entries.insert((file, row_group, leaf), Entry { array: array.clone(), bytes, used_at });
+    }
+
+    /// Drops every array of `file` (a file deleted by retention).
+    pub(crate) fn forget(&self, file: u64) {
+        let mut state = self.state.lock();
+        let before = state.used;
+        let mut freed = 0;
+        state.entries.retain(|key, entry| {
+            let keep = key.0 != file;
+            if !keep {
+                freed += entry.bytes;
+            }
+            keep
+        });
+        state.used = before - freed;
+    }
+
+    /// Bytes of arrays held.
+    pub(crate) fn used_bytes(&self) -> u64 {
+        self.state.lock().used
+    }
+
+    /// Lookups that found their array, and those that did not.
+    pub(crate) fn hits_and_misses(&self) -> (u64, u64) {
+        (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::Int64Array;
+
+    use super::*;
+
+    fn array(len: usize) -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(0..len as i64))
+    }
+
+    #[test]
+    fn evicts_the_least_recently_used_and_stays_within_capacity() {
+        let one = array(1000).get_array_memory_size() as u64;
+        let cache = DecodedColumns::new(3 * one);
+        for leaf in 0..3 {
+            cache.insert(1, 0, leaf, &array(1000));
+        }
+        assert_eq!(cache.used_bytes(), 3 * one);
+        // Leaf 0 used: leaf 1 is now the least recently used, and goes first.
+        assert!(cache.get(1, 0, 0).is_some());
+        cache.insert(2, 0, 0, &array(1000));
+        assert!(cache.used_bytes() <= 3 * one);
+        assert!(cache.get(1, 0, 1).is_none());
+        assert!(cache.get(1, 0, 0).is_some() && cache.get(1, 0, 2).is_some() && cache.get(2, 0, 0).is_some());
+        assert_eq!(cache.hits_and_misses(), (4, 1));
+        // Too large for the whole cache: not kept, nothing evicted.
+        cache.insert(3, 0, 0, &array(10_000));
+        assert!(cache.get(3, 0, 0).is_none());
+        assert_eq!(cache.used_bytes(), 3 * one);
+        // A file's arrays go with it.
+        cache.forget(1);
+        assert_eq!(cache.used_bytes(), one);
+        assert!(cache.get(2, 0, 0).is_some());
+        // Capacity 0 keeps nothing.
+        let none = DecodedColumns::new(0);
+        none.insert(1, 0, 0, &array(1));
+        assert_eq!(none.used_bytes(), 0);
+    }
+}

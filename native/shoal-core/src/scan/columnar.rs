@@ -259,6 +259,30 @@ impl Table {
             }
             if output_served {
                 let Some(output_paths) = &output_paths else { continue };
+                if !walks.contains(&true) {
+                    // The selected rows taken from the columns as they are, when their types
+                    // allow it (else row by row below).
+                    let by_type = |path: &FieldPath| match file.layout.resolve(path) {
+                        Resolved::Columns(columns) => {
+                            ScalarType::ALL.map(|ty| columns[ty.slot()].and_then(column))
+                        }
+                        Resolved::Opaque => [None; 4],
+                    };
+                    let columns: Vec<[Option<&arrow_array::ArrayRef>; 4]> = output_paths.iter().map(by_type).collect();
+                    let selected: Vec<u32> = selection
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, s)| **s == TRUE)
+                        .map(|(row, _)| u32::try_from(row).unwrap_or(u32::MAX))
+                        .collect();
+                    let addresses = column(file.layout.address_column)
+                        .ok_or_else(|| crate::Error::Columnar("the _address column was not read".into()))?;
+                    match projector.emit_columns(&columns, &selected, addresses, sink)? {
+                        Some(ControlFlow::Break(())) => return Ok(ControlFlow::Break(())),
+                        Some(ControlFlow::Continue(())) => continue,
+                        None => {}
+                    }
+                }
                 let output_views: Vec<PathView<'_>> = output_paths.iter().map(|p| view_of(p)).collect();
                 let ids: Vec<usize> = match &projector.output {
                     Output::Columns { column_ids, .. } => column_ids.clone(),

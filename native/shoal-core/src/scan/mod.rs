@@ -286,6 +286,88 @@ impl Projector<'_> {
         Ok(if self.remaining == 0 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     }
 
+    /// Outputs the selected rows of a columnar row group straight from its decoded arrays
+    /// (TellStore §5: the selection applied to whole columns, no per-row work): `columns[i]`
+    /// holds the arrays of output column `i`'s path by JSON type (bool, int, float,
+    /// string), `selected` the rows to output (ascending), `addresses` every row's log
+    /// address. Returns `None`, having output nothing, when a column cannot be taken as it
+    /// is — its path holds a type other than the column's (the row-by-row path converts
+    /// those) or the column is not a scalar — and the flow otherwise. Honours the limit,
+    /// `batch_rows` and the column of addresses as [`Self::emit`] does.
+    fn emit_columns(
+        &mut self,
+        columns: &[[Option<&arrow_array::ArrayRef>; 4]],
+        selected: &[u32],
+        addresses: &arrow_array::ArrayRef,
+        sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
+    ) -> Result<Option<ControlFlow<()>>> {
+        use arrow_schema::DataType;
+        let Output::Columns { builder, .. } = &self.output else { return Ok(None) };
+        let schema = builder.schema();
+        let mut sources = Vec::with_capacity(columns.len());
+        for (field, arrays) in schema.fields().iter().zip(columns) {
+            // The slot of the column's own type among bool, int, float, string.
+            let slot = match field.data_type() {
+                DataType::Boolean => 0,
+                DataType::Int64 => 1,
+                DataType::Float64 => 2,
+                DataType::Utf8 => 3,
+                _ => return Ok(None),
+            };
+            if arrays.iter().enumerate().any(|(i, a)| i != slot && a.is_some()) {
+                return Ok(None);
+            }
+            sources.push((field.data_type().clone(), arrays[slot]));
+        }
+        if selected.is_empty() || self.remaining == 0 {
+            return Ok(Some(if self.remaining == 0 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }));
+        }
+        // What the row-by-row path holds goes first, to keep the rows in order.
+        if self.output.len() > 0 {
+            let batch = self.finish_batch()?;
+            if sink(batch)?.is_break() {
+                self.remaining = 0;
+                return Ok(Some(ControlFlow::Break(())));
+            }
+        }
+        let selected = &selected[..selected.len().min(self.remaining)];
+        let whole = selected.len() == addresses.len();
+        let indices = arrow_array::UInt32Array::from(selected.to_vec());
+        let take = |array: &arrow_array::ArrayRef| -> Result<arrow_array::ArrayRef> {
+            if whole {
+                return Ok(array.clone());
+            }
+            Ok(arrow_select::take::take(array.as_ref(), &indices, None)?)
+        };
+        let mut arrays = Vec::with_capacity(sources.len() + 1);
+        for (data_type, source) in &sources {
+            arrays.push(match source {
+                Some(array) => take(array)?,
+                None => arrow_array::new_null_array(data_type, selected.len()),
+            });
+        }
+        let mut fields: Vec<arrow_schema::FieldRef> = schema.fields().iter().cloned().collect();
+        if self.addresses.is_some() {
+            arrays.push(take(addresses)?);
+            fields.push(std::sync::Arc::new(address_field()));
+        }
+        let schema = std::sync::Arc::new(arrow_schema::Schema::new_with_metadata(fields, schema.metadata().clone()));
+        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(selected.len()));
+        let batch = RecordBatch::try_new_with_options(schema, arrays, &options)?;
+        self.remaining -= selected.len();
+        self.stats.records_returned += selected.len() as u64;
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let length = self.batch_rows.min(batch.num_rows() - offset);
+            if sink(batch.slice(offset, length))?.is_break() {
+                self.remaining = 0;
+                return Ok(Some(ControlFlow::Break(())));
+            }
+            offset += length;
+        }
+        Ok(Some(if self.remaining == 0 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }))
+    }
+
     /// The rows output so far as a batch, with the column of addresses last when asked.
     fn finish_batch(&mut self) -> Result<RecordBatch> {
         let batch = self.output.finish()?;

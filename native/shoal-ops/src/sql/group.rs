@@ -5,8 +5,9 @@
 //! The scan returns the key and argument columns of every record the `WHERE` keeps; memory
 //! grows with the number of groups, bounded by [`MAX_GROUPS`].
 
-use std::collections::HashMap;
 use std::sync::Arc;
+
+use foldhash::HashMap;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
@@ -123,6 +124,10 @@ pub(crate) struct Grouper {
     converter: RowConverter,
     /// Each group's number by the bytes of its key row (arrow-row's encoding).
     groups: HashMap<Box<[u8]>, usize>,
+    /// One `Utf8` key (`GROUP BY type`): each group's number by the key's bytes, and the
+    /// null key's group, so that a row costs one hash lookup of its string (no row
+    /// encoding); `None` for other keys.
+    text_key: Option<(HashMap<Box<[u8]>, usize>, Option<usize>)>,
     /// Each group's key row, in order of first appearance (empty without keys).
     order: Vec<Box<[u8]>>,
     group_count: usize,
@@ -185,10 +190,12 @@ impl Grouper {
             accumulators.push(accumulator);
             fields.push(Field::new(name, output_type, call.function != SqlAggregate::Count));
         }
+        let text_key = (keys.len() == 1 && input.field(keys[0]).data_type() == &DataType::Utf8).then(|| (HashMap::default(), None));
         let mut grouper = Self {
             keys,
             converter,
-            groups: HashMap::new(),
+            groups: HashMap::default(),
+            text_key,
             order: Vec::new(),
             group_count: 0,
             accumulators,
@@ -241,6 +248,8 @@ impl Grouper {
     pub(crate) fn push(&mut self, batch: &RecordBatch) -> Result<(), OpsError> {
         let groups: Vec<usize> = if self.keys.is_empty() {
             vec![0; batch.num_rows()]
+        } else if self.text_key.is_some() {
+            self.text_groups(batch.column(self.keys[0]))?
         } else {
             let columns: Vec<ArrayRef> = self.keys.iter().map(|&i| Arc::clone(batch.column(i))).collect();
             let rows = self.converter.convert_columns(&columns).map_err(|e| OpsError::internal(e.to_string()))?;
@@ -258,6 +267,33 @@ impl Grouper {
             update(accumulator, batch, &groups);
         }
         Ok(())
+    }
+
+    /// Each row's group by its one `Utf8` key ([`Self::text_key`]); a new key's group is
+    /// added with the key's row encoding, as [`Self::push`] adds it for other keys.
+    fn text_groups(&mut self, keys: &ArrayRef) -> Result<Vec<usize>, OpsError> {
+        let strings = keys.as_string::<i32>();
+        let mut groups = Vec::with_capacity(strings.len());
+        for row in 0..strings.len() {
+            let (by_text, null_group) = self.text_key.as_ref().ok_or_else(|| OpsError::internal("no text key"))?;
+            let known = if strings.is_valid(row) { by_text.get(strings.value(row).as_bytes()).copied() } else { *null_group };
+            let group = match known {
+                Some(group) => group,
+                None => {
+                    let encoded = self.converter.convert_columns(&[keys.slice(row, 1)]).map_err(|e| OpsError::internal(e.to_string()))?;
+                    let group = self.add_group(Some(encoded.row(0).as_ref()))?;
+                    let (by_text, null_group) = self.text_key.as_mut().ok_or_else(|| OpsError::internal("no text key"))?;
+                    if strings.is_valid(row) {
+                        by_text.insert(strings.value(row).as_bytes().into(), group);
+                    } else {
+                        *null_group = Some(group);
+                    }
+                    group
+                }
+            };
+            groups.push(group);
+        }
+        Ok(groups)
     }
 
     /// The groups as one batch (keys, then aggregates), in order of first appearance.

@@ -352,3 +352,32 @@ fn delete_statements_become_the_delete_action_and_other_changes_are_refused_by_n
     // As a query, DELETE names the way it runs.
     assert!(refused("DELETE FROM users").contains("execute_update"));
 }
+
+#[test]
+fn one_text_key_groups_as_the_row_encoding_does() {
+    // GROUP BY type takes the one-string-key path; GROUP BY type, payload.size (always
+    // null here) the row encoding: the same groups, counts and order of appearance.
+    let keys: Vec<Option<String>> = (0..5_000u32)
+        .map(|i| match i.wrapping_mul(2_654_435_761) % 23 {
+            0 => None,
+            1 => Some(String::new()),
+            k => Some(format!("k{}é", k % 17)),
+        })
+        .collect();
+    let run = |text: &str| {
+        let mut shaper = Shaper::new(&parse(text).shape, &typed_batch(&[], &[]).schema()).unwrap();
+        for chunk in keys.chunks(777) {
+            let types: Vec<Option<&str>> = chunk.iter().map(Option::as_deref).collect();
+            shaper.push(typed_batch(&types, &vec![None; chunk.len()])).unwrap();
+        }
+        let out = shaper.finish().unwrap().unwrap();
+        let types: Vec<Option<String>> = out.column(0).as_any().downcast_ref::<StringArray>().unwrap().iter().map(|t| t.map(str::to_owned)).collect();
+        let counts: Vec<i64> = out.column(out.num_columns() - 1).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec();
+        (types, counts)
+    };
+    let one = run("SELECT type, count(*) FROM e GROUP BY type");
+    let two = run("SELECT type, count(*) FROM e GROUP BY type, payload.size");
+    assert_eq!(one, two);
+    assert_eq!(one.1.iter().sum::<i64>(), keys.len() as i64);
+    assert!(one.0.contains(&None) && one.0.contains(&Some(String::new())), "{:?}", one.0);
+}

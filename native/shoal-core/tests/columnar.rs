@@ -192,6 +192,52 @@ fn github_events_give_the_same_rows_with_the_tier_on_and_off() {
 }
 
 #[test]
+fn row_groups_whose_statistics_rule_the_filter_out_are_skipped() {
+    // Values that grow with the log (as timestamps and ids do), of several types per path
+    // in places: each row group's minimum and maximum bound a narrow range.
+    let records: Vec<String> = (0..3_000)
+        .map(|i| match i % 10 {
+            3 => format!(r#"{{"n": {i}.5, "s": "k{i:05}", "t": {i}}}"#),
+            7 => format!(r#"{{"n": "text", "s": {i}, "t": "k{i:05}"}}"#),
+            _ => format!(r#"{{"n": {i}, "s": "k{i:05}", "t": {i}, "b": true}}"#),
+        })
+        .collect();
+    let on = Table::create(config(None, true)).expect("table");
+    let off = Table::create(config(None, false)).expect("table");
+    for table in [&on, &off] {
+        ingest(table, &records);
+    }
+    wait_compacted(&on);
+    let output = Output::Columns(vec!["n", "s"]);
+    for (filter, prunes) in [
+        ("n >= 2950", true),
+        ("n = 17", true),
+        ("n = 13.5", true),
+        ("n > 2998.9", true),
+        ("n <= 100 AND s = 'k00050'", true),
+        ("s < 'k00100'", true),
+        ("s >= 'k02990' AND n > 0", true),
+        ("t = 'k00007'", true),
+        ("n < 10 AND n > 2000", true),
+        ("n = 'text'", false),
+        ("n <> 5", false),
+        ("n > 5 OR s = 'k00001'", false),
+        ("b = TRUE AND n > 2900", true),
+        ("n IS NULL", false),
+    ] {
+        let (expected, _, _) = run(&off, Some(filter), &output, None);
+        let (got, stats, reason) = run(&on, Some(filter), &output, None);
+        assert_eq!(got, expected, "{filter}: {reason}");
+        assert!(stats.columnar_rows > 0 || expected.is_empty() || stats.columnar_row_groups_skipped > 0, "{filter}: {stats:?}");
+        if prunes {
+            assert!(stats.columnar_row_groups_skipped > 10, "{filter} skips row groups: {stats:?}");
+        }
+        let (limited, _, _) = run(&on, Some(filter), &output, Some(3));
+        assert_eq!(limited.len(), expected.len().min(3), "{filter}");
+    }
+}
+
+#[test]
 fn decoded_columns_are_kept_within_their_budget_and_give_the_same_rows() {
     let Some(lines) = common::github_events(3_000) else { return };
     // No cache, a cache smaller than the columns the queries read (evictions), the default.

@@ -201,6 +201,82 @@ impl ColumnarFile {
         self.row_group_addresses.len()
     }
 
+    /// Whether some row of `row_group` may satisfy `filter` (SQL true), judged from the
+    /// row group's column statistics (minimum and maximum per leaf column): false only
+    /// when a conjunct of `filter` is a comparison of a path with a number or string that
+    /// no value between its columns' minimum and maximum satisfies. A column without
+    /// statistics, a string column whose statistics are truncated, and every other kind
+    /// of term can satisfy anything. Values of another JSON type than the literal's never
+    /// make a comparison true ([`crate::psf::Expr::eval_with`]), so only the literal's
+    /// columns count: a numeric literal's the int and float ones.
+    pub(crate) fn may_match(&self, row_group: usize, filter: &crate::psf::Expr) -> bool {
+        use crate::psf::Expr;
+        match filter {
+            Expr::And(terms) => terms.iter().all(|term| self.may_match(row_group, term)),
+            Expr::Cmp { path, op, value } => self.comparison_may_hold(row_group, path, *op, value),
+            _ => true,
+        }
+    }
+
+    fn comparison_may_hold(&self, row_group: usize, path: &crate::path::FieldPath, op: crate::psf::CmpOp, literal: &crate::psf::Literal) -> bool {
+        use crate::psf::Literal;
+        use std::cmp::Ordering;
+        let layout::Resolved::Columns(columns) = self.layout.resolve(path) else { return true };
+        let group = self.metadata.metadata().row_group(row_group);
+        // `None`: the file has no column of that type (no value can satisfy); `Some(None)`:
+        // a column whose statistics say nothing (any value can).
+        let statistics = |ty: ScalarType| columns[ty.slot()].map(|leaf| group.column(leaf).statistics());
+        // Whether some value v with min <= v <= max satisfies `v op literal`, from how
+        // the minimum and the maximum compare with the literal.
+        let between = |min: Option<Ordering>, max: Option<Ordering>| {
+            let (Some(min), Some(max)) = (min, max) else { return true };
+            match op {
+                crate::psf::CmpOp::Eq => min != Ordering::Greater && max != Ordering::Less,
+                crate::psf::CmpOp::NotEq => !(min == Ordering::Equal && max == Ordering::Equal),
+                crate::psf::CmpOp::Lt => min == Ordering::Less,
+                crate::psf::CmpOp::LtEq => min != Ordering::Greater,
+                crate::psf::CmpOp::Gt => max == Ordering::Greater,
+                crate::psf::CmpOp::GtEq => max != Ordering::Less,
+            }
+        };
+        match literal {
+            Literal::Int(_) | Literal::Float(_) => {
+                #[allow(clippy::cast_precision_loss)]
+                let ints = match statistics(ScalarType::Int) {
+                    None => false,
+                    Some(Some(Statistics::Int64(s))) => match (s.min_opt(), s.max_opt(), literal) {
+                        (Some(min), Some(max), Literal::Int(l)) => between(Some(min.cmp(l)), Some(max.cmp(l))),
+                        (Some(min), Some(max), Literal::Float(l)) => between((*min as f64).partial_cmp(l), (*max as f64).partial_cmp(l)),
+                        _ => true,
+                    },
+                    Some(_) => true,
+                };
+                #[allow(clippy::cast_precision_loss)]
+                let floats = match statistics(ScalarType::Float) {
+                    None => false,
+                    Some(Some(Statistics::Double(s))) => match (s.min_opt(), s.max_opt(), literal) {
+                        (Some(min), Some(max), Literal::Int(l)) => between(min.partial_cmp(&(*l as f64)), max.partial_cmp(&(*l as f64))),
+                        (Some(min), Some(max), Literal::Float(l)) => between(min.partial_cmp(l), max.partial_cmp(l)),
+                        _ => true,
+                    },
+                    Some(_) => true,
+                };
+                ints || floats
+            }
+            Literal::Str(text) => match statistics(ScalarType::String) {
+                None => false,
+                Some(Some(Statistics::ByteArray(s))) if s.min_is_exact() && s.max_is_exact() => {
+                    match (s.min_bytes_opt(), s.max_bytes_opt()) {
+                        (Some(min), Some(max)) => between(Some(min.cmp(text.as_bytes())), Some(max.cmp(text.as_bytes()))),
+                        _ => true,
+                    }
+                }
+                Some(_) => true,
+            },
+            Literal::Bool(_) | Literal::Null => true,
+        }
+    }
+
     /// The arrays of `leaves` (Parquet leaf column indices) of row group `row_group`, in
     /// the order of `leaves`: taken from `cache` where it holds them, the others decoded
     /// from the file (one read of the row group's missing columns) and kept there.

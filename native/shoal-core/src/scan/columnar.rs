@@ -195,7 +195,11 @@ impl Table {
         }
         leaves.sort_unstable();
         leaves.dedup();
-        let row_groups = file.row_groups_in(from, to);
+        let mut row_groups = file.row_groups_in(from, to);
+        if let Some(filter) = &projector.filter_expr {
+            // Row groups whose statistics rule the filter out are not read.
+            row_groups.retain(|&row_group| file.may_match(row_group, filter));
+        }
         projector.stats.columnar_row_groups_skipped += (file.row_group_count() - row_groups.len()) as u64;
         if row_groups.is_empty() {
             return Ok(ControlFlow::Continue(()));

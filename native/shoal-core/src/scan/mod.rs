@@ -95,7 +95,8 @@ pub struct ScanStats {
     pub device_reads: u64,
     /// Rows of columnar files read by columnar scans (before the filter).
     pub columnar_rows: u64,
-    /// Row groups of columnar files skipped by their `_address` statistics.
+    /// Row groups of columnar files skipped by their statistics: `_address` out of the
+    /// range, or minimums and maximums that rule the filter out.
     pub columnar_row_groups_skipped: u64,
     /// Keyed tables: matching records dropped by validation (superseded or deleted
     /// versions, [`crate::keys`]).

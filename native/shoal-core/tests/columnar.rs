@@ -197,6 +197,8 @@ fn row_groups_whose_statistics_rule_the_filter_out_are_skipped() {
     // in places: each row group's minimum and maximum bound a narrow range.
     let records: Vec<String> = (0..3_000)
         .map(|i| match i % 10 {
+            // Floats, some beyond f64's range (parsed as infinity; answered as null on every path).
+            1 => format!(r#"{{"n": {i}, "s": "k{i:05}", "t": {i}, "f": {}}}"#, if i % 3 == 0 { "1e400".to_owned() } else { format!("{i}.25") }),
             3 => format!(r#"{{"n": {i}.5, "s": "k{i:05}", "t": {i}}}"#),
             7 => format!(r#"{{"n": "text", "s": {i}, "t": "k{i:05}"}}"#),
             _ => format!(r#"{{"n": {i}, "s": "k{i:05}", "t": {i}, "b": true}}"#),
@@ -208,7 +210,7 @@ fn row_groups_whose_statistics_rule_the_filter_out_are_skipped() {
         ingest(table, &records);
     }
     wait_compacted(&on);
-    let output = Output::Columns(vec!["n", "s"]);
+    let output = Output::Columns(vec!["n", "s", "f"]);
     for (filter, prunes) in [
         ("n >= 2950", true),
         ("n = 17", true),
@@ -224,6 +226,7 @@ fn row_groups_whose_statistics_rule_the_filter_out_are_skipped() {
         ("n > 5 OR s = 'k00001'", false),
         ("b = TRUE AND n > 2900", true),
         ("n IS NULL", false),
+        ("f > 0", false),
     ] {
         let (expected, _, _) = run(&off, Some(filter), &output, None);
         let (got, stats, reason) = run(&on, Some(filter), &output, None);

@@ -121,6 +121,9 @@ enum Source {
 pub struct ColumnarFile {
     /// Unique among the files loaded by this process (the key of its decoded columns).
     id: u64,
+    /// Set when retention dropped the file: scans still reading it no longer keep its
+    /// decoded columns.
+    dropped: AtomicBool,
     /// First log address covered (a page boundary).
     pub from: u64,
     /// One past the last log address covered (a page boundary).
@@ -176,6 +179,7 @@ impl ColumnarFile {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            dropped: AtomicBool::new(false),
             from,
             to,
             rows,
@@ -279,12 +283,21 @@ impl ColumnarFile {
 
     /// The arrays of `leaves` (Parquet leaf column indices) of row group `row_group`, in
     /// the order of `leaves`: taken from `cache` where it holds them, the others decoded
-    /// from the file (one read of the row group's missing columns) and kept there.
+    /// from the file (one read of the row group's missing columns) and kept there. An
+    /// on-disk file is opened at the first miss and kept in `opened` for the scan's later
+    /// row groups, so a scan that began reading a file finishes it even if retention
+    /// deletes the file meanwhile.
     ///
     /// # Errors
     /// [`Error::Io`] when the file cannot be opened, [`Error::Columnar`] when it does not
     /// decode.
-    pub(crate) fn row_group_columns(&self, row_group: usize, leaves: &[usize], cache: &DecodedColumns) -> Result<Vec<ArrayRef>> {
+    pub(crate) fn row_group_columns(
+        &self,
+        row_group: usize,
+        leaves: &[usize],
+        cache: &DecodedColumns,
+        opened: &mut Option<std::fs::File>,
+    ) -> Result<Vec<ArrayRef>> {
         let mut arrays: Vec<Option<ArrayRef>> = leaves.iter().map(|&leaf| cache.get(self.id, row_group, leaf)).collect();
         let mut missing: Vec<usize> = leaves.iter().zip(&arrays).filter(|(_, a)| a.is_none()).map(|(&leaf, _)| leaf).collect();
         if !missing.is_empty() {
@@ -292,10 +305,18 @@ impl ColumnarFile {
             missing.dedup();
             let decoded = match &self.source {
                 Source::Memory(bytes) => self.decode(bytes.clone(), row_group, &missing)?,
-                Source::File(path) => self.decode(std::fs::File::open(path).map_err(|e| Error::io(path, e))?, row_group, &missing)?,
+                Source::File(path) => {
+                    if opened.is_none() {
+                        *opened = Some(std::fs::File::open(path).map_err(|e| Error::io(path, e))?);
+                    }
+                    let file = opened.as_ref().map(std::fs::File::try_clone).transpose().map_err(|e| Error::io(path, e))?;
+                    self.decode(file.ok_or_else(|| columnar_error(&self.name, "not opened"))?, row_group, &missing)?
+                }
             };
-            for (leaf, array) in missing.iter().zip(&decoded) {
-                cache.insert(self.id, row_group, *leaf, array);
+            if !self.dropped.load(Ordering::Acquire) {
+                for (leaf, array) in missing.iter().zip(&decoded) {
+                    cache.insert(self.id, row_group, *leaf, array);
+                }
             }
             for (slot, leaf) in arrays.iter_mut().zip(leaves) {
                 if slot.is_none() {
@@ -543,6 +564,7 @@ impl ColumnarStore {
             return Ok(0);
         }
         for file in &dropped {
+            file.dropped.store(true, Ordering::Release);
             self.decoded.forget(file.id);
         }
         // The manifest first, so that a crash in between leaves only unlisted files.

@@ -206,9 +206,10 @@ impl Table {
         }
         let whole_file = from <= file.from && to >= file.to;
         let (mut selected_addresses, mut selected_walks) = (Vec::new(), Vec::new());
+        let mut opened = None;
         for row_group in row_groups {
             // Decoded once, then kept in memory for later scans (`columnar::DecodedColumns`).
-            let arrays = file.row_group_columns(row_group, &leaves, &self.columnar.decoded)?;
+            let arrays = file.row_group_columns(row_group, &leaves, &self.columnar.decoded, &mut opened)?;
             let column = |leaf: usize| leaves.binary_search(&leaf).ok().map(|i| &arrays[i]);
             let views: Vec<PathView<'_>> = paths
                 .iter()

@@ -183,6 +183,18 @@ struct Projector<'t> {
     validator: Option<keyed::Validator<'t>>,
 }
 
+/// A `Float64` column with its non-finite values (numbers beyond ±1.8e308, which parsers
+/// give as ±infinity) null, as the row-by-row builder makes them.
+fn finite_only(array: arrow_array::ArrayRef) -> arrow_array::ArrayRef {
+    use arrow_array::cast::AsArray;
+    let floats = array.as_primitive::<arrow_array::types::Float64Type>();
+    if floats.iter().flatten().all(f64::is_finite) {
+        return array;
+    }
+    let finite: arrow_array::Float64Array = floats.iter().map(|v| v.filter(|f| f.is_finite())).collect();
+    std::sync::Arc::new(finite)
+}
+
 impl Projector<'_> {
     /// Filters `payloads`, projects the matches, and emits full batches. Breaks when the
     /// limit is reached or the sink asks to stop. In a keyed table, the candidates were
@@ -343,6 +355,7 @@ impl Projector<'_> {
         let mut arrays = Vec::with_capacity(sources.len() + 1);
         for (data_type, source) in &sources {
             arrays.push(match source {
+                Some(array) if *data_type == DataType::Float64 => finite_only(take(array)?),
                 Some(array) => take(array)?,
                 None => arrow_array::new_null_array(data_type, selected.len()),
             });

@@ -53,6 +53,17 @@ impl ScalarType {
         self as usize
     }
 
+    /// The Arrow type of its columns: `Boolean`, `Int64`, `Float64`, `Utf8`.
+    #[must_use]
+    pub fn data_type(self) -> arrow_schema::DataType {
+        match self {
+            ScalarType::Bool => arrow_schema::DataType::Boolean,
+            ScalarType::Int => arrow_schema::DataType::Int64,
+            ScalarType::Float => arrow_schema::DataType::Float64,
+            ScalarType::String => arrow_schema::DataType::Utf8,
+        }
+    }
+
     /// The suffix of the column's name when its path holds several types (`a:int`).
     #[must_use]
     pub fn name(self) -> &'static str {

@@ -319,14 +319,9 @@ impl Projector<'_> {
         let schema = builder.schema();
         let mut sources = Vec::with_capacity(columns.len());
         for (field, arrays) in schema.fields().iter().zip(columns) {
-            // The slot of the column's own type among bool, int, float, string.
-            let slot = match field.data_type() {
-                DataType::Boolean => 0,
-                DataType::Int64 => 1,
-                DataType::Float64 => 2,
-                DataType::Utf8 => 3,
-                _ => return Ok(None),
-            };
+            // The slot of the column's own type among the path's typed columns.
+            let own = crate::columnar::ScalarType::ALL.iter().position(|ty| ty.data_type() == *field.data_type());
+            let Some(slot) = own else { return Ok(None) };
             if arrays.iter().enumerate().any(|(i, a)| i != slot && a.is_some()) {
                 return Ok(None);
             }
@@ -344,13 +339,13 @@ impl Projector<'_> {
             }
         }
         let selected = &selected[..selected.len().min(self.remaining)];
-        let whole = selected.len() == addresses.len();
-        let indices = arrow_array::UInt32Array::from(selected.to_vec());
+        // Every row selected: the arrays themselves; else the selected rows' indices.
+        let indices = (selected.len() != addresses.len()).then(|| arrow_array::UInt32Array::from(selected.to_vec()));
         let take = |array: &arrow_array::ArrayRef| -> Result<arrow_array::ArrayRef> {
-            if whole {
-                return Ok(array.clone());
+            match &indices {
+                None => Ok(array.clone()),
+                Some(indices) => Ok(arrow_select::take::take(array.as_ref(), indices, None)?),
             }
-            Ok(arrow_select::take::take(array.as_ref(), &indices, None)?)
         };
         let mut arrays = Vec::with_capacity(sources.len() + 1);
         for (data_type, source) in &sources {

@@ -19,6 +19,15 @@ cd "$repo_root"
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# A whole run writes about 8 GB under target/ and up to 1 GB of temporary directories (each test
+# deletes its own); a full disk shows up later as a compiler's "No space left on device".
+free_kb() { df -Pk "$1" | awk 'NR == 2 { print $4 }'; }
+for dir in "$repo_root" "${TMPDIR:-/tmp}"; do
+  if (( $(free_kb "$dir") < 12 * 1024 * 1024 )); then
+    echo "warning: $(( $(free_kb "$dir") / 1024 )) MB free on the file system of $dir; this run needs about 12 GB" >&2
+  fi
+done
+
 step "release: versions agree and the image definition's inputs exist (scripts/release.sh --check)"
 scripts/release.sh --check
 

@@ -72,6 +72,13 @@ class GithubEventsRoundTripTest {
     if (shoal != null) {
       shoal.close();
     }
+    if (dir != null) {
+      try (java.util.stream.Stream<Path> paths = Files.walk(dir)) {
+        paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+      } catch (java.io.IOException e) {
+        System.err.println("could not delete " + dir + ": " + e);
+      }
+    }
   }
 
   private PutResult ingestAsArrow(List<String> batch) {

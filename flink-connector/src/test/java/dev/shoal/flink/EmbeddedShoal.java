@@ -21,6 +21,8 @@ public final class EmbeddedShoal implements ShoalTarget {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   private Path dataDir;
+  /** The temporary directory {@link #start()} made, deleted by {@link #stop()}. */
+  private Path ownedDir;
   private ShoalEmbedded store;
 
   @Override
@@ -30,7 +32,8 @@ public final class EmbeddedShoal implements ShoalTarget {
 
   @Override
   public void start() throws Exception {
-    dataDir = Files.createTempDirectory("shoal-flink-embedded").resolve("data");
+    ownedDir = Files.createTempDirectory("shoal-flink-embedded");
+    dataDir = ownedDir.resolve("data");
     store = ShoalEmbedded.open(dataDir);
   }
 
@@ -42,6 +45,8 @@ public final class EmbeddedShoal implements ShoalTarget {
       store = null;
       awaitReleasedBySink(dataDir);
     }
+    ShoalTarget.deleteTree(ownedDir);
+    ownedDir = null;
   }
 
   /**

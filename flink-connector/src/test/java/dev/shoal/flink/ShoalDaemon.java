@@ -61,6 +61,8 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
   private final String token;
   private final List<String> extraArgs;
   private Path dataDir;
+  /** The temporary directory {@link #start()} made (deleted by {@link #stop()}), or null. */
+  private Path ownedDir;
   private Process process;
   private final List<String> output = Collections.synchronizedList(new ArrayList<>());
   private BufferAllocator allocator;
@@ -124,7 +126,8 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
 
   @Override
   public void start() throws Exception {
-    start(Files.createTempDirectory("shoal-flink-test").resolve("data"));
+    ownedDir = Files.createTempDirectory("shoal-flink-test");
+    start(ownedDir.resolve("data"));
   }
 
   /** Starts the daemon on {@code dataDir} (created if missing; its tables are recovered). */
@@ -212,6 +215,8 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
         fail("shoal did not stop within 60 s of SIGTERM:\n" + String.join("\n", output));
       }
     }
+    ShoalTarget.deleteTree(ownedDir);
+    ownedDir = null;
   }
 
   @Override

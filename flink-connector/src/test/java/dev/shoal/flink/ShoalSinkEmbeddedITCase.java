@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.shoal.embedded.ShoalEmbedded;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Optional;
@@ -13,6 +12,7 @@ import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.ExceptionUtils;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@link ShoalSinkITCase} against the engine in the test JVM ({@code embedded:<dir>}; the jobs'
@@ -24,8 +24,8 @@ import org.junit.jupiter.api.Test;
 class ShoalSinkEmbeddedITCase extends ShoalSinkITCase {
 
   @Test
-  void whatAJobWroteIsServedByADaemonOnceTheJobsEngineClosed() throws Exception {
-    Path dir = Files.createTempDirectory("shoal-flink-handover").resolve("data");
+  void whatAJobWroteIsServedByADaemonOnceTheJobsEngineClosed(@TempDir Path tmp) throws Exception {
+    Path dir = tmp.resolve("data");
     try (ShoalEmbedded store = ShoalEmbedded.open(dir)) {
       store.createTable("handover"); // the engine closes with this handle
     }
@@ -54,8 +54,8 @@ class ShoalSinkEmbeddedITCase extends ShoalSinkITCase {
   }
 
   @Test
-  void aDirectoryHeldByADaemonFailsTheJobNamingOptionEndpoint() throws Exception {
-    Path dir = Files.createTempDirectory("shoal-flink-locked").resolve("data");
+  void aDirectoryHeldByADaemonFailsTheJobNamingOptionEndpoint(@TempDir Path tmp) throws Exception {
+    Path dir = tmp.resolve("data");
     ShoalDaemon daemon = new ShoalDaemon();
     daemon.start(dir);
     try {
@@ -80,8 +80,8 @@ class ShoalSinkEmbeddedITCase extends ShoalSinkITCase {
   }
 
   @Test
-  void aFailedJobLeavesNoHandleBehind() throws Exception {
-    Path dir = Files.createTempDirectory("shoal-flink-failed").resolve("data");
+  void aFailedJobLeavesNoHandleBehind(@TempDir Path tmp) throws Exception {
+    Path dir = tmp.resolve("data");
     StreamExecutionEnvironment env = environment("none");
     env.enableCheckpointing(200);
     env.fromData("{\"id\":\"a\"}", "{\"id\":\"b\"}").sinkTo(ShoalSink.<String>builder()

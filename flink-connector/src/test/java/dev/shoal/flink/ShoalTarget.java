@@ -43,4 +43,19 @@ public interface ShoalTarget {
    * (JSON text for nested values).
    */
   List<String> column(String table, String column) throws Exception;
+
+  /**
+   * Deletes {@code root} and everything under it, best effort (a fixture's temporary directory once
+   * its shoal stopped: the test runs leave nothing in {@code java.io.tmpdir}).
+   */
+  static void deleteTree(java.nio.file.Path root) {
+    if (root == null || !java.nio.file.Files.exists(root)) {
+      return;
+    }
+    try (java.util.stream.Stream<java.nio.file.Path> paths = java.nio.file.Files.walk(root)) {
+      paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    } catch (java.io.IOException | java.io.UncheckedIOException e) {
+      System.err.println("could not delete " + root + ": " + e);
+    }
+  }
 }

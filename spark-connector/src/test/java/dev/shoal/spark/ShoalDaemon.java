@@ -24,6 +24,8 @@ public final class ShoalDaemon implements ShoalTarget {
   static final String READY = "shoal ready: listening on ";
   private final Process process;
   private volatile int port;
+  /** The temporary directory to delete on {@link #close()} ({@link #deletingOnClose}), or null. */
+  private Path ownedDir;
   private final List<String> log = Collections.synchronizedList(new ArrayList<>());
 
   private ShoalDaemon(Process process) {
@@ -100,5 +102,12 @@ public final class ShoalDaemon implements ShoalTarget {
         throw new IllegalStateException("shoal did not stop within 60 s of SIGTERM");
       }
     }
+    ShoalTarget.deleteTree(ownedDir);
+  }
+
+  /** Deletes {@code dir} (the temporary directory holding the data directory) on {@link #close()}. */
+  ShoalDaemon deletingOnClose(Path dir) {
+    this.ownedDir = dir;
+    return this;
   }
 }

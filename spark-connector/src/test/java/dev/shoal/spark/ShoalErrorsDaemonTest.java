@@ -7,6 +7,7 @@ import java.net.ServerSocket;
 import java.util.List;
 
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
@@ -31,8 +32,8 @@ class ShoalErrorsDaemonTest extends ShoalErrorsTest {
   }
 
   @Test
-  void bearer_token_option_authenticates_and_its_absence_is_named() throws Exception {
-    try (ShoalDaemon secured = ShoalDaemon.start(java.nio.file.Files.createTempDirectory("shoal-auth").resolve("data"),
+  void bearer_token_option_authenticates_and_its_absence_is_named(@TempDir java.nio.file.Path tmp) throws Exception {
+    try (ShoalDaemon secured = ShoalDaemon.start(tmp.resolve("data"),
         "--auth-token", "s3cret")) {
       try (ShoalClient client = ShoalClient.open(java.net.URI.create(secured.endpoint()), "s3cret")) {
         client.createTableIfNotExists("locked");

@@ -11,6 +11,7 @@ import java.util.List;
 import dev.shoal.embedded.EmbeddedEngines;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
@@ -23,8 +24,8 @@ class ShoalErrorsEmbeddedTest extends ShoalErrorsTest {
   static final ShoalTargetExtension TARGET = new ShoalTargetExtension(ShoalTarget.Mode.EMBEDDED);
 
   @Test
-  void a_data_directory_that_is_a_file_names_the_endpoint_option() throws Exception {
-    Path file = Files.createTempFile("shoal-not-a-directory", ".txt");
+  void a_data_directory_that_is_a_file_names_the_endpoint_option(@TempDir Path tmp) throws Exception {
+    Path file = Files.createFile(tmp.resolve("shoal-not-a-directory.txt"));
     String m = message(assertThrows(Exception.class,
         () -> spark.read().format("shoal").option("endpoint", "embedded:" + file).option("table", "small").load()));
     assertTrue(m.contains("option 'endpoint'") && m.contains("cannot create the data directory") && m.contains(file.toString()), m);
@@ -41,8 +42,8 @@ class ShoalErrorsEmbeddedTest extends ShoalErrorsTest {
   }
 
   @Test
-  void a_directory_held_by_a_daemon_cannot_be_opened_and_the_error_says_so() throws Exception {
-    Path dir = Files.createTempDirectory("shoal-locked").resolve("data");
+  void a_directory_held_by_a_daemon_cannot_be_opened_and_the_error_says_so(@TempDir Path tmp) throws Exception {
+    Path dir = tmp.resolve("data");
     try (ShoalDaemon daemon = ShoalDaemon.start(dir)) {
       ingest(daemon.endpoint(), "held", List.of("{\"a\": 1}"), 10);
       String m = message(assertThrows(Exception.class,
@@ -59,8 +60,8 @@ class ShoalErrorsEmbeddedTest extends ShoalErrorsTest {
   }
 
   @Test
-  void engine_options_are_passed_and_a_bad_one_is_named() throws Exception {
-    Path dir = Files.createTempDirectory("shoal-options").resolve("data");
+  void engine_options_are_passed_and_a_bad_one_is_named(@TempDir Path tmp) throws Exception {
+    Path dir = tmp.resolve("data");
     String m = message(assertThrows(Exception.class, () -> spark.read().format("shoal").option("endpoint", "embedded:" + dir)
         .option("table", "t").option("embedded.config.no_such_key", "1").load()));
     assertTrue(m.contains("embedded.config.") && m.contains("no_such_key") && m.contains("INVALID_ARGUMENT"), m);

@@ -2,12 +2,12 @@ package dev.shoal.spark;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import java.nio.file.Files;
 import java.nio.file.Path;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
@@ -20,8 +20,8 @@ class ShoalReadWriteEmbeddedTest extends ShoalReadWriteTest {
   static final ShoalTargetExtension TARGET = new ShoalTargetExtension(ShoalTarget.Mode.EMBEDDED);
 
   @Test
-  void an_embedded_write_is_served_by_a_daemon_once_the_engine_closed() throws Exception {
-    Path dir = Files.createTempDirectory("shoal-handover").resolve("data");
+  void an_embedded_write_is_served_by_a_daemon_once_the_engine_closed(@TempDir Path tmp) throws Exception {
+    Path dir = tmp.resolve("data");
     Dataset<Row> source = oracle.where("type IN ('IssuesEvent', 'ReleaseEvent')");
     // keep-alive 0: the engine closes (flush, checkpoint, unlock) with the last writer
     source.write().format("shoal").option("endpoint", "embedded:" + dir).option("table", "handover")

@@ -19,6 +19,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Writes through DoPut, sharded tables (two daemons, or two embedded directories), columns of
@@ -31,6 +32,8 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
   SparkSession spark;
   String endpoint;
   private ShoalTarget second;
+  /** Checkpoint locations and Spark's JSON input files (JUnit deletes it after the class). */
+  @TempDir Path tmp;
   Dataset<Row> oracle;
 
   @BeforeAll
@@ -102,7 +105,7 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
         "{\"k\": 4, \"m\": true, \"o\": null}",
         "{\"k\": 5}");
     ingest(endpoint, "mixed", records, 10);
-    Path file = Files.createTempFile("mixed", ".json");
+    Path file = Files.createTempFile(tmp, "mixed", ".json");
     Files.write(file, records);
     Dataset<Row> json = spark.read().json(file.toString());
     Dataset<Row> shoal = read(endpoint, "mixed");
@@ -125,7 +128,7 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
     List<String> events = events();
     String table = "streamed";
     ingest(endpoint, table, events.subList(0, 3000), 500);
-    Path checkpoint = Files.createTempDirectory("shoal-stream");
+    Path checkpoint = Files.createTempDirectory(tmp, "shoal-stream");
     List<String> seen = Collections.synchronizedList(new ArrayList<>());
     List<Long> batchSizes = Collections.synchronizedList(new ArrayList<>());
     Runnable run = () -> {
@@ -166,7 +169,7 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
         .select("id", "type").writeStream()
         .foreachBatch((org.apache.spark.api.java.function.VoidFunction2<Dataset<Row>, Long>) (batch, id) ->
             batch.collectAsList().forEach(r -> issues.add(r.getString(1))))
-        .option("checkpointLocation", Files.createTempDirectory("shoal-stream-f").toString())
+        .option("checkpointLocation", Files.createTempDirectory(tmp, "shoal-stream-f").toString())
         .trigger(org.apache.spark.sql.streaming.Trigger.AvailableNow())
         .start().awaitTermination();
     long expectedIssues = events.subList(0, 4000).stream().filter(e -> e.contains("\"type\":\"IssuesEvent\"")).count();
@@ -183,7 +186,7 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
     String table = "durable_streamed";
     List<String> events = events().subList(0, 200); // a few hundred KB: in the open page (durability none)
     ingest(endpoint, table, events, 100);
-    Path checkpoint = Files.createTempDirectory("shoal-stream-durable");
+    Path checkpoint = Files.createTempDirectory(tmp, "shoal-stream-durable");
     List<String> seen = Collections.synchronizedList(new ArrayList<>());
     Runnable run = () -> {
       try {
@@ -246,7 +249,7 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
             .option("startingOffsets", behind).option("failOnDataLoss", failOnDataLoss.toString()).load()
             .select("id").writeStream()
             .foreachBatch((org.apache.spark.api.java.function.VoidFunction2<Dataset<Row>, Long>) (batch, id) -> rows.add(batch.count()))
-            .option("checkpointLocation", Files.createTempDirectory("shoal-stream-r").toString())
+            .option("checkpointLocation", Files.createTempDirectory(tmp, "shoal-stream-r").toString())
             .trigger(org.apache.spark.sql.streaming.Trigger.AvailableNow())
             .start().awaitTermination();
       } catch (Exception e) {
@@ -291,7 +294,7 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
       records.add(r.append(", \"nested\": {\"select\": ").append(k).append("}}").toString());
     }
     ingest(endpoint, "keywords", records, 10);
-    Path file = Files.createTempFile("keywords", ".json");
+    Path file = Files.createTempFile(tmp, "keywords", ".json");
     Files.write(file, records);
     Dataset<Row> json = spark.read().json(file.toString());
     Dataset<Row> shoal = read(endpoint, "keywords");
@@ -317,7 +320,7 @@ abstract class ShoalReadWriteTest extends ShoalSparkTestBase {
         "{\"k\": 4, \"s\": null}",
         "{\"k\": 5, \"s\": {\"t\": {}}}");
     ingest(endpoint, "structs", records, 10);
-    Path file = Files.createTempFile("structs", ".json");
+    Path file = Files.createTempFile(tmp, "structs", ".json");
     Files.write(file, records);
     Dataset<Row> json = spark.read().json(file.toString());
     Dataset<Row> shoal = read(endpoint, "structs");

@@ -28,21 +28,24 @@ interface ShoalTarget extends AutoCloseable {
   @Override
   void close() throws Exception;
 
-  /** A fresh shoal of {@code mode} over a new temporary data directory. */
+  /** A fresh shoal of {@code mode} over a new temporary data directory (deleted by {@code close}). */
   static ShoalTarget start(Mode mode) throws Exception {
     Path dir = Files.createTempDirectory("shoal-spark-" + mode.name().toLowerCase(java.util.Locale.ROOT));
     if (mode == Mode.DAEMON) {
-      return ShoalDaemon.start(dir.resolve("data"));
+      return ShoalDaemon.start(dir.resolve("data")).deletingOnClose(dir);
     }
-    return new Embedded(dir.resolve("data"));
+    return new Embedded(dir.resolve("data"), dir);
   }
 
   /** An embedded data directory; the connector opens the engine on first use. */
   final class Embedded implements ShoalTarget {
     private final Path dataDir;
+    private final Path ownedDir;
 
-    Embedded(Path dataDir) {
+    /** Over {@code dataDir}; {@code ownedDir} (or null) is deleted by {@link #close()}. */
+    Embedded(Path dataDir, Path ownedDir) {
       this.dataDir = dataDir;
+      this.ownedDir = ownedDir;
     }
 
     @Override
@@ -63,6 +66,22 @@ interface ShoalTarget extends AutoCloseable {
     @Override
     public void close() {
       EmbeddedEngines.closeIdle(dataDir.toAbsolutePath().normalize());
+      ShoalTarget.deleteTree(ownedDir);
+    }
+  }
+
+  /**
+   * Deletes {@code root} and everything under it, best effort (a fixture's temporary directory once
+   * its shoal stopped: the test runs leave nothing in {@code java.io.tmpdir}).
+   */
+  static void deleteTree(java.nio.file.Path root) {
+    if (root == null || !java.nio.file.Files.exists(root)) {
+      return;
+    }
+    try (java.util.stream.Stream<java.nio.file.Path> paths = java.nio.file.Files.walk(root)) {
+      paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    } catch (java.io.IOException | java.io.UncheckedIOException e) {
+      System.err.println("could not delete " + root + ": " + e);
     }
   }
 }

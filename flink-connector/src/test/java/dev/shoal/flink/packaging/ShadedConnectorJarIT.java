@@ -26,6 +26,7 @@ import java.util.jar.JarEntry;
 import java.util.jar.JarFile;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
@@ -264,12 +265,12 @@ class ShadedConnectorJarIT {
   }
 
   @Test
-  void theSinkAndTheTableFactoryRunFromTheJarWithOnlyFlinkBesideIt() throws Exception {
+  void theSinkAndTheTableFactoryRunFromTheJarWithOnlyFlinkBesideIt(@TempDir Path tmp) throws Exception {
     SHOAL.createTable("shaded_stream", "reject");
     SHOAL.createTable("shaded_sql", "reject");
     // The embedded directory's tables, made here; the engine closes (and unlocks the directory)
     // before the job's JVM opens it.
-    Path embeddedDir = Files.createTempDirectory("shoal-flink-shaded-embedded").resolve("data");
+    Path embeddedDir = tmp.resolve("data");
     try (ShoalEmbedded store = ShoalEmbedded.open(embeddedDir)) {
       store.createTable("shaded_stream");
       store.createTable("shaded_sql");

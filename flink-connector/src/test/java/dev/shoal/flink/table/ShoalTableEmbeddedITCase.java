@@ -16,6 +16,7 @@ import java.util.Optional;
 import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 import org.apache.flink.util.ExceptionUtils;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@link ShoalTableITCase} with {@code 'endpoint' = 'embedded:<dir>'} (the engine in the test JVM),
@@ -31,8 +32,8 @@ class ShoalTableEmbeddedITCase extends ShoalTableITCase {
   }
 
   @Test
-  void engineOptionsReachTheEngineAndBadOnesAreNamed() throws Exception {
-    Path dir = Files.createTempDirectory("shoal-flink-sql-options").resolve("data");
+  void engineOptionsReachTheEngineAndBadOnesAreNamed(@TempDir Path tmp) throws Exception {
+    Path dir = tmp.resolve("data");
     // The test's handle opens the engine in memory; the job's writers join it with the same keys.
     try (ShoalEmbedded store = ShoalEmbedded.open(dir, Map.of("in_memory", true))) {
       store.createTable("mem");
@@ -49,7 +50,7 @@ class ShoalTableEmbeddedITCase extends ShoalTableITCase {
       assertTrue(m.contains("other options") && m.contains("INVALID_ARGUMENT") && m.contains("shoal table \"mem\""), m);
     }
 
-    Path fresh = Files.createTempDirectory("shoal-flink-sql-bad-key").resolve("data");
+    Path fresh = tmp.resolve("bad-key").resolve("data");
     StreamTableEnvironment tEnv = tableEnvironment();
     tEnv.executeSql(embeddedTable("shoal_bad_key", fresh, "t", ", 'embedded.config.no_such_key' = '1'"));
     String m = failure(() -> tEnv.executeSql("INSERT INTO shoal_bad_key VALUES ('x')").await(), "no_such_key");

@@ -140,10 +140,10 @@ struct ServeArgs {
     /// Log bytes one columnar file covers at most [default: 67108864].
     #[arg(long, env = "SHOAL_COLUMNAR_FILE_LOG_BYTES")]
     columnar_file_log_bytes: Option<u64>,
-    /// Rows per Parquet row group [default: 16384].
+    /// Rows per Parquet row group at most [default: 65536].
     #[arg(long, env = "SHOAL_COLUMNAR_ROW_GROUP_ROWS")]
     columnar_row_group_rows: Option<usize>,
-    /// Compression of the columnar files [default: zstd].
+    /// Compression of the columnar files [default: lz4].
     #[arg(long, env = "SHOAL_COLUMNAR_CODEC", value_parser = ["zstd", "lz4", "none"])]
     columnar_codec: Option<String>,
     /// Milliseconds the log tail must stand still before a short run is compacted [default: 1000].

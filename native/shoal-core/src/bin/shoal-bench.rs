@@ -38,6 +38,12 @@
 //!   half-updated table against an append-only table of the same live rows (Perseid's
 //!   validation overhead); a primary-key lookup against a PSF point lookup of one record.
 //!
+//! * `compaction` — the columnar tier's compactor (issue 16's "≥ 300 MB/s of JSON per
+//!   core"): the records ingested into a disk table (no PSF), then timed until every
+//!   flushed page is in a columnar file; reported as MB of JSON per second of compactor
+//!   time (its one thread), the Parquet bytes as a share of the JSON, and as a ratio to the
+//!   `parser` case's single-thread rate measured in the same run.
+//!
 //! The ingestion threads each ingest a contiguous share of the batches of 1000 records.
 //! MB are 10^6 bytes of record payload (the JSON text, without newlines).
 //!
@@ -98,7 +104,7 @@ options:
                         background schema observer must keep up, as in sustained ingestion)
   --dir PATH            where the on-disk tables go (default: the system temp dir)
   --cases LIST          any of memcpy,parser,memory,disk,nopsf,query (default: all),
-                        durability, recovery, keyed
+                        durability, recovery, keyed, compaction
   -h, --help            this text";
 
 #[derive(Debug)]
@@ -667,6 +673,9 @@ fn main() -> BoxResult<()> {
     if options.wants("keyed") {
         keyed_section(&records, memory_budget, options.reps)?;
     }
+    if options.wants("compaction") {
+        compaction_section(&records, &disk, options.reps, parser)?;
+    }
 
     if options.wants("query") {
         let actor = busiest_actor(&records).ok_or("no record has an integer actor.id")?;
@@ -926,5 +935,56 @@ fn keyed_section(records: &[&[u8]], budget: usize, reps: usize) -> BoxResult<()>
         ms(plain_time.median),
         keyed_time.median.as_secs_f64() / plain_time.median.as_secs_f64()
     );
+    Ok(())
+}
+
+/// The columnar compactor over the whole data: ingest into a disk table, then wait until
+/// the compactor has turned every flushed page into a file (`backlog_bytes` = 0).
+fn compaction_section(records: &[&[u8]], target: &Target, reps: usize, parser: Option<Summary>) -> BoxResult<()> {
+    let json_bytes: usize = records.iter().map(|r| r.len()).sum();
+    println!("\ncolumnar compaction ({:.1} MB of JSON, {} records, one compactor thread)", json_bytes as f64 / 1e6, records.len());
+    let mut rates = Vec::new();
+    for _ in 0..reps {
+        let run = ingest_once(records, 1, target, false)?;
+        let started = Instant::now();
+        let stats = loop {
+            let stats = run.table.stats().columnar;
+            if !stats.enabled {
+                run.discard();
+                return Err("the columnar tier is off on the disk table".into());
+            }
+            if stats.backlog_bytes == 0 && stats.compacted_json_bytes > 0 {
+                break stats;
+            }
+            if started.elapsed() > Duration::from_secs(600) {
+                run.discard();
+                return Err(format!("compaction did not catch up within 600 s: {stats:?}").into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let rate = stats.compacted_json_bytes as f64 / 1e6 / (stats.compaction_ms.max(1) as f64 / 1e3);
+        println!(
+            "  {:>4} files, {:>8.1} MB of JSON in {:>6} ms of compactor time: {:>6.1} MB/s; Parquet {:.1} MB = {:.1} % of the JSON; caught up {:.1} s after ingestion",
+            stats.files,
+            stats.compacted_json_bytes as f64 / 1e6,
+            stats.compaction_ms,
+            rate,
+            stats.parquet_bytes as f64 / 1e6,
+            100.0 * stats.parquet_bytes as f64 / stats.json_bytes.max(1) as f64,
+            started.elapsed().as_secs_f64()
+        );
+        rates.push(rate);
+        run.discard();
+    }
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
+    match parser {
+        Some(p) => println!(
+            "  median {median:.1} MB/s = {:.2}× the parser's single-thread rate in this run ({:.1} MB/s)",
+            median / mb_per_s(json_bytes, p.median),
+            mb_per_s(json_bytes, p.median)
+        ),
+        None => println!("  median {median:.1} MB/s (add the parser case for a ratio)"),
+    }
     Ok(())
 }

@@ -14,14 +14,10 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use super::layout::{FileLayout, PathColumns, ScalarType, LAYOUT_METADATA_KEY};
 use super::{ColumnarCodec, ColumnarConfig};
 use crate::error::{Error, Result};
-use crate::parser::{FieldSet, ParsedBatch, RecordParser};
+use crate::parser::{FieldSet, OnDemandParser, ValueSink};
 use crate::path::FieldPath;
 use crate::schema::{InferredSchema, TypeSet};
 use crate::value::FieldValue;
-
-/// Records parsed per parser call while a file is built (bounds the parsed values held
-/// at once: records × paths).
-const PARSE_BATCH: usize = 512;
 
 /// The typed columns of one path while a file is built.
 #[derive(Default)]
@@ -30,7 +26,6 @@ struct PathBuilder {
     ints: Option<Int64Builder>,
     floats: Option<Float64Builder>,
     strings: Option<StringBuilder>,
-    opaque: bool,
 }
 
 impl PathBuilder {
@@ -57,8 +52,8 @@ impl PathBuilder {
                 builder.append_nulls(row - builder.len());
                 builder.append_value(s);
             }
-            FieldValue::Object(_) | FieldValue::Array(_) => self.opaque = true,
-            FieldValue::Missing | FieldValue::Null => {}
+            // Containers are not stored (the path is opaque by its inferred types).
+            FieldValue::Object(_) | FieldValue::Array(_) | FieldValue::Missing | FieldValue::Null => {}
         }
     }
 
@@ -84,68 +79,87 @@ impl PathBuilder {
     }
 }
 
+/// The values one record's pass found, in the order found (at most one per field).
+impl<'a> ValueSink<'a> for Vec<(usize, FieldValue<'a>)> {
+    #[inline]
+    fn put(&mut self, field: usize, value: FieldValue<'a>) {
+        self.push((field, value));
+    }
+}
+
 /// What [`write_file`] produced.
 pub(crate) struct WrittenFile {
     /// The Parquet file's bytes.
     pub bytes: Vec<u8>,
     /// Bytes of JSON (record payloads) it covers.
     pub json_bytes: u64,
+    /// Time spent inferring the schema, shredding the records into columns and encoding
+    /// the Parquet file (for the compactor's log).
+    pub phases: [std::time::Duration; 3],
 }
 
 /// Builds the columnar file of `records` (log address, payload; ascending addresses,
-/// each a valid JSON record of the log) with `parser`'s trusted pass, so that every value
-/// in the file is exactly what a scan of the raw record would extract.
+/// each a valid JSON record of the log): the schema inferred in one pass, then one trusted
+/// pass of the On-Demand parser per record whose values go straight to their columns
+/// (only the paths a record holds are touched), so that every value in the file is exactly
+/// what a scan of the raw record would extract.
 ///
 /// # Errors
 /// [`Error::Columnar`] when Parquet encoding fails.
 pub(crate) fn write_file(
     records: &[(u64, &[u8])],
-    parser: &mut dyn RecordParser,
+    parser: &mut OnDemandParser,
     config: &ColumnarConfig,
 ) -> Result<WrittenFile> {
+    let t0 = std::time::Instant::now();
     let mut schema = InferredSchema::new();
     for (_, payload) in records {
         schema.observe_validated(payload);
     }
-    let paths = schema.paths();
+    // Every path goes into the layout; only those that held a scalar are extracted (a
+    // container's value is not stored: the path is opaque, decided by its inferred types,
+    // so the parser never hands out, or checks, the text of whole objects).
     let mut fields = FieldSet::new();
     let mut deep = Vec::new();
-    for (path, types) in &paths {
+    let mut entries: Vec<(FieldPath, bool, Option<usize>)> = Vec::new();
+    for (path, types) in schema.paths() {
         if types.contains(TypeSet::TOO_DEEP) {
             deep.push(path.clone());
         }
-        if let Ok(path) = FieldPath::from_segments(path.iter().cloned()) {
-            fields.insert(&path);
-        }
+        let Ok(path) = FieldPath::from_segments(path) else { continue };
+        let opaque = types.contains(TypeSet::OBJECT) || types.contains(TypeSet::ARRAY);
+        let scalar = [TypeSet::BOOL, TypeSet::INT, TypeSet::FLOAT, TypeSet::STRING].into_iter().any(|t| types.contains(t));
+        let field = scalar.then(|| fields.insert(&path));
+        entries.push((path, opaque, field));
     }
+    let t1 = std::time::Instant::now();
     let mut builders: Vec<PathBuilder> = (0..fields.len()).map(|_| PathBuilder::default()).collect();
-    let mut parsed = ParsedBatch::default();
+    let mut found: Vec<(usize, FieldValue<'_>)> = Vec::new();
     let mut row = 0usize;
-    for chunk in records.chunks(PARSE_BATCH) {
-        let payloads: Vec<&[u8]> = chunk.iter().map(|(_, p)| *p).collect();
-        parsed.reset(fields.len());
-        parser.parse_trusted_batch(&payloads, &fields, &mut parsed);
-        for i in 0..payloads.len() {
-            // A record of the log was validated when ingested; one that does not parse
-            // now (it cannot) keeps an empty row, and scans re-read nothing from it.
-            if let Ok(values) = parsed.record(i) {
-                for (builder, value) in builders.iter_mut().zip(values) {
-                    builder.append(row, value);
-                }
+    parser.set_fields(&fields);
+    for (_, payload) in records {
+        // One pass per record; its values are kept until the record parsed to its end. A
+        // record of the log was validated when ingested; one that does not parse now (it
+        // cannot) keeps an empty row, and scans re-read nothing from it.
+        found.clear();
+        if parser.visit_trusted(payload, &mut found).is_ok() {
+            for (field, value) in found.drain(..) {
+                builders[field].append(row, &value);
             }
-            row += 1;
         }
+        row += 1;
     }
     let rows = row;
+    let t2 = std::time::Instant::now();
 
     let mut schema_fields = vec![Field::new("_address", DataType::UInt64, false)];
     let addresses: Vec<u64> = records.iter().map(|(a, _)| *a).collect();
     let mut arrays: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from(addresses))];
-    let mut layout = FileLayout { address_column: 0, paths: Vec::with_capacity(fields.len()), deep };
-    for (path, builder) in fields.paths().iter().zip(&mut builders) {
-        let columns = builder.finish(rows);
+    let mut layout = FileLayout { address_column: 0, paths: Vec::with_capacity(entries.len()), deep };
+    for (path, opaque, field) in entries {
+        let columns = field.map_or([None, None, None, None], |field| builders[field].finish(rows));
         let typed = columns.iter().filter(|c| c.is_some()).count();
-        let mut entry = PathColumns { path: path.segments().to_vec(), columns: [None; 4], opaque: builder.opaque };
+        let mut entry = PathColumns { path: path.segments().to_vec(), columns: [None; 4], opaque };
         for (ty, column) in ScalarType::ALL.into_iter().zip(columns) {
             let Some(column) = column else { continue };
             let name = if typed == 1 { path.to_string() } else { format!("{path}:{}", ty.name()) };
@@ -165,7 +179,7 @@ pub(crate) fn write_file(
     };
     let properties = WriterProperties::builder()
         .set_compression(compression)
-        .set_max_row_group_row_count(Some(config.row_group_rows.max(1)))
+        .set_max_row_group_row_count(Some(row_group_rows(rows, config.row_group_rows)))
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_key_value_metadata(Some(vec![KeyValue::new(LAYOUT_METADATA_KEY.to_owned(), layout_json)]))
         .build();
@@ -174,9 +188,36 @@ pub(crate) fn write_file(
     writer.write(&batch).map_err(|e| columnar_error("encoding a Parquet file", e))?;
     let bytes = writer.into_inner().map_err(|e| columnar_error("finishing a Parquet file", e))?;
     let json_bytes = records.iter().map(|(_, p)| p.len() as u64).sum();
-    Ok(WrittenFile { bytes, json_bytes })
+    Ok(WrittenFile { bytes, json_bytes, phases: [t1 - t0, t2 - t1, t2.elapsed()] })
+}
+
+/// Rows per row group for a file of `rows` rows: at most `limit`, in groups of equal size
+/// (a file of 2.01 × `limit` rows gets three groups of 0.67 × `limit`, not a third group of a
+/// few rows: every column chunk costs a column writer and a codec context, ~40 µs with zstd).
+fn row_group_rows(rows: usize, limit: usize) -> usize {
+    let limit = limit.max(1);
+    rows.div_ceil(rows.div_ceil(limit).max(1)).max(1)
 }
 
 pub(crate) fn columnar_error(what: &str, error: impl std::fmt::Display) -> Error {
     Error::Columnar(format!("{what}: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::row_group_rows;
+
+    #[test]
+    fn row_groups_are_even_and_within_the_limit() {
+        assert_eq!(row_group_rows(0, 16_384), 1);
+        assert_eq!(row_group_rows(10, 16_384), 10);
+        assert_eq!(row_group_rows(16_384, 16_384), 16_384);
+        assert_eq!(row_group_rows(16_385, 16_384), 8_193);
+        assert_eq!(row_group_rows(32_882, 16_384), 10_961);
+        assert_eq!(row_group_rows(5, 0), 1);
+        for rows in [1usize, 999, 16_383, 16_385, 49_152, 100_000] {
+            let per = row_group_rows(rows, 16_384);
+            assert!(per <= 16_384 && rows.div_ceil(per) == rows.div_ceil(16_384), "{rows} rows, {per} per group");
+        }
+    }
 }

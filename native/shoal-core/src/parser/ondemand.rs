@@ -41,6 +41,23 @@ use std::collections::HashMap;
 use super::{FieldSet, ParsedBatch, RecordParser};
 use crate::value::FieldValue;
 
+/// Where a pass puts the value of each field of interest it finds (at most one per field
+/// and record: the first of duplicate keys wins). A slice of values indexed by field id is
+/// one; the columnar compactor's shredder appends each value to its column instead.
+pub(crate) trait ValueSink<'a> {
+    /// The value of field `field` (its index in the [`FieldSet`]).
+    fn put(&mut self, field: usize, value: FieldValue<'a>);
+}
+
+impl<'a> ValueSink<'a> for [FieldValue<'a>] {
+    #[inline(always)]
+    fn put(&mut self, field: usize, value: FieldValue<'a>) {
+        if let Some(slot) = self.get_mut(field) {
+            *slot = value;
+        }
+    }
+}
+
 /// Children of a node above which key lookup switches from a linear scan to a hash map.
 const LINEAR_LOOKUP_MAX: usize = 8;
 
@@ -53,7 +70,7 @@ struct Node {
     /// `(key, node index)` of the children, in insertion order.
     children: Vec<(Box<[u8]>, usize)>,
     /// The same children by key, built when there are many of them.
-    by_key: Option<HashMap<Box<[u8]>, usize>>,
+    by_key: Option<HashMap<Box<[u8]>, usize, foldhash::fast::RandomState>>,
 }
 
 /// The fields of interest as a tree of object keys (what sonic-rs calls a
@@ -192,7 +209,7 @@ impl OnDemandParser {
         }
     }
 
-    fn pass<'a>(&mut self, record: &'a [u8], values: &mut [FieldValue<'a>], trusted: bool) -> Step {
+    fn pass<'a, S: ValueSink<'a> + ?Sized>(&mut self, record: &'a [u8], values: &mut S, trusted: bool) -> Step {
         if !trusted {
             std::str::from_utf8(record).map_err(|e| syntax_error(e.valid_up_to(), "invalid UTF-8"))?;
         }
@@ -205,7 +222,7 @@ impl OnDemandParser {
         let mut walker = Walker {
             scan: Scanner { bytes: record, pos: 0 },
             tree: &self.tree,
-            unfound: if trusted { values.len() } else { usize::MAX },
+            unfound: if trusted { self.tree.fields.len() } else { usize::MAX },
             stack: &mut self.stack,
             key_buf: &mut self.key_buf,
             visited: &mut self.visited,
@@ -224,6 +241,28 @@ impl OnDemandParser {
 }
 
 impl OnDemandParser {
+    /// Makes `fields` the fields of interest of [`visit_trusted`](Self::visit_trusted)
+    /// (rebuilds the tree of keys only when they changed).
+    pub(crate) fn set_fields(&mut self, fields: &FieldSet) {
+        self.prepare(fields);
+    }
+
+    /// A trusted pass over `record` (a log record's payload, valid JSON) that hands each
+    /// field of interest it finds (those of the last [`set_fields`](Self::set_fields)) to
+    /// `sink` instead of materialising a value per field: the columnar compactor's one pass
+    /// per record (issue 16), with the same values as
+    /// [`RecordParser::parse_trusted_batch`].
+    ///
+    /// # Errors
+    /// The parser's message when the record is not JSON after all (it was validated when
+    /// ingested, so this does not happen for records of the log).
+    pub(crate) fn visit_trusted<'a, S: ValueSink<'a> + ?Sized>(&mut self, record: &'a [u8], sink: &mut S) -> Result<(), String> {
+        match self.pass(record, sink, true) {
+            Ok(()) | Err(Stop::Found) => Ok(()),
+            Err(Stop::Invalid(message)) => Err(message),
+        }
+    }
+
     fn parse<'a>(&mut self, records: &[&'a [u8]], fields: &FieldSet, out: &mut ParsedBatch<'a>, trusted: bool) {
         self.prepare(fields);
         out.reset(fields.len());
@@ -570,7 +609,7 @@ impl<'a> Walker<'a, '_> {
 
     /// The value at the reader for tree node `node`: walks into it if fields of interest
     /// lie below, records it if a field ends here, else validates and skips it.
-    fn value(&mut self, node: usize, values: &mut [FieldValue<'a>]) -> Step {
+    fn value<S: ValueSink<'a> + ?Sized>(&mut self, node: usize, values: &mut S) -> Step {
         let tree = self.tree;
         let first = self.value_start()?;
         let descend = first == b'{' && !tree.nodes[node].children.is_empty();
@@ -621,9 +660,7 @@ impl<'a> Walker<'a, '_> {
             }
             _ => return Err(self.scan.unexpected("expected a JSON value")),
         };
-        if let Some(slot) = values.get_mut(field) {
-            *slot = value;
-        }
+        values.put(field, value);
         self.unfound -= 1;
         if self.unfound == 0 {
             return Err(Stop::Found);
@@ -632,7 +669,7 @@ impl<'a> Walker<'a, '_> {
     }
 
     /// An object (at its `{`) whose keys lead to fields of interest.
-    fn object(&mut self, node: usize, values: &mut [FieldValue<'a>]) -> Step {
+    fn object<S: ValueSink<'a> + ?Sized>(&mut self, node: usize, values: &mut S) -> Step {
         let tree = self.tree;
         self.scan.pos += 1;
         match self.scan.ws() {

@@ -69,7 +69,7 @@ struct Node {
     field: Option<usize>,
     /// `(key, node index)` of the children, in insertion order.
     children: Vec<(Box<[u8]>, usize)>,
-    /// The same children by key, built when there are many of them.
+    /// The positions in `children` by key, built when there are many of them.
     by_key: Option<HashMap<Box<[u8]>, usize, foldhash::fast::RandomState>>,
 }
 
@@ -107,24 +107,33 @@ impl FieldTree {
         }
         for node in &mut nodes {
             if node.children.len() > LINEAR_LOOKUP_MAX {
-                node.by_key = Some(node.children.iter().cloned().collect());
+                node.by_key = Some(node.children.iter().enumerate().map(|(position, (key, _))| (key.clone(), position)).collect());
             }
         }
         Self { fields: fields.clone(), nodes }
     }
 
+    /// The child of `node` under `key` and its position among the node's children. The
+    /// child at position `hint` is tried first: the keys of a record mostly come in the
+    /// order of the fields of interest (the columnar compactor's come from the schema, in
+    /// first-seen order), so the caller passes the position after the last key it found.
     #[inline]
-    fn child(&self, node: usize, key: &[u8]) -> Option<usize> {
+    fn child(&self, node: usize, key: &[u8], hint: usize) -> Option<(usize, usize)> {
         let node = &self.nodes[node];
+        if let Some((k, child)) = node.children.get(hint) {
+            if **k == *key {
+                return Some((hint, *child));
+            }
+        }
         match &node.by_key {
-            Some(map) => map.get(key).copied(),
+            Some(map) => map.get(key).map(|&position| (position, node.children[position].1)),
             // Most keys differ from the wanted ones in length or first byte: check those
             // before a full comparison.
             None => node
                 .children
                 .iter()
-                .find(|(k, _)| k.len() == key.len() && k.first() == key.first() && **k == *key)
-                .map(|&(_, child)| child),
+                .position(|(k, _)| k.len() == key.len() && k.first() == key.first() && **k == *key)
+                .map(|position| (position, node.children[position].1)),
         }
     }
 }
@@ -680,16 +689,21 @@ impl<'a> Walker<'a, '_> {
             Some(b'"') => {}
             _ => return Err(self.scan.unexpected("expected an object key or '}'")),
         }
+        let mut hint = 0;
         loop {
             let (start, end, escaped) = self.key()?;
-            let child = if escaped {
+            let found = if escaped {
                 let content = self.scan.slice(start, end)?;
                 self.key_buf.clear();
                 unescape_into(content, self.key_buf);
-                tree.child(node, self.key_buf.as_bytes())
+                tree.child(node, self.key_buf.as_bytes(), hint)
             } else {
-                tree.child(node, self.scan.bytes.get(start..end).unwrap_or_default())
+                tree.child(node, self.scan.bytes.get(start..end).unwrap_or_default(), hint)
             };
+            let child = found.map(|(position, child)| {
+                hint = position + 1;
+                child
+            });
             match child {
                 Some(child) if self.visited[child] != self.generation => {
                     self.visited[child] = self.generation;

@@ -147,12 +147,19 @@ impl TableConfig {
         self
     }
 
-    /// The memory a table with this configuration reserves: its page ring (the memory
-    /// budget rounded down to whole pages, at least 4) and its hash index's main buckets
-    /// (64 bytes each), in bytes.
+    /// The memory a table with this configuration reserves when it is made, in bytes: its
+    /// page ring (the memory budget rounded down to whole pages, at least 4), its hash
+    /// index's main buckets (64 bytes each), the inferred schema's bound
+    /// ([`crate::schema::SCHEMA_RESERVED_BYTES`]) and the columnar tier's decoded-column cache
+    /// (`columnar.cache_bytes`, when the tier is on). See [`crate::Table::reserved_bytes`]
+    /// for what it adds as it fills.
     #[must_use]
     pub fn reserved_bytes(&self) -> u64 {
-        crate::log::HybridLog::ring_bytes_for(&self.log) + (64u64 << self.index_size_bits)
+        let columnar = if self.columnar.enabled { self.columnar.cache_bytes } else { 0 };
+        crate::log::HybridLog::ring_bytes_for(&self.log)
+            + (64u64 << self.index_size_bits)
+            + crate::schema::SCHEMA_RESERVED_BYTES
+            + columnar
     }
 
     /// A table whose log pages are flushed to segment files in `dir`.

@@ -317,15 +317,21 @@ impl Table {
         self.log.ring_bytes()
     }
 
-    /// The memory this table reserves: its page ring and its hash index's main buckets
-    /// (64 bytes each), and a keyed table's key index as it is now (it grows with the
-    /// keys; log compaction bounds its superseded-versions table), and the decoded columns
-    /// its columnar tier holds now (at most `columnar.cache_bytes`), in bytes
-    /// ([`TableConfig::reserved_bytes`] before it exists).
+    /// The memory this table reserves, in bytes: its page ring, its hash index's main
+    /// buckets (64 bytes each), the inferred schema's bound
+    /// ([`crate::schema::SCHEMA_RESERVED_BYTES`]), the columnar tier's decoded-column cache
+    /// budget (`columnar.cache_bytes`) and, in an in-memory table, its Parquet files, and a
+    /// keyed table's key index as it is now (it grows with the keys; log compaction bounds
+    /// its superseded-versions table). [`TableConfig::reserved_bytes`] is the same before
+    /// the table exists (without files and keys).
     #[must_use]
     pub fn reserved_bytes(&self) -> u64 {
         let key_index = self.keyed.as_ref().map_or(0, |k| k.index.stats().memory_bytes);
-        self.log.ring_bytes() + self.index.bucket_count() as u64 * 64 + key_index + self.columnar.decoded.used_bytes()
+        self.log.ring_bytes()
+            + self.index.bucket_count() as u64 * 64
+            + crate::schema::SCHEMA_RESERVED_BYTES
+            + self.columnar.reserved_bytes()
+            + key_index
     }
 
     /// Stops the log's flush thread after it has flushed every closed page, without a

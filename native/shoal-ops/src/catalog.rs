@@ -212,11 +212,13 @@ impl Catalog {
         Ok(true)
     }
 
-    /// Refuses a new table beyond `max_tables`, or whose page ring and hash index would
-    /// take the tables' reserved memory past the limit (`max_memory_bytes`). A table's
-    /// reservation is its ring (`memory_budget_bytes` in whole pages) plus its index
-    /// (`2^index_size_bits` buckets of 64 bytes), both faulted in as they are used, plus a
-    /// keyed table's key index as it is now.
+    /// Refuses a new table beyond `max_tables`, or whose reservation would take the
+    /// tables' reserved memory past the limit (`max_memory_bytes`). A table reserves its
+    /// ring (`memory_budget_bytes` in whole pages), its index (`2^index_size_bits` buckets
+    /// of 64 bytes), both faulted in as they are used, its schema's bound and its columnar
+    /// tier's decoded-column cache (`columnar.cache_bytes`); a table that exists also counts
+    /// a keyed table's key index and an in-memory table's Parquet files as they are now
+    /// (`Table::reserved_bytes`).
     fn check_capacity(&self, tables: &BTreeMap<String, Arc<TableEntry>>, name: &str, config: &TableConfig) -> Result<(), OpsError> {
         if tables.len() >= self.config.max_tables {
             return Err(OpsError::resource_exhausted(format!(
@@ -230,7 +232,7 @@ impl Catalog {
         let limit = self.config.memory_limit_bytes();
         if reserved.saturating_add(wanted) > limit {
             return Err(OpsError::resource_exhausted(format!(
-                "table {}: its page ring and index need {wanted} bytes; the {} tables reserve {reserved} of this daemon's \
+                "table {}: its page ring, index, schema and columnar cache need {wanted} bytes; the {} tables reserve {reserved} of this daemon's \
                  {limit} (max_memory_bytes): drop a table, ask for a smaller memory_budget_bytes, or raise the limit",
                 crate::protocol::quoted(name),
                 tables.len()

@@ -86,8 +86,8 @@ pub struct ColumnarConfig {
     /// than `file_log_bytes` is compacted. Default 1,000.
     pub idle_ms: u64,
     /// Bytes of decoded columns (Arrow arrays) kept in memory for later scans, least
-    /// recently used evicted first; 0 decodes every scan's columns afresh. Counted in the
-    /// table's memory while held. Default 64 MiB (the columns that `bench/compare.py`'s
+    /// recently used evicted first; 0 decodes every scan's columns afresh. Reserved in the
+    /// table's memory from its creation ([`crate::Table::reserved_bytes`]). Default 64 MiB (the columns that `bench/compare.py`'s
     /// queries read of 1 GB of GitHub events take ~40 MB).
     pub cache_bytes: u64,
 }
@@ -432,6 +432,19 @@ pub(crate) struct ColumnarStore {
 }
 
 impl ColumnarStore {
+    /// The memory the tier reserves, in bytes: its decoded-column cache's budget
+    /// (`cache_bytes`, whether or not it is filled yet: like the page ring, it is reserved
+    /// when the table is made), and an in-memory table's files, whose Parquet bytes live in
+    /// memory. None when the tier is off.
+    pub(crate) fn reserved_bytes(&self) -> u64 {
+        if !self.config.enabled {
+            return 0;
+        }
+        let in_memory_files =
+            if self.dir.is_none() { self.files.read().iter().map(|f| f.parquet_bytes).sum::<u64>() } else { 0 };
+        self.config.cache_bytes.max(self.decoded.used_bytes()) + in_memory_files
+    }
+
     /// The store of a table: empty for an in-memory table (`table_dir` `None`), else the
     /// files of `<table_dir>/columnar` that check out against the manifest and lie within
     /// `[begin, tail)` of the recovered log (the others are deleted, to be compacted again).

@@ -39,6 +39,14 @@ pub const MAX_INFERRED_DEPTH: usize = 32;
 /// them, JSON output returns them), but they are not columns.
 pub const MAX_SCHEMA_FIELDS: usize = 10_000;
 
+/// Bytes a table reserves for its inferred schema in the daemon's memory budget: the
+/// schema holds at most [`MAX_SCHEMA_FIELDS`] nodes, each a `Node` (types, children, key
+/// lookup) in its parent's children and its key's text in the parent's key list and map:
+/// 512 bytes bound that for keys of up to 64 bytes with every vector at twice its length
+/// (the test `schema_reservation_covers_a_node` checks the arithmetic against the types'
+/// sizes).
+pub const SCHEMA_RESERVED_BYTES: u64 = MAX_SCHEMA_FIELDS as u64 * 512;
+
 /// [`Node::child_position`] of a key a truncated node does not hold: no child.
 const NO_CHILD: usize = usize::MAX;
 
@@ -541,6 +549,14 @@ mod tests {
 
     use super::*;
     use validated::find_byte;
+
+    #[test]
+    fn schema_reservation_covers_a_node() {
+        // A child node and its key (text, list entry, map entry), vectors at twice their
+        // length, keys of 64 bytes.
+        let per_field = 2 * std::mem::size_of::<Node>() + 2 * std::mem::size_of::<String>() + 2 * 64 + 2 * (16 + 8) + 64;
+        assert!(per_field as u64 * MAX_SCHEMA_FIELDS as u64 <= SCHEMA_RESERVED_BYTES, "{per_field} bytes per field");
+    }
 
     fn schema_of(records: &[&str]) -> InferredSchema {
         let mut schema = InferredSchema::new();

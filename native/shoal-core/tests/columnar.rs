@@ -558,3 +558,28 @@ fn a_table_reserves_its_decoded_column_cache_and_in_memory_files() {
     assert!(files > 0);
     assert_eq!(table.reserved_bytes(), on.reserved_bytes() + files);
 }
+
+#[test]
+fn files_of_records_with_ever_new_keys_bound_their_columns_and_answer_as_the_log() {
+    // Objects used as maps: four new keys per record, ~30,000 paths per file, more than a
+    // file keeps (10,000 here); the paths beyond it are read from the raw records.
+    let records: Vec<String> = (0..8000)
+        .map(|i| format!(r#"{{"id": {i}, "m": {{"k{i}_a": {i}, "k{i}_b": "v{i}", "k{i}_c": {}, "k{i}_d": null}}, "t": "x{}"}}"#, i % 2 == 0, i % 7))
+        .collect();
+    let on = Table::create(config(None, true)).expect("table");
+    let off = Table::create(config(None, false)).expect("table");
+    ingest(&on, &records);
+    ingest(&off, &records);
+    wait_compacted(&on);
+    let filters = ["id = 3", "m.k5_a = 5", "m.k7000_b = 'v7000'", "m.k4000_c = TRUE AND t = 'x3'", "m.k12_d IS NULL AND id < 20", "t = 'x6'"];
+    let outputs = [
+        Output::Columns(vec!["id", "t"]),
+        Output::Columns(vec!["id", "m.k17_b", "m.k30_a"]),
+        Output::Json,
+        Output::Aggregates(vec![aggregate(AggregateFunction::Count, None), aggregate(AggregateFunction::Max, Some("m.k40_a"))]),
+    ];
+    let columnar = compare_tables(&on, &off, &filters, &outputs);
+    assert!(columnar > 0, "no query read columns");
+    let stats = on.stats().columnar;
+    assert!(stats.files > 0 && stats.rows > 0, "{stats:?}");
+}

@@ -12,7 +12,8 @@
 //! Paths that held an object or an array somewhere in the file are *opaque*: their value
 //! is not in the file (only their children's are), so a query that needs such a value
 //! reads the raw records. So are paths below a container deeper than the schema's depth
-//! limit, whose contents were not inferred.
+//! limit, whose contents were not inferred, and below an object that lost keys to the file's
+//! bound on columns (records whose keys keep changing: maps keyed by ids).
 
 use serde::{Deserialize, Serialize};
 
@@ -96,8 +97,10 @@ pub struct FileLayout {
     pub address_column: usize,
     /// Every path of the file's schema, parents before children.
     pub paths: Vec<PathColumns>,
-    /// Paths whose contents were not inferred (containers beyond the depth limit): every
-    /// path below one is opaque.
+    /// Paths whose contents are not all in the file: containers beyond the depth limit, and
+    /// objects that lost keys to the file's bound on paths (records with ever new keys,
+    /// `write::MAX_FILE_CELLS`); every path below one is opaque. The empty path (all of them)
+    /// when the cut reached the top level.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deep: Vec<Vec<String>>,
 }

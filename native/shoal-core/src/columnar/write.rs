@@ -116,11 +116,34 @@ pub(crate) fn write_file(
     for (_, payload) in records {
         schema.observe_validated(payload);
     }
+    let mut deep = Vec::new();
+    let max_paths = max_file_paths(records.len());
+    if schema.field_count() > max_paths {
+        // Records with ever new keys (objects used as maps, or a hostile client): every
+        // column is as long as the file, so the paths are bounded. The shallowest are kept
+        // (`limit_fields`); a node that lost children is listed as not inferred, so that
+        // every path below it reads the raw records instead of answering "missing".
+        let all = schema.paths();
+        schema.limit_fields(max_paths);
+        let kept: std::collections::HashSet<Vec<String>> = schema.paths().into_iter().map(|(path, _)| path).collect();
+        let mut cut_under: Vec<Vec<String>> = all
+            .into_iter()
+            .filter(|(path, _)| !kept.contains(path))
+            .map(|(mut path, _)| {
+                path.pop();
+                path
+            })
+            .filter(|parent| parent.is_empty() || kept.contains(parent))
+            .collect();
+        cut_under.sort();
+        cut_under.dedup();
+        tracing::debug!(max_paths, nodes = cut_under.len(), "columnar file: paths beyond the bound are read from the log");
+        deep.extend(cut_under);
+    }
     // Every path goes into the layout; only those that held a scalar are extracted (a
     // container's value is not stored: the path is opaque, decided by its inferred types,
     // so the parser never hands out, or checks, the text of whole objects).
     let mut fields = FieldSet::new();
-    let mut deep = Vec::new();
     let mut entries: Vec<(FieldPath, bool, Option<usize>)> = Vec::new();
     for (path, types) in schema.paths() {
         if types.contains(TypeSet::TOO_DEEP) {
@@ -191,6 +214,17 @@ pub(crate) fn write_file(
     Ok(WrittenFile { bytes, json_bytes, phases: [t1 - t0, t2 - t1, t2.elapsed()] })
 }
 
+/// Cells (rows × paths) one file's columns may hold while it is built: every column is as
+/// long as the file, each cell 1–16 bytes in its builder. 64 Mi cells: GitHub events take
+/// ~23 Mi per 64 MiB file (690 paths × 33,000 rows).
+const MAX_FILE_CELLS: usize = 64 << 20;
+
+/// The paths a file of `rows` rows keeps as columns at most: [`MAX_FILE_CELLS`] over the
+/// rows, at least 64 and at most the schema's own field limit.
+fn max_file_paths(rows: usize) -> usize {
+    (MAX_FILE_CELLS / rows.max(1)).clamp(64, crate::schema::MAX_SCHEMA_FIELDS)
+}
+
 /// Rows per row group for a file of `rows` rows: at most `limit`, in groups of equal size
 /// (a file of 2.01 × `limit` rows gets three groups of 0.67 × `limit`, not a third group of a
 /// few rows: every column chunk costs a column writer and a codec context, ~40 µs with zstd).
@@ -205,7 +239,36 @@ pub(crate) fn columnar_error(what: &str, error: impl std::fmt::Display) -> Error
 
 #[cfg(test)]
 mod tests {
-    use super::row_group_rows;
+    use super::{max_file_paths, row_group_rows};
+
+    #[test]
+    fn a_file_of_records_with_ever_new_keys_keeps_the_shallow_paths_and_marks_the_cut_node() {
+        use crate::columnar::layout::{FileLayout, Resolved, LAYOUT_METADATA_KEY};
+        use crate::path::FieldPath;
+        let texts: Vec<String> = (0..3000).map(|i| format!(r#"{{"id": {i}, "m": {{"a{i}": 1, "b{i}": 2, "c{i}": 3, "d{i}": 4}}}}"#)).collect();
+        let records: Vec<(u64, &[u8])> = texts.iter().enumerate().map(|(i, t)| (i as u64 * 64, t.as_bytes())).collect();
+        let written = super::write_file(&records, &mut crate::parser::OnDemandParser::new(), &super::ColumnarConfig::default()).unwrap();
+        let metadata = parquet::file::reader::FileReader::metadata(
+            &parquet::file::serialized_reader::SerializedFileReader::new(bytes::Bytes::from(written.bytes)).unwrap(),
+        )
+        .clone();
+        let layout_json = metadata.file_metadata().key_value_metadata().unwrap().iter().find(|kv| kv.key == LAYOUT_METADATA_KEY).unwrap().value.clone().unwrap();
+        let layout: FileLayout = serde_json::from_str(&layout_json).unwrap();
+        assert!(layout.paths.len() <= max_file_paths(3000), "{} paths", layout.paths.len());
+        assert_eq!(layout.deep, vec![vec!["m".to_owned()]]);
+        assert!(matches!(layout.resolve(&FieldPath::parse("id").unwrap()), Resolved::Columns([_, Some(_), _, _])));
+        // Kept or cut, a key under `m` is read from the raw records, never "missing".
+        for key in ["m.a0", "m.d2999", "m.zzz"] {
+            assert_eq!(layout.resolve(&FieldPath::parse(key).unwrap()), Resolved::Opaque, "{key}");
+        }
+    }
+
+    #[test]
+    fn paths_per_file_shrink_with_its_rows() {
+        assert_eq!(max_file_paths(0), crate::schema::MAX_SCHEMA_FIELDS);
+        assert_eq!(max_file_paths(33_000), 2_033);
+        assert_eq!(max_file_paths(10_000_000), 64);
+    }
 
     #[test]
     fn row_groups_are_even_and_within_the_limit() {

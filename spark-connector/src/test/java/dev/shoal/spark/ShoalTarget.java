@@ -71,17 +71,14 @@ interface ShoalTarget extends AutoCloseable {
   }
 
   /**
-   * Deletes {@code root} and everything under it, best effort (a fixture's temporary directory once
-   * its shoal stopped: the test runs leave nothing in {@code java.io.tmpdir}).
+   * Deletes {@code root} and everything under it, quietly (a fixture's temporary directory
+   * once its shoal stopped: the test runs leave nothing in {@code java.io.tmpdir}). Commons IO
+   * comes with the engine (Spark and Flink both depend on it).
    */
   static void deleteTree(java.nio.file.Path root) {
-    if (root == null || !java.nio.file.Files.exists(root)) {
-      return;
-    }
-    try (java.util.stream.Stream<java.nio.file.Path> paths = java.nio.file.Files.walk(root)) {
-      paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    } catch (java.io.IOException | java.io.UncheckedIOException e) {
-      System.err.println("could not delete " + root + ": " + e);
+    if (root != null) {
+      org.apache.commons.io.FileUtils.deleteQuietly(root.toFile());
     }
   }
+
 }

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use super::{write, ColumnarStore};
 use crate::error::Result;
 use crate::log::HybridLog;
-use crate::parser::OnDemandParser;
 
 /// How often an idle compactor looks at the log.
 const POLL: Duration = Duration::from_millis(100);
@@ -35,7 +34,6 @@ pub(crate) fn start(store: &Arc<ColumnarStore>, log: &Arc<HybridLog>) -> Result<
 }
 
 fn run(store: &ColumnarStore, log: &HybridLog) {
-    let mut parser = OnDemandParser::new();
     let mut page_bytes = Vec::new();
     let mut last_tail = (log.tail_address(), Instant::now());
     let file_bytes = store.config.file_log_bytes.max(log.page_size() as u64).next_multiple_of(log.page_size() as u64);
@@ -56,7 +54,7 @@ fn run(store: &ColumnarStore, log: &HybridLog) {
             store.wait(POLL);
             continue;
         }
-        match compact(store, log, &mut parser, &mut page_bytes, from, end) {
+        match compact(store, log, &mut page_bytes, from, end) {
             Ok(()) => failures = 0,
             Err(e) => {
                 failures += 1;
@@ -72,7 +70,6 @@ fn run(store: &ColumnarStore, log: &HybridLog) {
 fn compact(
     store: &ColumnarStore,
     log: &HybridLog,
-    parser: &mut OnDemandParser,
     page_bytes: &mut Vec<u8>,
     from: u64,
     to: u64,
@@ -96,11 +93,11 @@ fn compact(
         }
     }
     let records: Vec<(u64, &[u8])> = spans.iter().map(|(a, r)| (*a, &payloads[r.clone()])).collect();
-    let written = write::write_file(&records, parser, &store.config)?;
-    let (json_bytes, [infer, shred, encode]) = (written.json_bytes, written.phases.map(|d| d.as_millis() as u64));
+    let written = write::write_file(&records, &store.config)?;
+    let (json_bytes, [shred, layout, encode]) = (written.json_bytes, written.phases.map(|d| d.as_millis() as u64));
     store.add(from, to, written, || log.begin_address())?;
     store.compacted_json_bytes.fetch_add(json_bytes, Ordering::Relaxed);
     store.compaction_nanos.fetch_add(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
-    tracing::debug!(from, to, records = records.len(), json_bytes, ms = started.elapsed().as_millis() as u64, infer, shred, encode, "compacted");
+    tracing::debug!(from, to, records = records.len(), json_bytes, ms = started.elapsed().as_millis() as u64, shred, layout, encode, "compacted");
     Ok(())
 }

@@ -32,6 +32,7 @@ mod compactor;
 mod decoded;
 pub(crate) mod eval;
 pub mod layout;
+mod shred;
 mod write;
 
 use std::path::{Path, PathBuf};

@@ -1,9 +1,9 @@
-//! Writing one columnar file: the records of a run of flushed pages, parsed once into a
-//! column per path and JSON scalar type, plus `_address`, encoded as Parquet.
+//! Writing one columnar file: the records of a run of flushed pages, shredded in one pass
+//! each into a column per path and JSON scalar type (`shred.rs`), plus `_address`, encoded
+//! as Parquet.
 
 use std::sync::Arc;
 
-use arrow_array::builder::{ArrayBuilder, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
@@ -12,80 +12,12 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use super::layout::{FileLayout, PathColumns, ScalarType, LAYOUT_METADATA_KEY};
+use super::shred::{ShreddedPath, Shredder};
 use super::{ColumnarCodec, ColumnarConfig};
 use crate::error::{Error, Result};
-use crate::parser::{FieldSet, OnDemandParser, ValueSink};
 use crate::path::FieldPath;
-use crate::schema::{InferredSchema, TypeSet};
+use crate::schema::TypeSet;
 use crate::value::FieldValue;
-
-/// The typed columns of one path while a file is built.
-#[derive(Default)]
-struct PathBuilder {
-    bools: Option<BooleanBuilder>,
-    ints: Option<Int64Builder>,
-    floats: Option<Float64Builder>,
-    strings: Option<StringBuilder>,
-}
-
-impl PathBuilder {
-    /// Appends `value` at row `row` (earlier rows without a value become nulls).
-    fn append(&mut self, row: usize, value: &FieldValue<'_>) {
-        match value {
-            FieldValue::Bool(b) => {
-                let builder = self.bools.get_or_insert_with(BooleanBuilder::new);
-                builder.append_nulls(row - builder.len());
-                builder.append_value(*b);
-            }
-            FieldValue::Int(i) => {
-                let builder = self.ints.get_or_insert_with(Int64Builder::new);
-                builder.append_nulls(row - builder.len());
-                builder.append_value(*i);
-            }
-            FieldValue::Float(f) => {
-                let builder = self.floats.get_or_insert_with(Float64Builder::new);
-                builder.append_nulls(row - builder.len());
-                builder.append_value(*f);
-            }
-            FieldValue::Str(s) => {
-                let builder = self.strings.get_or_insert_with(StringBuilder::new);
-                builder.append_nulls(row - builder.len());
-                builder.append_value(s);
-            }
-            // Containers are not stored (the path is opaque by its inferred types).
-            FieldValue::Object(_) | FieldValue::Array(_) | FieldValue::Missing | FieldValue::Null => {}
-        }
-    }
-
-    /// The finished columns (`rows` long), by [`ScalarType::ALL`] order.
-    fn finish(&mut self, rows: usize) -> [Option<ArrayRef>; 4] {
-        let bools = self.bools.as_mut().map(|b| {
-            b.append_nulls(rows - b.len());
-            Arc::new(b.finish()) as ArrayRef
-        });
-        let ints = self.ints.as_mut().map(|b| {
-            b.append_nulls(rows - b.len());
-            Arc::new(b.finish()) as ArrayRef
-        });
-        let floats = self.floats.as_mut().map(|b| {
-            b.append_nulls(rows - b.len());
-            Arc::new(b.finish()) as ArrayRef
-        });
-        let strings = self.strings.as_mut().map(|b| {
-            b.append_nulls(rows - b.len());
-            Arc::new(b.finish()) as ArrayRef
-        });
-        [bools, ints, floats, strings]
-    }
-}
-
-/// The values one record's pass found, in the order found (at most one per field).
-impl<'a> ValueSink<'a> for Vec<(usize, FieldValue<'a>)> {
-    #[inline]
-    fn put(&mut self, field: usize, value: FieldValue<'a>) {
-        self.push((field, value));
-    }
-}
 
 /// What [`write_file`] produced.
 pub(crate) struct WrittenFile {
@@ -93,8 +25,8 @@ pub(crate) struct WrittenFile {
     pub bytes: Vec<u8>,
     /// Bytes of JSON (record payloads) it covers.
     pub json_bytes: u64,
-    /// Time spent inferring the schema, shredding the records into columns and encoding
-    /// the Parquet file (for the compactor's log).
+    /// Time spent shredding the records into columns (schema inference included), laying
+    /// the file out and encoding it as Parquet (for the compactor's log).
     pub phases: [std::time::Duration; 3],
 }
 
@@ -108,79 +40,39 @@ pub(crate) struct WrittenFile {
 /// [`Error::Columnar`] when Parquet encoding fails.
 pub(crate) fn write_file(
     records: &[(u64, &[u8])],
-    parser: &mut OnDemandParser,
     config: &ColumnarConfig,
 ) -> Result<WrittenFile> {
     let t0 = std::time::Instant::now();
-    let mut schema = InferredSchema::new();
-    for (_, payload) in records {
-        schema.observe_validated(payload);
+    let mut shredder = Shredder::new(max_file_paths(records.len()));
+    let mut pending: Vec<(usize, FieldValue<'_>)> = Vec::new();
+    for (row, (_, payload)) in records.iter().enumerate() {
+        // A record of the log was validated when ingested; one that does not parse now
+        // (it cannot) keeps an empty row, and scans re-read nothing from it.
+        shredder.shred(payload, row, &mut pending);
     }
-    let mut deep = Vec::new();
-    let max_paths = max_file_paths(records.len());
-    if schema.field_count() > max_paths {
-        // Records with ever new keys (objects used as maps, or a hostile client): every
-        // column is as long as the file, so the paths are bounded. The shallowest are kept
-        // (`limit_fields`); a node that lost children is listed as not inferred, so that
-        // every path below it reads the raw records instead of answering "missing".
-        let all = schema.paths();
-        schema.limit_fields(max_paths);
-        let kept: std::collections::HashSet<Vec<String>> = schema.paths().into_iter().map(|(path, _)| path).collect();
-        let mut cut_under: Vec<Vec<String>> = all
-            .into_iter()
-            .filter(|(path, _)| !kept.contains(path))
-            .map(|(mut path, _)| {
-                path.pop();
-                path
-            })
-            .filter(|parent| parent.is_empty() || kept.contains(parent))
-            .collect();
-        cut_under.sort();
-        cut_under.dedup();
-        tracing::debug!(max_paths, nodes = cut_under.len(), "columnar file: paths beyond the bound are read from the log");
-        deep.extend(cut_under);
-    }
-    // Every path goes into the layout; only those that held a scalar are extracted (a
-    // container's value is not stored: the path is opaque, decided by its inferred types,
-    // so the parser never hands out, or checks, the text of whole objects).
-    let mut fields = FieldSet::new();
-    let mut entries: Vec<(FieldPath, bool, Option<usize>)> = Vec::new();
-    for (path, types) in schema.paths() {
-        if types.contains(TypeSet::TOO_DEEP) {
-            deep.push(path.clone());
-        }
-        let Ok(path) = FieldPath::from_segments(path) else { continue };
-        let opaque = types.contains(TypeSet::OBJECT) || types.contains(TypeSet::ARRAY);
-        let scalar = [TypeSet::BOOL, TypeSet::INT, TypeSet::FLOAT, TypeSet::STRING].into_iter().any(|t| types.contains(t));
-        let field = scalar.then(|| fields.insert(&path));
-        entries.push((path, opaque, field));
-    }
+    let rows = records.len();
+    let (paths, root_cut) = shredder.finish(rows);
     let t1 = std::time::Instant::now();
-    let mut builders: Vec<PathBuilder> = (0..fields.len()).map(|_| PathBuilder::default()).collect();
-    let mut found: Vec<(usize, FieldValue<'_>)> = Vec::new();
-    let mut row = 0usize;
-    parser.set_fields(&fields);
-    for (_, payload) in records {
-        // One pass per record; its values are kept until the record parsed to its end. A
-        // record of the log was validated when ingested; one that does not parse now (it
-        // cannot) keeps an empty row, and scans re-read nothing from it.
-        found.clear();
-        if parser.visit_trusted(payload, &mut found).is_ok() {
-            for (field, value) in found.drain(..) {
-                builders[field].append(row, &value);
-            }
+    // Every path goes into the layout, with the columns of the scalar types it held; a
+    // container's value is not stored (the path is opaque). Paths below a container too
+    // deep to infer, or below an object that lost keys to the bound on paths, are read
+    // from the raw records.
+    let mut deep: Vec<Vec<String>> = if root_cut { vec![Vec::new()] } else { Vec::new() };
+    let mut entries: Vec<(FieldPath, bool, [Option<ArrayRef>; 4])> = Vec::with_capacity(paths.len());
+    for ShreddedPath { segments, types, cut, columns } in paths {
+        if types.contains(TypeSet::TOO_DEEP) || cut {
+            deep.push(segments.clone());
         }
-        row += 1;
+        let Ok(path) = FieldPath::from_segments(segments) else { continue };
+        let opaque = types.contains(TypeSet::OBJECT) || types.contains(TypeSet::ARRAY);
+        entries.push((path, opaque, columns));
     }
-    let rows = row;
     let t2 = std::time::Instant::now();
-
     let mut schema_fields = vec![Field::new("_address", DataType::UInt64, false)];
     let addresses: Vec<u64> = records.iter().map(|(a, _)| *a).collect();
     let mut arrays: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from(addresses))];
     let mut layout = FileLayout { address_column: 0, paths: Vec::with_capacity(entries.len()), deep };
-    for (path, opaque, field) in entries {
-        let columns = field.map_or([None, None, None, None], |field| builders[field].finish(rows));
+    for (path, opaque, columns) in entries {
         let typed = columns.iter().filter(|c| c.is_some()).count();
         let mut entry = PathColumns { path: path.segments().to_vec(), columns: [None; 4], opaque };
         for (ty, column) in ScalarType::ALL.into_iter().zip(columns) {
@@ -247,7 +139,7 @@ mod tests {
         use crate::path::FieldPath;
         let texts: Vec<String> = (0..3000).map(|i| format!(r#"{{"id": {i}, "m": {{"a{i}": 1, "b{i}": 2, "c{i}": 3, "d{i}": 4}}}}"#)).collect();
         let records: Vec<(u64, &[u8])> = texts.iter().enumerate().map(|(i, t)| (i as u64 * 64, t.as_bytes())).collect();
-        let written = super::write_file(&records, &mut crate::parser::OnDemandParser::new(), &super::ColumnarConfig::default()).unwrap();
+        let written = super::write_file(&records, &super::ColumnarConfig::default()).unwrap();
         let metadata = parquet::file::reader::FileReader::metadata(
             &parquet::file::serialized_reader::SerializedFileReader::new(bytes::Bytes::from(written.bytes)).unwrap(),
         )

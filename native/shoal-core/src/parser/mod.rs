@@ -12,7 +12,7 @@ mod simdjson;
 
 pub use adaptive::{AdaptiveChoice, FullScanParser, MIN_SAMPLE_RECORDS, PROBE_MIN_RECORDS, SAMPLE_RECORDS};
 pub use ondemand::OnDemandParser;
-pub(crate) use ondemand::ValueSink;
+pub(crate) use ondemand::{number as number_value, unescape_into};
 pub use simdjson::SimdjsonParser;
 
 /// An ordered set of field paths; a path's position is its field id within a batch.

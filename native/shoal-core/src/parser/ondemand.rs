@@ -41,23 +41,6 @@ use std::collections::HashMap;
 use super::{FieldSet, ParsedBatch, RecordParser};
 use crate::value::FieldValue;
 
-/// Where a pass puts the value of each field of interest it finds (at most one per field
-/// and record: the first of duplicate keys wins). A slice of values indexed by field id is
-/// one; the columnar compactor's shredder appends each value to its column instead.
-pub(crate) trait ValueSink<'a> {
-    /// The value of field `field` (its index in the [`FieldSet`]).
-    fn put(&mut self, field: usize, value: FieldValue<'a>);
-}
-
-impl<'a> ValueSink<'a> for [FieldValue<'a>] {
-    #[inline(always)]
-    fn put(&mut self, field: usize, value: FieldValue<'a>) {
-        if let Some(slot) = self.get_mut(field) {
-            *slot = value;
-        }
-    }
-}
-
 /// Children of a node above which key lookup switches from a linear scan to a hash map.
 const LINEAR_LOOKUP_MAX: usize = 8;
 
@@ -114,9 +97,9 @@ impl FieldTree {
     }
 
     /// The child of `node` under `key` and its position among the node's children. The
-    /// child at position `hint` is tried first: the keys of a record mostly come in the
-    /// order of the fields of interest (the columnar compactor's come from the schema, in
-    /// first-seen order), so the caller passes the position after the last key it found.
+    /// child at position `hint` is tried first: when the fields of interest are listed in
+    /// the order their keys come in the records (a schema's paths, in first-seen order), the
+    /// caller's position after the last key it found is the next key's.
     #[inline]
     fn child(&self, node: usize, key: &[u8], hint: usize) -> Option<(usize, usize)> {
         let node = &self.nodes[node];
@@ -218,7 +201,7 @@ impl OnDemandParser {
         }
     }
 
-    fn pass<'a, S: ValueSink<'a> + ?Sized>(&mut self, record: &'a [u8], values: &mut S, trusted: bool) -> Step {
+    fn pass<'a>(&mut self, record: &'a [u8], values: &mut [FieldValue<'a>], trusted: bool) -> Step {
         if !trusted {
             std::str::from_utf8(record).map_err(|e| syntax_error(e.valid_up_to(), "invalid UTF-8"))?;
         }
@@ -231,7 +214,7 @@ impl OnDemandParser {
         let mut walker = Walker {
             scan: Scanner { bytes: record, pos: 0 },
             tree: &self.tree,
-            unfound: if trusted { self.tree.fields.len() } else { usize::MAX },
+            unfound: if trusted { values.len() } else { usize::MAX },
             stack: &mut self.stack,
             key_buf: &mut self.key_buf,
             visited: &mut self.visited,
@@ -250,28 +233,6 @@ impl OnDemandParser {
 }
 
 impl OnDemandParser {
-    /// Makes `fields` the fields of interest of [`visit_trusted`](Self::visit_trusted)
-    /// (rebuilds the tree of keys only when they changed).
-    pub(crate) fn set_fields(&mut self, fields: &FieldSet) {
-        self.prepare(fields);
-    }
-
-    /// A trusted pass over `record` (a log record's payload, valid JSON) that hands each
-    /// field of interest it finds (those of the last [`set_fields`](Self::set_fields)) to
-    /// `sink` instead of materialising a value per field: the columnar compactor's one pass
-    /// per record (issue 16), with the same values as
-    /// [`RecordParser::parse_trusted_batch`].
-    ///
-    /// # Errors
-    /// The parser's message when the record is not JSON after all (it was validated when
-    /// ingested, so this does not happen for records of the log).
-    pub(crate) fn visit_trusted<'a, S: ValueSink<'a> + ?Sized>(&mut self, record: &'a [u8], sink: &mut S) -> Result<(), String> {
-        match self.pass(record, sink, true) {
-            Ok(()) | Err(Stop::Found) => Ok(()),
-            Err(Stop::Invalid(message)) => Err(message),
-        }
-    }
-
     fn parse<'a>(&mut self, records: &[&'a [u8]], fields: &FieldSet, out: &mut ParsedBatch<'a>, trusted: bool) {
         self.prepare(fields);
         out.reset(fields.len());
@@ -618,7 +579,7 @@ impl<'a> Walker<'a, '_> {
 
     /// The value at the reader for tree node `node`: walks into it if fields of interest
     /// lie below, records it if a field ends here, else validates and skips it.
-    fn value<S: ValueSink<'a> + ?Sized>(&mut self, node: usize, values: &mut S) -> Step {
+    fn value(&mut self, node: usize, values: &mut [FieldValue<'a>]) -> Step {
         let tree = self.tree;
         let first = self.value_start()?;
         let descend = first == b'{' && !tree.nodes[node].children.is_empty();
@@ -669,7 +630,9 @@ impl<'a> Walker<'a, '_> {
             }
             _ => return Err(self.scan.unexpected("expected a JSON value")),
         };
-        values.put(field, value);
+        if let Some(slot) = values.get_mut(field) {
+            *slot = value;
+        }
         self.unfound -= 1;
         if self.unfound == 0 {
             return Err(Stop::Found);
@@ -678,7 +641,7 @@ impl<'a> Walker<'a, '_> {
     }
 
     /// An object (at its `{`) whose keys lead to fields of interest.
-    fn object<S: ValueSink<'a> + ?Sized>(&mut self, node: usize, values: &mut S) -> Step {
+    fn object(&mut self, node: usize, values: &mut [FieldValue<'a>]) -> Step {
         let tree = self.tree;
         self.scan.pos += 1;
         match self.scan.ws() {
@@ -740,7 +703,7 @@ fn hex4(s: &[u8]) -> Option<u32> {
 }
 
 /// Appends the unescaped form of validated string content. Lone surrogates become U+FFFD.
-pub(super) fn unescape_into(content: &str, out: &mut String) {
+pub(crate) fn unescape_into(content: &str, out: &mut String) {
     let bytes = content.as_bytes();
     let mut run_start = 0;
     let mut i = 0;
@@ -784,7 +747,7 @@ pub(super) fn unescape_into(content: &str, out: &mut String) {
 }
 
 /// A validated JSON number: `Int` if written as an integer and within `i64`, else `Float`.
-fn number(raw: &str, integer: bool) -> Option<FieldValue<'static>> {
+pub(crate) fn number(raw: &str, integer: bool) -> Option<FieldValue<'static>> {
     if integer {
         if let Ok(i) = raw.parse::<i64>() {
             return Some(FieldValue::Int(i));

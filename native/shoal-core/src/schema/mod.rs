@@ -63,6 +63,7 @@ mod tail;
 
 pub use arrow_batch::BatchBuilder;
 pub use infer::{InferredSchema, TypeSet, MAX_INFERRED_DEPTH, MAX_SCHEMA_FIELDS, SCHEMA_RESERVED_BYTES};
+pub(crate) use infer::validated::Cursor;
 pub(crate) use tail::TailSchema;
 
 /// Metadata key set (to `"true"`) on a `Utf8` field whose values are JSON text because

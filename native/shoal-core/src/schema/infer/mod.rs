@@ -7,7 +7,7 @@
 //! `serde_json`, for any JSON).
 
 mod general;
-mod validated;
+pub(crate) mod validated;
 
 use std::collections::HashMap;
 use std::fmt;

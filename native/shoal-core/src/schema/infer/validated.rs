@@ -7,9 +7,9 @@ use super::{Node, TypeSet, MAX_INFERRED_DEPTH};
 /// the log was, FishStore §5.1), for [`merge_validated`]: one pass over the bytes, no
 /// document, no allocation except for keys seen for the first time. Any byte it does not
 /// expect makes it give up (`None`), never panic: its callers then take the general path.
-pub(super) struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     text: &'a [u8],
-    pub(super) at: usize,
+    pub(crate) at: usize,
     /// The first backslash at or after the last string scanned (or `text.len()`): strings
     /// come in order, so finding escapes costs about one pass over the record instead of a
     /// search per string.
@@ -17,32 +17,32 @@ pub(super) struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    pub(super) fn new(text: &'a [u8]) -> Self {
+    pub(crate) fn new(text: &'a [u8]) -> Self {
         Self { text, at: 0, next_backslash: 0 }
     }
 
-    pub(super) fn skip_whitespace(&mut self) {
+    pub(crate) fn skip_whitespace(&mut self) {
         while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.text.get(self.at) {
             self.at += 1;
         }
     }
 
     /// The next non-whitespace byte, consumed.
-    pub(super) fn next_byte(&mut self) -> Option<u8> {
+    pub(crate) fn next_byte(&mut self) -> Option<u8> {
         self.skip_whitespace();
         let byte = *self.text.get(self.at)?;
         self.at += 1;
         Some(byte)
     }
 
-    pub(super) fn literal(&mut self, word: &[u8]) -> Option<()> {
+    pub(crate) fn literal(&mut self, word: &[u8]) -> Option<()> {
         let end = self.at.checked_add(word.len())?;
         (self.text.get(self.at..end)? == word).then(|| self.at = end)
     }
 
     /// Skips a string whose opening quote was consumed; returns its raw bytes when it has
     /// no escapes.
-    pub(super) fn string(&mut self) -> Option<Option<&'a [u8]>> {
+    pub(crate) fn string(&mut self) -> Option<Option<&'a [u8]>> {
         let start = self.at;
         if self.next_backslash < start {
             self.next_backslash = memchr::memchr(b'\\', self.text.get(start..)?).map_or(self.text.len(), |o| start + o);
@@ -65,7 +65,7 @@ impl<'a> Cursor<'a> {
 
     /// A number whose first byte was consumed: `INT` for an integer that fits an `i64`,
     /// else `FLOAT` (as serde_json and sonic-rs type them).
-    pub(super) fn number(&mut self) -> Option<TypeSet> {
+    pub(crate) fn number(&mut self) -> Option<TypeSet> {
         let start = self.at - 1;
         let mut integer = true;
         while let Some(&byte) = self.text.get(self.at) {
@@ -90,7 +90,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Skips the rest of a container whose opening bracket was consumed.
-    pub(super) fn skip_container(&mut self) -> Option<()> {
+    pub(crate) fn skip_container(&mut self) -> Option<()> {
         let mut open = 1usize;
         while open > 0 {
             match *self.text.get(self.at)? {

@@ -1,0 +1,512 @@
+//! The compactor's one pass per record: the schema of a file's records is inferred and
+//! their values are shredded into columns in the same walk over each record's bytes (the
+//! AsterixDB tuple compactor infers the schema while it writes, Alkowaileet et al., VLDB
+//! 2019 §3; TellStore keeps the scan side columnar, VLDB 2017 §4).
+//!
+//! A tree of the object keys seen so far (a node per path, its children in first-seen
+//! order) carries, per path, the JSON types seen there and one column builder per scalar
+//! type. The values are the ones a scan of the raw record extracts (the On-Demand
+//! parser's semantics, `crate::parser::OnDemandParser`): the first of duplicate keys wins
+//! (a later occurrence is skipped whole), strings are unescaped (lone surrogates become
+//! U+FFFD), integers that fit an `i64` are `Int`, other numbers `Float` (±infinity beyond
+//! `f64`), containers are not stored (their paths are opaque). Objects deeper than
+//! [`MAX_INFERRED_DEPTH`] are skipped and marked too deep, as inference does.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use arrow_array::builder::{ArrayBuilder, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
+use arrow_array::ArrayRef;
+
+use crate::parser::{number_value, unescape_into};
+use crate::schema::{Cursor, TypeSet, MAX_INFERRED_DEPTH};
+use crate::value::FieldValue;
+
+/// Children of a node above which key lookup switches from a linear scan to a hash map.
+const LINEAR_LOOKUP_MAX: usize = 8;
+
+/// The typed columns of one path while a file is built.
+#[derive(Default)]
+struct PathBuilder {
+    bools: Option<BooleanBuilder>,
+    ints: Option<Int64Builder>,
+    floats: Option<Float64Builder>,
+    strings: Option<StringBuilder>,
+}
+
+impl PathBuilder {
+    /// Appends `value` at row `row` (earlier rows without a value become nulls).
+    fn append(&mut self, row: usize, value: &FieldValue<'_>) {
+        match value {
+            FieldValue::Bool(b) => {
+                let builder = self.bools.get_or_insert_with(BooleanBuilder::new);
+                builder.append_nulls(row - builder.len());
+                builder.append_value(*b);
+            }
+            FieldValue::Int(i) => {
+                let builder = self.ints.get_or_insert_with(Int64Builder::new);
+                builder.append_nulls(row - builder.len());
+                builder.append_value(*i);
+            }
+            FieldValue::Float(f) => {
+                let builder = self.floats.get_or_insert_with(Float64Builder::new);
+                builder.append_nulls(row - builder.len());
+                builder.append_value(*f);
+            }
+            FieldValue::Str(s) => {
+                let builder = self.strings.get_or_insert_with(StringBuilder::new);
+                builder.append_nulls(row - builder.len());
+                builder.append_value(s);
+            }
+            // Containers are not stored (the path is opaque by its types).
+            FieldValue::Object(_) | FieldValue::Array(_) | FieldValue::Missing | FieldValue::Null => {}
+        }
+    }
+
+    /// The finished columns (`rows` long), in `ScalarType::ALL` order (bool, int, float,
+    /// string).
+    fn finish(&mut self, rows: usize) -> [Option<ArrayRef>; 4] {
+        fn done<B: ArrayBuilder>(builder: Option<&mut B>, rows: usize, nulls: impl Fn(&mut B, usize)) -> Option<ArrayRef> {
+            builder.map(|b| {
+                let missing = rows - b.len();
+                nulls(b, missing);
+                b.finish()
+            })
+        }
+        [
+            done(self.bools.as_mut(), rows, |b, n| b.append_nulls(n)),
+            done(self.ints.as_mut(), rows, |b, n| b.append_nulls(n)),
+            done(self.floats.as_mut(), rows, |b, n| b.append_nulls(n)),
+            done(self.strings.as_mut(), rows, |b, n| b.append_nulls(n)),
+        ]
+    }
+}
+
+/// One path of the tree.
+#[derive(Default)]
+struct Node {
+    /// The JSON types seen at the path.
+    types: TypeSet,
+    /// The keys of the children, in first-seen order.
+    keys: Vec<Box<[u8]>>,
+    /// The node ids of the children (`children[i]` is under `keys[i]`).
+    children: Vec<usize>,
+    /// Positions in `keys` by key, once there are many.
+    by_key: Option<HashMap<Box<[u8]>, usize, foldhash::fast::RandomState>>,
+    /// A key was not added here because the file's bound on paths was reached: the
+    /// node's contents are not all in the file.
+    cut: bool,
+    /// The record generation in which the node was last entered (the first of duplicate
+    /// keys wins).
+    seen: u32,
+    column: PathBuilder,
+}
+
+/// A path of the finished tree, parents before children, children in first-seen order.
+pub(crate) struct ShreddedPath {
+    /// The object keys from the record's root.
+    pub segments: Vec<String>,
+    /// The JSON types seen there.
+    pub types: TypeSet,
+    /// Keys under it were left out by the bound on paths ([`Shredder::new`]).
+    pub cut: bool,
+    /// Its columns (`rows` long) in `ScalarType::ALL` order; `None` for a type it never
+    /// held.
+    pub columns: [Option<ArrayRef>; 4],
+}
+
+/// Infers the schema of a run of records and shreds them into columns, one pass each.
+pub(crate) struct Shredder {
+    /// Node 0 is the record itself.
+    nodes: Vec<Node>,
+    /// Paths (nodes below the root) kept at most.
+    max_paths: usize,
+    generation: u32,
+    key_buf: String,
+}
+
+impl Shredder {
+    /// A shredder that keeps at most `max_paths` paths: keys first seen after that are
+    /// skipped (their values stay in the raw records) and their parent is marked cut.
+    pub(crate) fn new(max_paths: usize) -> Self {
+        Self { nodes: vec![Node::default()], max_paths, generation: 0, key_buf: String::new() }
+    }
+
+    /// Shreds `record` (a log record's payload: valid JSON) as row `row` (rows in
+    /// ascending order from 0). `pending` holds the record's values until it parsed to its
+    /// end (the caller's buffer, reused). Returns false when the record is not what a
+    /// validated record must be (it cannot happen): its row stays empty.
+    pub(crate) fn shred<'a>(&mut self, record: &'a [u8], row: usize, pending: &mut Vec<(usize, FieldValue<'a>)>) -> bool {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.nodes.iter_mut().for_each(|n| n.seen = 0);
+            self.generation = 1;
+        }
+        pending.clear();
+        // UTF-8 is checked once for the whole record (values are then slices of it at
+        // quote and delimiter positions, which are character boundaries).
+        let Ok(text) = std::str::from_utf8(record) else { return false };
+        let mut cursor = Cursor::new(record);
+        let parsed = self.value(0, text, &mut cursor, 0, pending).is_some() && {
+            cursor.skip_whitespace();
+            cursor.at == record.len()
+        };
+        if parsed {
+            for (node, value) in pending.drain(..) {
+                self.nodes[node].column.append(row, &value);
+            }
+        }
+        parsed
+    }
+
+    /// Every path with its types and its columns (`rows` long), and whether keys at the
+    /// top level were left out by the bound on paths.
+    pub(crate) fn finish(mut self, rows: usize) -> (Vec<ShreddedPath>, bool) {
+        let mut out = Vec::with_capacity(self.nodes.len() - 1);
+        let mut stack: Vec<(usize, Vec<String>)> = vec![(0, Vec::new())];
+        while let Some((node, segments)) = stack.pop() {
+            // Children pushed in reverse, so that they come out in first-seen order.
+            let children: Vec<(usize, Vec<String>)> = self.nodes[node]
+                .keys
+                .iter()
+                .zip(&self.nodes[node].children)
+                .filter_map(|(key, &child)| {
+                    let key = std::str::from_utf8(key).ok()?.to_owned();
+                    let mut path = segments.clone();
+                    path.push(key);
+                    Some((child, path))
+                })
+                .collect();
+            if node != 0 {
+                let n = &mut self.nodes[node];
+                out.push(ShreddedPath { segments, types: n.types, cut: n.cut, columns: n.column.finish(rows) });
+            }
+            stack.extend(children.into_iter().rev());
+        }
+        (out, self.nodes[0].cut)
+    }
+
+    /// The value at the cursor over `text`, for `node` at nesting depth `depth`.
+    fn value<'a>(
+        &mut self,
+        node: usize,
+        text: &'a str,
+        cursor: &mut Cursor<'a>,
+        depth: usize,
+        pending: &mut Vec<(usize, FieldValue<'a>)>,
+    ) -> Option<()> {
+        let first = cursor.next_byte()?;
+        let start = cursor.at - 1;
+        let (types, value) = match first {
+            b'{' | b'[' if depth >= MAX_INFERRED_DEPTH => {
+                cursor.skip_container()?;
+                (if first == b'{' { TypeSet::OBJECT } else { TypeSet::ARRAY } | TypeSet::TOO_DEEP, None)
+            }
+            b'{' => {
+                self.object(node, text, cursor, depth, pending)?;
+                (TypeSet::OBJECT, None)
+            }
+            b'[' => {
+                cursor.skip_container()?;
+                (TypeSet::ARRAY, None)
+            }
+            b'"' => {
+                let plain = cursor.string()?;
+                let content = text.get(start + 1..cursor.at - 1)?;
+                let value = if plain.is_some() {
+                    Cow::Borrowed(content)
+                } else {
+                    let mut owned = String::with_capacity(content.len());
+                    unescape_into(content, &mut owned);
+                    Cow::Owned(owned)
+                };
+                (TypeSet::STRING, Some(FieldValue::Str(value)))
+            }
+            b't' => {
+                cursor.literal(b"rue")?;
+                (TypeSet::BOOL, Some(FieldValue::Bool(true)))
+            }
+            b'f' => {
+                cursor.literal(b"alse")?;
+                (TypeSet::BOOL, Some(FieldValue::Bool(false)))
+            }
+            b'n' => {
+                cursor.literal(b"ull")?;
+                (TypeSet::NULL, None)
+            }
+            b'-' | b'0'..=b'9' => {
+                cursor.number()?;
+                let raw = text.get(start..cursor.at)?;
+                let integer = !raw.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'));
+                match number_value(raw, integer)? {
+                    value @ FieldValue::Int(_) => (TypeSet::INT, Some(value)),
+                    value => (TypeSet::FLOAT, Some(value)),
+                }
+            }
+            _ => return None,
+        };
+        self.nodes[node].types.insert(types);
+        if let Some(value) = value {
+            pending.push((node, value));
+        }
+        Some(())
+    }
+
+    /// An object whose `{` was consumed, for `node` at depth `depth`.
+    fn object<'a>(
+        &mut self,
+        node: usize,
+        text: &'a str,
+        cursor: &mut Cursor<'a>,
+        depth: usize,
+        pending: &mut Vec<(usize, FieldValue<'a>)>,
+    ) -> Option<()> {
+        cursor.skip_whitespace();
+        if text.as_bytes().get(cursor.at) == Some(&b'}') {
+            cursor.at += 1;
+            return Some(());
+        }
+        // Where the next key is expected: after the previous one (the keys of later
+        // records mostly come in the order first seen, some of them missing).
+        let mut hint = 0;
+        loop {
+            if cursor.next_byte()? != b'"' {
+                return None;
+            }
+            let start = cursor.at;
+            let plain = cursor.string()?;
+            let end = cursor.at - 1;
+            if cursor.next_byte()? != b':' {
+                return None;
+            }
+            let child = match plain {
+                Some(key) => self.child(node, key, &mut hint),
+                None => {
+                    let mut key = std::mem::take(&mut self.key_buf);
+                    key.clear();
+                    unescape_into(text.get(start..end)?, &mut key);
+                    let child = self.child(node, key.as_bytes(), &mut hint);
+                    self.key_buf = key;
+                    child
+                }
+            };
+            match child {
+                Some(child) if self.nodes[child].seen != self.generation => {
+                    self.nodes[child].seen = self.generation;
+                    self.value(child, text, cursor, depth + 1, pending)?;
+                }
+                // A later occurrence of a duplicate key, or a key beyond the bound.
+                _ => skip_value(cursor)?,
+            }
+            match cursor.next_byte()? {
+                b',' => {}
+                b'}' => return Some(()),
+                _ => return None,
+            }
+        }
+    }
+
+    /// The child of `node` under `key`, made if new (`None` beyond the bound on paths);
+    /// `hint` is the position tried first, left after the one found.
+    fn child(&mut self, node: usize, key: &[u8], hint: &mut usize) -> Option<usize> {
+        let parent = &self.nodes[node];
+        let position = if parent.keys.get(*hint).is_some_and(|k| **k == *key) {
+            Some(*hint)
+        } else if let Some(map) = &parent.by_key {
+            map.get(key).copied()
+        } else {
+            parent.keys.iter().position(|k| **k == *key)
+        };
+        let position = match position {
+            Some(position) => position,
+            None if self.nodes.len() > self.max_paths => {
+                self.nodes[node].cut = true;
+                return None;
+            }
+            None => {
+                let id = self.nodes.len();
+                self.nodes.push(Node::default());
+                let parent = &mut self.nodes[node];
+                parent.keys.push(key.into());
+                parent.children.push(id);
+                let position = parent.keys.len() - 1;
+                match &mut parent.by_key {
+                    Some(map) => {
+                        map.insert(key.into(), position);
+                    }
+                    None if parent.keys.len() > LINEAR_LOOKUP_MAX => {
+                        parent.by_key = Some(parent.keys.iter().cloned().enumerate().map(|(i, k)| (k, i)).collect());
+                    }
+                    None => {}
+                }
+                position
+            }
+        };
+        *hint = position + 1;
+        Some(self.nodes[node].children[position])
+    }
+}
+
+/// Skips one value at the cursor.
+fn skip_value(cursor: &mut Cursor<'_>) -> Option<()> {
+    match cursor.next_byte()? {
+        b'{' | b'[' => cursor.skip_container(),
+        b'"' => cursor.string().map(drop),
+        b't' => cursor.literal(b"rue"),
+        b'f' => cursor.literal(b"alse"),
+        b'n' => cursor.literal(b"ull"),
+        b'-' | b'0'..=b'9' => cursor.number().map(drop),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::collections::HashSet;
+
+    use arrow_array::{Array, BooleanArray, Float64Array, Int64Array, StringArray};
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::*;
+    use crate::parser::test_support::{arb_json, owned};
+    use crate::parser::{FieldSet, OnDemandParser, ParsedBatch, RecordParser};
+    use crate::path::FieldPath;
+
+    /// The value row `row` of a path's columns holds (at most one is non-null).
+    fn column_value(columns: &[Option<ArrayRef>; 4], row: usize) -> Option<FieldValue<'static>> {
+        let mut found = Vec::new();
+        for (slot, column) in columns.iter().enumerate() {
+            let Some(column) = column else { continue };
+            if column.is_null(row) {
+                continue;
+            }
+            found.push(match slot {
+                0 => FieldValue::Bool(column.as_any().downcast_ref::<BooleanArray>().unwrap().value(row)),
+                1 => FieldValue::Int(column.as_any().downcast_ref::<Int64Array>().unwrap().value(row)),
+                2 => FieldValue::Float(column.as_any().downcast_ref::<Float64Array>().unwrap().value(row)),
+                _ => FieldValue::Str(Cow::Owned(column.as_any().downcast_ref::<StringArray>().unwrap().value(row).to_owned())),
+            });
+        }
+        assert!(found.len() <= 1, "row {row} has a value in several columns: {found:?}");
+        found.pop()
+    }
+
+    /// What a column holds for an extracted value: scalars, else nothing.
+    fn scalar(value: &FieldValue<'_>) -> Option<FieldValue<'static>> {
+        match value {
+            FieldValue::Bool(_) | FieldValue::Int(_) | FieldValue::Float(_) | FieldValue::Str(_) => Some(owned(value)),
+            _ => None,
+        }
+    }
+
+    /// Every object-key path of `value` (not into arrays), as serde_json sees it.
+    fn key_paths(value: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        if let Value::Object(map) = value {
+            for (key, child) in map {
+                prefix.push(key.clone());
+                out.push(prefix.clone());
+                key_paths(child, prefix, out);
+                prefix.pop();
+            }
+        }
+    }
+
+    /// Shreds `records` and checks every path's column, row by row, against what the
+    /// On-Demand parser extracts for the path; a path the shredder does not list (and that
+    /// is not below a container too deep to infer) must hold no scalar in any record.
+    fn check(records: &[String]) {
+        let mut shredder = Shredder::new(100_000);
+        let mut pending = Vec::new();
+        for (row, record) in records.iter().enumerate() {
+            assert!(shredder.shred(record.as_bytes(), row, &mut pending), "{record}");
+        }
+        let (paths, cut) = shredder.finish(records.len());
+        assert!(!cut);
+        let listed: Vec<(usize, FieldPath)> =
+            paths.iter().enumerate().filter_map(|(i, p)| Some((i, FieldPath::from_segments(p.segments.clone()).ok()?))).collect();
+        let mut fields = FieldSet::new();
+        for (_, path) in &listed {
+            fields.insert(path);
+        }
+        let known: HashSet<Vec<String>> = paths.iter().map(|p| p.segments.clone()).collect();
+        // Below a container too deep to infer the file answers from the raw records.
+        let deep: Vec<&Vec<String>> = paths.iter().filter(|p| p.types.contains(TypeSet::TOO_DEEP)).map(|p| &p.segments).collect();
+        let mut unlisted = Vec::new();
+        for record in records {
+            let mut all = Vec::new();
+            // (serde_json refuses lone surrogates, which the log accepts.)
+            if let Ok(value) = serde_json::from_str(record) {
+                key_paths(&value, &mut Vec::new(), &mut all);
+            }
+            for path in all.into_iter().filter(|p| !known.contains(p) && !deep.iter().any(|d| p.starts_with(d))) {
+                if let Ok(path) = FieldPath::from_segments(path) {
+                    unlisted.push(fields.insert(&path));
+                }
+            }
+        }
+        let mut out = ParsedBatch::default();
+        let refs: Vec<&[u8]> = records.iter().map(String::as_bytes).collect();
+        OnDemandParser::new().parse_batch(&refs, &fields, &mut out);
+        for (row, record) in records.iter().enumerate() {
+            let values = out.record(row).unwrap();
+            for (field, (i, path)) in listed.iter().enumerate() {
+                assert_eq!(column_value(&paths[*i].columns, row), scalar(&values[field]), "row {row}, path {path}: {record}");
+            }
+            for &field in &unlisted {
+                assert_eq!(scalar(&values[field]), None, "row {row}, unlisted path #{field}: {record}");
+            }
+        }
+    }
+
+    #[test]
+    fn hand_made_records_shred_to_what_the_parser_extracts() {
+        let deep = format!("{}1{}", r#"{"d":"#.repeat(40), "}".repeat(40));
+        let records: Vec<String> = [
+            r#"{"a": 1, "b": "x", "c": true, "d": null, "e": 1.5}"#,
+            r#"{"a": "1", "b": 2, "c": {"x": 1}, "e": [1, 2]}"#,
+            r#"{"a": 1, "a": "dup", "o": {"x": 1}, "o": {"y": 2}}"#,
+            r#"{"k\"ey": 1, "\u00e9": "\u00e9\ud83d\ude00", "lone": "\ud800", "esc": "a\\b\n"}"#,
+            r#"{"n": -0, "big": 18446744073709551615, "huge": 1e400, "neg": -1e400, "small": -9223372036854775808}"#,
+            r#"  { "sp" : [ ] , "o2" : { } , "s" : "" }  "#,
+            r#"[1, 2, {"a": 1}]"#,
+            r#""just a string""#,
+            r#"{"x": {"y": {"z": [{"a": 1}], "w": false}}}"#,
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .chain([deep])
+        .collect();
+        check(&records);
+    }
+
+    #[test]
+    fn github_events_shred_to_what_the_parser_extracts() {
+        let Some(text) = crate::parser::test_support::github_events_text() else { return };
+        let records: Vec<String> = text.lines().filter(|l| !l.trim().is_empty()).take(3000).map(str::to_owned).collect();
+        check(&records);
+    }
+
+    #[test]
+    fn keys_beyond_the_bound_mark_their_parent_cut() {
+        let mut shredder = Shredder::new(3);
+        let mut pending = Vec::new();
+        for (row, record) in [r#"{"a": 1, "m": {"k1": 1}}"#, r#"{"a": 2, "m": {"k2": 2, "k3": 3}}"#, r#"{"z": 1}"#].iter().enumerate() {
+            assert!(shredder.shred(record.as_bytes(), row, &mut pending));
+        }
+        let (paths, root_cut) = shredder.finish(3);
+        let listed: Vec<(String, bool)> = paths.iter().map(|p| (p.segments.join("."), p.cut)).collect();
+        assert_eq!(listed, [("a".to_owned(), false), ("m".to_owned(), true), ("m.k1".to_owned(), false)]);
+        assert!(root_cut, "`z` came after the bound");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn shredded_values_are_what_the_parser_extracts(values in prop::collection::vec(arb_json(), 1..12)) {
+            let records: Vec<String> = values.iter().map(|v| serde_json::to_string(v).unwrap()).collect();
+            check(&records);
+        }
+    }
+}

@@ -215,7 +215,9 @@ impl ColumnarFile {
     /// Whether some row of `row_group` may satisfy `filter` (SQL true), judged from the
     /// row group's column statistics (minimum and maximum per leaf column): false only
     /// when a conjunct of `filter` is a comparison of a path with a number or string that
-    /// no value between its columns' minimum and maximum satisfies. A column without
+    /// no value between its columns' minimum and maximum satisfies, an `IN` list none of
+    /// whose elements does, a `LIKE 'prefix%'` that no string in range can start with, an
+    /// `OR` none of whose terms may hold, or `FALSE`. A column without
     /// statistics, a string column whose statistics are truncated, and every other kind
     /// of term can satisfy anything. Values of another JSON type than the literal's never
     /// make a comparison true ([`crate::psf::Expr::eval_with`]), so only the literal's
@@ -224,7 +226,33 @@ impl ColumnarFile {
         use crate::psf::Expr;
         match filter {
             Expr::And(terms) => terms.iter().all(|term| self.may_match(row_group, term)),
+            Expr::Or(terms) => terms.iter().any(|term| self.may_match(row_group, term)),
             Expr::Cmp { path, op, value } => self.comparison_may_hold(row_group, path, *op, value),
+            // `a IN (l1, l2)` is `a = l1 OR a = l2`: true only where an element is equal.
+            Expr::In { path, list, negated: false } => {
+                list.iter().any(|literal| self.comparison_may_hold(row_group, path, crate::psf::CmpOp::Eq, literal))
+            }
+            Expr::Like { path, prefix, negated: false } => self.prefix_may_match(row_group, path, prefix),
+            Expr::Const(value) => *value,
+            _ => true,
+        }
+    }
+
+    /// Whether some string of `path` in row group `row_group` may start with `prefix`:
+    /// every such string s has `prefix <= s` and its first `prefix.len()` bytes equal to
+    /// `prefix`, so none lies in the group's exact range when its maximum sorts before the
+    /// prefix or its minimum's first bytes sort after it.
+    fn prefix_may_match(&self, row_group: usize, path: &crate::path::FieldPath, prefix: &str) -> bool {
+        let layout::Resolved::Columns(columns) = self.layout.resolve(path) else { return true };
+        let Some(leaf) = columns[ScalarType::String.slot()] else { return false };
+        match self.metadata.metadata().row_group(row_group).column(leaf).statistics() {
+            Some(Statistics::ByteArray(s)) if s.min_is_exact() && s.max_is_exact() => match (s.min_bytes_opt(), s.max_bytes_opt()) {
+                (Some(min), Some(max)) => {
+                    let prefix = prefix.as_bytes();
+                    max >= prefix && &min[..min.len().min(prefix.len())] <= prefix
+                }
+                _ => true,
+            },
             _ => true,
         }
     }

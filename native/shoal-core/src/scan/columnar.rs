@@ -29,6 +29,42 @@ pub const COLUMNAR_INDEX_SHARE: f64 = 0.05;
 const CHAIN_SAMPLE: usize = 1_024;
 
 impl Table {
+    /// The log ranges `[from, to)` the columnar tier's files cover now, in address order
+    /// (whole pages each; a plan's `columnar_scans` merge adjacent ones).
+    #[must_use]
+    pub fn columnar_file_ranges(&self) -> Vec<LogRange> {
+        self.columnar.files().iter().map(|f| LogRange { from: f.from, to: f.to }).collect()
+    }
+
+    /// Moves each cut between adjacent parts of a split plan (`bounds`, ordered, `[from,
+    /// to)`) that falls inside a columnar file one of the plan's columnar scans reads to
+    /// the nearer end of that file, kept between the two parts' outer ends, and drops the
+    /// parts this empties: a file's row groups are decoded whole, so a part that reads
+    /// some of a file's rows costs as much as one that reads all of them.
+    pub(super) fn snap_to_columnar_files(&self, plan: &ScanPlan, bounds: &mut Vec<(u64, u64)>) {
+        if plan.columnar_scans.is_empty() || bounds.len() < 2 {
+            return;
+        }
+        let files: Vec<(u64, u64)> = self.columnar.files().iter().map(|f| (f.from, f.to)).collect();
+        // Strictly inside a columnar scan, and not an end of an index scan's part (those
+        // stay whole: a chain walk cannot be split by address).
+        let read = |at: u64| {
+            plan.columnar_scans.iter().any(|r| r.from < at && at < r.to) && !plan.index_scans.iter().any(|s| s.from <= at && at <= s.to)
+        };
+        for i in 1..bounds.len() {
+            let cut = bounds[i].0;
+            if bounds[i - 1].1 != cut || !read(cut) {
+                continue;
+            }
+            let Some(&(from, to)) = files.iter().find(|(from, to)| *from < cut && cut < *to) else { continue };
+            let snapped = if cut - from <= to - cut { from } else { to };
+            let snapped = snapped.clamp(bounds[i - 1].0, bounds[i].1);
+            bounds[i - 1].1 = snapped;
+            bounds[i].0 = snapped;
+        }
+        bounds.retain(|(from, to)| from < to);
+    }
+
     /// Moves the parts of `plan` that columnar files cover onto columnar scans: every
     /// full-scan range, and each index scan whose chains hold at least
     /// [`COLUMNAR_INDEX_SHARE`] of the records of its range (estimated from the newest

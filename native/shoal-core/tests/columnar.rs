@@ -595,46 +595,54 @@ fn files_of_records_with_ever_new_keys_bound_their_columns_and_answer_as_the_log
 #[test]
 fn split_plans_cut_between_columnar_files_and_give_the_same_rows() {
     let Some(lines) = common::github_events(3_000) else { return };
-    let dir = tempfile::tempdir().expect("dir");
-    let table = Table::create(config(Some(dir.path()), true)).expect("table");
-    ingest(&table, &lines);
-    wait_compacted(&table);
-    let request = ScanRequest {
-        filter: Some(parse_expr("payload.size > 1").expect("filter")),
-        columns: vec![FieldPath::parse("id").expect("path")],
-        ..ScanRequest::default()
-    };
-    let plan = table.plan(&request);
-    assert!(!plan.columnar_scans.is_empty(), "{}", plan.reason);
-    let ids = |plan: &shoal_core::scan::ScanPlan| {
-        let mut batches = Vec::new();
-        table
-            .scan_with_plan(&request, plan, &mut |b: RecordBatch| {
-                batches.push(b);
-                Ok(ControlFlow::Continue(()))
-            })
-            .expect("scan");
-        rows(&batches)
-    };
-    let whole = ids(&plan);
-    let files: Vec<(u64, u64)> = table.columnar_file_ranges().iter().map(|r| (r.from, r.to)).collect();
-    assert!(files.len() > 4, "{files:?}");
-    for parts in [2, 5, 16, 64] {
-        let split = table.split_plan(&plan, parts);
-        assert!(split.len() > 1 && split.len() <= parts, "{parts} parts: {}", split.len());
-        // No cut between two parts lies strictly inside a columnar file (files are at most
-        // two pages here, so 16 and 64 parts at page boundaries would cut them).
-        for pair in split.windows(2) {
-            let (cut, next) = (pair[0].bounds().expect("a part").1, pair[1].bounds().expect("a part").0);
-            if cut == next {
-                assert!(files.iter().all(|&(f, t)| !(f < cut && cut < t)), "{parts} parts: a cut at {cut} inside a file of {files:?}");
+    // Files of two pages, and of twelve (each then spans many parts).
+    for file_pages in [2u64, 12] {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut config = config(Some(dir.path()), true);
+        config.columnar.file_log_bytes = file_pages << 18;
+        let table = Table::create(config).expect("table");
+        ingest(&table, &lines);
+        wait_compacted(&table);
+        let request = ScanRequest {
+            filter: Some(parse_expr("payload.size > 1").expect("filter")),
+            columns: vec![FieldPath::parse("id").expect("path")],
+            ..ScanRequest::default()
+        };
+        let plan = table.plan(&request);
+        assert!(!plan.columnar_scans.is_empty(), "{}", plan.reason);
+        let ids = |plan: &shoal_core::scan::ScanPlan| {
+            let mut batches = Vec::new();
+            table
+                .scan_with_plan(&request, plan, &mut |b: RecordBatch| {
+                    batches.push(b);
+                    Ok(ControlFlow::Continue(()))
+                })
+                .expect("scan");
+            rows(&batches)
+        };
+        let whole = ids(&plan);
+        let files: Vec<(u64, u64)> = table.columnar_file_ranges().iter().map(|r| (r.from, r.to)).collect();
+        assert!(files.len() >= 2, "{files:?}");
+        for parts in [2, 5, 16, 64] {
+            let split = table.split_plan(&plan, parts);
+            assert!(split.len() > 1 && split.len() <= parts, "{parts} parts: {}", split.len());
+            // The parts tile the plan, and no cut between two parts lies strictly inside a
+            // columnar file.
+            assert_eq!(split.first().and_then(|p| p.bounds()).map(|b| b.0), plan.bounds().map(|b| b.0));
+            assert_eq!(split.last().and_then(|p| p.bounds()).map(|b| b.1), plan.bounds().map(|b| b.1));
+            for pair in split.windows(2) {
+                let (cut, next) = (pair[0].bounds().expect("a part").1, pair[1].bounds().expect("a part").0);
+                assert!(cut <= next, "{parts} parts overlap");
+                if cut == next {
+                    assert!(files.iter().all(|&(f, t)| !(f < cut && cut < t)), "{file_pages}-page files, {parts} parts: a cut at {cut} inside a file of {files:?}");
+                }
             }
+            let mut got = Vec::new();
+            for part in &split {
+                got.extend(ids(part));
+            }
+            got.sort();
+            assert_eq!(got, whole, "{file_pages}-page files, {parts} parts");
         }
-        let mut got = Vec::new();
-        for part in &split {
-            got.extend(ids(part));
-        }
-        got.sort();
-        assert_eq!(got, whole, "{parts} parts");
     }
 }

@@ -99,8 +99,8 @@ pub struct FileLayout {
     pub paths: Vec<PathColumns>,
     /// Paths whose contents are not all in the file: containers beyond the depth limit, and
     /// objects that lost keys to the file's bound on paths (records with ever new keys,
-    /// `write::MAX_FILE_CELLS`); every path below one is opaque. The empty path (all of them)
-    /// when the cut reached the top level.
+    /// `write::MAX_FILE_CELLS`); every path below one that `paths` does not list is opaque.
+    /// The empty path (all of them) when the cut reached the top level.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deep: Vec<Vec<String>>,
 }
@@ -118,17 +118,18 @@ pub enum Resolved<'l> {
 }
 
 impl FileLayout {
-    /// What the file holds for `path`.
+    /// What the file holds for `path`. A listed path has its columns (every value of
+    /// it in the file: nothing is listed below a container too deep to infer, and a path
+    /// listed below an object that lost keys to the bound on paths was kept from its first
+    /// value on); an unlisted one below (or equal to) a `deep` path is opaque; any other
+    /// unlisted path is missing in every row.
     #[must_use]
     pub fn resolve(&self, path: &FieldPath) -> Resolved<'_> {
         let segments = path.segments();
-        if self.deep.iter().any(|deep| segments.len() > deep.len() && segments.starts_with(deep)) {
-            return Resolved::Opaque;
-        }
         match self.paths.iter().find(|p| p.path == segments) {
             Some(p) if p.opaque => Resolved::Opaque,
             Some(p) => Resolved::Columns(&p.columns),
-            None if self.deep.iter().any(|deep| deep == segments) => Resolved::Opaque,
+            None if self.deep.iter().any(|deep| segments.starts_with(deep)) => Resolved::Opaque,
             // No record of the file has the path: missing everywhere.
             None => Resolved::Columns(&[None; 4]),
         }
@@ -166,6 +167,12 @@ mod tests {
         assert_eq!(layout.resolve(&path("nope.x")), Resolved::Columns(&[None; 4]));
         assert_eq!(layout.resolve(&path("o.d")), Resolved::Opaque);
         assert_eq!(layout.resolve(&path("o.d.e.f")), Resolved::Opaque);
+        // Below an object that lost keys (here the record's root): listed paths keep their
+        // columns, unlisted ones are opaque instead of missing.
+        let cut = FileLayout { deep: vec![Vec::new()], ..layout.clone() };
+        assert_eq!(cut.resolve(&path("a")), Resolved::Columns(&[None, Some(1), None, Some(2)]));
+        assert_eq!(cut.resolve(&path("o.k")), Resolved::Columns(&[None, Some(3), None, None]));
+        assert_eq!(cut.resolve(&path("nope.x")), Resolved::Opaque);
         assert!(layout.serves([path("a"), path("o.k"), path("zz")].iter()));
         assert!(!layout.serves([path("a"), path("o")].iter()));
     }

@@ -246,7 +246,8 @@ impl Shredder {
             _ => return None,
         };
         self.nodes[node].types.insert(types);
-        if let Some(value) = value {
+        // (A top-level scalar is a record, not a path: nothing to store.)
+        if let Some(value) = value.filter(|_| node != 0) {
             pending.push((node, value));
         }
         Some(())

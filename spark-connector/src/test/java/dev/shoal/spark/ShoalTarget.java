@@ -62,11 +62,15 @@ interface ShoalTarget extends AutoCloseable {
       return dataDir;
     }
 
-    /** Lets the engine close now (flush, checkpoint, unlock) instead of after the keep-alive. */
+    /**
+     * Lets the engine close now (flush, checkpoint, unlock) instead of after the keep-alive, then
+     * deletes the temporary directory — not while a handle still holds the engine.
+     */
     @Override
     public void close() {
-      EmbeddedEngines.closeIdle(dataDir.toAbsolutePath().normalize());
-      ShoalTarget.deleteTree(ownedDir);
+      if (EmbeddedEngines.closeIdle(dataDir.toAbsolutePath().normalize())) {
+        ShoalTarget.deleteTree(ownedDir);
+      }
     }
   }
 

@@ -336,8 +336,10 @@ impl Table {
 
     /// Stops the log's flush thread after it has flushed every closed page, without a
     /// checkpoint (a table about to be dropped); further ingestion fails with
-    /// [`Error::Closed`].
+    /// [`Error::Closed`]. The columnar compactor is stopped first (joined), so that it
+    /// writes no file into a directory that is being deleted.
     pub fn shutdown(&self) {
+        self.columnar.shutdown();
         self.log.shutdown();
     }
 

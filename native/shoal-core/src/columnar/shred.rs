@@ -34,30 +34,46 @@ struct PathBuilder {
     strings: Option<StringBuilder>,
 }
 
+/// A column builder that pads with nulls.
+trait Column: ArrayBuilder + Default {
+    fn pad(&mut self, nulls: usize);
+}
+
+macro_rules! column {
+    ($($builder:ty),*) => {$(
+        impl Column for $builder {
+            fn pad(&mut self, nulls: usize) {
+                self.append_nulls(nulls);
+            }
+        }
+    )*};
+}
+column!(BooleanBuilder, Int64Builder, Float64Builder, StringBuilder);
+
+/// `builder` with nulls up to `rows` rows.
+fn padded_to<B: Column>(builder: &mut B, rows: usize) -> &mut B {
+    builder.pad(rows - builder.len());
+    builder
+}
+
+/// The builder in `slot` (made if absent) with nulls up to row `row`.
+fn padded<B: Column>(slot: &mut Option<B>, row: usize) -> &mut B {
+    padded_to(slot.get_or_insert_with(B::default), row)
+}
+
+/// The finished column of `slot` (`rows` long), if it was made.
+fn finished<B: Column>(slot: &mut Option<B>, rows: usize) -> Option<ArrayRef> {
+    slot.as_mut().map(|builder| padded_to(builder, rows).finish())
+}
+
 impl PathBuilder {
     /// Appends `value` at row `row` (earlier rows without a value become nulls).
     fn append(&mut self, row: usize, value: &FieldValue<'_>) {
         match value {
-            FieldValue::Bool(b) => {
-                let builder = self.bools.get_or_insert_with(BooleanBuilder::new);
-                builder.append_nulls(row - builder.len());
-                builder.append_value(*b);
-            }
-            FieldValue::Int(i) => {
-                let builder = self.ints.get_or_insert_with(Int64Builder::new);
-                builder.append_nulls(row - builder.len());
-                builder.append_value(*i);
-            }
-            FieldValue::Float(f) => {
-                let builder = self.floats.get_or_insert_with(Float64Builder::new);
-                builder.append_nulls(row - builder.len());
-                builder.append_value(*f);
-            }
-            FieldValue::Str(s) => {
-                let builder = self.strings.get_or_insert_with(StringBuilder::new);
-                builder.append_nulls(row - builder.len());
-                builder.append_value(s);
-            }
+            FieldValue::Bool(b) => padded(&mut self.bools, row).append_value(*b),
+            FieldValue::Int(i) => padded(&mut self.ints, row).append_value(*i),
+            FieldValue::Float(f) => padded(&mut self.floats, row).append_value(*f),
+            FieldValue::Str(s) => padded(&mut self.strings, row).append_value(s),
             // Containers are not stored (the path is opaque by its types).
             FieldValue::Object(_) | FieldValue::Array(_) | FieldValue::Missing | FieldValue::Null => {}
         }
@@ -66,18 +82,11 @@ impl PathBuilder {
     /// The finished columns (`rows` long), in `ScalarType::ALL` order (bool, int, float,
     /// string).
     fn finish(&mut self, rows: usize) -> [Option<ArrayRef>; 4] {
-        fn done<B: ArrayBuilder>(builder: Option<&mut B>, rows: usize, nulls: impl Fn(&mut B, usize)) -> Option<ArrayRef> {
-            builder.map(|b| {
-                let missing = rows - b.len();
-                nulls(b, missing);
-                b.finish()
-            })
-        }
         [
-            done(self.bools.as_mut(), rows, |b, n| b.append_nulls(n)),
-            done(self.ints.as_mut(), rows, |b, n| b.append_nulls(n)),
-            done(self.floats.as_mut(), rows, |b, n| b.append_nulls(n)),
-            done(self.strings.as_mut(), rows, |b, n| b.append_nulls(n)),
+            finished(&mut self.bools, rows),
+            finished(&mut self.ints, rows),
+            finished(&mut self.floats, rows),
+            finished(&mut self.strings, rows),
         ]
     }
 }

@@ -94,10 +94,10 @@ fn compact(
     }
     let records: Vec<(u64, &[u8])> = spans.iter().map(|(a, r)| (*a, &payloads[r.clone()])).collect();
     let written = write::write_file(&records, &store.config)?;
-    let (json_bytes, [shred, layout, encode]) = (written.json_bytes, written.phases.map(|d| d.as_millis() as u64));
+    let (json_bytes, [shred, encode]) = (written.json_bytes, written.phases.map(|d| d.as_millis() as u64));
     store.add(from, to, written, || log.begin_address())?;
     store.compacted_json_bytes.fetch_add(json_bytes, Ordering::Relaxed);
     store.compaction_nanos.fetch_add(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
-    tracing::debug!(from, to, records = records.len(), json_bytes, ms = started.elapsed().as_millis() as u64, shred, layout, encode, "compacted");
+    tracing::debug!(from, to, records = records.len(), json_bytes, ms = started.elapsed().as_millis() as u64, shred, encode, "compacted");
     Ok(())
 }

@@ -25,9 +25,9 @@ pub(crate) struct WrittenFile {
     pub bytes: Vec<u8>,
     /// Bytes of JSON (record payloads) it covers.
     pub json_bytes: u64,
-    /// Time spent shredding the records into columns (schema inference included), laying
-    /// the file out and encoding it as Parquet (for the compactor's log).
-    pub phases: [std::time::Duration; 3],
+    /// Time spent shredding the records into columns (schema inference included) and
+    /// encoding them as Parquet (for the compactor's log).
+    pub phases: [std::time::Duration; 2],
 }
 
 /// Builds the columnar file of `records` (log address, payload; ascending addresses,
@@ -56,22 +56,17 @@ pub(crate) fn write_file(
     // container's value is not stored (the path is opaque). Paths below a container too
     // deep to infer, or below an object that lost keys to the bound on paths, are read
     // from the raw records.
-    let mut deep: Vec<Vec<String>> = if root_cut { vec![Vec::new()] } else { Vec::new() };
-    let mut entries: Vec<(FieldPath, bool, [Option<ArrayRef>; 4])> = Vec::with_capacity(paths.len());
-    for ShreddedPath { segments, types, cut, columns } in paths {
-        if types.contains(TypeSet::TOO_DEEP) || cut {
-            deep.push(segments.clone());
-        }
-        let Ok(path) = FieldPath::from_segments(segments) else { continue };
-        let opaque = types.contains(TypeSet::OBJECT) || types.contains(TypeSet::ARRAY);
-        entries.push((path, opaque, columns));
-    }
-    let t2 = std::time::Instant::now();
+    let deep = if root_cut { vec![Vec::new()] } else { Vec::new() };
+    let mut layout = FileLayout { address_column: 0, paths: Vec::with_capacity(paths.len()), deep };
     let mut schema_fields = vec![Field::new("_address", DataType::UInt64, false)];
     let addresses: Vec<u64> = records.iter().map(|(a, _)| *a).collect();
     let mut arrays: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from(addresses))];
-    let mut layout = FileLayout { address_column: 0, paths: Vec::with_capacity(entries.len()), deep };
-    for (path, opaque, columns) in entries {
+    for ShreddedPath { segments, types, cut, columns } in paths {
+        if types.contains(TypeSet::TOO_DEEP) || cut {
+            layout.deep.push(segments.clone());
+        }
+        let Ok(path) = FieldPath::from_segments(segments) else { continue };
+        let opaque = types.contains(TypeSet::OBJECT) || types.contains(TypeSet::ARRAY);
         let typed = columns.iter().filter(|c| c.is_some()).count();
         let mut entry = PathColumns { path: path.segments().to_vec(), columns: [None; 4], opaque };
         for (ty, column) in ScalarType::ALL.into_iter().zip(columns) {
@@ -102,7 +97,7 @@ pub(crate) fn write_file(
     writer.write(&batch).map_err(|e| columnar_error("encoding a Parquet file", e))?;
     let bytes = writer.into_inner().map_err(|e| columnar_error("finishing a Parquet file", e))?;
     let json_bytes = records.iter().map(|(_, p)| p.len() as u64).sum();
-    Ok(WrittenFile { bytes, json_bytes, phases: [t1 - t0, t2 - t1, t2.elapsed()] })
+    Ok(WrittenFile { bytes, json_bytes, phases: [t1 - t0, t1.elapsed()] })
 }
 
 /// Cells (rows × paths) one file's columns may hold while it is built: every column is as

@@ -13,17 +13,13 @@
 //! [`MAX_INFERRED_DEPTH`] are skipped and marked too deep, as inference does.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use arrow_array::builder::{ArrayBuilder, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::ArrayRef;
 
 use crate::parser::{number_value, unescape_into};
-use crate::schema::{Cursor, TypeSet, MAX_INFERRED_DEPTH};
+use crate::schema::{Cursor, KeyIndex, TypeSet, MAX_INFERRED_DEPTH};
 use crate::value::FieldValue;
-
-/// Children of a node above which key lookup switches from a linear scan to a hash map.
-const LINEAR_LOOKUP_MAX: usize = 8;
 
 /// The typed columns of one path while a file is built.
 #[derive(Default)]
@@ -96,12 +92,10 @@ impl PathBuilder {
 struct Node {
     /// The JSON types seen at the path.
     types: TypeSet,
-    /// The keys of the children, in first-seen order.
-    keys: Vec<Box<[u8]>>,
-    /// The node ids of the children (`children[i]` is under `keys[i]`).
+    /// The keys of the children, in first-seen order (the schema's own key lookup).
+    keys: KeyIndex,
+    /// The node ids of the children (`children[i]` is under the `i`-th key).
     children: Vec<usize>,
-    /// Positions in `keys` by key, once there are many.
-    by_key: Option<HashMap<Box<[u8]>, usize, foldhash::fast::RandomState>>,
     /// A key was not added here because the file's bound on paths was reached: the
     /// node's contents are not all in the file.
     cut: bool,
@@ -177,13 +171,13 @@ impl Shredder {
             // Children pushed in reverse, so that they come out in first-seen order.
             let children: Vec<(usize, Vec<String>)> = self.nodes[node]
                 .keys
+                .keys()
                 .iter()
                 .zip(&self.nodes[node].children)
-                .filter_map(|(key, &child)| {
-                    let key = std::str::from_utf8(key).ok()?.to_owned();
+                .map(|(key, &child)| {
                     let mut path = segments.clone();
-                    path.push(key);
-                    Some((child, path))
+                    path.push(key.clone());
+                    (child, path)
                 })
                 .collect();
             if node != 0 {
@@ -284,21 +278,20 @@ impl Shredder {
                 return None;
             }
             let start = cursor.at;
-            let plain = cursor.string()?;
-            let end = cursor.at - 1;
+            let plain = cursor.string()?.is_some();
+            let key = text.get(start..cursor.at - 1)?;
             if cursor.next_byte()? != b':' {
                 return None;
             }
-            let child = match plain {
-                Some(key) => self.child(node, key, &mut hint),
-                None => {
-                    let mut key = std::mem::take(&mut self.key_buf);
-                    key.clear();
-                    unescape_into(text.get(start..end)?, &mut key);
-                    let child = self.child(node, key.as_bytes(), &mut hint);
-                    self.key_buf = key;
-                    child
-                }
+            let child = if plain {
+                self.child(node, key, &mut hint)
+            } else {
+                let mut unescaped = std::mem::take(&mut self.key_buf);
+                unescaped.clear();
+                unescape_into(key, &mut unescaped);
+                let child = self.child(node, &unescaped, &mut hint);
+                self.key_buf = unescaped;
+                child
             };
             match child {
                 Some(child) if self.nodes[child].seen != self.generation => {
@@ -318,16 +311,8 @@ impl Shredder {
 
     /// The child of `node` under `key`, made if new (`None` beyond the bound on paths);
     /// `hint` is the position tried first, left after the one found.
-    fn child(&mut self, node: usize, key: &[u8], hint: &mut usize) -> Option<usize> {
-        let parent = &self.nodes[node];
-        let position = if parent.keys.get(*hint).is_some_and(|k| **k == *key) {
-            Some(*hint)
-        } else if let Some(map) = &parent.by_key {
-            map.get(key).copied()
-        } else {
-            parent.keys.iter().position(|k| **k == *key)
-        };
-        let position = match position {
+    fn child(&mut self, node: usize, key: &str, hint: &mut usize) -> Option<usize> {
+        let position = match self.nodes[node].keys.find(key, *hint) {
             Some(position) => position,
             None if self.nodes.len() > self.max_paths => {
                 self.nodes[node].cut = true;
@@ -337,19 +322,8 @@ impl Shredder {
                 let id = self.nodes.len();
                 self.nodes.push(Node::default());
                 let parent = &mut self.nodes[node];
-                parent.keys.push(key.into());
                 parent.children.push(id);
-                let position = parent.keys.len() - 1;
-                match &mut parent.by_key {
-                    Some(map) => {
-                        map.insert(key.into(), position);
-                    }
-                    None if parent.keys.len() > LINEAR_LOOKUP_MAX => {
-                        parent.by_key = Some(parent.keys.iter().cloned().enumerate().map(|(i, k)| (k, i)).collect());
-                    }
-                    None => {}
-                }
-                position
+                parent.keys.push(key)
             }
         };
         *hint = position + 1;

@@ -29,61 +29,6 @@ pub const COLUMNAR_INDEX_SHARE: f64 = 0.05;
 const CHAIN_SAMPLE: usize = 1_024;
 
 impl Table {
-    /// The log ranges `[from, to)` the columnar tier's files cover now, in address order
-    /// (whole pages each; a plan's `columnar_scans` merge adjacent ones).
-    #[must_use]
-    pub fn columnar_file_ranges(&self) -> Vec<LogRange> {
-        self.columnar.files().iter().map(|f| LogRange { from: f.from, to: f.to }).collect()
-    }
-
-    /// Moves each cut between adjacent parts of a split plan (`bounds`, ordered, `[from,
-    /// to)`) that falls inside a columnar file one of the plan's columnar scans reads to
-    /// the nearer end of that file, and drops the parts this empties: a file's row groups
-    /// are decoded whole, so a part that reads some of a file's rows costs as much as one
-    /// that reads all of them. Each cut moves on its own (cuts stay in order: files are),
-    /// within its run of adjacent parts that hold no index scan (those stay whole: a chain
-    /// walk cannot be split by address).
-    pub(super) fn snap_to_columnar_files(&self, plan: &ScanPlan, bounds: &mut Vec<(u64, u64)>) {
-        if plan.columnar_scans.is_empty() || bounds.len() < 2 {
-            return;
-        }
-        let files: Vec<(u64, u64)> = self.columnar.files().iter().map(|f| (f.from, f.to)).collect();
-        let reads_columns = |at: u64| plan.columnar_scans.iter().any(|r| r.from < at && at < r.to);
-        let index = |(from, to): (u64, u64)| plan.index_scans.iter().any(|s| s.from < to && from < s.to);
-        let joined = |left: usize| bounds[left].1 == bounds[left + 1].0 && !index(bounds[left]) && !index(bounds[left + 1]);
-        let mut cuts: Vec<Option<u64>> = vec![None; bounds.len()];
-        for i in 1..bounds.len() {
-            let cut = bounds[i].0;
-            if !joined(i - 1) || !reads_columns(cut) {
-                continue;
-            }
-            let Some(&(from, to)) = files.iter().find(|(from, to)| *from < cut && cut < *to) else { continue };
-            // Within the run of joined parts around the cut.
-            let (mut low, mut high) = (i - 1, i);
-            while low > 0 && joined(low - 1) {
-                low -= 1;
-            }
-            while high + 1 < bounds.len() && joined(high) {
-                high += 1;
-            }
-            let nearer = if cut - from <= to - cut { from } else { to };
-            cuts[i] = Some(nearer.clamp(bounds[low].0, bounds[high].1));
-        }
-        let mut snapped = bounds.clone();
-        for (i, cut) in cuts.iter().enumerate() {
-            if let Some(cut) = *cut {
-                snapped[i - 1].1 = cut;
-                snapped[i].0 = cut;
-            }
-        }
-        // Cuts that moved stay ordered among themselves and with those that did not (a cut
-        // that stays put lies outside every file it could cross); kept only if so.
-        if snapped.iter().all(|(from, to)| from <= to) && snapped.windows(2).all(|w| w[0].1 <= w[1].0) {
-            *bounds = snapped;
-        }
-        bounds.retain(|(from, to)| from < to);
-    }
-
     /// Moves the parts of `plan` that columnar files cover onto columnar scans: every
     /// full-scan range, and each index scan whose chains hold at least
     /// [`COLUMNAR_INDEX_SHARE`] of the records of its range (estimated from the newest

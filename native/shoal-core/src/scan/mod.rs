@@ -470,11 +470,8 @@ impl Table {
     /// endpoints, Spark partitions): each run of adjacent index-scan ranges stays whole —
     /// a chain walk cannot be split by address without every part walking the chains
     /// down from their heads again — and the full-scan ranges share the other parts,
-    /// split at page boundaries in proportion to their sizes — but never inside a columnar
-    /// file the plan reads: a cut there moves to the nearer end of the file (each part
-    /// would decode the file's whole row groups), so a part may come out empty and there
-    /// may be fewer parts. With `parts` ≤ 1, or a plan with no range, the one part is the
-    /// whole plan.
+    /// split at page boundaries in proportion to their sizes. With `parts` ≤ 1, or a
+    /// plan with no range, the one part is the whole plan.
     #[must_use]
     pub fn split_plan(&self, plan: &ScanPlan, parts: usize) -> Vec<ScanPlan> {
         if parts <= 1 {
@@ -507,7 +504,6 @@ impl Table {
                 bounds.extend(self.split_range(start, end, usize::try_from(share).unwrap_or(1)));
             }
         }
-        self.snap_to_columnar_files(plan, &mut bounds);
         if bounds.is_empty() {
             return vec![plan.clone()];
         }

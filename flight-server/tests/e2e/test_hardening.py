@@ -335,6 +335,56 @@ def test_empty_tables_cost_little_and_their_number_and_memory_are_bounded(start_
     action(client, "create_table", {"name": "c", "memory_budget_bytes": 16 << 20})
 
 
+def test_a_keyed_tables_key_index_cannot_grow_past_the_memory_limit(tmp_path):
+    """Item 5 (global memory budget): a keyed table's key index grows with every new key,
+    after `create_table` checked the daemon's limit; nothing refused that growth. Now a
+    keyed table's batches are refused with RESOURCE_EXHAUSTED once the daemon's tables
+    reserve more than max_memory_bytes, and every key acknowledged before is there."""
+    data = tmp_path / "data"
+    first = Daemon(data)
+    client = first.client()
+    action(client, "create_table", {"name": "k", "primary_key": "id", "memory_budget_bytes": 16 << 20})
+    reserved = action(client, "stats", {"table": "k"})["reserved_bytes"]
+    assert reserved > 16 << 20, reserved
+    assert first.stop() == 0
+    config = tmp_path / "limits.toml"
+    config.write_text("max_memory_bytes = %d\n" % (reserved + (2 << 20)))
+    limited = Daemon(data, "--config", str(config))
+    try:
+        check_refusal_past_the_limit(limited, reserved)
+    finally:
+        limited.stop()
+
+
+def check_refusal_past_the_limit(limited: Daemon, reserved: int):
+    client = limited.client()
+    schema = pa.schema([("json", pa.string())])
+    acknowledged = 0
+    refusal = None
+    for batch in range(200):
+        rows = [json.dumps({"id": batch * 2000 + i, "v": "x"}) for i in range(2000)]
+        writer, reader = client.do_put(flight.FlightDescriptor.for_path("k"), schema)
+        try:
+            with writer:
+                writer.write_batch(pa.record_batch([pa.array(rows, pa.string())], schema=schema))
+                json.loads(reader.read().to_pybytes())
+                writer.done_writing()
+            acknowledged += len(rows)
+        except (flight.FlightError, pa.ArrowException) as error:  # pyarrow raises ArrowInvalid for a closing DoPut
+            refusal = error
+            break
+    assert refusal is not None, "new keys were taken past the limit"
+    assert "RESOURCE_EXHAUSTED" in str(refusal) and "max_memory_bytes" in str(refusal), refusal
+    assert 'table "k"' in str(refusal) and "key index" in str(refusal), refusal
+    assert 10_000 <= acknowledged < 200 * 2000, acknowledged
+    stats = action(client, "stats", {"table": "k"})
+    assert stats["keys"]["live"] == acknowledged, stats["keys"]
+    assert stats["reserved_bytes"] > reserved + (2 << 20) - (64 << 10), stats
+    count = query(client, {"table": "k", "aggregates": [{"function": "count"}]})[0]
+    assert count.column(0).to_pylist() == [acknowledged]
+    assert limited.alive()
+
+
 SCHEMA_FIELDS_LIMIT = 10_000  # shoal_core::schema::MAX_SCHEMA_FIELDS
 
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
 use shoal_core::checkpoint::TABLE_META_FILE;
 use shoal_core::table::{DeviceConfig, Table, TableConfig};
@@ -21,19 +21,71 @@ pub struct TableEntry {
     pub table: Arc<Table>,
     /// Its transactions (staged records of two-phase-commit writers).
     pub transactions: Transactions,
+    /// The daemon's memory limit, which a keyed table's ingestion checks.
+    memory: MemoryLimit,
 }
 
 impl TableEntry {
-    fn new(name: String, table: Arc<Table>) -> Result<Self, String> {
+    fn new(name: String, table: Arc<Table>, memory: MemoryLimit) -> Result<Self, String> {
         let transactions = Transactions::open(&table)?;
-        Ok(Self { name, table, transactions })
+        Ok(Self { name, table, transactions, memory })
+    }
+
+    /// Refuses a batch (or a transaction's staging) of a keyed table while the tables of
+    /// the daemon reserve more than its memory limit (`max_memory_bytes`): a keyed table's
+    /// key index grows with every new key and version (`stats.keys.memory_bytes`), so
+    /// its ingestion is where the reservation of existing tables grows (hardening issue,
+    /// item 5). The check comes before the batch, so the limit is passed by at most the
+    /// batches in flight. Append-only tables' ingestion reserves nothing new (their ring
+    /// and index are reserved at creation) and is not checked.
+    ///
+    /// # Errors
+    /// `RESOURCE_EXHAUSTED` naming the limit, the reservation and this table's key index
+    /// (the caller adds the table's name).
+    pub fn check_memory_for_ingest(&self) -> Result<(), OpsError> {
+        if self.table.config().primary_key.is_empty() {
+            return Ok(());
+        }
+        let reserved = self.memory.reserved_bytes();
+        if reserved <= self.memory.limit {
+            return Ok(());
+        }
+        let keys = self.table.stats().keys.unwrap_or_default();
+        Err(OpsError::resource_exhausted(format!(
+            "the daemon's tables reserve {reserved} bytes, over its limit of {} (max_memory_bytes), and this keyed table's \
+             key index holds {} bytes for {} keys: its batches are refused until memory is freed (compact this table, drop \
+             a table, or raise the limit)",
+            self.memory.limit,
+            keys.memory_bytes,
+            keys.keys
+        )))
+    }
+}
+
+/// The tables of a catalog, shared with each entry's [`MemoryLimit`].
+type Tables = RwLock<BTreeMap<String, Arc<TableEntry>>>;
+
+/// The daemon's memory limit and the tables that reserve it, as an entry sees them.
+struct MemoryLimit {
+    /// `max_memory_bytes` (or its default, [`EngineConfig::memory_limit_bytes`]).
+    limit: u64,
+    /// The catalog's tables (weak: the catalog owns them).
+    tables: Weak<Tables>,
+}
+
+impl MemoryLimit {
+    /// What the catalog's tables reserve now (`Table::reserved_bytes`, summed).
+    fn reserved_bytes(&self) -> u64 {
+        let Some(tables) = self.tables.upgrade() else { return 0 };
+        let Ok(tables) = tables.read() else { return 0 };
+        tables.values().map(|e| e.table.reserved_bytes()).sum()
     }
 }
 
 /// All tables of one daemon.
 pub struct Catalog {
     config: EngineConfig,
-    tables: RwLock<BTreeMap<String, Arc<TableEntry>>>,
+    tables: Arc<Tables>,
     /// `<data_dir>/LOCK`, locked exclusively while the catalog lives, so that two
     /// processes (daemons, embedded engines) never open the same tables.
     _lock: Option<std::fs::File>,
@@ -86,6 +138,7 @@ impl Catalog {
     /// recovered (the message names it; the daemon does not start rather than serve
     /// without it).
     pub fn open(config: EngineConfig) -> Result<Self, String> {
+        let shared: Arc<Tables> = Arc::default();
         let mut tables = BTreeMap::new();
         let mut lock = None;
         if !config.in_memory {
@@ -120,10 +173,12 @@ impl Catalog {
                 if let Some((page, reason)) = &report.corrupt_page {
                     tracing::warn!(table = %name, page, %reason, "a damaged page and everything after it were cut off");
                 }
-                tables.insert(name.clone(), Arc::new(TableEntry::new(name, table)?));
+                let memory = MemoryLimit { limit: config.memory_limit_bytes(), tables: Arc::downgrade(&shared) };
+                tables.insert(name.clone(), Arc::new(TableEntry::new(name, table, memory)?));
             }
         }
-        Ok(Self { config, tables: RwLock::new(tables), _lock: lock })
+        *shared.write().map_err(|_| "catalog lock poisoned".to_owned())? = tables;
+        Ok(Self { config, tables: shared, _lock: lock })
     }
 
     /// The server configuration.
@@ -206,7 +261,8 @@ impl Catalog {
             config.log.device = DeviceConfig::Directory(dir);
         }
         let table = Table::create(config).map_err(|e| OpsError::from_engine(&e))?;
-        let entry = TableEntry::new(request.name.clone(), table).map_err(OpsError::internal)?;
+        let memory = MemoryLimit { limit: self.config.memory_limit_bytes(), tables: Arc::downgrade(&self.tables) };
+        let entry = TableEntry::new(request.name.clone(), table, memory).map_err(OpsError::internal)?;
         tables.insert(request.name.clone(), Arc::new(entry));
         tracing::info!(table = %request.name, "table created");
         Ok(true)

@@ -704,6 +704,7 @@ pub struct Ingested {
 pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &BatchMetadata, number: usize) -> Result<Ingested, OpsError> {
     let records = json_records(batch)?;
     let with_context = |error: OpsError| error.context(format_args!("table {:?}, DoPut batch {number}", entry.name));
+    entry.check_memory_for_ingest().map_err(with_context)?;
     let ops = record_ops(batch).map_err(with_context)?;
     if let Some(transaction) = &metadata.transaction {
         let (staged, skipped) = entry.transactions.stage(&entry.table, transaction, &records, &ops).map_err(with_context)?;
@@ -853,6 +854,7 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
             let mut stats = serde_json::to_value(entry.table.stats()).unwrap_or_default();
             stats["table"] = json!(request.table);
             stats["psfs"] = json!(entry.table.psfs().all().len());
+            stats["reserved_bytes"] = json!(entry.table.reserved_bytes());
             Ok(stats)
         }
         "delete" => {

@@ -465,28 +465,50 @@ impl Table {
     }
 
     /// Withdraws records that were written but whose batch failed afterwards (it could
-    /// not be made durable): each record at `addresses` still in memory is marked
-    /// invalid, so scans, PSF chains, schema inference and recovery skip it, and a writer
-    /// that resends the batch does not duplicate it. Returns how many were withdrawn;
-    /// records already flushed before the failure are on the device as written and stay
-    /// (as after any crash in the middle of a batch: writer serials,
-    /// [`Table::ingest_as`], give exactly once).
+    /// not be made durable): each record at `addresses` is marked invalid in memory, so
+    /// scans, PSF chains, schema inference and recovery skip it, and a writer that resends
+    /// the batch does not duplicate it; records a flush may already have written to the
+    /// device (and those below the head address) are listed in the device's withdrawn
+    /// records (`withdrawn.bin`, synced before this returns), so that they stay withdrawn
+    /// when read back from the device, after their page left memory or after a restart;
+    /// columnar files built from them are dropped (and built again without them).
     ///
     /// Only for batches without a writer serial: a writer batch is recorded as ingested
     /// and its resend is skipped, so it must stay. A keyed table keeps the records that
-    /// are durable by now.
+    /// are durable by now, and the records below the head address.
     #[must_use]
-    pub fn withdraw(&self, addresses: &[u64]) -> usize {
+    pub fn withdraw(&self, addresses: &[u64]) -> Withdrawal {
+        // Held while headers change: the page observer's counters (`stats.records` after
+        // a restart from a checkpoint) lose the withdrawn records it counted.
+        let mut observed = self.observed.lock();
         let guard = self.log.epoch().protect();
-        let mut withdrawn = 0;
+        // Marked invalid in memory; append-only records below the head, still valid on the device.
+        let (mut in_memory, mut on_device) = (Vec::new(), Vec::new());
         // A keyed table's withdrawn versions: their keys get their latest version again.
         let mut keys: Vec<Vec<u8>> = Vec::new();
         // A keyed table's version that became durable meanwhile stays (a resend applies
         // it again, which upserts, merge patches and deletes allow): a log compaction may
         // already have dropped the version it superseded.
         let durable = if self.keyed.is_some() { self.durable_address() } else { 0 };
+        let mut header_bytes = Vec::new();
         for &address in addresses {
-            if address < self.log.head_address() || address < durable {
+            if address < self.log.begin_address() || address < durable {
+                continue;
+            }
+            if address < self.log.head_address() {
+                let on_device_valid = self.keyed.is_none()
+                    && matches!(self.log.read_from_device(address, 8, &mut header_bytes), Ok(true))
+                    && header_bytes.len() == 8
+                    && {
+                        let header = crate::record::RecordHeader(u64::from_le_bytes(header_bytes[..8].try_into().unwrap_or([0; 8])));
+                        header.is_visible() && !header.is_invalid()
+                    };
+                if on_device_valid && self.log.read_from_device(address, header_size(&header_bytes), &mut header_bytes).unwrap_or(false) {
+                    if let Some(view) = crate::record::RecordView::new(&header_bytes) {
+                        uncount(&mut observed, address, &view);
+                        on_device.push(address);
+                    }
+                }
                 continue;
             }
             // SAFETY: protected in the epoch, so a page at or above the head address
@@ -495,9 +517,12 @@ impl Table {
                 let header = self.log.load_header(address);
                 if header.is_visible() && !header.is_invalid() {
                     self.log.write_header(address, header.with_invalid());
-                    withdrawn += 1;
+                    in_memory.push(address);
+                    let view = self.log.read_in_memory(&guard, address, header.size()).and_then(crate::record::RecordView::new);
+                    if let Some(view) = &view {
+                        uncount(&mut observed, address, view);
+                    }
                     if let Some(keyed) = &self.keyed {
-                        let view = self.log.read_in_memory(&guard, address, header.size()).and_then(crate::record::RecordView::new);
                         let mut key = Vec::new();
                         if view.is_some_and(|view| keyed.record_key(&view, &mut key)) {
                             keys.push(key);
@@ -507,12 +532,45 @@ impl Table {
             }
         }
         drop(guard);
-        self.records.fetch_sub(withdrawn as u64, std::sync::atomic::Ordering::Relaxed);
+        observed.withdrawn_unobserved.sort_unstable();
+        drop(observed);
+        let records = in_memory.len() + on_device.len();
+        self.records.fetch_sub(records as u64, std::sync::atomic::Ordering::Relaxed);
         if let Some(keyed) = &self.keyed {
             if let Err(error) = self.revalidate_withdrawn(keyed, &keys) {
                 tracing::error!(%error, "keyed table: the latest versions of withdrawn keys could not be read back");
             }
         }
-        withdrawn
+        let lasting = self.log.withdraw_on_device(&in_memory, &on_device).and_then(|listed| self.columnar.drop_containing(&listed));
+        if let Err(error) = &lasting {
+            tracing::error!(%error, records, "withdrawn records could not be listed on the device: those already written there come back when read from it");
+        }
+        Withdrawal { records, not_lasting: lasting.err().map(|e| e.to_string()) }
     }
+}
+
+/// The size of the record whose header `bytes` start with (8 when they hold no header).
+fn header_size(bytes: &[u8]) -> usize {
+    bytes.get(..8).map_or(8, |word| crate::record::RecordHeader(u64::from_le_bytes(word.try_into().unwrap_or([0; 8]))).size().max(8))
+}
+
+/// Takes a record being withdrawn (still valid in `view`) out of the page observer's
+/// counters if its page was observed, else notes it for the observer.
+fn uncount(observed: &mut crate::table::Observed, address: u64, view: &crate::record::RecordView<'_>) {
+    if address < observed.until {
+        let kps = (0..view.header().key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
+        observed.totals.remove(view.payload().len(), kps);
+    } else {
+        observed.withdrawn_unobserved.push(address);
+    }
+}
+
+/// What [`Table::withdraw`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Withdrawal {
+    /// Records withdrawn (visible before, invalid now).
+    pub records: usize,
+    /// Why the withdrawal of records already on the device is not lasting (the device's
+    /// list could not be written: they come back when read from the device), if so.
+    pub not_lasting: Option<String>,
 }

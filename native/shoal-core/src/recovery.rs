@@ -126,6 +126,8 @@ impl Table {
         if replay.next_page > report.first_page_replayed {
             report.bytes_cut += cut_log_at(&files, replay.end_address, config.log.page_size_bits, &mut buffer)?;
         }
+        // Withdrawn records that never reached the device: their addresses go to new records.
+        files.withdrawn().forget_from(replay.end_address)?;
         drop(files);
 
         let recovered_end = replay.next_page << config.log.page_size_bits;
@@ -470,7 +472,7 @@ fn restore_observed(
                 && state.index.as_ref().is_none_or(|i| i.end <= recovered_end) =>
         {
             report.checkpoint_used = true;
-            let mut observed = Observed { schema: state.schema, totals: state.totals, until: 0 };
+            let mut observed = Observed { schema: state.schema, totals: state.totals, ..Observed::default() };
             observed.schema.merge(&schema);
             observed.schema.limit_fields(MAX_SCHEMA_FIELDS);
             observed.totals.merge(&totals);
@@ -483,7 +485,7 @@ fn restore_observed(
             ));
             None
         }
-        None => Some(Observed { schema, totals, until: 0 }),
+        None => Some(Observed { schema, totals, ..Observed::default() }),
     }
 }
 

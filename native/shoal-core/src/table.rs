@@ -175,7 +175,20 @@ impl Table {
                 );
             }
             state.totals.merge(&totals);
-            state.until = state.until.max((page + 1) * page_size);
+            let (start, end) = (page * page_size, (page + 1) * page_size);
+            if state.withdrawn_unobserved.first().is_some_and(|&a| a < end) {
+                // Records withdrawn while this page was read: counted if read before.
+                let withdrawn = std::mem::take(&mut state.withdrawn_unobserved);
+                for (offset, view) in PageRecords::new(&bytes[..capacity]) {
+                    let header = view.header();
+                    if header.is_visible() && !header.is_invalid() && withdrawn.binary_search(&(start + offset as u64)).is_ok() {
+                        let kps = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
+                        state.totals.remove(view.payload().len(), kps);
+                    }
+                }
+                state.withdrawn_unobserved = withdrawn.into_iter().filter(|&a| a >= end).collect();
+            }
+            state.until = state.until.max(end);
         }))?;
         let dir = match &config.log.device {
             DeviceConfig::Directory(dir) => Some(dir.clone()),
@@ -183,6 +196,8 @@ impl Table {
         };
         let columnar =
             Arc::new(ColumnarStore::open(config.columnar.clone(), dir.as_deref(), log.begin_address(), log.tail_address())?);
+        // Files a withdrawal could not drop (its manifest write failed after the list was written).
+        columnar.drop_containing(&log.withdrawn_addresses())?;
         crate::columnar::start_compactor(&columnar, &log)?;
         Ok(Arc::new(Self {
             retention: Mutex::new(config.retention),
@@ -586,6 +601,10 @@ pub(crate) struct Observed {
     pub(crate) schema: InferredSchema,
     pub(crate) totals: ObservedTotals,
     pub(crate) until: u64,
+    /// Records withdrawn at or above `until` (sorted): the observer takes those it
+    /// counted out of `totals` again (it may have read their page before the withdrawal).
+    /// Their fields stay in the schema, which may name fields no record has.
+    pub(crate) withdrawn_unobserved: Vec<u64>,
 }
 
 /// True when `dir` holds a table's metadata or log.

@@ -283,7 +283,7 @@ fn a_withdrawn_version_gives_its_key_back_its_previous_version() {
     let delete = table.ingest_ops(&[br#"{"id": 2}"#], &[RecordOp::Delete]).unwrap();
     assert_eq!(table.stats().keys.unwrap().live, 1);
     // Both batches failed to become durable: they are withdrawn.
-    assert_eq!(table.withdraw(&update.addresses) + table.withdraw(&delete.addresses), 2);
+    assert_eq!(table.withdraw(&update.addresses).records + table.withdraw(&delete.addresses).records, 2);
     let expected: Oracle = [(1, json!({"id": 1, "v": 1})), (2, json!({"id": 2, "v": 1}))].into();
     assert_eq!(rows(&table, None, u64::MAX), expected);
     assert_eq!(rows(&table, Some("id = 1"), u64::MAX), [(1, json!({"id": 1, "v": 1}))].into());

@@ -772,11 +772,14 @@ pub fn acknowledge_while(ingested: Ingested, keep_waiting: &dyn Fn() -> bool) ->
                 return status;
             }
             // Not acknowledged, so not visible: a resend must not duplicate it.
-            let withdrawn = table.withdraw(&addresses);
+            let withdrawal = table.withdraw(&addresses);
+            let lasting = withdrawal.not_lasting.map_or_else(String::new, |why| {
+                format!(" (but those already on the device come back after a restart: the list of withdrawn records failed: {why})")
+            });
             status.context(format_args!(
-                "table {:?}: the batch could not be made durable ({withdrawn} of its records withdrawn; resend it, \
+                "table {:?}: the batch could not be made durable ({} of its records withdrawn{lasting}; resend it, \
                  with a writer serial for exactly once)",
-                entry.name
+                entry.name, withdrawal.records
             ))
         })?;
     }

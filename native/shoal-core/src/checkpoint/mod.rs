@@ -155,6 +155,17 @@ impl ObservedTotals {
         }
     }
 
+    /// Takes away one record that [`Self::add`] counted (it was withdrawn since).
+    pub fn remove(&mut self, payload_bytes: usize, psf_ids: impl Iterator<Item = u32>) {
+        self.records = self.records.saturating_sub(1);
+        self.payload_bytes = self.payload_bytes.saturating_sub(payload_bytes as u64);
+        for id in psf_ids {
+            if let Some(count) = self.key_pointers.get_mut(id as usize) {
+                *count = count.saturating_sub(1);
+            }
+        }
+    }
+
     /// Adds `other`.
     pub fn merge(&mut self, other: &ObservedTotals) {
         self.records += other.records;

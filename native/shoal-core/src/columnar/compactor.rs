@@ -75,6 +75,9 @@ fn compact(
     to: u64,
 ) -> Result<()> {
     let started = Instant::now();
+    // Records withdrawn while the pages are read may be in them valid (the withdrawal
+    // drops only the files that exist by then): such a file is not kept.
+    let withdrawals = log.withdrawn_generation();
     let mut payloads: Vec<u8> = Vec::new();
     let mut spans: Vec<(u64, std::ops::Range<usize>)> = Vec::new();
     let begin = log.begin_address();
@@ -95,7 +98,7 @@ fn compact(
     let records: Vec<(u64, &[u8])> = spans.iter().map(|(a, r)| (*a, &payloads[r.clone()])).collect();
     let written = write::write_file(&records, &store.config)?;
     let (json_bytes, [shred, encode]) = (written.json_bytes, written.phases.map(|d| d.as_millis() as u64));
-    store.add(from, to, written, || log.begin_address())?;
+    store.add(from, to, written, || to > log.begin_address() && log.withdrawn_generation() == withdrawals)?;
     store.compacted_json_bytes.fetch_add(json_bytes, Ordering::Relaxed);
     store.compaction_nanos.fetch_add(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
     tracing::debug!(from, to, records = records.len(), json_bytes, ms = started.elapsed().as_millis() as u64, shred, encode, "compacted");

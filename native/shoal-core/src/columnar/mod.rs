@@ -573,11 +573,12 @@ impl ColumnarStore {
     }
 
     /// Adds a file built for `[from, to)`: written atomically and listed in the manifest
-    /// (on-disk tables), or kept in memory. A file whose range the log no longer holds
-    /// (`to <= begin`: truncated meanwhile) is dropped.
-    pub(crate) fn add(&self, from: u64, to: u64, written: write::WrittenFile, begin: impl Fn() -> u64) -> Result<()> {
+    /// (on-disk tables), or kept in memory. A file for which `still_valid` says no (checked
+    /// under the lock [`Self::drop_containing`] and [`Self::drop_below`] take: the log was
+    /// truncated past it, or records were withdrawn meanwhile) is dropped.
+    pub(crate) fn add(&self, from: u64, to: u64, written: write::WrittenFile, still_valid: impl Fn() -> bool) -> Result<()> {
         let _serialised = self.changes.lock();
-        if to <= begin() {
+        if !still_valid() {
             return Ok(());
         }
         let name = format!("{from:020}-{to:020}.parquet");
@@ -602,12 +603,34 @@ impl ColumnarStore {
 
     /// Deletes the files wholly below `begin` (retention); returns how many.
     pub(crate) fn drop_below(&self, begin: u64) -> Result<usize> {
-        let _serialised = self.changes.lock();
-        let dropped: Vec<Arc<ColumnarFile>> = {
-            let mut files = self.files.write();
+        self.drop_files(|files| {
             let keep = files.partition_point(|f| f.to <= begin);
             files.drain(..keep).collect()
-        };
+        })
+    }
+
+    /// Deletes the files whose range holds one of `addresses` (sorted; records withdrawn
+    /// after the file may have been built from them): the compactor builds their ranges
+    /// again from the log, where those records are invalid. Returns how many.
+    pub(crate) fn drop_containing(&self, addresses: &[u64]) -> Result<usize> {
+        if addresses.is_empty() {
+            return Ok(0);
+        }
+        self.drop_files(|files| {
+            let (kept, dropped) = std::mem::take(files).into_iter().partition(|f| {
+                let first = addresses.partition_point(|&a| a < f.from);
+                addresses.get(first).is_none_or(|&a| a >= f.to)
+            });
+            *files = kept;
+            dropped
+        })
+    }
+
+    /// Removes the files `take` takes out of the list: the manifest is written, then
+    /// they are deleted.
+    fn drop_files(&self, take: impl FnOnce(&mut Vec<Arc<ColumnarFile>>) -> Vec<Arc<ColumnarFile>>) -> Result<usize> {
+        let _serialised = self.changes.lock();
+        let dropped = take(&mut self.files.write());
         if dropped.is_empty() {
             return Ok(0);
         }

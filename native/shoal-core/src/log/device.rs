@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use super::withdrawn::Withdrawn;
 use crate::error::{Error, Result};
 
 /// Bytes at the end of every page reserved for its footer.
@@ -44,6 +45,9 @@ pub(crate) struct SegmentFiles {
     files: RwLock<HashMap<u64, Arc<File>>>,
     /// OS error number every write fails with (0: none); a test hook.
     write_fault: std::sync::atomic::AtomicI32,
+    /// Records withdrawn after they may have been written here; device reads return
+    /// them invalid.
+    withdrawn: Withdrawn,
 }
 
 impl Device {
@@ -58,6 +62,7 @@ impl Device {
                     pages_per_segment,
                     files: RwLock::new(HashMap::new()),
                     write_fault: std::sync::atomic::AtomicI32::new(0),
+                    withdrawn: Withdrawn::open(dir)?,
                 }))
             }
         }
@@ -138,21 +143,36 @@ impl SegmentFiles {
         Ok(())
     }
 
-    /// Reads `buf.len()` bytes of page `page` starting at `offset_in_page`.
+    /// Reads `buf.len()` bytes of page `page` starting at `offset_in_page`; withdrawn
+    /// records whose header is in `buf` read as invalid.
     pub(crate) fn read(&self, page: u64, offset_in_page: usize, buf: &mut [u8]) -> Result<()> {
+        self.read_raw(page, offset_in_page, buf)?;
+        self.withdrawn.mask(page * self.page_size as u64 + offset_in_page as u64, buf);
+        Ok(())
+    }
+
+    /// Reads `buf.len()` bytes of page `page` starting at `offset_in_page`, as stored.
+    fn read_raw(&self, page: u64, offset_in_page: usize, buf: &mut [u8]) -> Result<()> {
         let (segment, offset) = self.locate(page);
         let file = self.open_file(segment, false)?;
         file.read_exact_at(buf, offset + offset_in_page as u64).map_err(|e| Error::io(self.segment_path(segment), e))
     }
 
-    /// Reads a whole page and checks its footer.
+    /// Reads a whole page and checks its footer; then withdrawn records read as invalid.
     pub(crate) fn read_page(&self, page: u64, buf: &mut [u8]) -> Result<()> {
-        self.read(page, 0, buf)?;
+        self.read_raw(page, 0, buf)?;
         verify_page(buf, page).map_err(|reason| Error::CorruptPage {
             page,
             path: self.segment_path(self.locate(page).0),
             reason,
-        })
+        })?;
+        self.withdrawn.mask(page * self.page_size as u64, buf);
+        Ok(())
+    }
+
+    /// The records withdrawn after they may have been written here.
+    pub(crate) fn withdrawn(&self) -> &Withdrawn {
+        &self.withdrawn
     }
 }
 
@@ -187,9 +207,12 @@ impl SegmentFiles {
         if length < offset + self.page_size as u64 {
             return Ok(PageState::Corrupt(format!("only {} of {} bytes were written", length - offset, self.page_size)));
         }
-        self.read(page, 0, buf)?;
+        self.read_raw(page, 0, buf)?;
         Ok(match verify_page(buf, page) {
-            Ok(()) => PageState::Valid,
+            Ok(()) => {
+                self.withdrawn.mask(page * self.page_size as u64, buf);
+                PageState::Valid
+            }
             // All zeros: space the file was extended over, never written.
             Err(_) if buf.iter().all(|&b| b == 0) => PageState::Missing,
             Err(reason) => PageState::Corrupt(reason),

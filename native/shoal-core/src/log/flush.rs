@@ -86,6 +86,7 @@ impl HybridLog {
         // cannot be evicted before `flushed_until` passes it, which only this thread
         // advances. The footer area is not used by records.
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.frame_ptr(page), self.page_size) };
+        let _writing = self.flush_write.lock();
         let result = match &self.device {
             Device::Null => Ok(()),
             Device::Segments(files) => {
@@ -115,6 +116,7 @@ impl HybridLog {
     pub(super) fn flush_partial(&self, page: u64, until: u64, scratch: &mut Vec<u8>) {
         let Device::Segments(files) = &self.device else { return };
         let length = (until - self.page_start(page)) as usize;
+        let _writing = self.flush_write.lock();
         scratch.clear();
         scratch.resize(self.page_size, 0);
         // SAFETY: `page` is in memory (it is not flushed, so not evicted) and its bytes

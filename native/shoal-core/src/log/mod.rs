@@ -29,6 +29,7 @@ mod flush;
 mod observer;
 mod read;
 mod truncate;
+pub(crate) mod withdrawn;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -158,6 +159,10 @@ pub struct HybridLog {
     /// A page observer is installed: frames wait for their page's observation too.
     observing: AtomicBool,
     flush_state: Mutex<FlushState>,
+    /// Held by the flush thread from its copy of a page's bytes until `flushed_until`
+    /// covers what it wrote, so that [`HybridLog::withdraw_on_device`] knows which
+    /// records a flush may have written before they were withdrawn.
+    flush_write: Mutex<()>,
     flushed_signal: Condvar,
     flush_thread: Mutex<Option<JoinHandle<()>>>,
     observer_thread: Mutex<Option<JoinHandle<()>>>,
@@ -281,6 +286,7 @@ impl HybridLog {
             observed_until: AtomicU64::new(start_address),
             observing: AtomicBool::new(false),
             flush_state: Mutex::new(FlushState { next_page: first_page, ..FlushState::default() }),
+            flush_write: Mutex::new(()),
             flushed_signal: Condvar::new(),
             flush_thread: Mutex::new(None),
             observer_thread: Mutex::new(None),
@@ -495,6 +501,50 @@ impl HybridLog {
     #[must_use]
     pub fn has_storage(&self) -> bool {
         !self.device.is_null()
+    }
+
+    /// Makes the withdrawal of in-memory records lasting (hardening issue, item 8):
+    /// `in_memory` are records whose in-memory header the caller has just marked invalid,
+    /// `on_device` records below the head address; those a flush may have written valid
+    /// — every one of `on_device`, and those of `in_memory` below `flushed_until` once the
+    /// flush under way (if any) has finished — are listed in the device's withdrawn
+    /// records (`withdrawn.bin`), so that reads from the device return them invalid. Returns
+    /// the addresses listed, sorted. No-op on the null device.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the list cannot be written and synced (then the records stay
+    /// valid on the device and come back when read from it).
+    pub(crate) fn withdraw_on_device(&self, in_memory: &[u64], on_device: &[u64]) -> Result<Vec<u64>> {
+        let Device::Segments(files) = &self.device else { return Ok(Vec::new()) };
+        let flushed = {
+            let _no_flush_under_way = self.flush_write.lock();
+            self.flushed_until()
+        };
+        let mut listed: Vec<u64> = in_memory.iter().copied().filter(|&a| a < flushed).collect();
+        listed.extend_from_slice(on_device);
+        listed.sort_unstable();
+        files.withdrawn().add(&listed, self.begin_address())?;
+        Ok(listed)
+    }
+
+    /// How many times the device's withdrawn records changed (0 on the null device or
+    /// when none ever was): a columnar file built from pages read while it changed may
+    /// hold a withdrawn record.
+    #[must_use]
+    pub(crate) fn withdrawn_generation(&self) -> u64 {
+        match &self.device {
+            Device::Segments(files) => files.withdrawn().generation(),
+            Device::Null => 0,
+        }
+    }
+
+    /// The device's withdrawn record addresses, sorted (empty on the null device).
+    #[must_use]
+    pub(crate) fn withdrawn_addresses(&self) -> Vec<u64> {
+        match &self.device {
+            Device::Segments(files) => files.withdrawn().addresses(),
+            Device::Null => Vec::new(),
+        }
     }
 
     /// The size of the in-memory ring in bytes (`frames × page size`): the most memory

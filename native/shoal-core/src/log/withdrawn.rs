@@ -1,0 +1,303 @@
+//! Records withdrawn after they may have reached the device: the lasting half of
+//! [`crate::table::Table::withdraw`] (hardening issue, item 8).
+//!
+//! A batch that cannot be made durable (the disk is full) is withdrawn: its records'
+//! headers get the invalid bit in memory, and every page flushed afterwards carries it.
+//! Pages of the batch flushed *before* the failure hold the records as written, valid,
+//! and would come back when they are read from the device (after their frame is reused,
+//! or after a restart: 312 such rows in the hardening probe). Rewriting those pages in
+//! place would be a torn-page risk on the very pages that were durable; instead their
+//! addresses are kept in `withdrawn.bin` beside the segment files, and every read from
+//! the device sets the invalid bit of a listed record in the bytes it returns (after the
+//! page's checksum was checked), so scans, chain walks, the columnar compactor and
+//! recovery skip the record as they skip one withdrawn in memory.
+//!
+//! The file is written before it is needed: created with [`PREALLOCATED_BYTES`] of
+//! zeros, so that adding entries overwrites blocks the file already has and works on a
+//! full disk. An entry is `magic (u32 LE) · count (u32 LE) · count × address (u64 LE) ·
+//! CRC-32 of the preceding bytes (u32 LE) · 4 zero bytes`, appended in place and synced;
+//! reading stops at the first entry whose magic or checksum is wrong (a torn append was
+//! never reported as lasting). When the preallocated room is used up, the file is
+//! rewritten (temporary file, sync, rename) with the addresses still in the log, which
+//! needs free space again.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::record::RecordHeader;
+
+/// The file's name in the log's directory.
+pub const WITHDRAWN_FILE: &str = "withdrawn.bin";
+
+/// Bytes of zeros a new file is written with: room for about 130,000 addresses in
+/// entries appended without new space.
+pub const PREALLOCATED_BYTES: u64 = 1 << 20;
+
+/// "WDRN".
+const ENTRY_MAGIC: u32 = 0x5744_524E;
+
+/// Bytes of an entry around its addresses: magic, count, checksum, padding.
+const ENTRY_OVERHEAD: usize = 16;
+
+/// The withdrawn addresses of one log directory, in memory (sorted) and in the file.
+#[derive(Debug)]
+pub(crate) struct Withdrawn {
+    dir: PathBuf,
+    /// Record addresses, sorted, without duplicates.
+    addresses: RwLock<Vec<u64>>,
+    /// How many times the set changed (readers' fast path checks `addresses` only when
+    /// this is not 0; the columnar compactor compares it around a file's build).
+    generation: AtomicU64,
+    /// The open file, the end of its last good entry and its length.
+    file: Mutex<(File, u64, u64)>,
+}
+
+impl Withdrawn {
+    /// Opens (or creates, preallocated) `dir/withdrawn.bin` and reads its entries.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub(crate) fn open(dir: &Path) -> Result<Self> {
+        let path = dir.join(WITHDRAWN_FILE);
+        let (file, addresses, end, length) = if path.exists() {
+            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            let (addresses, end) = parse(&bytes);
+            let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+            (file, addresses, end, bytes.len() as u64)
+        } else {
+            (create_preallocated(dir, &path, &[])?, Vec::new(), 0, PREALLOCATED_BYTES)
+        };
+        let mut addresses = addresses;
+        addresses.sort_unstable();
+        addresses.dedup();
+        let generation = u64::from(!addresses.is_empty());
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            addresses: RwLock::new(addresses),
+            generation: AtomicU64::new(generation),
+            file: Mutex::new((file, end, length)),
+        })
+    }
+
+    /// Changes so far (0: nothing was ever withdrawn here).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The listed addresses, sorted.
+    pub(crate) fn addresses(&self) -> Vec<u64> {
+        self.addresses.read().clone()
+    }
+
+    /// Adds `addresses` (record addresses, any order), synced to the device before it
+    /// returns; listed addresses below `begin` are left out when the file is rewritten.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the entry cannot be written and synced, or the file is full
+    /// and cannot be rewritten (no free space); then nothing was added.
+    pub(crate) fn add(&self, addresses: &[u64], begin: u64) -> Result<()> {
+        if addresses.is_empty() {
+            return Ok(());
+        }
+        let mut file = self.file.lock();
+        let entry = encode_entry(addresses);
+        let (_, end, length) = &*file;
+        if end + entry.len() as u64 <= *length {
+            let path = self.dir.join(WITHDRAWN_FILE);
+            file.0.write_all_at(&entry, *end).map_err(|e| Error::io(&path, e))?;
+            file.0.sync_data().map_err(|e| Error::io(&path, e))?;
+            file.1 += entry.len() as u64;
+            self.merge(addresses);
+        } else {
+            let mut all: Vec<u64> = self.addresses.read().iter().copied().filter(|&a| a >= begin).collect();
+            all.extend_from_slice(addresses);
+            self.rewrite(&mut file, all)?;
+        }
+        Ok(())
+    }
+
+    /// Forgets the addresses at or above `tail` (recovery, once the log's end is known:
+    /// the addresses of records that never reached the device are given to new records),
+    /// rewriting the file if any was listed.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be rewritten.
+    pub(crate) fn forget_from(&self, tail: u64) -> Result<()> {
+        let kept: Vec<u64> = {
+            let addresses = self.addresses.read();
+            if addresses.last().is_none_or(|&last| last < tail) {
+                return Ok(());
+            }
+            addresses.iter().copied().filter(|&a| a < tail).collect()
+        };
+        let mut file = self.file.lock();
+        self.rewrite(&mut file, kept)
+    }
+
+    /// Sets the invalid bit of every listed record whose header lies wholly in `bytes`,
+    /// which hold the log's bytes from `start` on (a device read).
+    pub(crate) fn mask(&self, start: u64, bytes: &mut [u8]) {
+        if self.generation() == 0 || bytes.len() < 8 {
+            return;
+        }
+        let addresses = self.addresses.read();
+        let last = start + bytes.len() as u64 - 8;
+        let from = addresses.partition_point(|&a| a < start);
+        for &address in addresses[from..].iter().take_while(|&&a| a <= last) {
+            let at = (address - start) as usize;
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes[at..at + 8]);
+            let header = RecordHeader(u64::from_le_bytes(word));
+            if !header.is_empty() && !header.is_filler() {
+                bytes[at..at + 8].copy_from_slice(&header.with_invalid().0.to_le_bytes());
+            }
+        }
+    }
+
+    fn merge(&self, added: &[u64]) {
+        let mut addresses = self.addresses.write();
+        addresses.extend_from_slice(added);
+        addresses.sort_unstable();
+        addresses.dedup();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Replaces the file with one entry of `all` (preallocated again) and the set with it.
+    fn rewrite(&self, file: &mut (File, u64, u64), mut all: Vec<u64>) -> Result<()> {
+        all.sort_unstable();
+        all.dedup();
+        let path = self.dir.join(WITHDRAWN_FILE);
+        let new = create_preallocated(&self.dir, &path, &all)?;
+        let entry_end = if all.is_empty() { 0 } else { (ENTRY_OVERHEAD + 8 * all.len()) as u64 };
+        let length = new.metadata().map_err(|e| Error::io(&path, e))?.len();
+        *file = (new, entry_end, length);
+        *self.addresses.write() = all;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
+/// Writes `path` atomically: one entry of `addresses` (none when empty), then zeros up
+/// to [`PREALLOCATED_BYTES`] (or twice the entry); returns it open for writing.
+fn create_preallocated(dir: &Path, path: &Path, addresses: &[u64]) -> Result<File> {
+    let mut bytes = if addresses.is_empty() { Vec::new() } else { encode_entry(addresses) };
+    let length = PREALLOCATED_BYTES.max(2 * bytes.len() as u64);
+    bytes.resize(usize::try_from(length).unwrap_or(usize::MAX), 0);
+    let temporary = dir.join(format!("{WITHDRAWN_FILE}.tmp"));
+    let write = || -> std::io::Result<File> {
+        std::fs::write(&temporary, &bytes)?;
+        File::open(&temporary)?.sync_all()?;
+        std::fs::rename(&temporary, path)?;
+        File::open(dir)?.sync_all()?;
+        OpenOptions::new().read(true).write(true).open(path)
+    };
+    write().map_err(|e| Error::io(path, e))
+}
+
+fn encode_entry(addresses: &[u64]) -> Vec<u8> {
+    let mut entry = Vec::with_capacity(ENTRY_OVERHEAD + 8 * addresses.len());
+    entry.extend_from_slice(&ENTRY_MAGIC.to_le_bytes());
+    entry.extend_from_slice(&u32::try_from(addresses.len()).unwrap_or(u32::MAX).to_le_bytes());
+    for address in addresses {
+        entry.extend_from_slice(&address.to_le_bytes());
+    }
+    let crc = crc32fast::hash(&entry);
+    entry.extend_from_slice(&crc.to_le_bytes());
+    entry.extend_from_slice(&[0; 4]);
+    entry
+}
+
+/// The addresses of the good entries of `bytes` and where they end.
+fn parse(bytes: &[u8]) -> (Vec<u64>, u64) {
+    let word = |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let mut addresses = Vec::new();
+    let mut at = 0usize;
+    while at + ENTRY_OVERHEAD <= bytes.len() && word(at) == ENTRY_MAGIC {
+        let count = word(at + 4) as usize;
+        let body = 8 + 8 * count;
+        if at + body + 8 > bytes.len() || crc32fast::hash(&bytes[at..at + body]) != word(at + body) {
+            break;
+        }
+        addresses.extend(bytes[at + 8..at + body].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))));
+        at += body + 8;
+    }
+    (addresses, at as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(size: u32) -> [u8; 8] {
+        RecordHeader::new(size, 1, 0).with_visible().0.to_le_bytes()
+    }
+
+    #[test]
+    fn entries_survive_a_reopen_and_a_torn_one_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let withdrawn = Withdrawn::open(dir.path()).unwrap();
+        assert_eq!(std::fs::metadata(dir.path().join(WITHDRAWN_FILE)).unwrap().len(), PREALLOCATED_BYTES);
+        assert_eq!(withdrawn.generation(), 0);
+        withdrawn.add(&[640, 64], 0).unwrap();
+        withdrawn.add(&[128], 0).unwrap();
+        assert_eq!(withdrawn.addresses(), [64, 128, 640]);
+        drop(withdrawn);
+        // A torn third entry: its checksum does not match.
+        let path = dir.path().join(WITHDRAWN_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let end = (2 * ENTRY_OVERHEAD + 3 * 8) as usize;
+        let torn = encode_entry(&[999]);
+        bytes[end..end + torn.len() - 8].copy_from_slice(&torn[..torn.len() - 8]);
+        std::fs::write(&path, &bytes).unwrap();
+        let reopened = Withdrawn::open(dir.path()).unwrap();
+        assert_eq!(reopened.addresses(), [64, 128, 640]);
+        assert!(reopened.generation() > 0);
+        // Forgetting from a recovered tail rewrites the file.
+        reopened.forget_from(128).unwrap();
+        assert_eq!(reopened.addresses(), [64]);
+        assert_eq!(Withdrawn::open(dir.path()).unwrap().addresses(), [64]);
+    }
+
+    #[test]
+    fn a_full_file_is_rewritten_without_the_addresses_below_the_begin_address() {
+        let dir = tempfile::tempdir().unwrap();
+        let withdrawn = Withdrawn::open(dir.path()).unwrap();
+        let per_entry = 4096u64;
+        let entries = PREALLOCATED_BYTES / (ENTRY_OVERHEAD as u64 + 8 * per_entry);
+        for e in 0..=entries {
+            let batch: Vec<u64> = (0..per_entry).map(|i| (e * per_entry + i) * 64).collect();
+            withdrawn.add(&batch, (e * per_entry * 64).saturating_sub(per_entry * 64)).unwrap();
+        }
+        let kept = withdrawn.addresses();
+        assert!(kept.len() < ((entries + 1) * per_entry) as usize, "older addresses were left out: {}", kept.len());
+        assert_eq!(kept.last(), Some(&(((entries + 1) * per_entry - 1) * 64)));
+        assert_eq!(Withdrawn::open(dir.path()).unwrap().addresses(), kept);
+    }
+
+    #[test]
+    fn reads_see_listed_records_invalid() {
+        let dir = tempfile::tempdir().unwrap();
+        let withdrawn = Withdrawn::open(dir.path()).unwrap();
+        let mut page = vec![0u8; 64];
+        page[0..8].copy_from_slice(&header(24));
+        page[24..32].copy_from_slice(&header(16));
+        page[40..48].copy_from_slice(&header(24));
+        let untouched = page.clone();
+        withdrawn.mask(1000, &mut page);
+        assert_eq!(page, untouched, "nothing listed");
+        withdrawn.add(&[1024, 1040 + 8 * 100], 0).unwrap();
+        withdrawn.mask(1000, &mut page);
+        let at = |bytes: &[u8], i: usize| RecordHeader(u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap()));
+        assert!(!at(&page, 0).is_invalid() && at(&page, 24).is_invalid() && !at(&page, 40).is_invalid());
+        assert_eq!(at(&page, 24).size(), 16);
+        // A read that holds only part of a header leaves it.
+        let mut part = untouched[24..28].to_vec();
+        withdrawn.mask(1024, &mut part);
+        assert_eq!(part, &untouched[24..28]);
+    }
+}

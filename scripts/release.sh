@@ -4,6 +4,10 @@
 #   shoal-VERSION-linux-x86_64.tar.gz   the daemon and CLI (bin/shoal, stripped release build from
 #                                       docker/build-daemon.sh, the image's own build), LICENSE,
 #                                       README.md and the configuration and operations docs
+#   shoal-VERSION-linux-aarch64.tar.gz  the same, cross-built, when the aarch64 toolchain is here
+#                                       (rustup target add aarch64-unknown-linux-gnu; Debian:
+#                                       apt-get install g++-aarch64-linux-gnu, and qemu-user to
+#                                       run it once); else skipped, saying so
 #   shoal-spark-connector-VERSION-shaded.jar    Spark 3.5 (spark-submit --jars)
 #   shoal-spark4-connector-VERSION-shaded.jar   Spark 4.x
 #   shoal-flink-connector-VERSION-shaded.jar    Flink 1.20 (lib/)
@@ -20,10 +24,10 @@
 # The crates carry X.Y.Z and the poms X.Y.Z-SNAPSHOT between releases; a release sets the poms
 # to X.Y.Z (mvn versions:set -DnewVersion=X.Y.Z -DgenerateBackupPoms=false), tags vX.Y.Z, and
 # moves both to the next version. A -SNAPSHOT build is allowed and named so.
-# Only linux-x86_64: the machines here have no aarch64 cross toolchain (a Linux aarch64 build
-# is the same script on an aarch64 host). No Docker engine runs here either: the image itself
-# is not built, only its definition checked (--check) and its build script run (the tarball's
-# binary is that script's output).
+# linux-aarch64 is a cross build (docker/build-daemon.sh OUT aarch64-unknown-linux-gnu; on an
+# aarch64 host the native build gives it). No Docker engine runs here: the image itself is not
+# built, only its definition checked (--check) and its build script run (the tarballs'
+# binaries are that script's output).
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -63,15 +67,28 @@ rm -rf "$dist"
 mkdir -p "$dist"
 started=$(date +%s)
 
-step "daemon: docker/build-daemon.sh (release, stripped)"
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
-name="shoal-$version-linux-x86_64"
-docker/build-daemon.sh "$stage/$name/bin"
-cp LICENSE README.md "$stage/$name/"
-mkdir -p "$stage/$name/docs"
-cp docs/configuration.md docs/operations.md "$stage/$name/docs/"
-tar -C "$stage" -czf "$dist/$name.tar.gz" "$name"
+# tarball PLATFORM TARGET: the daemon built for TARGET with the docs, as shoal-VERSION-PLATFORM.tar.gz.
+tarball() {
+  local name="shoal-$version-$1"
+  step "daemon $1: docker/build-daemon.sh (release, stripped, $2)"
+  docker/build-daemon.sh "$stage/$name/bin" "$2"
+  cp LICENSE README.md "$stage/$name/"
+  mkdir -p "$stage/$name/docs"
+  cp docs/configuration.md docs/operations.md "$stage/$name/docs/"
+  tar -C "$stage" -czf "$dist/$name.tar.gz" "$name"
+}
+host="$(rustc -vV | sed -n 's/^host: //p')"
+tarball "linux-$(uname -m)" "$host"
+if [[ "$host" == x86_64-unknown-linux-gnu ]]; then
+  if rustup target list --installed 2>/dev/null | grep -x aarch64-unknown-linux-gnu >/dev/null \
+      && command -v aarch64-linux-gnu-g++ >/dev/null; then
+    tarball linux-aarch64 aarch64-unknown-linux-gnu
+  else
+    step "daemon linux-aarch64: skipped (no cross toolchain: rustup target add aarch64-unknown-linux-gnu; apt-get install g++-aarch64-linux-gnu qemu-user)"
+  fi
+fi
 
 step "connector jars: mvn package (release native library for embedded mode)"
 mvn -B -ntp -q package -DskipTests -pl spark-connector,spark4-connector,flink-connector,flink2-connector -am

@@ -478,74 +478,97 @@ impl Table {
     /// are durable by now, and the records below the head address.
     #[must_use]
     pub fn withdraw(&self, addresses: &[u64]) -> Withdrawal {
-        // Held while headers change: the page observer's counters (`stats.records` after
-        // a restart from a checkpoint) lose the withdrawn records it counted.
-        let mut observed = self.observed.lock();
-        let guard = self.log.epoch().protect();
-        // Marked invalid in memory; append-only records below the head, still valid on the device.
-        let (mut in_memory, mut on_device) = (Vec::new(), Vec::new());
+        // Marked invalid in memory now; append-only records below the head, valid on the device.
+        let (mut in_memory, mut below_head) = (Vec::new(), Vec::new());
         // A keyed table's withdrawn versions: their keys get their latest version again.
         let mut keys: Vec<Vec<u8>> = Vec::new();
         // A keyed table's version that became durable meanwhile stays (a resend applies
         // it again, which upserts, merge patches and deletes allow): a log compaction may
         // already have dropped the version it superseded.
         let durable = if self.keyed.is_some() { self.durable_address() } else { 0 };
-        let mut header_bytes = Vec::new();
-        for &address in addresses {
-            if address < self.log.begin_address() || address < durable {
-                continue;
-            }
-            if address < self.log.head_address() {
-                let on_device_valid = self.keyed.is_none()
-                    && matches!(self.log.read_from_device(address, 8, &mut header_bytes), Ok(true))
-                    && header_bytes.len() == 8
-                    && {
-                        let header = crate::record::RecordHeader(u64::from_le_bytes(header_bytes[..8].try_into().unwrap_or([0; 8])));
-                        header.is_visible() && !header.is_invalid()
-                    };
-                if on_device_valid && self.log.read_from_device(address, header_size(&header_bytes), &mut header_bytes).unwrap_or(false) {
-                    if let Some(view) = crate::record::RecordView::new(&header_bytes) {
-                        uncount(&mut observed, address, &view);
-                        on_device.push(address);
-                    }
+        {
+            // Held while headers change: the page observer's counters (`stats.records`
+            // after a restart from a checkpoint) lose the withdrawn records it counted.
+            let mut observed = self.observed.lock();
+            let guard = self.log.epoch().protect();
+            for &address in addresses {
+                if address < self.log.begin_address() || address < durable {
+                    continue;
                 }
-                continue;
-            }
-            // SAFETY: protected in the epoch, so a page at or above the head address
-            // stays in its frame; headers are 8-byte aligned words changed atomically.
-            unsafe {
-                let header = self.log.load_header(address);
-                if header.is_visible() && !header.is_invalid() {
-                    self.log.write_header(address, header.with_invalid());
-                    in_memory.push(address);
-                    let view = self.log.read_in_memory(&guard, address, header.size()).and_then(crate::record::RecordView::new);
-                    if let Some(view) = &view {
-                        uncount(&mut observed, address, view);
+                if address < self.log.head_address() {
+                    if self.keyed.is_none() {
+                        below_head.push(address);
                     }
-                    if let Some(keyed) = &self.keyed {
-                        let mut key = Vec::new();
-                        if view.is_some_and(|view| keyed.record_key(&view, &mut key)) {
-                            keys.push(key);
+                    continue;
+                }
+                // SAFETY: protected in the epoch, so a page at or above the head address
+                // stays in its frame; headers are 8-byte aligned words changed atomically.
+                unsafe {
+                    let header = self.log.load_header(address);
+                    if header.is_visible() && !header.is_invalid() {
+                        self.log.write_header(address, header.with_invalid());
+                        in_memory.push(address);
+                        let view = self.log.read_in_memory(&guard, address, header.size()).and_then(crate::record::RecordView::new);
+                        if let Some(view) = &view {
+                            uncount(&mut observed, address, view);
+                        }
+                        if let Some(keyed) = &self.keyed {
+                            let mut key = Vec::new();
+                            if view.is_some_and(|view| keyed.record_key(&view, &mut key)) {
+                                keys.push(key);
+                            }
                         }
                     }
                 }
             }
+            drop(guard);
+            observed.withdrawn_unobserved.sort_unstable();
         }
-        drop(guard);
-        observed.withdrawn_unobserved.sort_unstable();
-        drop(observed);
-        let records = in_memory.len() + on_device.len();
+        // Records below the head, read from the device (outside the lock and the epoch):
+        // the visible ones, with what the observer counted of them.
+        let mut on_device: Vec<(u64, usize, Vec<u32>)> = Vec::new();
+        let mut bytes = Vec::new();
+        for address in below_head {
+            let size = match self.log.read_from_device(address, 8, &mut bytes) {
+                Ok(true) => header_size(&bytes),
+                _ => continue,
+            };
+            if !matches!(self.log.read_from_device(address, size, &mut bytes), Ok(true)) {
+                continue;
+            }
+            if let Some(view) = crate::record::RecordView::new(&bytes).filter(|v| v.header().is_visible() && !v.header().is_invalid()) {
+                let psfs = (0..view.header().key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id).collect();
+                on_device.push((address, view.payload().len(), psfs));
+            }
+        }
+        let device_addresses: Vec<u64> = on_device.iter().map(|(a, _, _)| *a).collect();
+        let (records, not_lasting) = match self.log.withdraw_on_device(&in_memory, &device_addresses) {
+            Ok(listed) => {
+                let mut observed = self.observed.lock();
+                for (_, payload, psfs) in &on_device {
+                    // Below the head: observed long ago.
+                    observed.totals.remove(*payload, psfs.iter().copied());
+                }
+                drop(observed);
+                if let Err(error) = self.columnar.drop_containing(&listed) {
+                    // Not read any more by this process; dropped at the next open.
+                    tracing::error!(%error, "columnar files holding withdrawn records could not be dropped from the manifest");
+                }
+                (in_memory.len() + on_device.len(), None)
+            }
+            Err(error) => {
+                tracing::error!(%error, "withdrawn records could not be listed on the device: those already written there come back when read from it");
+                (in_memory.len(), Some(error.to_string()))
+            }
+        };
         self.records.fetch_sub(records as u64, std::sync::atomic::Ordering::Relaxed);
         if let Some(keyed) = &self.keyed {
+            // After the listing: a version read back from the device is then seen invalid.
             if let Err(error) = self.revalidate_withdrawn(keyed, &keys) {
                 tracing::error!(%error, "keyed table: the latest versions of withdrawn keys could not be read back");
             }
         }
-        let lasting = self.log.withdraw_on_device(&in_memory, &on_device).and_then(|listed| self.columnar.drop_containing(&listed));
-        if let Err(error) = &lasting {
-            tracing::error!(%error, records, "withdrawn records could not be listed on the device: those already written there come back when read from it");
-        }
-        Withdrawal { records, not_lasting: lasting.err().map(|e| e.to_string()) }
+        Withdrawal { records, not_lasting }
     }
 }
 
@@ -570,7 +593,8 @@ fn uncount(observed: &mut crate::table::Observed, address: u64, view: &crate::re
 pub struct Withdrawal {
     /// Records withdrawn (visible before, invalid now).
     pub records: usize,
-    /// Why the withdrawal of records already on the device is not lasting (the device's
-    /// list could not be written: they come back when read from the device), if so.
+    /// Why the withdrawal is not lasting, if so: the device's list could not be written,
+    /// so the records a flush wrote before come back when read from the device (records
+    /// below the head address are then not withdrawn at all).
     pub not_lasting: Option<String>,
 }

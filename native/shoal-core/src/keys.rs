@@ -497,6 +497,13 @@ impl KeyIndex {
         (superseded, deleted, live)
     }
 
+    /// Bytes of the key index and the superseded-versions table ([`KeyStats::memory_bytes`])
+    /// without taking the shards' locks.
+    #[must_use]
+    pub fn memory_bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
     /// The counters.
     #[must_use]
     pub fn stats(&self) -> KeyStats {

@@ -125,6 +125,11 @@ impl Table {
                     dir.display()
                 )));
             }
+            // A list of withdrawn records left by an earlier table would hide new records.
+            let stale = dir.join(crate::log::withdrawn::WITHDRAWN_FILE);
+            if stale.exists() {
+                std::fs::remove_file(&stale).map_err(|e| Error::io(&stale, e))?;
+            }
         }
         // The index first: it validates its size before the log starts a thread.
         let index = HashIndex::new(config.index_size_bits)?;
@@ -157,12 +162,16 @@ impl Table {
         log.set_page_observer(Box::new(move |page, bytes| {
             let mut page_schema = InferredSchema::new();
             let mut totals = ObservedTotals::default();
-            for (_, view) in PageRecords::new(&bytes[..capacity]) {
+            // Offsets of the records counted: a record withdrawn while this page is read
+            // is taken out again below if it was counted.
+            let mut counted: Vec<usize> = Vec::new();
+            for (offset, view) in PageRecords::new(&bytes[..capacity]) {
                 let header = view.header();
                 if header.is_visible() && !header.is_invalid() {
                     page_schema.observe_validated(view.payload());
                     let kps = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
                     totals.add(view.payload().len(), kps);
+                    counted.push(offset);
                 }
             }
             let mut state = state.lock();
@@ -177,13 +186,16 @@ impl Table {
             state.totals.merge(&totals);
             let (start, end) = (page * page_size, (page + 1) * page_size);
             if state.withdrawn_unobserved.first().is_some_and(|&a| a < end) {
-                // Records withdrawn while this page was read: counted if read before.
+                // Records withdrawn while this page was read, counted if their header was
+                // read before the withdrawal marked it.
                 let withdrawn = std::mem::take(&mut state.withdrawn_unobserved);
-                for (offset, view) in PageRecords::new(&bytes[..capacity]) {
-                    let header = view.header();
-                    if header.is_visible() && !header.is_invalid() && withdrawn.binary_search(&(start + offset as u64)).is_ok() {
-                        let kps = (0..header.key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
-                        state.totals.remove(view.payload().len(), kps);
+                for &address in withdrawn.iter().filter(|&&a| a >= start && a < end) {
+                    let offset = (address - start) as usize;
+                    if counted.binary_search(&offset).is_ok() {
+                        if let Some(view) = crate::record::RecordView::new(&bytes[offset..capacity]) {
+                            let kps = (0..view.header().key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
+                            state.totals.remove(view.payload().len(), kps);
+                        }
                     }
                 }
                 state.withdrawn_unobserved = withdrawn.into_iter().filter(|&a| a >= end).collect();
@@ -196,8 +208,11 @@ impl Table {
         };
         let columnar =
             Arc::new(ColumnarStore::open(config.columnar.clone(), dir.as_deref(), log.begin_address(), log.tail_address())?);
-        // Files a withdrawal could not drop (its manifest write failed after the list was written).
-        columnar.drop_containing(&log.withdrawn_addresses())?;
+        // Files a withdrawal could not drop (its manifest write failed after the list was
+        // written): those that hold a withdrawn record as a row.
+        if let Err(error) = columnar.drop_holding(&log.withdrawn_addresses()) {
+            tracing::warn!(%error, "columnar files holding withdrawn records could not be dropped at open; they are not read");
+        }
         crate::columnar::start_compactor(&columnar, &log)?;
         Ok(Arc::new(Self {
             retention: Mutex::new(config.retention),
@@ -341,7 +356,7 @@ impl Table {
     /// the table exists (without files and keys).
     #[must_use]
     pub fn reserved_bytes(&self) -> u64 {
-        let key_index = self.keyed.as_ref().map_or(0, |k| k.index.stats().memory_bytes);
+        let key_index = self.keyed.as_ref().map_or(0, |k| k.index.memory_bytes());
         self.log.ring_bytes()
             + self.index.bucket_count() as u64 * 64
             + crate::schema::SCHEMA_RESERVED_BYTES

@@ -74,10 +74,12 @@ struct MemoryLimit {
 }
 
 impl MemoryLimit {
-    /// What the catalog's tables reserve now (`Table::reserved_bytes`, summed).
+    /// What the catalog's tables reserve now (`Table::reserved_bytes`, summed); 0 while a
+    /// table is being created or dropped (the catalog's lock is taken then: a batch is not
+    /// kept waiting for it, and the next one is checked).
     fn reserved_bytes(&self) -> u64 {
         let Some(tables) = self.tables.upgrade() else { return 0 };
-        let Ok(tables) = tables.read() else { return 0 };
+        let Ok(tables) = tables.try_read() else { return 0 };
         tables.values().map(|e| e.table.reserved_bytes()).sum()
     }
 }

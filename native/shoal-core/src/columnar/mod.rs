@@ -363,6 +363,31 @@ impl ColumnarFile {
         arrays.into_iter().map(|a| a.ok_or_else(|| columnar_error(&self.name, "a column was not decoded"))).collect()
     }
 
+    /// Whether one of `addresses` (sorted) is a row's `_address` here: the `_address`
+    /// column of each row group whose address range holds one is decoded (not cached).
+    ///
+    /// # Errors
+    /// As [`Self::row_group_columns`].
+    fn holds_any(&self, addresses: &[u64]) -> Result<bool> {
+        for (row_group, &(low, high)) in self.row_group_addresses.iter().enumerate() {
+            let first = addresses.partition_point(|&a| a < low);
+            if addresses.get(first).is_none_or(|&a| a > high) {
+                continue;
+            }
+            let leaves = [self.layout.address_column];
+            let column = match &self.source {
+                Source::Memory(bytes) => self.decode(bytes.clone(), row_group, &leaves)?,
+                Source::File(path) => self.decode(std::fs::File::open(path).map_err(|e| Error::io(path, e))?, row_group, &leaves)?,
+            };
+            let rows = column.first().and_then(|c| c.as_any().downcast_ref::<arrow_array::UInt64Array>().cloned());
+            let rows = rows.ok_or_else(|| columnar_error(&self.name, "the _address column is not UInt64"))?;
+            if rows.iter().flatten().any(|a| addresses.binary_search(&a).is_ok()) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Decodes the columns `leaves` (sorted) of one row group: one array per leaf.
     fn decode<R: parquet::file::reader::ChunkReader + 'static>(&self, input: R, row_group: usize, leaves: &[usize]) -> Result<Vec<ArrayRef>> {
         use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -621,6 +646,32 @@ impl ColumnarStore {
                 let first = addresses.partition_point(|&a| a < f.from);
                 addresses.get(first).is_none_or(|&a| a >= f.to)
             });
+            *files = kept;
+            dropped
+        })
+    }
+
+    /// Deletes the files that hold one of `addresses` (sorted) as a row (their `_address`
+    /// column is read; a file that does not decode is dropped too): at open, for records
+    /// withdrawn after their file was built and not dropped then. Returns how many.
+    pub(crate) fn drop_holding(&self, addresses: &[u64]) -> Result<usize> {
+        if addresses.is_empty() {
+            return Ok(0);
+        }
+        let holding: Vec<u64> = self
+            .files()
+            .iter()
+            .filter(|f| {
+                let first = addresses.partition_point(|&a| a < f.from);
+                addresses.get(first).is_some_and(|&a| a < f.to) && f.holds_any(addresses).unwrap_or(true)
+            })
+            .map(|f| f.id)
+            .collect();
+        if holding.is_empty() {
+            return Ok(0);
+        }
+        self.drop_files(|files| {
+            let (dropped, kept) = std::mem::take(files).into_iter().partition(|f| holding.contains(&f.id));
             *files = kept;
             dropped
         })

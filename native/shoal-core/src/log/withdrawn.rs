@@ -8,18 +8,21 @@
 //! or after a restart: 312 such rows in the hardening probe). Rewriting those pages in
 //! place would be a torn-page risk on the very pages that were durable; instead their
 //! addresses are kept in `withdrawn.bin` beside the segment files, and every read from
-//! the device sets the invalid bit of a listed record in the bytes it returns (after the
-//! page's checksum was checked), so scans, chain walks, the columnar compactor and
-//! recovery skip the record as they skip one withdrawn in memory.
+//! the device sets the invalid bit of a listed record in the bytes it returns (a whole
+//! page after its checksum was checked), so scans, chain walks, the columnar compactor
+//! and recovery skip the record as they skip one withdrawn in memory.
 //!
 //! The file is written before it is needed: created with [`PREALLOCATED_BYTES`] of
 //! zeros, so that adding entries overwrites blocks the file already has and works on a
-//! full disk. An entry is `magic (u32 LE) · count (u32 LE) · count × address (u64 LE) ·
-//! CRC-32 of the preceding bytes (u32 LE) · 4 zero bytes`, appended in place and synced;
-//! reading stops at the first entry whose magic or checksum is wrong (a torn append was
-//! never reported as lasting). When the preallocated room is used up, the file is
-//! rewritten (temporary file, sync, rename) with the addresses still in the log, which
-//! needs free space again.
+//! full disk (on file systems that overwrite in place: not copy-on-write ones such as
+//! btrfs or ZFS). An entry is `magic (u32 LE) · count (u32 LE) · count × address (u64 LE) ·
+//! CRC-32 of the preceding bytes (u32 LE) · 4 zero bytes`; the magic says whether it adds
+//! its addresses or forgets every address at or above its one address (recovery: the
+//! addresses of records that never reached the device go to new records). Entries are
+//! appended in place and synced; reading stops at the first entry whose magic or checksum
+//! is wrong (a torn append was never reported as lasting). When the preallocated room is
+//! used up, the file is rewritten (temporary file, sync, rename) with the addresses still
+//! in the log, which needs free space again.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -38,11 +41,22 @@ pub const WITHDRAWN_FILE: &str = "withdrawn.bin";
 /// entries appended without new space.
 pub const PREALLOCATED_BYTES: u64 = 1 << 20;
 
-/// "WDRN".
-const ENTRY_MAGIC: u32 = 0x5744_524E;
+/// "WDRN": the entry adds its addresses.
+const ADD_MAGIC: u32 = 0x5744_524E;
+
+/// "WDRF": the entry forgets every address at or above its one address.
+const FORGET_MAGIC: u32 = 0x5744_5246;
 
 /// Bytes of an entry around its addresses: magic, count, checksum, padding.
 const ENTRY_OVERHEAD: usize = 16;
+
+/// The open file, the end of its last good entry and its length.
+#[derive(Debug)]
+struct ListFile {
+    file: File,
+    end: u64,
+    length: u64,
+}
 
 /// The withdrawn addresses of one log directory, in memory (sorted) and in the file.
 #[derive(Debug)]
@@ -53,34 +67,39 @@ pub(crate) struct Withdrawn {
     /// How many times the set changed (readers' fast path checks `addresses` only when
     /// this is not 0; the columnar compactor compares it around a file's build).
     generation: AtomicU64,
-    /// The open file, the end of its last good entry and its length.
-    file: Mutex<(File, u64, u64)>,
+    /// The file; `None` when it could not be created (a full disk when a table made before
+    /// this file existed was opened): [`Self::add`] tries again.
+    file: Mutex<Option<ListFile>>,
 }
 
 impl Withdrawn {
-    /// Opens (or creates, preallocated) `dir/withdrawn.bin` and reads its entries.
+    /// Opens `dir/withdrawn.bin` and reads its entries, or creates it (preallocated); a
+    /// file that cannot be created is logged and tried again by the first [`Self::add`].
     ///
     /// # Errors
-    /// [`Error::Io`] naming the file.
+    /// [`Error::Io`] naming the file when an existing one cannot be read or opened.
     pub(crate) fn open(dir: &Path) -> Result<Self> {
         let path = dir.join(WITHDRAWN_FILE);
-        let (file, addresses, end, length) = if path.exists() {
+        let (file, addresses) = if path.exists() {
             let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
             let (addresses, end) = parse(&bytes);
             let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
-            (file, addresses, end, bytes.len() as u64)
+            (Some(ListFile { file, end, length: bytes.len() as u64 }), addresses)
         } else {
-            (create_preallocated(dir, &path, &[])?, Vec::new(), 0, PREALLOCATED_BYTES)
+            match create_preallocated(dir, &[]) {
+                Ok(file) => (Some(file), Vec::new()),
+                Err(error) => {
+                    tracing::warn!(%error, "the list of withdrawn records could not be created; tried again when needed");
+                    (None, Vec::new())
+                }
+            }
         };
-        let mut addresses = addresses;
-        addresses.sort_unstable();
-        addresses.dedup();
         let generation = u64::from(!addresses.is_empty());
         Ok(Self {
             dir: dir.to_path_buf(),
             addresses: RwLock::new(addresses),
             generation: AtomicU64::new(generation),
-            file: Mutex::new((file, end, length)),
+            file: Mutex::new(file),
         })
     }
 
@@ -94,39 +113,34 @@ impl Withdrawn {
         self.addresses.read().clone()
     }
 
-    /// Adds `addresses` (record addresses, any order), synced to the device before it
+    /// Adds `addresses` (record addresses, sorted), synced to the device before it
     /// returns; listed addresses below `begin` are left out when the file is rewritten.
     ///
     /// # Errors
     /// [`Error::Io`] when the entry cannot be written and synced, or the file is full
-    /// and cannot be rewritten (no free space); then nothing was added.
+    /// (or missing) and cannot be written anew (no free space); then nothing was added.
     pub(crate) fn add(&self, addresses: &[u64], begin: u64) -> Result<()> {
         if addresses.is_empty() {
             return Ok(());
         }
         let mut file = self.file.lock();
-        let entry = encode_entry(addresses);
-        let (_, end, length) = &*file;
-        if end + entry.len() as u64 <= *length {
-            let path = self.dir.join(WITHDRAWN_FILE);
-            file.0.write_all_at(&entry, *end).map_err(|e| Error::io(&path, e))?;
-            file.0.sync_data().map_err(|e| Error::io(&path, e))?;
-            file.1 += entry.len() as u64;
-            self.merge(addresses);
-        } else {
-            let mut all: Vec<u64> = self.addresses.read().iter().copied().filter(|&a| a >= begin).collect();
-            all.extend_from_slice(addresses);
-            self.rewrite(&mut file, all)?;
+        let mut merged: Vec<u64> = self.addresses.read().iter().copied().chain(addresses.iter().copied()).collect();
+        merged.sort_unstable();
+        merged.dedup();
+        if !self.append(&mut file, &encode_entry(ADD_MAGIC, addresses))? {
+            merged.retain(|&a| a >= begin);
+            self.rewrite(&mut file, &merged)?;
         }
+        self.replace(merged);
         Ok(())
     }
 
     /// Forgets the addresses at or above `tail` (recovery, once the log's end is known:
-    /// the addresses of records that never reached the device are given to new records),
-    /// rewriting the file if any was listed.
+    /// the addresses of records that never reached the device go to new records).
     ///
     /// # Errors
-    /// [`Error::Io`] when the file cannot be rewritten.
+    /// [`Error::Io`] when the forgetting cannot be written (the file is full and there is
+    /// no room to write it anew).
     pub(crate) fn forget_from(&self, tail: u64) -> Result<()> {
         let kept: Vec<u64> = {
             let addresses = self.addresses.read();
@@ -136,7 +150,11 @@ impl Withdrawn {
             addresses.iter().copied().filter(|&a| a < tail).collect()
         };
         let mut file = self.file.lock();
-        self.rewrite(&mut file, kept)
+        if !self.append(&mut file, &encode_entry(FORGET_MAGIC, &[tail]))? {
+            self.rewrite(&mut file, &kept)?;
+        }
+        self.replace(kept);
+        Ok(())
     }
 
     /// Sets the invalid bit of every listed record whose header lies wholly in `bytes`,
@@ -159,49 +177,56 @@ impl Withdrawn {
         }
     }
 
-    fn merge(&self, added: &[u64]) {
-        let mut addresses = self.addresses.write();
-        addresses.extend_from_slice(added);
-        addresses.sort_unstable();
-        addresses.dedup();
+    fn replace(&self, addresses: Vec<u64>) {
+        *self.addresses.write() = addresses;
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Replaces the file with one entry of `all` (preallocated again) and the set with it.
-    fn rewrite(&self, file: &mut (File, u64, u64), mut all: Vec<u64>) -> Result<()> {
-        all.sort_unstable();
-        all.dedup();
+    /// Appends `entry` in place and syncs it; `false` when the file has no room for it
+    /// (or there is no file).
+    fn append(&self, file: &mut Option<ListFile>, entry: &[u8]) -> Result<bool> {
+        let Some(list) = file.as_mut().filter(|l| l.end + entry.len() as u64 <= l.length) else { return Ok(false) };
         let path = self.dir.join(WITHDRAWN_FILE);
-        let new = create_preallocated(&self.dir, &path, &all)?;
-        let entry_end = if all.is_empty() { 0 } else { (ENTRY_OVERHEAD + 8 * all.len()) as u64 };
-        let length = new.metadata().map_err(|e| Error::io(&path, e))?.len();
-        *file = (new, entry_end, length);
-        *self.addresses.write() = all;
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        list.file.write_all_at(entry, list.end).map_err(|e| Error::io(&path, e))?;
+        list.file.sync_data().map_err(|e| Error::io(&path, e))?;
+        list.end += entry.len() as u64;
+        Ok(true)
+    }
+
+    /// Replaces the file with one entry of `all` (preallocated again).
+    fn rewrite(&self, file: &mut Option<ListFile>, all: &[u64]) -> Result<()> {
+        *file = Some(create_preallocated(&self.dir, all)?);
         Ok(())
     }
 }
 
-/// Writes `path` atomically: one entry of `addresses` (none when empty), then zeros up
-/// to [`PREALLOCATED_BYTES`] (or twice the entry); returns it open for writing.
-fn create_preallocated(dir: &Path, path: &Path, addresses: &[u64]) -> Result<File> {
-    let mut bytes = if addresses.is_empty() { Vec::new() } else { encode_entry(addresses) };
-    let length = PREALLOCATED_BYTES.max(2 * bytes.len() as u64);
+/// Writes `dir/withdrawn.bin` atomically: one entry of `addresses` (none when empty),
+/// then zeros up to [`PREALLOCATED_BYTES`] (or twice the entry); returns it open.
+fn create_preallocated(dir: &Path, addresses: &[u64]) -> Result<ListFile> {
+    let path = dir.join(WITHDRAWN_FILE);
+    let mut bytes = if addresses.is_empty() { Vec::new() } else { encode_entry(ADD_MAGIC, addresses) };
+    let end = bytes.len() as u64;
+    let length = PREALLOCATED_BYTES.max(2 * end);
     bytes.resize(usize::try_from(length).unwrap_or(usize::MAX), 0);
     let temporary = dir.join(format!("{WITHDRAWN_FILE}.tmp"));
-    let write = || -> std::io::Result<File> {
-        std::fs::write(&temporary, &bytes)?;
-        File::open(&temporary)?.sync_all()?;
-        std::fs::rename(&temporary, path)?;
-        File::open(dir)?.sync_all()?;
-        OpenOptions::new().read(true).write(true).open(path)
-    };
-    write().map_err(|e| Error::io(path, e))
+    let written = std::fs::write(&temporary, &bytes)
+        .and_then(|()| File::open(&temporary)?.sync_all())
+        .and_then(|()| std::fs::rename(&temporary, &path));
+    if let Err(e) = written {
+        // A partial temporary file would hold the last free blocks of a full disk.
+        let _ = std::fs::remove_file(&temporary);
+        return Err(Error::io(&path, e));
+    }
+    if let Err(error) = File::open(dir).and_then(|d| d.sync_all()) {
+        tracing::warn!(%error, dir = %dir.display(), "directory sync after writing the list of withdrawn records failed");
+    }
+    let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+    Ok(ListFile { file, end, length })
 }
 
-fn encode_entry(addresses: &[u64]) -> Vec<u8> {
+fn encode_entry(magic: u32, addresses: &[u64]) -> Vec<u8> {
     let mut entry = Vec::with_capacity(ENTRY_OVERHEAD + 8 * addresses.len());
-    entry.extend_from_slice(&ENTRY_MAGIC.to_le_bytes());
+    entry.extend_from_slice(&magic.to_le_bytes());
     entry.extend_from_slice(&u32::try_from(addresses.len()).unwrap_or(u32::MAX).to_le_bytes());
     for address in addresses {
         entry.extend_from_slice(&address.to_le_bytes());
@@ -212,20 +237,28 @@ fn encode_entry(addresses: &[u64]) -> Vec<u8> {
     entry
 }
 
-/// The addresses of the good entries of `bytes` and where they end.
+/// The addresses of the good entries of `bytes` (sorted, without duplicates) and where
+/// those entries end.
 fn parse(bytes: &[u8]) -> (Vec<u64>, u64) {
     let word = |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
     let mut addresses = Vec::new();
     let mut at = 0usize;
-    while at + ENTRY_OVERHEAD <= bytes.len() && word(at) == ENTRY_MAGIC {
+    while at + ENTRY_OVERHEAD <= bytes.len() && matches!(word(at), ADD_MAGIC | FORGET_MAGIC) {
         let count = word(at + 4) as usize;
         let body = 8 + 8 * count;
         if at + body + 8 > bytes.len() || crc32fast::hash(&bytes[at..at + body]) != word(at + body) {
             break;
         }
-        addresses.extend(bytes[at + 8..at + body].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))));
+        let listed = bytes[at + 8..at + body].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+        if word(at) == ADD_MAGIC {
+            addresses.extend(listed);
+        } else if let Some(from) = listed.min() {
+            addresses.retain(|&a| a < from);
+        }
         at += body + 8;
     }
+    addresses.sort_unstable();
+    addresses.dedup();
     (addresses, at as u64)
 }
 
@@ -251,16 +284,19 @@ mod tests {
         let path = dir.path().join(WITHDRAWN_FILE);
         let mut bytes = std::fs::read(&path).unwrap();
         let end = (2 * ENTRY_OVERHEAD + 3 * 8) as usize;
-        let torn = encode_entry(&[999]);
+        let torn = encode_entry(ADD_MAGIC, &[999]);
         bytes[end..end + torn.len() - 8].copy_from_slice(&torn[..torn.len() - 8]);
         std::fs::write(&path, &bytes).unwrap();
         let reopened = Withdrawn::open(dir.path()).unwrap();
         assert_eq!(reopened.addresses(), [64, 128, 640]);
         assert!(reopened.generation() > 0);
-        // Forgetting from a recovered tail rewrites the file.
+        // Forgetting from a recovered tail: an entry in place (over the torn one), then
+        // later additions count again.
         reopened.forget_from(128).unwrap();
         assert_eq!(reopened.addresses(), [64]);
-        assert_eq!(Withdrawn::open(dir.path()).unwrap().addresses(), [64]);
+        reopened.add(&[4096], 0).unwrap();
+        assert_eq!(Withdrawn::open(dir.path()).unwrap().addresses(), [64, 4096]);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), PREALLOCATED_BYTES, "no rewrite");
     }
 
     #[test]

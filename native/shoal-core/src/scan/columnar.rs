@@ -26,6 +26,9 @@ use crate::value::FieldValue;
 /// GitHub events (`bench/compare.py`, Q2: 9,134 candidates, 1.8 % of the records): the
 /// index scan 9–10 ms (~1.1 µs per candidate), the columnar scan with its columns cached
 /// 4.2 ms (~8.5 ns per row for two filter and two output columns): even at about 0.8 %.
+/// Columns not decoded yet (the first such query after a restart, or columns beyond
+/// `columnar.cache_bytes`) cost their decoding once (tens of ms per GB of log), which the
+/// later queries of a recurring workload do not pay again.
 pub const COLUMNAR_INDEX_SHARE: f64 = 0.01;
 
 /// Key pointers read from the head of an index scan's chains to estimate their density.

@@ -15,6 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow_array::{Array, ArrayRef};
 use parking_lot::Mutex;
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+
+use crate::error::Result;
 
 /// A cached array's key: the file's id ([`super::ColumnarFile::id`]), the row group and
 /// the Parquet leaf column.
@@ -44,12 +47,50 @@ pub(crate) struct DecodedColumns {
     state: Mutex<State>,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// The parsed footers of the files read last, most recent first, at most
+    /// [`FOOTERS_KEPT`]: a file keeps only its statistics and layout in memory (a footer
+    /// of ~630 columns takes about a MiB parsed: held for every file, it grew the
+    /// daemon's memory with the log, ~1.6 MiB per 64 MiB file).
+    footers: Mutex<std::collections::VecDeque<(u64, ArrowReaderMetadata)>>,
 }
+
+/// Parsed Parquet footers a table keeps for decoding ([`DecodedColumns::footer`]).
+pub const FOOTERS_KEPT: usize = 8;
 
 impl DecodedColumns {
     /// An empty cache holding at most `capacity` bytes of arrays.
     pub(crate) fn new(capacity: u64) -> Self {
-        Self { capacity, state: Mutex::new(State::default()), hits: AtomicU64::new(0), misses: AtomicU64::new(0) }
+        Self {
+            capacity,
+            state: Mutex::new(State::default()),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            footers: Mutex::default(),
+        }
+    }
+
+    /// The parsed footer of `file`: kept from an earlier read, else `load`ed (outside the
+    /// lock) and kept, the least recently used beyond [`FOOTERS_KEPT`] let go.
+    ///
+    /// # Errors
+    /// `load`'s.
+    pub(crate) fn footer(&self, file: u64, load: impl FnOnce() -> Result<ArrowReaderMetadata>) -> Result<ArrowReaderMetadata> {
+        {
+            let mut footers = self.footers.lock();
+            if let Some(at) = footers.iter().position(|(id, _)| *id == file) {
+                let entry = footers.remove(at).unwrap_or_else(|| unreachable!("position found"));
+                let metadata = entry.1.clone();
+                footers.push_front(entry);
+                return Ok(metadata);
+            }
+        }
+        let metadata = load()?;
+        let mut footers = self.footers.lock();
+        if !footers.iter().any(|(id, _)| *id == file) {
+            footers.push_front((file, metadata.clone()));
+            footers.truncate(FOOTERS_KEPT);
+        }
+        Ok(metadata)
     }
 
     /// The array of `key`, if held (a use: it becomes the most recently used).
@@ -92,6 +133,7 @@ impl DecodedColumns {
 
     /// Drops every array of `file` (a file deleted by retention).
     pub(crate) fn forget(&self, file: u64) {
+        self.footers.lock().retain(|(id, _)| *id != file);
         let mut state = self.state.lock();
         let before = state.used;
         let mut freed = 0;

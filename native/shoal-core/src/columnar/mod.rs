@@ -143,7 +143,12 @@ pub struct ColumnarFile {
     pub json_bytes: u64,
     /// Its layout.
     pub layout: FileLayout,
-    metadata: ArrowReaderMetadata,
+    /// Per row group, per leaf column: the statistics row-group pruning reads. The parsed
+    /// footer itself is read again when the file is decoded (a few kept per table:
+    /// [`decoded::FOOTERS_KEPT`]).
+    statistics: Vec<Vec<LeafStatistics>>,
+    /// Rows of each row group.
+    row_group_rows: Vec<usize>,
     /// Lowest and highest `_address` of each row group.
     row_group_addresses: Vec<(u64, u64)>,
     source: Source,
@@ -183,6 +188,8 @@ impl ColumnarFile {
             row_group_addresses.push((low as u64, high as u64));
         }
         let rows = u64::try_from(parquet.file_metadata().num_rows()).unwrap_or(0);
+        let statistics = parquet.row_groups().iter().map(|rg| rg.columns().iter().map(|c| LeafStatistics::of(c.statistics())).collect()).collect();
+        let row_group_rows = parquet.row_groups().iter().map(|rg| usize::try_from(rg.num_rows()).unwrap_or(0)).collect();
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -193,7 +200,8 @@ impl ColumnarFile {
             parquet_bytes: bytes.len() as u64,
             json_bytes: 0,
             layout,
-            metadata,
+            statistics,
+            row_group_rows,
             row_group_addresses,
             source,
             crc32: crc32fast::hash(&bytes),
@@ -245,14 +253,11 @@ impl ColumnarFile {
     fn prefix_may_match(&self, row_group: usize, path: &crate::path::FieldPath, prefix: &str) -> bool {
         let layout::Resolved::Columns(columns) = self.layout.resolve(path) else { return true };
         let Some(leaf) = columns[ScalarType::String.slot()] else { return false };
-        match self.metadata.metadata().row_group(row_group).column(leaf).statistics() {
-            Some(Statistics::ByteArray(s)) if s.min_is_exact() && s.max_is_exact() => match (s.min_bytes_opt(), s.max_bytes_opt()) {
-                (Some(min), Some(max)) => {
-                    let prefix = prefix.as_bytes();
-                    max >= prefix && &min[..min.len().min(prefix.len())] <= prefix
-                }
-                _ => true,
-            },
+        match &self.statistics[row_group][leaf] {
+            LeafStatistics::Str(min, max) => {
+                let prefix = prefix.as_bytes();
+                &**max >= prefix && &min[..min.len().min(prefix.len())] <= prefix
+            }
             _ => true,
         }
     }
@@ -261,10 +266,10 @@ impl ColumnarFile {
         use crate::psf::Literal;
         use std::cmp::Ordering;
         let layout::Resolved::Columns(columns) = self.layout.resolve(path) else { return true };
-        let group = self.metadata.metadata().row_group(row_group);
-        // `None`: the file has no column of that type (no value can satisfy); `Some(None)`:
+        let group = &self.statistics[row_group];
+        // `None`: the file has no column of that type (no value can satisfy); `Some(Unknown)`:
         // a column whose statistics say nothing (any value can).
-        let statistics = |ty: ScalarType| columns[ty.slot()].map(|leaf| group.column(leaf).statistics());
+        let statistics = |ty: ScalarType| columns[ty.slot()].map(|leaf| &group[leaf]);
         // Whether some value v with min <= v <= max satisfies `v op literal`, from how
         // the minimum and the maximum compare with the literal.
         let between = |min: Option<Ordering>, max: Option<Ordering>| {
@@ -283,9 +288,9 @@ impl ColumnarFile {
                 #[allow(clippy::cast_precision_loss)]
                 let ints = match statistics(ScalarType::Int) {
                     None => false,
-                    Some(Some(Statistics::Int64(s))) => match (s.min_opt(), s.max_opt(), literal) {
-                        (Some(min), Some(max), Literal::Int(l)) => between(Some(min.cmp(l)), Some(max.cmp(l))),
-                        (Some(min), Some(max), Literal::Float(l)) => between((*min as f64).partial_cmp(l), (*max as f64).partial_cmp(l)),
+                    Some(LeafStatistics::Int(min, max)) => match literal {
+                        Literal::Int(l) => between(Some(min.cmp(l)), Some(max.cmp(l))),
+                        Literal::Float(l) => between((*min as f64).partial_cmp(l), (*max as f64).partial_cmp(l)),
                         _ => true,
                     },
                     Some(_) => true,
@@ -293,9 +298,9 @@ impl ColumnarFile {
                 #[allow(clippy::cast_precision_loss)]
                 let floats = match statistics(ScalarType::Float) {
                     None => false,
-                    Some(Some(Statistics::Double(s))) => match (s.min_opt(), s.max_opt(), literal) {
-                        (Some(min), Some(max), Literal::Int(l)) => between(min.partial_cmp(&(*l as f64)), max.partial_cmp(&(*l as f64))),
-                        (Some(min), Some(max), Literal::Float(l)) => between(min.partial_cmp(l), max.partial_cmp(l)),
+                    Some(LeafStatistics::Float(min, max)) => match literal {
+                        Literal::Int(l) => between(min.partial_cmp(&(*l as f64)), max.partial_cmp(&(*l as f64))),
+                        Literal::Float(l) => between(min.partial_cmp(l), max.partial_cmp(l)),
                         _ => true,
                     },
                     Some(_) => true,
@@ -304,12 +309,7 @@ impl ColumnarFile {
             }
             Literal::Str(text) => match statistics(ScalarType::String) {
                 None => false,
-                Some(Some(Statistics::ByteArray(s))) if s.min_is_exact() && s.max_is_exact() => {
-                    match (s.min_bytes_opt(), s.max_bytes_opt()) {
-                        (Some(min), Some(max)) => between(Some(min.cmp(text.as_bytes())), Some(max.cmp(text.as_bytes()))),
-                        _ => true,
-                    }
-                }
+                Some(LeafStatistics::Str(min, max)) => between(Some((**min).cmp(text.as_bytes())), Some((**max).cmp(text.as_bytes()))),
                 Some(_) => true,
             },
             Literal::Bool(_) | Literal::Null => true,
@@ -339,13 +339,13 @@ impl ColumnarFile {
             missing.sort_unstable();
             missing.dedup();
             let decoded = match &self.source {
-                Source::Memory(bytes) => self.decode(bytes.clone(), row_group, &missing)?,
+                Source::Memory(bytes) => self.decode(bytes.clone(), row_group, &missing, cache)?,
                 Source::File(path) => {
                     if opened.is_none() {
                         *opened = Some(std::fs::File::open(path).map_err(|e| Error::io(path, e))?);
                     }
                     let file = opened.as_ref().map(std::fs::File::try_clone).transpose().map_err(|e| Error::io(path, e))?;
-                    self.decode(file.ok_or_else(|| columnar_error(&self.name, "not opened"))?, row_group, &missing)?
+                    self.decode(file.ok_or_else(|| columnar_error(&self.name, "not opened"))?, row_group, &missing, cache)?
                 }
             };
             if !self.dropped.load(Ordering::Acquire) {
@@ -368,7 +368,7 @@ impl ColumnarFile {
     ///
     /// # Errors
     /// As [`Self::row_group_columns`].
-    fn holds_any(&self, addresses: &[u64]) -> Result<bool> {
+    fn holds_any(&self, addresses: &[u64], cache: &DecodedColumns) -> Result<bool> {
         for (row_group, &(low, high)) in self.row_group_addresses.iter().enumerate() {
             let first = addresses.partition_point(|&a| a < low);
             if addresses.get(first).is_none_or(|&a| a > high) {
@@ -376,8 +376,8 @@ impl ColumnarFile {
             }
             let leaves = [self.layout.address_column];
             let column = match &self.source {
-                Source::Memory(bytes) => self.decode(bytes.clone(), row_group, &leaves)?,
-                Source::File(path) => self.decode(std::fs::File::open(path).map_err(|e| Error::io(path, e))?, row_group, &leaves)?,
+                Source::Memory(bytes) => self.decode(bytes.clone(), row_group, &leaves, cache)?,
+                Source::File(path) => self.decode(std::fs::File::open(path).map_err(|e| Error::io(path, e))?, row_group, &leaves, cache)?,
             };
             let rows = column.first().and_then(|c| c.as_any().downcast_ref::<arrow_array::UInt64Array>().cloned());
             let rows = rows.ok_or_else(|| columnar_error(&self.name, "the _address column is not UInt64"))?;
@@ -388,13 +388,21 @@ impl ColumnarFile {
         Ok(false)
     }
 
-    /// Decodes the columns `leaves` (sorted) of one row group: one array per leaf.
-    fn decode<R: parquet::file::reader::ChunkReader + 'static>(&self, input: R, row_group: usize, leaves: &[usize]) -> Result<Vec<ArrayRef>> {
+    /// Decodes the columns `leaves` (sorted) of one row group: one array per leaf; the
+    /// file's parsed footer comes from `cache` or is read again from `input`.
+    fn decode<R: parquet::file::reader::ChunkReader + 'static>(
+        &self,
+        input: R,
+        row_group: usize,
+        leaves: &[usize],
+        cache: &DecodedColumns,
+    ) -> Result<Vec<ArrayRef>> {
         use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
         use parquet::arrow::ProjectionMask;
         let failed = |e: &dyn std::fmt::Display| Error::Columnar(format!("reading columnar file [{}, {}): {e}", self.from, self.to));
-        let rows = usize::try_from(self.metadata.metadata().row_group(row_group).num_rows()).unwrap_or(0);
-        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(input, self.metadata.clone());
+        let metadata = cache.footer(self.id, || ArrowReaderMetadata::load(&input, ArrowReaderOptions::new()).map_err(|e| failed(&e)))?;
+        let rows = self.row_group_rows.get(row_group).copied().unwrap_or(0);
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(input, metadata);
         let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves.iter().copied());
         let reader = builder.with_projection(mask).with_row_groups(vec![row_group]).with_batch_size(rows.max(1)).build().map_err(|e| failed(&e))?;
         // A batch as large as the row group: the reader answers it in one (row groups
@@ -408,6 +416,37 @@ impl ColumnarFile {
             return Err(failed(&format!("{} columns decoded for {} leaves", batch.num_columns(), leaves.len())));
         }
         Ok(batch.columns().to_vec())
+    }
+}
+
+/// What row-group pruning knows of one leaf column of one row group: its minimum and
+/// maximum when the footer has them exactly (strings: untruncated, at most 64 bytes), else
+/// nothing (any value may be there).
+#[derive(Debug, Clone, PartialEq)]
+enum LeafStatistics {
+    Unknown,
+    Int(i64, i64),
+    Float(f64, f64),
+    Str(Box<[u8]>, Box<[u8]>),
+}
+
+impl LeafStatistics {
+    fn of(statistics: Option<&Statistics>) -> Self {
+        match statistics {
+            Some(Statistics::Int64(s)) => match (s.min_opt(), s.max_opt()) {
+                (Some(min), Some(max)) => Self::Int(*min, *max),
+                _ => Self::Unknown,
+            },
+            Some(Statistics::Double(s)) => match (s.min_opt(), s.max_opt()) {
+                (Some(min), Some(max)) => Self::Float(*min, *max),
+                _ => Self::Unknown,
+            },
+            Some(Statistics::ByteArray(s)) if s.min_is_exact() && s.max_is_exact() => match (s.min_bytes_opt(), s.max_bytes_opt()) {
+                (Some(min), Some(max)) => Self::Str(min.into(), max.into()),
+                _ => Self::Unknown,
+            },
+            _ => Self::Unknown,
+        }
     }
 }
 
@@ -663,7 +702,7 @@ impl ColumnarStore {
             .iter()
             .filter(|f| {
                 let first = addresses.partition_point(|&a| a < f.from);
-                addresses.get(first).is_some_and(|&a| a < f.to) && f.holds_any(addresses).unwrap_or(true)
+                addresses.get(first).is_some_and(|&a| a < f.to) && f.holds_any(addresses, &self.decoded).unwrap_or(true)
             })
             .map(|f| f.id)
             .collect();

@@ -42,55 +42,68 @@ struct State {
 /// A table's cache of decoded columns (see the module's documentation).
 #[derive(Debug)]
 pub(crate) struct DecodedColumns {
-    /// Bytes of arrays held at most ([`super::ColumnarConfig::cache_bytes`]); 0 keeps none.
+    /// Bytes of arrays held at most: three quarters of
+    /// [`super::ColumnarConfig::cache_bytes`]; 0 keeps none.
     capacity: u64,
     state: Mutex<State>,
     hits: AtomicU64,
     misses: AtomicU64,
-    /// The parsed footers of the files read last, most recent first, at most
-    /// [`FOOTERS_KEPT`]: a file keeps only its statistics and layout in memory (a footer
-    /// of ~630 columns takes about a MiB parsed: held for every file, it grew the
-    /// daemon's memory with the log, ~1.6 MiB per 64 MiB file).
-    footers: Mutex<std::collections::VecDeque<(u64, ArrowReaderMetadata)>>,
+    /// The parsed footers of the files decoded last, most recent first, with their bytes
+    /// (`ParquetMetaData::memory_size`), together at most [`Self::footer_capacity`]: a
+    /// file keeps only its statistics and layout in memory — a parsed footer of ~630
+    /// columns takes ~0.8 MiB, and held for every file it grew the daemon's memory with the
+    /// log (~1.6 MiB per 64 MiB file in the soak; 194 files of 1 MiB: 225 → 73 MiB at open).
+    footers: Mutex<(std::collections::VecDeque<(u64, ArrowReaderMetadata, u64)>, u64)>,
+    /// A quarter of `cache_bytes`: the parsed footers' share.
+    footer_capacity: u64,
 }
 
-/// Parsed Parquet footers a table keeps for decoding ([`DecodedColumns::footer`]).
-pub const FOOTERS_KEPT: usize = 8;
-
 impl DecodedColumns {
-    /// An empty cache holding at most `capacity` bytes of arrays.
-    pub(crate) fn new(capacity: u64) -> Self {
+    /// An empty cache holding at most `cache_bytes`: three quarters for arrays, a quarter
+    /// for parsed footers.
+    pub(crate) fn new(cache_bytes: u64) -> Self {
         Self {
-            capacity,
+            capacity: cache_bytes - cache_bytes / 4,
             state: Mutex::new(State::default()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             footers: Mutex::default(),
+            footer_capacity: cache_bytes / 4,
         }
     }
 
     /// The parsed footer of `file`: kept from an earlier read, else `load`ed (outside the
-    /// lock) and kept, the least recently used beyond [`FOOTERS_KEPT`] let go.
+    /// lock) and kept, the least recently used let go beyond the footers' share.
     ///
     /// # Errors
     /// `load`'s.
     pub(crate) fn footer(&self, file: u64, load: impl FnOnce() -> Result<ArrowReaderMetadata>) -> Result<ArrowReaderMetadata> {
         {
             let mut footers = self.footers.lock();
-            if let Some(at) = footers.iter().position(|(id, _)| *id == file) {
-                let entry = footers.remove(at).unwrap_or_else(|| unreachable!("position found"));
+            if let Some(at) = footers.0.iter().position(|(id, _, _)| *id == file) {
+                let entry = footers.0.remove(at).unwrap_or_else(|| unreachable!("position found"));
                 let metadata = entry.1.clone();
-                footers.push_front(entry);
+                footers.0.push_front(entry);
                 return Ok(metadata);
             }
         }
         let metadata = load()?;
+        let bytes = metadata.metadata().memory_size() as u64;
         let mut footers = self.footers.lock();
-        if !footers.iter().any(|(id, _)| *id == file) {
-            footers.push_front((file, metadata.clone()));
-            footers.truncate(FOOTERS_KEPT);
+        if bytes <= self.footer_capacity && !footers.0.iter().any(|(id, _, _)| *id == file) {
+            footers.0.push_front((file, metadata.clone(), bytes));
+            footers.1 += bytes;
+            while footers.1 > self.footer_capacity {
+                let Some((_, _, freed)) = footers.0.pop_back() else { break };
+                footers.1 -= freed;
+            }
         }
         Ok(metadata)
+    }
+
+    /// Bytes of parsed footers held.
+    pub(crate) fn footer_bytes(&self) -> u64 {
+        self.footers.lock().1
     }
 
     /// The array of `key`, if held (a use: it becomes the most recently used).
@@ -133,7 +146,12 @@ impl DecodedColumns {
 
     /// Drops every array of `file` (a file deleted by retention).
     pub(crate) fn forget(&self, file: u64) {
-        self.footers.lock().retain(|(id, _)| *id != file);
+        {
+            let mut footers = self.footers.lock();
+            let freed: u64 = footers.0.iter().filter(|(id, _, _)| *id == file).map(|(_, _, b)| b).sum();
+            footers.0.retain(|(id, _, _)| *id != file);
+            footers.1 -= freed;
+        }
         let mut state = self.state.lock();
         let before = state.used;
         let mut freed = 0;
@@ -170,10 +188,47 @@ mod tests {
         Arc::new(Int64Array::from_iter_values(0..len as i64))
     }
 
+    fn footer_of(columns: usize) -> ArrowReaderMetadata {
+        use arrow_array::RecordBatch;
+        let arrays: Vec<(String, ArrayRef)> = (0..columns).map(|i| (format!("c{i}"), array(10))).collect();
+        let batch = RecordBatch::try_from_iter(arrays).unwrap();
+        let mut bytes = Vec::new();
+        let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        ArrowReaderMetadata::load(&bytes::Bytes::from(bytes), parquet::arrow::arrow_reader::ArrowReaderOptions::new()).unwrap()
+    }
+
+    #[test]
+    fn footers_are_kept_within_a_quarter_of_the_cache_least_recently_used_first() {
+        let footer = footer_of(50);
+        let size = footer.metadata().memory_size() as u64;
+        // Room for two footers.
+        let cache = DecodedColumns::new(4 * (2 * size + size / 2));
+        let loads = std::cell::Cell::new(0);
+        let load = || {
+            loads.set(loads.get() + 1);
+            Ok(footer.clone())
+        };
+        for file in [1, 2, 1, 3, 1, 2] {
+            cache.footer(file, load).unwrap();
+        }
+        // 1, 2, (1 kept), 3 evicts 2, (1 kept), 2 evicts 3.
+        assert_eq!(loads.get(), 4);
+        assert_eq!(cache.footer_bytes(), 2 * size);
+        cache.forget(2);
+        assert_eq!(cache.footer_bytes(), size);
+        // A cache of 0 bytes keeps none.
+        let none = DecodedColumns::new(0);
+        none.footer(1, load).unwrap();
+        assert_eq!(none.footer_bytes(), 0);
+    }
+
     #[test]
     fn evicts_the_least_recently_used_and_stays_within_capacity() {
         let one = array(1000).get_array_memory_size() as u64;
-        let cache = DecodedColumns::new(3 * one);
+        // Three quarters of the cache's bytes are for arrays.
+        let cache = DecodedColumns::new(4 * one);
         for leaf in 0..3 {
             cache.insert(1, 0, leaf, &array(1000));
         }

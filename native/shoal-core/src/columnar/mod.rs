@@ -144,8 +144,8 @@ pub struct ColumnarFile {
     /// Its layout.
     pub layout: FileLayout,
     /// Per row group, per leaf column: the statistics row-group pruning reads. The parsed
-    /// footer itself is read again when the file is decoded (a few kept per table:
-    /// [`decoded::FOOTERS_KEPT`]).
+    /// footer itself is read again when the file is decoded (the last ones kept, within a
+    /// quarter of `columnar.cache_bytes`: [`DecodedColumns::footer`]).
     statistics: Vec<Vec<LeafStatistics>>,
     /// Rows of each row group.
     row_group_rows: Vec<usize>,
@@ -495,8 +495,12 @@ pub struct ColumnarStats {
     pub compaction_ms: u64,
     /// Compactions that failed (each is retried).
     pub compaction_errors: u64,
-    /// Bytes of decoded columns held in memory ([`ColumnarConfig::cache_bytes`]).
+    /// Bytes of decoded columns held in memory (at most three quarters of
+    /// [`ColumnarConfig::cache_bytes`]).
     pub decoded_bytes: u64,
+    /// Bytes of parsed Parquet footers held in memory for decoding (at most a quarter of
+    /// [`ColumnarConfig::cache_bytes`]; a file's statistics and layout are held apart).
+    pub footer_bytes: u64,
     /// Column reads of scans served by decoded columns held in memory, since the table
     /// was opened.
     pub decoded_hits: u64,
@@ -535,7 +539,7 @@ impl ColumnarStore {
         }
         let in_memory_files =
             if self.dir.is_none() { self.files.read().iter().map(|f| f.parquet_bytes).sum::<u64>() } else { 0 };
-        self.config.cache_bytes.max(self.decoded.used_bytes()) + in_memory_files
+        self.config.cache_bytes.max(self.decoded.used_bytes() + self.decoded.footer_bytes()) + in_memory_files
     }
 
     /// The store of a table: empty for an in-memory table (`table_dir` `None`), else the
@@ -772,6 +776,7 @@ impl ColumnarStore {
             compaction_ms: self.compaction_nanos.load(Ordering::Relaxed) / 1_000_000,
             compaction_errors: self.compaction_errors.load(Ordering::Relaxed),
             decoded_bytes: self.decoded.used_bytes(),
+            footer_bytes: self.decoded.footer_bytes(),
             ..ColumnarStats::default()
         };
         (stats.decoded_hits, stats.decoded_misses) = self.decoded.hits_and_misses();

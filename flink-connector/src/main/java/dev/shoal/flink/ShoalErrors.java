@@ -41,6 +41,28 @@ final class ShoalErrors {
    * {@code UNAVAILABLE} in gRPC), the call's deadline passed, or the daemon ran out of memory/disk
    * for now. Everything else (unknown table, invalid JSON, bad token, ...) is permanent.
    */
+  /**
+   * For reads (the source's queries, which are idempotent): {@link #isTransient}, or the
+   * connection lost under a call, which gRPC may report as UNKNOWN or INTERNAL ("channel closed",
+   * a {@link java.nio.channels.ClosedChannelException} below) when the daemon dies mid-stream
+   * rather than before the call (UNAVAILABLE).
+   */
+  static boolean isTransientRead(Throwable error) {
+    if (isTransient(error)) {
+      return true;
+    }
+    String code = code(error);
+    if (!"UNKNOWN".equals(code) && !"INTERNAL".equals(code)) {
+      return false;
+    }
+    for (Throwable t = error; t != null; t = t.getCause()) {
+      if (t instanceof java.nio.channels.ClosedChannelException) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   static boolean isTransient(Throwable error) {
     String code = code(error);
     if (code == null) {

@@ -99,8 +99,8 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
 
   /**
    * One request for {@code [from, to)} of {@code split}; its records go to {@code records} only
-   * when the whole answer arrived. Transient errors (the daemon unreachable or restarting, a
-   * deadline, RESOURCE_EXHAUSTED) are retried {@link #MAX_ATTEMPTS} times in all, waiting from the
+   * when the whole answer arrived. Transient errors (the daemon unreachable or restarting, the
+   * connection lost mid-answer, a deadline, RESOURCE_EXHAUSTED) are retried {@link #MAX_ATTEMPTS} times in all, waiting from the
    * poll interval doubling up to 10 s; then, and on any other error, the read fails (and Flink's
    * restart strategy takes over, from the last checkpoint).
    */
@@ -118,7 +118,7 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
           }
         });
       } catch (RuntimeException e) {
-        if (attempt >= MAX_ATTEMPTS || !ShoalErrors.isTransient(e)) {
+        if (attempt >= MAX_ATTEMPTS || !ShoalErrors.isTransientRead(e)) {
           throw new java.io.IOException("shoal source: reading " + split + " of table \"" + settings.table() + "\" at "
               + settings.endpoint() + " failed" + (attempt > 1 ? " (attempt " + attempt + ")" : "") + ": " + e.getMessage(), e);
         }

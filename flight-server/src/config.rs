@@ -44,6 +44,9 @@ pub struct ServerConfig {
     /// Most ingestion streams (`DoPut`) open at once, likewise (each holds two blocking
     /// threads while it is open). Default 64.
     pub max_concurrent_puts: usize,
+    /// The cluster this daemon is a node of (`[cluster]`: `nodes`, `node_id`, `tls_ca`);
+    /// default: none (`docs/deployment.md`, "A cluster").
+    pub cluster: crate::cluster::ClusterConfig,
     /// Keys of the file that are no setting (the flattened engine settings leave them
     /// here); [`ServerConfig::validate`] refuses them.
     #[serde(flatten, skip_serializing)]
@@ -65,6 +68,7 @@ impl Default for ServerConfig {
             shutdown_grace_secs: 10,
             max_concurrent_scans: 64,
             max_concurrent_puts: 64,
+            cluster: crate::cluster::ClusterConfig::default(),
             unknown: BTreeMap::new(),
         }
     }
@@ -102,6 +106,7 @@ impl ServerConfig {
         check_range("worker_threads", self.worker_threads, 0, MAX_WORKER_THREADS, " (0: one per core)")?;
         check_range("max_concurrent_scans", self.max_concurrent_scans, 1, MAX_CONCURRENT_CALLS, "")?;
         check_range("max_concurrent_puts", self.max_concurrent_puts, 1, MAX_CONCURRENT_CALLS, "")?;
+        self.cluster.validate()?;
         if self.auth_token.as_deref().is_some_and(str::is_empty) {
             return Err("auth_token is empty: give a token, or none to serve without authentication".into());
         }

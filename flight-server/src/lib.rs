@@ -3,6 +3,7 @@
 //! the metrics exporter and the client commands.
 
 pub mod auth;
+pub mod cluster;
 pub mod config;
 pub mod flight_sql;
 pub mod service;

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use tonic::{Request, Status};
 
 use shoal_server::auth::Authenticator;
+use shoal_server::cluster::Cluster;
 use shoal_ops::catalog::Catalog;
 use shoal_server::config::{durability_value_parser, Durability, ServerConfig};
 use shoal_server::service::ShoalFlightService;
@@ -152,6 +153,12 @@ struct ServeArgs {
     /// Bytes of decoded columns each table keeps in memory for later scans [default: 67108864].
     #[arg(long, env = "SHOAL_COLUMNAR_CACHE_BYTES")]
     columnar_cache_bytes: Option<u64>,
+    /// The cluster's nodes: every node's Flight location, node i at position i, comma-separated (`[cluster] nodes`).
+    #[arg(long, env = "SHOAL_CLUSTER_NODES", value_delimiter = ',')]
+    cluster_nodes: Option<Vec<String>>,
+    /// This node's id in --cluster-nodes [default: the host name's ordinal, as shoal-2 → 2].
+    #[arg(long, env = "SHOAL_NODE_ID")]
+    node_id: Option<usize>,
     /// Log format: `text` or `json`.
     #[arg(long, env = "SHOAL_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -244,6 +251,12 @@ impl ServeArgs {
         }
         if let Some(bytes) = self.columnar_cache_bytes {
             config.engine.columnar.cache_bytes = bytes;
+        }
+        if let Some(nodes) = &self.cluster_nodes {
+            config.cluster.nodes = nodes.iter().map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect();
+        }
+        if self.node_id.is_some() {
+            config.cluster.node_id = self.node_id;
         }
         if config.tls_cert.is_some() != config.tls_key.is_some() {
             return Err("TLS needs both tls_cert and tls_key".into());
@@ -346,7 +359,13 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let catalog = Arc::new(Catalog::open(config.engine.clone())?);
     let authenticator = Arc::new(Authenticator::new(config.bearer_token()?, config.basic_auth.as_deref())?);
-    let service = ShoalFlightService::new(Arc::clone(&catalog), Arc::clone(&authenticator), config.max_concurrent_scans, config.max_concurrent_puts);
+    let mut service = ShoalFlightService::new(Arc::clone(&catalog), Arc::clone(&authenticator), config.max_concurrent_scans, config.max_concurrent_puts);
+    if config.cluster.is_enabled() {
+        let map_dir = (!config.engine.in_memory).then(|| config.engine.data_dir.join("cluster"));
+        let cluster = Cluster::open(&config.cluster, map_dir, config.bearer_token()?.as_deref(), config.basic_auth.as_deref())?;
+        tracing::info!(node_id = cluster.node_id(), nodes = config.cluster.nodes.len(), location = cluster.location(cluster.node_id()), "node of a cluster");
+        service = service.with_cluster(Arc::new(cluster));
+    }
     let check_auth = move |request: Request<()>| -> Result<Request<()>, Status> {
         authenticator.check(request.metadata())?;
         Ok(request)

@@ -29,6 +29,8 @@ use shoal_ops::{ErrorClass, OpsError};
 use tonic::Code;
 
 use crate::auth::{Authenticator, Credentials};
+use crate::cluster::reads::TicketRoute;
+use crate::cluster::Cluster;
 use crate::flight_sql::{self, ShoalSqlService};
 
 /// Batches of one DoPut stream that may wait between decoding and ingestion, and
@@ -98,6 +100,9 @@ pub struct ShoalFlightService {
     /// Arrow Flight SQL on the same port: commands, tickets and actions of Flight SQL
     /// are handed to it (`flight_sql.rs`).
     sql: ShoalSqlService,
+    /// The cluster this daemon is a node of, if any: sharded tables' plans, reads,
+    /// writes and actions go through it (`cluster/`).
+    cluster: Option<Arc<Cluster>>,
 }
 
 impl ShoalFlightService {
@@ -109,8 +114,39 @@ impl ShoalFlightService {
         let scans = Arc::new(Admission::new(scans, "scans (DoGet)", "max_concurrent_scans"));
         let puts = Arc::new(Admission::new(puts, "ingestion streams (DoPut)", "max_concurrent_puts"));
         let sql = ShoalSqlService::new(Arc::clone(&catalog), Arc::clone(&scans), Arc::clone(&puts));
-        Self { catalog, auth, scans, puts, sql }
+        Self { catalog, auth, scans, puts, sql, cluster: None }
     }
+
+    /// The service as a node of `cluster`.
+    #[must_use]
+    pub fn with_cluster(mut self, cluster: Arc<Cluster>) -> Self {
+        self.cluster = Some(cluster);
+        self
+    }
+
+    /// The sharded table a query command or descriptor path names, if any.
+    fn sharded(&self, table: Option<&str>) -> Option<(&Arc<Cluster>, Arc<crate::cluster::ShardedTable>)> {
+        let cluster = self.cluster.as_ref()?;
+        Some((cluster, cluster.map().get(table?)?))
+    }
+}
+
+/// The table a JSON query command names (`None`: not a JSON object with a `table`).
+fn command_table(command: &[u8]) -> Option<(String, serde_json::Map<String, serde_json::Value>)> {
+    match serde_json::from_slice::<serde_json::Value>(command) {
+        Ok(serde_json::Value::Object(body)) => Some((body.get("table")?.as_str()?.to_owned(), body)),
+        _ => None,
+    }
+}
+
+/// True when a `create_table` body asks for shards.
+fn has_sharding(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|b| b.get("shards").is_some() || b.get("shard_key").is_some())
+}
+
+/// The `cluster` action of a daemon that is no node of a cluster.
+fn no_cluster() -> serde_json::Value {
+    serde_json::json!({"node_id": null, "nodes": [], "tables": []})
 }
 
 pub(crate) type BoxedStream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -205,6 +241,11 @@ impl FlightService for ShoalFlightService {
             return FlightService::get_flight_info(&self.sql, request).await;
         }
         let descriptor = request.into_inner();
+        if let Some((table, body)) = command_table(&descriptor.cmd) {
+            if let Some((cluster, sharded)) = self.sharded(Some(&table)) {
+                return cluster.plan(&self.catalog, &sharded, body, descriptor).await.map(Response::new);
+            }
+        }
         let catalog = Arc::clone(&self.catalog);
         let command = descriptor.cmd.clone();
         let planned = blocking(move || ops::plan_query(&catalog, &command)).await?;
@@ -222,8 +263,12 @@ impl FlightService for ShoalFlightService {
             return self.sql.command_schema(&request.get_ref().cmd).await.map(Response::new);
         }
         let table = table_from_descriptor(request.get_ref())?;
-        let catalog = Arc::clone(&self.catalog);
-        let schema = blocking(move || ops::table_schema(&catalog, &table)).await?;
+        let schema = if let Some((cluster, sharded)) = self.sharded(Some(&table)) {
+            cluster.schema(&self.catalog, &sharded).await?
+        } else {
+            let catalog = Arc::clone(&self.catalog);
+            blocking(move || ops::table_schema(&catalog, &table)).await?
+        };
         let options = IpcWriteOptions::default();
         let result: SchemaResult = SchemaAsIpc::new(&schema, &options)
             .try_into()
@@ -237,6 +282,13 @@ impl FlightService for ShoalFlightService {
         }
         let catalog = Arc::clone(&self.catalog);
         let ticket = request.into_inner().ticket;
+        if let Some(cluster) = &self.cluster {
+            match cluster.route_ticket(&ticket) {
+                TicketRoute::Local => {}
+                TicketRoute::Forward { node, table, shard } => return cluster.forward_get(node, &table, shard, ticket.to_vec()).await.map(Response::new),
+                TicketRoute::FanIn(fan_in) => return cluster.fan_in(&catalog, &self.scans, *fan_in).map(Response::new),
+            }
+        }
         let permit = self.scans.enter().await?;
         let scan = match blocking(move || ops::open_ticket(&catalog, &ticket)).await? {
             TicketScan::Aggregates(batch) => {
@@ -263,12 +315,16 @@ impl FlightService for ShoalFlightService {
         // The first message's descriptor says what the stream is: a path [table] (shoal's
         // ingestion) or a Flight SQL command (bulk ingest, parameters of a prepared statement).
         let mut messages = request.into_inner().peekable();
-        let command = match Pin::new(&mut messages).peek().await {
-            Some(Ok(first)) => first.flight_descriptor.as_ref().map(|d| d.cmd.clone()).filter(|cmd| flight_sql::is_flight_sql(cmd)),
+        let descriptor = match Pin::new(&mut messages).peek().await {
+            Some(Ok(first)) => first.flight_descriptor.clone(),
             _ => None,
         };
-        if let Some(command) = command {
+        if let Some(command) = descriptor.as_ref().map(|d| d.cmd.clone()).filter(|cmd| flight_sql::is_flight_sql(cmd)) {
             return self.sql.do_put_command(&command, messages).await;
+        }
+        if let Some((cluster, sharded)) = self.sharded(descriptor.as_ref().and_then(|d| d.path.first()).map(String::as_str)) {
+            let permit = self.puts.enter().await?;
+            return Ok(Response::new(cluster.put(&self.catalog, sharded, messages, permit)));
         }
         let permit = Arc::new(self.puts.enter().await?);
         let catalog = Arc::clone(&self.catalog);
@@ -340,6 +396,20 @@ impl FlightService for ShoalFlightService {
             return FlightService::do_action(&self.sql, request).await;
         }
         let action = request.into_inner();
+        match &self.cluster {
+            Some(cluster) => {
+                if let Some(answer) = cluster.action(&self.catalog, &action.r#type, &action.body).await? {
+                    return Ok(Response::new(Box::pin(stream::iter([Ok(json_result(&answer))]))));
+                }
+            }
+            None if action.r#type == "cluster" => return Ok(Response::new(Box::pin(stream::iter([Ok(json_result(&no_cluster()))])))),
+            None if action.r#type == "create_table" && has_sharding(&action.body) => {
+                return Err(Status::invalid_argument(
+                    "create_table: \"shards\" and \"shard_key\" need a cluster: this daemon is no node of one (list the nodes in its config's [cluster] nodes, or SHOAL_CLUSTER_NODES)",
+                ));
+            }
+            None => {}
+        }
         let catalog = Arc::clone(&self.catalog);
         let (alive, _guard) = CallerAlive::new();
         let result = blocking(move || ops::run_action_while(&catalog, &action.r#type, &action.body, &|| alive.get())).await?;
@@ -347,7 +417,7 @@ impl FlightService for ShoalFlightService {
     }
 
     async fn list_actions(&self, _request: Request<Empty>) -> Result<Response<Self::ListActionsStream>, Status> {
-        let actions = ACTIONS.iter().chain(flight_sql::ACTIONS).map(|(name, description)| {
+        let actions = ACTIONS.iter().chain(crate::cluster::ACTIONS).chain(flight_sql::ACTIONS).map(|(name, description)| {
             Ok(ActionType { r#type: (*name).to_owned(), description: (*description).to_owned() })
         });
         Ok(Response::new(Box::pin(stream::iter(actions.collect::<Vec<_>>()))))

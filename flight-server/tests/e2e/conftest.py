@@ -36,12 +36,12 @@ READY = "shoal ready: listening on "
 class Daemon:
     """A running `shoal serve` process."""
 
-    def __init__(self, data_dir: Path, *extra: str, scheme: str = "grpc", host: str = "127.0.0.1"):
+    def __init__(self, data_dir: Path, *extra: str, scheme: str = "grpc", host: str = "127.0.0.1", listen: str = "127.0.0.1:0"):
         # Port 0: the daemon binds a free port and prints it (no window in which another process
         # could take a port picked here).
         self.log_lines: list[str] = []
         self.process = subprocess.Popen(
-            [str(shoal_binary()), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), *extra],
+            [str(shoal_binary()), "serve", "--listen", listen, "--data-dir", str(data_dir), *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -58,9 +58,14 @@ class Daemon:
 
         self.pump = threading.Thread(target=pump, daemon=True)
         self.pump.start()
-        if not ready.wait(60):
-            self.process.kill()
-            raise RuntimeError("shoal did not become ready in 60 s:\n" + "\n".join(self.log_lines))
+        deadline = time.monotonic() + 60
+        while not ready.wait(0.1):
+            if self.process.poll() is not None:
+                self.pump.join(10)
+                raise RuntimeError(f"shoal exited with {self.process.returncode} before it was ready:\n" + "\n".join(self.log_lines))
+            if time.monotonic() > deadline:
+                self.process.kill()
+                raise RuntimeError("shoal did not become ready in 60 s:\n" + "\n".join(self.log_lines))
         self.port = bound[0]
         self.location = f"{scheme}://{host}:{self.port}"
 

@@ -50,6 +50,7 @@ pub struct EngineConfig {
 /// these besides [`EngineConfig`]'s (its tests check).
 pub const DAEMON_SETTINGS: &[&str] = &[
     "listen",
+    "cluster",
     "worker_threads",
     "auth_token",
     "auth_token_file",

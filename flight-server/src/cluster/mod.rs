@@ -1,0 +1,432 @@
+//! Scale-out: a table sharded over several daemons (the scale-out issue). A static
+//! membership list ([`ClusterConfig`]), the same on every node; sharded tables whose shards
+//! are ordinary tables spread over the nodes ([`shards`]); actions that fan out to every
+//! shard (this file); plans whose endpoints carry the location of the node that holds
+//! their shard, and tickets any node can serve ([`reads`]); ingestion routed by shard key
+//! ([`writes`]).
+//!
+//! A node talks to the others as any Flight client does (`FlightServiceClient` over one
+//! lazily connected channel per node), with the daemon's own credentials. There is no
+//! replication: a node that is down makes its shards unavailable (`UNAVAILABLE` naming
+//! shard and node) until it is back with its volume; its recovery is the tables' own.
+
+pub mod config;
+pub mod reads;
+pub mod shards;
+pub mod writes;
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use arrow_flight::flight_service_client::FlightServiceClient;
+use arrow_flight::Action;
+use futures::future::join_all;
+use futures::StreamExt;
+use serde_json::{json, Map, Value};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Request, Status};
+
+use shoal_ops::catalog::Catalog;
+use shoal_ops::ops;
+
+pub use config::ClusterConfig;
+pub use shards::{ShardMap, ShardedTable};
+
+/// The cluster's actions (for `ListActions`); `create_table` takes `"shards"` and
+/// `"shard_key"` on a node of a cluster, and every table action fans out over a sharded
+/// table's shards.
+pub const ACTIONS: &[(&str, &str)] = &[
+    ("cluster", r#"{} → {"node_id", "nodes": [{"id", "location"}], "tables": [{"name", "shards", "shard_key", "nodes", "shard_map": [{"shard", "table", "node", "location"}]}]}"#),
+    ("cluster_define", r#"(between nodes) a sharded table's definition → {"name", "defined"}"#),
+    ("cluster_forget", r#"(between nodes) {"name"} → {"name", "forgotten"}"#),
+];
+
+/// How long a node waits for another to answer an action or a plan.
+const PEER_CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// This node's view of the cluster: who it is, where the others are, the shard map.
+pub struct Cluster {
+    me: usize,
+    nodes: Vec<String>,
+    /// The `authorization` header this node sends to the others (its own credentials).
+    authorization: Option<MetadataValue<Ascii>>,
+    tls_ca: Option<tonic::transport::Certificate>,
+    map: ShardMap,
+    channels: Mutex<HashMap<usize, Channel>>,
+    /// Round-robin position for tables without a shard key (spread by batch).
+    spread: AtomicUsize,
+}
+
+impl Cluster {
+    /// The cluster `config` describes, as node `config.resolve_node_id()`, keeping the
+    /// shard map in `<data_dir>/cluster/` (`None`: in memory). `bearer` / `basic` are the
+    /// daemon's own credentials, sent on calls to the other nodes.
+    ///
+    /// # Errors
+    /// A message for an invalid config, an unreadable CA file or shard map.
+    pub fn open(config: &ClusterConfig, map_dir: Option<std::path::PathBuf>, bearer: Option<&str>, basic: Option<&str>) -> Result<Self, String> {
+        config.validate()?;
+        let me = config.resolve_node_id()?;
+        let authorization = match (bearer, basic) {
+            (Some(token), _) => Some(format!("Bearer {token}")),
+            (None, Some(basic)) => {
+                use base64::Engine as _;
+                Some(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(basic)))
+            }
+            (None, None) => None,
+        }
+        .map(|value| value.parse::<MetadataValue<Ascii>>().map_err(|_| "the credentials are not ASCII".to_owned()))
+        .transpose()?;
+        let tls_ca = config
+            .tls_ca
+            .as_ref()
+            .map(|path| std::fs::read(path).map_err(|e| format!("cannot read cluster.tls_ca {}: {e}", path.display())))
+            .transpose()?
+            .map(tonic::transport::Certificate::from_pem);
+        Ok(Self {
+            me,
+            nodes: config.nodes.clone(),
+            authorization,
+            tls_ca,
+            map: ShardMap::open(map_dir)?,
+            channels: Mutex::new(HashMap::new()),
+            spread: AtomicUsize::new(0),
+        })
+    }
+
+    /// This node's id.
+    #[must_use]
+    pub fn node_id(&self) -> usize {
+        self.me
+    }
+
+    /// Node `node`'s Flight location.
+    #[must_use]
+    pub fn location(&self, node: usize) -> &str {
+        self.nodes.get(node).map_or("", String::as_str)
+    }
+
+    /// The shard map.
+    #[must_use]
+    pub fn map(&self) -> &ShardMap {
+        &self.map
+    }
+
+    /// A client of node `node` (one channel per node, connected on first use).
+    ///
+    /// # Errors
+    /// `UNAVAILABLE` when the node's location cannot make a channel.
+    fn peer(&self, node: usize) -> Result<FlightServiceClient<Channel>, Status> {
+        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(channel) = channels.get(&node) {
+            return Ok(FlightServiceClient::new(channel.clone()).max_decoding_message_size(256 << 20).max_encoding_message_size(256 << 20));
+        }
+        let location = self.location(node);
+        let (uri, tls) = match location.strip_prefix("grpc+tls://") {
+            Some(rest) => (format!("https://{rest}"), true),
+            None => (location.replacen("grpc://", "http://", 1), false),
+        };
+        let unavailable = |e: &dyn std::fmt::Display| Status::unavailable(format!("node {node} ({location}): {e}"));
+        let mut endpoint = Endpoint::from_shared(uri).map_err(|e| unavailable(&e))?.tcp_nodelay(true).connect_timeout(Duration::from_secs(10));
+        if tls {
+            let mut config = tonic::transport::ClientTlsConfig::new().with_enabled_roots();
+            if let Some(ca) = &self.tls_ca {
+                config = config.ca_certificate(ca.clone());
+            }
+            endpoint = endpoint.tls_config(config).map_err(|e| unavailable(&e))?;
+        }
+        let channel = endpoint.connect_lazy();
+        channels.insert(node, channel.clone());
+        Ok(FlightServiceClient::new(channel).max_decoding_message_size(256 << 20).max_encoding_message_size(256 << 20))
+    }
+
+    /// `message` as a request to another node: with this node's credentials.
+    fn request<T>(&self, message: T, timeout: Option<Duration>) -> Request<T> {
+        let mut request = Request::new(message);
+        if let Some(value) = &self.authorization {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        if let Some(timeout) = timeout {
+            request.set_timeout(timeout);
+        }
+        request
+    }
+
+    /// A peer's error, with which shard and node it came from. A node that cannot be
+    /// reached (or went away mid-call) is `UNAVAILABLE`.
+    fn peer_error(&self, table: &str, shard: Option<usize>, node: usize, status: &Status) -> Status {
+        let place = match shard {
+            Some(shard) => format!("table {table:?}, shard {shard} on node {node} ({})", self.location(node)),
+            None => format!("table {table:?}, node {node} ({})", self.location(node)),
+        };
+        // A connection that failed or broke comes back from tonic as UNKNOWN / CANCELLED
+        // with a transport message: the node is unavailable.
+        let message = status.message();
+        let broken = matches!(status.code(), Code::Unknown | Code::Cancelled)
+            && ["transport", "connect", "closed", "reset", "broken pipe"].iter().any(|m| message.contains(m));
+        let code = if broken { Code::Unavailable } else { status.code() };
+        Status::new(code, format!("{place}: {}", status.message()))
+    }
+
+    /// Runs action `name` with `body` on node `node` (this node: directly).
+    async fn action_on(&self, catalog: &Arc<Catalog>, node: usize, name: &str, body: Value) -> Result<Value, Status> {
+        if node == self.me {
+            let catalog = Arc::clone(catalog);
+            let name = name.to_owned();
+            return crate::service::blocking(move || ops::run_action(&catalog, &name, body.to_string().as_bytes())).await;
+        }
+        let mut client = self.peer(node)?;
+        let action = Action { r#type: name.to_owned(), body: body.to_string().into() };
+        let mut results = client.do_action(self.request(action, Some(PEER_CALL_TIMEOUT))).await?.into_inner();
+        let first = results.next().await.ok_or_else(|| Status::internal(format!("node {node} answered {name} with no result")))??;
+        serde_json::from_slice(&first.body).map_err(|e| Status::internal(format!("node {node} answered {name} with no JSON: {e}")))
+    }
+
+    /// Action `name` on every shard of `table` (its body's table renamed to the shard's),
+    /// at once; each shard's answer or error, in shard order.
+    async fn on_every_shard(&self, catalog: &Arc<Catalog>, table: &ShardedTable, name: &str, body: &Map<String, Value>, key: &str) -> Vec<Result<Value, Status>> {
+        let calls = (0..table.shards).map(|shard| {
+            let mut body = body.clone();
+            body.insert(key.to_owned(), json!(table.shard_table(shard)));
+            let node = table.node_of(shard);
+            async move { self.action_on(catalog, node, name, Value::Object(body)).await.map_err(|e| self.peer_error(&table.name, Some(shard), node, &e)) }
+        });
+        join_all(calls).await
+    }
+
+    /// The shard map and membership: what the `cluster` action answers.
+    #[must_use]
+    pub fn describe(&self) -> Value {
+        let tables: Vec<Value> = self
+            .map
+            .all()
+            .iter()
+            .map(|t| {
+                let shards: Vec<Value> = (0..t.shards)
+                    .map(|s| json!({"shard": s, "table": t.shard_table(s), "node": t.node_of(s), "location": self.location(t.node_of(s))}))
+                    .collect();
+                json!({"name": t.name, "shards": t.shards, "shard_key": t.shard_key, "nodes": t.nodes, "shard_map": shards})
+            })
+            .collect();
+        let nodes: Vec<Value> = self.nodes.iter().enumerate().map(|(id, location)| json!({"id": id, "location": location})).collect();
+        json!({"node_id": self.me, "nodes": nodes, "tables": tables})
+    }
+
+    /// Handles the actions that concern the cluster: `cluster`, the definitions of
+    /// sharded tables (`create_table` with `shards` or `shard_key`, `drop_table`), and any
+    /// action whose `table` is a sharded table (run on every shard, answers merged). `None`:
+    /// an ordinary action of this node's tables.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` for a bad definition; a shard's error, naming the shard and
+    /// node (a fan-out that reached only some shards says which failed; repeating it is
+    /// safe).
+    pub async fn action(&self, catalog: &Arc<Catalog>, name: &str, body: &[u8]) -> Result<Option<Value>, Status> {
+        match name {
+            "cluster" => return Ok(Some(self.describe())),
+            "cluster_define" => {
+                let table: ShardedTable = shoal_ops::protocol::parse_body("cluster_define", body).map_err(crate::service::status)?;
+                return match self.map.define(&table) {
+                    Ok(defined) => Ok(Some(json!({"name": table.name, "defined": defined}))),
+                    Err((true, message)) => Err(Status::already_exists(message)),
+                    Err((false, message)) => Err(Status::internal(message)),
+                };
+            }
+            "cluster_forget" => {
+                let table: shoal_ops::protocol::TableRef = shoal_ops::protocol::parse_body("cluster_forget", body).map_err(crate::service::status)?;
+                let forgotten = self.map.forget(&table.table).map_err(Status::internal)?;
+                return Ok(Some(json!({"name": table.table, "forgotten": forgotten})));
+            }
+            _ => {}
+        }
+        let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(body) else { return Ok(None) };
+        if name == "create_table" && (body.contains_key("shards") || body.contains_key("shard_key")) {
+            return self.create_sharded(catalog, body).await.map(Some);
+        }
+        let key = if body.contains_key("table") { "table" } else { "name" };
+        let Some(table) = body.get(key).and_then(Value::as_str).and_then(|t| self.map.get(t)) else { return Ok(None) };
+        if name == "drop_table" {
+            return self.drop_sharded(catalog, &table, &body, key).await.map(Some);
+        }
+        let results = self.on_every_shard(catalog, &table, name, &body, key).await;
+        let answers = all_or_report(&table.name, name, results)?;
+        Ok(Some(merge_answers(&table, name, answers)))
+    }
+
+    /// `create_table` with `shards` / `shard_key`: the definition on every node, then
+    /// each shard's table on its node (`if_not_exists`, so that a repeat completes a
+    /// fan-out that failed part-way).
+    async fn create_sharded(&self, catalog: &Arc<Catalog>, mut body: Map<String, Value>) -> Result<Value, Status> {
+        let invalid = |m: String| Status::invalid_argument(format!("create_table: {m}"));
+        let name = body.get("name").and_then(Value::as_str).ok_or_else(|| invalid("\"name\" is required".into()))?.to_owned();
+        shoal_ops::catalog::validate_table_name(&name).map_err(crate::service::status)?;
+        if name.contains(shards::SHARD_INFIX) {
+            return Err(invalid(format!("a sharded table's name cannot contain {:?} (its shards' tables are named so)", shards::SHARD_INFIX)));
+        }
+        let shard_count = match body.remove("shards") {
+            None | Some(Value::Null) => self.nodes.len(),
+            Some(value) => value
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .filter(|n| (1..=shards::MAX_SHARDS).contains(n))
+                .ok_or_else(|| invalid(format!("\"shards\" must be an integer in 1..={}, got {value}", shards::MAX_SHARDS)))?,
+        };
+        let if_not_exists = body.remove("if_not_exists").and_then(|v| v.as_bool()).unwrap_or(false);
+        let paths = |value: &Value, what: &str| -> Result<Vec<String>, Status> {
+            match value {
+                Value::String(path) => Ok(vec![path.clone()]),
+                Value::Array(items) if !items.is_empty() => items
+                    .iter()
+                    .map(|p| p.as_str().map(str::to_owned).ok_or_else(|| invalid(format!("{what} must be a path or a list of paths, got {value}"))))
+                    .collect(),
+                _ => Err(invalid(format!("{what} must be a path or a non-empty list of paths, got {value}"))),
+            }
+        };
+        let shard_key = match body.remove("shard_key") {
+            Some(key) => paths(&key, "\"shard_key\"")?,
+            None => body.get("primary_key").map(|k| paths(k, "\"primary_key\"")).transpose()?.unwrap_or_default(),
+        };
+        for path in &shard_key {
+            shoal_core::FieldPath::parse(path).map_err(|e| invalid(format!("\"shard_key\" {path:?}: {e}")))?;
+        }
+        if let Some(primary) = body.get("primary_key") {
+            let primary = paths(primary, "\"primary_key\"")?;
+            if !primary.iter().any(|p| shard_key.contains(p)) || !shard_key.iter().all(|p| primary.contains(p)) {
+                return Err(invalid(format!(
+                    "the shard key {shard_key:?} must be made of the primary key's fields {primary:?}: a key's versions must all go to one shard"
+                )));
+            }
+        }
+        body.remove("name");
+        if catalog.get(&name).is_ok() {
+            return Err(Status::already_exists(format!("create_table: a table {name:?} exists on node {} (not sharded)", self.me)));
+        }
+        let table = ShardedTable { name: name.clone(), shards: shard_count, shard_key, nodes: self.nodes.len(), options: body };
+        if let Some(existing) = self.map.get(&name) {
+            if !if_not_exists {
+                return Err(Status::already_exists(format!("create_table: the sharded table {name:?} exists (\"if_not_exists\": true to accept it)")));
+            }
+            if existing.as_ref() != &table {
+                return Err(Status::already_exists(format!(
+                    "create_table: the sharded table {name:?} exists with another definition: {}",
+                    serde_json::to_string(existing.as_ref()).unwrap_or_default()
+                )));
+            }
+        }
+        let definition = serde_json::to_value(&table).map_err(|e| Status::internal(e.to_string()))?;
+        let name = name.as_str();
+        let defined = join_all((0..self.nodes.len()).map(|node| {
+            let definition = definition.clone();
+            async move {
+                if node == self.me {
+                    return self.action(catalog, "cluster_define", definition.to_string().as_bytes()).await.map(|_| Value::Null);
+                }
+                self.action_on(catalog, node, "cluster_define", definition).await.map_err(|e| self.peer_error(name, None, node, &e))
+            }
+        }))
+        .await;
+        all_or_report(name, "create_table (defining the table on every node)", defined)?;
+        let mut shard_body = table.options.clone();
+        shard_body.insert("if_not_exists".into(), json!(true));
+        let created = self.on_every_shard(catalog, &table, "create_table", &shard_body, "name").await;
+        let created = all_or_report(name, "create_table", created)?;
+        let fresh = created.iter().any(|answer| answer.get("created").and_then(Value::as_bool) == Some(true));
+        Ok(json!({
+            "created": fresh,
+            "name": name,
+            "shards": table.shards,
+            "shard_key": table.shard_key,
+            "shard_map": (0..table.shards).map(|s| json!({"shard": s, "table": table.shard_table(s), "node": table.node_of(s), "location": self.location(table.node_of(s))})).collect::<Vec<_>>(),
+        }))
+    }
+
+    /// `drop_table` of a sharded table: every shard's table (one already gone counts as
+    /// dropped), then the definition on every node.
+    async fn drop_sharded(&self, catalog: &Arc<Catalog>, table: &ShardedTable, body: &Map<String, Value>, key: &str) -> Result<Value, Status> {
+        let dropped = self.on_every_shard(catalog, table, "drop_table", body, key).await;
+        let dropped = dropped.into_iter().map(|r| match r {
+            Err(e) if e.code() == Code::NotFound => Ok(Value::Null),
+            other => other,
+        });
+        all_or_report(&table.name, "drop_table", dropped.collect())?;
+        let forgotten = join_all((0..self.nodes.len()).map(|node| async move {
+            let body = json!({"name": table.name});
+            if node == self.me {
+                return self.action(catalog, "cluster_forget", body.to_string().as_bytes()).await.map(|_| Value::Null);
+            }
+            self.action_on(catalog, node, "cluster_forget", body).await.map_err(|e| self.peer_error(&table.name, None, node, &e))
+        }))
+        .await;
+        all_or_report(&table.name, "drop_table (forgetting the table on every node)", forgotten)?;
+        Ok(json!({"dropped": true, "name": table.name, "shards": table.shards}))
+    }
+}
+
+/// Every answer, or one error that reports every failure (the first failure's code) and
+/// that a repeat is safe.
+fn all_or_report<T>(table: &str, what: &str, results: Vec<Result<T, Status>>) -> Result<Vec<T>, Status> {
+    let total = results.len();
+    let mut answers = Vec::with_capacity(total);
+    let mut failures: Vec<Status> = Vec::new();
+    for result in results {
+        match result {
+            Ok(answer) => answers.push(answer),
+            Err(e) => failures.push(e),
+        }
+    }
+    let Some(first) = failures.first() else { return Ok(answers) };
+    let list = failures.iter().map(Status::message).collect::<Vec<_>>().join("; ");
+    Err(Status::new(
+        first.code(),
+        format!("{what} on sharded table {table:?}: {} of {total} parts failed ({list}); the others succeeded, and repeating the call is safe", failures.len()),
+    ))
+}
+
+/// One answer for an action run on every shard: the shards' answers under `shards`, and
+/// for `stats` the sums of the counters, for `list_psfs` one list whose entries name their
+/// shard, for `writer_status` the writer's serials every shard has (the least).
+fn merge_answers(table: &ShardedTable, name: &str, answers: Vec<Value>) -> Value {
+    match name {
+        "list_psfs" => Value::Array(
+            answers
+                .into_iter()
+                .enumerate()
+                .flat_map(|(shard, list)| {
+                    let list = match list {
+                        Value::Array(items) => items,
+                        other => vec![other],
+                    };
+                    list.into_iter().map(move |mut psf| {
+                        psf["shard"] = json!(shard);
+                        psf
+                    })
+                })
+                .collect(),
+        ),
+        "stats" => {
+            let mut merged = json!({"table": table.name, "sharded": true});
+            for counter in ["records", "payload_bytes", "index_bytes", "reserved_bytes"] {
+                let sum: u64 = answers.iter().filter_map(|a| a.get(counter).and_then(Value::as_u64)).sum();
+                merged[counter] = json!(sum);
+            }
+            merged["psfs"] = answers.iter().filter_map(|a| a.get("psfs").and_then(Value::as_u64)).max().map_or(Value::Null, |n| json!(n));
+            merged["shards"] = Value::Array(answers);
+            merged
+        }
+        "writer_status" => {
+            let least = |field: &str| -> Value {
+                let values: Vec<Option<u64>> = answers.iter().map(|a| a.get(field).and_then(Value::as_u64)).collect();
+                if values.iter().any(Option::is_none) {
+                    Value::Null
+                } else {
+                    values.into_iter().flatten().min().map_or(Value::Null, |n| json!(n))
+                }
+            };
+            json!({"table": table.name, "last_serial": least("last_serial"), "last_durable_serial": least("last_durable_serial"), "shards": answers})
+        }
+        _ => json!({"table": table.name, "shards": answers}),
+    }
+}

@@ -1,0 +1,330 @@
+//! Reads of a sharded table (scale-out issue, item 3): `GetFlightInfo` on any node plans
+//! every shard on the node that holds it and answers every shard's endpoints, each with
+//! the **location** of that node (Flight's own mechanism: a client reads each endpoint
+//! there, in parallel). Any node also serves any shard's ticket (it forwards the stream),
+//! so a client that ignores locations still gets every row, one hop slower.
+//!
+//! A `limit` stays exact: the plan is one endpoint whose ticket reads the shards in turn
+//! until the limit ("fan-in"). Aggregates go per shard as partials (`"partial": true`,
+//! what Spark's pushdown asks); final aggregates over shards are not merged yet and are
+//! refused with that advice.
+
+use std::sync::Arc;
+
+use arrow_array::{new_null_array, ArrayRef, RecordBatch};
+use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::{FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, Location, Ticket};
+use arrow_schema::{Field, Schema, SchemaRef};
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use futures::future::join_all;
+use futures::{StreamExt, TryStreamExt};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use tonic::Status;
+
+use shoal_ops::catalog::Catalog;
+use shoal_ops::ops::{self, TicketScan};
+
+use super::{Cluster, ShardedTable, PEER_CALL_TIMEOUT};
+use crate::service::{blocking, planned_info, stream_rows, Admission, BoxedStream};
+
+/// A ticket that reads the shards' tickets in turn, up to `limit` rows in all.
+#[derive(Debug, Serialize, Deserialize)]
+struct FanIn {
+    table: String,
+    limit: usize,
+    /// The answer's schema (Arrow IPC, base64): every shard's batches are cast to it.
+    schema: String,
+    parts: Vec<FanInPart>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct FanInPart {
+    shard: usize,
+    node: usize,
+    /// The shard's ticket (base64).
+    ticket: String,
+}
+
+/// Where a `DoGet` ticket is served.
+pub enum TicketRoute {
+    /// By this node's tables (an ordinary ticket, or a shard this node holds).
+    Local,
+    /// By node `node`, which holds the ticket's shard: the stream is forwarded.
+    Forward { node: usize, table: String, shard: usize },
+    /// A fan-in ticket of a sharded query with a limit.
+    FanIn(Box<FanInTicket>),
+}
+
+/// A parsed fan-in ticket.
+pub struct FanInTicket(FanIn);
+
+impl Cluster {
+    /// Plans `command` (a query command naming the sharded `table`) on every shard.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` for `from_address` / `to_address` (log addresses are per shard:
+    /// query a shard's table for them) and for final aggregates; a shard's error naming
+    /// shard and node (`UNAVAILABLE` when its node cannot be reached).
+    pub async fn plan(&self, catalog: &Arc<Catalog>, table: &ShardedTable, command: Map<String, Value>, descriptor: FlightDescriptor) -> Result<FlightInfo, Status> {
+        for key in ["from_address", "to_address"] {
+            if command.get(key).is_some_and(|v| !v.is_null()) {
+                return Err(Status::invalid_argument(format!(
+                    "GetFlightInfo command: {key:?} on the sharded table {:?}: log addresses are per shard; \
+                     query a shard's own table ({}) to read by address",
+                    table.name,
+                    table.shard_table(0)
+                )));
+            }
+        }
+        let has = |key: &str| command.get(key).and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+        let aggregating = has("aggregates") || has("group_by");
+        if aggregating && command.get("partial").and_then(Value::as_bool) != Some(true) {
+            return Err(Status::invalid_argument(format!(
+                "GetFlightInfo command: final aggregates over the sharded table {:?} are not merged by the daemon yet: \
+                 ask with \"partial\": true and merge the endpoints' rows (sum the counts and sums, least of the minimums, \
+                 greatest of the maximums), as Spark's aggregate pushdown does",
+                table.name
+            )));
+        }
+        let limit = command.get("limit").and_then(Value::as_u64);
+        let plans = join_all((0..table.shards).map(|shard| {
+            let mut command = command.clone();
+            command.insert("table".into(), json!(table.shard_table(shard)));
+            let node = table.node_of(shard);
+            async move { self.plan_shard(catalog, node, command).await.map_err(|e| self.peer_error(&table.name, Some(shard), node, &e)) }
+        }))
+        .await;
+        let plans = super::all_or_report(&table.name, "GetFlightInfo", plans)?;
+        let mut schemas = Vec::with_capacity(plans.len());
+        for plan in &plans {
+            schemas.push(plan.clone().try_decode_schema().map_err(|e| Status::internal(format!("a shard's plan has no schema: {e}")))?);
+        }
+        let schema = Schema::try_merge(schemas.iter().cloned()).unwrap_or_else(|_| schemas.first().cloned().unwrap_or_else(Schema::empty));
+        let mut shards = Vec::with_capacity(plans.len());
+        let mut endpoints = Vec::new();
+        let mut parts = Vec::new();
+        let mut total_records = 0i64;
+        let mut exact = true;
+        for (shard, plan) in plans.into_iter().enumerate() {
+            let node = table.node_of(shard);
+            let metadata: Value = serde_json::from_slice(&plan.app_metadata).unwrap_or(Value::Null);
+            exact &= metadata.get("exact").and_then(Value::as_bool).unwrap_or(false);
+            total_records = total_records.saturating_add(plan.total_records.max(0));
+            shards.push(json!({"shard": shard, "table": table.shard_table(shard), "node": node, "location": self.location(node), "plan": metadata}));
+            for mut endpoint in plan.endpoint {
+                if limit.is_some() {
+                    let ticket = endpoint.ticket.map(|t| t.ticket).unwrap_or_default();
+                    parts.push(FanInPart { shard, node, ticket: STANDARD.encode(ticket) });
+                    continue;
+                }
+                if endpoint.location.is_empty() {
+                    endpoint.location.push(Location { uri: self.location(node).to_owned() });
+                }
+                endpoints.push(endpoint);
+            }
+        }
+        if let Some(limit) = limit {
+            total_records = total_records.min(i64::try_from(limit).unwrap_or(i64::MAX));
+            let options = arrow_ipc::writer::IpcWriteOptions::default();
+            let encoded: arrow_flight::SchemaResult = arrow_flight::SchemaAsIpc::new(&nullable(&schema), &options)
+                .try_into()
+                .map_err(|e: arrow_schema::ArrowError| Status::internal(e.to_string()))?;
+            let fan_in = FanIn { table: table.name.clone(), limit: usize::try_from(limit).unwrap_or(usize::MAX), schema: STANDARD.encode(&encoded.schema), parts };
+            let ticket = serde_json::to_vec(&json!({ "fan_in": fan_in })).map_err(|e| Status::internal(e.to_string()))?;
+            endpoints = vec![FlightEndpoint::new().with_ticket(Ticket::new(ticket)).with_app_metadata(format!("{{\"fan_in\": {}}}", table.shards))];
+        }
+        let metadata = json!({
+            "table": table.name,
+            "sharded": true,
+            "exact": exact,
+            "exact_note": "every shard's server evaluates the whole filter on every record it returns",
+            "shards": shards,
+        });
+        let info = planned_info(&schema, std::iter::empty(), descriptor, total_records, metadata.to_string())?;
+        Ok(info.with_endpoints(endpoints))
+    }
+
+    /// The plan of one shard's command, by the node holding it.
+    async fn plan_shard(&self, catalog: &Arc<Catalog>, node: usize, command: Map<String, Value>) -> Result<FlightInfo, Status> {
+        let bytes = Value::Object(command).to_string().into_bytes();
+        if node == self.me {
+            let catalog = Arc::clone(catalog);
+            let descriptor = FlightDescriptor::new_cmd(bytes.clone());
+            let planned = blocking(move || ops::plan_query(&catalog, &bytes)).await?;
+            let endpoints = planned.endpoints.into_iter().map(|e| (e.ticket, e.plan.to_string()));
+            return planned_info(&planned.schema, endpoints, descriptor, planned.total_records, planned.metadata.to_string());
+        }
+        let mut client = self.peer(node)?;
+        Ok(client.get_flight_info(self.request(FlightDescriptor::new_cmd(bytes), Some(PEER_CALL_TIMEOUT))).await?.into_inner())
+    }
+
+    /// The schema of the sharded `table`: the shards' schemas merged by field name
+    /// (`Schema::try_merge`; the first shard's where they conflict).
+    ///
+    /// # Errors
+    /// A shard's error, naming shard and node.
+    pub async fn schema(&self, catalog: &Arc<Catalog>, table: &ShardedTable) -> Result<Schema, Status> {
+        let schemas = join_all((0..table.shards).map(|shard| {
+            let node = table.node_of(shard);
+            let name = table.shard_table(shard);
+            async move {
+                let result = if node == self.me {
+                    let catalog = Arc::clone(catalog);
+                    blocking(move || ops::table_schema(&catalog, &name)).await
+                } else {
+                    async {
+                        let mut client = self.peer(node)?;
+                        let answer = client.get_schema(self.request(FlightDescriptor::new_path(vec![name]), Some(PEER_CALL_TIMEOUT))).await?.into_inner();
+                        Schema::try_from(&answer).map_err(|e| Status::internal(format!("node {node} sent a schema that cannot be read: {e}")))
+                    }
+                    .await
+                };
+                result.map_err(|e| self.peer_error(&table.name, Some(shard), node, &e))
+            }
+        }))
+        .await;
+        let schemas = super::all_or_report(&table.name, "GetSchema", schemas)?;
+        Ok(Schema::try_merge(schemas.iter().cloned()).unwrap_or_else(|_| schemas.first().cloned().unwrap_or_else(Schema::empty)))
+    }
+
+    /// Where a `DoGet` ticket is served: here, by the node holding its shard, or as a
+    /// fan-in over the shards.
+    #[must_use]
+    pub fn route_ticket(&self, ticket: &[u8]) -> TicketRoute {
+        let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(ticket) else { return TicketRoute::Local };
+        if let Some(fan_in) = body.get("fan_in") {
+            return match serde_json::from_value::<FanIn>(fan_in.clone()) {
+                Ok(fan_in) => TicketRoute::FanIn(Box::new(FanInTicket(fan_in))),
+                Err(_) => TicketRoute::Local, // the local reader reports the malformed ticket
+            };
+        }
+        let Some(name) = body.get("table").and_then(Value::as_str) else { return TicketRoute::Local };
+        match self.map.shard_of_table(name) {
+            Some((table, shard)) if table.node_of(shard) != self.me => TicketRoute::Forward { node: table.node_of(shard), table: table.name.clone(), shard },
+            _ => TicketRoute::Local,
+        }
+    }
+
+    /// The stream of `ticket` read from node `node` (a shard of `table` it holds).
+    ///
+    /// # Errors
+    /// The node's error, naming shard and node.
+    pub async fn forward_get(&self, node: usize, table: &str, shard: usize, ticket: Vec<u8>) -> Result<BoxedStream<FlightData>, Status> {
+        let mut client = self.peer(node)?;
+        let stream = client
+            .do_get(self.request(Ticket::new(ticket), None))
+            .await
+            .map_err(|e| self.peer_error(table, Some(shard), node, &e))?
+            .into_inner();
+        let (table, location) = (table.to_owned(), self.location(node).to_owned());
+        Ok(Box::pin(stream.map_err(move |e| {
+            Status::unavailable(format!("table {table:?}, shard {shard} on node {node} ({location}): the stream broke: {}", e.message()))
+        })))
+    }
+
+    /// Reads a fan-in ticket: each shard's ticket in turn (this node's directly, the
+    /// others' from their nodes), every batch cast to the answer's schema, until `limit`
+    /// rows.
+    ///
+    /// # Errors
+    /// A malformed ticket (`INVALID_ARGUMENT`); the first shard's error, as the stream's
+    /// last item.
+    pub(crate) fn fan_in(self: &Arc<Self>, catalog: &Arc<Catalog>, scans: &Arc<Admission>, ticket: FanInTicket) -> Result<BoxedStream<FlightData>, Status> {
+        let FanInTicket(fan_in) = ticket;
+        let bad = |what: &str| Status::invalid_argument(format!("fan-in ticket: {what}"));
+        let schema_bytes = STANDARD.decode(&fan_in.schema).map_err(|_| bad("schema is not base64"))?;
+        let schema = Arc::new(
+            arrow_ipc::convert::try_schema_from_ipc_buffer(&schema_bytes).map_err(|e| bad(&format!("schema is not Arrow IPC: {e}")))?,
+        );
+        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
+        let (cluster, catalog, scans, target) = (Arc::clone(self), Arc::clone(catalog), Arc::clone(scans), Arc::clone(&schema));
+        tokio::spawn(async move {
+            let mut left = fan_in.limit;
+            for part in fan_in.parts {
+                if left == 0 {
+                    break;
+                }
+                let stream = match cluster.part_stream(&catalog, &scans, &fan_in.table, &part).await {
+                    Ok(stream) => stream,
+                    Err(status) => {
+                        let _ = sender.send(Err(FlightError::Tonic(Box::new(status)))).await;
+                        return;
+                    }
+                };
+                let mut stream = std::pin::pin!(stream);
+                while let Some(item) = stream.next().await {
+                    let batch = match item.and_then(|b| conform(&b, &target).map_err(FlightError::Arrow)) {
+                        Ok(batch) => batch,
+                        Err(error) => {
+                            let _ = sender.send(Err(error)).await;
+                            return;
+                        }
+                    };
+                    let batch = if batch.num_rows() > left { batch.slice(0, left) } else { batch };
+                    left -= batch.num_rows();
+                    if sender.send(Ok(batch)).await.is_err() {
+                        return;
+                    }
+                    if left == 0 {
+                        break;
+                    }
+                }
+            }
+        });
+        let batches = tokio_stream::wrappers::ReceiverStream::new(receiver);
+        Ok(Box::pin(FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from)))
+    }
+
+    /// The batches of one fan-in part's ticket.
+    async fn part_stream(
+        &self,
+        catalog: &Arc<Catalog>,
+        scans: &Arc<Admission>,
+        table: &str,
+        part: &FanInPart,
+    ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch, FlightError>>, Status> {
+        let ticket = STANDARD.decode(&part.ticket).map_err(|_| Status::invalid_argument("fan-in ticket: a part's ticket is not base64"))?;
+        if part.node == self.me {
+            let permit = scans.enter().await?;
+            let catalog = Arc::clone(catalog);
+            return match blocking(move || ops::open_ticket(&catalog, &ticket)).await? {
+                TicketScan::Aggregates(batch) => Ok(futures::stream::iter([Ok(batch)]).boxed()),
+                TicketScan::Rows(scan) => Ok(stream_rows(permit, scan, None).boxed()),
+            };
+        }
+        let mut client = self.peer(part.node)?;
+        let stream = client
+            .do_get(self.request(Ticket::new(ticket), None))
+            .await
+            .map_err(|e| self.peer_error(table, Some(part.shard), part.node, &e))?
+            .into_inner();
+        Ok(FlightRecordBatchStream::new_from_flight_data(stream.map_err(|e| FlightError::Tonic(Box::new(e)))).boxed())
+    }
+}
+
+/// `schema` with every top-level field nullable (a shard may lack a field another has).
+fn nullable(schema: &Schema) -> Schema {
+    Schema::new(schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect::<Vec<Field>>())
+}
+
+/// `batch` in `schema`: its columns by name, cast where the types differ, null where it
+/// has no such column.
+fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    if batch.schema().as_ref() == schema.as_ref() {
+        return Ok(batch.clone());
+    }
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|field| match batch.column_by_name(field.name()) {
+            Some(column) if column.data_type() == field.data_type() => Ok(Arc::clone(column)),
+            Some(column) => arrow_cast::cast(column, field.data_type()),
+            None => Ok(new_null_array(field.data_type(), batch.num_rows())),
+        })
+        .collect::<Result<_, _>>()?;
+    RecordBatch::try_new_with_options(Arc::clone(schema), columns, &arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())))
+}

@@ -1,0 +1,268 @@
+//! Sharded tables: their definitions (the shard map), kept by every node, and the routing
+//! of a record to its shard by its shard key (scale-out issue, items 2 and 4).
+//!
+//! Shard `i` of table `T` is an ordinary table named `T.shard-i` on node `i mod N` (`N`:
+//! the number of nodes when `T` was made); it keeps its own log, PSFs, safe boundaries and
+//! recovery. A definition is a JSON file `<data_dir>/cluster/<T>.json`, written atomically
+//! on every node, so that any node can plan, route and fan out for `T`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Most shards a table may have.
+pub const MAX_SHARDS: usize = 4096;
+
+/// What separates a table's name from its shard number in the shards' own table names.
+pub const SHARD_INFIX: &str = ".shard-";
+
+/// A sharded table's definition: how many shards, where they live, how records are routed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardedTable {
+    /// The table's name (what clients use).
+    pub name: String,
+    /// Number of shards, `1..=MAX_SHARDS`.
+    pub shards: usize,
+    /// Dotted paths whose values route a record (empty: records are spread by batch,
+    /// round-robin over the shards).
+    pub shard_key: Vec<String>,
+    /// Number of nodes when the table was made: shard `i` lives on node `i mod nodes`.
+    pub nodes: usize,
+    /// The `create_table` body every shard is made with (without `name`, `shards`,
+    /// `shard_key`, `if_not_exists`).
+    pub options: serde_json::Map<String, Value>,
+}
+
+impl ShardedTable {
+    /// The table name of shard `shard` (`events.shard-2`).
+    #[must_use]
+    pub fn shard_table(&self, shard: usize) -> String {
+        format!("{}{SHARD_INFIX}{shard}", self.name)
+    }
+
+    /// The node holding shard `shard`.
+    #[must_use]
+    pub fn node_of(&self, shard: usize) -> usize {
+        shard % self.nodes.max(1)
+    }
+
+    /// The shard a record (JSON text) goes to: the FNV-1a hash of its shard key's values,
+    /// modulo the number of shards ([`shard_key_hash`]). A record that is not JSON goes
+    /// to shard 0, whose table applies its `on_invalid_json` policy to it.
+    #[must_use]
+    pub fn shard_of(&self, record: &[u8]) -> usize {
+        match serde_json::from_slice::<Value>(record) {
+            Ok(value) => {
+                #[allow(clippy::cast_possible_truncation)] // the remainder is below `shards`
+                let shard = (shard_key_hash(&value, &self.shard_key) % self.shards as u64) as usize;
+                shard
+            }
+            Err(_) => 0,
+        }
+    }
+}
+
+/// The routing hash of a record's shard key: 64-bit FNV-1a over each key path's value —
+/// a string's UTF-8 bytes, any other value's compact JSON text (`null` when the path is
+/// absent) — with a 0x1F byte between values. Stable across versions and languages (the
+/// connectors compute the same to send records to their shard's node directly).
+#[must_use]
+pub fn shard_key_hash(record: &Value, key: &[String]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0100_0000_01b3;
+    let mut hash = OFFSET;
+    let mut feed = |bytes: &[u8]| {
+        for &b in bytes {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(PRIME);
+        }
+    };
+    for (i, path) in key.iter().enumerate() {
+        if i > 0 {
+            feed(&[0x1f]);
+        }
+        let value = path.split('.').try_fold(record, |v, step| v.get(step));
+        match value {
+            Some(Value::String(text)) => feed(text.as_bytes()),
+            Some(other) => feed(other.to_string().as_bytes()),
+            None => feed(b"null"),
+        }
+    }
+    hash
+}
+
+/// The sharded tables this node knows, by name, and the directory that keeps them.
+pub struct ShardMap {
+    dir: Option<PathBuf>,
+    tables: RwLock<BTreeMap<String, Arc<ShardedTable>>>,
+}
+
+impl ShardMap {
+    /// The definitions under `dir` (`None`: in memory only).
+    ///
+    /// # Errors
+    /// A message naming the file that cannot be read or parsed.
+    pub fn open(dir: Option<PathBuf>) -> Result<Self, String> {
+        let mut tables = BTreeMap::new();
+        if let Some(dir) = &dir {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+            for entry in entries {
+                let path = entry.map_err(|e| format!("cannot read {}: {e}", dir.display()))?.path();
+                if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                    continue;
+                }
+                let text = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                let table: ShardedTable =
+                    serde_json::from_slice(&text).map_err(|e| format!("invalid sharded-table definition {}: {e}", path.display()))?;
+                tables.insert(table.name.clone(), Arc::new(table));
+            }
+        }
+        Ok(Self { dir, tables: RwLock::new(tables) })
+    }
+
+    /// The definition of `name`, if it is a sharded table.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<Arc<ShardedTable>> {
+        self.tables.read().unwrap_or_else(PoisonError::into_inner).get(name).cloned()
+    }
+
+    /// Every definition, by name.
+    #[must_use]
+    pub fn all(&self) -> Vec<Arc<ShardedTable>> {
+        self.tables.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect()
+    }
+
+    /// The sharded table and shard number that a shard's table name (`events.shard-2`)
+    /// stands for.
+    #[must_use]
+    pub fn shard_of_table(&self, table: &str) -> Option<(Arc<ShardedTable>, usize)> {
+        let (name, number) = table.rsplit_once(SHARD_INFIX)?;
+        let shard: usize = number.parse().ok()?;
+        let definition = self.get(name)?;
+        (shard < definition.shards).then_some((definition, shard))
+    }
+
+    /// Records `table`: written to its file first (temporary file, fsync, rename), so a
+    /// definition this node answered for survives a crash.
+    ///
+    /// # Errors
+    /// `Err(true)` when a different definition of the same name exists; `Err(false)`
+    /// with the I/O failure otherwise (as the message).
+    pub fn define(&self, table: &ShardedTable) -> Result<bool, (bool, String)> {
+        let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(existing) = tables.get(&table.name) {
+            if existing.as_ref() == table {
+                return Ok(false);
+            }
+            return Err((true, format!("table {:?} is defined differently: {}", table.name, serde_json::to_string(existing.as_ref()).unwrap_or_default())));
+        }
+        if let Some(dir) = &self.dir {
+            write_atomically(&dir.join(format!("{}.json", table.name)), &serde_json::to_vec_pretty(table).unwrap_or_default())
+                .map_err(|e| (false, e))?;
+        }
+        tables.insert(table.name.clone(), Arc::new(table.clone()));
+        Ok(true)
+    }
+
+    /// Forgets `name` (its file first); true if it was defined.
+    ///
+    /// # Errors
+    /// The I/O failure, as a message.
+    pub fn forget(&self, name: &str) -> Result<bool, String> {
+        let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
+        if !tables.contains_key(name) {
+            return Ok(false);
+        }
+        if let Some(dir) = &self.dir {
+            let path = dir.join(format!("{name}.json"));
+            std::fs::remove_file(&path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+            sync_dir(dir);
+        }
+        tables.remove(name);
+        Ok(true)
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write as _;
+    let temporary = path.with_extension("json.tmp");
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    };
+    write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if let Some(dir) = path.parent() {
+        sync_dir(dir);
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(handle) = std::fs::File::open(dir) {
+        let _ = handle.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn table(shards: usize, key: &[&str]) -> ShardedTable {
+        ShardedTable {
+            name: "events".into(),
+            shards,
+            shard_key: key.iter().map(|s| (*s).to_owned()).collect(),
+            nodes: 3,
+            options: serde_json::Map::new(),
+        }
+    }
+
+    /// The hash is FNV-1a 64 of the documented bytes (the connectors compute the same).
+    #[test]
+    fn the_routing_hash_is_fnv1a_of_the_key_values() {
+        assert_eq!(shard_key_hash(&json!({"id": "a"}), &["id".into()]), 0xaf63_dc4c_8601_ec8c); // FNV-1a("a")
+        assert_eq!(shard_key_hash(&json!({}), &["id".into()]), shard_key_hash(&json!({"id": null}), &["id".into()]));
+        assert_eq!(shard_key_hash(&json!({"id": 7}), &["id".into()]), shard_key_hash(&json!({"id": "7"}), &["id".into()]));
+        let nested = json!({"repo": {"name": "x"}, "t": 1});
+        let two = shard_key_hash(&nested, &["repo.name".into(), "t".into()]);
+        assert_ne!(two, shard_key_hash(&nested, &["t".into(), "repo.name".into()]));
+    }
+
+    #[test]
+    fn keys_spread_evenly_over_the_shards() {
+        let t = table(3, &["id"]);
+        let mut counts = [0usize; 3];
+        for i in 0..30_000 {
+            counts[t.shard_of(format!("{{\"id\": \"user-{i}\"}}").as_bytes())] += 1;
+        }
+        for c in counts {
+            assert!((9_000..=11_000).contains(&c), "{counts:?}");
+        }
+        assert_eq!(t.shard_of(b"not json"), 0);
+        assert_eq!(t.node_of(4), 1);
+        assert_eq!(t.shard_table(4), "events.shard-4");
+    }
+
+    #[test]
+    fn definitions_survive_a_reopen_and_conflicts_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let map = ShardMap::open(Some(dir.path().to_path_buf())).unwrap();
+        assert_eq!(map.define(&table(3, &["id"])), Ok(true));
+        assert_eq!(map.define(&table(3, &["id"])), Ok(false));
+        assert!(map.define(&table(4, &["id"])).unwrap_err().0);
+        let reopened = ShardMap::open(Some(dir.path().to_path_buf())).unwrap();
+        assert_eq!(reopened.get("events").unwrap().shards, 3);
+        assert_eq!(reopened.shard_of_table("events.shard-2").unwrap().1, 2);
+        assert!(reopened.shard_of_table("events.shard-3").is_none());
+        assert!(reopened.forget("events").unwrap());
+        assert!(ShardMap::open(Some(dir.path().to_path_buf())).unwrap().get("events").is_none());
+    }
+}

@@ -5,9 +5,11 @@
 //! so a client that ignores locations still gets every row, one hop slower.
 //!
 //! A `limit` stays exact: the plan is one endpoint whose ticket reads the shards in turn
-//! until the limit ("fan-in"). Aggregates go per shard as partials (`"partial": true`,
-//! what Spark's pushdown asks); final aggregates over shards are not merged yet and are
-//! refused with that advice.
+//! until the limit ("fan-in"). Final aggregates are one fan-in endpoint too, which asks
+//! every shard for partial aggregates (`avg` as `sum` and `count`) and merges them
+//! ([`shoal_ops::merge`]); `"partial": true` answers each shard's partial rows as
+//! endpoints of their own (what Spark's pushdown merges). A one-call query (a `DoGet`
+//! whose ticket is the command) of a sharded table is planned here and read as a fan-in.
 
 use std::sync::Arc;
 
@@ -27,18 +29,30 @@ use tonic::Status;
 
 use shoal_ops::catalog::Catalog;
 use shoal_ops::ops::{self, TicketScan};
+use shoal_ops::protocol::AggregateSpec;
 
 use super::{Cluster, ShardedTable, PEER_CALL_TIMEOUT};
 use crate::service::{blocking, planned_info, stream_rows, Admission, BoxedStream};
 
-/// A ticket that reads the shards' tickets in turn, up to `limit` rows in all.
+/// A ticket that reads the shards' tickets in turn, up to `limit` rows in all, or merges
+/// their partial aggregates.
 #[derive(Debug, Serialize, Deserialize)]
 struct FanIn {
     table: String,
-    limit: usize,
+    limit: Option<usize>,
+    /// The parts are partial aggregates to merge into the answer.
+    #[serde(default)]
+    merge: Option<Merge>,
     /// The answer's schema (Arrow IPC, base64): every shard's batches are cast to it.
     schema: String,
     parts: Vec<FanInPart>,
+}
+
+/// How a fan-in merges partial aggregates: `keys` group columns, then `aggregates`.
+#[derive(Debug, Serialize, Deserialize)]
+struct Merge {
+    keys: usize,
+    aggregates: Vec<AggregateSpec>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -55,8 +69,10 @@ pub enum TicketRoute {
     Local,
     /// By node `node`, which holds the ticket's shard: the stream is forwarded.
     Forward { node: usize, table: String, shard: usize },
-    /// A fan-in ticket of a sharded query with a limit.
+    /// A fan-in ticket of a sharded query with a limit or final aggregates.
     FanIn(Box<FanInTicket>),
+    /// A query command naming a sharded table (a one-call query).
+    OneCall(Arc<ShardedTable>, Map<String, Value>),
 }
 
 /// A parsed fan-in ticket.
@@ -67,9 +83,27 @@ impl Cluster {
     ///
     /// # Errors
     /// `INVALID_ARGUMENT` for `from_address` / `to_address` (log addresses are per shard:
-    /// query a shard's table for them) and for final aggregates; a shard's error naming
-    /// shard and node (`UNAVAILABLE` when its node cannot be reached).
+    /// query a shard's table for them); a shard's error naming shard and node
+    /// (`UNAVAILABLE` when its node cannot be reached).
     pub async fn plan(&self, catalog: &Arc<Catalog>, table: &ShardedTable, command: Map<String, Value>, descriptor: FlightDescriptor) -> Result<FlightInfo, Status> {
+        self.plan_with(catalog, table, command, descriptor, false).await
+    }
+
+    /// Plans and reads a one-call query of the sharded `table`: one stream.
+    ///
+    /// # Errors
+    /// As [`Self::plan`].
+    pub(crate) async fn one_call(self: &Arc<Self>, catalog: &Arc<Catalog>, scans: &Arc<Admission>, table: &ShardedTable, command: Map<String, Value>) -> Result<BoxedStream<FlightData>, Status> {
+        let info = self.plan_with(catalog, table, command, FlightDescriptor::new_path(vec![table.name.clone()]), true).await?;
+        let ticket = info.endpoint.first().and_then(|e| e.ticket.as_ref()).map(|t| t.ticket.clone()).unwrap_or_default();
+        match self.route_ticket(&ticket) {
+            TicketRoute::FanIn(fan_in) => self.fan_in(catalog, scans, *fan_in),
+            _ => Err(Status::internal("a one-call query of a sharded table was not planned as a fan-in")),
+        }
+    }
+
+    /// [`Self::plan`]; `one_stream`: as one fan-in endpoint whatever the query.
+    async fn plan_with(&self, catalog: &Arc<Catalog>, table: &ShardedTable, command: Map<String, Value>, descriptor: FlightDescriptor, one_stream: bool) -> Result<FlightInfo, Status> {
         for key in ["from_address", "to_address"] {
             if command.get(key).is_some_and(|v| !v.is_null()) {
                 return Err(Status::invalid_argument(format!(
@@ -80,30 +114,45 @@ impl Cluster {
                 )));
             }
         }
-        let has = |key: &str| command.get(key).and_then(Value::as_array).is_some_and(|a| !a.is_empty());
-        let aggregating = has("aggregates") || has("group_by");
-        if aggregating && command.get("partial").and_then(Value::as_bool) != Some(true) {
-            return Err(Status::invalid_argument(format!(
-                "GetFlightInfo command: final aggregates over the sharded table {:?} are not merged by the daemon yet: \
-                 ask with \"partial\": true and merge the endpoints' rows (sum the counts and sums, least of the minimums, \
-                 greatest of the maximums), as Spark's aggregate pushdown does",
-                table.name
-            )));
-        }
+        let specs: Vec<AggregateSpec> = match command.get("aggregates") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(value) => serde_json::from_value(value.clone()).map_err(|e| Status::invalid_argument(format!("GetFlightInfo command: \"aggregates\": {e}")))?,
+        };
+        let keys = command.get("group_by").and_then(Value::as_array).map_or(0, Vec::len);
+        let aggregating = !specs.is_empty() || keys > 0;
+        let merging = aggregating && command.get("partial").and_then(Value::as_bool) != Some(true);
         let limit = command.get("limit").and_then(Value::as_u64);
-        let plans = join_all((0..table.shards).map(|shard| {
+        let fan_in = one_stream || limit.is_some() || merging;
+        let mut shard_command = command.clone();
+        if merging {
+            shard_command.insert("partial".into(), json!(true));
+            shard_command.insert("aggregates".into(), json!(shoal_ops::merge::partial_aggregates(&specs)));
+        }
+        // The answer's schema when merging: what one shard answers to the command itself.
+        let final_schema = async {
+            if !merging {
+                return Ok(None);
+            }
             let mut command = command.clone();
+            command.insert("table".into(), json!(table.shard_table(0)));
+            let plan = self.plan_shard(catalog, table.node_of(0), command).await.map_err(|e| self.peer_error(&table.name, Some(0), table.node_of(0), &e))?;
+            plan.try_decode_schema().map(Some).map_err(|e| Status::internal(format!("a shard's plan has no schema: {e}")))
+        };
+        let plans = join_all((0..table.shards).map(|shard| {
+            let mut command = shard_command.clone();
             command.insert("table".into(), json!(table.shard_table(shard)));
             let node = table.node_of(shard);
             async move { self.plan_shard(catalog, node, command).await.map_err(|e| self.peer_error(&table.name, Some(shard), node, &e)) }
         }))
         .await;
         let plans = super::all_or_report(&table.name, "GetFlightInfo", plans)?;
+        let final_schema = final_schema.await?;
         let mut schemas = Vec::with_capacity(plans.len());
         for plan in &plans {
             schemas.push(plan.clone().try_decode_schema().map_err(|e| Status::internal(format!("a shard's plan has no schema: {e}")))?);
         }
-        let schema = Schema::try_merge(schemas.iter().cloned()).unwrap_or_else(|_| schemas.first().cloned().unwrap_or_else(Schema::empty));
+        let schema = final_schema
+            .unwrap_or_else(|| Schema::try_merge(schemas.iter().cloned()).unwrap_or_else(|_| schemas.first().cloned().unwrap_or_else(Schema::empty)));
         let mut shards = Vec::with_capacity(plans.len());
         let mut endpoints = Vec::new();
         let mut parts = Vec::new();
@@ -116,7 +165,7 @@ impl Cluster {
             total_records = total_records.saturating_add(plan.total_records.max(0));
             shards.push(json!({"shard": shard, "table": table.shard_table(shard), "node": node, "location": self.location(node), "plan": metadata}));
             for mut endpoint in plan.endpoint {
-                if limit.is_some() {
+                if fan_in {
                     let ticket = endpoint.ticket.map(|t| t.ticket).unwrap_or_default();
                     parts.push(FanInPart { shard, node, ticket: STANDARD.encode(ticket) });
                     continue;
@@ -127,13 +176,20 @@ impl Cluster {
                 endpoints.push(endpoint);
             }
         }
-        if let Some(limit) = limit {
-            total_records = total_records.min(i64::try_from(limit).unwrap_or(i64::MAX));
+        if fan_in {
+            if let Some(limit) = limit {
+                total_records = total_records.min(i64::try_from(limit).unwrap_or(i64::MAX));
+            }
+            if merging {
+                total_records = if keys == 0 { 1 } else { -1 };
+            }
             let options = arrow_ipc::writer::IpcWriteOptions::default();
             let encoded: arrow_flight::SchemaResult = arrow_flight::SchemaAsIpc::new(&nullable(&schema), &options)
                 .try_into()
                 .map_err(|e: arrow_schema::ArrowError| Status::internal(e.to_string()))?;
-            let fan_in = FanIn { table: table.name.clone(), limit: usize::try_from(limit).unwrap_or(usize::MAX), schema: STANDARD.encode(&encoded.schema), parts };
+            let merge = merging.then(|| Merge { keys, aggregates: specs });
+            let limit = limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+            let fan_in = FanIn { table: table.name.clone(), limit, merge, schema: STANDARD.encode(&encoded.schema), parts };
             let ticket = serde_json::to_vec(&json!({ "fan_in": fan_in })).map_err(|e| Status::internal(e.to_string()))?;
             endpoints = vec![FlightEndpoint::new().with_ticket(Ticket::new(ticket)).with_app_metadata(format!("{{\"fan_in\": {}}}", table.shards))];
         }
@@ -203,6 +259,11 @@ impl Cluster {
             };
         }
         let Some(name) = body.get("table").and_then(Value::as_str) else { return TicketRoute::Local };
+        if !body.contains_key("v") {
+            if let Some(table) = self.map.get(name) {
+                return TicketRoute::OneCall(table, body);
+            }
+        }
         match self.map.shard_of_table(name) {
             Some((table, shard)) if table.node_of(shard) != self.me => TicketRoute::Forward { node: table.node_of(shard), table: table.name.clone(), shard },
             _ => TicketRoute::Local,
@@ -242,8 +303,20 @@ impl Cluster {
         );
         let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
         let (cluster, catalog, scans, target) = (Arc::clone(self), Arc::clone(catalog), Arc::clone(scans), Arc::clone(&schema));
+        if let Some(merge) = fan_in.merge {
+            let stream = async move {
+                let mut partials = Vec::new();
+                for part in &fan_in.parts {
+                    let stream = cluster.part_stream(&catalog, &scans, &fan_in.table, part).await?;
+                    partials.extend(stream.try_collect::<Vec<_>>().await.map_err(Status::from)?);
+                }
+                shoal_ops::merge::merge_partials(merge.keys, &merge.aggregates, &partials, &target).map_err(crate::service::status)
+            };
+            let batches = futures::stream::once(stream).map_err(|status| FlightError::Tonic(Box::new(status)));
+            return Ok(Box::pin(FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from)));
+        }
         tokio::spawn(async move {
-            let mut left = fan_in.limit;
+            let mut left = fan_in.limit.unwrap_or(usize::MAX);
             for part in fan_in.parts {
                 if left == 0 {
                     break;

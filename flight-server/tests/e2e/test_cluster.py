@@ -127,8 +127,34 @@ def test_a_sharded_table_answers_as_one_daemon_holding_its_records(cluster, star
     expected, _, _ = query(single, {"table": "events", "aggregates": [{"function": "count"}], "filter": "type = 'PushEvent'"})
     partial, _, _ = read_all(cluster.client(2), {"table": "events", "aggregates": [{"function": "count"}], "filter": "type = 'PushEvent'", "partial": True})
     assert sum(partial.column(0).to_pylist()) == expected.column(0)[0].as_py()
-    with pytest.raises(pa.ArrowInvalid, match="partial"):
-        cluster.client(0).get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"table": "events", "aggregates": [{"function": "count"}]})))
+    # Final aggregates: one endpoint that merges every shard's partials (avg from sums and counts);
+    # the answer is the single daemon's, per group too.
+    aggregates = [{"function": "count"}, {"function": "avg", "column": "payload.size"}, {"function": "sum", "column": "payload.size"},
+                  {"function": "min", "column": "created_at"}, {"function": "max", "column": "payload.size"}]
+    for command in (
+        {"table": "events", "aggregates": aggregates},
+        {"table": "events", "aggregates": aggregates, "filter": "type = 'PushEvent'"},
+        {"table": "events", "aggregates": aggregates[:2], "group_by": ["type"]},
+    ):
+        expected, _, _ = query(single, command)
+        merged, info, _ = read_all(cluster.client(1), command)
+        assert len(info.endpoints) == 1
+        assert merged.column_names == expected.column_names
+        key = lambda row: str(row.get("type"))
+        want, got = sorted(expected.to_pylist(), key=key), sorted(merged.to_pylist(), key=key)
+        assert len(got) == len(want)
+        for w, g in zip(want, got):
+            for name, value in w.items():
+                if isinstance(value, float):
+                    assert g[name] == pytest.approx(value), (command, name)
+                else:
+                    assert g[name] == value, (command, name)
+    # A one-call query (DoGet of the command itself) of the sharded table: one stream, every shard.
+    command = {"table": "events", "columns": ["id"], "filter": "type = 'PushEvent'"}
+    one_call = cluster.client(2).do_get(flight.Ticket(json.dumps(command).encode())).read_all()
+    assert ids(one_call) == ids(query(single, command)[0])
+    counted = cluster.client(2).do_get(flight.Ticket(json.dumps({"table": "events", "aggregates": [{"function": "count"}]}).encode())).read_all()
+    assert counted.column(0).to_pylist() == [len(events)]
 
     # The schema is the shards' merged.
     schema = cluster.client(0).get_schema(flight.FlightDescriptor.for_path("events")).schema

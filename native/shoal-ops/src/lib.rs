@@ -10,6 +10,7 @@
 pub mod catalog;
 pub mod config;
 pub mod error;
+pub mod merge;
 pub mod ops;
 pub mod protocol;
 pub mod sql;

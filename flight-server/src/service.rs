@@ -287,6 +287,7 @@ impl FlightService for ShoalFlightService {
                 TicketRoute::Local => {}
                 TicketRoute::Forward { node, table, shard } => return cluster.forward_get(node, &table, shard, ticket.to_vec()).await.map(Response::new),
                 TicketRoute::FanIn(fan_in) => return cluster.fan_in(&catalog, &self.scans, *fan_in).map(Response::new),
+                TicketRoute::Conform(ticket) => return cluster.read_conformed(&catalog, &self.scans, *ticket).await.map(Response::new),
                 TicketRoute::OneCall(table, command) => return cluster.one_call(&catalog, &self.scans, &table, command).await.map(Response::new),
             }
         }

@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod reads;
+pub mod schema;
 pub mod shards;
 pub mod writes;
 
@@ -248,6 +249,16 @@ impl Cluster {
         }
         let key = if body.contains_key("table") { "table" } else { "name" };
         let Some(table) = body.get(key).and_then(Value::as_str).and_then(|t| self.map.get(t)) else { return Ok(None) };
+        if name == "create_table" {
+            // A plain create_table of a sharded table's name: it exists (sharded).
+            if body.get("if_not_exists").and_then(Value::as_bool) == Some(true) {
+                return Ok(Some(json!({"created": false, "name": table.name, "shards": table.shards})));
+            }
+            return Err(Status::already_exists(format!(
+                "create_table: the sharded table {:?} exists (\"if_not_exists\": true to accept it)",
+                table.name
+            )));
+        }
         if name == "drop_table" {
             return self.drop_sharded(catalog, &table, &body, key).await.map(Some);
         }

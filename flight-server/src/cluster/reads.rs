@@ -13,12 +13,12 @@
 
 use std::sync::Arc;
 
-use arrow_array::{new_null_array, ArrayRef, RecordBatch};
+use arrow_array::RecordBatch;
 use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::{FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, Location, Ticket};
-use arrow_schema::{Field, Schema, SchemaRef};
+use arrow_schema::Schema;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use futures::future::join_all;
@@ -31,6 +31,7 @@ use shoal_ops::catalog::Catalog;
 use shoal_ops::ops::{self, TicketScan};
 use shoal_ops::protocol::AggregateSpec;
 
+use super::schema::{conform, fits, merge_schemas};
 use super::{Cluster, ShardedTable, PEER_CALL_TIMEOUT};
 use crate::service::{blocking, planned_info, stream_rows, Admission, BoxedStream};
 
@@ -71,12 +72,23 @@ pub enum TicketRoute {
     Forward { node: usize, table: String, shard: usize },
     /// A fan-in ticket of a sharded query with a limit or final aggregates.
     FanIn(Box<FanInTicket>),
+    /// One shard's ticket, its batches conformed to the table's merged schema.
+    Conform(Box<ConformTicket>),
     /// A query command naming a sharded table (a one-call query).
     OneCall(Arc<ShardedTable>, Map<String, Value>),
 }
 
 /// A parsed fan-in ticket.
 pub struct FanInTicket(FanIn);
+
+/// A parsed conform ticket: one shard's ticket read in the table's merged schema.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ConformTicket {
+    table: String,
+    /// The merged schema (Arrow IPC, base64).
+    schema: String,
+    part: FanInPart,
+}
 
 impl Cluster {
     /// Plans `command` (a query command naming the sharded `table`) on every shard.
@@ -151,8 +163,13 @@ impl Cluster {
         for plan in &plans {
             schemas.push(plan.clone().try_decode_schema().map_err(|e| Status::internal(format!("a shard's plan has no schema: {e}")))?);
         }
-        let schema = final_schema
-            .unwrap_or_else(|| Schema::try_merge(schemas.iter().cloned()).unwrap_or_else(|_| schemas.first().cloned().unwrap_or_else(Schema::empty)));
+        let schema = final_schema.unwrap_or_else(|| merge_schemas(&schemas));
+        let encoded_schema = {
+            let options = arrow_ipc::writer::IpcWriteOptions::default();
+            let encoded: arrow_flight::SchemaResult =
+                arrow_flight::SchemaAsIpc::new(&schema, &options).try_into().map_err(|e: arrow_schema::ArrowError| Status::internal(e.to_string()))?;
+            STANDARD.encode(&encoded.schema)
+        };
         let mut shards = Vec::with_capacity(plans.len());
         let mut endpoints = Vec::new();
         let mut parts = Vec::new();
@@ -173,6 +190,14 @@ impl Cluster {
                 if endpoint.location.is_empty() {
                     endpoint.location.push(Location { uri: self.location(node).to_owned() });
                 }
+                if !fits(&schemas[shard], &schema) {
+                    // This shard's columns differ in type from the table's: its node serves
+                    // the ticket conformed to the merged schema.
+                    let ticket = endpoint.ticket.take().map(|t| t.ticket).unwrap_or_default();
+                    let part = FanInPart { shard, node, ticket: STANDARD.encode(ticket) };
+                    let conform = json!({"conform": {"table": table.name, "schema": encoded_schema, "part": part}});
+                    endpoint.ticket = Some(Ticket::new(serde_json::to_vec(&conform).map_err(|e| Status::internal(e.to_string()))?));
+                }
                 endpoints.push(endpoint);
             }
         }
@@ -183,13 +208,9 @@ impl Cluster {
             if merging {
                 total_records = if keys == 0 { 1 } else { -1 };
             }
-            let options = arrow_ipc::writer::IpcWriteOptions::default();
-            let encoded: arrow_flight::SchemaResult = arrow_flight::SchemaAsIpc::new(&nullable(&schema), &options)
-                .try_into()
-                .map_err(|e: arrow_schema::ArrowError| Status::internal(e.to_string()))?;
             let merge = merging.then(|| Merge { keys, aggregates: specs });
             let limit = limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
-            let fan_in = FanIn { table: table.name.clone(), limit, merge, schema: STANDARD.encode(&encoded.schema), parts };
+            let fan_in = FanIn { table: table.name.clone(), limit, merge, schema: encoded_schema, parts };
             let ticket = serde_json::to_vec(&json!({ "fan_in": fan_in })).map_err(|e| Status::internal(e.to_string()))?;
             endpoints = vec![FlightEndpoint::new().with_ticket(Ticket::new(ticket)).with_app_metadata(format!("{{\"fan_in\": {}}}", table.shards))];
         }
@@ -244,7 +265,7 @@ impl Cluster {
         }))
         .await;
         let schemas = super::all_or_report(&table.name, "GetSchema", schemas)?;
-        Ok(Schema::try_merge(schemas.iter().cloned()).unwrap_or_else(|_| schemas.first().cloned().unwrap_or_else(Schema::empty)))
+        Ok(merge_schemas(&schemas))
     }
 
     /// Where a `DoGet` ticket is served: here, by the node holding its shard, or as a
@@ -252,6 +273,12 @@ impl Cluster {
     #[must_use]
     pub fn route_ticket(&self, ticket: &[u8]) -> TicketRoute {
         let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(ticket) else { return TicketRoute::Local };
+        if let Some(conform) = body.get("conform") {
+            return match serde_json::from_value::<ConformTicket>(conform.clone()) {
+                Ok(ticket) => TicketRoute::Conform(Box::new(ticket)),
+                Err(_) => TicketRoute::Local,
+            };
+        }
         if let Some(fan_in) = body.get("fan_in") {
             return match serde_json::from_value::<FanIn>(fan_in.clone()) {
                 Ok(fan_in) => TicketRoute::FanIn(Box::new(FanInTicket(fan_in))),
@@ -296,11 +323,7 @@ impl Cluster {
     /// last item.
     pub(crate) fn fan_in(self: &Arc<Self>, catalog: &Arc<Catalog>, scans: &Arc<Admission>, ticket: FanInTicket) -> Result<BoxedStream<FlightData>, Status> {
         let FanInTicket(fan_in) = ticket;
-        let bad = |what: &str| Status::invalid_argument(format!("fan-in ticket: {what}"));
-        let schema_bytes = STANDARD.decode(&fan_in.schema).map_err(|_| bad("schema is not base64"))?;
-        let schema = Arc::new(
-            arrow_ipc::convert::try_schema_from_ipc_buffer(&schema_bytes).map_err(|e| bad(&format!("schema is not Arrow IPC: {e}")))?,
-        );
+        let schema = decode_schema(&fan_in.schema)?;
         let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
         let (cluster, catalog, scans, target) = (Arc::clone(self), Arc::clone(catalog), Arc::clone(scans), Arc::clone(&schema));
         if let Some(merge) = fan_in.merge {
@@ -352,6 +375,19 @@ impl Cluster {
         Ok(Box::pin(FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from)))
     }
 
+    /// Reads a conform ticket: the shard's ticket (here, or from its node), every batch in
+    /// the table's merged schema.
+    ///
+    /// # Errors
+    /// A malformed ticket (`INVALID_ARGUMENT`); the shard's error.
+    pub(crate) async fn read_conformed(&self, catalog: &Arc<Catalog>, scans: &Arc<Admission>, ticket: ConformTicket) -> Result<BoxedStream<FlightData>, Status> {
+        let schema = decode_schema(&ticket.schema)?;
+        let stream = self.part_stream(catalog, scans, &ticket.table, &ticket.part).await?;
+        let target = Arc::clone(&schema);
+        let batches = stream.map(move |item| item.and_then(|batch| conform(&batch, &target).map_err(FlightError::Arrow)));
+        Ok(Box::pin(FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from)))
+    }
+
     /// The batches of one fan-in part's ticket.
     async fn part_stream(
         &self,
@@ -379,25 +415,9 @@ impl Cluster {
     }
 }
 
-/// `schema` with every top-level field nullable (a shard may lack a field another has).
-fn nullable(schema: &Schema) -> Schema {
-    Schema::new(schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect::<Vec<Field>>())
-}
-
-/// `batch` in `schema`: its columns by name, cast where the types differ, null where it
-/// has no such column.
-fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, arrow_schema::ArrowError> {
-    if batch.schema().as_ref() == schema.as_ref() {
-        return Ok(batch.clone());
-    }
-    let columns: Vec<ArrayRef> = schema
-        .fields()
-        .iter()
-        .map(|field| match batch.column_by_name(field.name()) {
-            Some(column) if column.data_type() == field.data_type() => Ok(Arc::clone(column)),
-            Some(column) => arrow_cast::cast(column, field.data_type()),
-            None => Ok(new_null_array(field.data_type(), batch.num_rows())),
-        })
-        .collect::<Result<_, _>>()?;
-    RecordBatch::try_new_with_options(Arc::clone(schema), columns, &arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())))
+/// A ticket's schema (Arrow IPC, base64).
+fn decode_schema(text: &str) -> Result<arrow_schema::SchemaRef, Status> {
+    let bad = |what: &str| Status::invalid_argument(format!("shard ticket: {what}"));
+    let bytes = STANDARD.decode(text).map_err(|_| bad("schema is not base64"))?;
+    Ok(Arc::new(arrow_ipc::convert::try_schema_from_ipc_buffer(&bytes).map_err(|e| bad(&format!("schema is not Arrow IPC: {e}")))?))
 }

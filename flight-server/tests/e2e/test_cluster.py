@@ -68,6 +68,10 @@ def test_a_sharded_table_answers_as_one_daemon_holding_its_records(cluster, star
     assert created["created"] is True and created["shards"] == 3
     assert [s["node"] for s in created["shard_map"]] == [0, 1, 2]
     assert [s["location"] for s in created["shard_map"]] == [f"grpc://127.0.0.1:{p}" for p in cluster.ports]
+    # A plain create_table of the name (what connectors send, with if_not_exists) finds it.
+    assert action(cluster.client(2), "create_table", {"name": "events", "if_not_exists": True})["created"] is False
+    with pytest.raises(pa.ArrowException, match="already exists"):
+        action(cluster.client(2), "create_table", {"name": "events"})
     # Every node knows the table.
     for i in range(3):
         described = action(cluster.client(i), "cluster", {})
@@ -155,6 +159,16 @@ def test_a_sharded_table_answers_as_one_daemon_holding_its_records(cluster, star
     assert ids(one_call) == ids(query(single, command)[0])
     counted = cluster.client(2).do_get(flight.Ticket(json.dumps({"table": "events", "aggregates": [{"function": "count"}]}).encode())).read_all()
     assert counted.column(0).to_pylist() == [len(events)]
+
+    # Whole records: each shard inferred its own types (a path may be Int64 on one shard and JSON
+    # text on another); every endpoint answers in the one merged schema the plan announces.
+    info = cluster.client(0).get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"table": "events", "filter": "type <> 'PushEvent'"})))
+    parts = [flight.FlightClient(e.locations[0]).do_get(e.ticket).read_all() for e in info.endpoints]
+    for part in parts:
+        assert part.schema.types == info.schema.types
+    whole = pa.concat_tables(parts)
+    expected, _, _ = query(single, {"table": "events", "columns": ["id"], "filter": "type <> 'PushEvent'"})
+    assert sorted(whole.column("id").to_pylist()) == ids(expected)
 
     # The schema is the shards' merged.
     schema = cluster.client(0).get_schema(flight.FlightDescriptor.for_path("events")).schema

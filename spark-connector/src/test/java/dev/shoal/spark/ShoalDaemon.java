@@ -40,12 +40,17 @@ public final class ShoalDaemon implements ShoalTarget {
 
   /** Starts a daemon over a fresh data directory. */
   public static ShoalDaemon start(Path dataDir, String... extraArgs) throws IOException, InterruptedException {
+    return startAt("127.0.0.1:0", dataDir, extraArgs);
+  }
+
+  /** Starts a daemon listening on {@code listen} ({@code 127.0.0.1:PORT}; port 0: a free one). */
+  public static ShoalDaemon startAt(String listen, Path dataDir, String... extraArgs) throws IOException, InterruptedException {
     String bin = System.getProperty("shoal.bin", "../target/debug/shoal");
     if (!Files.isExecutable(Paths.get(bin))) {
       throw new IllegalStateException("shoal binary not found at " + bin
           + ": run `cargo build -p shoal-server` (or set -Dshoal.bin)");
     }
-    List<String> command = new ArrayList<>(List.of(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir.toString()));
+    List<String> command = new ArrayList<>(List.of(bin, "serve", "--listen", listen, "--data-dir", dataDir.toString()));
     command.addAll(List.of(extraArgs));
     Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
     ShoalDaemon daemon = new ShoalDaemon(process);

@@ -17,7 +17,12 @@ interface ShoalTarget extends AutoCloseable {
     /** A {@code shoal serve} child process ({@link ShoalDaemon}). */
     DAEMON,
     /** {@code embedded:<tmpdir>}: the engine in this JVM through JNI. */
-    EMBEDDED
+    EMBEDDED,
+    /**
+     * Three daemons forming a cluster ({@link ShoalCluster}), the option naming one of them; the
+     * table {@code events} is sharded over them.
+     */
+    CLUSTER
   }
 
   Mode mode();
@@ -33,6 +38,9 @@ interface ShoalTarget extends AutoCloseable {
     Path dir = Files.createTempDirectory("shoal-spark-" + mode.name().toLowerCase(java.util.Locale.ROOT));
     if (mode == Mode.DAEMON) {
       return ShoalDaemon.start(dir.resolve("data")).deletingOnClose(dir);
+    }
+    if (mode == Mode.CLUSTER) {
+      return ShoalCluster.start(dir, 3, "events", "id");
     }
     return new Embedded(dir.resolve("data"), dir);
   }

@@ -398,7 +398,8 @@ fn all_or_report<T>(table: &str, what: &str, results: Vec<Result<T, Status>>) ->
 
 /// One answer for an action run on every shard: the shards' answers under `shards`, and
 /// for `stats` the sums of the counters, for `list_psfs` one list whose entries name their
-/// shard, for `writer_status` the writer's serials every shard has (the least).
+/// shard, for `writer_status` the writer's serials every shard has (the least), for
+/// `list_transactions` one entry per transaction ([`merge_transactions`]).
 fn merge_answers(table: &ShardedTable, name: &str, answers: Vec<Value>) -> Value {
     match name {
         "list_psfs" => Value::Array(
@@ -417,6 +418,19 @@ fn merge_answers(table: &ShardedTable, name: &str, answers: Vec<Value>) -> Value
                 })
                 .collect(),
         ),
+        "list_transactions" => merge_transactions(answers),
+        "begin_transaction" | "prepare_transaction" | "commit_transaction" | "abort_transaction" => {
+            // One transaction's state on every shard: the same shape, merged.
+            let wrapped = answers.into_iter().map(|a| Value::Array(vec![a])).collect();
+            match merge_transactions(wrapped) {
+                Value::Array(mut one) if one.len() == 1 => {
+                    let mut answer = one.remove(0);
+                    answer["table"] = json!(table.name);
+                    answer
+                }
+                other => json!({"table": table.name, "shards": other}),
+            }
+        }
         "stats" => {
             let mut merged = json!({"table": table.name, "sharded": true});
             for counter in ["records", "payload_bytes", "index_bytes", "reserved_bytes"] {
@@ -440,4 +454,48 @@ fn merge_answers(table: &ShardedTable, name: &str, answers: Vec<Value>) -> Value
         }
         _ => json!({"table": table.name, "shards": answers}),
     }
+}
+
+/// `list_transactions` over the shards: one `{"transaction", "state", "records", "skipped",
+/// "shards"}` per transaction, its records summed. Its state is the shards' when they agree; otherwise
+/// the decision a two-phase commit has taken: `committed` once any shard committed (a commit
+/// repeated on the table completes it), else `aborted` once any shard aborted, else `open`.
+fn merge_transactions(answers: Vec<Value>) -> Value {
+    let mut merged: Vec<(String, Vec<String>, u64, u64, Vec<Value>)> = Vec::new();
+    for (shard, answer) in answers.into_iter().enumerate() {
+        let Value::Array(entries) = answer else { continue };
+        for entry in entries {
+            let id = entry.get("transaction").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let state = entry.get("state").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let records = entry.get("records").and_then(Value::as_u64).unwrap_or(0);
+            let skipped = entry.get("skipped").and_then(Value::as_u64).unwrap_or(0);
+            let detail = json!({"shard": shard, "state": state, "records": records});
+            match merged.iter_mut().find(|(t, ..)| *t == id) {
+                Some((_, states, sum, skips, shards)) => {
+                    states.push(state);
+                    *sum += records;
+                    *skips += skipped;
+                    shards.push(detail);
+                }
+                None => merged.push((id, vec![state], records, skipped, vec![detail])),
+            }
+        }
+    }
+    Value::Array(
+        merged
+            .into_iter()
+            .map(|(id, states, records, skipped, shards)| {
+                let state = if states.iter().all(|s| *s == states[0]) {
+                    states[0].clone()
+                } else if states.iter().any(|s| s == "committed") {
+                    "committed".to_owned()
+                } else if states.iter().any(|s| s == "aborted") {
+                    "aborted".to_owned()
+                } else {
+                    "open".to_owned()
+                };
+                json!({"transaction": id, "state": state, "records": records, "skipped": skipped, "shards": shards})
+            })
+            .collect(),
+    )
 }

@@ -136,6 +136,9 @@ impl Cluster {
         let limit = command.get("limit").and_then(Value::as_u64);
         let fan_in = one_stream || limit.is_some() || merging;
         let mut shard_command = command.clone();
+        // A shard that never saw a requested path answers it as a Null column: another
+        // shard may hold it (the merged schema says whether any does).
+        shard_command.insert("unknown_columns_null".into(), json!(true));
         if merging {
             shard_command.insert("partial".into(), json!(true));
             shard_command.insert("aggregates".into(), json!(shoal_ops::merge::partial_aggregates(&specs)));
@@ -164,6 +167,13 @@ impl Cluster {
             schemas.push(plan.clone().try_decode_schema().map_err(|e| Status::internal(format!("a shard's plan has no schema: {e}")))?);
         }
         let schema = final_schema.unwrap_or_else(|| merge_schemas(&schemas));
+        if let Some(unknown) = schema.fields().iter().find(|f| f.data_type() == &arrow_schema::DataType::Null) {
+            return Err(Status::invalid_argument(format!(
+                "unknown column {:?}: no record of the sharded table {:?} seen so far has this path",
+                unknown.name(),
+                table.name
+            )));
+        }
         let encoded_schema = {
             let options = arrow_ipc::writer::IpcWriteOptions::default();
             let encoded: arrow_flight::SchemaResult =

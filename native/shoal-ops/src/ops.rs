@@ -181,6 +181,8 @@ struct PreparedQuery {
     grouping: Option<GroupedScan>,
     /// The typed columns of a scan of rows (`None`: JSON output, or aggregates).
     output: Option<OutputColumns>,
+    /// Null columns among the output (`unknown_columns_null`).
+    placement: Option<Placement>,
     schema: SchemaRef,
     plan: ScanPlan,
     /// The address the answer is complete up to ([`answer_until`]).
@@ -230,7 +232,7 @@ impl GroupedScan {
             }
             calls.push(AggregateCall { function: aggregate.function.into(), column: aggregate.column.as_ref().map(ToString::to_string) });
         }
-        let (output, input) = rows_output(table, OutputFormat::Arrow, &paths, false)?;
+        let (output, input, _) = rows_output(table, OutputFormat::Arrow, &paths, false, false)?;
         let grouping = Grouping { keys: keys.iter().map(ToString::to_string).collect(), aggregates: calls };
         let schema = crate::sql::Grouper::new(&grouping, &input)?.schema(); // checks keys and aggregates now
         Ok(Self { grouping, columns: output.unwrap_or_default(), input, schema })
@@ -271,9 +273,39 @@ fn rows_output(
     format: OutputFormat,
     columns: &[FieldPath],
     with_address: bool,
-) -> Result<(Option<OutputColumns>, SchemaRef), OpsError> {
+    unknown_null: bool,
+) -> Result<(Option<OutputColumns>, SchemaRef, Option<Placement>), OpsError> {
+    let mut placement = None;
     let (output, mut fields) = match format {
         OutputFormat::Json => (None, json_output_schema().fields().iter().map(|f| f.as_ref().clone()).collect::<Vec<Field>>()),
+        OutputFormat::Arrow if unknown_null && !columns.is_empty() => {
+            // Each path on its own: one no record has had yet is a Null column.
+            let mut output = Vec::new();
+            let mut fields = Vec::new();
+            let mut places = Vec::new();
+            for path in columns {
+                match table.output_columns(std::slice::from_ref(path)) {
+                    Ok(mut known) => {
+                        let (path, field) = known.remove(0);
+                        places.push(Some(output.len()));
+                        fields.push(field.clone());
+                        output.push((path, field));
+                    }
+                    Err(shoal_core::Error::UnknownColumn { .. }) => {
+                        places.push(None);
+                        fields.push(Field::new(path.to_string(), DataType::Null, true));
+                    }
+                    Err(e) => return Err(OpsError::from_engine(&e)),
+                }
+            }
+            if places.contains(&None) {
+                if with_address {
+                    places.push(Some(output.len()));
+                }
+                placement = Some(places);
+            }
+            (Some(output), fields)
+        }
         OutputFormat::Arrow => {
             let output = table.output_columns(columns).map_err(|e| OpsError::from_engine(&e))?;
             let fields = output.iter().map(|(_, f)| f.clone()).collect();
@@ -288,8 +320,12 @@ fn rows_output(
         }
         fields.push(address_field());
     }
-    Ok((output, Arc::new(Schema::new(fields))))
+    Ok((output, Arc::new(Schema::new(fields)), placement))
 }
+
+/// Where each column of a scan's answer comes from: the scan's batch column, or `None` for
+/// a path no record has had yet (a Null column; `unknown_columns_null`).
+type Placement = Vec<Option<usize>>;
 
 /// The part `[from, to)` of a query's asked range that is gone (below the table's begin
 /// address, above the first address a record can have), when it asked for a
@@ -366,10 +402,13 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
         )));
     }
     let grouping = if command.group_by.is_empty() { None } else { Some(GroupedScan::new(table, &command.group_by, &command.aggregates)?) };
+    let mut placement = None;
     let (output, schema) = if let Some(grouped) = &grouping {
         (None, Arc::clone(&grouped.schema))
     } else if aggregates.is_empty() {
-        rows_output(table, command.output, &columns, command.with_address)?
+        let (output, schema, found) = rows_output(table, command.output, &columns, command.with_address, command.unknown_columns_null)?;
+        placement = found;
+        (output, schema)
     } else {
         (None, Arc::new(table.aggregate_schema(&aggregates).map_err(|e| OpsError::from_engine(&e))?))
     };
@@ -388,7 +427,7 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
         ..ScanRequest::default()
     };
     let plan = table.plan(&request);
-    Ok(PreparedQuery { entry, command, request, aggregates, grouping, output, schema, plan, until, truncated })
+    Ok(PreparedQuery { entry, command, request, aggregates, grouping, output, placement, schema, plan, until, truncated })
 }
 
 /// Plans a query command (`GetFlightInfo`'s `cmd`, a JSON [`QueryCommand`]) once, and
@@ -433,6 +472,7 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Ops
             group_by: query.command.group_by.clone(),
             output: query.command.output,
             with_address: query.command.with_address,
+            unknown_columns_null: query.command.unknown_columns_null,
             plan: part,
         };
         let ticket = serde_json::to_vec(&ticket).map_err(|e| OpsError::internal(e.to_string()))?;
@@ -553,6 +593,8 @@ pub struct RowScan {
     plan: ScanPlan,
     /// The typed columns; `None`: the records' JSON bytes.
     output: Option<OutputColumns>,
+    /// Null columns among the output (`unknown_columns_null`).
+    placement: Option<Placement>,
     schema: SchemaRef,
 }
 
@@ -572,7 +614,20 @@ impl RowScan {
     pub fn run(&self, emit: &mut dyn FnMut(RecordBatch) -> ControlFlow<()>) -> Result<(), OpsError> {
         let started = Instant::now();
         let table = &self.entry.table;
-        let mut sink = |batch| Ok(emit(batch));
+        let mut sink = |batch: RecordBatch| match &self.placement {
+            None => Ok(emit(batch)),
+            Some(places) => {
+                let rows = batch.num_rows();
+                let columns = places
+                    .iter()
+                    .map(|place| place.map_or_else(|| arrow_array::new_null_array(&DataType::Null, rows), |i| Arc::clone(batch.column(i))))
+                    .collect();
+                let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows));
+                let batch = RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)
+                    .map_err(shoal_core::Error::Arrow)?;
+                Ok(emit(batch))
+            }
+        };
         let stats = match &self.output {
             Some(columns) => table.scan_columns(&self.request, &self.plan, columns, &mut sink),
             None => table.scan_json(&self.request, &self.plan, &mut sink),
@@ -610,6 +665,7 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, OpsEr
             request: query.request,
             plan: query.plan,
             output: query.output,
+            placement: query.placement,
         })));
     }
     let ticket: TicketBody = serde_json::from_value(serde_json::Value::Object(body))
@@ -639,8 +695,8 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, OpsEr
     if !aggregates.is_empty() {
         return run_aggregate(&entry, &request, &plan, &aggregates).map(TicketScan::Aggregates);
     }
-    let (output, schema) = rows_output(&entry.table, ticket.output, &request.columns, ticket.with_address)?;
-    Ok(TicketScan::Rows(Box::new(RowScan { entry, request, plan, output, schema })))
+    let (output, schema, placement) = rows_output(&entry.table, ticket.output, &request.columns, ticket.with_address, ticket.unknown_columns_null)?;
+    Ok(TicketScan::Rows(Box::new(RowScan { entry, request, plan, output, placement, schema })))
 }
 
 /// Computes the aggregates of `plan`'s ranges.

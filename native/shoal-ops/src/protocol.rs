@@ -230,6 +230,11 @@ pub struct QueryCommand {
     /// `OUT_OF_RANGE` naming it (a follower that must not miss records).
     #[serde(default, skip_serializing_if = "IfTruncated::is_skip")]
     pub if_truncated: IfTruncated,
+    /// A requested column that no record of the table has had yet is answered as a
+    /// column of type `Null` instead of `INVALID_ARGUMENT` (how a node of a cluster asks a
+    /// shard: another shard may hold the path).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unknown_columns_null: bool,
 }
 
 /// [`QueryCommand::if_truncated`].
@@ -445,6 +450,9 @@ pub struct TicketBody {
     /// Append the `_address` column.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub with_address: bool,
+    /// Paths no record has had yet are Null columns (`QueryCommand::unknown_columns_null`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unknown_columns_null: bool,
     /// The endpoint's plan: its filter (normalised SQL text), index scans (PSF ids,
     /// properties, ranges) and full-scan ranges.
     pub plan: shoal_core::scan::ScanPlan,

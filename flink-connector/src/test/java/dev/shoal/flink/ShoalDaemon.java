@@ -79,8 +79,14 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
 
   /** A daemon started with {@code --auth-token token} (null: none) and more {@code serve} arguments. */
   public ShoalDaemon(String token, List<String> extraArgs) {
+    this(token, extraArgs, 0);
+  }
+
+  /** As {@link #ShoalDaemon(String, List)}, listening on {@code port} (0: a free one it picks). */
+  public ShoalDaemon(String token, List<String> extraArgs, int port) {
     this.token = token;
     this.extraArgs = List.copyOf(extraArgs);
+    this.port = port;
   }
 
   public static Path binary() {

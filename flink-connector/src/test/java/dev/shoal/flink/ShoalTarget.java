@@ -18,7 +18,9 @@ public interface ShoalTarget {
     /** A {@code shoal serve} child process. */
     DAEMON,
     /** {@code embedded:<tmpdir>}: the engine in this JVM through JNI. */
-    EMBEDDED
+    EMBEDDED,
+    /** Three daemons forming a cluster ({@link ShoalCluster}); tables are sharded over them. */
+    CLUSTER
   }
 
   Mode mode();

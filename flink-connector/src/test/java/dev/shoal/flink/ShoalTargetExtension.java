@@ -54,7 +54,11 @@ public final class ShoalTargetExtension implements BeforeAllCallback, AfterAllCa
 
   /** A target of {@code mode}, not started. */
   public static ShoalTarget create(Mode mode, String token) {
-    return mode == Mode.DAEMON ? new ShoalDaemon(token) : new EmbeddedShoal();
+    return switch (mode) {
+      case DAEMON -> new ShoalDaemon(token);
+      case EMBEDDED -> new EmbeddedShoal();
+      case CLUSTER -> new ShoalCluster(3);
+    };
   }
 
   @Override
@@ -82,6 +86,11 @@ public final class ShoalTargetExtension implements BeforeAllCallback, AfterAllCa
   /** The daemon of a {@code DAEMON} class (for its daemon-only tests). */
   public ShoalDaemon daemon() {
     return (ShoalDaemon) target();
+  }
+
+  /** The cluster of a {@code CLUSTER} class. */
+  public ShoalCluster cluster() {
+    return (ShoalCluster) target();
   }
 
   /** The embedded data directory of an {@code EMBEDDED} class. */

@@ -241,7 +241,7 @@ impl FlightService for ShoalFlightService {
             return FlightService::get_flight_info(&self.sql, request).await;
         }
         let descriptor = request.into_inner();
-        if let Some((table, body)) = command_table(&descriptor.cmd) {
+        if let Some((table, body)) = self.cluster.as_ref().and_then(|_| command_table(&descriptor.cmd)) {
             if let Some((cluster, sharded)) = self.sharded(Some(&table)) {
                 return cluster.plan(&self.catalog, &sharded, body, descriptor).await.map(Response::new);
             }

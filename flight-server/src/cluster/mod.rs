@@ -389,10 +389,18 @@ fn all_or_report<T>(table: &str, what: &str, results: Vec<Result<T, Status>>) ->
         }
     }
     let Some(first) = failures.first() else { return Ok(answers) };
-    let list = failures.iter().map(Status::message).collect::<Vec<_>>().join("; ");
+    // Named one by one up to a few (a status must fit gRPC's 16 KiB of metadata).
+    const NAMED: usize = 4;
+    let mut list = failures.iter().take(NAMED).map(Status::message).collect::<Vec<_>>().join("; ");
+    if failures.len() > NAMED {
+        list.push_str(&format!("; and {} more", failures.len() - NAMED));
+    }
     Err(Status::new(
         first.code(),
-        format!("{what} on sharded table {table:?}: {} of {total} parts failed ({list}); the others succeeded, and repeating the call is safe", failures.len()),
+        shoal_ops::protocol::bounded(format!(
+            "{what} on sharded table {table:?}: {} of {total} parts failed ({list}); the others succeeded, and repeating the call is safe",
+            failures.len()
+        )),
     ))
 }
 

@@ -135,7 +135,14 @@ impl Cluster {
         let merging = aggregating && command.get("partial").and_then(Value::as_bool) != Some(true);
         let limit = command.get("limit").and_then(Value::as_u64);
         let fan_in = one_stream || limit.is_some() || merging;
+        // Partition pruning: a filter that pins the shard key reads only the shards it names.
+        let planned: Vec<usize> = table.prune(command.get("filter").and_then(Value::as_str)).unwrap_or_else(|| (0..table.shards).collect());
         let mut shard_command = command.clone();
+        if !fan_in {
+            // About as many endpoints in all as one daemon would give, at least one per shard.
+            let total = command.get("max_endpoints").and_then(Value::as_u64).unwrap_or(catalog.config().endpoints_per_query as u64);
+            shard_command.insert("max_endpoints".into(), json!(total.div_ceil(planned.len() as u64).max(1)));
+        }
         // A shard that never saw a requested path answers it as a Null column: another
         // shard may hold it (the merged schema says whether any does).
         shard_command.insert("unknown_columns_null".into(), json!(true));
@@ -148,12 +155,14 @@ impl Cluster {
             if !merging {
                 return Ok(None);
             }
+            let first = planned[0];
             let mut command = command.clone();
-            command.insert("table".into(), json!(table.shard_table(0)));
-            let plan = self.plan_shard(catalog, table.node_of(0), command).await.map_err(|e| self.peer_error(&table.name, Some(0), table.node_of(0), &e))?;
+            command.insert("table".into(), json!(table.shard_table(first)));
+            let node = table.node_of(first);
+            let plan = self.plan_shard(catalog, node, command).await.map_err(|e| self.peer_error(&table.name, Some(first), node, &e))?;
             plan.try_decode_schema().map(Some).map_err(|e| Status::internal(format!("a shard's plan has no schema: {e}")))
         };
-        let plans = join_all((0..table.shards).map(|shard| {
+        let plans = join_all(planned.iter().map(|&shard| {
             let mut command = shard_command.clone();
             command.insert("table".into(), json!(table.shard_table(shard)));
             let node = table.node_of(shard);
@@ -185,7 +194,7 @@ impl Cluster {
         let mut parts = Vec::new();
         let mut total_records = 0i64;
         let mut exact = true;
-        for (shard, plan) in plans.into_iter().enumerate() {
+        for ((i, plan), &shard) in plans.into_iter().enumerate().zip(&planned) {
             let node = table.node_of(shard);
             let metadata: Value = serde_json::from_slice(&plan.app_metadata).unwrap_or(Value::Null);
             exact &= metadata.get("exact").and_then(Value::as_bool).unwrap_or(false);
@@ -200,7 +209,7 @@ impl Cluster {
                 if endpoint.location.is_empty() {
                     endpoint.location.push(Location { uri: self.location(node).to_owned() });
                 }
-                if !fits(&schemas[shard], &schema) {
+                if !fits(&schemas[i], &schema) {
                     // This shard's columns differ in type from the table's: its node serves
                     // the ticket conformed to the merged schema.
                     let ticket = endpoint.ticket.take().map(|t| t.ticket).unwrap_or_default();
@@ -222,7 +231,7 @@ impl Cluster {
             let limit = limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
             let fan_in = FanIn { table: table.name.clone(), limit, merge, schema: encoded_schema, parts };
             let ticket = serde_json::to_vec(&json!({ "fan_in": fan_in })).map_err(|e| Status::internal(e.to_string()))?;
-            endpoints = vec![FlightEndpoint::new().with_ticket(Ticket::new(ticket)).with_app_metadata(format!("{{\"fan_in\": {}}}", table.shards))];
+            endpoints = vec![FlightEndpoint::new().with_ticket(Ticket::new(ticket)).with_app_metadata(format!("{{\"fan_in\": {}}}", planned.len()))];
         }
         let metadata = json!({
             "table": table.name,
@@ -230,6 +239,7 @@ impl Cluster {
             "exact": exact,
             "exact_note": "every shard's server evaluates the whole filter on every record it returns",
             "shards": shards,
+            "pruned_shards": table.shards - planned.len(),
         });
         let info = planned_info(&schema, std::iter::empty(), descriptor, total_records, metadata.to_string())?;
         Ok(info.with_endpoints(endpoints))

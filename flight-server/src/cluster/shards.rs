@@ -50,6 +50,64 @@ impl ShardedTable {
         shard % self.nodes.max(1)
     }
 
+    /// The shards that can hold a record matching `filter`, when the filter pins every
+    /// shard-key path to literal values (`key = v`, `key IN (…)`, alone or among the terms
+    /// of an `AND`): partition pruning, as Kudu and Paimon do. `None`: every shard. A
+    /// number pins both its integer and its float spelling (`7` and `7.0` are equal in SQL
+    /// and hash apart).
+    #[must_use]
+    pub fn prune(&self, filter: Option<&str>) -> Option<Vec<usize>> {
+        use shoal_core::psf::{CmpOp, Expr, Literal};
+        if self.shard_key.is_empty() {
+            return None;
+        }
+        let expr = shoal_core::psf::parse_expr(filter?).ok()?;
+        let terms: &[Expr] = match &expr {
+            Expr::And(terms) => terms,
+            single => std::slice::from_ref(single),
+        };
+        let spellings = |literal: &Literal| -> Option<Vec<Value>> {
+            Some(match literal {
+                Literal::Str(text) => vec![Value::String(text.clone())],
+                Literal::Bool(b) => vec![Value::Bool(*b)],
+                #[allow(clippy::cast_precision_loss)]
+                Literal::Int(i) => vec![Value::from(*i), Value::from(*i as f64)],
+                #[allow(clippy::cast_possible_truncation)]
+                Literal::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => vec![Value::from(*f), Value::from(*f as i64)],
+                Literal::Float(f) => vec![Value::from(*f)],
+                Literal::Null => return None,
+            })
+        };
+        let mut candidates: Vec<Vec<Value>> = Vec::with_capacity(self.shard_key.len());
+        for key in &self.shard_key {
+            let key = shoal_core::FieldPath::parse(key).ok()?;
+            let values = terms.iter().find_map(|term| match term {
+                Expr::Cmp { path, op: CmpOp::Eq, value } if *path == key => spellings(value),
+                Expr::In { path, list, negated: false } if *path == key => {
+                    list.iter().map(spellings).collect::<Option<Vec<_>>>().map(|v| v.concat())
+                }
+                _ => None,
+            })?;
+            candidates.push(values);
+        }
+        if candidates.iter().map(Vec::len).product::<usize>() > MAX_PRUNED_COMBINATIONS {
+            return None;
+        }
+        let mut shards = std::collections::BTreeSet::new();
+        let mut combination = vec![0usize; candidates.len()];
+        loop {
+            let values: Vec<Option<&Value>> = combination.iter().zip(&candidates).map(|(&i, c)| c.get(i)).collect();
+            #[allow(clippy::cast_possible_truncation)]
+            shards.insert((hash_key_values(&values) % self.shards as u64) as usize);
+            let Some(position) = (0..combination.len()).rev().find(|&p| combination[p] + 1 < candidates[p].len()) else { break };
+            combination[position] += 1;
+            for later in &mut combination[position + 1..] {
+                *later = 0;
+            }
+        }
+        Some(shards.into_iter().collect())
+    }
+
     /// The shard a record (JSON text) goes to: the FNV-1a hash of its shard key's values,
     /// modulo the number of shards ([`shard_key_hash`]). A record that is not JSON goes
     /// to shard 0, whose table applies its `on_invalid_json` policy to it.
@@ -72,6 +130,12 @@ impl ShardedTable {
 /// connectors compute the same to send records to their shard's node directly).
 #[must_use]
 pub fn shard_key_hash(record: &Value, key: &[String]) -> u64 {
+    let values: Vec<Option<&Value>> = key.iter().map(|path| path.split('.').try_fold(record, |v, step| v.get(step))).collect();
+    hash_key_values(&values)
+}
+
+/// [`shard_key_hash`] of the key's values (`None`: absent).
+fn hash_key_values(values: &[Option<&Value>]) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0100_0000_01b3;
     let mut hash = OFFSET;
@@ -81,11 +145,10 @@ pub fn shard_key_hash(record: &Value, key: &[String]) -> u64 {
             hash = hash.wrapping_mul(PRIME);
         }
     };
-    for (i, path) in key.iter().enumerate() {
+    for (i, value) in values.iter().enumerate() {
         if i > 0 {
             feed(&[0x1f]);
         }
-        let value = path.split('.').try_fold(record, |v, step| v.get(step));
         match value {
             Some(Value::String(text)) => feed(text.as_bytes()),
             Some(other) => feed(other.to_string().as_bytes()),
@@ -94,6 +157,9 @@ pub fn shard_key_hash(record: &Value, key: &[String]) -> u64 {
     }
     hash
 }
+
+/// The most key-value combinations a filter may name for [`ShardedTable::prune`] to use them.
+const MAX_PRUNED_COMBINATIONS: usize = 256;
 
 /// The sharded tables this node knows, by name, and the directory that keeps them.
 pub struct ShardMap {
@@ -234,6 +300,31 @@ mod tests {
         let nested = json!({"repo": {"name": "x"}, "t": 1});
         let two = shard_key_hash(&nested, &["repo.name".into(), "t".into()]);
         assert_ne!(two, shard_key_hash(&nested, &["t".into(), "repo.name".into()]));
+    }
+
+    /// Equalities and IN lists on the shard key name the shards that can hold their records;
+    /// anything else reads every shard.
+    #[test]
+    fn a_filter_on_the_shard_key_prunes_the_other_shards() {
+        let t = table(8, &["id"]);
+        let shard = |id: &str| t.shard_of(format!("{{\"id\": \"{id}\", \"x\": 1}}").as_bytes());
+        assert_eq!(t.prune(Some("id = 'a'")), Some(vec![shard("a")]));
+        assert_eq!(t.prune(Some("type = 'PushEvent' AND id = 'a'")), Some(vec![shard("a")]));
+        let mut both = vec![shard("a"), shard("b")];
+        both.sort_unstable();
+        both.dedup();
+        assert_eq!(t.prune(Some("id IN ('a', 'b')")), Some(both));
+        let number = t.prune(Some("id = 7")).unwrap();
+        assert!(number.contains(&t.shard_of(b"{\"id\": 7}")) && number.contains(&t.shard_of(b"{\"id\": 7.0}")));
+        for unpruned in [None, Some("id = 'a' OR id = 'b'"), Some("id <> 'a'"), Some("x = 1"), Some("id = NULL")] {
+            assert_eq!(t.prune(unpruned), None, "{unpruned:?}");
+        }
+        let composite = table(8, &["t", "id"]);
+        assert_eq!(
+            composite.prune(Some("id = 'a' AND t = 'x'")),
+            Some(vec![composite.shard_of(br#"{"t": "x", "id": "a"}"#)])
+        );
+        assert_eq!(composite.prune(Some("id = 'a'")), None);
     }
 
     #[test]

@@ -120,6 +120,14 @@ def test_a_sharded_table_answers_as_one_daemon_holding_its_records(cluster, star
     _, _, meta = read_all(cluster.client(0), {"table": "events", "columns": ["id"], "filter": "type = 'PushEvent'"})
     assert all("by_type" in json.dumps(s["plan"]) for s in meta["shards"]), meta
 
+    # A filter that pins the shard key plans only the shard that can hold it (partition pruning).
+    some_id = json.loads(events[123])["id"]
+    for command in ({"table": "events", "columns": ["id", "type"], "filter": f"id = '{some_id}'"},
+                    {"table": "events", "columns": ["id"], "filter": f"type <> 'x' AND id IN ('{some_id}', 'nope')"}):
+        rows, _, meta = read_all(cluster.client(1), command)
+        assert ids(rows) == [some_id]
+        assert meta["pruned_shards"] >= 1 and len(meta["shards"]) == 3 - meta["pruned_shards"]
+
     # A limit stays exact: one endpoint that reads the shards in turn.
     limited, info, _ = read_all(cluster.client(1), {"table": "events", "columns": ["id", "type"], "filter": "type = 'PushEvent'", "limit": 17})
     assert len(info.endpoints) == 1 and limited.num_rows == 17

@@ -163,13 +163,7 @@ impl Cluster {
             Some(shard) => format!("table {table:?}, shard {shard} on node {node} ({})", self.location(node)),
             None => format!("table {table:?}, node {node} ({})", self.location(node)),
         };
-        // A connection that failed or broke comes back from tonic as UNKNOWN / CANCELLED
-        // with a transport message: the node is unavailable.
-        let message = status.message();
-        let broken = matches!(status.code(), Code::Unknown | Code::Cancelled)
-            && ["transport", "connect", "closed", "reset", "broken pipe"].iter().any(|m| message.contains(m));
-        let code = if broken { Code::Unavailable } else { status.code() };
-        Status::new(code, format!("{place}: {}", status.message()))
+        Status::new(broken_code(status), format!("{place}: {}", status.message()))
     }
 
     /// Runs action `name` with `body` on node `node` (this node: directly).
@@ -374,6 +368,15 @@ impl Cluster {
         all_or_report(&table.name, "drop_table (forgetting the table on every node)", forgotten)?;
         Ok(json!({"dropped": true, "name": table.name, "shards": table.shards}))
     }
+}
+
+/// A peer's status code, `UNAVAILABLE` for a connection that failed or broke (tonic reports
+/// those as `UNKNOWN` / `CANCELLED` with a transport message).
+fn broken_code(status: &Status) -> Code {
+    let message = status.message();
+    let broken = matches!(status.code(), Code::Unknown | Code::Cancelled)
+        && ["transport", "connect", "closed", "reset", "broken pipe"].iter().any(|m| message.contains(m));
+    if broken { Code::Unavailable } else { status.code() }
 }
 
 /// Every answer, or one error that reports every failure (the first failure's code) and

@@ -113,14 +113,17 @@ impl ShardedTable {
     /// to shard 0, whose table applies its `on_invalid_json` policy to it.
     #[must_use]
     pub fn shard_of(&self, record: &[u8]) -> usize {
-        match serde_json::from_slice::<Value>(record) {
-            Ok(value) => {
-                #[allow(clippy::cast_possible_truncation)] // the remainder is below `shards`
-                let shard = (shard_key_hash(&value, &self.shard_key) % self.shards as u64) as usize;
-                shard
-            }
-            Err(_) => 0,
-        }
+        let hash = match key_values(record, &self.shard_key) {
+            Some(values) => hash_key_values(&values.iter().map(Option::as_ref).collect::<Vec<_>>()),
+            // Not JSON (shard 0), or an object key with escapes: parse it all.
+            None => match serde_json::from_slice::<Value>(record) {
+                Ok(value) => shard_key_hash(&value, &self.shard_key),
+                Err(_) => return 0,
+            },
+        };
+        #[allow(clippy::cast_possible_truncation)] // the remainder is below `shards`
+        let shard = (hash % self.shards as u64) as usize;
+        shard
     }
 }
 
@@ -132,6 +135,34 @@ impl ShardedTable {
 pub fn shard_key_hash(record: &Value, key: &[String]) -> u64 {
     let values: Vec<Option<&Value>> = key.iter().map(|path| path.split('.').try_fold(record, |v, step| v.get(step))).collect();
     hash_key_values(&values)
+}
+
+/// The values of `key`'s paths in `record` (`None`: absent), reading only the objects on
+/// the way to them (the other values are skipped as raw text, not built). `None` when the
+/// record is not a JSON object or names a key with escapes (the caller parses it whole).
+fn key_values(record: &[u8], key: &[String]) -> Option<Vec<Option<Value>>> {
+    use serde_json::value::RawValue;
+    type Object<'a> = std::collections::HashMap<&'a str, &'a RawValue>;
+    let top: Object<'_> = serde_json::from_slice(record).ok()?;
+    let mut values = Vec::with_capacity(key.len());
+    for path in key {
+        let mut steps = path.split('.');
+        let mut raw = steps.next().and_then(|step| top.get(step).copied());
+        for step in steps {
+            let Some(current) = raw else { break };
+            raw = if current.get().starts_with('{') {
+                let object: Object<'_> = serde_json::from_str(current.get()).ok()?;
+                object.get(step).copied()
+            } else {
+                None
+            };
+        }
+        values.push(match raw {
+            None => None,
+            Some(raw) => Some(serde_json::from_str::<Value>(raw.get()).ok()?),
+        });
+    }
+    Some(values)
 }
 
 /// [`shard_key_hash`] of the key's values (`None`: absent).
@@ -325,6 +356,24 @@ mod tests {
             Some(vec![composite.shard_of(br#"{"t": "x", "id": "a"}"#)])
         );
         assert_eq!(composite.prune(Some("id = 'a'")), None);
+    }
+
+    /// Reading only the key's path routes every record where parsing all of it would.
+    #[test]
+    fn the_key_alone_routes_as_the_whole_record() {
+        let t = table(7, &["a.b", "c"]);
+        for record in [
+            r#"{"a": {"b": "x"}, "c": 1}"#,
+            r#"{"a": {"b": 2.50, "z": [1, {"q": 3}]}, "c": "y", "d": null}"#,
+            r#"{"a": {"b\u0041": 1}, "c\n": 2}"#,
+            r#"{"a": [1], "c": {"k": [true]}}"#,
+            r#"{"c": "only"}"#,
+            r#"[1, 2]"#,
+            r#"{"a": {"b": "\u00e9\n"}, "c": -0}"#,
+        ] {
+            let whole = shard_key_hash(&serde_json::from_str(record).unwrap(), &t.shard_key) % 7;
+            assert_eq!(t.shard_of(record.as_bytes()) as u64, whole, "{record}");
+        }
     }
 
     #[test]

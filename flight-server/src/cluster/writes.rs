@@ -8,8 +8,11 @@
 //! a transaction's batch is staged on every shard it touches (`commit_transaction` on the
 //! table commits it on every shard).
 //!
-//! This is the slower way in (one more hop, batches one at a time); writers that know
-//! the shard map send each record to its node directly.
+//! Up to [`PIPELINE_DEPTH`] batches are in flight at once: each shard's rows go down its
+//! lane in order (a blocking ingestion worker for a shard held here, a DoPut stream for a
+//! remote one, whose acknowledgements come back in order), and the batches are answered in
+//! order. It is still the slower way in (one more hop, every record's shard key read);
+//! writers that know the shard map can send each record to its node directly.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -20,10 +23,10 @@ use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
 use arrow_flight::error::FlightError;
 use arrow_flight::{FlightData, FlightDescriptor, PutResult, SchemaAsIpc};
 use arrow_schema::{DataType, SchemaRef};
-use futures::future::join_all;
+use futures::stream::FuturesOrdered;
 use futures::{Stream, StreamExt, TryStreamExt};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tonic::{Status, Streaming};
 
 use shoal_ops::catalog::Catalog;
@@ -33,12 +36,27 @@ use shoal_ops::protocol::BatchMetadata;
 use super::{Cluster, ShardedTable};
 use crate::service::{status, BoxedStream};
 
+/// Batches of one stream that may be between splitting and their acknowledgement.
+const PIPELINE_DEPTH: usize = 4;
+
+/// A shard's answer to its part of a batch, when it comes.
+type PartReply = oneshot::Receiver<Result<Value, Status>>;
+
+/// One part for a shard held here: ingested in order by the lane's worker.
+struct LocalPart {
+    part: RecordBatch,
+    metadata: BatchMetadata,
+    number: usize,
+    reply: oneshot::Sender<Result<Value, Status>>,
+}
+
 /// Where one shard's rows of a stream go.
 enum Lane {
-    /// A shard this node holds.
-    Local(Arc<shoal_ops::catalog::TableEntry>),
-    /// A DoPut stream to the node holding the shard.
-    Remote { sender: mpsc::Sender<FlightData>, results: Box<Streaming<PutResult>> },
+    /// A shard held here: its blocking ingestion worker.
+    Local(mpsc::Sender<LocalPart>),
+    /// A DoPut stream to the node holding the shard, and the queue of parts waiting for
+    /// their acknowledgement (which come back in order).
+    Remote { sender: mpsc::Sender<FlightData>, waiting: mpsc::UnboundedSender<oneshot::Sender<Result<Value, Status>>> },
 }
 
 impl Cluster {
@@ -51,7 +69,7 @@ impl Cluster {
         messages: impl Stream<Item = Result<FlightData, Status>> + Send + 'static,
         permit: tokio::sync::OwnedSemaphorePermit,
     ) -> BoxedStream<PutResult> {
-        let (sender, receiver) = mpsc::channel::<Result<PutResult, Status>>(2);
+        let (sender, receiver) = mpsc::channel::<Result<PutResult, Status>>(PIPELINE_DEPTH);
         let (cluster, catalog) = (Arc::clone(self), Arc::clone(catalog));
         tokio::spawn(async move {
             let _permit = permit;
@@ -59,32 +77,59 @@ impl Cluster {
             let mut decoder = FlightDataDecoder::new(messages.map_err(FlightError::from));
             let mut schema: Option<SchemaRef> = None;
             let mut number = 0usize;
-            while let Some(message) = decoder.next().await {
-                let result = async {
-                    let message = message.map_err(Status::from)?;
-                    match message.payload {
-                        DecodedPayload::Schema(s) => {
-                            ops::check_put_schema(&s).map_err(status)?;
-                            schema = Some(s);
-                            Ok(None)
+            let mut in_flight = FuturesOrdered::new();
+            loop {
+                // Answer batches as they are acknowledged while reading the next ones (a
+                // client may wait for each answer before it sends more).
+                tokio::select! {
+                    biased;
+                    Some(result) = in_flight.next(), if !in_flight.is_empty() => {
+                        let result: Result<PutResult, Status> = result;
+                        let failed = result.is_err();
+                        if sender.send(result).await.is_err() || failed {
+                            return;
                         }
-                        DecodedPayload::RecordBatch(batch) => {
-                            let metadata = message.inner.app_metadata.to_vec();
-                            let schema = schema.clone().unwrap_or_else(|| batch.schema());
-                            let reply = cluster.put_batch(&catalog, &table, &mut lanes, &schema, &batch, &metadata, number).await?;
-                            number += 1;
-                            Ok(Some(PutResult { app_metadata: reply.to_string().into() }))
+                    }
+                    message = decoder.next(), if in_flight.len() < PIPELINE_DEPTH => {
+                        let Some(message) = message else { break };
+                        let dispatched = async {
+                            let message = message.map_err(Status::from)?;
+                            match message.payload {
+                                DecodedPayload::Schema(s) => {
+                                    ops::check_put_schema(&s).map_err(status)?;
+                                    schema = Some(s);
+                                    Ok(None)
+                                }
+                                DecodedPayload::RecordBatch(batch) => {
+                                    let metadata = message.inner.app_metadata.to_vec();
+                                    let schema = schema.clone().unwrap_or_else(|| batch.schema());
+                                    let answer = cluster.dispatch(&catalog, &table, &mut lanes, &schema, &batch, &metadata, number).await?;
+                                    number += 1;
+                                    Ok(Some(answer))
+                                }
+                                DecodedPayload::None => Ok(None),
+                            }
                         }
-                        DecodedPayload::None => Ok(None),
+                        .await;
+                        match dispatched {
+                            Ok(None) => {}
+                            Ok(Some(answer)) => in_flight.push_back(answer),
+                            Err(e) => {
+                                // The batches before it are answered first, then the error.
+                                while let Some(result) = in_flight.next().await {
+                                    if sender.send(result).await.is_err() {
+                                        return;
+                                    }
+                                }
+                                let _ = sender.send(Err(e)).await;
+                                return;
+                            }
+                        }
                     }
                 }
-                .await;
+            }
+            while let Some(result) = in_flight.next().await {
                 let failed = result.is_err();
-                let result = match result {
-                    Ok(None) => continue,
-                    Ok(Some(answer)) => Ok(answer),
-                    Err(e) => Err(e),
-                };
                 if sender.send(result).await.is_err() || failed {
                     return;
                 }
@@ -93,10 +138,10 @@ impl Cluster {
         Box::pin(tokio_stream::wrappers::ReceiverStream::new(receiver))
     }
 
-    /// Splits one batch over the shards, sends each part down its lane and waits for
-    /// every part's acknowledgement; the batch's PutResult metadata.
+    /// Splits one batch over the shards and sends each part down its lane; the future of
+    /// the batch's PutResult (every part acknowledged).
     #[allow(clippy::too_many_arguments)]
-    async fn put_batch(
+    async fn dispatch(
         &self,
         catalog: &Arc<Catalog>,
         table: &ShardedTable,
@@ -105,72 +150,112 @@ impl Cluster {
         batch: &RecordBatch,
         metadata: &[u8],
         number: usize,
-    ) -> Result<Value, Status> {
+    ) -> Result<impl std::future::Future<Output = Result<PutResult, Status>> + Send + 'static, Status> {
         let parsed = BatchMetadata::parse(metadata).map_err(|e| status(e.context(format_args!("table {:?}, DoPut batch {number}", table.name))))?;
         let parts = self.split(table, batch, parsed.writer.is_some())?;
-        let mut work = Vec::with_capacity(parts.len());
+        let mut replies: Vec<(usize, usize, PartReply)> = Vec::with_capacity(parts.len());
         for (shard, part) in parts {
-            let lane = match lanes[shard].take() {
-                Some(lane) => lane,
-                None => self.open_lane(catalog, table, shard, schema).await.map_err(|e| self.peer_error(&table.name, Some(shard), table.node_of(shard), &e))?,
-            };
-            let parsed = parsed.clone();
-            let metadata = metadata.to_vec();
-            let schema = Arc::clone(schema);
-            work.push(async move {
-                let (lane, answer) = send_part(lane, &schema, part, &parsed, metadata, number).await;
-                (shard, lane, answer)
-            });
-        }
-        let mut answers = Vec::new();
-        let mut failure: Option<Status> = None;
-        for (shard, lane, answer) in join_all(work).await {
-            lanes[shard] = lane;
-            match answer {
-                Ok(mut answer) => {
-                    answer["shard"] = json!(shard);
-                    answer["node"] = json!(table.node_of(shard));
-                    answers.push(answer);
-                }
-                Err(e) if failure.is_none() => failure = Some(self.peer_error(&table.name, Some(shard), table.node_of(shard), &e)),
-                Err(_) => {}
+            let node = table.node_of(shard);
+            if lanes[shard].is_none() {
+                lanes[shard] = Some(self.open_lane(catalog, table, shard, schema).await.map_err(|e| self.peer_error(&table.name, Some(shard), node, &e))?);
             }
+            let Some(lane) = &lanes[shard] else { unreachable!("the lane was just opened") };
+            let reply = send_part(lane, schema, part, &parsed, metadata, number).await;
+            replies.push((shard, node, reply));
         }
-        if let Some(failure) = failure {
-            return Err(Status::new(failure.code(), format!("DoPut batch {number}: {}", failure.message())));
-        }
-        let sum = |field: &str| answers.iter().filter_map(|a| a.get(field).and_then(Value::as_u64)).sum::<u64>();
-        let mut reply = json!({"batch": number, "records": sum("records"), "skipped": sum("skipped")});
-        if parsed.transaction.is_some() {
-            reply["staged"] = json!(sum("staged"));
-            reply["transaction"] = json!(parsed.transaction);
-        }
-        if let (Some(writer), Some(serial)) = (&parsed.writer, parsed.serial) {
-            reply["writer"] = json!(writer);
-            reply["serial"] = json!(serial);
-            reply["duplicate"] = json!(answers.iter().all(|a| a.get("duplicate").and_then(Value::as_bool) == Some(true)));
-        }
-        reply["shards"] = Value::Array(answers);
-        Ok(reply)
+        let (name, locations): (String, Vec<String>) = (table.name.clone(), self.nodes.clone());
+        Ok(async move {
+            let mut answers = Vec::with_capacity(replies.len());
+            let mut failure: Option<Status> = None;
+            for (shard, node, reply) in replies {
+                let answer = reply.await.unwrap_or_else(|_| Err(Status::unavailable("the shard's stream ended before it acknowledged the batch")));
+                match answer {
+                    Ok(mut answer) => {
+                        answer["shard"] = json!(shard);
+                        answer["node"] = json!(node);
+                        answers.push(answer);
+                    }
+                    Err(e) if failure.is_none() => {
+                        let location = locations.get(node).map_or("", String::as_str);
+                        failure = Some(Status::new(
+                            super::broken_code(&e),
+                            format!("DoPut batch {number}: table {name:?}, shard {shard} on node {node} ({location}): {}", e.message()),
+                        ));
+                    }
+                    Err(_) => {}
+                }
+            }
+            if let Some(failure) = failure {
+                return Err(failure);
+            }
+            let sum = |field: &str| answers.iter().filter_map(|a| a.get(field).and_then(Value::as_u64)).sum::<u64>();
+            let mut reply = json!({"batch": number, "records": sum("records"), "skipped": sum("skipped")});
+            if parsed.transaction.is_some() {
+                reply["staged"] = json!(sum("staged"));
+                reply["transaction"] = json!(parsed.transaction);
+            }
+            if let (Some(writer), Some(serial)) = (&parsed.writer, parsed.serial) {
+                reply["writer"] = json!(writer);
+                reply["serial"] = json!(serial);
+                reply["duplicate"] = json!(answers.iter().all(|a| a.get("duplicate").and_then(Value::as_bool) == Some(true)));
+            }
+            reply["shards"] = Value::Array(answers);
+            Ok(PutResult { app_metadata: reply.to_string().into() })
+        })
     }
 
-    /// The lane of `shard`: its table here, or a DoPut stream to its node.
+    /// The lane of `shard`: an ingestion worker for its table here, or a DoPut stream to
+    /// its node.
     async fn open_lane(&self, catalog: &Arc<Catalog>, table: &ShardedTable, shard: usize, schema: &SchemaRef) -> Result<Lane, Status> {
         let node = table.node_of(shard);
         let name = table.shard_table(shard);
         if node == self.me {
-            return catalog.get(&name).map(Lane::Local).map_err(status);
+            let entry = catalog.get(&name).map_err(status)?;
+            let (sender, mut parts) = mpsc::channel::<LocalPart>(PIPELINE_DEPTH);
+            tokio::task::spawn_blocking(move || {
+                // In order: a writer's serials must reach the table in order.
+                while let Some(LocalPart { part, metadata, number, reply }) = parts.blocking_recv() {
+                    match ops::ingest_batch(&entry, &part, &metadata, number) {
+                        Ok(ingested) => {
+                            // Waiting for durability may overlap the next batch's ingestion.
+                            tokio::task::spawn_blocking(move || {
+                                let _ = reply.send(ops::acknowledge(ingested).map_err(status));
+                            });
+                        }
+                        Err(e) => {
+                            let _ = reply.send(Err(status(e)));
+                        }
+                    }
+                }
+            });
+            return Ok(Lane::Local(sender));
         }
-        let (sender, receiver) = mpsc::channel::<FlightData>(4);
+        let (sender, receiver) = mpsc::channel::<FlightData>(4 * PIPELINE_DEPTH);
         let mut first: FlightData = SchemaAsIpc::new(schema, &arrow_ipc::writer::IpcWriteOptions::default()).into();
         first.flight_descriptor = Some(FlightDescriptor::new_path(vec![name]));
         // The daemon reads the first message before it answers the call: queue it first.
         sender.send(first).await.map_err(|_| Status::internal("the forwarding stream closed"))?;
         let mut client = self.peer(node)?;
-        let results = client.do_put(self.request(tokio_stream::wrappers::ReceiverStream::new(receiver), None)).await?.into_inner();
-        Ok(Lane::Remote { sender, results: Box::new(results) })
+        let mut results: Streaming<PutResult> = client.do_put(self.request(tokio_stream::wrappers::ReceiverStream::new(receiver), None)).await?.into_inner();
+        let (waiting, mut waiters) = mpsc::unbounded_channel::<oneshot::Sender<Result<Value, Status>>>();
+        tokio::spawn(async move {
+            // The node answers the parts in the order they were sent.
+            while let Some(waiter) = waiters.recv().await {
+                let answer = match results.message().await {
+                    Ok(Some(result)) => serde_json::from_slice::<Value>(&result.app_metadata)
+                        .map_err(|e| Status::internal(format!("the node's PutResult is not JSON: {e}"))),
+                    Ok(None) => Err(Status::unavailable("the node ended the stream without acknowledging the batch")),
+                    Err(e) => Err(e),
+                };
+                let failed = answer.is_err();
+                let _ = waiter.send(answer);
+                if failed {
+                    return; // the waiters behind it see their sender dropped
+                }
+            }
+        });
+        Ok(Lane::Remote { sender, waiting })
     }
-
     /// Each shard's rows of `batch` (in their order), for the shards it has rows for —
     /// or for every shard when `every_shard` (a writer's batch).
     fn split(&self, table: &ShardedTable, batch: &RecordBatch, every_shard: bool) -> Result<Vec<(usize, RecordBatch)>, Status> {
@@ -213,32 +298,38 @@ impl Cluster {
     }
 }
 
-/// Sends `part` down `lane` and waits for its acknowledgement; the lane back (none once it
-/// failed: the next batch would open a new one) and the shard's PutResult metadata.
-async fn send_part(lane: Lane, schema: &SchemaRef, part: RecordBatch, metadata: &BatchMetadata, raw: Vec<u8>, number: usize) -> (Option<Lane>, Result<Value, Status>) {
+/// Sends `part` down `lane`; its acknowledgement, when it comes.
+async fn send_part(lane: &Lane, schema: &SchemaRef, part: RecordBatch, metadata: &BatchMetadata, raw: &[u8], number: usize) -> PartReply {
+    let (reply, answer) = oneshot::channel();
     match lane {
-        Lane::Local(entry) => {
-            let (metadata, table) = (metadata.clone(), Arc::clone(&entry));
-            let answer = crate::service::blocking(move || ops::acknowledge(ops::ingest_batch(&table, &part, &metadata, number)?)).await;
-            (Some(Lane::Local(entry)), answer)
-        }
-        Lane::Remote { sender, mut results } => {
-            let answer = async {
-                let mut messages = arrow_flight::utils::batches_to_flight_data(schema, [&part])
-                    .map_err(|e| Status::internal(format!("encoding a batch to forward: {e}")))?;
-                messages.remove(0); // the schema went with the stream's first message
-                if let Some(last) = messages.last_mut() {
-                    last.app_metadata = raw.into();
-                }
-                for message in messages {
-                    sender.send(message).await.map_err(|_| Status::unavailable("the forwarding stream closed"))?;
-                }
-                let result = results.message().await?.ok_or_else(|| Status::unavailable("the node ended the stream without acknowledging the batch"))?;
-                serde_json::from_slice::<Value>(&result.app_metadata).map_err(|e| Status::internal(format!("the node's PutResult is not JSON: {e}")))
+        Lane::Local(worker) => {
+            let work = LocalPart { part, metadata: metadata.clone(), number, reply };
+            if let Err(mpsc::error::SendError(work)) = worker.send(work).await {
+                let _ = work.reply.send(Err(Status::internal("the shard's ingestion worker stopped")));
             }
-            .await;
-            let lane = answer.is_ok().then_some(Lane::Remote { sender, results });
-            (lane, answer)
+        }
+        Lane::Remote { sender, waiting } => {
+            let messages = match arrow_flight::utils::batches_to_flight_data(schema, [&part]) {
+                Ok(messages) => messages,
+                Err(e) => {
+                    let _ = reply.send(Err(Status::internal(format!("encoding a batch to forward: {e}"))));
+                    return answer;
+                }
+            };
+            if waiting.send(reply).is_err() {
+                return answer; // the reader stopped: the reply was dropped, the part fails
+            }
+            let count = messages.len();
+            for (i, mut message) in messages.into_iter().enumerate().skip(1) {
+                // The first is the schema, which went with the stream's first message.
+                if i + 1 == count {
+                    message.app_metadata = raw.to_vec().into();
+                }
+                if sender.send(message).await.is_err() {
+                    break; // the stream broke: the reader answers the waiting parts
+                }
+            }
         }
     }
+    answer
 }

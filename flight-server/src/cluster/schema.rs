@@ -6,21 +6,12 @@
 //! it ([`conform`]) before a reader sees them, so that the answer has one type per column —
 //! what one daemon holding every record would answer.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{new_null_array, Array, ArrayRef, ListArray, RecordBatch, RecordBatchOptions, StringArray, StructArray};
 use arrow_schema::{ArrowError, DataType, Field, FieldRef, Fields, Schema, SchemaRef};
-use shoal_core::schema::JSON_TEXT_METADATA_KEY;
-
-fn is_json_text(field: &Field) -> bool {
-    field.metadata().get(JSON_TEXT_METADATA_KEY).is_some_and(|v| v == "true")
-}
-
-fn json_text(name: &str) -> Field {
-    Field::new(name, DataType::Utf8, true).with_metadata(HashMap::from([(JSON_TEXT_METADATA_KEY.to_owned(), "true".to_owned())]))
-}
+use shoal_core::schema::{is_json_text, json_text_field as json_text, nullable_field as normalize};
 
 /// The schemas merged by field name, in order of first appearance; every field nullable,
 /// nested ones too (a shard may lack a path another has).
@@ -36,16 +27,6 @@ pub fn merge_schemas(schemas: &[Schema]) -> Schema {
         }
     }
     Schema::new(fields)
-}
-
-/// `field` with it and every nested field nullable.
-fn normalize(field: &Field) -> Field {
-    let data_type = match field.data_type() {
-        DataType::Struct(children) => DataType::Struct(children.iter().map(|c| normalize(c)).collect()),
-        DataType::List(item) => DataType::List(Arc::new(normalize(item))),
-        other => other.clone(),
-    };
-    field.clone().with_data_type(data_type).with_nullable(true)
 }
 
 fn merge_fields(a: &Field, b: &Field) -> Field {

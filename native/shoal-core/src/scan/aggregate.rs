@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::{ScanPlan, ScanRequest, ScanStats};
 use crate::error::{Error, Result};
 use crate::path::FieldPath;
-use crate::schema::JSON_TEXT_METADATA_KEY;
+use crate::schema::is_json_text;
 use crate::table::Table;
 
 /// An aggregate function.
@@ -182,7 +182,7 @@ fn batch_extreme(array: &dyn Array, max: bool) -> Option<Extreme> {
 
 /// Checks that `field` can be the argument of `aggregate`'s `MIN`/`MAX`.
 fn check_orderable(aggregate: &Aggregate, field: &Field) -> Result<()> {
-    let json_text = field.metadata().get(JSON_TEXT_METADATA_KEY).is_some_and(|v| v == "true");
+    let json_text = is_json_text(field);
     match field.data_type() {
         DataType::Int64 | DataType::Float64 | DataType::Boolean | DataType::Utf8 if !json_text => Ok(()),
         DataType::Utf8 => Err(Error::InvalidAggregate {
@@ -203,7 +203,7 @@ fn check_numeric(aggregate: &Aggregate, field: &Field) -> Result<()> {
         DataType::Int64 | DataType::Float64 => Ok(()),
         other => Err(Error::InvalidAggregate {
             aggregate: aggregate.to_string(),
-            reason: if field.metadata().get(JSON_TEXT_METADATA_KEY).is_some_and(|v| v == "true") {
+            reason: if is_json_text(field) {
                 "the column holds values of mixed JSON types (returned as JSON text): SUM and AVG take numbers".to_owned()
             } else {
                 format!("SUM and AVG take numbers; the column is {other}")

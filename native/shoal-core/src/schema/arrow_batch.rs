@@ -71,7 +71,7 @@ impl BatchBuilder {
     /// keys, which may need no quoting there: `{"a.b": 1}` gives a column `a.b`).
     #[must_use]
     pub fn new(columns: &[(FieldPath, Field)]) -> Self {
-        let fields: Vec<Field> = columns.iter().map(|(_, field)| nullable(field)).collect();
+        let fields: Vec<Field> = columns.iter().map(|(_, field)| super::nullable_field(field)).collect();
         let builders = fields.iter().map(|field| Column::new(field.data_type())).collect();
         Self { schema: Arc::new(Schema::new(fields)), columns: builders, rows: 0 }
     }
@@ -131,16 +131,6 @@ impl BatchBuilder {
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         Ok(RecordBatch::try_new_with_options(self.schema(), arrays, &options)?)
     }
-}
-
-/// `field` with it and every field nested in it (struct children, list items) nullable.
-fn nullable(field: &Field) -> Field {
-    let data_type = match field.data_type() {
-        DataType::Struct(children) => DataType::Struct(children.iter().map(|c| nullable(c)).collect()),
-        DataType::List(item) => DataType::List(Arc::new(nullable(item))),
-        other => other.clone(),
-    };
-    field.clone().with_data_type(data_type).with_nullable(true)
 }
 
 /// The builder of one column (or of a struct child, or of list items).

@@ -70,6 +70,31 @@ pub(crate) use tail::TailSchema;
 /// the path holds values of incompatible types (e.g. strings and numbers).
 pub const JSON_TEXT_METADATA_KEY: &str = "shoal.json_text";
 
+/// A nullable `Utf8` field named `name` marked as holding JSON text.
+#[must_use]
+pub fn json_text_field(name: impl Into<String>) -> arrow_schema::Field {
+    arrow_schema::Field::new(name, arrow_schema::DataType::Utf8, true)
+        .with_metadata(HashMap::from([(JSON_TEXT_METADATA_KEY.to_owned(), "true".to_owned())]))
+}
+
+/// True when `field` is marked as holding JSON text ([`JSON_TEXT_METADATA_KEY`]).
+#[must_use]
+pub fn is_json_text(field: &arrow_schema::Field) -> bool {
+    field.metadata().get(JSON_TEXT_METADATA_KEY).is_some_and(|v| v == "true")
+}
+
+/// `field` with it and every field nested in it (struct children, list items) nullable.
+#[must_use]
+pub fn nullable_field(field: &arrow_schema::Field) -> arrow_schema::Field {
+    use arrow_schema::DataType;
+    let data_type = match field.data_type() {
+        DataType::Struct(children) => DataType::Struct(children.iter().map(|c| nullable_field(c)).collect()),
+        DataType::List(item) => DataType::List(std::sync::Arc::new(nullable_field(item))),
+        other => other.clone(),
+    };
+    field.clone().with_data_type(data_type).with_nullable(true)
+}
+
 /// Object keys in first-seen order with a lookup by name: a linear scan while there are
 /// few keys, a hash map (foldhash) beyond that. Lookups compare bytes, so callers holding
 /// a key as raw bytes (a log record's text) need not check its UTF-8 first.

@@ -9,7 +9,6 @@
 mod general;
 pub(crate) mod validated;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::ops::BitOr;
 use std::sync::Arc;
@@ -19,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use general::{is_valid_json, merge_record, merge_sonic_value, open_brackets, replace_unrepresentable, SONIC_MAX_BRACKETS};
 use validated::{merge_validated, Cursor};
-use super::{KeyIndex, KeySeed, JSON_TEXT_METADATA_KEY};
+use super::{json_text_field, KeyIndex, KeySeed};
 use crate::error::{Error, Result};
 use crate::path::FieldPath;
 
@@ -312,12 +311,6 @@ impl Node {
     }
 }
 
-/// A nullable `Utf8` field marked as holding JSON text.
-fn json_text_field(name: String) -> Field {
-    Field::new(name, DataType::Utf8, true)
-        .with_metadata(HashMap::from([(JSON_TEXT_METADATA_KEY.to_owned(), "true".to_owned())]))
-}
-
 /// The inferred schema of a table: for every path, the union of the JSON types of the
 /// values seen there (see the [module documentation](super) for the mapping to Arrow).
 ///
@@ -575,7 +568,7 @@ mod tests {
     }
 
     fn is_json_text(field: &Field) -> bool {
-        field.metadata().get(JSON_TEXT_METADATA_KEY).map(String::as_str) == Some("true")
+        crate::schema::is_json_text(field)
     }
 
     #[test]

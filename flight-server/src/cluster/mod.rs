@@ -17,7 +17,7 @@ pub mod shards;
 pub mod writes;
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -40,7 +40,7 @@ pub use shards::{ShardMap, ShardedTable};
 /// `"shard_key"` on a node of a cluster, and every table action fans out over a sharded
 /// table's shards.
 pub const ACTIONS: &[(&str, &str)] = &[
-    ("cluster", r#"{} → {"node_id", "nodes": [{"id", "location"}], "tables": [{"name", "shards", "shard_key", "nodes", "shard_map": [{"shard", "table", "node", "location"}]}]}"#),
+    ("cluster", r#"{} → {"node_id", "nodes": [{"id", "location"}], "tables": [{"name", "shards", "shard_key", "nodes", "shard_map": [{"shard", "table", "node", "location"}]}], "forwarded_records"}"#),
     ("cluster_define", r#"(between nodes) a sharded table's definition → {"name", "defined"}"#),
     ("cluster_forget", r#"(between nodes) {"name"} → {"name", "forgotten"}"#),
 ];
@@ -59,6 +59,9 @@ pub struct Cluster {
     channels: Mutex<HashMap<usize, Channel>>,
     /// Round-robin position for tables without a shard key (spread by batch).
     spread: AtomicUsize,
+    /// Records this node received by DoPut for a sharded table and forwarded to the node
+    /// holding their shard (the slower way in; writers routing by key send none).
+    forwarded_records: AtomicU64,
 }
 
 impl Cluster {
@@ -95,6 +98,7 @@ impl Cluster {
             map: ShardMap::open(map_dir)?,
             channels: Mutex::new(HashMap::new()),
             spread: AtomicUsize::new(0),
+            forwarded_records: AtomicU64::new(0),
         })
     }
 
@@ -207,7 +211,14 @@ impl Cluster {
             })
             .collect();
         let nodes: Vec<Value> = self.nodes.iter().enumerate().map(|(id, location)| json!({"id": id, "location": location})).collect();
-        json!({"node_id": self.me, "nodes": nodes, "tables": tables})
+        json!({"node_id": self.me, "nodes": nodes, "tables": tables, "forwarded_records": self.forwarded_records.load(Ordering::Relaxed)})
+    }
+
+    /// Counts `records` forwarded to another node by DoPut routing (`cluster`'s
+    /// `forwarded_records`, the metric `shoal_cluster_forwarded_records_total`).
+    fn count_forwarded(&self, records: usize) {
+        self.forwarded_records.fetch_add(records as u64, Ordering::Relaxed);
+        metrics::counter!("shoal_cluster_forwarded_records_total").increment(records as u64);
     }
 
     /// Handles the actions that concern the cluster: `cluster`, the definitions of

@@ -376,6 +376,23 @@ mod tests {
         }
     }
 
+    /// The hashes every writer that routes by key must compute (the connectors check the
+    /// same file), on both of the daemon's ways of reading the key.
+    #[test]
+    fn the_routing_hash_agrees_with_the_shared_vectors() {
+        let file: Value = serde_json::from_str(include_str!("../../tests/data/shard-key-hashes.json")).unwrap();
+        let vectors = file["vectors"].as_array().unwrap();
+        assert!(vectors.len() >= 10);
+        for vector in vectors {
+            let record = vector["record"].as_str().unwrap();
+            let key: Vec<String> = serde_json::from_value(vector["shard_key"].clone()).unwrap();
+            let expected: u64 = vector["hash"].as_str().unwrap().parse().unwrap();
+            assert_eq!(shard_key_hash(&serde_json::from_str(record).unwrap(), &key), expected, "{record}");
+            let values = key_values(record.as_bytes(), &key).unwrap();
+            assert_eq!(hash_key_values(&values.iter().map(Option::as_ref).collect::<Vec<_>>()), expected, "{record}");
+        }
+    }
+
     #[test]
     fn keys_spread_evenly_over_the_shards() {
         let t = table(3, &["id"]);

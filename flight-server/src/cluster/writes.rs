@@ -160,6 +160,9 @@ impl Cluster {
                 lanes[shard] = Some(self.open_lane(catalog, table, shard, schema).await.map_err(|e| self.peer_error(&table.name, Some(shard), node, &e))?);
             }
             let Some(lane) = &lanes[shard] else { unreachable!("the lane was just opened") };
+            if node != self.me {
+                self.count_forwarded(part.num_rows());
+            }
             let reply = send_part(lane, schema, part, &parsed, metadata, number).await;
             replies.push((shard, node, reply));
         }

@@ -222,9 +222,10 @@ impl Cluster {
     }
 
     /// Handles the actions that concern the cluster: `cluster`, the definitions of
-    /// sharded tables (`create_table` with `shards` or `shard_key`, `drop_table`), and any
-    /// action whose `table` is a sharded table (run on every shard, answers merged). `None`:
-    /// an ordinary action of this node's tables.
+    /// sharded tables (`create_table` with `shards` or `shard_key`, `drop_table`), any
+    /// action whose `table` is a sharded table (run on every shard, answers merged), and
+    /// any action naming a shard's own table that another node holds (forwarded there).
+    /// `None`: an ordinary action of this node's tables.
     ///
     /// # Errors
     /// `INVALID_ARGUMENT` for a bad definition; a shard's error, naming the shard and
@@ -253,6 +254,15 @@ impl Cluster {
             return self.create_sharded(catalog, body).await.map(Some);
         }
         let key = if body.contains_key("table") { "table" } else { "name" };
+        if let Some((table, shard)) = body.get(key).and_then(Value::as_str).and_then(|t| self.map.shard_of_table(t)) {
+            // A shard's own table held by another node (`make_durable` of `T.shard-2` from a
+            // writer that reached every shard through this node): answered there.
+            let node = table.node_of(shard);
+            if node == self.me {
+                return Ok(None);
+            }
+            return self.action_on(catalog, node, name, Value::Object(body)).await.map(Some).map_err(|e| self.peer_error(&table.name, Some(shard), node, &e));
+        }
         let Some(table) = body.get(key).and_then(Value::as_str).and_then(|t| self.map.get(t)) else { return Ok(None) };
         if name == "create_table" {
             // A plain create_table of a sharded table's name: it exists (sharded).

@@ -153,8 +153,8 @@ impl Cluster {
     ) -> Result<impl std::future::Future<Output = Result<PutResult, Status>> + Send + 'static, Status> {
         let parsed = BatchMetadata::parse(metadata).map_err(|e| status(e.context(format_args!("table {:?}, DoPut batch {number}", table.name))))?;
         let parts = self.split(table, batch, parsed.writer.is_some())?;
-        let mut replies: Vec<(usize, usize, PartReply)> = Vec::with_capacity(parts.len());
-        for (shard, part) in parts {
+        let mut replies: Vec<(usize, usize, Option<Vec<u32>>, PartReply)> = Vec::with_capacity(parts.len());
+        for (shard, part, rows) in parts {
             let node = table.node_of(shard);
             if lanes[shard].is_none() {
                 lanes[shard] = Some(self.open_lane(catalog, table, shard, schema).await.map_err(|e| self.peer_error(&table.name, Some(shard), node, &e))?);
@@ -164,13 +164,13 @@ impl Cluster {
                 self.count_forwarded(part.num_rows());
             }
             let reply = send_part(lane, schema, part, &parsed, metadata, number).await;
-            replies.push((shard, node, reply));
+            replies.push((shard, node, rows, reply));
         }
         let (name, locations): (String, Vec<String>) = (table.name.clone(), self.nodes.clone());
         Ok(async move {
             let mut answers = Vec::with_capacity(replies.len());
             let mut failure: Option<Status> = None;
-            for (shard, node, reply) in replies {
+            for (shard, node, rows, reply) in replies {
                 let answer = reply.await.unwrap_or_else(|_| Err(Status::unavailable("the shard's stream ended before it acknowledged the batch")));
                 match answer {
                     Ok(mut answer) => {
@@ -180,9 +180,10 @@ impl Cluster {
                     }
                     Err(e) if failure.is_none() => {
                         let location = locations.get(node).map_or("", String::as_str);
+                        let message = rows.as_deref().map_or_else(|| e.message().to_owned(), |rows| record_of_the_batch(e.message(), rows));
                         failure = Some(Status::new(
                             super::broken_code(&e),
-                            format!("DoPut batch {number}: table {name:?}, shard {shard} on node {node} ({location}): {}", e.message()),
+                            format!("DoPut batch {number}: table {name:?}, shard {shard} on node {node} ({location}): {message}"),
                         ));
                     }
                     Err(_) => {}
@@ -261,13 +262,13 @@ impl Cluster {
     }
     /// Each shard's rows of `batch` (in their order), for the shards it has rows for —
     /// or for every shard when `every_shard` (a writer's batch).
-    fn split(&self, table: &ShardedTable, batch: &RecordBatch, every_shard: bool) -> Result<Vec<(usize, RecordBatch)>, Status> {
+    fn split(&self, table: &ShardedTable, batch: &RecordBatch, every_shard: bool) -> Result<Vec<(usize, RecordBatch, Option<Vec<u32>>)>, Status> {
         let mut rows: Vec<Vec<u32>> = vec![Vec::new(); table.shards];
         if table.shard_key.is_empty() {
             let shard = self.spread.fetch_add(1, Ordering::Relaxed) % table.shards;
             return Ok((0..table.shards)
                 .filter(|&s| s == shard || every_shard)
-                .map(|s| (s, if s == shard { batch.clone() } else { batch.slice(0, 0) }))
+                .map(|s| (s, if s == shard { batch.clone() } else { batch.slice(0, 0) }, None))
                 .collect());
         }
         let column = batch.column_by_name("json").ok_or_else(|| Status::invalid_argument("DoPut: the batch has no `json` column"))?;
@@ -293,12 +294,33 @@ impl Cluster {
             if indices.is_empty() && !every_shard {
                 continue;
             }
-            let part = arrow_select::take::take_record_batch(batch, &UInt32Array::from(indices))
+            let part = arrow_select::take::take_record_batch(batch, &UInt32Array::from(indices.clone()))
                 .map_err(|e| Status::internal(format!("splitting a batch by shard: {e}")))?;
-            parts.push((shard, part));
+            parts.push((shard, part, Some(indices)));
         }
         Ok(parts)
     }
+}
+
+/// A shard's error `message` about "record N of the batch" (N counted in the shard's part)
+/// with N counted in the whole batch instead (`rows`: the batch's row of each row of the
+/// part), so that a writer can name the record it sent.
+fn record_of_the_batch(message: &str, rows: &[u32]) -> String {
+    const BEFORE: &str = "record ";
+    const AFTER: &str = " of the batch";
+    let mut from = 0;
+    while let Some(found) = message[from..].find(BEFORE) {
+        let start = from + found + BEFORE.len();
+        let digits = message[start..].bytes().take_while(u8::is_ascii_digit).count();
+        let end = start + digits;
+        if digits > 0 && message[end..].starts_with(AFTER) {
+            if let Some(row) = message[start..end].parse::<usize>().ok().and_then(|n| rows.get(n)) {
+                return format!("{}{row}{}", &message[..start], &message[end..]);
+            }
+        }
+        from = start;
+    }
+    message.to_owned()
 }
 
 /// Sends `part` down `lane`; its acknowledgement, when it comes.
@@ -335,4 +357,21 @@ async fn send_part(lane: &Lane, schema: &SchemaRef, part: RecordBatch, metadata:
         }
     }
     answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::record_of_the_batch;
+
+    /// A shard's "record N of the batch" names the record's row in the batch the writer sent.
+    #[test]
+    fn a_rejected_record_is_numbered_in_the_whole_batch() {
+        let rows = [2, 5, 9];
+        assert_eq!(
+            record_of_the_batch("table \"t.shard-1\", DoPut batch 0: record 1 of the batch is not valid JSON: x", &rows),
+            "table \"t.shard-1\", DoPut batch 0: record 5 of the batch is not valid JSON: x"
+        );
+        assert_eq!(record_of_the_batch("the record 7 of the batch", &rows), "the record 7 of the batch");
+        assert_eq!(record_of_the_batch("no record here", &rows), "no record here");
+    }
 }

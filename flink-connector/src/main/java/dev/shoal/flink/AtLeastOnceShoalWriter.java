@@ -1,6 +1,8 @@
 package dev.shoal.flink;
 
 import java.util.Collection;
+import java.util.Map;
+import java.util.SortedMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.connector.base.sink.writer.BufferedRequestState;
@@ -47,11 +49,15 @@ final class AtLeastOnceShoalWriter<InputT> extends ShoalWriter<InputT> {
    * loses what was not durable yet.
    */
   private void noteUnavailable(RuntimeException e) {
-    if (ShoalErrors.UNAVAILABLE.equals(ShoalErrors.code(e))
-        && highestAcknowledgedEnd.get() > durableAddress.get()
-        && possibleLoss == null) {
+    if (!ShoalErrors.UNAVAILABLE.equals(ShoalErrors.code(e)) || possibleLoss != null) {
+      return;
+    }
+    SortedMap<String, Long> pending = notYetDurable();
+    if (!pending.isEmpty()) {
+      String table = pending.firstKey();
       possibleLoss = "a call failed with UNAVAILABLE (" + ShoalErrors.describe(e) + ") while records acknowledged up "
-          + "to log address " + highestAcknowledgedEnd.get() + " were durable only up to " + durableAddress.get();
+          + "to log address " + pending.get(table) + " of table \"" + table + "\" were durable only up to "
+          + durableAddress(table);
       LOG.warn("{}: {}; the next checkpoint fails so that the job replays them", where, possibleLoss);
     }
   }
@@ -68,32 +74,38 @@ final class AtLeastOnceShoalWriter<InputT> extends ShoalWriter<InputT> {
   }
 
   /**
-   * Asks the daemon to make the log durable up to the highest {@code end_address} this writer saw
-   * acknowledged ({@code make_durable}), retrying errors that are not clearly permanent. Fails
-   * (ShoalSinkException, the checkpoint fails and the job replays from the previous one) when the
-   * acknowledged records may have been lost in a daemon crash: an UNAVAILABLE error since they
-   * were acknowledged, or a log tail below them.
+   * Asks the daemon to make each log this writer wrote to (the table's, or each shard's of a
+   * sharded table) durable up to the highest {@code end_address} it saw acknowledged there ({@code
+   * make_durable}), retrying errors that are not clearly permanent. Fails (ShoalSinkException, the
+   * checkpoint fails and the job replays from the previous one) when the acknowledged records may
+   * have been lost in a daemon crash: an UNAVAILABLE error since they were acknowledged, or a log
+   * tail below them.
    */
   private void waitUntilDurable() throws InterruptedException {
     checkNoPossibleLoss();
-    long target = highestAcknowledgedEnd.get();
-    if (target < 0 || durableAddress.get() >= target) {
-      return;
-    }
     long started = System.nanoTime();
+    for (Map.Entry<String, Long> log : notYetDurable().entrySet()) {
+      waitUntilDurable(log.getKey(), log.getValue());
+    }
+    metrics.lastDurabilityWaitMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+  }
+
+  /** Makes {@code table}'s log durable up to {@code target} (see {@link #waitUntilDurable()}). */
+  private void waitUntilDurable(String table, long target) throws InterruptedException {
+    String log = table.equals(client.table()) ? "" : " of shard table \"" + table + "\"";
     for (int attempt = 1; ; attempt++) {
       RuntimeException failure;
       try {
-        long tail = client.stats().path("tail_address").asLong(-1);
+        long tail = client.stats(table).path("tail_address").asLong(-1);
         if (tail >= 0 && tail < target) {
-          throw new ShoalSinkException(where + ": the table's log ends at " + tail + ", below the records this writer "
-              + "saw acknowledged (up to " + target + "): the daemon lost records that were not durable yet "
+          throw new ShoalSinkException(where + ": the log" + log + " ends at " + tail + ", below the records this "
+              + "writer saw acknowledged (up to " + target + "): the daemon lost records that were not durable yet "
               + "(a restart?). Failing the checkpoint so that the job replays them from the previous one.");
         }
-        long durable = client.makeDurable(target);
-        durableAddress.accumulateAndGet(durable, Math::max);
+        long durable = client.makeDurable(table, target);
+        noteDurable(table, durable);
         if (durable >= target) {
-          break;
+          return;
         }
         failure = null;
       } catch (ShoalSinkException e) {
@@ -103,25 +115,24 @@ final class AtLeastOnceShoalWriter<InputT> extends ShoalWriter<InputT> {
         checkNoPossibleLoss();
         if (!ShoalErrors.isRetryableAction(e)) {
           throw new ShoalSinkException(
-              where + ": make_durable failed while waiting for durability: " + ShoalErrors.describe(e), e);
+              where + ": make_durable" + log + " failed while waiting for durability: " + ShoalErrors.describe(e), e);
         }
         failure = e;
       }
       if (attempt > retryPolicy.maxRetries()) {
         throw new ShoalSinkException(
-            where + ": acknowledged records up to log address " + target + " are still not durable after " + attempt
-                + " make_durable actions (durable until " + durableAddress.get() + ")"
+            where + ": acknowledged records up to log address " + target + log + " are still not durable after "
+                + attempt + " make_durable actions (durable until " + durableAddress(table) + ")"
                 + (failure == null ? "" : "; last error: " + ShoalErrors.describe(failure)),
             failure);
       }
       metrics.retries.inc();
       long backoff = retryPolicy.backoffMillis(attempt);
-      LOG.warn("{}: make_durable did not make log address {} durable (attempt {} of {}), retrying in {} ms{}",
-          where, target, attempt, retryPolicy.maxRetries() + 1, backoff,
+      LOG.warn("{}: make_durable did not make log address {}{} durable (attempt {} of {}), retrying in {} ms{}",
+          where, target, log, attempt, retryPolicy.maxRetries() + 1, backoff,
           failure == null ? "" : ": " + ShoalErrors.describe(failure));
       Thread.sleep(backoff);
     }
-    metrics.lastDurabilityWaitMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
   }
 
   private void checkNoPossibleLoss() {

@@ -85,7 +85,7 @@ final class EmbeddedShoalClient implements ShoalClient {
   public PutAcknowledgement put(List<byte[]> records, long bytes, String transaction) {
     try (VectorSchemaRoot root = ShoalClient.jsonBatch(store.allocator(), records, bytes)) {
       JsonNode metadata = transaction == null ? null : JSON.createObjectNode().put("transaction", transaction);
-      return PutAcknowledgement.parse(store.ingest(table, root, metadata).raw());
+      return PutAcknowledgement.parse(store.ingest(table, root, metadata).raw(), table);
     }
   }
 

@@ -85,6 +85,14 @@ final class FlightShoalClient implements ShoalClient {
   /** The batch's {@code {"transaction": id}} goes as its {@code FlightData.app_metadata}. */
   @Override
   public PutAcknowledgement put(List<byte[]> records, long bytes, String transaction) throws InterruptedException {
+    return put(table, records, bytes, transaction);
+  }
+
+  /**
+   * {@link #put(List, long, String)} into {@code table} instead of this client's table (a shard's
+   * own table {@code T.shard-i}, for {@link ShardedShoalClient}).
+   */
+  PutAcknowledgement put(String table, List<byte[]> records, long bytes, String transaction) throws InterruptedException {
     try (VectorSchemaRoot root = ShoalClient.jsonBatch(allocator, records, bytes);
         SyncPutListener listener = new SyncPutListener()) {
       FlightClient.ClientStreamListener stream =
@@ -117,7 +125,7 @@ final class FlightShoalClient implements ShoalClient {
         if (metadata != null) {
           metadata.getBytes(0, raw);
         }
-        return PutAcknowledgement.parse(raw);
+        return PutAcknowledgement.parse(raw, table);
       }
     }
   }

@@ -119,18 +119,31 @@ interface ShoalClient extends AutoCloseable {
    * @return the answered {@code durable_address} (at least {@code address})
    */
   default long makeDurable(long address) {
-    JsonNode answer = action("make_durable", JSON.createObjectNode().put("table", table()).put("address", address));
+    return makeDurable(table(), address);
+  }
+
+  /**
+   * {@link #makeDurable(long)} of the log of {@code table}: this client's table, or one of its
+   * shards ({@code T.shard-i}) when it is sharded.
+   */
+  default long makeDurable(String table, long address) {
+    JsonNode answer = action("make_durable", JSON.createObjectNode().put("table", table).put("address", address));
     long durable = answer.path("durable_address").asLong(-1);
     if (durable < 0) {
       throw new IllegalStateException(
-          "shoal table \"" + table() + "\" at " + endpoint() + ": make_durable answered without durable_address: " + answer);
+          "shoal table \"" + table + "\" at " + endpoint() + ": make_durable answered without durable_address: " + answer);
     }
     return durable;
   }
 
   /** {@code DoAction stats {"table"}}: counters and log addresses ({@code tail_address}, ...). */
   default JsonNode stats() {
-    return action("stats", JSON.createObjectNode().put("table", table()));
+    return stats(table());
+  }
+
+  /** {@link #stats()} of {@code table}: this client's table, or one of its shards. */
+  default JsonNode stats(String table) {
+    return action("stats", JSON.createObjectNode().put("table", table));
   }
 
   /** {@code begin_transaction}: opens the transaction (again: no-op). */
@@ -213,7 +226,9 @@ interface ShoalClient extends AutoCloseable {
   /**
    * A {@code PutResult}'s metadata: where the batch's records went in the table's log ({@code
    * endAddress}: one past its last byte), or, for a batch staged in a transaction, how many records
-   * were staged ({@code staged}; -1 when the answer is not about a staged batch).
+   * were staged ({@code staged}; -1 when the answer is not about a staged batch). {@code positions}
+   * says the same per log the batch reached: the table's own, or, for a sharded table, each
+   * shard's ({@code T.shard-i}; the addresses above are then -1: a sharded table has no one log).
    */
   record PutAcknowledgement(
       long batch,
@@ -223,13 +238,25 @@ interface ShoalClient extends AutoCloseable {
       long lastAddress,
       long endAddress,
       long durableAddress,
-      long staged) {
+      long staged,
+      List<LogPosition> positions) {
 
-    static PutAcknowledgement parse(byte[] raw) {
-      return parse(readJson(raw));
+    /** The answer of a DoPut into {@code table} (a shard table's name, or a sharded table's). */
+    static PutAcknowledgement parse(byte[] raw, String table) {
+      return parse(readJson(raw), table);
     }
 
-    static PutAcknowledgement parse(JsonNode node) {
+    static PutAcknowledgement parse(JsonNode node, String table) {
+      List<LogPosition> positions = new ArrayList<>();
+      JsonNode shards = node.path("shards");
+      if (shards.isArray()) {
+        // Through a node into a sharded table: each shard's own answer.
+        for (JsonNode shard : shards) {
+          positions.add(LogPosition.of(table + ".shard-" + shard.path("shard").asInt(), shard));
+        }
+      } else {
+        positions.add(LogPosition.of(table, node));
+      }
       return new PutAcknowledgement(
           node.path("batch").asLong(-1),
           node.path("records").asLong(0),
@@ -238,7 +265,20 @@ interface ShoalClient extends AutoCloseable {
           node.path("last_address").asLong(-1),
           node.path("end_address").asLong(-1),
           node.path("durable_address").asLong(-1),
-          node.path("staged").asLong(-1));
+          node.path("staged").asLong(-1),
+          List.copyOf(positions));
+    }
+  }
+
+  /**
+   * Where one batch's records went in one table's log: that table ({@code T}, or a shard's {@code
+   * T.shard-i}), how many records it took, one past the last one's byte ({@code endAddress}; -1:
+   * none) and how far that log is durable ({@code durableAddress}; -1: not said).
+   */
+  record LogPosition(String table, long records, long endAddress, long durableAddress) {
+    static LogPosition of(String table, JsonNode answer) {
+      return new LogPosition(table, answer.path("records").asLong(0), answer.path("end_address").asLong(-1),
+          answer.path("durable_address").asLong(-1));
     }
   }
 }

@@ -19,10 +19,13 @@ import java.util.Map;
  *     ({@code sink.create-table}; {@code create_table} with {@code if_not_exists})
  * @param primaryKey the primary key a created table gets (a keyed table; the Flink SQL table's
  *     {@code PRIMARY KEY}); empty: append-only
+ * @param routeByKey whether a writer of a table sharded over a cluster sends each record to its
+ *     shard's node directly ({@code sink.route-by-key}; {@link ShardedShoalClient}); false: all
+ *     through the endpoint node, which forwards them
  */
 record ShoalClientOptions(
     String token, Duration requestTimeout, Map<String, String> embeddedConfig, Duration embeddedKeepAlive,
-    boolean createTable, java.util.List<String> primaryKey)
+    boolean createTable, java.util.List<String> primaryKey, boolean routeByKey)
     implements Serializable {
 
   ShoalClientOptions {
@@ -34,6 +37,6 @@ record ShoalClientOptions(
 
   /** A daemon's options: token and deadline; the embedded settings at their defaults. */
   static ShoalClientOptions of(String token, Duration requestTimeout) {
-    return new ShoalClientOptions(token, requestTimeout, Map.of(), null, false, null);
+    return new ShoalClientOptions(token, requestTimeout, Map.of(), null, false, null, false);
   }
 }

@@ -52,6 +52,17 @@ public final class ShoalConnectorOptions {
                   + "if_not_exists, the daemon's default table settings), as each writer starts. Default false: "
                   + "a missing table fails the job with an error naming it.");
 
+  public static final ConfigOption<Boolean> ROUTE_BY_KEY =
+      ConfigOptions.key("sink.route-by-key")
+          .booleanType()
+          .defaultValue(true)
+          .withDescription(
+              "For a table sharded over a cluster of daemons: whether each writer sends every record straight "
+                  + "to the node holding its shard (the shard map from the 'cluster' action; one connection per "
+                  + "node). Default true. false: everything goes to the 'endpoint' node, which forwards the "
+                  + "records of shards it does not hold (slower; for networks where the job reaches only that "
+                  + "node). No effect on a table that is not sharded.");
+
   public static final ConfigOption<String> TABLE =
       ConfigOptions.key("table")
           .stringType()

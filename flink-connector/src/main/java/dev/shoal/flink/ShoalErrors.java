@@ -144,6 +144,12 @@ final class ShoalErrors {
       Matcher m = RECORD_INDEX.matcher(server == null ? "" : server);
       if (m.find()) {
         int index = Integer.parseInt(m.group(1));
+        for (Throwable t = error; t != null; t = t.getCause()) {
+          if (t instanceof ShardedShoalClient.PartFailed part) {
+            index = part.batchRow(index); // counted in a shard's part of the batch
+            break;
+          }
+        }
         String record =
             index < records.size() ? quote(records.get(index)) : "(index outside the batch of " + records.size() + ")";
         return new ShoalSinkException(

@@ -130,6 +130,9 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
       if (clientOptions.createTable()) {
         client.createTableIfNotExists(table, clientOptions.primaryKey());
       }
+      if (clientOptions.routeByKey()) {
+        client = ShardedShoalClient.routingByKey(client, clientOptions);
+      }
       return newWriter(context, recoveredState, client);
     } catch (RuntimeException e) {
       // (e.g. the table does not exist) An embedded client left open would keep the engine.

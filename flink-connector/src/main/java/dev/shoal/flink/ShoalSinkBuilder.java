@@ -36,6 +36,7 @@ public class ShoalSinkBuilder<InputT> {
   private Duration embeddedKeepAlive = ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE.defaultValue();
   private final Map<String, String> embeddedConfig = new TreeMap<>();
   private boolean createTable = ShoalConnectorOptions.CREATE_TABLE.defaultValue();
+  private boolean routeByKey = ShoalConnectorOptions.ROUTE_BY_KEY.defaultValue();
   private ShoalOperationExtractor<InputT> operationExtractor;
   private java.util.List<String> primaryKey = java.util.List.of();
 
@@ -168,6 +169,17 @@ public class ShoalSinkBuilder<InputT> {
   }
 
   /**
+   * {@code sink.route-by-key}: whether the writers of a table sharded over a cluster send each
+   * record to the node holding its shard (from the {@code cluster} action's shard map). Default
+   * true; false sends everything to the {@code endpoint} node, which forwards what it does not hold
+   * (slower; for networks where the Flink job reaches only that node).
+   */
+  public ShoalSinkBuilder<InputT> setRouteByKey(boolean routeByKey) {
+    this.routeByKey = routeByKey;
+    return this;
+  }
+
+  /**
    * What each element does to its key in a keyed table ({@link ShoalOperation}: upsert, delete or
    * merge; null from the extractor skips the element). Default: none (every element is written as
    * is: an append, or an upsert in a keyed table). With an extractor, each writer sends one batch
@@ -225,7 +237,7 @@ public class ShoalSinkBuilder<InputT> {
     // Batches in flight at once could reach shoal in another order: not for a key's versions.
     int maxInFlightRequests = operationExtractor == null ? this.maxInFlightRequests : 1;
     ShoalClientOptions clientOptions =
-        new ShoalClientOptions(token, requestTimeout, embeddedConfig, embeddedKeepAlive, createTable, primaryKey);
+        new ShoalClientOptions(token, requestTimeout, embeddedConfig, embeddedKeepAlive, createTable, primaryKey, routeByKey);
     if (deliveryGuarantee == DeliveryGuarantee.EXACTLY_ONCE) {
       return new ShoalExactlyOnceSink<>(
           converter(),

@@ -170,7 +170,7 @@ public final class ShoalSourceBuilder<T> {
     require(pollInterval != null && !pollInterval.isNegative() && !pollInterval.isZero(), "'scan.poll-interval' must be > 0");
     require(splitBytes >= 4096, "'scan.split-size' must be at least 4 kb, got " + splitBytes + " bytes");
     require(requestTimeout != null && !requestTimeout.isNegative() && !requestTimeout.isZero(), "'scan.request-timeout' must be > 0");
-    ShoalClientOptions client = new ShoalClientOptions(token, requestTimeout, embeddedConfig, embeddedKeepAlive, false, null);
+    ShoalClientOptions client = new ShoalClientOptions(token, requestTimeout, embeddedConfig, embeddedKeepAlive, false, null, false);
     return new ShoalSourceSettings(endpoint, table, client, filter, startup, Math.max(startAddress, 0), bounded,
         pollInterval, splitBytes, failOnDataLoss, durableOnly);
   }

@@ -2,11 +2,14 @@ package dev.shoal.flink;
 
 import java.util.Collection;
 import java.util.List;
+import java.util.Map;
+import java.util.SortedMap;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
 import org.apache.flink.api.connector.sink2.CommittingSinkWriter;
 import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.connector.base.DeliveryGuarantee;
@@ -53,10 +56,13 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
   /** The converter of a sink with operations (keyed tables), which may skip elements; else null. */
   private final OperationElementConverter<InputT> operations;
 
-  /** Highest {@code end_address} of any acknowledged batch of this writer; -1 before the first. */
-  protected final AtomicLong highestAcknowledgedEnd = new AtomicLong(-1);
-  /** Highest durable address the daemon reported (PutResult durable_address or make_durable). */
-  protected final AtomicLong durableAddress = new AtomicLong(-1);
+  /**
+   * Per log this writer's batches reached (the table's, or each shard's of a sharded table), the
+   * highest {@code end_address} of its acknowledged records; absent before the first.
+   */
+  protected final Map<String, Long> acknowledgedEnds = new ConcurrentHashMap<>();
+  /** Per log, the highest durable address the daemon reported (PutResult durable_address or make_durable). */
+  protected final Map<String, Long> durableAddresses = new ConcurrentHashMap<>();
   private volatile boolean closed;
 
   /** The writer of {@code deliveryGuarantee} ({@code transactionalIdPrefix}: exactly-once's; null: derived). */
@@ -107,7 +113,7 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
               t.setDaemon(true);
               return t;
             });
-    this.metrics = new ShoalWriterMetrics(context.metricGroup(), durableAddress::get);
+    this.metrics = new ShoalWriterMetrics(context.metricGroup(), this::leastDurableAddress);
     this.actions = new ShoalActionRetries(where, retryPolicy, metrics);
   }
 
@@ -152,11 +158,44 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
   protected ShoalClient.PutAcknowledgement putBatch(List<byte[]> records, long bytes, Object batchContext)
       throws InterruptedException {
     ShoalClient.PutAcknowledgement ack = client.put(records, bytes);
-    if (ack.records() > 0) {
-      highestAcknowledgedEnd.accumulateAndGet(ack.endAddress(), Math::max);
+    for (ShoalClient.LogPosition position : ack.positions()) {
+      if (position.records() > 0 && position.endAddress() >= 0) {
+        acknowledgedEnds.merge(position.table(), position.endAddress(), Math::max);
+      }
+      noteDurable(position.table(), position.durableAddress());
     }
-    durableAddress.accumulateAndGet(ack.durableAddress(), Math::max);
     return ack;
+  }
+
+  /** Records that {@code table}'s log is durable up to {@code address} (-1: nothing said). */
+  protected void noteDurable(String table, long address) {
+    if (address >= 0) {
+      durableAddresses.merge(table, address, Math::max);
+    }
+  }
+
+  /** The durable address of {@code table}'s log as the daemon last reported it; -1 before. */
+  protected long durableAddress(String table) {
+    return durableAddresses.getOrDefault(table, -1L);
+  }
+
+  /**
+   * The logs holding acknowledged records not known durable yet, with the address each must be
+   * durable up to (a table's log, or each shard's), in a stable order.
+   */
+  protected SortedMap<String, Long> notYetDurable() {
+    SortedMap<String, Long> pending = new TreeMap<>();
+    acknowledgedEnds.forEach((table, end) -> {
+      if (durableAddress(table) < end) {
+        pending.put(table, end);
+      }
+    });
+    return pending;
+  }
+
+  /** The {@code shoalDurableAddress} gauge: the least durable address over the logs written (-1: none). */
+  private long leastDurableAddress() {
+    return durableAddresses.values().stream().mapToLong(Long::longValue).min().orElse(-1);
   }
 
   /** An attempt to send a batch failed with {@code e} (sender thread); nothing here. */

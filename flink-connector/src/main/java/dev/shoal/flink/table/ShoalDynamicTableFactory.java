@@ -4,6 +4,7 @@ import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_INTERVAL;
 import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_MAX_BYTES;
 import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_MAX_ROWS;
 import static dev.shoal.flink.ShoalConnectorOptions.CREATE_TABLE;
+import static dev.shoal.flink.ShoalConnectorOptions.ROUTE_BY_KEY;
 import static dev.shoal.flink.ShoalConnectorOptions.DELIVERY_GUARANTEE;
 import static dev.shoal.flink.ShoalConnectorOptions.EMBEDDED_CONFIG_PREFIX;
 import static dev.shoal.flink.ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE;
@@ -98,6 +99,7 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, Dynami
     return Set.of(
         FORMAT,
         CREATE_TABLE,
+        ROUTE_BY_KEY,
         TOKEN,
         DELIVERY_GUARANTEE,
         BUFFER_FLUSH_MAX_ROWS,
@@ -155,7 +157,8 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, Dynami
         .setRequestTimeout(options.get(REQUEST_TIMEOUT))
         .setTransactionalIdPrefix(options.getOptional(TRANSACTIONAL_ID_PREFIX).orElse(null))
         .setEmbeddedKeepAlive(options.get(EMBEDDED_KEEP_ALIVE))
-        .setCreateTable(options.get(CREATE_TABLE));
+        .setCreateTable(options.get(CREATE_TABLE))
+        .setRouteByKey(options.get(ROUTE_BY_KEY));
     // A PRIMARY KEY (NOT ENFORCED) makes the sink an upsert sink of a keyed shoal table.
     java.util.List<String> primaryKey = context.getCatalogTable().getResolvedSchema().getPrimaryKey()
         .map(org.apache.flink.table.catalog.UniqueConstraint::getColumns)

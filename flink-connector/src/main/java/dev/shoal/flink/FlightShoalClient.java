@@ -90,7 +90,7 @@ final class FlightShoalClient implements ShoalClient {
 
   /**
    * {@link #put(List, long, String)} into {@code table} instead of this client's table (a shard's
-   * own table {@code T.shard-i}, for {@link ShardedShoalClient}).
+   * own table {@code T.shard-i}, for {@link KeyRoutingShoalClient}).
    */
   PutAcknowledgement put(String table, List<byte[]> records, long bytes, String transaction) throws InterruptedException {
     try (VectorSchemaRoot root = ShoalClient.jsonBatch(allocator, records, bytes);

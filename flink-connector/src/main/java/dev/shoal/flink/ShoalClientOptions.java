@@ -20,7 +20,7 @@ import java.util.Map;
  * @param primaryKey the primary key a created table gets (a keyed table; the Flink SQL table's
  *     {@code PRIMARY KEY}); empty: append-only
  * @param routeByKey whether a writer of a table sharded over a cluster sends each record to its
- *     shard's node directly ({@code sink.route-by-key}; {@link ShardedShoalClient}); false: all
+ *     shard's node directly ({@code sink.route-by-key}; {@link KeyRoutingShoalClient}); false: all
  *     through the endpoint node, which forwards them
  */
 record ShoalClientOptions(

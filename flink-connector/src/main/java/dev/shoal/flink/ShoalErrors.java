@@ -145,7 +145,7 @@ final class ShoalErrors {
       if (m.find()) {
         int index = Integer.parseInt(m.group(1));
         for (Throwable t = error; t != null; t = t.getCause()) {
-          if (t instanceof ShardedShoalClient.PartFailed part) {
+          if (t instanceof KeyRoutingShoalClient.PartFailed part) {
             index = part.batchRow(index); // counted in a shard's part of the batch
             break;
           }

@@ -131,7 +131,7 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
         client.createTableIfNotExists(table, clientOptions.primaryKey());
       }
       if (clientOptions.routeByKey()) {
-        client = ShardedShoalClient.routingByKey(client, clientOptions);
+        client = KeyRoutingShoalClient.routingByKey(client, clientOptions);
       }
       return newWriter(context, recoveredState, client);
     } catch (RuntimeException e) {

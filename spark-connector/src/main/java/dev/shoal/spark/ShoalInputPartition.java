@@ -34,6 +34,17 @@ public final class ShoalInputPartition implements InputPartition {
     return location;
   }
 
+  /**
+   * The host of the node holding this endpoint's data (its Flight location's host), so that
+   * Spark schedules the task on an executor there when it has one (data locality, as for HDFS
+   * blocks or Kafka partitions); none for the embedded engine, or a location without a host.
+   */
+  @Override
+  public String[] preferredLocations() {
+    String host = location == null ? null : location.getHost();
+    return host == null || host.isEmpty() ? new String[0] : new String[] {host};
+  }
+
   public byte[] ticket() {
     return ticket;
   }

@@ -29,8 +29,8 @@ import org.junit.jupiter.params.provider.MethodSource;
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 abstract class ShoalDifferentialTest extends ShoalSparkTestBase {
-  private SparkSession spark;
-  private ShoalTarget target;
+  SparkSession spark;
+  ShoalTarget target;
   private final List<String> timings = new ArrayList<>();
 
   @BeforeAll

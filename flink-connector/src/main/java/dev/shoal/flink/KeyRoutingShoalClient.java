@@ -18,8 +18,10 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * {@link ShoalClient} of a table sharded over a cluster of daemons (docs/deployment.md, scale-out
- * issue item 4), routing each batch by key: its records are split by {@link ShardRouting} and
+ * The sink writers' {@link ShoalClient} of a daemon's table: when the table turns out to be sharded
+ * by key over a cluster of daemons (the {@code cluster} action, asked with the first batch), it
+ * routes each batch by key (docs/deployment.md, scale-out issue item 4); for any other table every
+ * call goes to the endpoint unchanged. Routing: the batch's records are split by {@link ShardRouting} and
  * each shard's part goes straight to its own table ({@code T.shard-i}) on the node holding it, the
  * parts of one batch in parallel; the batch is acknowledged when every part is. Nothing passes
  * through a second node (a node forwarding records costs a hop and a key parse per record). A
@@ -33,67 +35,101 @@ import org.slf4j.LoggerFactory;
  * stats} of {@code T.shard-i}: the at-least-once writer waits for each shard's log), which go to
  * the shard's node.
  *
- * <p>One Flight connection per node, opened when the client is; thread-safe.
+ * <p>One Flight connection per node, opened with the first batch; thread-safe.
  */
-final class ShardedShoalClient implements ShoalClient {
-  private static final Logger LOG = LoggerFactory.getLogger(ShardedShoalClient.class);
+final class KeyRoutingShoalClient implements ShoalClient {
+  private static final Logger LOG = LoggerFactory.getLogger(KeyRoutingShoalClient.class);
 
   private final FlightShoalClient entry;
-  private final ShardRouting routing;
-  /** The client of each shard's node, by shard number (clients are shared between a node's shards). */
-  private final List<FlightShoalClient> shardClients;
-  private final List<FlightShoalClient> opened;
-  private final Map<String, Integer> shardByTable = new LinkedHashMap<>();
-  private final ExecutorService senders;
+  private final ShoalClientOptions options;
+  /** The shard map and connections, once the first batch asked for them; null before. */
+  private volatile Shards shards;
+  private boolean closed; // guarded by this
 
-  private ShardedShoalClient(FlightShoalClient entry, ShardRouting routing, ShoalClientOptions options) {
-    this.entry = entry;
-    this.routing = routing;
-    Map<String, FlightShoalClient> byLocation = new LinkedHashMap<>();
-    List<FlightShoalClient> clients = new ArrayList<>();
-    List<FlightShoalClient> mine = new ArrayList<>();
-    try {
-      for (ShardRouting.Shard shard : routing.shards()) {
-        String location = shard.location();
-        FlightShoalClient client = location.equals(entry.endpoint()) ? entry : byLocation.get(location);
-        if (client == null) {
-          client = new FlightShoalClient(location, routing.table(), options.token(), options.requestTimeout());
-          byLocation.put(location, client);
-          mine.add(client);
+  /**
+   * The table's routing and a connection per node; {@link #NONE} for a table that is not sharded
+   * by key (everything goes to the endpoint).
+   */
+  private record Shards(ShardRouting routing, List<FlightShoalClient> byShard, List<FlightShoalClient> opened,
+      Map<String, Integer> byTable, ExecutorService senders) {
+    static final Shards NONE = new Shards(null, List.of(), List.of(), Map.of(), null);
+
+    static Shards open(FlightShoalClient entry, ShardRouting routing, ShoalClientOptions options) {
+      Map<String, FlightShoalClient> byLocation = new LinkedHashMap<>();
+      Map<String, Integer> byTable = new LinkedHashMap<>();
+      List<FlightShoalClient> byShard = new ArrayList<>();
+      List<FlightShoalClient> opened = new ArrayList<>();
+      try {
+        for (ShardRouting.Shard shard : routing.shards()) {
+          String location = shard.location();
+          FlightShoalClient client = location.equals(entry.endpoint()) ? entry : byLocation.get(location);
+          if (client == null) {
+            client = new FlightShoalClient(location, routing.table(), options.token(), options.requestTimeout());
+            byLocation.put(location, client);
+            opened.add(client);
+          }
+          byShard.add(client);
+          byTable.put(shard.table(), shard.number());
         }
-        clients.add(client);
-        shardByTable.put(shard.table(), shard.number());
+      } catch (RuntimeException e) {
+        closeAll(opened);
+        throw e;
       }
-    } catch (RuntimeException e) {
-      closeAll(mine);
-      throw e;
+      AtomicInteger threads = new AtomicInteger();
+      ExecutorService senders = Executors.newCachedThreadPool(runnable -> {
+        Thread t = new Thread(runnable, "shoal-shard-put-" + routing.table() + "-" + threads.incrementAndGet());
+        t.setDaemon(true);
+        return t;
+      });
+      return new Shards(routing, List.copyOf(byShard), List.copyOf(opened), Map.copyOf(byTable), senders);
     }
-    this.shardClients = List.copyOf(clients);
-    this.opened = List.copyOf(mine);
-    AtomicInteger threads = new AtomicInteger();
-    this.senders = Executors.newCachedThreadPool(runnable -> {
-      Thread t = new Thread(runnable, "shoal-shard-put-" + routing.table() + "-" + threads.incrementAndGet());
-      t.setDaemon(true);
-      return t;
-    });
+
+    void close() {
+      if (senders != null) {
+        senders.shutdownNow();
+      }
+      closeAll(opened);
+    }
+  }
+
+  private KeyRoutingShoalClient(FlightShoalClient entry, ShoalClientOptions options) {
+    this.entry = entry;
+    this.options = options;
   }
 
   /**
-   * {@code client} itself, or, when its table is sharded with a shard key on the cluster its
-   * endpoint belongs to (the {@code cluster} action says so), a client routing by key on top of it
-   * (which then owns it). A daemon that is no node of a cluster answers no tables.
+   * A client routing by key on top of {@code client} (which it then owns) when that is a daemon's
+   * ({@code grpc://}); {@code client} itself for the embedded engine. Whether the table is sharded
+   * is asked ({@code cluster} action) with the first batch, not here: a writer starts while the
+   * daemon is still unreachable, and its batches are retried until it answers.
    */
   static ShoalClient routingByKey(ShoalClient client, ShoalClientOptions options) {
-    if (!(client instanceof FlightShoalClient flight)) {
-      return client; // embedded: one engine, no cluster
+    return client instanceof FlightShoalClient flight ? new KeyRoutingShoalClient(flight, options) : client;
+  }
+
+  /** The shard map, asked of the endpoint the first time (a daemon outside a cluster answers no tables). */
+  private Shards shards() {
+    Shards known = shards;
+    if (known != null) {
+      return known;
     }
-    ShardRouting routing = ShardRouting.of(flight.action("cluster", JSON.createObjectNode()), flight.table());
-    if (routing == null) {
-      return client;
+    synchronized (this) {
+      if (shards == null) {
+        if (closed) {
+          throw new IllegalStateException("shoal table \"" + entry.table() + "\" at " + entry.endpoint() + ": the client is closed");
+        }
+        ShardRouting routing = ShardRouting.of(entry.action("cluster", JSON.createObjectNode()), entry.table());
+        if (routing == null) {
+          shards = Shards.NONE;
+        } else {
+          LOG.info("shoal table \"{}\" is sharded over {} shards by key: writing each record to its shard's node ({})",
+              routing.table(), routing.shards().size(),
+              routing.shards().stream().map(ShardRouting.Shard::location).distinct().toList());
+          shards = Shards.open(entry, routing, options);
+        }
+      }
+      return shards;
     }
-    LOG.info("shoal table \"{}\" is sharded over {} shards by {}: writing each record to its shard's node directly",
-        routing.table(), routing.shards().size(), routing.shards().stream().map(ShardRouting.Shard::location).distinct().toList());
-    return new ShardedShoalClient(flight, routing, options);
   }
 
   @Override
@@ -116,7 +152,12 @@ final class ShardedShoalClient implements ShoalClient {
    */
   @Override
   public PutAcknowledgement put(List<byte[]> records, long bytes, String transaction) throws InterruptedException {
-    int shards = shardClients.size();
+    Shards map = shards();
+    if (map.routing() == null) {
+      return entry.put(records, bytes, transaction);
+    }
+    ShardRouting routing = map.routing();
+    int shards = map.byShard().size();
     List<List<byte[]>> parts = new ArrayList<>(shards + 1);
     List<List<Integer>> rows = new ArrayList<>(shards + 1);
     long[] partBytes = new long[shards + 1];
@@ -142,12 +183,12 @@ final class ShardedShoalClient implements ShoalClient {
     List<PutAcknowledgement> acks = new ArrayList<>(touched.size());
     if (touched.size() <= 1) {
       for (int part : touched) {
-        acks.add(putPart(part, parts.get(part), rows.get(part), partBytes[part], transaction));
+        acks.add(putPart(map, part, parts.get(part), rows.get(part), partBytes[part], transaction));
       }
     } else {
       List<Future<PutAcknowledgement>> pending = new ArrayList<>(touched.size());
       for (int part : touched) {
-        pending.add(senders.submit(() -> putPart(part, parts.get(part), rows.get(part), partBytes[part], transaction)));
+        pending.add(map.senders().submit(() -> putPart(map, part, parts.get(part), rows.get(part), partBytes[part], transaction)));
       }
       RuntimeException failure = null;
       for (Future<PutAcknowledgement> future : pending) {
@@ -170,13 +211,14 @@ final class ShardedShoalClient implements ShoalClient {
     return merge(acks, transaction != null);
   }
 
-  private PutAcknowledgement putPart(int part, List<byte[]> records, List<Integer> rows, long bytes, String transaction)
+  private PutAcknowledgement putPart(
+      Shards map, int part, List<byte[]> records, List<Integer> rows, long bytes, String transaction)
       throws InterruptedException {
     try {
-      if (part == shardClients.size()) {
+      if (part == map.byShard().size()) {
         return entry.put(records, bytes, transaction);
       }
-      return shardClients.get(part).put(routing.shards().get(part).table(), records, bytes, transaction);
+      return map.byShard().get(part).put(map.routing().shards().get(part).table(), records, bytes, transaction);
     } catch (RuntimeException e) {
       throw new PartFailed(e, rows);
     }
@@ -217,11 +259,15 @@ final class ShardedShoalClient implements ShoalClient {
     return new PutAcknowledgement(-1, records, skipped, -1, -1, -1, -1, staged ? stagedRecords : -1, List.copyOf(positions));
   }
 
-  /** At the node holding the shard when {@code body} names a shard's table; else at the endpoint. */
+  /**
+   * At the node holding the shard when {@code body} names a shard's table (known once a batch was
+   * routed); else at the endpoint.
+   */
   @Override
   public JsonNode action(String type, ObjectNode body) {
-    Integer shard = shardByTable.get(body.path("table").asText(""));
-    return shard == null ? entry.action(type, body) : shardClients.get(shard).action(type, body);
+    Shards map = shards;
+    Integer shard = map == null ? null : map.byTable().get(body.path("table").asText(""));
+    return shard == null ? entry.action(type, body) : map.byShard().get(shard).action(type, body);
   }
 
   @Override
@@ -241,9 +287,15 @@ final class ShardedShoalClient implements ShoalClient {
 
   @Override
   public void close() throws InterruptedException {
-    senders.shutdownNow();
+    Shards map;
+    synchronized (this) {
+      closed = true;
+      map = shards;
+    }
     try {
-      closeAll(opened);
+      if (map != null) {
+        map.close();
+      }
     } finally {
       entry.close();
     }

@@ -1,6 +1,7 @@
 package dev.shoal.flink;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.shoal.cluster.ShardRouting;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;

@@ -52,4 +52,16 @@ class OperationEntriesTest {
       }
     }
   }
+
+  /** A keyed sink's entries carry their operation before the JSON; the routing reads past it. */
+  @Test
+  void anOperationsEntryRoutesByItsRecord() {
+    dev.shoal.cluster.ShardRouting routing = new dev.shoal.cluster.ShardRouting("t", List.of("id"), List.of(
+        new dev.shoal.cluster.ShardRouting.Shard(0, "t.shard-0", "grpc://a:1"), new dev.shoal.cluster.ShardRouting.Shard(1, "t.shard-1", "grpc://b:1")));
+    byte[] json = "{\"id\": \"k\", \"v\": 1}".getBytes(StandardCharsets.UTF_8);
+    byte[] entry = OperationEntries.encode(ShoalOperation.DELETE, json);
+    int offset = OperationEntries.jsonOffset(entry);
+    assertEquals(routing.shardOf(json), routing.shardOf(entry, offset, entry.length - offset));
+  }
+
 }

@@ -9,7 +9,11 @@ import org.apache.spark.sql.connector.write.DataWriterFactory;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.types.StructType;
 
-/** Creates the write tasks' writers; task {@code p} writes to shard {@code p mod shards}. */
+/**
+ * Creates the write tasks' writers; task {@code p} writes to endpoint {@code p mod endpoints} (of
+ * a comma-separated {@code endpoint}), or, for a table sharded by key over a cluster, each record
+ * to the node holding its shard ({@link ShoalShardedPut}).
+ */
 public final class ShoalDataWriterFactory implements DataWriterFactory {
   private static final long serialVersionUID = 1L;
 
@@ -50,7 +54,9 @@ public final class ShoalDataWriterFactory implements DataWriterFactory {
       this.client = ShoalClient.connect(options.endpoints().get(partitionId % options.endpoints().size()), options);
       ShoalClient.Put started;
       try {
-        started = client.startPut(options.table());
+        // A table sharded by key over a cluster: each record straight to its shard's node.
+        ShoalShardedPut routed = ShoalShardedPut.open(client, options);
+        started = routed != null ? routed : client.startPut(options.table());
       } catch (RuntimeException e) {
         client.close();
         throw e;

@@ -84,6 +84,14 @@ public final class ShoalOptions implements Serializable {
    * fails naming the table.
    */
   public static final String WRITE_CREATE_TABLE = "write.create-table";
+  /**
+   * {@code write.route-by-key} (default: {@code true}): a write to a table sharded by key over a
+   * cluster of daemons sends each record straight to the node holding its shard (the shard map of
+   * the {@code cluster} action); {@code false} sends everything to the task's {@code endpoint},
+   * which forwards the records of shards it does not hold (slower; for networks where executors
+   * reach only that node).
+   */
+  public static final String WRITE_ROUTE_BY_KEY = "write.route-by-key";
 
   private final List<URI> endpoints;
   private final String table;
@@ -92,14 +100,15 @@ public final class ShoalOptions implements Serializable {
   private final boolean aggregatePushdown;
   private final int writeBatchRows;
   private final boolean writeCreateTable;
+  private final boolean writeRouteByKey;
   private final Map<String, String> embeddedConfig;
   private final long embeddedKeepAliveMillis;
   /** The JVM that parsed the options (Spark's driver); embedded endpoints work only there. */
   private final String originJvm;
 
   private ShoalOptions(List<URI> endpoints, String table, String token, Integer maxEndpoints,
-      boolean aggregatePushdown, int writeBatchRows, boolean writeCreateTable, Map<String, String> embeddedConfig,
-      long embeddedKeepAliveMillis, String originJvm) {
+      boolean aggregatePushdown, int writeBatchRows, boolean writeCreateTable, boolean writeRouteByKey,
+      Map<String, String> embeddedConfig, long embeddedKeepAliveMillis, String originJvm) {
     this.endpoints = endpoints;
     this.table = table;
     this.token = token;
@@ -107,6 +116,7 @@ public final class ShoalOptions implements Serializable {
     this.aggregatePushdown = aggregatePushdown;
     this.writeBatchRows = writeBatchRows;
     this.writeCreateTable = writeCreateTable;
+    this.writeRouteByKey = writeRouteByKey;
     this.embeddedConfig = embeddedConfig;
     this.embeddedKeepAliveMillis = embeddedKeepAliveMillis;
     this.originJvm = originJvm;
@@ -130,13 +140,13 @@ public final class ShoalOptions implements Serializable {
   /** These options with another table (the catalog's tables). */
   public ShoalOptions withTable(String newTable) {
     return new ShoalOptions(endpoints, newTable, token, maxEndpoints, aggregatePushdown, writeBatchRows, writeCreateTable,
-        embeddedConfig, embeddedKeepAliveMillis, originJvm);
+        writeRouteByKey, embeddedConfig, embeddedKeepAliveMillis, originJvm);
   }
 
   /** These options as if parsed in JVM {@code jvm} (tests of the one-JVM check). */
   ShoalOptions withOriginJvm(String jvm) {
     return new ShoalOptions(endpoints, table, token, maxEndpoints, aggregatePushdown, writeBatchRows, writeCreateTable,
-        embeddedConfig, embeddedKeepAliveMillis, jvm);
+        writeRouteByKey, embeddedConfig, embeddedKeepAliveMillis, jvm);
   }
 
   private static ShoalOptions parse(Map<String, String> raw, String defaultTable) {
@@ -182,6 +192,7 @@ public final class ShoalOptions implements Serializable {
     boolean aggregates = options.getBoolean(AGGREGATE_PUSHDOWN, true);
     int batchRows = options.containsKey(WRITE_BATCH_ROWS) ? positiveInt(options, WRITE_BATCH_ROWS) : 4096;
     boolean create = options.getBoolean(WRITE_CREATE_TABLE, true);
+    boolean routeByKey = options.getBoolean(WRITE_ROUTE_BY_KEY, true);
     Map<String, String> embeddedConfig = new TreeMap<>();
     for (Map.Entry<String, String> e : options.entrySet()) {
       String key = e.getKey().toLowerCase(Locale.ROOT);
@@ -202,7 +213,7 @@ public final class ShoalOptions implements Serializable {
             + value + "'");
       }
     }
-    return new ShoalOptions(Collections.unmodifiableList(uris), table, token, maxEndpoints, aggregates, batchRows, create,
+    return new ShoalOptions(Collections.unmodifiableList(uris), table, token, maxEndpoints, aggregates, batchRows, create, routeByKey,
         Collections.unmodifiableMap(embeddedConfig), keepAlive, currentJvm());
   }
 
@@ -312,6 +323,11 @@ public final class ShoalOptions implements Serializable {
     return writeCreateTable;
   }
 
+  /** {@link #WRITE_ROUTE_BY_KEY}. */
+  public boolean writeRouteByKey() {
+    return writeRouteByKey;
+  }
+
   /** The {@code embedded.config.*} options, by configuration key (without the prefix). */
   public Map<String, String> embeddedConfig() {
     return embeddedConfig;
@@ -330,6 +346,7 @@ public final class ShoalOptions implements Serializable {
     return endpoints.equals(other.endpoints) && Objects.equals(table, other.table) && Objects.equals(token, other.token)
         && Objects.equals(maxEndpoints, other.maxEndpoints) && aggregatePushdown == other.aggregatePushdown
         && writeBatchRows == other.writeBatchRows && writeCreateTable == other.writeCreateTable
+        && writeRouteByKey == other.writeRouteByKey
         && embeddedConfig.equals(other.embeddedConfig) && embeddedKeepAliveMillis == other.embeddedKeepAliveMillis;
   }
 

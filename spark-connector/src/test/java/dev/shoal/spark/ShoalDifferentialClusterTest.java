@@ -2,11 +2,15 @@ package dev.shoal.spark;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import java.net.URI;
+import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.datasources.v2.BatchScanExec;
@@ -50,5 +54,53 @@ class ShoalDifferentialClusterTest extends ShoalDifferentialTest {
       }
     }
     assertEquals(nodes, read, "every shard read at its node");
+  }
+
+  /**
+   * A DataFrame appended to a table sharded by key lands with each record at its shard's node (no
+   * node forwards one; {@code write.route-by-key} off, node 0 forwards the others' share), and
+   * reads back as written.
+   */
+  @Test
+  void a_write_sends_each_record_to_its_shards_node() throws Exception {
+    Dataset<Row> source = spark.sql("SELECT id, type, actor.login AS login FROM oracle");
+    long expected = source.count();
+    for (boolean routeByKey : new boolean[] {true, false}) {
+      String table = "copy_" + routeByKey;
+      try (ShoalClient client = ShoalClient.open(URI.create(target.endpoint()), null)) {
+        client.action("create_table", ShoalClient.JSON.createObjectNode().put("name", table).put("shard_key", "id"), table);
+      }
+      long before = forwardedRecords();
+      source.write().format("shoal").option("endpoint", target.endpoint()).option("table", table)
+          .option(ShoalOptions.WRITE_BATCH_ROWS, "500").option(ShoalOptions.WRITE_ROUTE_BY_KEY, String.valueOf(routeByKey))
+          .mode("append").save();
+      long forwarded = forwardedRecords() - before;
+      List<Row> written = spark.read().format("shoal").option("endpoint", target.endpoint()).option("table", table).load()
+          .select("id", "type", "login").except(source).collectAsList();
+      assertEquals(List.of(), written, "nothing read back that was not written");
+      assertEquals(expected, spark.read().format("shoal").option("endpoint", target.endpoint()).option("table", table)
+          .load().count());
+      if (routeByKey) {
+        assertEquals(0, forwarded, "no node forwarded a record");
+      } else {
+        assertTrue(forwarded > expected / 2 && forwarded < expected, "node 0 forwarded " + forwarded + " of " + expected);
+      }
+    }
+  }
+
+  /** Records the nodes forwarded since they started (the {@code cluster} action of each). */
+  private long forwardedRecords() throws Exception {
+    Set<String> nodes = new TreeSet<>();
+    try (ShoalClient client = ShoalClient.open(URI.create(target.endpoint()), null)) {
+      client.action("cluster", ShoalClient.JSON.createObjectNode(), "").get("nodes")
+          .forEach(node -> nodes.add(node.get("location").asText()));
+    }
+    long forwarded = 0;
+    for (String node : nodes) {
+      try (ShoalClient client = ShoalClient.open(URI.create(node), null)) {
+        forwarded += client.action("cluster", ShoalClient.JSON.createObjectNode(), "").get("forwarded_records").asLong();
+      }
+    }
+    return forwarded;
   }
 }

@@ -1,4 +1,4 @@
-package dev.shoal.flink;
+package dev.shoal.cluster;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -60,16 +60,6 @@ class ShardRoutingTest {
     }
     // Unroutable values elsewhere in the record do not matter.
     assertEquals(hash(routing, "{\"id\": \"a\"}"), hash(routing, "{\"x\": 1.5, \"id\": \"a\", \"y\": {\"id\": 2.5}}"));
-  }
-
-  /** A keyed sink's entries carry their operation before the JSON; the routing reads past it. */
-  @Test
-  void anOperationsEntryRoutesByItsRecord() {
-    ShardRouting routing = routing(5, "id");
-    byte[] json = "{\"id\": \"k\", \"v\": 1}".getBytes(StandardCharsets.UTF_8);
-    byte[] entry = OperationEntries.encode(ShoalOperation.DELETE, json);
-    int offset = OperationEntries.jsonOffset(entry);
-    assertEquals(routing.shardOf(json), routing.shardOf(entry, offset, entry.length - offset));
   }
 
   /** The shard map of a {@code cluster} answer; tables without a shard key are not routed. */

@@ -1,9 +1,10 @@
-package dev.shoal.flink;
+package dev.shoal.cluster;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
@@ -23,25 +24,32 @@ import java.util.List;
  * A record whose key this class cannot spell as the daemon does (a float, an object or array, an
  * integer beyond 64 bits, {@code -0}, a lone surrogate) or that is not a JSON object is
  * <em>unroutable</em> ({@link #UNROUTABLE}): the caller sends it through a node, which routes it.
+ *
+ * <p>Shared by the Flink sink's and the Spark writer's routing (this jar is in both connectors).
  */
-final class ShardRouting {
+public final class ShardRouting {
   /** {@link #shardOf}'s answer for a record the daemon must route. */
-  static final int UNROUTABLE = -1;
+  public static final int UNROUTABLE = -1;
 
-  private static final JsonFactory FACTORY = ShoalClient.JSON.getFactory();
+  private static final JsonFactory FACTORY = new ObjectMapper().getFactory();
   private static final byte[] NULL = "null".getBytes(StandardCharsets.UTF_8);
   private static final BigInteger MAX_U64 = BigInteger.ONE.shiftLeft(64).subtract(BigInteger.ONE);
   private static final long FNV_OFFSET = 0xcbf29ce484222325L;
   private static final long FNV_PRIME = 0x100000001b3L;
 
   /** One shard: its number, its own table's name, and the Flight location of the node holding it. */
-  record Shard(int number, String table, String location) {}
+  public record Shard(int number, String table, String location) {}
 
   private final String table;
   private final List<String[]> keyPaths;
   private final List<Shard> shards;
 
-  ShardRouting(String table, List<String> shardKey, List<Shard> shards) {
+  /**
+   * @param table the sharded table's name
+   * @param shardKey its shard key's dotted paths (not empty)
+   * @param shards every shard, by number
+   */
+  public ShardRouting(String table, List<String> shardKey, List<Shard> shards) {
     if (shardKey.isEmpty() || shards.isEmpty()) {
       throw new IllegalArgumentException("a routing needs a shard key and shards, got " + shardKey + " / " + shards);
     }
@@ -56,7 +64,7 @@ final class ShardRouting {
    * the table is not sharded there, or is sharded without a shard key (spread by batch: any node
    * takes it as well as another).
    */
-  static ShardRouting of(JsonNode cluster, String table) {
+  public static ShardRouting of(JsonNode cluster, String table) {
     for (JsonNode entry : cluster.path("tables")) {
       if (!table.equals(entry.path("name").asText())) {
         continue;
@@ -82,28 +90,28 @@ final class ShardRouting {
   }
 
   /** The sharded table's name. */
-  String table() {
+  public String table() {
     return table;
   }
 
   /** Every shard, by number. */
-  List<Shard> shards() {
+  public List<Shard> shards() {
     return shards;
   }
 
   /** The shard {@code record} (UTF-8 JSON) goes to, or {@link #UNROUTABLE}. */
-  int shardOf(byte[] record) {
+  public int shardOf(byte[] record) {
     return shardOf(record, 0, record.length);
   }
 
   /** {@link #shardOf(byte[])} of {@code length} bytes of {@code record} from {@code offset}. */
-  int shardOf(byte[] record, int offset, int length) {
+  public int shardOf(byte[] record, int offset, int length) {
     Long hash = keyHash(record, offset, length);
     return hash == null ? UNROUTABLE : (int) Long.remainderUnsigned(hash, shards.size());
   }
 
   /** The routing hash of the record's shard key (an unsigned 64-bit value), or null: unroutable. */
-  Long keyHash(byte[] record, int offset, int length) {
+  public Long keyHash(byte[] record, int offset, int length) {
     byte[][] values = new byte[keyPaths.size()][];
     try (JsonParser parser = FACTORY.createParser(record, offset, length)) {
       if (parser.nextToken() != JsonToken.START_OBJECT || !readObject(parser, new ArrayList<>(), values)) {
@@ -210,7 +218,7 @@ final class ShardRouting {
   }
 
   /** 64-bit FNV-1a over {@code values}, a 0x1F byte between them. */
-  static long hash(List<byte[]> values) {
+  public static long hash(List<byte[]> values) {
     long hash = FNV_OFFSET;
     for (int i = 0; i < values.size(); i++) {
       if (i > 0) {

@@ -224,6 +224,11 @@ impl FlightService for ShoalFlightService {
     async fn list_flights(&self, _request: Request<Criteria>) -> Result<Response<Self::ListFlightsStream>, Status> {
         let mut infos = Vec::new();
         for listing in ops::list_tables(&self.catalog) {
+            // A sharded table is listed once, by its own name (below); its shards' tables
+            // here stay readable by name but are not listed.
+            if self.cluster.as_ref().is_some_and(|c| c.map().shard_of_table(&listing.name).is_some()) {
+                continue;
+            }
             let info = FlightInfo::new()
                 .try_with_schema(&listing.schema)
                 .map_err(|e| Status::internal(e.to_string()))?
@@ -232,6 +237,11 @@ impl FlightService for ShoalFlightService {
                 .with_total_bytes(i64::try_from(listing.stats.payload_bytes).unwrap_or(i64::MAX))
                 .with_app_metadata(serde_json::to_string(&listing.stats).unwrap_or_default());
             infos.push(Ok(info));
+        }
+        if let Some(cluster) = &self.cluster {
+            for table in cluster.map().all() {
+                infos.push(Ok(cluster.list_entry(&self.catalog, &table).await));
+            }
         }
         Ok(Response::new(Box::pin(stream::iter(infos))))
     }

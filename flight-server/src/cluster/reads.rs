@@ -288,6 +288,32 @@ impl Cluster {
         Ok(merge_schemas(&schemas))
     }
 
+    /// The `ListFlights` entry of a sharded table: its merged schema, its records and
+    /// payload bytes summed over the shards (`stats`), and in `app_metadata` the merged
+    /// stats with `"sharded": true`. A shard that cannot be reached leaves the schema empty,
+    /// the totals unknown (-1) and its error in `app_metadata`'s `"error"`: a listing does
+    /// not fail because one node is down (a query of the table does).
+    pub async fn list_entry(&self, catalog: &Arc<Catalog>, table: &ShardedTable) -> FlightInfo {
+        let descriptor = FlightDescriptor::new_path(vec![table.name.clone()]);
+        let stats_body = json!({"table": table.name}).to_string();
+        let (schema, stats) = futures::join!(self.schema(catalog, table), self.action(catalog, "stats", stats_body.as_bytes()));
+        let listed = schema.and_then(|schema| Ok((schema, stats?.unwrap_or_default())));
+        let total = |stats: &Value, key: &str| stats[key].as_i64().unwrap_or(-1);
+        match listed {
+            Ok((schema, mut stats)) => {
+                stats["sharded"] = json!(true);
+                let info = FlightInfo::new().with_descriptor(descriptor.clone());
+                let info = info.try_with_schema(&schema).unwrap_or_else(|_| FlightInfo::new().with_descriptor(descriptor));
+                info.with_total_records(total(&stats, "records")).with_total_bytes(total(&stats, "payload_bytes")).with_app_metadata(stats.to_string())
+            }
+            Err(e) => FlightInfo::new()
+                .with_descriptor(descriptor)
+                .with_total_records(-1)
+                .with_total_bytes(-1)
+                .with_app_metadata(json!({"sharded": true, "error": e.message()}).to_string()),
+        }
+    }
+
     /// Where a `DoGet` ticket is served: here, by the node holding its shard, or as a
     /// fan-in over the shards.
     #[must_use]

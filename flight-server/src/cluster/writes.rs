@@ -39,6 +39,10 @@ use crate::service::{status, BoxedStream};
 /// Batches of one stream that may be between splitting and their acknowledgement.
 const PIPELINE_DEPTH: usize = 4;
 
+/// A shard's part of a batch: the shard, its rows, and the batch's row of each of them
+/// (`None`: the whole batch, or an empty part).
+type Part = (usize, RecordBatch, Option<Vec<u32>>);
+
 /// A shard's answer to its part of a batch, when it comes.
 type PartReply = oneshot::Receiver<Result<Value, Status>>;
 
@@ -262,7 +266,7 @@ impl Cluster {
     }
     /// Each shard's rows of `batch` (in their order), for the shards it has rows for —
     /// or for every shard when `every_shard` (a writer's batch).
-    fn split(&self, table: &ShardedTable, batch: &RecordBatch, every_shard: bool) -> Result<Vec<(usize, RecordBatch, Option<Vec<u32>>)>, Status> {
+    fn split(&self, table: &ShardedTable, batch: &RecordBatch, every_shard: bool) -> Result<Vec<Part>, Status> {
         let mut rows: Vec<Vec<u32>> = vec![Vec::new(); table.shards];
         if table.shard_key.is_empty() {
             let shard = self.spread.fetch_add(1, Ordering::Relaxed) % table.shards;

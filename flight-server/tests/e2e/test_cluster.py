@@ -264,3 +264,26 @@ def test_cluster_settings_are_checked_and_a_lone_daemon_refuses_shards(tmp_path,
         action(lone, "create_table", {"name": "x", "shards": 2})
     with pytest.raises(RuntimeError, match="node_id 5 is not in cluster.nodes"):
         Daemon(tmp_path / "bad", "--cluster-nodes", "grpc://127.0.0.1:1,grpc://127.0.0.1:2", "--node-id", "5")
+
+
+def test_list_flights_shows_a_sharded_table_once(cluster):
+    """ListFlights on any node lists the sharded table by its name, with its merged schema and
+    the records of every shard (what catalogs show), not the shards' own tables; a node down
+    leaves the entry without totals instead of failing the listing."""
+    events = github_events(900)
+    action(cluster.client(0), "create_table", {"name": "events", "shard_key": "id"})
+    action(cluster.client(0), "create_table", {"name": "plain"})
+    put(cluster.client(0), "events", events)
+    for i in range(3):
+        listed = {info.descriptor.path[0].decode(): info for info in cluster.client(i).list_flights()}
+        assert "events" in listed and not any(".shard-" in name for name in listed), sorted(listed)
+        info = listed["events"]
+        assert info.total_records == len(events)
+        assert {"id", "type", "actor"} <= set(info.schema.names)
+        assert json.loads(info.app_metadata)["sharded"] is True
+    assert "plain" in {info.descriptor.path[0].decode() for info in cluster.client(0).list_flights()}
+    cluster.daemons[2].process.send_signal(signal.SIGKILL)
+    cluster.daemons[2].process.wait()
+    listed = {info.descriptor.path[0].decode(): info for info in cluster.client(0).list_flights()}
+    assert listed["events"].total_records == -1
+    assert "node 2" in json.loads(listed["events"].app_metadata)["error"]

@@ -239,9 +239,9 @@ impl FlightService for ShoalFlightService {
             infos.push(Ok(info));
         }
         if let Some(cluster) = &self.cluster {
-            for table in cluster.map().all() {
-                infos.push(Ok(cluster.list_entry(&self.catalog, &table).await));
-            }
+            let tables = cluster.map().all();
+            let entries = futures::future::join_all(tables.iter().map(|table| cluster.list_entry(&self.catalog, table))).await;
+            infos.extend(entries.into_iter().map(Ok));
         }
         Ok(Response::new(Box::pin(stream::iter(infos))))
     }

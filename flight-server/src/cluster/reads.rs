@@ -35,6 +35,9 @@ use super::schema::{conform, fits, merge_schemas};
 use super::{Cluster, ShardedTable, PEER_CALL_TIMEOUT};
 use crate::service::{blocking, planned_info, stream_rows, Admission, BoxedStream};
 
+/// How long `ListFlights` waits for a sharded table's shards (schema and stats).
+pub const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A ticket that reads the shards' tickets in turn, up to `limit` rows in all, or merges
 /// their partial aggregates.
 #[derive(Debug, Serialize, Deserialize)]
@@ -290,14 +293,18 @@ impl Cluster {
 
     /// The `ListFlights` entry of a sharded table: its merged schema, its records and
     /// payload bytes summed over the shards (`stats`), and in `app_metadata` the merged
-    /// stats with `"sharded": true`. A shard that cannot be reached leaves the schema empty,
-    /// the totals unknown (-1) and its error in `app_metadata`'s `"error"`: a listing does
-    /// not fail because one node is down (a query of the table does).
+    /// stats with `"sharded": true`. A shard that cannot be reached, or not within
+    /// [`LIST_TIMEOUT`], leaves the schema empty, the totals unknown (-1) and its error in
+    /// `app_metadata`'s `"error"`: a listing does not fail, nor wait long, because one node
+    /// is down (a query of the table fails).
     pub async fn list_entry(&self, catalog: &Arc<Catalog>, table: &ShardedTable) -> FlightInfo {
         let descriptor = FlightDescriptor::new_path(vec![table.name.clone()]);
         let stats_body = json!({"table": table.name}).to_string();
-        let (schema, stats) = futures::join!(self.schema(catalog, table), self.action(catalog, "stats", stats_body.as_bytes()));
-        let listed = schema.and_then(|schema| Ok((schema, stats?.unwrap_or_default())));
+        let both = async { futures::join!(self.schema(catalog, table), self.action(catalog, "stats", stats_body.as_bytes())) };
+        let listed = match tokio::time::timeout(LIST_TIMEOUT, both).await {
+            Ok((schema, stats)) => schema.and_then(|schema| Ok((schema, stats?.unwrap_or_default()))),
+            Err(_) => Err(Status::deadline_exceeded(format!("table {:?}: not every shard answered within {LIST_TIMEOUT:?}", table.name))),
+        };
         let total = |stats: &Value, key: &str| stats[key].as_i64().unwrap_or(-1);
         match listed {
             Ok((schema, mut stats)) => {

@@ -109,15 +109,18 @@ impl ShardedTable {
     }
 
     /// The shard a record (JSON text) goes to: the FNV-1a hash of its shard key's values,
-    /// modulo the number of shards ([`shard_key_hash`]). A record that is not JSON goes
-    /// to shard 0, whose table applies its `on_invalid_json` policy to it.
+    /// modulo the number of shards ([`shard_key_hash`]); where an object names a member
+    /// twice, the first counts (the one the engine stores). A record that is not JSON goes
+    /// to shard 0, whose table applies its `on_invalid_json` policy to it; JSON that is not
+    /// an object has every key path absent.
     #[must_use]
     pub fn shard_of(&self, record: &[u8]) -> usize {
-        let hash = match key_values(record, &self.shard_key) {
+        // Names borrowed from the record; one with escapes needs them decoded (owned).
+        let values = key_values::<&str>(record, &self.shard_key).or_else(|| key_values::<String>(record, &self.shard_key));
+        let hash = match values {
             Some(values) => hash_key_values(&values.iter().map(Option::as_ref).collect::<Vec<_>>()),
-            // Not JSON (shard 0), or an object key with escapes: parse it all.
             None => match serde_json::from_slice::<Value>(record) {
-                Ok(value) => shard_key_hash(&value, &self.shard_key),
+                Ok(_) => hash_key_values(&vec![None; self.shard_key.len()]),
                 Err(_) => return 0,
             },
         };
@@ -130,29 +133,60 @@ impl ShardedTable {
 /// The routing hash of a record's shard key: 64-bit FNV-1a over each key path's value —
 /// a string's UTF-8 bytes, any other value's compact JSON text (`null` when the path is
 /// absent) — with a 0x1F byte between values. Stable across versions and languages (the
-/// connectors compute the same to send records to their shard's node directly).
+/// connectors compute the same to send records to their shard's node directly). Of a
+/// parsed `record`: a member named twice is the last one there, where [`ShardedTable::shard_of`]
+/// takes the first (the stored one) from the text.
 #[must_use]
 pub fn shard_key_hash(record: &Value, key: &[String]) -> u64 {
     let values: Vec<Option<&Value>> = key.iter().map(|path| path.split('.').try_fold(record, |v, step| v.get(step))).collect();
     hash_key_values(&values)
 }
 
+/// A JSON object's members by name, values as raw text; of a name given twice the first
+/// member is kept, as the engine's parser keeps it (a record is routed by the key value it
+/// is stored with). `K`: `&str` borrows the names (fails on a name with escapes), `String`
+/// decodes them.
+struct FirstWins<'a, K>(std::collections::HashMap<K, &'a serde_json::value::RawValue>);
+
+impl<'de: 'a, 'a, K: Deserialize<'de> + Eq + std::hash::Hash> Deserialize<'de> for FirstWins<'a, K> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members<'a, K>(std::marker::PhantomData<(&'a (), K)>);
+        impl<'de: 'a, 'a, K: Deserialize<'de> + Eq + std::hash::Hash> serde::de::Visitor<'de> for Members<'a, K> {
+            type Value = FirstWins<'a, K>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                let mut members = std::collections::HashMap::new();
+                while let Some(name) = map.next_key::<K>()? {
+                    let value: &'de serde_json::value::RawValue = map.next_value()?;
+                    members.entry(name).or_insert(value);
+                }
+                Ok(FirstWins(members))
+            }
+        }
+        deserializer.deserialize_map(Members(std::marker::PhantomData))
+    }
+}
+
 /// The values of `key`'s paths in `record` (`None`: absent), reading only the objects on
-/// the way to them (the other values are skipped as raw text, not built). `None` when the
-/// record is not a JSON object or names a key with escapes (the caller parses it whole).
-fn key_values(record: &[u8], key: &[String]) -> Option<Vec<Option<Value>>> {
-    use serde_json::value::RawValue;
-    type Object<'a> = std::collections::HashMap<&'a str, &'a RawValue>;
-    let top: Object<'_> = serde_json::from_slice(record).ok()?;
+/// the way to them (the other values are skipped as raw text, not built); the first of
+/// duplicate names counts ([`FirstWins`]). `None` when the record is not a JSON object (or,
+/// with `K = &str`, names a member with escapes on the way).
+fn key_values<'a, K>(record: &'a [u8], key: &[String]) -> Option<Vec<Option<Value>>>
+where
+    K: Deserialize<'a> + Eq + std::hash::Hash + std::borrow::Borrow<str>,
+{
+    let top: FirstWins<'a, K> = serde_json::from_slice(record).ok()?;
     let mut values = Vec::with_capacity(key.len());
     for path in key {
         let mut steps = path.split('.');
-        let mut raw = steps.next().and_then(|step| top.get(step).copied());
+        let mut raw = steps.next().and_then(|step| top.0.get(step).copied());
         for step in steps {
             let Some(current) = raw else { break };
             raw = if current.get().starts_with('{') {
-                let object: Object<'_> = serde_json::from_str(current.get()).ok()?;
-                object.get(step).copied()
+                let object: FirstWins<'a, K> = serde_json::from_str(current.get()).ok()?;
+                object.0.get(step).copied()
             } else {
                 None
             };
@@ -376,6 +410,26 @@ mod tests {
         }
     }
 
+    /// Of a member named twice the first counts, at every level, escaped or not: the value
+    /// the engine stores.
+    #[test]
+    fn the_first_of_duplicate_members_routes_the_record() {
+        let key = vec!["a.b".to_owned()];
+        let x = Some(vec![Some(json!("x"))]);
+        for record in [
+            r#"{"a": {"b": "x"}, "a": {}}"#,
+            r#"{"a": {"b": "x"}, "a": 5}"#,
+            r#"{"a": {"b": "x", "b": "y"}}"#,
+            r#"{"\u0061": {"b": "x"}, "a": {"b": "y"}}"#,
+            r#"{"a": {"b": "x", "\u0062": "y"}, "c\n": 1}"#,
+        ] {
+            let values = key_values::<&str>(record.as_bytes(), &key).or_else(|| key_values::<String>(record.as_bytes(), &key));
+            assert_eq!(values, x, "{record}");
+            let t = table(MAX_SHARDS, &["a.b"]);
+            assert_eq!(t.shard_of(record.as_bytes()), t.shard_of(br#"{"a": {"b": "x"}}"#), "{record}");
+        }
+    }
+
     /// The hashes every writer that routes by key must compute (the connectors check the
     /// same file), on both of the daemon's ways of reading the key.
     #[test]
@@ -387,9 +441,10 @@ mod tests {
             let record = vector["record"].as_str().unwrap();
             let key: Vec<String> = serde_json::from_value(vector["shard_key"].clone()).unwrap();
             let expected: u64 = vector["hash"].as_str().unwrap().parse().unwrap();
-            assert_eq!(shard_key_hash(&serde_json::from_str(record).unwrap(), &key), expected, "{record}");
-            let values = key_values(record.as_bytes(), &key).unwrap();
-            assert_eq!(hash_key_values(&values.iter().map(Option::as_ref).collect::<Vec<_>>()), expected, "{record}");
+            for values in [key_values::<&str>(record.as_bytes(), &key), key_values::<String>(record.as_bytes(), &key)] {
+                let values = values.unwrap();
+                assert_eq!(hash_key_values(&values.iter().map(Option::as_ref).collect::<Vec<_>>()), expected, "{record}");
+            }
         }
     }
 

@@ -20,7 +20,8 @@ import java.util.List;
  *
  * <p>The hash is 64-bit FNV-1a over each key path's value - a string's UTF-8 bytes, any other
  * value's compact JSON text, {@code null} when the path is absent - with a 0x1F byte between
- * values ({@code flight-server/tests/data/shard-key-hashes.json} holds vectors both sides check).
+ * values; of a member named twice in an object the first counts, the one the engine stores ({@code
+ * flight-server/tests/data/shard-key-hashes.json} holds vectors both sides check).
  * A record whose key this class cannot spell as the daemon does (a float, an object or array, an
  * integer beyond 64 bits, {@code -0}, a lone surrogate) or that is not a JSON object is
  * <em>unroutable</em> ({@link #UNROUTABLE}): the caller sends it through a node, which routes it.
@@ -132,17 +133,27 @@ public final class ShardRouting {
   }
 
   /**
-   * Reads the object the parser is in (after its {@code START_OBJECT}) at {@code path}, filling
-   * {@code values} with the spelling of every key path found; false when a key value is unroutable
-   * or the object does not end.
+   * Reads the object the parser is in (after its {@code START_OBJECT}) at {@code path} (the
+   * first of duplicate names counts), filling {@code values} with the spelling of every key path
+   * found; false when a key value is unroutable or the object does not end.
    */
   private boolean readObject(JsonParser parser, List<String> path, byte[][] values) throws IOException {
     JsonToken next;
+    // Names on a key path met in this object: of a name given twice the first counts (the
+    // member the engine stores, and the daemon routes by).
+    java.util.Set<String> seen = null;
     while ((next = parser.nextToken()) == JsonToken.FIELD_NAME) {
-      path.add(parser.currentName());
+      String name = parser.currentName();
+      path.add(name);
       JsonToken token = parser.nextToken();
       int key = keyAt(path);
-      if (key >= 0) {
+      boolean onKeyPath = key >= 0 || leadsToKey(path);
+      if (onKeyPath && seen == null) {
+        seen = new java.util.HashSet<>();
+      }
+      if (onKeyPath && !seen.add(name)) {
+        parser.skipChildren();
+      } else if (key >= 0) {
         byte[] spelled = spell(parser, token);
         if (spelled == null) {
           return false;

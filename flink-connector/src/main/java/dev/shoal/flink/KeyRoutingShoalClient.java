@@ -85,9 +85,15 @@ final class KeyRoutingShoalClient implements ShoalClient {
       return new Shards(routing, List.copyOf(byShard), List.copyOf(opened), Map.copyOf(byTable), senders);
     }
 
+    /** Stops the part senders, waiting for any still running (they use the connections), then closes these. */
     void close() {
       if (senders != null) {
         senders.shutdownNow();
+        try {
+          senders.awaitTermination(30, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
       }
       closeAll(opened);
     }
@@ -119,7 +125,16 @@ final class KeyRoutingShoalClient implements ShoalClient {
         if (closed) {
           throw new IllegalStateException("shoal table \"" + entry.table() + "\" at " + entry.endpoint() + ": the client is closed");
         }
-        ShardRouting routing = ShardRouting.of(entry.action("cluster", JSON.createObjectNode()), entry.table());
+        ShardRouting routing;
+        try {
+          routing = ShardRouting.of(entry.action("cluster", JSON.createObjectNode()), entry.table());
+        } catch (RuntimeException e) {
+          String code = ShoalErrors.code(e);
+          if (!ShoalErrors.INVALID_ARGUMENT.equals(code) && !"UNIMPLEMENTED".equals(code)) {
+            throw e;
+          }
+          routing = null; // a daemon older than clusters: no sharded tables
+        }
         if (routing == null) {
           shards = Shards.NONE;
         } else {
@@ -254,7 +269,8 @@ final class KeyRoutingShoalClient implements ShoalClient {
     for (PutAcknowledgement ack : acks) {
       records += ack.records();
       skipped += ack.skipped();
-      stagedRecords += Math.max(ack.staged(), 0);
+      // A part answered without "staged": the batch's too (the writer says so).
+      stagedRecords = stagedRecords < 0 || ack.staged() < 0 ? -1 : stagedRecords + ack.staged();
       positions.addAll(ack.positions());
     }
     return new PutAcknowledgement(-1, records, skipped, -1, -1, -1, -1, staged ? stagedRecords : -1, List.copyOf(positions));

@@ -144,9 +144,11 @@ final class ShoalErrors {
       Matcher m = RECORD_INDEX.matcher(server == null ? "" : server);
       if (m.find()) {
         int index = Integer.parseInt(m.group(1));
+        boolean part = false;
         for (Throwable t = error; t != null; t = t.getCause()) {
-          if (t instanceof KeyRoutingShoalClient.PartFailed part) {
-            index = part.batchRow(index); // counted in a shard's part of the batch
+          if (t instanceof KeyRoutingShoalClient.PartFailed failed) {
+            index = failed.batchRow(index); // counted in a shard's part of the batch
+            part = true;
             break;
           }
         }
@@ -154,7 +156,10 @@ final class ShoalErrors {
             index < records.size() ? quote(records.get(index)) : "(index outside the batch of " + records.size() + ")";
         return new ShoalSinkException(
             where + " rejected record " + index + " of a batch of " + records.size()
-                + " (the table's on_invalid_json policy is 'reject', so nothing of this batch was written): "
+                + (part
+                    ? " (the table's on_invalid_json policy is 'reject', so nothing of that shard's part of the batch"
+                        + " was written; the other shards' parts may have been): "
+                    : " (the table's on_invalid_json policy is 'reject', so nothing of this batch was written): ")
                 + server + "; the record: " + record,
             error);
       }

@@ -42,7 +42,15 @@ final class ShoalShardedPut implements ShoalClient.Put {
     if (!options.writeRouteByKey() || ShoalOptions.isEmbedded(entry.endpoint())) {
       return null;
     }
-    JsonNode cluster = entry.action("cluster", ShoalClient.JSON.createObjectNode(), options.table());
+    JsonNode cluster;
+    try {
+      cluster = entry.action("cluster", ShoalClient.JSON.createObjectNode(), options.table());
+    } catch (ShoalException e) {
+      if ("INVALID_ARGUMENT".equals(e.code()) || "UNIMPLEMENTED".equals(e.code())) {
+        return null; // a daemon older than clusters: no sharded tables
+      }
+      throw e;
+    }
     ShardRouting routing = cluster == null ? null : ShardRouting.of(cluster, options.table());
     return routing == null ? null : new ShoalShardedPut(entry, routing, options);
   }
@@ -138,19 +146,39 @@ final class ShoalShardedPut implements ShoalClient.Put {
     }
   }
 
+  /**
+   * Stops the part senders (waiting for any still running: they use the streams), then closes
+   * every stream and connection, each even when another fails; the first failure is thrown.
+   */
   @Override
   public void close() {
     senders.shutdownNow();
     try {
-      for (ShoalClient.Put stream : streams) {
-        if (stream != null) {
-          stream.close();
+      senders.awaitTermination(30, java.util.concurrent.TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    RuntimeException failure = null;
+    List<AutoCloseable> closing = new ArrayList<>();
+    for (ShoalClient.Put stream : streams) {
+      if (stream != null) {
+        closing.add(stream);
+      }
+    }
+    closing.addAll(nodes.values());
+    for (AutoCloseable resource : closing) {
+      try {
+        resource.close();
+      } catch (Exception e) {
+        if (failure == null) {
+          failure = e instanceof RuntimeException r ? r : new ShoalException("shoal: closing a DoPut stream failed: " + e, e);
+        } else {
+          failure.addSuppressed(e);
         }
       }
-    } finally {
-      for (ShoalClient node : nodes.values()) {
-        node.close();
-      }
+    }
+    if (failure != null) {
+      throw failure;
     }
   }
 }

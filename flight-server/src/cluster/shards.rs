@@ -109,7 +109,7 @@ impl ShardedTable {
     }
 
     /// The shard a record (JSON text) goes to: the FNV-1a hash of its shard key's values,
-    /// modulo the number of shards ([`shard_key_hash`]); where an object names a member
+    /// modulo the number of shards ([`hash_key_values`]); where an object names a member
     /// twice, the first counts (the one the engine stores). A record that is not JSON goes
     /// to shard 0, whose table applies its `on_invalid_json` policy to it; JSON that is not
     /// an object has every key path absent.
@@ -128,18 +128,6 @@ impl ShardedTable {
         let shard = (hash % self.shards as u64) as usize;
         shard
     }
-}
-
-/// The routing hash of a record's shard key: 64-bit FNV-1a over each key path's value —
-/// a string's UTF-8 bytes, any other value's compact JSON text (`null` when the path is
-/// absent) — with a 0x1F byte between values. Stable across versions and languages (the
-/// connectors compute the same to send records to their shard's node directly). Of a
-/// parsed `record`: a member named twice is the last one there, where [`ShardedTable::shard_of`]
-/// takes the first (the stored one) from the text.
-#[must_use]
-pub fn shard_key_hash(record: &Value, key: &[String]) -> u64 {
-    let values: Vec<Option<&Value>> = key.iter().map(|path| path.split('.').try_fold(record, |v, step| v.get(step))).collect();
-    hash_key_values(&values)
 }
 
 /// A JSON object's members by name, values as raw text; of a name given twice the first
@@ -199,7 +187,11 @@ where
     Some(values)
 }
 
-/// [`shard_key_hash`] of the key's values (`None`: absent).
+/// The routing hash of a record's shard key values (`None`: the path is absent): 64-bit
+/// FNV-1a over each value — a string's UTF-8 bytes, any other value's compact JSON text
+/// (`null` when absent) — with a 0x1F byte between values. Stable across versions and
+/// languages: the connectors compute the same (`dev.shoal.cluster.ShardRouting`) to send
+/// records to their shard's node directly.
 fn hash_key_values(values: &[Option<&Value>]) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0100_0000_01b3;
@@ -345,6 +337,13 @@ fn sync_dir(dir: &Path) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The routing hash of a parsed record (a member named twice is the last one there,
+    /// where `shard_of` reads the first, the stored one, from the text).
+    fn shard_key_hash(record: &Value, key: &[String]) -> u64 {
+        let values: Vec<Option<&Value>> = key.iter().map(|path| path.split('.').try_fold(record, |v, step| v.get(step))).collect();
+        hash_key_values(&values)
+    }
 
     fn table(shards: usize, key: &[&str]) -> ShardedTable {
         ShardedTable {

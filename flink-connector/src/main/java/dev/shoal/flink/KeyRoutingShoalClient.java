@@ -260,7 +260,7 @@ final class KeyRoutingShoalClient implements ShoalClient {
     }
   }
 
-  /** The batch's answer: counts summed, every part's log positions (no one log address). */
+  /** The batch's answer: counts summed, every part's log positions. */
   private static PutAcknowledgement merge(List<PutAcknowledgement> acks, boolean staged) {
     long records = 0;
     long skipped = 0;
@@ -273,7 +273,7 @@ final class KeyRoutingShoalClient implements ShoalClient {
       stagedRecords = stagedRecords < 0 || ack.staged() < 0 ? -1 : stagedRecords + ack.staged();
       positions.addAll(ack.positions());
     }
-    return new PutAcknowledgement(-1, records, skipped, -1, -1, -1, -1, staged ? stagedRecords : -1, List.copyOf(positions));
+    return new PutAcknowledgement(-1, records, skipped, staged ? stagedRecords : -1, List.copyOf(positions));
   }
 
   /**

@@ -114,17 +114,10 @@ interface ShoalClient extends AutoCloseable {
 
   /**
    * {@code DoAction make_durable {"table", "address"}}: waits until everything below {@code address}
-   * is durable (shoal writes the open page's filled prefix without closing it).
+   * in the log of {@code table} (this client's table, or one of its shards, {@code T.shard-i}) is
+   * durable (shoal writes the open page's filled prefix without closing it).
    *
    * @return the answered {@code durable_address} (at least {@code address})
-   */
-  default long makeDurable(long address) {
-    return makeDurable(table(), address);
-  }
-
-  /**
-   * {@link #makeDurable(long)} of the log of {@code table}: this client's table, or one of its
-   * shards ({@code T.shard-i}) when it is sharded.
    */
   default long makeDurable(String table, long address) {
     JsonNode answer = action("make_durable", JSON.createObjectNode().put("table", table).put("address", address));
@@ -224,22 +217,12 @@ interface ShoalClient extends AutoCloseable {
   }
 
   /**
-   * A {@code PutResult}'s metadata: where the batch's records went in the table's log ({@code
-   * endAddress}: one past its last byte), or, for a batch staged in a transaction, how many records
-   * were staged ({@code staged}; -1 when the answer is not about a staged batch). {@code positions}
-   * says the same per log the batch reached: the table's own, or, for a sharded table, each
-   * shard's ({@code T.shard-i}; the addresses above are then -1: a sharded table has no one log).
+   * A {@code PutResult}'s metadata: how many records the batch added and skipped, or, for a batch
+   * staged in a transaction, how many were staged ({@code staged}; -1 when the answer is not about
+   * a staged batch), and where they went in each log the batch reached ({@code positions}: the
+   * table's own, or, for a sharded table, each shard's, {@code T.shard-i}).
    */
-  record PutAcknowledgement(
-      long batch,
-      long records,
-      long skipped,
-      long firstAddress,
-      long lastAddress,
-      long endAddress,
-      long durableAddress,
-      long staged,
-      List<LogPosition> positions) {
+  record PutAcknowledgement(long batch, long records, long skipped, long staged, List<LogPosition> positions) {
 
     /** The answer of a DoPut into {@code table} (a shard table's name, or a sharded table's). */
     static PutAcknowledgement parse(byte[] raw, String table) {
@@ -261,10 +244,6 @@ interface ShoalClient extends AutoCloseable {
           node.path("batch").asLong(-1),
           node.path("records").asLong(0),
           node.path("skipped").asLong(0),
-          node.path("first_address").asLong(-1),
-          node.path("last_address").asLong(-1),
-          node.path("end_address").asLong(-1),
-          node.path("durable_address").asLong(-1),
           node.path("staged").asLong(-1),
           List.copyOf(positions));
     }

@@ -41,10 +41,12 @@ use shoal_core::psf::Literal;
 use shoal_ops::catalog::Catalog;
 use shoal_ops::ops::{self, TicketScan};
 use shoal_ops::protocol::{BatchMetadata, CreateTable};
-use shoal_ops::sql::{self, Parameters, ResultShape, Shaper, CATALOG_NAME, SCHEMA_NAME};
+use shoal_ops::sql::{self, Parameters, ResultShape, Shaper, SqlStatement, CATALOG_NAME, SCHEMA_NAME};
 use shoal_ops::OpsError;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::cluster::reads::{BatchStream, Endpoints, TicketRoute};
+use crate::cluster::{Cluster, ShardedTable};
 use crate::service::{blocking, planned_info, status, stream_rows, Admission, BoxedStream};
 
 /// The Flight SQL actions the service answers (beside shoal's own, in `ListActions`).
@@ -212,21 +214,48 @@ fn explain_schema() -> SchemaRef {
 /// The rows of `EXPLAIN` from a planned query's metadata (`docs/protocol.md`): the table
 /// and range, the filter, each index, columnar and full scan, the planner's reason.
 fn explain_rows(planned: &ops::PlannedQuery) -> Result<RecordBatch, OpsError> {
-    let metadata = &planned.metadata;
-    let plan = &metadata["plan"];
-    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    let mut rows = Vec::new();
+    plan_rows(&planned.metadata, &mut rows);
+    rows.push(("endpoints".into(), planned.endpoints.len().to_string()));
+    explain_batch(rows)
+}
+
+/// The rows of `EXPLAIN` of a sharded table's statement from its plan's metadata: the
+/// table and its shards, then each shard's plan (as one daemon's, after a `shard` row
+/// naming it and its node).
+fn sharded_explain_rows(metadata: &Value, endpoints: usize) -> Result<RecordBatch, OpsError> {
+    let shards = metadata["shards"].as_array().map(Vec::as_slice).unwrap_or_default();
     let mut rows: Vec<(String, String)> = vec![
-        ("table".into(), text(&metadata["table"])),
-        ("range".into(), format!("[{}, {})", metadata["from"], metadata["to"])),
-        ("filter".into(), plan["filter"].as_str().unwrap_or("(none: every record)").to_owned()),
+        ("table".into(), metadata["table"].as_str().unwrap_or_default().to_owned()),
+        ("shards".into(), format!("{} planned, {} pruned by the shard key", shards.len(), metadata["pruned_shards"])),
     ];
+    for shard in shards {
+        rows.push(("shard".into(), format!("{} ({}) on node {} at {}", shard["shard"], text(&shard["table"]), shard["node"], text(&shard["location"]))));
+        plan_rows(&shard["plan"], &mut rows);
+    }
+    rows.push(("endpoints".into(), endpoints.to_string()));
+    explain_batch(rows)
+}
+
+fn text(value: &Value) -> String {
+    value.as_str().map_or_else(|| value.to_string(), str::to_owned)
+}
+
+/// One daemon's plan (its `GetFlightInfo` metadata) as `EXPLAIN` rows.
+fn plan_rows(metadata: &Value, rows: &mut Vec<(String, String)>) {
+    let plan = &metadata["plan"];
+    rows.push(("table".into(), text(&metadata["table"])));
+    rows.push(("range".into(), format!("[{}, {})", metadata["from"], metadata["to"])));
+    rows.push(("filter".into(), plan["filter"].as_str().unwrap_or("(none: every record)").to_owned()));
     for (key, step) in [("index_scans", "index_scan"), ("columnar_scans", "columnar_scan"), ("full_scans", "full_scan")] {
         for scan in plan[key].as_array().into_iter().flatten() {
             rows.push((step.into(), scan.to_string()));
         }
     }
     rows.push(("reason".into(), text(&plan["reason"])));
-    rows.push(("endpoints".into(), planned.endpoints.len().to_string()));
+}
+
+fn explain_batch(rows: Vec<(String, String)>) -> Result<RecordBatch, OpsError> {
     let (steps, details): (Vec<String>, Vec<String>) = rows.into_iter().unzip();
     RecordBatch::try_new(
         explain_schema(),
@@ -267,12 +296,7 @@ fn plan_statement(catalog: &Catalog, text: String, parameters: &[Literal]) -> Re
         let handle = Handle::Scan { ticket, shape: statement.shape.clone() };
         endpoints.push((statement_ticket(&handle)?, endpoint.plan.to_string()));
     }
-    let total_records = if statement.command.aggregates.is_empty() {
-        let limit = statement.shape.limit.and_then(|l| i64::try_from(l).ok()).unwrap_or(i64::MAX);
-        planned.total_records.min(limit)
-    } else {
-        1
-    };
+    let total_records = statement_total(&statement, planned.total_records);
     Ok(PlannedStatement { schema: shaper.schema(), endpoints, total_records, metadata })
 }
 
@@ -320,19 +344,127 @@ pub struct ShoalSqlService {
     catalog: Arc<Catalog>,
     scans: Arc<Admission>,
     puts: Arc<Admission>,
+    /// The cluster this daemon is a node of, if any: statements naming a sharded table are
+    /// planned over its shards (`cluster/reads.rs`).
+    cluster: Option<Arc<Cluster>>,
 }
 
 impl ShoalSqlService {
     pub(crate) fn new(catalog: Arc<Catalog>, scans: Arc<Admission>, puts: Arc<Admission>) -> Self {
-        Self { catalog, scans, puts }
+        Self { catalog, scans, puts, cluster: None }
+    }
+
+    /// Statements naming a sharded table of `cluster` are planned and run over its shards.
+    pub(crate) fn set_cluster(&mut self, cluster: Arc<Cluster>) {
+        self.cluster = Some(cluster);
+    }
+
+    /// The cluster and the sharded table `table`, when this daemon is a node of a cluster
+    /// and `table` is one of its sharded tables.
+    fn sharded(&self, table: &str) -> Option<(&Arc<Cluster>, Arc<ShardedTable>)> {
+        let cluster = self.cluster.as_ref()?;
+        Some((cluster, cluster.map().get(table)?))
     }
 
     async fn statement_info(&self, text: String, parameters: Vec<Literal>, descriptor: FlightDescriptor) -> Result<Response<FlightInfo>, Status> {
+        if self.cluster.is_some() {
+            let statement = sql::parse_sql(&text, Parameters::Bound(&parameters)).map_err(status)?;
+            if let Some((cluster, table)) = self.sharded(&statement.command.table) {
+                return self.sharded_statement_info(cluster, &table, text, &parameters, statement, descriptor).await.map(Response::new);
+            }
+        }
         let catalog = Arc::clone(&self.catalog);
         let planned = tokio::task::spawn_blocking(move || plan_statement(&catalog, text, &parameters))
             .await
             .map_err(|e| Status::internal(format!("planning task failed: {e}")))??;
         planned_info(&planned.schema, planned.endpoints.into_iter(), descriptor, planned.total_records, planned.metadata).map(Response::new)
+    }
+
+    /// Plans a statement over the shards of the sharded `table` (scale-out issue, item 3):
+    /// a statement whose result needs no one place (no sort, offset or `GROUP BY`) gets
+    /// every shard's endpoints at their nodes' locations, each answering the table's merged
+    /// schema shaped by the statement; one with a limit or aggregates gets one fan-in
+    /// endpoint (exact limit, merged aggregates); one whose result must be whole gets one
+    /// fan-in endpoint that this node shapes (sorts, groups, skips). `EXPLAIN` answers the
+    /// plan of every shard.
+    ///
+    /// # Errors
+    /// As [`Cluster::plan`]; `INVALID_ARGUMENT` for a shape the result cannot take.
+    async fn sharded_statement_info(
+        &self,
+        cluster: &Arc<Cluster>,
+        table: &ShardedTable,
+        text: String,
+        parameters: &[Literal],
+        statement: SqlStatement,
+        descriptor: FlightDescriptor,
+    ) -> Result<FlightInfo, Status> {
+        let info = cluster.plan_with(&self.catalog, table, command_body(&statement)?, descriptor.clone(), sharded_endpoints(&statement)).await?;
+        let metadata = String::from_utf8_lossy(&info.app_metadata).into_owned();
+        if statement.explain {
+            let ticket = statement_ticket(&Handle::statement(text, parameters))?;
+            return planned_info(&explain_schema(), std::iter::once((ticket, metadata.clone())), descriptor, -1, metadata);
+        }
+        let schema = Arc::new(info.clone().try_decode_schema().map_err(|e| Status::internal(format!("the sharded plan has no schema: {e}")))?);
+        let shaper = Shaper::new(&statement.shape, &schema).map_err(status)?;
+        let mut endpoints = Vec::with_capacity(info.endpoint.len());
+        for endpoint in info.endpoint {
+            let ticket = endpoint.ticket.map(|t| t.ticket).unwrap_or_default();
+            let ticket: Value = serde_json::from_slice(&ticket).map_err(|e| Status::internal(format!("a shard's ticket is not JSON: {e}")))?;
+            let handle = Handle::Scan { ticket, shape: statement.shape.clone() };
+            endpoints.push(FlightEndpoint { ticket: Some(Ticket::new(statement_ticket(&handle)?)), ..endpoint });
+        }
+        let total_records = statement_total(&statement, info.total_records);
+        let info = planned_info(&shaper.schema(), std::iter::empty(), descriptor, total_records, metadata)?;
+        Ok(info.with_endpoints(endpoints))
+    }
+
+    /// Runs a whole statement naming the sharded `table` in one call: `EXPLAIN`'s rows, or
+    /// the statement read as one fan-in and shaped here.
+    async fn run_sharded_statement(&self, cluster: &Arc<Cluster>, table: &ShardedTable, statement: SqlStatement) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        let command = command_body(&statement)?;
+        if statement.explain {
+            let descriptor = FlightDescriptor::new_path(vec![table.name.clone()]);
+            let info = cluster.plan_with(&self.catalog, table, command, descriptor, sharded_endpoints(&statement)).await?;
+            let metadata: Value = serde_json::from_slice(&info.app_metadata).unwrap_or(Value::Null);
+            return Ok(batch_stream(explain_schema(), sharded_explain_rows(&metadata, info.endpoint.len()).map_err(|e| FlightError::Tonic(Box::new(status(e))))));
+        }
+        let (schema, batches) = cluster.one_call_batches(&self.catalog, &self.scans, table, command).await?;
+        shaped(&schema, batches, &statement.shape)
+    }
+
+    /// The result schema of a statement (see [`statement_schema`]), over the shards when it
+    /// names a sharded table.
+    async fn result_schema(&self, text: String, parameters: Vec<Literal>) -> Result<SchemaRef, Status> {
+        if self.cluster.is_some() {
+            let statement = if parameters.is_empty() { sql::parse_unbound(&text) } else { sql::parse_sql(&text, Parameters::Bound(&parameters)) };
+            let statement = statement.map_err(status)?;
+            if let Some((cluster, table)) = self.sharded(&statement.command.table) {
+                if statement.explain {
+                    return Ok(explain_schema());
+                }
+                let descriptor = FlightDescriptor::new_path(vec![table.name.clone()]);
+                let info = cluster.plan_with(&self.catalog, &table, command_body(&statement)?, descriptor, sharded_endpoints(&statement)).await?;
+                let schema = Arc::new(info.try_decode_schema().map_err(|e| Status::internal(format!("the sharded plan has no schema: {e}")))?);
+                return Ok(Shaper::new(&statement.shape, &schema).map_err(status)?.schema());
+            }
+        }
+        let catalog = Arc::clone(&self.catalog);
+        blocking(move || statement_schema(&catalog, &text, &parameters)).await
+    }
+
+    /// The parameter schema of a statement ([`sql::parameter_schema`]), typed by the
+    /// merged schema of a sharded table's shards when it names one.
+    async fn parameter_schema(&self, text: String) -> Result<Schema, Status> {
+        if self.cluster.is_some() {
+            let Some((name, fields)) = sql::parameter_fields(&text).map_err(status)? else { return Ok(Schema::empty()) };
+            if let Some((cluster, table)) = self.sharded(&name) {
+                let schema = cluster.schema(&self.catalog, &table).await?;
+                return Ok(sql::parameter_types(fields.iter().map(|path| path.as_ref().and_then(|p| path_type(&schema, p.segments())))));
+            }
+        }
+        let catalog = Arc::clone(&self.catalog);
+        blocking(move || sql::parameter_schema(&catalog, &text)).await
     }
 
     /// `GetSchema` of a Flight SQL command (ADBC's `execute_schema`, JDBC's result set
@@ -351,8 +483,7 @@ impl ShoalSqlService {
         let command = Command::try_from(any).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let statement = |text: String, parameters: Vec<Value>| async move {
             let parameters = parameters.iter().map(json_literal).collect::<Result<Vec<_>, _>>()?;
-            let catalog = Arc::clone(&self.catalog);
-            blocking(move || statement_schema(&catalog, &text, &parameters)).await
+            self.result_schema(text, parameters).await
         };
         let schema = match command {
             Command::CommandStatementQuery(query) if query.transaction_id.is_some() => {
@@ -390,6 +521,9 @@ impl ShoalSqlService {
             Handle::Statement { sql: text, parameters } => {
                 let parameters = parameters.iter().map(json_literal).collect::<Result<Vec<_>, _>>()?;
                 let statement = sql::parse_sql(&text, Parameters::Bound(&parameters)).map_err(status)?;
+                if let Some((cluster, table)) = self.sharded(&statement.command.table) {
+                    return self.run_sharded_statement(cluster, &table, statement).await;
+                }
                 let command = serde_json::to_vec(&statement.command).map_err(|e| Status::internal(e.to_string()))?;
                 if statement.explain {
                     let catalog = Arc::clone(&self.catalog);
@@ -399,6 +533,29 @@ impl ShoalSqlService {
                 (command, statement.shape)
             }
         };
+        if let Some(cluster) = &self.cluster {
+            match cluster.route_ticket(&ticket) {
+                TicketRoute::Local => {}
+                TicketRoute::Forward { node, table, shard } => {
+                    // A shard another node holds: that node scans and shapes it.
+                    let ticket: Value = serde_json::from_slice(&ticket).map_err(|e| Status::internal(e.to_string()))?;
+                    let forwarded = statement_ticket(&Handle::Scan { ticket, shape })?;
+                    return cluster.forward_get(node, &table, shard, forwarded).await.map(Response::new);
+                }
+                TicketRoute::FanIn(fan_in) => {
+                    let (schema, batches) = cluster.fan_in_batches(&self.catalog, &self.scans, *fan_in)?;
+                    return shaped(&schema, batches, &shape);
+                }
+                TicketRoute::Conform(part) => {
+                    let (schema, batches) = cluster.conformed_batches(&self.catalog, &self.scans, *part).await?;
+                    return shaped(&schema, batches, &shape);
+                }
+                TicketRoute::OneCall(table, command) => {
+                    let (schema, batches) = cluster.one_call_batches(&self.catalog, &self.scans, &table, command).await?;
+                    return shaped(&schema, batches, &shape);
+                }
+            }
+        }
         let permit = self.scans.enter().await?;
         let catalog = Arc::clone(&self.catalog);
         match blocking(move || ops::open_ticket(&catalog, &ticket)).await? {
@@ -462,6 +619,16 @@ impl ShoalSqlService {
     /// `DELETE FROM <table> [WHERE …]` ([`sql::parse_sql_delete`]): the `delete` action on
     /// a keyed table; returns the rows deleted.
     async fn delete(&self, text: String) -> Result<i64, Status> {
+        if self.cluster.is_some() {
+            let delete = sql::parse_sql_delete(&text, sql::Parameters::Bound(&[])).map_err(status)?;
+            if let Some((cluster, table)) = self.sharded(&delete.table) {
+                // On every shard; the answer holds each shard's.
+                let body = serde_json::json!({"table": table.name, "filter": delete.filter});
+                let answer = cluster.action(&self.catalog, "delete", body.to_string().as_bytes()).await?.unwrap_or_default();
+                let shards = answer["shards"].as_array().map(Vec::as_slice).unwrap_or_default();
+                return Ok(shards.iter().filter_map(|a| a["deleted"].as_i64()).sum());
+            }
+        }
         let catalog = Arc::clone(&self.catalog);
         tokio::task::spawn_blocking(move || {
             let delete = sql::parse_sql_delete(&text, sql::Parameters::Bound(&[])).map_err(status)?;
@@ -523,8 +690,12 @@ impl ShoalSqlService {
                 ingest.catalog, ingest.schema
             )));
         }
-        let _permit = self.puts.enter().await?;
+        let permit = self.puts.enter().await?;
         let options = ingest.table_definition_options.unwrap_or_default();
+        if let Some((cluster, table)) = self.sharded(&ingest.table) {
+            return self.ingest_sharded(cluster, table, options.if_exists, messages, permit).await;
+        }
+        let _permit = permit;
         let catalog = Arc::clone(&self.catalog);
         let table = ingest.table.clone();
         let entry = blocking(move || prepare_ingest_table(&catalog, &table, options.if_not_exist, options.if_exists)).await?;
@@ -542,6 +713,44 @@ impl ShoalSqlService {
             .await?;
             records += written["records"].as_i64().unwrap_or(0);
             number += 1;
+        }
+        Ok(records)
+    }
+}
+
+impl ShoalSqlService {
+    /// Bulk ingest into the sharded `table`: each batch's records as DoPut's `json` column,
+    /// routed by their shard key through this node ([`Cluster::put`]). The table exists, so
+    /// mode `create` fails; `replace` is refused (a sharded table is dropped and created
+    /// with `drop_table` / `create_table`).
+    async fn ingest_sharded(
+        &self,
+        cluster: &Arc<Cluster>,
+        table: Arc<ShardedTable>,
+        if_exists: i32,
+        messages: Peekable<Streaming<FlightData>>,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<i64, Status> {
+        match TableExistsOption::try_from(if_exists).unwrap_or(TableExistsOption::Unspecified) {
+            TableExistsOption::Fail => {
+                return Err(Status::already_exists(format!("bulk ingest: the sharded table {:?} exists (mode create; use append)", table.name)))
+            }
+            TableExistsOption::Replace => {
+                return Err(Status::invalid_argument(format!(
+                    "bulk ingest: mode replace of the sharded table {:?}: drop_table and create_table it (with its shards), then append",
+                    table.name
+                )))
+            }
+            TableExistsOption::Append | TableExistsOption::Unspecified => {}
+        }
+        let batches = FlightRecordBatchStream::new_from_flight_data(messages.map_err(FlightError::from))
+            .map(|batch| batch.and_then(|batch| json_batch(&batch).map_err(|e| FlightError::Tonic(Box::new(status(e))))));
+        let data = FlightDataEncoderBuilder::new().build(batches).map_err(Status::from);
+        let mut answers = cluster.put(&self.catalog, table, data, permit);
+        let mut records = 0i64;
+        while let Some(answer) = answers.next().await {
+            let answer: Value = serde_json::from_slice(&answer?.app_metadata).unwrap_or_default();
+            records += answer["records"].as_i64().unwrap_or(0);
         }
         Ok(records)
     }
@@ -714,7 +923,23 @@ impl FlightSqlService for ShoalSqlService {
             .await
             .map_err(|e| Status::internal(format!("listing tables: {e}")))?;
         for listing in listings {
+            if self.cluster.as_ref().is_some_and(|c| c.map().shard_of_table(&listing.name).is_some()) {
+                continue; // a shard's own table: listed as its sharded table
+            }
             builder.append(CATALOG_NAME, SCHEMA_NAME, &listing.name, "TABLE", &listing.schema).map_err(|e| Status::internal(e.to_string()))?;
+        }
+        if let Some(cluster) = &self.cluster {
+            // Each sharded table once, with its merged schema (none when a shard is out of
+            // reach: a listing does not fail because one node is down).
+            let tables = cluster.map().all();
+            let schemas = futures::future::join_all(
+                tables.iter().map(|table| tokio::time::timeout(crate::cluster::reads::LIST_TIMEOUT, cluster.schema(&self.catalog, table))),
+            )
+            .await;
+            for (table, schema) in tables.iter().zip(schemas) {
+                let schema = schema.ok().and_then(Result::ok).unwrap_or_else(Schema::empty);
+                builder.append(CATALOG_NAME, SCHEMA_NAME, &table.name, "TABLE", &schema).map_err(|e| Status::internal(e.to_string()))?;
+            }
         }
         let schema = builder.schema();
         Ok(batch_stream(schema, builder.build()))
@@ -739,6 +964,12 @@ impl FlightSqlService for ShoalSqlService {
         let here = query.catalog.as_deref().is_none_or(|c| c == CATALOG_NAME) && query.db_schema.as_deref().is_none_or(|s| s == SCHEMA_NAME);
         let key: Vec<String> = match self.catalog.get(&query.table) {
             Ok(entry) if here => entry.table.config().primary_key.iter().map(ToString::to_string).collect(),
+            // A sharded table's key is in its definition (a path or a list of paths).
+            _ if here => self.sharded(&query.table).map_or_else(Vec::new, |(_, table)| match table.options.get("primary_key") {
+                Some(Value::String(path)) => vec![path.clone()],
+                Some(Value::Array(paths)) => paths.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+                _ => Vec::new(),
+            }),
             _ => Vec::new(),
         };
         let schema = primary_keys_schema();
@@ -767,12 +998,10 @@ impl FlightSqlService for ShoalSqlService {
         if let Some(prepared) = prepared_delete(&text)? {
             return Ok(prepared);
         }
-        let catalog = Arc::clone(&self.catalog);
         // Checked and planned now, with NULL for each placeholder, for the result schema:
         // a statement that cannot run fails here, naming what is wrong.
-        let checked = text.clone();
-        let (schema, parameters) =
-            blocking(move || Ok((statement_schema(&catalog, &checked, &[])?, sql::parameter_schema(&catalog, &checked)?))).await?;
+        let schema = self.result_schema(text.clone(), Vec::new()).await?;
+        let parameters = self.parameter_schema(text.clone()).await?;
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle: Handle::statement(text, &[]).encode()?,
             dataset_schema: schema_bytes(&schema)?,
@@ -812,6 +1041,88 @@ fn prepared_delete(text: &str) -> Result<Option<ActionCreatePreparedStatementRes
         dataset_schema: bytes::Bytes::new(),
         parameter_schema: bytes::Bytes::new(),
     }))
+}
+
+/// A statement's query command as the JSON body of a query.
+fn command_body(statement: &SqlStatement) -> Result<serde_json::Map<String, Value>, Status> {
+    match serde_json::to_value(&statement.command) {
+        Ok(Value::Object(body)) => Ok(body),
+        Ok(_) => Err(Status::internal("a query command is not a JSON object")),
+        Err(e) => Err(Status::internal(format!("encoding a query command: {e}"))),
+    }
+}
+
+/// How a statement over a sharded table is planned: one fan-in endpoint when its result
+/// must be whole in one place (sorted, offset, grouped) to be shaped; otherwise the shards'
+/// endpoints, each in the table's merged schema (a limit or aggregates make it one fan-in
+/// endpoint anyway).
+fn sharded_endpoints(statement: &SqlStatement) -> Endpoints {
+    if statement.shape.needs_whole_result() { Endpoints::OneStream } else { Endpoints::Conformed }
+}
+
+/// The records a statement answers, estimated from its plan's `planned` records: one row
+/// for aggregates, at most the limit.
+fn statement_total(statement: &SqlStatement, planned: i64) -> i64 {
+    if statement.command.aggregates.is_empty() {
+        let limit = statement.shape.limit.and_then(|l| i64::try_from(l).ok()).unwrap_or(i64::MAX);
+        planned.min(limit)
+    } else {
+        1
+    }
+}
+
+/// The type of the field at `segments` in `schema` (through structs by name).
+fn path_type(schema: &Schema, segments: &[String]) -> Option<DataType> {
+    let (first, rest) = segments.split_first()?;
+    let mut field = schema.field_with_name(first).ok()?;
+    for segment in rest {
+        let DataType::Struct(children) = field.data_type() else { return None };
+        field = children.iter().find(|f| f.name() == segment)?;
+    }
+    Some(field.data_type().clone())
+}
+
+/// `batches` of `input` shaped by `shape` (sort, offset, limit, grouping, names) as a
+/// `DoGet` stream; the input stops being read once the shape needs no more rows.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` when the shape names a column `input` lacks.
+fn shaped(input: &SchemaRef, mut batches: BatchStream, shape: &ResultShape) -> Result<Response<BoxedStream<FlightData>>, Status> {
+    let mut shaper = Shaper::new(shape, input).map_err(status)?;
+    let schema = shaper.schema();
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
+    let failed = |e: OpsError| FlightError::Tonic(Box::new(status(e)));
+    tokio::spawn(async move {
+        while let Some(item) = batches.next().await {
+            match item.and_then(|batch| shaper.push(batch).map_err(failed)) {
+                Ok(Some(batch)) => {
+                    if sender.send(Ok(batch)).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    let _ = sender.send(Err(error)).await;
+                    return;
+                }
+            }
+            if shaper.is_done() {
+                break;
+            }
+        }
+        drop(batches);
+        match shaper.finish() {
+            Ok(Some(last)) => {
+                let _ = sender.send(Ok(last)).await;
+            }
+            Ok(None) => {}
+            Err(error) => {
+                let _ = sender.send(Err(failed(error))).await;
+            }
+        }
+    });
+    let batches = tokio_stream::wrappers::ReceiverStream::new(receiver);
+    Ok(Response::new(Box::pin(FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from))))
 }
 
 /// `GetPrimaryKeys`' result schema (Flight SQL's `CommandGetPrimaryKeys`).

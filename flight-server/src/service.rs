@@ -120,6 +120,7 @@ impl ShoalFlightService {
     /// The service as a node of `cluster`.
     #[must_use]
     pub fn with_cluster(mut self, cluster: Arc<Cluster>) -> Self {
+        self.sql.set_cluster(Arc::clone(&cluster));
         self.cluster = Some(cluster);
         self
     }

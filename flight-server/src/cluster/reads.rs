@@ -18,7 +18,7 @@ use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::{FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, Location, Ticket};
-use arrow_schema::Schema;
+use arrow_schema::{Schema, SchemaRef};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use futures::future::join_all;
@@ -67,6 +67,30 @@ struct FanInPart {
     ticket: String,
 }
 
+/// A stream of record batches (a fan-in's, a conformed shard's).
+pub(crate) type BatchStream = futures::stream::BoxStream<'static, Result<RecordBatch, FlightError>>;
+
+/// How a sharded query's endpoints are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Endpoints {
+    /// Each shard's own endpoints at its node's location (a limit or final aggregates:
+    /// one fan-in endpoint); an endpoint is conformed to the merged schema only where its
+    /// shard's schema differs from it.
+    PerShard,
+    /// As `PerShard`, but every shard endpoint answers the merged schema exactly
+    /// (nullability too): Flight SQL clients check that every endpoint's schema is the
+    /// statement's.
+    Conformed,
+    /// One fan-in endpoint whatever the query (a one-call query; a SQL statement whose
+    /// result must be whole in one place: sorted, offset or grouped).
+    OneStream,
+}
+
+/// `batches` of `schema` as a `DoGet` stream.
+fn encode(schema: SchemaRef, batches: BatchStream) -> BoxedStream<FlightData> {
+    Box::pin(FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from))
+}
+
 /// Where a `DoGet` ticket is served.
 pub enum TicketRoute {
     /// By this node's tables (an ordinary ticket, or a shard this node holds).
@@ -101,7 +125,7 @@ impl Cluster {
     /// query a shard's table for them); a shard's error naming shard and node
     /// (`UNAVAILABLE` when its node cannot be reached).
     pub async fn plan(&self, catalog: &Arc<Catalog>, table: &ShardedTable, command: Map<String, Value>, descriptor: FlightDescriptor) -> Result<FlightInfo, Status> {
-        self.plan_with(catalog, table, command, descriptor, false).await
+        self.plan_with(catalog, table, command, descriptor, Endpoints::PerShard).await
     }
 
     /// Plans and reads a one-call query of the sharded `table`: one stream.
@@ -109,16 +133,40 @@ impl Cluster {
     /// # Errors
     /// As [`Self::plan`].
     pub(crate) async fn one_call(self: &Arc<Self>, catalog: &Arc<Catalog>, scans: &Arc<Admission>, table: &ShardedTable, command: Map<String, Value>) -> Result<BoxedStream<FlightData>, Status> {
-        let info = self.plan_with(catalog, table, command, FlightDescriptor::new_path(vec![table.name.clone()]), true).await?;
+        let (schema, batches) = self.one_call_batches(catalog, scans, table, command).await?;
+        Ok(encode(schema, batches))
+    }
+
+    /// The batches of a one-call query of the sharded `table` (one fan-in), with their
+    /// schema.
+    ///
+    /// # Errors
+    /// As [`Self::plan`].
+    pub(crate) async fn one_call_batches(
+        self: &Arc<Self>,
+        catalog: &Arc<Catalog>,
+        scans: &Arc<Admission>,
+        table: &ShardedTable,
+        command: Map<String, Value>,
+    ) -> Result<(SchemaRef, BatchStream), Status> {
+        let info = self.plan_with(catalog, table, command, FlightDescriptor::new_path(vec![table.name.clone()]), Endpoints::OneStream).await?;
         let ticket = info.endpoint.first().and_then(|e| e.ticket.as_ref()).map(|t| t.ticket.clone()).unwrap_or_default();
         match self.route_ticket(&ticket) {
-            TicketRoute::FanIn(fan_in) => self.fan_in(catalog, scans, *fan_in),
+            TicketRoute::FanIn(fan_in) => self.fan_in_batches(catalog, scans, *fan_in),
             _ => Err(Status::internal("a one-call query of a sharded table was not planned as a fan-in")),
         }
     }
 
-    /// [`Self::plan`]; `one_stream`: as one fan-in endpoint whatever the query.
-    async fn plan_with(&self, catalog: &Arc<Catalog>, table: &ShardedTable, command: Map<String, Value>, descriptor: FlightDescriptor, one_stream: bool) -> Result<FlightInfo, Status> {
+    /// [`Self::plan`], its endpoints shaped as `endpoints` says.
+    pub(crate) async fn plan_with(
+        &self,
+        catalog: &Arc<Catalog>,
+        table: &ShardedTable,
+        command: Map<String, Value>,
+        descriptor: FlightDescriptor,
+        endpoints: Endpoints,
+    ) -> Result<FlightInfo, Status> {
+        let one_stream = endpoints == Endpoints::OneStream;
         for key in ["from_address", "to_address"] {
             if command.get(key).is_some_and(|v| !v.is_null()) {
                 return Err(Status::invalid_argument(format!(
@@ -193,6 +241,7 @@ impl Cluster {
             STANDARD.encode(&encoded.schema)
         };
         let mut shards = Vec::with_capacity(plans.len());
+        let conform_all = endpoints == Endpoints::Conformed;
         let mut endpoints = Vec::new();
         let mut parts = Vec::new();
         let mut total_records = 0i64;
@@ -212,9 +261,10 @@ impl Cluster {
                 if endpoint.location.is_empty() {
                     endpoint.location.push(Location { uri: self.location(node).to_owned() });
                 }
-                if !fits(&schemas[i], &schema) {
-                    // This shard's columns differ in type from the table's: its node serves
-                    // the ticket conformed to the merged schema.
+                if conform_all || !fits(&schemas[i], &schema) {
+                    // This shard's columns differ in type from the table's (or every
+                    // endpoint must answer the table's schema exactly): its node serves the
+                    // ticket conformed to the merged schema.
                     let ticket = endpoint.ticket.take().map(|t| t.ticket).unwrap_or_default();
                     let part = FanInPart { shard, node, ticket: STANDARD.encode(ticket) };
                     let conform = json!({"conform": {"table": table.name, "schema": encoded_schema, "part": part}});
@@ -230,7 +280,7 @@ impl Cluster {
             if merging {
                 total_records = if keys == 0 { 1 } else { -1 };
             }
-            let merge = merging.then(|| Merge { keys, aggregates: specs });
+            let merge = merging.then_some(Merge { keys, aggregates: specs });
             let limit = limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
             let fan_in = FanIn { table: table.name.clone(), limit, merge, schema: encoded_schema, parts };
             let ticket = serde_json::to_vec(&json!({ "fan_in": fan_in })).map_err(|e| Status::internal(e.to_string()))?;
@@ -375,6 +425,15 @@ impl Cluster {
     /// A malformed ticket (`INVALID_ARGUMENT`); the first shard's error, as the stream's
     /// last item.
     pub(crate) fn fan_in(self: &Arc<Self>, catalog: &Arc<Catalog>, scans: &Arc<Admission>, ticket: FanInTicket) -> Result<BoxedStream<FlightData>, Status> {
+        let (schema, batches) = self.fan_in_batches(catalog, scans, ticket)?;
+        Ok(encode(schema, batches))
+    }
+
+    /// [`Self::fan_in`]'s batches, with their schema (the answer's).
+    ///
+    /// # Errors
+    /// As [`Self::fan_in`].
+    pub(crate) fn fan_in_batches(self: &Arc<Self>, catalog: &Arc<Catalog>, scans: &Arc<Admission>, ticket: FanInTicket) -> Result<(SchemaRef, BatchStream), Status> {
         let FanInTicket(fan_in) = ticket;
         let schema = decode_schema(&fan_in.schema)?;
         let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
@@ -389,7 +448,7 @@ impl Cluster {
                 shoal_ops::merge::merge_partials(merge.keys, &merge.aggregates, &partials, &target).map_err(crate::service::status)
             };
             let batches = futures::stream::once(stream).map_err(|status| FlightError::Tonic(Box::new(status)));
-            return Ok(Box::pin(FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from)));
+            return Ok((schema, batches.boxed()));
         }
         tokio::spawn(async move {
             let mut left = fan_in.limit.unwrap_or(usize::MAX);
@@ -424,8 +483,7 @@ impl Cluster {
                 }
             }
         });
-        let batches = tokio_stream::wrappers::ReceiverStream::new(receiver);
-        Ok(Box::pin(FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from)))
+        Ok((schema, tokio_stream::wrappers::ReceiverStream::new(receiver).boxed()))
     }
 
     /// Reads a conform ticket: the shard's ticket (here, or from its node), every batch in
@@ -434,11 +492,19 @@ impl Cluster {
     /// # Errors
     /// A malformed ticket (`INVALID_ARGUMENT`); the shard's error.
     pub(crate) async fn read_conformed(&self, catalog: &Arc<Catalog>, scans: &Arc<Admission>, ticket: ConformTicket) -> Result<BoxedStream<FlightData>, Status> {
+        let (schema, batches) = self.conformed_batches(catalog, scans, ticket).await?;
+        Ok(encode(schema, batches))
+    }
+
+    /// [`Self::read_conformed`]'s batches, with their schema (the merged one).
+    ///
+    /// # Errors
+    /// As [`Self::read_conformed`].
+    pub(crate) async fn conformed_batches(&self, catalog: &Arc<Catalog>, scans: &Arc<Admission>, ticket: ConformTicket) -> Result<(SchemaRef, BatchStream), Status> {
         let schema = decode_schema(&ticket.schema)?;
         let stream = self.part_stream(catalog, scans, &ticket.table, &ticket.part).await?;
         let target = Arc::clone(&schema);
-        let batches = stream.map(move |item| item.and_then(|batch| conform(&batch, &target).map_err(FlightError::Arrow)));
-        Ok(Box::pin(FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from)))
+        Ok((schema, stream.map(move |item| item.and_then(|batch| conform(&batch, &target).map_err(FlightError::Arrow))).boxed()))
     }
 
     /// The batches of one fan-in part's ticket.
@@ -448,7 +514,7 @@ impl Cluster {
         scans: &Arc<Admission>,
         table: &str,
         part: &FanInPart,
-    ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch, FlightError>>, Status> {
+    ) -> Result<BatchStream, Status> {
         let ticket = STANDARD.decode(&part.ticket).map_err(|_| Status::invalid_argument("fan-in ticket: a part's ticket is not base64"))?;
         if part.node == self.me {
             let permit = scans.enter().await?;

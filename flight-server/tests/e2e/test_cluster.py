@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conftest import Daemon, action, free_port, github_events, put, query
+from conftest import Daemon, action, dig, free_port, github_events, put, query
 
 
 class Cluster:
@@ -287,3 +287,100 @@ def test_list_flights_shows_a_sharded_table_once(cluster):
     listed = {info.descriptor.path[0].decode(): info for info in cluster.client(0).list_flights()}
     assert listed["events"].total_records == -1
     assert "node 2" in json.loads(listed["events"].app_metadata)["error"]
+
+
+def test_flight_sql_reads_a_sharded_table_as_one_daemon_holding_its_records(cluster, start_daemon):
+    """Flight SQL (the real ADBC driver) on any node of the cluster: statements over the sharded
+    table answer what the same statements answer on one daemon holding every record — rows read
+    at the shards' locations, exact limits, merged aggregates, sorts and groups over all shards,
+    prepared statements typed by the merged schema, EXPLAIN per shard, the catalog listing the
+    table once, bulk ingest routed by key, DELETE on every shard of a keyed table."""
+    import adbc_driver_flightsql.dbapi as flightsql
+    import adbc_driver_manager
+
+    events = github_events(3000)
+    single = start_daemon()
+    action(single.client(), "create_table", {"name": "events"})
+    action(cluster.client(0), "create_table", {"name": "events", "shard_key": "id"})
+    put(single.client(), "events", events)
+    put(cluster.client(0), "events", events)
+    records = [json.loads(r) for r in events]
+
+    statements = [
+        "SELECT id, actor.login AS who FROM events WHERE type = 'PushEvent' ORDER BY id",
+        "SELECT count(*) AS n, min(payload.size), max(created_at), sum(payload.size), avg(payload.size) FROM events WHERE type = 'PushEvent'",
+        'SELECT id, "created_at" FROM events ORDER BY created_at DESC, id LIMIT 7 OFFSET 3',
+        "SELECT type, count(*) AS n, max(payload.size) AS most FROM events GROUP BY type ORDER BY n DESC, type",
+        "SELECT DISTINCT type FROM events ORDER BY type",
+        "SELECT count(*) FROM events WHERE actor.login LIKE 'a%'",
+    ]
+
+    def run(location, text, parameters=None):
+        with flightsql.connect(location) as conn, conn.cursor() as cur:
+            cur.execute(text, parameters=parameters)
+            return cur.fetch_arrow_table()
+
+    for text in statements:
+        want = run(single.location, text)
+        for node in (0, 2):
+            got = run(cluster.daemons[node].location, text)
+            assert got.column_names == want.column_names, text
+            assert got.num_rows == want.num_rows, (node, text)
+            for g, w in zip(got.to_pylist(), want.to_pylist()):
+                assert g == {k: pytest.approx(v) if isinstance(v, float) else v for k, v in w.items()}, (node, text)
+
+    with flightsql.connect(cluster.daemons[1].location) as conn, conn.cursor() as cur:
+        # Rows with no sort come from every shard's endpoint, at its node; a limit stays exact.
+        cur.execute("SELECT id, type FROM events WHERE type <> 'PushEvent'")
+        table = cur.fetch_arrow_table()
+        assert sorted(table.column("id").to_pylist()) == sorted(r["id"] for r in records if r["type"] != "PushEvent")
+        cur.execute("SELECT id FROM events WHERE type = 'PushEvent' LIMIT 11")
+        assert len(cur.fetchall()) == 11
+        cur.execute("SELECT * FROM events LIMIT 5")
+        star = cur.fetch_arrow_table()
+        assert star.num_rows == 5 and {"id", "type", "actor", "payload"} <= set(star.column_names)
+
+        # A prepared statement: its parameter typed by the merged schema, bound twice.
+        login = dig(records[10], "actor.login")
+        cur.execute("SELECT id FROM events WHERE actor.login = ? ORDER BY id", parameters=(login,))
+        assert [r[0] for r in cur.fetchall()] == sorted(r["id"] for r in records if dig(r, "actor.login") == login)
+        actor = dig(records[20], "actor.id")
+        cur.execute("SELECT count(*) FROM events WHERE actor.id = ?", parameters=(actor,))
+        assert cur.fetchone()[0] == sum(1 for r in records if dig(r, "actor.id") == actor)
+        assert cur.adbc_execute_schema("SELECT id, payload.size AS size FROM events WHERE type = 'PushEvent'").names == ["id", "size"]
+
+        # EXPLAIN: each shard's plan, on its node.
+        cur.execute("EXPLAIN SELECT id FROM events WHERE type = 'WatchEvent'")
+        steps = cur.fetch_arrow_table().to_pylist()
+        shards = [s["detail"] for s in steps if s["plan_step"] == "shard"]
+        assert len(shards) == 3 and all(f"events.shard-{i}" in shards[i] for i in range(3)), steps
+        assert sum(1 for s in steps if s["plan_step"] == "filter") == 3
+
+        # The catalog lists the sharded table once, by its name, with its merged schema.
+        objects = conn.adbc_get_objects(depth="all").read_all().to_pylist()
+        tables = {t["table_name"]: t for t in objects[0]["catalog_db_schemas"][0]["db_schema_tables"]}
+        assert set(tables) == {"events"}
+        assert {"id", "type", "actor", "payload"} <= {c["column_name"] for c in tables["events"]["table_columns"]}
+
+        # Bulk ingest routed by the shard key, through this node.
+        extra = pa.table({"json": [json.dumps({"id": f"sql-{i}", "type": "SqlEvent"}) for i in range(300)]})
+        assert cur.adbc_ingest("events", extra, mode="append") == 300
+        with pytest.raises(adbc_driver_manager.Error, match="exists"):
+            cur.adbc_ingest("events", extra, mode="create")
+    with flightsql.connect(cluster.daemons[2].location) as conn, conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM events WHERE type = 'SqlEvent'")
+        assert cur.fetchone()[0] == 300
+    stats = action(cluster.client(0), "stats", {"table": "events"})
+    assert stats["records"] == len(events) + 300
+    assert all(s["records"] > len(events) / 3 * 0.9 for s in stats["shards"]), stats
+
+    # DELETE on a keyed sharded table reaches every shard and answers how many rows it deleted.
+    action(cluster.client(0), "create_table", {"name": "users", "primary_key": "id", "shards": 3})
+    put(cluster.client(1), "users", [json.dumps({"id": i, "status": "closed" if i % 3 == 0 else "open"}) for i in range(60)])
+    with flightsql.connect(cluster.daemons[2].location) as conn, conn.cursor() as cur:
+        cur.adbc_statement.set_sql_query("DELETE FROM users WHERE status = 'closed'")
+        assert cur.adbc_statement.execute_update() == 20
+    with flightsql.connect(cluster.daemons[0].location) as conn, conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM users")
+        assert cur.fetchone()[0] == 40
+    assert all(d.alive() for d in cluster.daemons)

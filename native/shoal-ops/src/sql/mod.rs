@@ -727,7 +727,7 @@ mod shape;
 pub use group::{AggregateCall, Grouping, SqlAggregate, MAX_GROUPS};
 pub(crate) use group::Grouper;
 
-pub use parameters::{parameter_literal, parameter_schema, parse_unbound};
+pub use parameters::{parameter_fields, parameter_literal, parameter_schema, parameter_types, parse_unbound, ParameterFields};
 pub use shape::Shaper;
 
 #[cfg(test)]

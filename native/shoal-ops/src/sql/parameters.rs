@@ -18,9 +18,28 @@ use crate::error::OpsError;
 /// # Errors
 /// `INVALID_ARGUMENT` for a statement that does not parse; `NOT_FOUND` for an unknown table.
 pub fn parameter_schema(catalog: &crate::catalog::Catalog, text: &str) -> Result<Schema, OpsError> {
+    let Some((table, fields)) = parameter_fields(text)? else { return Ok(Schema::empty()) };
+    let table = catalog.get(&table)?;
+    Ok(parameter_types(fields.iter().map(|path| {
+        let inferred = path.as_ref().and_then(|p| table.table.output_columns(std::slice::from_ref(p)).ok());
+        inferred.as_deref().map(|c| c[0].1.data_type().clone())
+    })))
+}
+
+/// A statement's table and, per placeholder in number order, the field it is compared with.
+pub type ParameterFields = (String, Vec<Option<shoal_core::FieldPath>>);
+
+/// The table a statement reads and, for each of its placeholders in number order, the
+/// field it is compared with (`None`: with no field). `None` for a statement without
+/// placeholders. What [`parameter_schema`] types, for callers that find the fields' types
+/// elsewhere (a table sharded over several daemons).
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a statement that does not parse.
+pub fn parameter_fields(text: &str) -> Result<Option<ParameterFields>, OpsError> {
     let count = count_placeholders(text)?;
     if count == 0 {
-        return Ok(Schema::empty());
+        return Ok(None);
     }
     // Each placeholder bound to a string no record holds, then found again in the lowered
     // filter beside the field it is compared with. Where a string cannot stand (`LIMIT ?`),
@@ -37,15 +56,18 @@ pub fn parameter_schema(catalog: &crate::catalog::Catalog, text: &str) -> Result
         }
         Err(_) => parse_unbound(text)?,
     };
-    let table = catalog.get(&statement.command.table)?;
-    let types = fields.iter().map(|path| {
-        let inferred = path.as_ref().and_then(|p| table.table.output_columns(std::slice::from_ref(p)).ok());
-        match inferred.as_deref().map(|c| c[0].1.data_type().clone()) {
-            Some(t @ (DataType::Int64 | DataType::Float64 | DataType::Boolean)) => t,
-            _ => DataType::Utf8,
-        }
+    Ok(Some((statement.command.table, fields)))
+}
+
+/// The parameter schema of placeholders compared with fields of these inferred types, in
+/// number order (see [`parameter_schema`]): `Int64`, `Float64` and `Boolean` as they are,
+/// anything else (or no field) `Utf8`.
+pub fn parameter_types(types: impl Iterator<Item = Option<DataType>>) -> Schema {
+    let types = types.map(|inferred| match inferred {
+        Some(t @ (DataType::Int64 | DataType::Float64 | DataType::Boolean)) => t,
+        _ => DataType::Utf8,
     });
-    Ok(Schema::new(types.enumerate().map(|(i, t)| Field::new((i + 1).to_string(), t, true)).collect::<Vec<_>>()))
+    Schema::new(types.enumerate().map(|(i, t)| Field::new((i + 1).to_string(), t, true)).collect::<Vec<_>>())
 }
 
 /// Strings that stand for placeholders 1..=count (no record holds them).

@@ -302,6 +302,15 @@ pub struct CreateTableArgs {
     /// append-only table].
     #[arg(long, value_delimiter = ',')]
     primary_key: Vec<String>,
+    /// On a node of a cluster: shard the table into this many shards, shard i on node
+    /// i mod N (docs/deployment.md) [default with --shard-key: one per node].
+    #[arg(long)]
+    shards: Option<usize>,
+    /// On a node of a cluster: route each record to its shard by this key, a dotted path or
+    /// several (comma-separated) [default with --shards: the primary key, else records are
+    /// spread by batch].
+    #[arg(long, value_delimiter = ',')]
+    shard_key: Vec<String>,
     /// Succeed without change when the table exists.
     #[arg(long)]
     if_not_exists: bool,
@@ -439,6 +448,12 @@ pub async fn create_table(args: CreateTableArgs) -> Result<(), String> {
     }
     if !args.primary_key.is_empty() {
         body["primary_key"] = json!(args.primary_key);
+    }
+    if let Some(shards) = args.shards {
+        body["shards"] = json!(shards);
+    }
+    if !args.shard_key.is_empty() {
+        body["shard_key"] = json!(args.shard_key);
     }
     let result = action(&mut client, "create_table", &body).await?;
     println!("{result}");

@@ -4,12 +4,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DatabaseMetaData;
-import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -18,8 +16,6 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
-import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
@@ -34,79 +30,45 @@ import org.junit.jupiter.api.io.TempDir;
  * by the daemon's own CLI ({@code shoal create-table}, {@code psf add}, {@code ingest}).
  */
 class FlightSqlJdbcTest {
-  private static final String USER = "analyst";
-  private static final String PASSWORD = "pa:ss";
-  private static final Pattern READY = Pattern.compile("^shoal ready: listening on [^ ]*:(\\d+)");
   /** The top-level {@code type} of a GitHub event line (the archive writes {@code id} first). */
-  private static final Pattern TYPE = Pattern.compile("^\\{\"id\":\"\\d+\",\"type\":\"(\\w+)\"");
+  static final Pattern TYPE = Pattern.compile("^\\{\"id\":\"\\d+\",\"type\":\"(\\w+)\"");
 
   @TempDir static Path dataDir;
-  private static Process daemon;
-  private static Path daemonLog;
-  private static int port;
+  private static ShoalProcess daemon;
   private static Map<String, Integer> typeCounts;
 
   @BeforeAll
   static void startDaemonAndLoadEvents() throws Exception {
-    String bin = System.getProperty("shoal.bin", "../../target/debug/shoal");
-    Path events = Path.of(System.getProperty("shoal.data", "../../data/github/events.ndjson"));
-    assertTrue(Files.isExecutable(Path.of(bin)), "shoal binary not found at " + bin + ": cargo build -p shoal-server");
-    assertTrue(Files.exists(events), "GitHub events missing at " + events + ": scripts/fetch-data.sh");
-    // The daemon's output goes to a file (read for the line that gives the port, and shown
-    // when it fails): no pipe whose reader could go away before the daemon's last line.
-    daemonLog = dataDir.resolve("shoal.log");
-    daemon = new ProcessBuilder(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir.resolve("data").toString(),
-        "--basic-auth", USER + ":" + PASSWORD).redirectErrorStream(true).redirectOutput(daemonLog.toFile()).start();
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (port == 0) {
-      assertTrue(daemon.isAlive() && System.nanoTime() < deadline, () -> "shoal did not become ready:\n" + lastLines());
-      try (Stream<String> lines = Files.lines(daemonLog)) {
-        port = lines.map(READY::matcher).filter(Matcher::find).mapToInt(m -> Integer.parseInt(m.group(1))).findFirst().orElse(0);
-      }
-      Thread.sleep(50);
-    }
-    cli(bin, "create-table", "events");
-    cli(bin, "psf", "add", "--table", "events", "--name", "type", "--projection", "type");
-    cli(bin, "ingest", "--table", "events", events.toString());
-    typeCounts = new HashMap<>();
+    Path events = ShoalProcess.events();
+    daemon = ShoalProcess.start(dataDir, "127.0.0.1:0");
+    cli("create-table", "events");
+    cli("psf", "add", "--table", "events", "--name", "type", "--projection", "type");
+    cli("ingest", "--table", "events", events.toString());
+    typeCounts = typeCounts(events);
+  }
+
+  /** The number of events of each {@code type} in {@code events}. */
+  static Map<String, Integer> typeCounts(Path events) throws IOException {
+    Map<String, Integer> counts = new HashMap<>();
     try (Stream<String> lines = Files.lines(events)) {
-      lines.map(TYPE::matcher).filter(Matcher::find).forEach(m -> typeCounts.merge(m.group(1), 1, Integer::sum));
+      lines.map(TYPE::matcher).filter(Matcher::find).forEach(m -> counts.merge(m.group(1), 1, Integer::sum));
     }
+    return counts;
   }
 
-  private static String lastLines() {
-    try {
-      List<String> lines = Files.readAllLines(daemonLog);
-      return String.join("\n", lines.subList(Math.max(0, lines.size() - 30), lines.size()));
-    } catch (IOException e) {
-      return "(no log: " + e + ")";
-    }
-  }
-
-  private static void cli(String bin, String... args) throws Exception {
-    List<String> command = new ArrayList<>(List.of(bin));
-    command.addAll(List.of(args));
-    command.addAll(List.of("--endpoint", "grpc://127.0.0.1:" + port, "--basic-auth", USER + ":" + PASSWORD));
-    Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
-    String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-    assertEquals(0, p.waitFor(), String.join(" ", args) + ": " + output);
+  private static void cli(String... args) throws Exception {
+    daemon.cli(args);
   }
 
   @AfterAll
   static void stopDaemon() throws InterruptedException {
     if (daemon != null) {
-      daemon.destroy();
-      assertTrue(daemon.waitFor(60, TimeUnit.SECONDS), "shoal did not stop within 60 s of SIGTERM");
-      assertEquals(0, daemon.exitValue(), () -> "shoal's last lines:\n" + lastLines());
+      daemon.close();
     }
   }
 
   private static Connection connect() throws SQLException {
-    Properties properties = new Properties();
-    properties.setProperty("user", USER);
-    properties.setProperty("password", PASSWORD);
-    properties.setProperty("useEncryption", "false");
-    return DriverManager.getConnection("jdbc:arrow-flight-sql://127.0.0.1:" + port, properties);
+    return daemon.connect();
   }
 
   @Test
@@ -194,15 +156,14 @@ class FlightSqlJdbcTest {
    */
   @Test
   void aKeyedTableReportsItsPrimaryKeyAndDeleteRunsAsAnUpdate() throws Exception {
-    String bin = System.getProperty("shoal.bin", "../../target/debug/shoal");
-    cli(bin, "create-table", "tickets", "--primary-key", "tenant,id");
+    cli("create-table", "tickets", "--primary-key", "tenant,id");
     try {
       Path file = dataDir.resolve("tickets.ndjson");
       Files.writeString(file, "{\"tenant\": \"a\", \"id\": 1, \"status\": \"open\"}\n"
           + "{\"tenant\": \"a\", \"id\": 2, \"status\": \"closed\"}\n"
           + "{\"tenant\": \"b\", \"id\": 1, \"status\": \"closed\"}\n"
           + "{\"tenant\": \"a\", \"id\": 1, \"status\": \"closed\"}\n");
-      cli(bin, "ingest", "--table", "tickets", file.toString());
+      cli("ingest", "--table", "tickets", file.toString());
       try (Connection connection = connect(); Statement statement = connection.createStatement()) {
         List<String> keys = new ArrayList<>();
         try (ResultSet rs = connection.getMetaData().getPrimaryKeys(null, null, "tickets")) {
@@ -222,7 +183,7 @@ class FlightSqlJdbcTest {
         }
       }
     } finally {
-      cli(bin, "drop-table", "tickets");
+      cli("drop-table", "tickets");
     }
   }
 

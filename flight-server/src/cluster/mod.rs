@@ -470,6 +470,14 @@ fn merge_answers(table: &ShardedTable, name: &str, answers: Vec<Value>) -> Value
                 merged[counter] = json!(sum);
             }
             merged["psfs"] = answers.iter().filter_map(|a| a.get("psfs").and_then(Value::as_u64)).max().map_or(Value::Null, |n| json!(n));
+            if let Some(first) = answers.iter().find_map(|a| a.get("keys").filter(|k| k.is_object())) {
+                // A keyed table: its keys' counters summed (a key lives on one shard).
+                let mut keys = json!({"primary_key": first["primary_key"]});
+                for counter in ["live", "keys", "superseded", "memory_bytes"] {
+                    keys[counter] = json!(answers.iter().filter_map(|a| a["keys"].get(counter).and_then(Value::as_u64)).sum::<u64>());
+                }
+                merged["keys"] = keys;
+            }
             merged["shards"] = Value::Array(answers);
             merged
         }

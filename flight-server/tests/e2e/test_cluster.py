@@ -383,4 +383,9 @@ def test_flight_sql_reads_a_sharded_table_as_one_daemon_holding_its_records(clus
     with flightsql.connect(cluster.daemons[0].location) as conn, conn.cursor() as cur:
         cur.execute("SELECT count(*) FROM users")
         assert cur.fetchone()[0] == 40
+    # Its listing counts rows (live keys, summed over the shards), not versions, as one daemon's.
+    stats = action(cluster.client(1), "stats", {"table": "users"})
+    assert stats["keys"]["live"] == 40 and stats["keys"]["keys"] == 60 and stats["records"] >= 60
+    listed = {f.descriptor.path[0].decode(): f for f in cluster.client(1).list_flights()}
+    assert listed["users"].total_records == 40
     assert all(d.alive() for d in cluster.daemons)

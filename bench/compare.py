@@ -243,6 +243,7 @@ def wait_for_compaction(client, table, put_seconds):
             "json_mb": stats["json_bytes"] / 1e6, "parquet_mb": stats["parquet_bytes"] / 1e6,
             "parquet_to_json": stats["parquet_bytes"] / max(1, stats["json_bytes"]),
             "compaction_mbps_per_core": stats["compacted_json_bytes"] / 1e6 / max(1e-9, stats["compaction_ms"] / 1e3),
+            "compaction_mbps_per_cpu_second": stats["compacted_json_bytes"] / 1e6 / max(1e-9, stats.get("compaction_cpu_ms", 0) / 1e3),
             "detail": "compactor: 1 thread per table, nice 10, 64 MiB files, zstd"}
 
 

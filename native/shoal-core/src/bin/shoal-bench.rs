@@ -943,7 +943,7 @@ fn keyed_section(records: &[&[u8]], budget: usize, reps: usize) -> BoxResult<()>
 fn compaction_section(records: &[&[u8]], target: &Target, reps: usize, parser: Option<Summary>) -> BoxResult<()> {
     let json_bytes: usize = records.iter().map(|r| r.len()).sum();
     println!("\ncolumnar compaction ({:.1} MB of JSON, {} records, one compactor thread)", json_bytes as f64 / 1e6, records.len());
-    let mut rates = Vec::new();
+    let (mut rates, mut cpu_rates) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         let run = ingest_once(records, 1, target, false)?;
         let started = Instant::now();
@@ -964,28 +964,34 @@ fn compaction_section(records: &[&[u8]], target: &Target, reps: usize, parser: O
             std::thread::sleep(Duration::from_millis(20));
         };
         let rate = stats.compacted_json_bytes as f64 / 1e6 / (stats.compaction_ms.max(1) as f64 / 1e3);
+        let cpu_rate = stats.compacted_json_bytes as f64 / 1e6 / (stats.compaction_cpu_ms.max(1) as f64 / 1e3);
         println!(
-            "  {:>4} files, {:>8.1} MB of JSON in {:>6} ms of compactor time: {:>6.1} MB/s; Parquet {:.1} MB = {:.1} % of the JSON; caught up {:.1} s after ingestion",
+            "  {:>4} files, {:>8.1} MB of JSON in {:>6} ms of compactor time: {:>6.1} MB/s ({} ms of its thread's CPU: {:.1} MB/s per core); Parquet {:.1} MB = {:.1} % of the JSON; caught up {:.1} s after ingestion",
             stats.files,
             stats.compacted_json_bytes as f64 / 1e6,
             stats.compaction_ms,
             rate,
+            stats.compaction_cpu_ms,
+            cpu_rate,
             stats.parquet_bytes as f64 / 1e6,
             100.0 * stats.parquet_bytes as f64 / stats.json_bytes.max(1) as f64,
             started.elapsed().as_secs_f64()
         );
         rates.push(rate);
+        cpu_rates.push(cpu_rate);
         run.discard();
     }
     rates.sort_by(f64::total_cmp);
-    let median = rates[rates.len() / 2];
+    cpu_rates.sort_by(f64::total_cmp);
+    let (median, cpu_median) = (rates[rates.len() / 2], cpu_rates[cpu_rates.len() / 2]);
     match parser {
         Some(p) => println!(
-            "  median {median:.1} MB/s = {:.2}× the parser's single-thread rate in this run ({:.1} MB/s)",
+            "  median {median:.1} MB/s, {cpu_median:.1} MB/s per core of CPU time = {:.2}× / {:.2}× the parser's single-thread rate in this run ({:.1} MB/s)",
             median / mb_per_s(json_bytes, p.median),
+            cpu_median / mb_per_s(json_bytes, p.median),
             mb_per_s(json_bytes, p.median)
         ),
-        None => println!("  median {median:.1} MB/s (add the parser case for a ratio)"),
+        None => println!("  median {median:.1} MB/s, {cpu_median:.1} MB/s per core of CPU time (add the parser case for a ratio)"),
     }
     Ok(())
 }

@@ -35,6 +35,19 @@ pub mod layout;
 mod shred;
 mod write;
 
+/// Builds the columnar file of `records` (log address and JSON payload, ascending
+/// addresses) as the compactor does with the default settings, and returns the Parquet
+/// file's size in bytes and the time spent shredding and encoding: for the compaction
+/// benchmark (`benches/compaction.rs`). Not part of the engine's API.
+///
+/// # Errors
+/// [`crate::Error::Columnar`] when Parquet encoding fails.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub fn bench_write_file(records: &[(u64, &[u8])]) -> Result<(usize, [std::time::Duration; 2])> {
+    write::write_file(records, &ColumnarConfig::default()).map(|w| (w.bytes.len(), w.phases))
+}
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -493,6 +506,9 @@ pub struct ColumnarStats {
     pub compacted_json_bytes: u64,
     /// Time spent compacting since the table was opened, in milliseconds.
     pub compaction_ms: u64,
+    /// CPU time the compactor thread spent compacting since the table was opened, in
+    /// milliseconds (less than `compaction_ms` when it waited for a core).
+    pub compaction_cpu_ms: u64,
     /// Compactions that failed (each is retried).
     pub compaction_errors: u64,
     /// Bytes of decoded columns held in memory (at most three quarters of
@@ -522,6 +538,7 @@ pub(crate) struct ColumnarStore {
     changes: Mutex<()>,
     pub(crate) compacted_json_bytes: AtomicU64,
     pub(crate) compaction_nanos: AtomicU64,
+    pub(crate) compaction_cpu_nanos: AtomicU64,
     pub(crate) compaction_errors: AtomicU64,
     stop: AtomicBool,
     wake: (Mutex<bool>, Condvar),
@@ -555,6 +572,7 @@ impl ColumnarStore {
             changes: Mutex::new(()),
             compacted_json_bytes: AtomicU64::new(0),
             compaction_nanos: AtomicU64::new(0),
+            compaction_cpu_nanos: AtomicU64::new(0),
             compaction_errors: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(false), Condvar::new()),
@@ -774,6 +792,7 @@ impl ColumnarStore {
             files: files.len() as u64,
             compacted_json_bytes: self.compacted_json_bytes.load(Ordering::Relaxed),
             compaction_ms: self.compaction_nanos.load(Ordering::Relaxed) / 1_000_000,
+            compaction_cpu_ms: self.compaction_cpu_nanos.load(Ordering::Relaxed) / 1_000_000,
             compaction_errors: self.compaction_errors.load(Ordering::Relaxed),
             decoded_bytes: self.decoded.used_bytes(),
             footer_bytes: self.decoded.footer_bytes(),

@@ -153,6 +153,9 @@ struct ServeArgs {
     /// Bytes of decoded columns each table keeps in memory for later scans [default: 67108864].
     #[arg(long, env = "SHOAL_COLUMNAR_CACHE_BYTES")]
     columnar_cache_bytes: Option<u64>,
+    /// Compactor threads per table [default: 1].
+    #[arg(long, env = "SHOAL_COLUMNAR_THREADS")]
+    columnar_threads: Option<usize>,
     /// The cluster's nodes: every node's Flight location, node i at position i, comma-separated (`[cluster] nodes`).
     #[arg(long, env = "SHOAL_CLUSTER_NODES", value_delimiter = ',')]
     cluster_nodes: Option<Vec<String>>,
@@ -251,6 +254,9 @@ impl ServeArgs {
         }
         if let Some(bytes) = self.columnar_cache_bytes {
             config.engine.columnar.cache_bytes = bytes;
+        }
+        if let Some(threads) = self.columnar_threads {
+            config.engine.columnar.threads = threads;
         }
         if let Some(nodes) = &self.cluster_nodes {
             config.cluster.nodes = nodes.iter().map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect();

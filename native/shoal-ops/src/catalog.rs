@@ -463,5 +463,7 @@ fn columnar_config(
     }
     crate::config::check_range("columnar.cache_bytes", config.cache_bytes, 0, crate::config::MAX_MEMORY_BUDGET_BYTES as u64, " bytes")
         .map_err(OpsError::invalid_argument)?;
+    crate::config::check_range("columnar.threads", config.threads, 1, shoal_core::columnar::MAX_COMPACTOR_THREADS, " threads")
+        .map_err(OpsError::invalid_argument)?;
     Ok(config)
 }

@@ -158,6 +158,7 @@ impl EngineConfig {
         check_range("columnar.row_group_rows", self.columnar.row_group_rows, 1, 1 << 24, " rows")?;
         check_range("columnar.idle_ms", self.columnar.idle_ms, 0, 3_600_000, " milliseconds")?;
         check_range("columnar.cache_bytes", self.columnar.cache_bytes, 0, MAX_MEMORY_BUDGET_BYTES as u64, " bytes")?;
+        check_range("columnar.threads", self.columnar.threads, 1, shoal_core::columnar::MAX_COMPACTOR_THREADS, " threads")?;
         Ok(())
     }
 

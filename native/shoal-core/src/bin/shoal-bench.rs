@@ -41,8 +41,10 @@
 //! * `compaction` — the columnar tier's compactor (issue 16's "≥ 300 MB/s of JSON per
 //!   core"): the records ingested into a disk table (no PSF), then timed until every
 //!   flushed page is in a columnar file; reported as MB of JSON per second of compactor
-//!   time (its one thread), the Parquet bytes as a share of the JSON, and as a ratio to the
-//!   `parser` case's single-thread rate measured in the same run.
+//!   time (summed over its threads, `--compactor-threads`, one by default) and of its
+//!   threads' CPU time, the Parquet bytes as a share of the JSON, how long after ingestion
+//!   it caught up, and as a ratio to the `parser` case's single-thread rate measured in
+//!   the same run.
 //!
 //! The ingestion threads each ingest a contiguous share of the batches of 1000 records.
 //! MB are 10^6 bytes of record payload (the JSON text, without newlines).
@@ -103,6 +105,7 @@ options:
                         headers fit; smaller: frames are reused during the run, so the
                         background schema observer must keep up, as in sustained ingestion)
   --dir PATH            where the on-disk tables go (default: the system temp dir)
+  --compactor-threads N compactor threads of the on-disk table (columnar.threads; default 1)
   --cases LIST          any of memcpy,parser,memory,disk,nopsf,query (default: all),
                         durability, recovery, keyed, compaction
   -h, --help            this text";
@@ -118,6 +121,7 @@ struct Options {
     memory_mb: Option<usize>,
     dir: PathBuf,
     cases: Vec<String>,
+    compactor_threads: usize,
 }
 
 impl Options {
@@ -132,6 +136,7 @@ impl Options {
             memory_mb: None,
             dir: std::env::temp_dir(),
             cases: ["memcpy", "parser", "memory", "disk", "nopsf", "query"].map(String::from).to_vec(),
+            compactor_threads: 1,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -160,6 +165,7 @@ impl Options {
                 "--disk-memory-mb" => options.disk_memory_mb = number(value()?)?,
                 "--memory-mb" => options.memory_mb = Some(number(value()?)?),
                 "--dir" => options.dir = PathBuf::from(value()?),
+                "--compactor-threads" => options.compactor_threads = number(value()?)?.max(1),
                 "--cases" => options.cases = value()?.split(',').map(|c| c.trim().to_owned()).collect(),
                 _ => return Err(format!("unknown option {arg:?}\n\n{USAGE}").into()),
             }
@@ -361,7 +367,7 @@ fn parser_case(records: &[&[u8]], threads: usize, reps: usize) -> BoxResult<Summ
 #[derive(Clone)]
 enum Target {
     Memory { budget: usize },
-    Disk { base: PathBuf, budget: usize },
+    Disk { base: PathBuf, budget: usize, compactor_threads: usize },
 }
 
 struct Ingested {
@@ -392,10 +398,11 @@ fn unique_dir(base: &Path) -> PathBuf {
 fn ingest_once(records: &[&[u8]], threads: usize, target: &Target, with_psfs: bool) -> BoxResult<Ingested> {
     let (config, dir) = match target {
         Target::Memory { budget } => (TableConfig::in_memory_window(*budget), None),
-        Target::Disk { base, budget } => {
+        Target::Disk { base, budget, compactor_threads } => {
             let dir = unique_dir(base);
             let mut config = TableConfig::on_disk(&dir);
             config.log.memory_budget_bytes = *budget;
+            config.columnar.threads = *compactor_threads;
             (config, Some(dir))
         }
     };
@@ -627,7 +634,7 @@ fn main() -> BoxResult<()> {
     // pointers (16 + 24 × 6 bytes per record at most) plus spare pages.
     let memory_budget = options.memory_mb.map_or(total + records.len() * 192 + (64 << 20), |mb| mb << 20);
     let memory = Target::Memory { budget: memory_budget };
-    let disk = Target::Disk { base: options.dir.clone(), budget: options.disk_memory_mb << 20 };
+    let disk = Target::Disk { base: options.dir.clone(), budget: options.disk_memory_mb << 20, compactor_threads: options.compactor_threads };
 
     let mut rows = Vec::new();
     let mut memcpy = None;
@@ -942,7 +949,11 @@ fn keyed_section(records: &[&[u8]], budget: usize, reps: usize) -> BoxResult<()>
 /// the compactor has every record in a file.
 fn compaction_section(records: &[&[u8]], target: &Target, reps: usize, parser: Option<Summary>) -> BoxResult<()> {
     let json_bytes: usize = records.iter().map(|r| r.len()).sum();
-    println!("\ncolumnar compaction ({:.1} MB of JSON, {} records, one compactor thread)", json_bytes as f64 / 1e6, records.len());
+    let threads = match target {
+        Target::Disk { compactor_threads, .. } => *compactor_threads,
+        Target::Memory { .. } => 1,
+    };
+    println!("\ncolumnar compaction ({:.1} MB of JSON, {} records, {threads} compactor thread(s))", json_bytes as f64 / 1e6, records.len());
     let (mut rates, mut cpu_rates) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         let run = ingest_once(records, 1, target, false)?;
@@ -966,7 +977,7 @@ fn compaction_section(records: &[&[u8]], target: &Target, reps: usize, parser: O
         let rate = stats.compacted_json_bytes as f64 / 1e6 / (stats.compaction_ms.max(1) as f64 / 1e3);
         let cpu_rate = stats.compacted_json_bytes as f64 / 1e6 / (stats.compaction_cpu_ms.max(1) as f64 / 1e3);
         println!(
-            "  {:>4} files, {:>8.1} MB of JSON in {:>6} ms of compactor time: {:>6.1} MB/s ({} ms of its thread's CPU: {:.1} MB/s per core); Parquet {:.1} MB = {:.1} % of the JSON; caught up {:.1} s after ingestion",
+            "  {:>4} files, {:>8.1} MB of JSON in {:>6} ms of compactor time: {:>6.1} MB/s ({} ms of its threads' CPU: {:.1} MB/s per core); Parquet {:.1} MB = {:.1} % of the JSON; caught up {:.1} s after ingestion",
             stats.files,
             stats.compacted_json_bytes as f64 / 1e6,
             stats.compaction_ms,

@@ -1,6 +1,7 @@
-//! The compactor: a background thread per table that turns runs of whole flushed pages
-//! into columnar files, oldest first, at the page observer's lowered priority (like an
-//! LSM store's compactions, it yields to ingestion and reads).
+//! The compactor: background threads per table (`columnar.threads`, one by default) that
+//! turn runs of whole flushed pages into columnar files, oldest first — each thread takes
+//! the oldest run no file covers and no other thread holds — at the page observer's
+//! lowered priority (like an LSM store's compactions, they yield to ingestion and reads).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,23 +14,27 @@ use crate::log::HybridLog;
 /// How often an idle compactor looks at the log.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Starts the compactor of `store` over `log` (nothing when the tier is off).
+/// Starts the compactor threads of `store` over `log` (none when the tier is off).
 ///
 /// # Errors
-/// [`crate::Error::Io`] when the thread cannot be started.
+/// [`crate::Error::Io`] when a thread cannot be started (those started keep running until
+/// [`ColumnarStore::shutdown`]).
 pub(crate) fn start(store: &Arc<ColumnarStore>, log: &Arc<HybridLog>) -> Result<()> {
     if !store.config.enabled {
         return Ok(());
     }
-    let (store_ref, log) = (Arc::clone(store), Arc::clone(log));
-    let handle = std::thread::Builder::new()
-        .name("shoal-compactor".into())
-        .spawn(move || {
-            crate::log::lower_priority(crate::log::OBSERVER_NICE);
-            run(&store_ref, &log);
-        })
-        .map_err(|e| crate::Error::io("compactor thread", e))?;
-    *store.thread.lock() = Some(handle);
+    for i in 0..store.config.threads.clamp(1, super::MAX_COMPACTOR_THREADS) {
+        let (store_ref, log) = (Arc::clone(store), Arc::clone(log));
+        let name = if i == 0 { "shoal-compactor".to_owned() } else { format!("shoal-compactor-{i}") };
+        let handle = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                crate::log::lower_priority(crate::log::OBSERVER_NICE);
+                run(&store_ref, &log);
+            })
+            .map_err(|e| crate::Error::io("compactor thread", e))?;
+        store.threads.lock().push(handle);
+    }
     Ok(())
 }
 
@@ -47,15 +52,13 @@ fn run(store: &ColumnarStore, log: &HybridLog) {
         }
         let begin_page = log.page_start(log.page_of(log.begin_address()));
         let whole = log.page_start(log.page_of(log.flushed_until()));
-        let (from, next_file) = store.next_gap(begin_page);
-        let end = whole.min(next_file).min(from.saturating_add(file_bytes));
-        let full = end - from.min(end) >= file_bytes || end == next_file;
-        let idle_long_enough = last_tail.1.elapsed() >= idle;
-        if end <= from || !(full || idle_long_enough) {
+        let Some((from, end)) = store.claim_next(begin_page, whole, file_bytes, last_tail.1.elapsed() >= idle) else {
             store.wait(POLL);
             continue;
-        }
-        match compact(store, log, &mut page_bytes, &mut payloads, from, end) {
+        };
+        let compacted = compact(store, log, &mut page_bytes, &mut payloads, from, end);
+        store.release(from);
+        match compacted {
             Ok(()) => failures = 0,
             Err(e) => {
                 failures += 1;

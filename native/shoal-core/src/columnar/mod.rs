@@ -104,7 +104,15 @@ pub struct ColumnarConfig {
     /// table's memory from its creation ([`crate::Table::reserved_bytes`]). Default 64 MiB (the columns that `bench/compare.py`'s
     /// queries read of 1 GB of GitHub events take ~40 MB).
     pub cache_bytes: u64,
+    /// Compactor threads of the table (1 – [`MAX_COMPACTOR_THREADS`]): each compacts the
+    /// oldest run of flushed pages no other one has taken, so a backlog — after a burst, or
+    /// at open — is compacted that many files at a time. Each holds a run's records and
+    /// columns in memory while it works (~3 × `file_log_bytes`). Default 1.
+    pub threads: usize,
 }
+
+/// The most compactor threads a table may have.
+pub const MAX_COMPACTOR_THREADS: usize = 64;
 
 impl Default for ColumnarConfig {
     fn default() -> Self {
@@ -115,6 +123,7 @@ impl Default for ColumnarConfig {
             codec: ColumnarCodec::Lz4,
             idle_ms: 1_000,
             cache_bytes: 64 << 20,
+            threads: 1,
         }
     }
 }
@@ -540,9 +549,12 @@ pub(crate) struct ColumnarStore {
     pub(crate) compaction_nanos: AtomicU64,
     pub(crate) compaction_cpu_nanos: AtomicU64,
     pub(crate) compaction_errors: AtomicU64,
+    /// Runs of the log `[from, to)` a compactor thread is compacting (taken by
+    /// [`Self::claim_next`]).
+    claims: Mutex<Vec<(u64, u64)>>,
     stop: AtomicBool,
     wake: (Mutex<bool>, Condvar),
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl ColumnarStore {
@@ -576,7 +588,8 @@ impl ColumnarStore {
             compaction_errors: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(false), Condvar::new()),
-            thread: Mutex::new(None),
+            claims: Mutex::new(Vec::new()),
+            threads: Mutex::new(Vec::new()),
         };
         let Some(dir) = dir else { return Ok(store) };
         if !dir.exists() {
@@ -813,15 +826,51 @@ impl ColumnarStore {
         stats
     }
 
-    /// Asks the compactor to stop, and waits for it.
+    /// Asks the compactor threads to stop, and waits for them.
     pub(crate) fn shutdown(&self) {
         self.stop.store(true, Ordering::Release);
         self.notify();
-        if let Some(handle) = self.thread.lock().take() {
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for handle in threads {
             if handle.thread().id() != std::thread::current().id() {
                 let _ = handle.join();
             }
         }
+    }
+
+    /// Takes the oldest run of the log at or above `begin` that no file covers and no
+    /// other compactor thread has taken: up to `file_bytes` of the whole flushed pages
+    /// below `whole`. A shorter run is taken only when a file or another thread's run
+    /// bounds it, or when `idle` (the tail stood still long enough). `None`: nothing to do
+    /// now. The run is the caller's until [`Self::release`].
+    pub(crate) fn claim_next(&self, begin: u64, whole: u64, file_bytes: u64, idle: bool) -> Option<(u64, u64)> {
+        let mut claims = self.claims.lock();
+        let mut taken: Vec<(u64, u64)> = self.files.read().iter().map(|f| (f.from, f.to)).chain(claims.iter().copied()).collect();
+        taken.sort_unstable();
+        let (mut at, mut next) = (begin, u64::MAX);
+        for (from, to) in taken {
+            if to <= at {
+                continue;
+            }
+            if from > at {
+                next = from;
+                break;
+            }
+            at = to;
+        }
+        let end = whole.min(next).min(at.saturating_add(file_bytes));
+        let full = end - at.min(end) >= file_bytes || end == next;
+        if end <= at || !(full || idle) {
+            return None;
+        }
+        claims.push((at, end));
+        Some((at, end))
+    }
+
+    /// Gives back the run starting at `from` that [`Self::claim_next`] took (compacted,
+    /// or to be taken again after a failure).
+    pub(crate) fn release(&self, from: u64) {
+        self.claims.lock().retain(|&(start, _)| start != from);
     }
 
     /// Wakes the compactor (new flushed pages, or shutdown).

@@ -917,6 +917,7 @@ impl FlightSqlService for ShoalSqlService {
     }
 
     async fn do_get_tables(&self, query: CommandGetTables, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        let include_schema = query.include_schema;
         let mut builder = query.into_builder();
         let catalog = Arc::clone(&self.catalog);
         let listings = tokio::task::spawn_blocking(move || ops::list_tables(&catalog))
@@ -929,12 +930,15 @@ impl FlightSqlService for ShoalSqlService {
             builder.append(CATALOG_NAME, SCHEMA_NAME, &listing.name, "TABLE", &listing.schema).map_err(|e| Status::internal(e.to_string()))?;
         }
         if let Some(cluster) = &self.cluster {
-            // Each sharded table once, with its merged schema (none when a shard is out of
-            // reach: a listing does not fail because one node is down).
+            // Each sharded table once, with its merged schema when asked for (none when a
+            // shard is out of reach: a listing does not fail because one node is down).
             let tables = cluster.map().all();
-            let schemas = futures::future::join_all(
-                tables.iter().map(|table| tokio::time::timeout(crate::cluster::reads::LIST_TIMEOUT, cluster.schema(&self.catalog, table))),
-            )
+            let schemas = futures::future::join_all(tables.iter().map(|table| async move {
+                if !include_schema {
+                    return Ok(Ok(Schema::empty()));
+                }
+                tokio::time::timeout(crate::cluster::reads::LIST_TIMEOUT, cluster.schema(&self.catalog, table)).await
+            }))
             .await;
             for (table, schema) in tables.iter().zip(schemas) {
                 let schema = schema.ok().and_then(Result::ok).unwrap_or_else(Schema::empty);

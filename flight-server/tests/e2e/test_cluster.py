@@ -247,6 +247,14 @@ def test_a_node_down_fails_queries_by_name_and_its_records_come_back(cluster):
         client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"table": "events", "columns": ["id"]})))
     with pytest.raises(flight.FlightUnavailableError, match="shard 2 on node 2"):
         put(client, "events", [json.dumps({"id": f"new-{i}"}) for i in range(50)])
+    # Flight SQL too: never a partial answer.
+    import adbc_driver_flightsql.dbapi as flightsql
+    import adbc_driver_manager
+    with flightsql.connect(cluster.daemons[1].location) as conn, conn.cursor() as cur:
+        for statement in ("SELECT id FROM events", "SELECT count(*) FROM events", "SELECT id FROM events ORDER BY id LIMIT 3"):
+            with pytest.raises(adbc_driver_manager.Error, match=r"shard 2 on node 2 .*Unavailable"):
+                cur.execute(statement)
+                cur.fetchall()
 
     cluster.daemons[2] = cluster.start(2)
     after, _, _ = read_all(client, {"table": "events", "columns": ["id"]})

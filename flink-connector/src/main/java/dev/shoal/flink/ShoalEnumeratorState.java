@@ -22,13 +22,16 @@ public record ShoalEnumeratorState(boolean discovered, List<ShoalSplit> pending)
     pending = List.copyOf(pending);
   }
 
-  /** Version 1: discovered, count, splits. */
+  /**
+   * Version 2: discovered, count, splits (each in {@link ShoalSplit.Serializer}'s version 2, which
+   * names a shard's table and location). Version 1 (splits without shards) is still read.
+   */
   static final class Serializer implements SimpleVersionedSerializer<ShoalEnumeratorState> {
     static final Serializer INSTANCE = new Serializer();
 
     @Override
     public int getVersion() {
-      return 1;
+      return 2;
     }
 
     @Override
@@ -46,15 +49,15 @@ public record ShoalEnumeratorState(boolean discovered, List<ShoalSplit> pending)
 
     @Override
     public ShoalEnumeratorState deserialize(int version, byte[] serialized) throws IOException {
-      if (version != 1) {
-        throw new IOException("shoal source: enumerator state of version " + version + " (this connector reads version 1)");
+      if (version != 1 && version != 2) {
+        throw new IOException("shoal source: enumerator state of version " + version + " (this connector reads versions 1 and 2)");
       }
       try (DataInputStream in = new DataInputStream(new java.io.ByteArrayInputStream(serialized))) {
         boolean discovered = in.readBoolean();
         int n = in.readInt();
         List<ShoalSplit> pending = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
-          pending.add(ShoalSplit.Serializer.read(in));
+          pending.add(ShoalSplit.Serializer.read(in, version));
         }
         return new ShoalEnumeratorState(discovered, pending);
       }

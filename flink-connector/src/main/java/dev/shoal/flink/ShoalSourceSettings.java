@@ -52,6 +52,11 @@ record ShoalSourceSettings(
 
   /** The query of {@code [from, to)}: whole records as put ({@code "output": "json"}) with their addresses. */
   ObjectNode command(long from, long to) {
+    return command(table, from, to);
+  }
+
+  /** {@link #command(long, long)} of {@code table} (a shard's table of a sharded source table). */
+  ObjectNode command(String table, long from, long to) {
     ObjectNode command = ShoalClient.JSON.createObjectNode()
         .put("table", table)
         .put("output", "json")

@@ -1,6 +1,7 @@
 package dev.shoal.flink;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.shoal.cluster.ShardRouting;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
@@ -19,6 +20,12 @@ import org.slf4j.LoggerFactory;
  * an unbounded source adds one split {@code [complete_until, tail…)} that follows the table,
  * handed out after the backlog so that whoever finishes the backlog last takes it. A restored
  * enumerator does not cut again: its pending splits are in its state, the others in the readers'.
+ *
+ * <p>A table sharded over several daemons (the {@code cluster} action names it) is cut shard by
+ * shard: each shard's log, at the node holding it, into backlog splits and one split following its
+ * tail. Readers take every split of the backlog as they ask; the tails, which never finish, are
+ * then spread over all the readers at once (a reader reads its splits in turn), so that every
+ * shard is followed whatever the parallelism.
  */
 final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnumeratorState> {
 
@@ -52,12 +59,45 @@ final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnu
     }
   }
 
-  /** The initial splits, from the table's {@code stats}. */
+  /** The initial splits, from the table's {@code stats} (each shard's, of a sharded table). */
   private List<ShoalSplit> discover() throws Exception {
-    JsonNode stats;
     try (ShoalClient client = ShoalClient.open(settings.endpoint(), settings.table(), settings.client())) {
-      stats = client.stats();
+      ShardRouting sharded = shardsOf(client);
+      if (sharded == null) {
+        return cut(client.stats(), null);
+      }
+      if (settings.startup() == ShoalSourceSettings.Startup.ADDRESS) {
+        throw new IllegalArgumentException("startup mode address on table \"" + settings.table() + "\", sharded over "
+            + sharded.shards().size() + " shards: log addresses are per shard (read a shard's own table, "
+            + sharded.shards().get(0).table() + ", from an address)");
+      }
+      List<ShoalSplit> splits = new ArrayList<>();
+      for (ShardRouting.Shard shard : sharded.shards()) {
+        try (ShoalClient node = ShoalClient.open(shard.location(), shard.table(), settings.client())) {
+          splits.addAll(cut(node.stats(shard.table()), shard));
+        }
+      }
+      // The backlogs first, every shard's; then the tails.
+      splits.sort(java.util.Comparator.comparing(ShoalSplit::unbounded));
+      return splits;
     }
+  }
+
+  /** The shards of the source's table, or null when it is not sharded (or the daemon knows no clusters). */
+  private ShardRouting shardsOf(ShoalClient client) {
+    try {
+      return ShardRouting.of(client.action("cluster", ShoalClient.JSON.createObjectNode()), settings.table());
+    } catch (RuntimeException e) {
+      String code = ShoalErrors.code(e);
+      if (ShoalErrors.INVALID_ARGUMENT.equals(code) || "UNIMPLEMENTED".equals(code)) {
+        return null; // an embedded engine, or a daemon older than clusters
+      }
+      throw e;
+    }
+  }
+
+  /** The splits of one log with these {@code stats}: the source's table, or {@code shard}'s. */
+  private List<ShoalSplit> cut(JsonNode stats, ShardRouting.Shard shard) {
     long begin = stats.path("begin_address").asLong(0);
     long complete = stats.path("complete_until").asLong(-1);
     if (complete < 0) {
@@ -68,17 +108,21 @@ final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnu
       case LATEST -> complete;
       case ADDRESS -> settings.startAddress();
     };
+    String prefix = shard == null ? "" : "shard-" + shard.number() + "-";
+    String table = shard == null ? null : shard.table();
+    String location = shard == null ? null : shard.location();
     List<ShoalSplit> splits = new ArrayList<>();
     for (long from = start; from < complete; ) {
       long to = complete - from <= settings.splitBytes() ? complete : from + settings.splitBytes();
-      splits.add(new ShoalSplit("backlog-" + from, from, to));
+      splits.add(new ShoalSplit(prefix + "backlog-" + from, from, to, table, location));
       from = to;
     }
     if (!settings.bounded()) {
       long from = Math.max(start, complete);
-      splits.add(new ShoalSplit("tail-" + from, from, ShoalSplit.UNBOUNDED));
+      splits.add(new ShoalSplit(prefix + "tail-" + from, from, ShoalSplit.UNBOUNDED, table, location));
     }
-    LOG.info("shoal source on table \"{}\": log [{}, {}) in {} split(s){}", settings.table(), start, complete,
+    LOG.info("shoal source on table \"{}\"{}: log [{}, {}) in {} split(s){}", settings.table(),
+        shard == null ? "" : " (shard " + shard.number() + ", " + table + " at " + location + ")", start, complete,
         splits.size(), settings.bounded() ? "" : ", the last one following the tail");
     return splits;
   }
@@ -93,6 +137,7 @@ final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnu
     if (!discovered) {
       return;
     }
+    spreadTails();
     for (var it = waiting.iterator(); it.hasNext(); ) {
       int subtask = it.next();
       if (!context.registeredReaders().containsKey(subtask)) {
@@ -109,6 +154,31 @@ final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnu
       } else {
         return; // unbounded: a reader without a split waits for one given back by a failed reader
       }
+    }
+  }
+
+  /**
+   * Once only tails are pending and there are more of them than readers waiting for a split (a
+   * sharded table: one tail per shard), each waiting reader gets one and the rest go round robin
+   * to every registered reader: a tail never finishes, so a reader holding one never asks again.
+   */
+  private void spreadTails() {
+    if (pending.size() < 2 || !pending.stream().allMatch(ShoalSplit::unbounded)) {
+      return; // (one tail goes to the next reader that asks, the one that finished the backlog last)
+    }
+    List<Integer> readers = new ArrayList<>(waiting);
+    readers.removeIf(subtask -> !context.registeredReaders().containsKey(subtask));
+    if (pending.size() <= readers.size()) {
+      return; // one each, by the loop below
+    }
+    context.registeredReaders().keySet().stream().sorted().filter(r -> !readers.contains(r)).forEach(readers::add);
+    if (readers.isEmpty()) {
+      return;
+    }
+    for (int i = 0; !pending.isEmpty(); i++) {
+      int subtask = readers.get(i % readers.size());
+      context.assignSplit(pending.poll(), subtask);
+      waiting.remove(subtask);
     }
   }
 

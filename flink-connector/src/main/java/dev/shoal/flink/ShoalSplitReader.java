@@ -33,7 +33,9 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
   static final int MAX_ATTEMPTS = 10;
 
   private final ShoalSourceSettings settings;
+  /** The client of the source's endpoint and, by location, of the nodes holding shards read. */
   private final ShoalClient client;
+  private final java.util.Map<String, ShoalClient> shardClients = new java.util.HashMap<>();
   private final Counter skippedBytes;
   private final Deque<ShoalSplit> splits = new ArrayDeque<>();
   private final Object idle = new Object();
@@ -110,7 +112,7 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
     for (int attempt = 1; ; attempt++) {
       records.clear();
       try {
-        return client.query(settings.command(from, to), root -> {
+        return clientOf(split).query(settings.command(split.table(settings.table()), from, to), root -> {
           VarCharVector json = (VarCharVector) root.getVector("json");
           UInt8Vector address = (UInt8Vector) root.getVector("_address");
           for (int i = 0; i < root.getRowCount(); i++) {
@@ -120,7 +122,7 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
       } catch (RuntimeException e) {
         if (attempt >= MAX_ATTEMPTS || !ShoalErrors.isTransientRead(e)) {
           throw new java.io.IOException("shoal source: reading " + split + " of table \"" + settings.table() + "\" at "
-              + settings.endpoint() + " failed" + (attempt > 1 ? " (attempt " + attempt + ")" : "") + ": " + e.getMessage(), e);
+              + split.endpoint(settings.endpoint()) + " failed" + (attempt > 1 ? " (attempt " + attempt + ")" : "") + ": " + e.getMessage(), e);
         }
         LOG.warn("shoal source: reading {} of table \"{}\" failed (attempt {} of {}), retrying in {} ms: {}",
             split, settings.table(), attempt, MAX_ATTEMPTS, backoff, e.getMessage());
@@ -128,6 +130,15 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
         backoff = Math.min(backoff * 2, 10_000);
       }
     }
+  }
+
+  /** The client that reads {@code split}: the endpoint's, or one per node holding a shard. */
+  private ShoalClient clientOf(ShoalSplit split) {
+    if (split.location() == null) {
+      return client;
+    }
+    return shardClients.computeIfAbsent(split.location(),
+        location -> ShoalClient.open(location, split.shardTable(), settings.client()));
   }
 
   /** A caught-up follower's pause: {@code pollInterval}, or less when {@link #wakeUp} is called. */
@@ -175,6 +186,9 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
 
   @Override
   public void close() throws Exception {
+    for (ShoalClient shard : shardClients.values()) {
+      shard.close();
+    }
     client.close();
   }
 }

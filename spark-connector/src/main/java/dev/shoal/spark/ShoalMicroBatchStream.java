@@ -10,6 +10,7 @@ import java.util.Map;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.shoal.cluster.ShardRouting;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.CompositeReadLimit;
@@ -38,6 +39,11 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * resumes at the begin address), {@code durableOnly} (default false: true stops each batch at
  * the shard's durable address, so that no record a daemon crash could take back is read).
  * {@code Trigger.AvailableNow} reads up to where the table was complete when the query started.
+ *
+ * <p>A table sharded over a cluster of daemons (docs/deployment.md) is followed shard by shard:
+ * the shard map is asked of the endpoint once (the {@code cluster} action), each shard's own
+ * table ({@code events.shard-2}, whose log addresses are its own) is read at the node holding it,
+ * and the offset's keys are the shards' tables.
  */
 final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmissionControl, SupportsTriggerAvailableNow {
   static final String STARTING_OFFSETS = "startingOffsets";
@@ -56,6 +62,14 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
   private final boolean failOnDataLoss;
   private final boolean durableOnly;
   private ShoalOffset availableNowTarget;
+  /** What the stream follows: each endpoint's table, or each shard of a sharded table (asked once). */
+  private List<Source> sources;
+
+  /**
+   * One log the stream follows: {@code table} at {@code endpoint}, its position under {@code key}
+   * in the offset (the endpoint's text for a table of its own, the shard's table for a shard).
+   */
+  private record Source(String key, URI endpoint, String table) {}
 
   ShoalMicroBatchStream(ShoalOptions options, CaseInsensitiveStringMap streamOptions, ObjectNode command,
       PartitionReaderFactory readerFactory) {
@@ -77,12 +91,42 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
     this.command = withFilter;
   }
 
-  /** Each shard's {@code stats}: begin address, complete-until address, bytes per record. */
+  /** The logs the stream follows: per endpoint, its table, or every shard when the table is sharded there. */
+  private List<Source> sources() {
+    if (sources != null) {
+      return sources;
+    }
+    List<Source> found = new ArrayList<>();
+    for (URI endpoint : options.endpoints()) {
+      ShardRouting sharded = null;
+      if (!ShoalOptions.isEmbedded(endpoint)) {
+        try (ShoalClient client = ShoalClient.connect(endpoint, options)) {
+          sharded = ShardRouting.of(client.action("cluster", ShoalClient.JSON.createObjectNode(), options.table()), options.table());
+        } catch (ShoalException e) {
+          if (!"INVALID_ARGUMENT".equals(e.code()) && !"UNIMPLEMENTED".equals(e.code())) {
+            throw e;
+          }
+          // a daemon older than clusters: no sharded tables
+        }
+      }
+      if (sharded == null) {
+        found.add(new Source(endpoint.toString(), endpoint, options.table()));
+      } else {
+        for (ShardRouting.Shard shard : sharded.shards()) {
+          found.add(new Source(shard.table(), URI.create(shard.location()), shard.table()));
+        }
+      }
+    }
+    sources = found;
+    return found;
+  }
+
+  /** Each log's {@code stats}: begin address, complete-until address, bytes per record. */
   private Map<String, JsonNode> stats() {
     Map<String, JsonNode> out = new LinkedHashMap<>();
-    for (URI shard : options.endpoints()) {
-      try (ShoalClient client = ShoalClient.connect(shard, options)) {
-        out.put(shard.toString(), client.action("stats", ShoalClient.JSON.createObjectNode().put("table", options.table()), options.table()));
+    for (Source source : sources()) {
+      try (ShoalClient client = ShoalClient.connect(source.endpoint(), options)) {
+        out.put(source.key(), client.action("stats", ShoalClient.JSON.createObjectNode().put("table", source.table()), source.table()));
       }
     }
     return out;
@@ -106,7 +150,8 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
           return ShoalOffset.parse(startingOffsets);
         } catch (IllegalArgumentException e) {
           throw new IllegalArgumentException("shoal: option '" + STARTING_OFFSETS + "' must be earliest, latest or the JSON of an"
-              + " offset ({\"<endpoint>\": <log address>, ...}), got '" + startingOffsets + "': " + e.getMessage(), e);
+              + " offset ({\"<endpoint, or a sharded table's shard table>\": <log address>, ...}), got '" + startingOffsets + "': "
+              + e.getMessage(), e);
         }
     }
   }
@@ -209,15 +254,15 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
     ShoalOffset start = (ShoalOffset) startOffset;
     ShoalOffset end = (ShoalOffset) endOffset;
     List<InputPartition> partitions = new ArrayList<>();
-    for (URI shard : options.endpoints()) {
-      long from = start.addresses().getOrDefault(shard.toString(), 0L);
-      Long to = end.addresses().get(shard.toString());
+    for (Source source : sources()) {
+      long from = start.addresses().getOrDefault(source.key(), 0L);
+      Long to = end.addresses().get(source.key());
       if (to == null || to <= from) {
         continue;
       }
-      ObjectNode range = command.deepCopy().put("from_address", from).put("to_address", to);
-      try (ShoalClient client = ShoalClient.connect(shard, options)) {
-        ShoalFlightPlan plan = client.getFlightInfo(options.table(), range);
+      ObjectNode range = command.deepCopy().put("table", source.table()).put("from_address", from).put("to_address", to);
+      try (ShoalClient client = ShoalClient.connect(source.endpoint(), options)) {
+        ShoalFlightPlan plan = client.getFlightInfo(source.table(), range);
         for (ShoalFlightPlan.Endpoint endpoint : plan.endpoints()) {
           partitions.add(ShoalInputPartition.of(plan, endpoint));
         }
@@ -270,7 +315,7 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
     }
   }
 
-  /** Per shard (its endpoint's text), the log address the stream has read up to. */
+  /** Per log (an endpoint's text, or a shard's table), the log address the stream has read up to. */
   static final class ShoalOffset extends Offset {
     private final Map<String, Long> addresses;
 

@@ -88,6 +88,59 @@ class ShoalDifferentialClusterTest extends ShoalDifferentialTest {
     }
   }
 
+  /**
+   * Structured Streaming over the sharded table: the stream follows each shard's own log at its
+   * node (the offset's keys are the shards' tables), reads every record once in micro-batches
+   * bounded by {@code maxRecordsPerTrigger}, and a restart from the checkpoint reads only what
+   * landed since.
+   */
+  @Test
+  void a_stream_follows_every_shard_and_reads_each_record_once(@org.junit.jupiter.api.io.TempDir java.nio.file.Path checkpoints)
+      throws Exception {
+    String table = "streamed_sharded";
+    try (ShoalClient client = ShoalClient.open(URI.create(target.endpoint()), null)) {
+      client.action("create_table", ShoalClient.JSON.createObjectNode().put("name", table).put("shard_key", "id"), table);
+    }
+    Dataset<Row> first = spark.sql("SELECT id, type FROM oracle");
+    first.write().format("shoal").option("endpoint", target.endpoint()).option("table", table).mode("append").save();
+    java.util.List<String> seen = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+    java.util.List<String> endOffsets = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+    String checkpoint = checkpoints.resolve("stream").toString();
+    Runnable run = () -> {
+      try {
+        org.apache.spark.sql.streaming.StreamingQuery query = spark.readStream().format("shoal").option("endpoint", target.endpoint())
+            .option("table", table).option("maxRecordsPerTrigger", "3000").load()
+            .select("id").writeStream()
+            .foreachBatch((org.apache.spark.api.java.function.VoidFunction2<Dataset<Row>, Long>) (batch, id) ->
+                batch.collectAsList().forEach(r -> seen.add(r.getString(0))))
+            .option("checkpointLocation", checkpoint)
+            .trigger(org.apache.spark.sql.streaming.Trigger.AvailableNow())
+            .start();
+        query.awaitTermination();
+        for (org.apache.spark.sql.streaming.StreamingQueryProgress progress : query.recentProgress()) {
+          endOffsets.add(progress.sources()[0].endOffset());
+        }
+      } catch (Exception e) {
+        throw new RuntimeException(e);
+      }
+    };
+    run.run();
+    java.util.List<String> expected = new java.util.ArrayList<>(first.select("id").as(org.apache.spark.sql.Encoders.STRING()).collectAsList());
+    assertEquals(new TreeSet<>(expected), new TreeSet<>(seen));
+    assertEquals(expected.size(), seen.size(), "each record once");
+    assertTrue(endOffsets.size() >= 3, "maxRecordsPerTrigger=3000 over ~10,000 records: " + endOffsets);
+    JsonNode offset = ShoalClient.JSON.readTree(endOffsets.get(endOffsets.size() - 1));
+    assertEquals(Set.of(table + ".shard-0", table + ".shard-1", table + ".shard-2"),
+        new TreeSet<>(java.util.stream.StreamSupport.stream(java.util.Spliterators.spliteratorUnknownSize(offset.fieldNames(), 0), false).toList()));
+
+    Dataset<Row> more = spark.sql("SELECT concat('more-', id) AS id, type FROM oracle LIMIT 500");
+    more.write().format("shoal").option("endpoint", target.endpoint()).option("table", table).mode("append").save();
+    run.run();
+    expected.addAll(more.select("id").as(org.apache.spark.sql.Encoders.STRING()).collectAsList());
+    assertEquals(new TreeSet<>(expected), new TreeSet<>(seen));
+    assertEquals(expected.size(), seen.size(), "each record once, after the restart from the checkpoint");
+  }
+
   /** Records the nodes forwarded since they started (the {@code cluster} action of each). */
   private long forwardedRecords() throws Exception {
     Set<String> nodes = new TreeSet<>();

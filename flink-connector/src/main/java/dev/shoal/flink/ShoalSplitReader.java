@@ -40,6 +40,8 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
   private final Deque<ShoalSplit> splits = new ArrayDeque<>();
   private final Object idle = new Object();
   private boolean woken;
+  /** Tails polled in a row that were caught up with nothing new (several: one per shard followed). */
+  private int idleTails;
 
   ShoalSplitReader(ShoalSourceSettings settings, Counter skippedBytes) {
     this.settings = settings;
@@ -91,9 +93,12 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
     } else {
       splits.addLast(rest);
     }
-    // Caught up (the answer was not cut at `to`) with nothing new: wait before asking again.
+    // Caught up (the answer was not cut at `to`) with nothing new: wait before asking again —
+    // once every tail this reader follows (one per shard of a sharded table) was polled so.
     boolean caughtUp = complete < to;
-    if (records.isEmpty() && caughtUp && rest.unbounded() && splits.stream().allMatch(ShoalSplit::unbounded)) {
+    idleTails = records.isEmpty() && caughtUp && rest.unbounded() ? idleTails + 1 : 0;
+    if (idleTails >= splits.size() && splits.stream().allMatch(ShoalSplit::unbounded)) {
+      idleTails = 0;
       waitForPoll();
     }
     return out.build();

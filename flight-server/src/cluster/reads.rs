@@ -419,9 +419,11 @@ impl Cluster {
         })))
     }
 
-    /// Reads a fan-in ticket: each shard's ticket in turn (this node's directly, the
-    /// others' from their nodes), every batch cast to the answer's schema, until `limit`
-    /// rows.
+    /// Reads a fan-in ticket (this node's shards directly, the others' from their nodes),
+    /// every batch cast to the answer's schema: with a limit, each shard's ticket in turn
+    /// until `limit` rows (exact, and no shard scans once it is reached); without, every
+    /// shard's at once, batches as they come; partial aggregates, every shard's at once,
+    /// merged.
     ///
     /// # Errors
     /// A malformed ticket (`INVALID_ARGUMENT`); the first shard's error, as the stream's
@@ -442,15 +444,47 @@ impl Cluster {
         let (cluster, catalog, scans, target) = (Arc::clone(self), Arc::clone(catalog), Arc::clone(scans), Arc::clone(&schema));
         if let Some(merge) = fan_in.merge {
             let stream = async move {
-                let mut partials = Vec::new();
-                for part in &fan_in.parts {
+                // Every shard computes its partials at once (each scans its own records);
+                // merged in shard order.
+                let parts = join_all(fan_in.parts.iter().map(|part| async {
                     let stream = cluster.part_stream(&catalog, &scans, &fan_in.table, part).await?;
-                    partials.extend(stream.try_collect::<Vec<_>>().await.map_err(Status::from)?);
+                    stream.try_collect::<Vec<_>>().await.map_err(Status::from)
+                }))
+                .await;
+                let mut partials = Vec::new();
+                for part in parts {
+                    partials.extend(part?);
                 }
                 shoal_ops::merge::merge_partials(merge.keys, &merge.aggregates, &partials, &target).map_err(crate::service::status)
             };
             let batches = futures::stream::once(stream).map_err(|status| FlightError::Tonic(Box::new(status)));
             return Ok((schema, batches.boxed()));
+        }
+        if fan_in.limit.is_none() {
+            // No limit: every shard's stream at once (the shards scan in parallel), batches
+            // as they come.
+            tokio::spawn(async move {
+                let opened = join_all(fan_in.parts.iter().map(|part| cluster.part_stream(&catalog, &scans, &fan_in.table, part))).await;
+                let mut streams = Vec::with_capacity(opened.len());
+                for stream in opened {
+                    match stream {
+                        Ok(stream) => streams.push(stream),
+                        Err(status) => {
+                            let _ = sender.send(Err(FlightError::Tonic(Box::new(status)))).await;
+                            return;
+                        }
+                    }
+                }
+                let mut all = futures::stream::select_all(streams);
+                while let Some(item) = all.next().await {
+                    let item = item.and_then(|b| conform(&b, &target).map_err(FlightError::Arrow));
+                    let failed = item.is_err();
+                    if sender.send(item).await.is_err() || failed {
+                        return;
+                    }
+                }
+            });
+            return Ok((schema, tokio_stream::wrappers::ReceiverStream::new(receiver).boxed()));
         }
         tokio::spawn(async move {
             let mut left = fan_in.limit.unwrap_or(usize::MAX);

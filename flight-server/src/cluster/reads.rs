@@ -38,6 +38,10 @@ use crate::service::{blocking, planned_info, stream_rows, Admission, BoxedStream
 /// How long `ListFlights` waits for a sharded table's shards (schema and stats).
 pub const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Shards a fan-in reads at once: each holds a scan place (`max_concurrent_scans`) on its
+/// node while it is read, so a table of many shards per node is read this many at a time.
+const FAN_IN_SHARDS_AT_ONCE: usize = 8;
+
 /// A ticket that reads the shards' tickets in turn, up to `limit` rows in all, or merges
 /// their partial aggregates.
 #[derive(Debug, Serialize, Deserialize)]
@@ -167,16 +171,30 @@ impl Cluster {
         endpoints: Endpoints,
     ) -> Result<FlightInfo, Status> {
         let one_stream = endpoints == Endpoints::OneStream;
-        for key in ["from_address", "to_address"] {
-            if command.get(key).is_some_and(|v| !v.is_null()) {
-                return Err(Status::invalid_argument(format!(
-                    "GetFlightInfo command: {key:?} on the sharded table {:?}: log addresses are per shard; \
-                     query a shard's own table ({}) to read by address",
-                    table.name,
-                    table.shard_table(0)
-                )));
+        // Log ranges are per shard: `{"<shard table>": address, ...}` (a follower of the
+        // sharded table reads the shards it names, each in its own range).
+        let mut ranges: [Option<Map<String, Value>>; 2] = [None, None];
+        for (key, range) in ["from_address", "to_address"].into_iter().zip(&mut ranges) {
+            match command.get(key) {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(per_shard))
+                    if per_shard.iter().all(|(name, address)| {
+                        address.is_u64() && self.map.shard_of_table(name).is_some_and(|(t, _)| t.name == table.name)
+                    }) =>
+                {
+                    *range = Some(per_shard.clone());
+                }
+                Some(_) => {
+                    return Err(Status::invalid_argument(format!(
+                        "GetFlightInfo command: {key:?} on the sharded table {:?}: log addresses are per shard; give them \
+                         per shard ({{\"{}\": <address>, ...}}), or query a shard's own table to read by address",
+                        table.name,
+                        table.shard_table(0)
+                    )));
+                }
             }
         }
+        let [from_ranges, to_ranges] = ranges;
         let specs: Vec<AggregateSpec> = match command.get("aggregates") {
             None | Some(Value::Null) => Vec::new(),
             Some(value) => serde_json::from_value(value.clone()).map_err(|e| Status::invalid_argument(format!("GetFlightInfo command: \"aggregates\": {e}")))?,
@@ -187,7 +205,28 @@ impl Cluster {
         let limit = command.get("limit").and_then(Value::as_u64);
         let fan_in = one_stream || limit.is_some() || merging;
         // Partition pruning: a filter that pins the shard key reads only the shards it names.
-        let planned: Vec<usize> = table.prune(command.get("filter").and_then(Value::as_str)).unwrap_or_else(|| (0..table.shards).collect());
+        let mut planned: Vec<usize> = table.prune(command.get("filter").and_then(Value::as_str)).unwrap_or_else(|| (0..table.shards).collect());
+        if let Some(from) = &from_ranges {
+            planned.retain(|&shard| from.contains_key(&table.shard_table(shard)));
+            if planned.is_empty() {
+                return Err(Status::invalid_argument(format!(
+                    "GetFlightInfo command: \"from_address\" names no shard of {:?} to read (its shards are {}, …)",
+                    table.name,
+                    table.shard_table(0)
+                )));
+            }
+        }
+        // Each shard's command: its table and, when given per shard, its range.
+        let for_shard = |mut command: Map<String, Value>, shard: usize| {
+            let name = table.shard_table(shard);
+            for (key, ranges) in [("from_address", &from_ranges), ("to_address", &to_ranges)] {
+                if let Some(ranges) = ranges {
+                    command.insert(key.into(), ranges.get(&name).cloned().unwrap_or(Value::Null));
+                }
+            }
+            command.insert("table".into(), json!(name));
+            command
+        };
         let mut shard_command = command.clone();
         if !fan_in {
             // About as many endpoints in all as one daemon would give, at least one per shard.
@@ -207,15 +246,13 @@ impl Cluster {
                 return Ok(None);
             }
             let first = planned[0];
-            let mut command = command.clone();
-            command.insert("table".into(), json!(table.shard_table(first)));
+            let command = for_shard(command.clone(), first);
             let node = table.node_of(first);
             let plan = self.plan_shard(catalog, node, command).await.map_err(|e| self.peer_error(&table.name, Some(first), node, &e))?;
             plan.try_decode_schema().map(Some).map_err(|e| Status::internal(format!("a shard's plan has no schema: {e}")))
         };
         let plans = join_all(planned.iter().map(|&shard| {
-            let mut command = shard_command.clone();
-            command.insert("table".into(), json!(table.shard_table(shard)));
+            let command = for_shard(shard_command.clone(), shard);
             let node = table.node_of(shard);
             async move { self.plan_shard(catalog, node, command).await.map_err(|e| self.peer_error(&table.name, Some(shard), node, &e)) }
         }))
@@ -446,11 +483,19 @@ impl Cluster {
             let stream = async move {
                 // Every shard computes its partials at once (each scans its own records);
                 // merged in shard order.
-                let parts = join_all(fan_in.parts.iter().map(|part| async {
-                    let stream = cluster.part_stream(&catalog, &scans, &fan_in.table, part).await?;
-                    stream.try_collect::<Vec<_>>().await.map_err(Status::from)
-                }))
-                .await;
+                let reads: Vec<futures::future::BoxFuture<'static, Result<Vec<RecordBatch>, Status>>> = fan_in
+                    .parts
+                    .into_iter()
+                    .map(|part| {
+                        let (cluster, catalog, scans, table) = (Arc::clone(&cluster), Arc::clone(&catalog), Arc::clone(&scans), fan_in.table.clone());
+                        let read: futures::future::BoxFuture<'static, Result<Vec<RecordBatch>, Status>> = Box::pin(async move {
+                            let stream = cluster.part_stream(&catalog, &scans, &table, &part).await?;
+                            stream.try_collect::<Vec<_>>().await.map_err(Status::from)
+                        });
+                        read
+                    })
+                    .collect();
+                let parts: Vec<Result<Vec<RecordBatch>, Status>> = futures::stream::iter(reads).buffered(FAN_IN_SHARDS_AT_ONCE).collect().await;
                 let mut partials = Vec::new();
                 for part in parts {
                     partials.extend(part?);
@@ -464,25 +509,33 @@ impl Cluster {
             // No limit: every shard's stream at once (the shards scan in parallel), batches
             // as they come.
             tokio::spawn(async move {
-                let opened = join_all(fan_in.parts.iter().map(|part| cluster.part_stream(&catalog, &scans, &fan_in.table, part))).await;
-                let mut streams = Vec::with_capacity(opened.len());
-                for stream in opened {
-                    match stream {
-                        Ok(stream) => streams.push(stream),
-                        Err(status) => {
-                            let _ = sender.send(Err(FlightError::Tonic(Box::new(status)))).await;
-                            return;
+                let at_once = Arc::new(tokio::sync::Semaphore::new(FAN_IN_SHARDS_AT_ONCE));
+                let mut reads = tokio::task::JoinSet::new();
+                for part in fan_in.parts {
+                    let (cluster, catalog, scans, table) = (Arc::clone(&cluster), Arc::clone(&catalog), Arc::clone(&scans), fan_in.table.clone());
+                    let (sender, target, at_once) = (sender.clone(), Arc::clone(&target), Arc::clone(&at_once));
+                    reads.spawn(async move {
+                        let Ok(_turn) = at_once.acquire_owned().await else { return };
+                        let stream = match cluster.part_stream(&catalog, &scans, &table, &part).await {
+                            Ok(stream) => stream,
+                            Err(status) => {
+                                let _ = sender.send(Err(FlightError::Tonic(Box::new(status)))).await;
+                                return;
+                            }
+                        };
+                        let mut stream = std::pin::pin!(stream);
+                        while let Some(item) = stream.next().await {
+                            let item = item.and_then(|b| conform(&b, &target).map_err(FlightError::Arrow));
+                            let failed = item.is_err();
+                            if sender.send(item).await.is_err() || failed {
+                                return;
+                            }
                         }
-                    }
+                    });
                 }
-                let mut all = futures::stream::select_all(streams);
-                while let Some(item) = all.next().await {
-                    let item = item.and_then(|b| conform(&b, &target).map_err(FlightError::Arrow));
-                    let failed = item.is_err();
-                    if sender.send(item).await.is_err() || failed {
-                        return;
-                    }
-                }
+                // The stream ends once every shard's read has.
+                drop(sender);
+                while reads.join_next().await.is_some() {}
             });
             return Ok((schema, tokio_stream::wrappers::ReceiverStream::new(receiver).boxed()));
         }

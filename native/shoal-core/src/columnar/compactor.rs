@@ -17,8 +17,7 @@ const POLL: Duration = Duration::from_millis(100);
 /// Starts the compactor threads of `store` over `log` (none when the tier is off).
 ///
 /// # Errors
-/// [`crate::Error::Io`] when a thread cannot be started (those started keep running until
-/// [`ColumnarStore::shutdown`]).
+/// [`crate::Error::Io`] when a thread cannot be started (those started are stopped).
 pub(crate) fn start(store: &Arc<ColumnarStore>, log: &Arc<HybridLog>) -> Result<()> {
     if !store.config.enabled {
         return Ok(());
@@ -26,14 +25,18 @@ pub(crate) fn start(store: &Arc<ColumnarStore>, log: &Arc<HybridLog>) -> Result<
     for i in 0..store.config.threads.clamp(1, super::MAX_COMPACTOR_THREADS) {
         let (store_ref, log) = (Arc::clone(store), Arc::clone(log));
         let name = if i == 0 { "shoal-compactor".to_owned() } else { format!("shoal-compactor-{i}") };
-        let handle = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || {
-                crate::log::lower_priority(crate::log::OBSERVER_NICE);
-                run(&store_ref, &log);
-            })
-            .map_err(|e| crate::Error::io("compactor thread", e))?;
-        store.threads.lock().push(handle);
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            crate::log::lower_priority(crate::log::OBSERVER_NICE);
+            run(&store_ref, &log);
+        });
+        match spawned {
+            Ok(handle) => store.threads.lock().push(handle),
+            Err(e) => {
+                // The table is not opened: the threads already started stop with it.
+                store.shutdown();
+                return Err(crate::Error::io("compactor thread", e));
+            }
+        }
     }
     Ok(())
 }
@@ -53,6 +56,8 @@ fn run(store: &ColumnarStore, log: &HybridLog) {
         let begin_page = log.page_start(log.page_of(log.begin_address()));
         let whole = log.page_start(log.page_of(log.flushed_until()));
         let Some((from, end)) = store.claim_next(begin_page, whole, file_bytes, last_tail.1.elapsed() >= idle) else {
+            // Nothing to do: the run's buffers (up to a file's log bytes) are not kept idle.
+            payloads = Vec::new();
             store.wait(POLL);
             continue;
         };

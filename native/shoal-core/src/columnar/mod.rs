@@ -107,8 +107,16 @@ pub struct ColumnarConfig {
     /// Compactor threads of the table (1 – [`MAX_COMPACTOR_THREADS`]): each compacts the
     /// oldest run of flushed pages no other one has taken, so a backlog — after a burst, or
     /// at open — is compacted that many files at a time. Each holds a run's records and
-    /// columns in memory while it works (~3 × `file_log_bytes`). Default 1.
+    /// columns in memory while it works (~3 × `file_log_bytes`). Default 1. Kept with the
+    /// table like the other settings (left out of its metadata when 1, so that an older
+    /// binary still opens the table).
+    #[serde(skip_serializing_if = "is_one")]
     pub threads: usize,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 /// The most compactor threads a table may have.

@@ -66,28 +66,49 @@ public final class ShardRouting {
    * takes it as well as another).
    */
   public static ShardRouting of(JsonNode cluster, String table) {
+    JsonNode entry = entry(cluster, table);
+    if (entry == null) {
+      return null;
+    }
+    List<String> key = new ArrayList<>();
+    entry.path("shard_key").forEach(path -> key.add(path.asText()));
+    return key.isEmpty() ? null : new ShardRouting(table, key, shards(entry, table));
+  }
+
+  /**
+   * Every shard of {@code table} from a {@code cluster} action's answer, whatever its shard key
+   * (one spread by batch too: what a reader follows shard by shard), or null when the table is
+   * not sharded there.
+   *
+   * @throws IllegalStateException when the shard map is malformed
+   */
+  public static List<Shard> shardsOf(JsonNode cluster, String table) {
+    JsonNode entry = entry(cluster, table);
+    return entry == null ? null : shards(entry, table);
+  }
+
+  private static JsonNode entry(JsonNode cluster, String table) {
     for (JsonNode entry : cluster.path("tables")) {
-      if (!table.equals(entry.path("name").asText())) {
-        continue;
+      if (table.equals(entry.path("name").asText())) {
+        return entry;
       }
-      List<String> key = new ArrayList<>();
-      entry.path("shard_key").forEach(path -> key.add(path.asText()));
-      List<Shard> shards = new ArrayList<>();
-      for (JsonNode shard : entry.path("shard_map")) {
-        shards.add(new Shard(shard.path("shard").asInt(), shard.path("table").asText(), shard.path("location").asText()));
-      }
-      int count = entry.path("shards").asInt(-1);
-      if (key.isEmpty() || shards.size() != count) {
-        return null;
-      }
-      for (int i = 0; i < shards.size(); i++) {
-        if (shards.get(i).number() != i || shards.get(i).location().isEmpty()) {
-          throw new IllegalStateException("shoal table \"" + table + "\": the cluster's shard map is malformed: " + entry);
-        }
-      }
-      return new ShardRouting(table, key, shards);
     }
     return null;
+  }
+
+  private static List<Shard> shards(JsonNode entry, String table) {
+    List<Shard> shards = new ArrayList<>();
+    for (JsonNode shard : entry.path("shard_map")) {
+      shards.add(new Shard(shard.path("shard").asInt(), shard.path("table").asText(), shard.path("location").asText()));
+    }
+    boolean wellFormed = !shards.isEmpty() && shards.size() == entry.path("shards").asInt(-1);
+    for (int i = 0; wellFormed && i < shards.size(); i++) {
+      wellFormed = shards.get(i).number() == i && !shards.get(i).location().isEmpty() && !shards.get(i).table().isEmpty();
+    }
+    if (!wellFormed) {
+      throw new IllegalStateException("shoal table \"" + table + "\": the cluster's shard map is malformed: " + entry);
+    }
+    return shards;
   }
 
   /** The sharded table's name. */

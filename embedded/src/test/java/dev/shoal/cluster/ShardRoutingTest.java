@@ -79,5 +79,12 @@ class ShardRoutingTest {
     assertNull(ShardRouting.of(cluster, "spread"));
     assertNull(ShardRouting.of(cluster, "other"));
     assertNull(ShardRouting.of(JSON.readTree("{\"node_id\": null, \"nodes\": [], \"tables\": []}"), "e"));
+    // What a reader follows: every shard, with a shard key or spread by batch.
+    assertEquals(routing.shards(), ShardRouting.shardsOf(cluster, "e"));
+    assertEquals(List.of(new ShardRouting.Shard(0, "spread.shard-0", "grpc://a:1")), ShardRouting.shardsOf(cluster, "spread"));
+    assertNull(ShardRouting.shardsOf(cluster, "other"));
+    JsonNode malformed = JSON.readTree("{\"tables\": [{\"name\": \"m\", \"shards\": 2, \"shard_key\": [], \"shard_map\": ["
+        + "{\"shard\": 0, \"table\": \"m.shard-0\", \"node\": 0, \"location\": \"grpc://a:1\"}]}]}");
+    org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class, () -> ShardRouting.shardsOf(malformed, "m"));
   }
 }

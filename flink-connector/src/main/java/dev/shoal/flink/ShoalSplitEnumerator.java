@@ -62,17 +62,17 @@ final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnu
   /** The initial splits, from the table's {@code stats} (each shard's, of a sharded table). */
   private List<ShoalSplit> discover() throws Exception {
     try (ShoalClient client = ShoalClient.open(settings.endpoint(), settings.table(), settings.client())) {
-      ShardRouting sharded = shardsOf(client);
-      if (sharded == null) {
+      List<ShardRouting.Shard> shards = shardsOf(client);
+      if (shards == null) {
         return cut(client.stats(), null);
       }
       if (settings.startup() == ShoalSourceSettings.Startup.ADDRESS) {
         throw new IllegalArgumentException("startup mode address on table \"" + settings.table() + "\", sharded over "
-            + sharded.shards().size() + " shards: log addresses are per shard (read a shard's own table, "
-            + sharded.shards().get(0).table() + ", from an address)");
+            + shards.size() + " shards: log addresses are per shard (read a shard's own table, "
+            + shards.get(0).table() + ", from an address)");
       }
       List<ShoalSplit> splits = new ArrayList<>();
-      for (ShardRouting.Shard shard : sharded.shards()) {
+      for (ShardRouting.Shard shard : shards) {
         try (ShoalClient node = ShoalClient.open(shard.location(), shard.table(), settings.client())) {
           splits.addAll(cut(node.stats(shard.table()), shard));
         }
@@ -83,10 +83,13 @@ final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnu
     }
   }
 
-  /** The shards of the source's table, or null when it is not sharded (or the daemon knows no clusters). */
-  private ShardRouting shardsOf(ShoalClient client) {
+  /**
+   * The shards of the source's table (with a shard key or spread by batch), or null when it is not
+   * sharded (or the daemon knows no clusters).
+   */
+  private List<ShardRouting.Shard> shardsOf(ShoalClient client) {
     try {
-      return ShardRouting.of(client.action("cluster", ShoalClient.JSON.createObjectNode()), settings.table());
+      return ShardRouting.shardsOf(client.action("cluster", ShoalClient.JSON.createObjectNode()), settings.table());
     } catch (RuntimeException e) {
       String code = ShoalErrors.code(e);
       if (ShoalErrors.INVALID_ARGUMENT.equals(code) || "UNIMPLEMENTED".equals(code)) {

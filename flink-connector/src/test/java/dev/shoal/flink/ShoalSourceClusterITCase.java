@@ -54,6 +54,20 @@ class ShoalSourceClusterITCase extends ShoalSourceITCase {
     assertEquals(ids("PushEvent").size(), rows);
   }
 
+  /** A table sharded without a shard key (records spread by batch) is read shard by shard too. */
+  @Test
+  void aTableSpreadByBatchIsReadShardByShard() throws Exception {
+    SHOAL.action("create_table", "{\"name\": \"src_spread\", \"shards\": 3, \"on_invalid_json\": \"reject\"}");
+    sinkEvents("src_spread");
+    List<String> read = new ArrayList<>();
+    try (org.apache.flink.util.CloseableIterator<String> records = environment().fromSource(
+        source("src_spread").setBounded(true).setSplitBytes(1 << 20).build(), WatermarkStrategy.noWatermarks(), "shoal spread")
+        .executeAndCollect()) {
+      records.forEachRemaining(r -> read.add(id(r)));
+    }
+    assertEquals(counts(ids(null)), counts(read));
+  }
+
   @Test
   void startingAtAnAddressIsRefusedOnAShardedTable() throws Exception {
     SHOAL.createTable("src_address", "reject");

@@ -67,9 +67,15 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
 
   /**
    * One log the stream follows: {@code table} at {@code endpoint}, its position under {@code key}
-   * in the offset (the endpoint's text for a table of its own, the shard's table for a shard).
+   * in the offset (the endpoint's text for a table of its own, the shard's table for a shard). A
+   * shard's micro-batches are planned at {@code entry} (the endpoint that named the shard map)
+   * over the sharded table, so that every shard answers the table's merged schema.
    */
-  private record Source(String key, URI endpoint, String table) {}
+  private record Source(String key, URI endpoint, String table, URI entry) {
+    boolean shard() {
+      return entry != null;
+    }
+  }
 
   ShoalMicroBatchStream(ShoalOptions options, CaseInsensitiveStringMap streamOptions, ObjectNode command,
       PartitionReaderFactory readerFactory) {
@@ -98,10 +104,10 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
     }
     List<Source> found = new ArrayList<>();
     for (URI endpoint : options.endpoints()) {
-      ShardRouting sharded = null;
+      List<ShardRouting.Shard> sharded = null;
       if (!ShoalOptions.isEmbedded(endpoint)) {
         try (ShoalClient client = ShoalClient.connect(endpoint, options)) {
-          sharded = ShardRouting.of(client.action("cluster", ShoalClient.JSON.createObjectNode(), options.table()), options.table());
+          sharded = ShardRouting.shardsOf(client.action("cluster", ShoalClient.JSON.createObjectNode(), options.table()), options.table());
         } catch (ShoalException e) {
           if (!"INVALID_ARGUMENT".equals(e.code()) && !"UNIMPLEMENTED".equals(e.code())) {
             throw e;
@@ -110,10 +116,10 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
         }
       }
       if (sharded == null) {
-        found.add(new Source(endpoint.toString(), endpoint, options.table()));
+        found.add(new Source(endpoint.toString(), endpoint, options.table(), null));
       } else {
-        for (ShardRouting.Shard shard : sharded.shards()) {
-          found.add(new Source(shard.table(), URI.create(shard.location()), shard.table()));
+        for (ShardRouting.Shard shard : sharded) {
+          found.add(new Source(shard.table(), URI.create(shard.location()), shard.table(), endpoint));
         }
       }
     }
@@ -254,21 +260,43 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
     ShoalOffset start = (ShoalOffset) startOffset;
     ShoalOffset end = (ShoalOffset) endOffset;
     List<InputPartition> partitions = new ArrayList<>();
+    // A sharded table's shards with something to read, per endpoint that named them: one plan
+    // of the sharded table with each shard's range (endpoints at the shards' nodes, in the
+    // table's merged schema).
+    Map<URI, ObjectNode[]> shardRanges = new LinkedHashMap<>();
     for (Source source : sources()) {
       long from = start.addresses().getOrDefault(source.key(), 0L);
       Long to = end.addresses().get(source.key());
       if (to == null || to <= from) {
         continue;
       }
+      if (source.shard()) {
+        ObjectNode[] ranges = shardRanges.computeIfAbsent(source.entry(),
+            e -> new ObjectNode[] {ShoalClient.JSON.createObjectNode(), ShoalClient.JSON.createObjectNode()});
+        ranges[0].put(source.table(), from);
+        ranges[1].put(source.table(), to);
+        continue;
+      }
       ObjectNode range = command.deepCopy().put("table", source.table()).put("from_address", from).put("to_address", to);
-      try (ShoalClient client = ShoalClient.connect(source.endpoint(), options)) {
-        ShoalFlightPlan plan = client.getFlightInfo(source.table(), range);
-        for (ShoalFlightPlan.Endpoint endpoint : plan.endpoints()) {
-          partitions.add(ShoalInputPartition.of(plan, endpoint));
-        }
+      addPartitions(partitions, source.endpoint(), source.table(), range);
+    }
+    shardRanges.forEach((entry, ranges) -> {
+      ObjectNode range = command.deepCopy();
+      range.set("from_address", ranges[0]);
+      range.set("to_address", ranges[1]);
+      addPartitions(partitions, entry, options.table(), range);
+    });
+    return partitions.toArray(new InputPartition[0]);
+  }
+
+  /** The input partitions of {@code range} planned at {@code endpoint}: one per endpoint of its plan. */
+  private void addPartitions(List<InputPartition> partitions, URI endpoint, String table, ObjectNode range) {
+    try (ShoalClient client = ShoalClient.connect(endpoint, options)) {
+      ShoalFlightPlan plan = client.getFlightInfo(table, range);
+      for (ShoalFlightPlan.Endpoint part : plan.endpoints()) {
+        partitions.add(ShoalInputPartition.of(plan, part));
       }
     }
-    return partitions.toArray(new InputPartition[0]);
   }
 
   @Override

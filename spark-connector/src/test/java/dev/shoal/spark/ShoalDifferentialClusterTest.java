@@ -141,6 +141,40 @@ class ShoalDifferentialClusterTest extends ShoalDifferentialTest {
     assertEquals(expected.size(), seen.size(), "each record once, after the restart from the checkpoint");
   }
 
+  /**
+   * A table spread over three shards by batch (no shard key), whose shards inferred different
+   * types for one column (integers on one, floats on another, strings on a third): the stream
+   * follows all three and reads exactly what a batch read of the table answers, in the table's
+   * merged schema.
+   */
+  @Test
+  void a_stream_of_a_table_spread_by_batch_reads_what_a_batch_read_answers(@org.junit.jupiter.api.io.TempDir java.nio.file.Path checkpoints)
+      throws Exception {
+    String table = "streamed_spread";
+    try (ShoalClient client = ShoalClient.open(URI.create(target.endpoint()), null)) {
+      client.action("create_table", ShoalClient.JSON.createObjectNode().put("name", table).put("shards", 3), table);
+    }
+    for (String value : List.of("1", "1.5", "'x'")) {
+      spark.sql("SELECT concat('" + value.replace("'", "") + "-', id) AS id, " + value + " AS v FROM oracle LIMIT 200").coalesce(1)
+          .write().format("shoal").option("endpoint", target.endpoint()).option("table", table).mode("append").save();
+    }
+    java.util.List<String> streamed = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+    spark.readStream().format("shoal").option("endpoint", target.endpoint()).option("table", table).load()
+        .select("id", "v").writeStream()
+        .foreachBatch((org.apache.spark.api.java.function.VoidFunction2<Dataset<Row>, Long>) (batch, id) ->
+            batch.collectAsList().forEach(r -> streamed.add(r.toString())))
+        .option("checkpointLocation", checkpoints.resolve("spread").toString())
+        .trigger(org.apache.spark.sql.streaming.Trigger.AvailableNow())
+        .start().awaitTermination();
+    java.util.List<String> batch = new java.util.ArrayList<>();
+    spark.read().format("shoal").option("endpoint", target.endpoint()).option("table", table).load().select("id", "v")
+        .collectAsList().forEach(r -> batch.add(r.toString()));
+    assertEquals(600, batch.size());
+    java.util.Collections.sort(batch);
+    java.util.Collections.sort(streamed);
+    assertEquals(batch, streamed);
+  }
+
   /** Records the nodes forwarded since they started (the {@code cluster} action of each). */
   private long forwardedRecords() throws Exception {
     Set<String> nodes = new TreeSet<>();

@@ -397,3 +397,29 @@ def test_flight_sql_reads_a_sharded_table_as_one_daemon_holding_its_records(clus
     listed = {f.descriptor.path[0].decode(): f for f in cluster.client(1).list_flights()}
     assert listed["users"].total_records == 40
     assert all(d.alive() for d in cluster.daemons)
+
+
+def test_a_sharded_table_is_read_by_per_shard_log_ranges(cluster):
+    """What a follower sends: `from_address` / `to_address` per shard table; only the shards named
+    are read, each in its own range, in the table's merged schema; a plain address is refused."""
+    client = cluster.client(0)
+    action(client, "create_table", {"name": "events", "shard_key": "id"})
+    put(client, "events", github_events(900))
+    ends = {s["table"]: s["complete_until"] for s in action(client, "stats", {"table": "events"})["shards"]}
+    by_shard = {}
+    for i in range(3):
+        rows, _, _ = query(cluster.client(i), {"table": f"events.shard-{i}", "columns": ["id"]})
+        by_shard[f"events.shard-{i}"] = sorted(rows.column("id").to_pylist())
+    named = ["events.shard-0", "events.shard-2"]
+    command = {"table": "events", "columns": ["id", "type"], "from_address": {t: 0 for t in named},
+               "to_address": {t: ends[t] for t in named}}
+    rows, info, meta = read_all(cluster.client(1), command)
+    assert ids(rows) == sorted(by_shard[named[0]] + by_shard[named[1]])
+    assert [s["table"] for s in meta["shards"]] == named and meta["pruned_shards"] == 1
+    # An empty range of one shard: nothing from it.
+    command["from_address"]["events.shard-2"] = ends["events.shard-2"]
+    rows, _, _ = read_all(cluster.client(1), command)
+    assert ids(rows) == by_shard[named[0]]
+    for bad in (64, {"events.shard-9": 0}, {"other.shard-0": 0}, {"events.shard-0": -1}):
+        with pytest.raises(pa.ArrowInvalid, match="per shard"):
+            client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"table": "events", "from_address": bad})))

@@ -24,8 +24,8 @@ import org.slf4j.LoggerFactory;
  * <p>A table sharded over several daemons (the {@code cluster} action names it) is cut shard by
  * shard: each shard's log, at the node holding it, into backlog splits and one split following its
  * tail. Readers take every split of the backlog as they ask; the tails, which never finish, are
- * then spread over all the readers at once (a reader reads its splits in turn), so that every
- * shard is followed whatever the parallelism.
+ * then spread over all the readers once every reader is registered (a reader reads its splits in
+ * turn), so that every shard is followed whatever the parallelism.
  */
 final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnumeratorState> {
 
@@ -169,6 +169,9 @@ final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnu
     if (pending.size() < 2 || !pending.stream().allMatch(ShoalSplit::unbounded)) {
       return; // (one tail goes to the next reader that asks, the one that finished the backlog last)
     }
+    if (context.registeredReaders().size() < context.currentParallelism()) {
+      return; // until every reader is there (at start, or back after a failover): addReader
+    }
     List<Integer> readers = new ArrayList<>(waiting);
     readers.removeIf(subtask -> !context.registeredReaders().containsKey(subtask));
     if (pending.size() <= readers.size()) {
@@ -194,7 +197,9 @@ final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnu
 
   @Override
   public void addReader(int subtask) {
-    // Readers ask for splits themselves (ShoalSourceReader.start).
+    // Readers ask for splits themselves (ShoalSourceReader.start); tails held until every
+    // reader is registered are spread now.
+    assignWaiting();
   }
 
   @Override

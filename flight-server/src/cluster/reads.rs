@@ -516,21 +516,7 @@ impl Cluster {
                     let (sender, target, at_once) = (sender.clone(), Arc::clone(&target), Arc::clone(&at_once));
                     reads.spawn(async move {
                         let Ok(_turn) = at_once.acquire_owned().await else { return };
-                        let stream = match cluster.part_stream(&catalog, &scans, &table, &part).await {
-                            Ok(stream) => stream,
-                            Err(status) => {
-                                let _ = sender.send(Err(FlightError::Tonic(Box::new(status)))).await;
-                                return;
-                            }
-                        };
-                        let mut stream = std::pin::pin!(stream);
-                        while let Some(item) = stream.next().await {
-                            let item = item.and_then(|b| conform(&b, &target).map_err(FlightError::Arrow));
-                            let failed = item.is_err();
-                            if sender.send(item).await.is_err() || failed {
-                                return;
-                            }
-                        }
+                        cluster.send_part(&catalog, &scans, &table, &part, &target, &sender, None).await;
                     });
                 }
                 // The stream ends once every shard's read has.
@@ -541,38 +527,59 @@ impl Cluster {
         }
         tokio::spawn(async move {
             let mut left = fan_in.limit.unwrap_or(usize::MAX);
-            for part in fan_in.parts {
-                if left == 0 {
+            for part in &fan_in.parts {
+                if left == 0 || !cluster.send_part(&catalog, &scans, &fan_in.table, part, &target, &sender, Some(&mut left)).await {
                     break;
-                }
-                let stream = match cluster.part_stream(&catalog, &scans, &fan_in.table, &part).await {
-                    Ok(stream) => stream,
-                    Err(status) => {
-                        let _ = sender.send(Err(FlightError::Tonic(Box::new(status)))).await;
-                        return;
-                    }
-                };
-                let mut stream = std::pin::pin!(stream);
-                while let Some(item) = stream.next().await {
-                    let batch = match item.and_then(|b| conform(&b, &target).map_err(FlightError::Arrow)) {
-                        Ok(batch) => batch,
-                        Err(error) => {
-                            let _ = sender.send(Err(error)).await;
-                            return;
-                        }
-                    };
-                    let batch = if batch.num_rows() > left { batch.slice(0, left) } else { batch };
-                    left -= batch.num_rows();
-                    if sender.send(Ok(batch)).await.is_err() {
-                        return;
-                    }
-                    if left == 0 {
-                        break;
-                    }
                 }
             }
         });
         Ok((schema, tokio_stream::wrappers::ReceiverStream::new(receiver).boxed()))
+    }
+
+    /// Sends one fan-in part's batches down `sender`, each conformed to `target`; with
+    /// `left`, at most that many rows in all (counted down; the part's read stops at 0).
+    /// False when the fan-in must stop: an error was sent, or its reader went away.
+    #[allow(clippy::too_many_arguments)]
+    async fn send_part(
+        &self,
+        catalog: &Arc<Catalog>,
+        scans: &Arc<Admission>,
+        table: &str,
+        part: &FanInPart,
+        target: &SchemaRef,
+        sender: &tokio::sync::mpsc::Sender<Result<RecordBatch, FlightError>>,
+        mut left: Option<&mut usize>,
+    ) -> bool {
+        let stream = match self.part_stream(catalog, scans, table, part).await {
+            Ok(stream) => stream,
+            Err(status) => {
+                let _ = sender.send(Err(FlightError::Tonic(Box::new(status)))).await;
+                return false;
+            }
+        };
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            let mut batch = match item.and_then(|b| conform(&b, target).map_err(FlightError::Arrow)) {
+                Ok(batch) => batch,
+                Err(error) => {
+                    let _ = sender.send(Err(error)).await;
+                    return false;
+                }
+            };
+            if let Some(left) = left.as_deref_mut() {
+                if batch.num_rows() > *left {
+                    batch = batch.slice(0, *left);
+                }
+                *left -= batch.num_rows();
+            }
+            if sender.send(Ok(batch)).await.is_err() {
+                return false;
+            }
+            if left.as_deref() == Some(&0) {
+                break;
+            }
+        }
+        true
     }
 
     /// Reads a conform ticket: the shard's ticket (here, or from its node), every batch in

@@ -7,12 +7,10 @@ import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
@@ -89,17 +87,7 @@ class FlightSqlJdbcClusterTest {
       }
       assertEquals((int) typeCounts.get("WatchEvent"), watches);
       // Aggregates merged over the shards; groups and sorts over all of them.
-      try (ResultSet rs = statement.executeQuery("SELECT count(*) AS n FROM events WHERE type = 'PushEvent'")) {
-        assertTrue(rs.next());
-        assertEquals((long) typeCounts.get("PushEvent"), rs.getLong("n"));
-      }
-      Map<String, Integer> grouped = new HashMap<>();
-      try (ResultSet rs = statement.executeQuery("SELECT type, count(*) AS n FROM events GROUP BY type ORDER BY n DESC")) {
-        while (rs.next()) {
-          grouped.put(rs.getString("type"), (int) rs.getLong("n"));
-        }
-      }
-      assertEquals(typeCounts, grouped);
+      FlightSqlJdbcTest.assertCountsPerType(statement, typeCounts);
       List<String> first = new ArrayList<>();
       try (ResultSet rs = statement.executeQuery("SELECT id FROM events ORDER BY id LIMIT 5 OFFSET 2")) {
         while (rs.next()) {
@@ -121,15 +109,8 @@ class FlightSqlJdbcClusterTest {
 
   @Test
   void aPreparedStatementBindsItsParameterOverTheShards() throws SQLException {
-    try (Connection connection = nodes.get(0).connect();
-        PreparedStatement statement = connection.prepareStatement("SELECT count(*) AS n FROM events WHERE type = ?")) {
-      for (String type : List.of("IssuesEvent", "ForkEvent")) {
-        statement.setString(1, type);
-        try (ResultSet rs = statement.executeQuery()) {
-          assertTrue(rs.next());
-          assertEquals((long) typeCounts.get(type), rs.getLong("n"), type);
-        }
-      }
+    try (Connection connection = nodes.get(0).connect()) {
+      FlightSqlJdbcTest.assertPreparedCountsPerType(connection, typeCounts);
     }
   }
 }

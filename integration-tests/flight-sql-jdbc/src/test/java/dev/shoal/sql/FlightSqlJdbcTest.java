@@ -71,6 +71,34 @@ class FlightSqlJdbcTest {
     return daemon.connect();
   }
 
+  /** {@code count(*)} of PushEvents and {@code GROUP BY type}, against the file's {@code counts}. */
+  static void assertCountsPerType(Statement statement, Map<String, Integer> counts) throws SQLException {
+    try (ResultSet rs = statement.executeQuery("SELECT count(*) AS n FROM events WHERE type = 'PushEvent'")) {
+      assertTrue(rs.next());
+      assertEquals((long) counts.get("PushEvent"), rs.getLong("n"));
+    }
+    Map<String, Integer> grouped = new HashMap<>();
+    try (ResultSet rs = statement.executeQuery("SELECT type, count(*) AS n FROM events GROUP BY type ORDER BY n DESC")) {
+      while (rs.next()) {
+        grouped.put(rs.getString("type"), (int) rs.getLong("n"));
+      }
+    }
+    assertEquals(counts, grouped);
+  }
+
+  /** A prepared {@code count(*)} per type, bound to two types in turn, against the file's {@code counts}. */
+  static void assertPreparedCountsPerType(Connection connection, Map<String, Integer> counts) throws SQLException {
+    try (PreparedStatement statement = connection.prepareStatement("SELECT count(*) AS n FROM events WHERE type = ?")) {
+      for (String type : List.of("IssuesEvent", "ForkEvent")) {
+        statement.setString(1, type);
+        try (ResultSet rs = statement.executeQuery()) {
+          assertTrue(rs.next());
+          assertEquals((long) counts.get(type), rs.getLong("n"), type);
+        }
+      }
+    }
+  }
+
   @Test
   void metadataListsTheTablesAndTheirColumns() throws SQLException {
     try (Connection connection = connect()) {
@@ -121,31 +149,14 @@ class FlightSqlJdbcTest {
         }
       }
       assertTrue(index != null && index.contains("\"psfs\":[\"type\"]"), steps + " " + index);
-      try (ResultSet rs = statement.executeQuery("SELECT count(*) AS n FROM events WHERE type = 'PushEvent'")) {
-        assertTrue(rs.next());
-        assertEquals((long) typeCounts.get("PushEvent"), rs.getLong("n"));
-      }
-      Map<String, Integer> grouped = new HashMap<>();
-      try (ResultSet rs = statement.executeQuery("SELECT type, count(*) AS n FROM events GROUP BY type ORDER BY n DESC")) {
-        while (rs.next()) {
-          grouped.put(rs.getString("type"), (int) rs.getLong("n"));
-        }
-      }
-      assertEquals(typeCounts, grouped);
+      assertCountsPerType(statement, typeCounts);
     }
   }
 
   @Test
   void aPreparedStatementBindsItsParameter() throws SQLException {
-    try (Connection connection = connect();
-        PreparedStatement statement = connection.prepareStatement("SELECT count(*) AS n FROM events WHERE type = ?")) {
-      for (String type : List.of("IssuesEvent", "ForkEvent")) {
-        statement.setString(1, type);
-        try (ResultSet rs = statement.executeQuery()) {
-          assertTrue(rs.next());
-          assertEquals((long) typeCounts.get(type), rs.getLong("n"), type);
-        }
-      }
+    try (Connection connection = connect()) {
+      assertPreparedCountsPerType(connection, typeCounts);
     }
   }
 

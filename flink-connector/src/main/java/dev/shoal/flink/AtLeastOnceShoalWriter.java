@@ -33,7 +33,7 @@ final class AtLeastOnceShoalWriter<InputT> extends ShoalWriter<InputT> {
       WriterInitContext context,
       AsyncSinkWriterConfiguration configuration,
       Collection<BufferedRequestState<byte[]>> states,
-      ShoalClient client,
+      ShoalTableClient client,
       RetryPolicy retryPolicy) {
     super(elementConverter, context, configuration, states, client, retryPolicy);
   }

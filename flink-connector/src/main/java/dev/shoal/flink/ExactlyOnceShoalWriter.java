@@ -39,7 +39,7 @@ final class ExactlyOnceShoalWriter<InputT> extends ShoalWriter<InputT> {
       WriterInitContext context,
       AsyncSinkWriterConfiguration configuration,
       Collection<BufferedRequestState<byte[]>> states,
-      ShoalClient client,
+      ShoalTableClient client,
       RetryPolicy retryPolicy,
       String transactionalIdPrefix) {
     super(elementConverter, context, configuration, states, client, retryPolicy);
@@ -72,13 +72,13 @@ final class ExactlyOnceShoalWriter<InputT> extends ShoalWriter<InputT> {
   }
 
   @Override
-  protected ShoalClient.PutAcknowledgement putBatch(List<byte[]> records, long bytes, Object batchContext)
+  protected ShoalTableClient.PutAcknowledgement putBatch(List<byte[]> records, long bytes, Object batchContext)
       throws InterruptedException {
     Transaction transaction = (Transaction) batchContext;
     // A resent batch may be staged twice (its first attempt may have reached the daemon);
     // prepareCommit compares the daemon's count with the acknowledged one and fails then.
     transaction.begin();
-    ShoalClient.PutAcknowledgement ack = client.put(records, bytes, transaction.id);
+    ShoalTableClient.PutAcknowledgement ack = client.put(records, bytes, transaction.id);
     if (ack.staged() < 0) {
       throw new ShoalSinkException(where + ": the daemon acknowledged a batch for transaction " + transaction.id
           + " without staging it (no \"staged\" in its PutResult): does it support transactions?");

@@ -19,7 +19,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The sink writers' {@link ShoalClient} of a daemon's table: when the table turns out to be sharded
+ * The sink writers' {@link ShoalTableClient} of a daemon's table: when the table turns out to be sharded
  * by key over a cluster of daemons (the {@code cluster} action, asked with the first batch), it
  * routes each batch by key (docs/deployment.md, scale-out issue item 4); for any other table every
  * call goes to the endpoint unchanged. Routing: the batch's records are split by {@link ShardRouting} and
@@ -38,10 +38,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p>One Flight connection per node, opened with the first batch; thread-safe.
  */
-final class KeyRoutingShoalClient implements ShoalClient {
+final class KeyRoutingShoalClient implements ShoalTableClient {
   private static final Logger LOG = LoggerFactory.getLogger(KeyRoutingShoalClient.class);
 
-  private final FlightShoalClient entry;
+  private final EndpointTableClient entry;
   private final ShoalClientOptions options;
   /** The shard map and connections, once the first batch asked for them; null before. */
   private volatile Shards shards;
@@ -51,21 +51,21 @@ final class KeyRoutingShoalClient implements ShoalClient {
    * The table's routing and a connection per node; {@link #NONE} for a table that is not sharded
    * by key (everything goes to the endpoint).
    */
-  private record Shards(ShardRouting routing, List<FlightShoalClient> byShard, List<FlightShoalClient> opened,
+  private record Shards(ShardRouting routing, List<EndpointTableClient> byShard, List<EndpointTableClient> opened,
       Map<String, Integer> byTable, ExecutorService senders) {
     static final Shards NONE = new Shards(null, List.of(), List.of(), Map.of(), null);
 
-    static Shards open(FlightShoalClient entry, ShardRouting routing, ShoalClientOptions options) {
-      Map<String, FlightShoalClient> byLocation = new LinkedHashMap<>();
+    static Shards open(EndpointTableClient entry, ShardRouting routing, ShoalClientOptions options) {
+      Map<String, EndpointTableClient> byLocation = new LinkedHashMap<>();
       Map<String, Integer> byTable = new LinkedHashMap<>();
-      List<FlightShoalClient> byShard = new ArrayList<>();
-      List<FlightShoalClient> opened = new ArrayList<>();
+      List<EndpointTableClient> byShard = new ArrayList<>();
+      List<EndpointTableClient> opened = new ArrayList<>();
       try {
         for (ShardRouting.Shard shard : routing.shards()) {
           String location = shard.location();
-          FlightShoalClient client = location.equals(entry.endpoint()) ? entry : byLocation.get(location);
+          EndpointTableClient client = location.equals(entry.endpoint()) ? entry : byLocation.get(location);
           if (client == null) {
-            client = new FlightShoalClient(location, routing.table(), options.token(), options.requestTimeout());
+            client = EndpointTableClient.open(location, routing.table(), options);
             byLocation.put(location, client);
             opened.add(client);
           }
@@ -99,7 +99,7 @@ final class KeyRoutingShoalClient implements ShoalClient {
     }
   }
 
-  private KeyRoutingShoalClient(FlightShoalClient entry, ShoalClientOptions options) {
+  private KeyRoutingShoalClient(EndpointTableClient entry, ShoalClientOptions options) {
     this.entry = entry;
     this.options = options;
   }
@@ -110,8 +110,9 @@ final class KeyRoutingShoalClient implements ShoalClient {
    * is asked ({@code cluster} action) with the first batch, not here: a writer starts while the
    * daemon is still unreachable, and its batches are retried until it answers.
    */
-  static ShoalClient routingByKey(ShoalClient client, ShoalClientOptions options) {
-    return client instanceof FlightShoalClient flight ? new KeyRoutingShoalClient(flight, options) : client;
+  static ShoalTableClient routingByKey(ShoalTableClient client, ShoalClientOptions options) {
+    return client instanceof EndpointTableClient flight && !flight.embedded()
+        ? new KeyRoutingShoalClient(flight, options) : client;
   }
 
   /** The shard map, asked of the endpoint the first time (a daemon outside a cluster answers no tables). */
@@ -277,14 +278,14 @@ final class KeyRoutingShoalClient implements ShoalClient {
   }
 
   /**
-   * At the node holding the shard when {@code body} names a shard's table (known once a batch was
-   * routed); else at the endpoint.
+   * The node holding the shard when {@code table} is a shard's table (known once a batch was
+   * routed); else the endpoint.
    */
   @Override
-  public JsonNode action(String type, ObjectNode body) {
+  public dev.shoal.client.ShoalClient transport(String table) {
     Shards map = shards;
-    Integer shard = map == null ? null : map.byTable().get(body.path("table").asText(""));
-    return shard == null ? entry.action(type, body) : map.byShard().get(shard).action(type, body);
+    Integer shard = map == null ? null : map.byTable().get(table);
+    return shard == null ? entry.transport(table) : map.byShard().get(shard).transport(table);
   }
 
   @Override
@@ -318,12 +319,10 @@ final class KeyRoutingShoalClient implements ShoalClient {
     }
   }
 
-  private static void closeAll(List<FlightShoalClient> clients) {
-    for (FlightShoalClient client : clients) {
+  private static void closeAll(List<EndpointTableClient> clients) {
+    for (EndpointTableClient client : clients) {
       try {
         client.close();
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
       } catch (RuntimeException e) {
         LOG.warn("closing the connection to {} failed", client.endpoint(), e);
       }

@@ -1,5 +1,6 @@
 package dev.shoal.flink;
 
+import dev.shoal.client.ShoalEndpoint;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashSet;
@@ -62,17 +63,17 @@ public final class ShoalCatalog extends GenericInMemoryCatalog {
   }
 
   /** The catalog's connection, from {@link #open} to {@link #close}. */
-  private ShoalClient client;
+  private ShoalTableClient client;
 
   private interface Call<T> {
-    T run(ShoalClient client) throws Exception;
+    T run(ShoalTableClient client) throws Exception;
   }
 
   @Override
   public void open() {
     super.open();
     try {
-      client = ShoalClient.open(endpoint, "", clientOptions);
+      client = ShoalTableClient.open(endpoint, "", clientOptions);
     } catch (RuntimeException e) {
       throw new CatalogException("shoal catalog '" + getName() + "': cannot open " + endpoint + ": " + e.getMessage(), e);
     }
@@ -115,7 +116,7 @@ public final class ShoalCatalog extends GenericInMemoryCatalog {
   @Override
   public List<String> listTables(String databaseName) throws DatabaseNotExistException {
     checkDatabase(databaseName);
-    Set<String> names = new LinkedHashSet<>(call("", ShoalClient::listTables));
+    Set<String> names = new LinkedHashSet<>(call("", ShoalTableClient::listTables));
     names.addAll(super.listTables(databaseName)); // views
     return new ArrayList<>(names);
   }
@@ -233,7 +234,7 @@ public final class ShoalCatalog extends GenericInMemoryCatalog {
       throw new TableNotExistException(getName(), path);
     }
     String name = path.getObjectName();
-    call(name, client -> client.action("drop_table", ShoalClient.JSON.createObjectNode().put("table", name)));
+    call(name, client -> client.action("drop_table", ShoalTableClient.JSON.createObjectNode().put("table", name)));
     declared.remove(name);
   }
 

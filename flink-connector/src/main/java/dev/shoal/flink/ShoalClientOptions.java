@@ -5,7 +5,7 @@ import java.time.Duration;
 import java.util.Map;
 
 /**
- * How a {@link ShoalClient} talks to its endpoint, besides the endpoint and the table: what the
+ * How a {@link ShoalTableClient} talks to its endpoint, besides the endpoint and the table: what the
  * sink carries to its writers and its committer.
  *
  * @param token bearer token for a daemon ({@code token}); null for none; ignored in embedded mode

@@ -28,7 +28,7 @@ final class ShoalCommitter implements Committer<ShoalCommittable> {
    * One client per endpoint and table of the committables seen, open until the committer closes
    * (for an embedded endpoint: a handle that keeps the engine open while the job runs).
    */
-  private final Map<String, ShoalClient> clients = new HashMap<>();
+  private final Map<String, ShoalTableClient> clients = new HashMap<>();
 
   ShoalCommitter(ShoalClientOptions clientOptions, RetryPolicy retryPolicy) {
     this.clientOptions = clientOptions;
@@ -48,9 +48,9 @@ final class ShoalCommitter implements Committer<ShoalCommittable> {
   }
 
   private void commit(ShoalCommittable committable) throws InterruptedException {
-    ShoalClient client = clients.computeIfAbsent(
+    ShoalTableClient client = clients.computeIfAbsent(
         committable.endpoint() + "\u0000" + committable.table(),
-        key -> ShoalClient.open(committable.endpoint(), committable.table(), clientOptions));
+        key -> ShoalTableClient.open(committable.endpoint(), committable.table(), clientOptions));
     String where = "shoal table \"" + committable.table() + "\" at " + committable.endpoint();
     for (int attempt = 1; ; attempt++) {
       try {
@@ -91,7 +91,7 @@ final class ShoalCommitter implements Committer<ShoalCommittable> {
   @Override
   public void close() throws Exception {
     Exception failure = null;
-    for (ShoalClient client : clients.values()) {
+    for (ShoalTableClient client : clients.values()) {
       try {
         client.close();
       } catch (Exception e) {

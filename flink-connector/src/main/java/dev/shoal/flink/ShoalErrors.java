@@ -1,5 +1,7 @@
 package dev.shoal.flink;
 
+import dev.shoal.client.ShoalClientException;
+import dev.shoal.client.ShoalStatus;
 import dev.shoal.embedded.ShoalEmbeddedException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -7,7 +9,6 @@ import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import org.apache.arrow.flight.FlightRuntimeException;
 
 /**
  * Decides which errors of shoal are transient (retry with backoff) and turns permanent ones into a
@@ -36,89 +37,49 @@ final class ShoalErrors {
 
   private ShoalErrors() {}
 
-  /**
-   * Transient: the daemon is unreachable or restarting (connection refused and resets are
-   * {@code UNAVAILABLE} in gRPC), the call's deadline passed, or the daemon ran out of memory/disk
-   * for now. Everything else (unknown table, invalid JSON, bad token, ...) is permanent.
-   */
-  /**
-   * For reads (the source's queries, which are idempotent): {@link #isTransient}, or the
-   * connection lost under a call, which gRPC may report as UNKNOWN or INTERNAL ("channel closed",
-   * a {@link java.nio.channels.ClosedChannelException} below) when the daemon dies mid-stream
-   * rather than before the call (UNAVAILABLE).
-   */
+  /** For reads (the source's queries, which are idempotent): {@link ShoalStatus#isTransientRead}. */
   static boolean isTransientRead(Throwable error) {
-    if (isTransient(error)) {
-      return true;
-    }
-    String code = code(error);
-    if (!"UNKNOWN".equals(code) && !"INTERNAL".equals(code)) {
-      return false;
-    }
-    for (Throwable t = error; t != null; t = t.getCause()) {
-      if (t instanceof java.nio.channels.ClosedChannelException) {
-        return true;
-      }
-    }
-    return false;
+    return ShoalStatus.isTransientRead(error);
   }
 
+  /** For writes: {@link ShoalStatus#isTransient()} of the error's status. */
   static boolean isTransient(Throwable error) {
-    String code = code(error);
-    if (code == null) {
-      return false;
-    }
-    return switch (code) {
-      case "UNAVAILABLE", "TIMED_OUT", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED" -> true;
-      default -> false;
-    };
+    return ShoalStatus.isTransient(error);
   }
 
   /**
-   * For the idempotent actions ({@code make_durable}, {@code list/begin/prepare/abort_transaction},
-   * {@code commit_transaction} is retried on transient errors only): everything but a clearly
-   * permanent answer is retried - e.g. an INTERNAL "not durable after 60 s" of make_durable.
-   * The daemon's FAILED_PRECONDITION reaches Arrow Java as INVALID_ARGUMENT (Arrow has no such
-   * code), so "transaction is committed/aborted" is permanent too; the embedded engine says
-   * FAILED_PRECONDITION, and CLOSED (a closed handle) or PANIC (the engine panicked) are not worth
-   * retrying either.
+   * For the idempotent actions ({@code make_durable}, {@code list/begin/prepare/abort_transaction};
+   * {@code commit_transaction} is retried on transient errors only): {@link
+   * ShoalStatus#isRetryableAction()}.
    */
   static boolean isRetryableAction(Throwable error) {
-    String code = code(error);
-    if (code == null) {
-      return false;
-    }
-    return switch (code) {
-      case "NOT_FOUND", "INVALID_ARGUMENT", "FAILED_PRECONDITION", "UNAUTHENTICATED", "UNAUTHORIZED",
-          "PERMISSION_DENIED", "UNIMPLEMENTED", "CANCELLED", ShoalEmbeddedException.CLOSED,
-          ShoalEmbeddedException.PANIC -> false;
-      default -> true;
-    };
+    return ShoalStatus.of(error).isRetryableAction();
   }
 
   /**
-   * The status code name of the first Flight or embedded error in {@code error}'s cause chain;
-   * null for anything else (a client-side error).
+   * The status code name of the first shoal answer in {@code error}'s cause chain ({@link
+   * ShoalStatus#codeOf}); null for anything else (a client-side error).
    */
   static String code(Throwable error) {
-    for (Throwable t = error; t != null; t = t.getCause()) {
-      if (t instanceof FlightRuntimeException f) {
-        return f.status().code().name();
-      }
-      if (t instanceof ShoalEmbeddedException e) {
-        return e.code();
-      }
-    }
-    return null;
+    return ShoalStatus.codeOf(error);
   }
 
-  /** The error's message plus its root cause's (gRPC says "io exception"; the cause says "Connection refused"). */
+  /**
+   * The error's message (shoal's own, without the client's request prefix) plus its root cause's
+   * (gRPC says "io exception"; the cause says "Connection refused").
+   */
   static String describe(Throwable error) {
     Throwable root = error;
+    String message = String.valueOf(error.getMessage());
+    for (Throwable t = error; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      if (t instanceof ShoalClientException client && client.detail() != null) {
+        message = client.detail();
+        break;
+      }
+    }
     while (root.getCause() != null && root.getCause() != root) {
       root = root.getCause();
     }
-    String message = String.valueOf(error.getMessage());
     return root == error || root.getMessage() == null || message.contains(root.getMessage())
         ? message
         : message + " (" + root.getMessage() + ")";
@@ -130,7 +91,7 @@ final class ShoalErrors {
   }
 
   /** The permanent-failure exception for a DoPut of {@code records} into the client's table. */
-  static ShoalSinkException putFailed(ShoalClient client, List<byte[]> records, Throwable error, int attempts) {
+  static ShoalSinkException putFailed(ShoalTableClient client, List<byte[]> records, Throwable error, int attempts) {
     String code = code(error);
     String server = describe(error);
     String where = "shoal table \"" + client.table() + "\" at " + client.endpoint();

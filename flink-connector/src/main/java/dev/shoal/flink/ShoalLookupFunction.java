@@ -31,7 +31,7 @@ public final class ShoalLookupFunction extends LookupFunction {
   private final List<String> keyPaths;
   private final List<LogicalType> keyTypes;
   private final DeserializationSchema<RowData> deserializer;
-  private transient ShoalClient client;
+  private transient ShoalTableClient client;
   private transient List<RowData.FieldGetter> getters;
 
   ShoalLookupFunction(
@@ -59,7 +59,7 @@ public final class ShoalLookupFunction extends LookupFunction {
 
   @Override
   public void open(FunctionContext context) throws Exception {
-    client = ShoalClient.open(settings.endpoint(), settings.table(), settings.client());
+    client = ShoalTableClient.open(settings.endpoint(), settings.table(), settings.client());
     getters = new ArrayList<>();
     for (int i = 0; i < keyTypes.size(); i++) {
       getters.add(RowData.createFieldGetter(keyTypes.get(i), i));
@@ -87,7 +87,7 @@ public final class ShoalLookupFunction extends LookupFunction {
     byte[][] latest = {null};
     long[] at = {-1};
     try {
-      client.query(ShoalClient.JSON.createObjectNode()
+      client.query(ShoalTableClient.JSON.createObjectNode()
           .put("table", settings.table())
           .put("filter", filter.toString())
           .put("output", "json")

@@ -125,7 +125,7 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
   @Override
   public ShoalWriter<InputT> restoreWriter(
       WriterInitContext context, Collection<BufferedRequestState<byte[]>> recoveredState) throws IOException {
-    ShoalClient client = ShoalClient.open(endpoint, table, clientOptions);
+    ShoalTableClient client = ShoalTableClient.open(endpoint, table, clientOptions);
     try {
       if (clientOptions.createTable()) {
         client.createTableIfNotExists(table, clientOptions.primaryKey());
@@ -148,7 +148,7 @@ public class ShoalSink<InputT> extends AsyncSinkBase<InputT, byte[]> implements 
   }
 
   private ShoalWriter<InputT> newWriter(
-      WriterInitContext context, Collection<BufferedRequestState<byte[]>> recoveredState, ShoalClient client) {
+      WriterInitContext context, Collection<BufferedRequestState<byte[]>> recoveredState, ShoalTableClient client) {
     return ShoalWriter.create(
         getElementConverter(),
         context,

@@ -1,5 +1,6 @@
 package dev.shoal.flink;
 
+import dev.shoal.client.ShoalEndpoint;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;

@@ -57,7 +57,7 @@ record ShoalSourceSettings(
 
   /** {@link #command(long, long)} of {@code table} (a shard's table of a sharded source table). */
   ObjectNode command(String table, long from, long to) {
-    ObjectNode command = ShoalClient.JSON.createObjectNode()
+    ObjectNode command = ShoalTableClient.JSON.createObjectNode()
         .put("table", table)
         .put("output", "json")
         .put("with_address", true)

@@ -61,7 +61,7 @@ final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnu
 
   /** The initial splits, from the table's {@code stats} (each shard's, of a sharded table). */
   private List<ShoalSplit> discover() throws Exception {
-    try (ShoalClient client = ShoalClient.open(settings.endpoint(), settings.table(), settings.client())) {
+    try (ShoalTableClient client = ShoalTableClient.open(settings.endpoint(), settings.table(), settings.client())) {
       List<ShardRouting.Shard> shards = shardsOf(client);
       if (shards == null) {
         return cut(client.stats(), null);
@@ -73,7 +73,7 @@ final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnu
       }
       List<ShoalSplit> splits = new ArrayList<>();
       for (ShardRouting.Shard shard : shards) {
-        try (ShoalClient node = ShoalClient.open(shard.location(), shard.table(), settings.client())) {
+        try (ShoalTableClient node = ShoalTableClient.open(shard.location(), shard.table(), settings.client())) {
           splits.addAll(cut(node.stats(shard.table()), shard));
         }
       }
@@ -87,9 +87,9 @@ final class ShoalSplitEnumerator implements SplitEnumerator<ShoalSplit, ShoalEnu
    * The shards of the source's table (with a shard key or spread by batch), or null when it is not
    * sharded (or the daemon knows no clusters).
    */
-  private List<ShardRouting.Shard> shardsOf(ShoalClient client) {
+  private List<ShardRouting.Shard> shardsOf(ShoalTableClient client) {
     try {
-      return ShardRouting.shardsOf(client.action("cluster", ShoalClient.JSON.createObjectNode()), settings.table());
+      return ShardRouting.shardsOf(client.action("cluster", ShoalTableClient.JSON.createObjectNode()), settings.table());
     } catch (RuntimeException e) {
       String code = ShoalErrors.code(e);
       if (ShoalErrors.INVALID_ARGUMENT.equals(code) || "UNIMPLEMENTED".equals(code)) {

@@ -34,8 +34,8 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
 
   private final ShoalSourceSettings settings;
   /** The client of the source's endpoint and, by location, of the nodes holding shards read. */
-  private final ShoalClient client;
-  private final java.util.Map<String, ShoalClient> shardClients = new java.util.HashMap<>();
+  private final ShoalTableClient client;
+  private final java.util.Map<String, ShoalTableClient> shardClients = new java.util.HashMap<>();
   private final Counter skippedBytes;
   private final Deque<ShoalSplit> splits = new ArrayDeque<>();
   private final Object idle = new Object();
@@ -45,7 +45,7 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
 
   ShoalSplitReader(ShoalSourceSettings settings, Counter skippedBytes) {
     this.settings = settings;
-    this.client = ShoalClient.open(settings.endpoint(), settings.table(), settings.client());
+    this.client = ShoalTableClient.open(settings.endpoint(), settings.table(), settings.client());
     this.skippedBytes = skippedBytes;
   }
 
@@ -138,12 +138,12 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
   }
 
   /** The client that reads {@code split}: the endpoint's, or one per node holding a shard. */
-  private ShoalClient clientOf(ShoalSplit split) {
+  private ShoalTableClient clientOf(ShoalSplit split) {
     if (split.location() == null) {
       return client;
     }
     return shardClients.computeIfAbsent(split.location(),
-        location -> ShoalClient.open(location, split.shardTable(), settings.client()));
+        location -> ShoalTableClient.open(location, split.shardTable(), settings.client()));
   }
 
   /** A caught-up follower's pause: {@code pollInterval}, or less when {@link #wakeUp} is called. */
@@ -191,7 +191,7 @@ final class ShoalSplitReader implements SplitReader<ShoalSourceRecord, ShoalSpli
 
   @Override
   public void close() throws Exception {
-    for (ShoalClient shard : shardClients.values()) {
+    for (ShoalTableClient shard : shardClients.values()) {
       shard.close();
     }
     client.close();

@@ -52,7 +52,7 @@ final class ShoalTransactions {
    * @throws ShoalSinkException when listing or aborting fails permanently (or the table is missing)
    */
   static long abortLingering(
-      ShoalClient client,
+      ShoalTableClient client,
       ShoalActionRetries actions,
       ShoalWriterMetrics metrics,
       String where,

@@ -26,7 +26,7 @@ import org.slf4j.LoggerFactory;
  * none} delivery guarantee; {@link AtLeastOnceShoalWriter} and {@link ExactlyOnceShoalWriter} add
  * their guarantees to it ({@link #create} picks one).
  *
- * <p>It talks to shoal through a {@link ShoalClient}: a daemon over Arrow Flight, or the engine
+ * <p>It talks to shoal through a {@link ShoalTableClient}: a daemon over Arrow Flight, or the engine
  * inside this JVM for an {@code embedded:} endpoint; both answer the same, so everything below holds
  * for either.
  *
@@ -46,7 +46,7 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
 
   private static final Logger LOG = LoggerFactory.getLogger(ShoalWriter.class);
 
-  protected final ShoalClient client;
+  protected final ShoalTableClient client;
   protected final RetryPolicy retryPolicy;
   /** Names the table and endpoint in messages. */
   protected final String where;
@@ -71,7 +71,7 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
       WriterInitContext context,
       AsyncSinkWriterConfiguration configuration,
       Collection<BufferedRequestState<byte[]>> states,
-      ShoalClient client,
+      ShoalTableClient client,
       DeliveryGuarantee deliveryGuarantee,
       RetryPolicy retryPolicy,
       String transactionalIdPrefix) {
@@ -88,7 +88,7 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
       WriterInitContext context,
       AsyncSinkWriterConfiguration configuration,
       Collection<BufferedRequestState<byte[]>> states,
-      ShoalClient client,
+      ShoalTableClient client,
       RetryPolicy retryPolicy) {
     super(elementConverter, context, configuration, states);
     // Opened here rather than in ElementConverter.open, whose parameter differs between Flink 1.20
@@ -155,10 +155,10 @@ public class ShoalWriter<InputT> extends AsyncSinkWriter<InputT, byte[]>
    * Sends one batch once (one attempt; sender thread): here a plain DoPut, whose acknowledged end
    * and durable addresses are tracked.
    */
-  protected ShoalClient.PutAcknowledgement putBatch(List<byte[]> records, long bytes, Object batchContext)
+  protected ShoalTableClient.PutAcknowledgement putBatch(List<byte[]> records, long bytes, Object batchContext)
       throws InterruptedException {
-    ShoalClient.PutAcknowledgement ack = client.put(records, bytes);
-    for (ShoalClient.LogPosition position : ack.positions()) {
+    ShoalTableClient.PutAcknowledgement ack = client.put(records, bytes);
+    for (ShoalTableClient.LogPosition position : ack.positions()) {
       if (position.records() > 0 && position.endAddress() >= 0) {
         acknowledgedEnds.merge(position.table(), position.endAddress(), Math::max);
       }

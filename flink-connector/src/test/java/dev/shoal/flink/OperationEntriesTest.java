@@ -35,7 +35,7 @@ class OperationEntriesTest {
   void aBatchGetsAnOpColumnOnlyWhenAnEntryHasAnOperation() {
     try (RootAllocator allocator = new RootAllocator()) {
       List<byte[]> plain = List.of(utf8("{\"a\":1}"), utf8("{\"a\":2}"));
-      try (VectorSchemaRoot root = ShoalClient.jsonBatch(allocator, plain, 14)) {
+      try (VectorSchemaRoot root = ShoalTableClient.jsonBatch(allocator, plain, 14)) {
         assertEquals(1, root.getFieldVectors().size());
         assertNull(root.getVector("op"));
       }
@@ -43,7 +43,7 @@ class OperationEntriesTest {
           utf8("{\"id\":1,\"v\":2}"),
           OperationEntries.encode(ShoalOperation.DELETE, utf8("{\"id\":3}")),
           OperationEntries.encode(ShoalOperation.MERGE, utf8("{\"id\":4,\"v\":null}")));
-      try (VectorSchemaRoot root = ShoalClient.jsonBatch(allocator, mixed, 40)) {
+      try (VectorSchemaRoot root = ShoalTableClient.jsonBatch(allocator, mixed, 40)) {
         VarCharVector json = (VarCharVector) root.getVector("json");
         VarCharVector op = (VarCharVector) root.getVector("op");
         assertArrayEquals(utf8("{\"id\":3}"), json.get(1));

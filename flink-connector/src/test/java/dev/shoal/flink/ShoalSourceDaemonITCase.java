@@ -51,7 +51,7 @@ class ShoalSourceDaemonITCase extends ShoalSourceITCase {
     sinkEvents("src_retention");
     long tail = JsonUtil.stat("src_retention", "complete_until");
     SHOAL.action("make_durable", "{\"table\": \"src_retention\", \"address\": " + tail + "}");
-    JsonNode truncated = ShoalClient.JSON.readTree(
+    JsonNode truncated = ShoalTableClient.JSON.readTree(
         SHOAL.action("truncate", "{\"table\": \"src_retention\", \"keep_bytes\": " + (4 << 20) + "}"));
     long begin = truncated.path("begin_address").asLong();
     assertTrue(begin > 64, () -> "retention dropped the head of the log: " + truncated);
@@ -116,7 +116,7 @@ class ShoalSourceDaemonITCase extends ShoalSourceITCase {
   }
 
   private static void put(String table, List<String> lines) throws Exception {
-    try (ShoalClient client = ShoalClient.open(SHOAL.endpoint(), table, ShoalClientOptions.of(null, Duration.ofSeconds(30)))) {
+    try (ShoalTableClient client = ShoalTableClient.open(SHOAL.endpoint(), table, ShoalClientOptions.of(null, Duration.ofSeconds(30)))) {
       for (int i = 0; i < lines.size(); i += 500) {
         List<byte[]> batch = new java.util.ArrayList<>();
         long bytes = 0;
@@ -142,7 +142,7 @@ class ShoalSourceDaemonITCase extends ShoalSourceITCase {
   /** The daemon's stats, for the tests above. */
   private static final class JsonUtil {
     static long stat(String table, String key) throws Exception {
-      return ShoalClient.JSON.readTree(SHOAL.action("stats", "{\"table\": \"" + table + "\"}")).path(key).asLong();
+      return ShoalTableClient.JSON.readTree(SHOAL.action("stats", "{\"table\": \"" + table + "\"}")).path(key).asLong();
     }
   }
 }

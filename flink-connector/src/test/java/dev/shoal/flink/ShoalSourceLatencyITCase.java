@@ -125,7 +125,7 @@ class ShoalSourceLatencyITCase {
     Thread.sleep(3000); // both followers running and caught up (startFromLatest on an empty table)
     String pad = "x".repeat(300);
     long written = 0;
-    try (ShoalClient client = ShoalClient.open(SHOAL.endpoint(), "latency", ShoalClientOptions.of(null, Duration.ofSeconds(30)))) {
+    try (ShoalTableClient client = ShoalTableClient.open(SHOAL.endpoint(), "latency", ShoalClientOptions.of(null, Duration.ofSeconds(30)))) {
       long start = System.nanoTime();
       for (int tick = 0; tick < seconds * 100; tick++) {
         long due = start + tick * 10_000_000L;

@@ -7,6 +7,7 @@ import java.util.Set;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.shoal.client.ShoalClient;
 import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException;
@@ -54,7 +55,7 @@ public final class ShoalCatalog implements TableCatalog {
     checkNamespace(namespace);
     Set<String> names = new LinkedHashSet<>();
     for (URI shard : options.endpoints()) {
-      try (ShoalClient client = ShoalClient.connect(shard, options)) {
+      try (ShoalClient client = options.connect(shard)) {
         names.addAll(client.listTables());
       }
     }
@@ -87,7 +88,7 @@ public final class ShoalCatalog implements TableCatalog {
     ObjectNode body = ShoalTableProperties.createTableBody(ident.name(), properties);
     Map<String, ObjectNode> psfs = ShoalTableProperties.psfs(ident.name(), properties);
     for (URI shard : options.endpoints()) {
-      try (ShoalClient client = ShoalClient.connect(shard, options)) {
+      try (ShoalClient client = options.connect(shard)) {
         JsonNode answer = client.action("create_table", body.deepCopy(), ident.name());
         boolean created = answer == null || answer.path("created").asBoolean(true);
         if (!created && shard.equals(options.endpoints().get(0))) {
@@ -162,7 +163,7 @@ public final class ShoalCatalog implements TableCatalog {
       }
     }
     for (URI shard : options.endpoints()) {
-      try (ShoalClient client = ShoalClient.connect(shard, options)) {
+      try (ShoalClient client = options.connect(shard)) {
         if (!retentionSet.isEmpty() || !retentionUnset.isEmpty()) {
           JsonNode current = client.action("stats", ShoalClient.JSON.createObjectNode().put("table", table), table).path("retention");
           ObjectNode retention = ShoalClient.JSON.createObjectNode();
@@ -195,7 +196,7 @@ public final class ShoalCatalog implements TableCatalog {
   public boolean dropTable(Identifier ident) {
     boolean dropped = false;
     for (URI shard : options.endpoints()) {
-      try (ShoalClient client = ShoalClient.connect(shard, options)) {
+      try (ShoalClient client = options.connect(shard)) {
         client.action("drop_table", ShoalClient.JSON.createObjectNode().put("name", ident.name()), ident.name());
         dropped = true;
       } catch (ShoalException e) {

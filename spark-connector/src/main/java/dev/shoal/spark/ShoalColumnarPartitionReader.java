@@ -1,5 +1,7 @@
 package dev.shoal.spark;
 
+import dev.shoal.client.ShoalClient;
+import dev.shoal.client.ShoalBatchStream;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
@@ -31,7 +33,7 @@ final class ShoalColumnarPartitionReader implements PartitionReader<ColumnarBatc
     this.table = options.table();
     this.projection = projection;
     this.limit = limit;
-    this.client = ShoalClient.connect(partition.location(), options);
+    this.client = options.connect(partition.location());
   }
 
   @Override

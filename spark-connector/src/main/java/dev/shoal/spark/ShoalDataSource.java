@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
+import dev.shoal.client.ShoalClient;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
@@ -47,7 +48,7 @@ public final class ShoalDataSource implements TableProvider, DataSourceRegister 
   static StructType daemonSchema(ShoalOptions options) {
     List<StructType> schemas = new ArrayList<>();
     for (URI shard : options.endpoints()) {
-      try (ShoalClient client = ShoalClient.connect(shard, options)) {
+      try (ShoalClient client = options.connect(shard)) {
         schemas.add(ShoalSchemas.toSpark(client.getSchema(options.table())));
       }
     }

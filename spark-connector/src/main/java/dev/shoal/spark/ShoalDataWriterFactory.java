@@ -3,6 +3,7 @@ package dev.shoal.spark;
 import java.util.ArrayList;
 import java.util.List;
 
+import dev.shoal.client.ShoalClient;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
@@ -45,18 +46,18 @@ public final class ShoalDataWriterFactory implements DataWriterFactory {
     private final ShoalOptions options;
     private final StructType schema;
     private final ShoalClient client;
-    private final ShoalClient.Put put;
+    private final ShoalRecordStream put;
     private final List<String> buffer = new ArrayList<>();
 
     ShoalDataWriter(ShoalOptions options, StructType schema, int partitionId) {
       this.options = options;
       this.schema = schema;
-      this.client = ShoalClient.connect(options.endpoints().get(partitionId % options.endpoints().size()), options);
-      ShoalClient.Put started;
+      this.client = options.connect(options.endpoints().get(partitionId % options.endpoints().size()));
+      ShoalRecordStream started;
       try {
         // A table sharded by key over a cluster: each record straight to its shard's node.
         ShoalShardedPut routed = ShoalShardedPut.open(client, options);
-        started = routed != null ? routed : client.startPut(options.table());
+        started = routed != null ? routed : ShoalRecordStream.of(client.startPut(options.table()));
       } catch (RuntimeException e) {
         client.close();
         throw e;

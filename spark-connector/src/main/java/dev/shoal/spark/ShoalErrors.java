@@ -2,9 +2,14 @@ package dev.shoal.spark;
 
 import java.net.URI;
 
+import dev.shoal.client.EmbeddedShoalClient;
+import dev.shoal.client.ShoalClientException;
+import dev.shoal.client.ShoalEndpoint;
+
+
 /**
- * Turns shoal's status codes into {@link ShoalException}s that name the table and the option to
- * fix. Both transports answer with the same codes (the daemon as Flight statuses, the embedded
+ * Turns shoal's status codes (the shared client's {@link ShoalClientException}s) into {@link
+ * ShoalException}s that name the table and the option to fix. Both transports answer with the same codes (the daemon as Flight statuses, the embedded
  * engine as {@code ShoalEmbeddedException} codes); only the advice for an endpoint that cannot be
  * reached differs.
  */
@@ -18,6 +23,23 @@ final class ShoalErrors {
   private ShoalErrors() {}
 
   /**
+   * The {@link ShoalException} for a failed request of the shared client (the option to fix,
+   * by status code and transport).
+   */
+  static ShoalException translate(ShoalClientException e) {
+    URI endpoint;
+    try {
+      endpoint = ShoalOptions.endpointUri(e.endpoint());
+    } catch (IllegalArgumentException bad) {
+      endpoint = null;
+    }
+    if (e.code() == null) {
+      return new ShoalException(e.getMessage(), e);
+    }
+    return translate(e.code(), e.detail(), endpoint, e.table(), e.request(), e);
+  }
+
+  /**
    * @param code the status code name ({@code FlightStatusCode} names equal gRPC's, which the
    *     embedded engine uses too)
    * @param detail shoal's message
@@ -26,7 +48,7 @@ final class ShoalErrors {
    * @param request the request, e.g. {@code GetSchema}, {@code action create_table}
    */
   static ShoalException translate(String code, String detail, URI endpoint, String table, String request, Throwable cause) {
-    boolean embedded = ShoalOptions.isEmbedded(endpoint);
+    boolean embedded = endpoint != null && ShoalEndpoint.isEmbedded(endpoint);
     String where = "shoal " + request + (table != null ? " on table '" + table + "'" : "") + " at " + endpoint;
     switch (code) {
       case UNAVAILABLE:

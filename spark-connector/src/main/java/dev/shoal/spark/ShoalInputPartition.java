@@ -2,6 +2,7 @@ package dev.shoal.spark;
 
 import java.net.URI;
 
+import dev.shoal.client.ShoalFlightPlan;
 import org.apache.spark.sql.connector.read.InputPartition;
 
 /**
@@ -18,7 +19,7 @@ public final class ShoalInputPartition implements InputPartition {
 
   /** The partition of one endpoint of a shard's plan, read where the endpoint says (or at the shard). */
   static ShoalInputPartition of(ShoalFlightPlan plan, ShoalFlightPlan.Endpoint endpoint) {
-    URI location = endpoint.location() == null ? plan.shard() : endpoint.location();
+    URI location = endpoint.location() == null ? ShoalOptions.endpointUri(plan.shard()) : endpoint.location();
     return new ShoalInputPartition(location, endpoint.ticket(), endpoint.metadata().path("index_scans").size(),
         endpoint.metadata().path("full_scans").size());
   }

@@ -10,6 +10,8 @@ import java.util.Map;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.shoal.client.ShoalClient;
+import dev.shoal.client.ShoalFlightPlan;
 import dev.shoal.cluster.ShardRouting;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
@@ -106,7 +108,7 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
     for (URI endpoint : options.endpoints()) {
       List<ShardRouting.Shard> sharded = null;
       if (!ShoalOptions.isEmbedded(endpoint)) {
-        try (ShoalClient client = ShoalClient.connect(endpoint, options)) {
+        try (ShoalClient client = options.connect(endpoint)) {
           sharded = ShardRouting.shardsOf(client.action("cluster", ShoalClient.JSON.createObjectNode(), options.table()), options.table());
         } catch (ShoalException e) {
           if (!"INVALID_ARGUMENT".equals(e.code()) && !"UNIMPLEMENTED".equals(e.code())) {
@@ -131,7 +133,7 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
   private Map<String, JsonNode> stats() {
     Map<String, JsonNode> out = new LinkedHashMap<>();
     for (Source source : sources()) {
-      try (ShoalClient client = ShoalClient.connect(source.endpoint(), options)) {
+      try (ShoalClient client = options.connect(source.endpoint())) {
         out.put(source.key(), client.action("stats", ShoalClient.JSON.createObjectNode().put("table", source.table()), source.table()));
       }
     }
@@ -291,7 +293,7 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
 
   /** The input partitions of {@code range} planned at {@code endpoint}: one per endpoint of its plan. */
   private void addPartitions(List<InputPartition> partitions, URI endpoint, String table, ObjectNode range) {
-    try (ShoalClient client = ShoalClient.connect(endpoint, options)) {
+    try (ShoalClient client = options.connect(endpoint)) {
       ShoalFlightPlan plan = client.getFlightInfo(table, range);
       for (ShoalFlightPlan.Endpoint part : plan.endpoints()) {
         partitions.add(ShoalInputPartition.of(plan, part));

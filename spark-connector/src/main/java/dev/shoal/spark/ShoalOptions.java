@@ -3,8 +3,6 @@ package dev.shoal.spark;
 import java.io.Serializable;
 import java.net.URI;
 import java.net.URISyntaxException;
-import java.nio.file.Path;
-import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -13,6 +11,9 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.TreeMap;
 
+import dev.shoal.client.ShoalClient;
+import dev.shoal.client.ShoalClientOptions;
+import dev.shoal.client.ShoalEndpoint;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
@@ -223,16 +224,11 @@ public final class ShoalOptions implements Serializable {
    * scheme-specific part is the path.
    */
   private static URI embeddedEndpoint(String text) {
+    // A host, no directory or an invalid path: an IllegalArgumentException naming option 'endpoint'.
+    ShoalEndpoint.validate(text);
     String path = text.substring(EMBEDDED_SCHEME.length() + 1);
-    if (path.startsWith("//")) {
-      if (!path.startsWith("///")) {
-        throw new IllegalArgumentException("shoal: option 'endpoint' " + text + " names a host; embedded mode opens a data directory"
-            + " of this JVM's machine: embedded:/path/to/data");
-      }
+    if (path.startsWith("///")) {
       path = path.substring(2);
-    }
-    if (path.isBlank()) {
-      throw new IllegalArgumentException("shoal: option 'endpoint' " + text + " names no data directory: embedded:/path/to/data");
     }
     try {
       return new URI(EMBEDDED_SCHEME, path, null);
@@ -240,6 +236,7 @@ public final class ShoalOptions implements Serializable {
       throw new IllegalArgumentException("shoal: option 'endpoint' has an invalid data directory '" + path + "': " + e.getMessage(), e);
     }
   }
+
 
   /**
    * An identifier of this JVM, the same for every class loader in it (Spark may load the
@@ -254,14 +251,20 @@ public final class ShoalOptions implements Serializable {
     return originJvm;
   }
 
-  /** Whether {@code endpoint} is an embedded one ({@code embedded:/path}). */
-  static boolean isEmbedded(URI endpoint) {
-    return EMBEDDED_SCHEME.equalsIgnoreCase(endpoint.getScheme());
+  /**
+   * The URI of an endpoint as a client names it ({@code ShoalClient#endpoint()}): an embedded
+   * one's path as written (it may hold characters a URI quotes), a daemon's as it is.
+   */
+  static URI endpointUri(String text) {
+    if (ShoalEndpoint.isEmbedded(text)) {
+      return embeddedEndpoint(text);
+    }
+    return URI.create(text);
   }
 
-  /** The data directory of an embedded endpoint, absolute and normalised. */
-  static Path embeddedPath(URI endpoint) {
-    return Paths.get(endpoint.getSchemeSpecificPart()).toAbsolutePath().normalize();
+  /** Whether {@code endpoint} is an embedded one ({@code embedded:/path}). */
+  static boolean isEmbedded(URI endpoint) {
+    return ShoalEndpoint.isEmbedded(endpoint);
   }
 
   private static int positiveInt(CaseInsensitiveStringMap options, String key) {
@@ -335,6 +338,28 @@ public final class ShoalOptions implements Serializable {
 
   public long embeddedKeepAliveMillis() {
     return embeddedKeepAliveMillis;
+  }
+
+  /**
+   * A client of {@code endpoint} (an entry of option {@code endpoint}, or a shard's location)
+   * with these options' connection settings (token; embedded configuration and keep-alive), whose
+   * failures are {@link ShoalException}s naming the table and the option to fix ({@link
+   * ShoalErrors#translate}).
+   *
+   * @throws ShoalException for an embedded endpoint in a JVM other than the one that planned the
+   *     query (a Spark cluster's executor): embedded mode works in local mode only
+   */
+  ShoalClient connect(URI endpoint) {
+    if (isEmbedded(endpoint) && !currentJvm().equals(originJvm)) {
+      throw new ShoalException("shoal table '" + table + "': option 'endpoint' " + endpoint + " runs the engine inside"
+          + " the JVM of Spark's driver, but this task runs in another JVM (a Spark cluster's executor). Embedded mode works"
+          + " in Spark local mode only (driver and tasks in one JVM: --master local[N]); on a cluster, serve the directory"
+          + " with `shoal serve --data-dir` and use its grpc://host:port endpoint.");
+    }
+    // An embedded URI's path as written (URI#toString would percent-encode, e.g., spaces).
+    String text = isEmbedded(endpoint) ? EMBEDDED_SCHEME + ":" + endpoint.getSchemeSpecificPart() : endpoint.toString();
+    return ShoalClient.open(text, new ShoalClientOptions(token, null, embeddedConfig,
+        embeddedKeepAliveMillis, ShoalClientOptions.DEFAULT_IDLE_CLOSE_MS, ShoalErrors::translate));
   }
 
   @Override

@@ -9,6 +9,8 @@ import java.util.stream.Collectors;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.shoal.client.ShoalClient;
+import dev.shoal.client.ShoalFlightPlan;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.metric.CustomMetric;
 import org.apache.spark.sql.connector.read.Batch;
@@ -83,7 +85,7 @@ public final class ShoalScan implements Scan, Batch {
       ObjectNode command = command(options, filter, projection == null ? null : projection.paths(), limit, aggregates);
       List<ShoalFlightPlan> out = new ArrayList<>();
       for (URI shard : options.endpoints()) {
-        try (ShoalClient client = ShoalClient.connect(shard, options)) {
+        try (ShoalClient client = options.connect(shard)) {
           ShoalFlightPlan plan = client.getFlightInfo(options.table(), command);
           if (filter != null && !plan.exact()) {
             // Spark was told the pushed filters need no re-evaluation; a daemon that cannot

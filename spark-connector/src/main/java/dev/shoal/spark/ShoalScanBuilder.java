@@ -5,6 +5,7 @@ import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.shoal.client.ShoalClient;
 import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.read.Scan;
@@ -109,7 +110,7 @@ public final class ShoalScanBuilder implements ScanBuilder, SupportsPushDownV2Fi
       return false;
     }
     ObjectNode command = ShoalScan.command(options, filter(), null, -1, candidate);
-    try (ShoalClient client = ShoalClient.connect(options.endpoints().get(0), options)) {
+    try (ShoalClient client = options.connect(options.endpoints().get(0))) {
       client.getFlightInfo(options.table(), command);
       AGGREGATE_SUPPORT.put(shard, true);
       return true;

@@ -12,6 +12,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.shoal.client.ShoalClient;
+import dev.shoal.client.ShoalEndpoint;
 import dev.shoal.cluster.ShardRouting;
 
 /**
@@ -23,7 +25,7 @@ import dev.shoal.cluster.ShardRouting;
  * acknowledged. A record whose key the routing cannot spell goes to the sharded table at the
  * task's endpoint, which routes it. No node forwards what this writer sends.
  */
-final class ShoalShardedPut implements ShoalClient.Put {
+final class ShoalShardedPut implements ShoalRecordStream {
   private final ShoalClient entry;
   private final ShardRouting routing;
   private final ShoalOptions options;
@@ -39,7 +41,7 @@ final class ShoalShardedPut implements ShoalClient.Put {
    * it by key; null otherwise (a daemon outside a cluster answers no sharded tables).
    */
   static ShoalShardedPut open(ShoalClient entry, ShoalOptions options) {
-    if (!options.writeRouteByKey() || ShoalOptions.isEmbedded(entry.endpoint())) {
+    if (!options.writeRouteByKey() || ShoalEndpoint.isEmbedded(entry.endpoint())) {
       return null;
     }
     JsonNode cluster;
@@ -76,7 +78,7 @@ final class ShoalShardedPut implements ShoalClient.Put {
         ShardRouting.Shard shard = routing.shards().get(part);
         ShoalClient node = shard.location().equals(entry.endpoint().toString())
             ? entry
-            : nodes.computeIfAbsent(shard.location(), location -> ShoalClient.connect(URI.create(location), options));
+            : nodes.computeIfAbsent(shard.location(), location -> options.connect(URI.create(location)));
         streams[part] = node.startPut(shard.table());
       }
     }

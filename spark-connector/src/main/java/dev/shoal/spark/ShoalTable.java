@@ -4,6 +4,7 @@ import java.util.EnumSet;
 import java.util.Map;
 import java.util.Set;
 
+import dev.shoal.client.ShoalClient;
 import org.apache.spark.sql.connector.catalog.SupportsDeleteV2;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
@@ -62,7 +63,7 @@ public final class ShoalTable implements SupportsRead, SupportsWrite, SupportsDe
     Map<String, String> p = properties;
     if (p == null) {
       p = new java.util.TreeMap<>();
-      try (ShoalClient client = ShoalClient.connect(options.endpoints().get(0), options)) {
+      try (ShoalClient client = options.connect(options.endpoints().get(0))) {
         com.fasterxml.jackson.databind.JsonNode psfs =
             client.action("list_psfs", ShoalClient.JSON.createObjectNode().put("table", options.table()), options.table());
         if (psfs != null) {
@@ -157,7 +158,7 @@ public final class ShoalTable implements SupportsRead, SupportsWrite, SupportsDe
       body.put("filter", String.join(" AND ", parts));
     }
     for (java.net.URI endpoint : options.endpoints()) {
-      try (ShoalClient client = ShoalClient.connect(endpoint, options)) {
+      try (ShoalClient client = options.connect(endpoint)) {
         client.action("delete", body, options.table());
       }
     }

@@ -9,6 +9,7 @@ import java.util.Map;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.shoal.client.ShoalClient;
 
 /**
  * Spark SQL table properties ({@code CREATE TABLE ... TBLPROPERTIES}, {@code ALTER TABLE ... SET /

@@ -1,5 +1,6 @@
 package dev.shoal.spark;
 
+import dev.shoal.client.ShoalClient;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
@@ -52,7 +53,7 @@ public final class ShoalWriteBuilder implements WriteBuilder {
     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
       if (options.writeCreateTable()) {
         for (java.net.URI shard : options.endpoints()) {
-          try (ShoalClient client = ShoalClient.connect(shard, options)) {
+          try (ShoalClient client = options.connect(shard)) {
             client.createTableIfNotExists(options.table());
           }
         }

@@ -37,7 +37,7 @@ class ShadedJarIT {
           "dev/shoal/embedded/native/linux-x86_64/libshoal_jni.so",
           "org/apache/arrow/c/jni/JniWrapper.class",
           "org/apache/arrow/c/Data.class",
-          "dev/shoal/spark/EmbeddedShoalClient.class"}) {
+          "dev/shoal/spark/shaded/dev/shoal/client/EmbeddedShoalClient.class"}) {
         ZipEntry e = jar.getEntry(entry);
         assertNotNull(e, entry + " is in the shaded jar");
       }

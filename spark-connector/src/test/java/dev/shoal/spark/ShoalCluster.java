@@ -7,6 +7,8 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
+import dev.shoal.client.ShoalClient;
+
 /**
  * A cluster of real daemons on loopback (docs/deployment.md, "A cluster"): {@code nodes}
  * {@code shoal serve} processes sharing one membership list ({@code --cluster-nodes}), each with

@@ -9,6 +9,7 @@ import java.net.URI;
 import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
+import dev.shoal.client.ShoalClient;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.connector.read.InputPartition;

@@ -89,7 +89,7 @@ class ShoalErrorsEmbeddedTest extends ShoalErrorsTest {
   void a_task_in_another_jvm_than_the_driver_is_told_that_embedded_mode_is_local_only() {
     ShoalOptions options = ShoalOptions.forTable(java.util.Map.of("endpoint", endpoint, "table", "small"))
         .withOriginJvm("the driver's JVM elsewhere");
-    String m = message(assertThrows(ShoalException.class, () -> ShoalClient.connect(options.endpoints().get(0), options)));
+    String m = message(assertThrows(ShoalException.class, () -> options.connect(options.endpoints().get(0))));
     assertTrue(m.contains("option 'endpoint'") && m.contains("local mode") && m.contains("grpc://host:port"), m);
   }
 }

@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.shoal.client.ShoalClient;
 import org.apache.spark.sql.SparkSession;
 
 /** Shared fixtures: the GitHub Archive events, a local Spark session, and ingestion helpers. */

@@ -20,6 +20,9 @@ import java.util.regex.Pattern;
 
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.shoal.client.ShoalClient;
+import dev.shoal.client.ShoalFlightPlan;
+import dev.shoal.client.ShoalBatchStream;
 import dev.shoal.embedded.ShoalEmbedded;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;

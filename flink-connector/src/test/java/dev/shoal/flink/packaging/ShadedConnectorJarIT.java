@@ -117,7 +117,8 @@ class ShadedConnectorJarIT {
       // Embedded mode: the classes native code binds by name keep their packages, the native
       // libraries are there, and the classes use the relocated Arrow (and Jackson).
       for (String expected : List.of(
-          "dev/shoal/flink/EmbeddedShoalClient.class",
+          "dev/shoal/flink/EndpointTableClient.class",
+          "dev/shoal/flink/shaded/dev/shoal/client/EmbeddedShoalClient.class",
           "dev/shoal/embedded/ShoalEmbedded.class",
           "dev/shoal/embedded/ShoalNative.class",
           "dev/shoal/embedded/ShoalEmbeddedException.class",
@@ -228,12 +229,15 @@ class ShadedConnectorJarIT {
     Throwable[] failure = new Throwable[1];
     Thread task = new Thread(() -> {
       try {
-        Class<?> clientClass = Class.forName("dev.shoal.flink.FlightShoalClient", true, loader);
+        Class<?> clientClass = Class.forName("dev.shoal.flink.EndpointTableClient", true, loader);
         assertTrue(clientClass.getClassLoader() == loader, "the connector comes from the job's class loader");
-        java.lang.reflect.Constructor<?> open =
-            clientClass.getDeclaredConstructor(String.class, String.class, String.class, java.time.Duration.class);
+        Class<?> optionsClass = Class.forName("dev.shoal.flink.ShoalClientOptions", true, loader);
+        java.lang.reflect.Method options = optionsClass.getDeclaredMethod("of", String.class, java.time.Duration.class);
+        options.setAccessible(true);
+        java.lang.reflect.Method open = clientClass.getDeclaredMethod("open", String.class, String.class, optionsClass);
         open.setAccessible(true);
-        AutoCloseable client = (AutoCloseable) open.newInstance(SHOAL.endpoint(), table, null, java.time.Duration.ofSeconds(30));
+        AutoCloseable client = (AutoCloseable) open.invoke(null, SHOAL.endpoint(), table,
+            options.invoke(null, null, java.time.Duration.ofSeconds(30)));
         try {
           java.lang.reflect.Method put = clientClass.getDeclaredMethod("put", List.class, long.class, String.class);
           put.setAccessible(true);

@@ -16,10 +16,10 @@ import java.util.stream.Stream;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.shoal.client.ShoalClient;
 import dev.shoal.demo.spark.GithubQueries;
 import dev.shoal.demo.spark.GithubQueries.DemoQuery;
 import dev.shoal.demo.spark.GithubQueries.Run;
-import dev.shoal.spark.ShoalClient;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;

@@ -1,10 +1,11 @@
-package dev.shoal.spark;
+package dev.shoal.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.net.URI;
 
@@ -41,14 +42,14 @@ class FlightConnectionsTest {
   void a_client_returns_its_lease_and_a_new_client_reuses_the_idle_connection() {
     URI endpoint = URI.create("grpc://127.0.0.1:3");
     FlightConnections.Connection connection;
-    try (FlightShoalClient client = FlightShoalClient.open(endpoint, null)) {
+    try (FlightShoalClient client = new FlightShoalClient(endpoint.toString(), ShoalClientOptions.withToken(null))) {
       connection = FlightConnections.acquire(endpoint, null);
       connection.release();
     }
-    try (FlightShoalClient client = FlightShoalClient.open(endpoint, null)) {
+    try (FlightShoalClient client = new FlightShoalClient(endpoint.toString(), ShoalClientOptions.withToken(null))) {
       FlightConnections.Connection again = FlightConnections.acquire(endpoint, null);
       again.release();
-      assertSame(connection, again, "the idle connection is reused within FlightConnections.IDLE_CLOSE_MILLIS");
+      assertSame(connection, again, "the idle connection is reused within its idle time");
     }
   }
 
@@ -80,5 +81,34 @@ class FlightConnectionsTest {
       }
     }
     return out;
+  }
+
+  /**
+   * With an idle time of 0 (the Flink connector's), the last release closes the connection and
+   * waits for its threads: nothing of it outlives the job that used it (issue 19).
+   */
+  @Test
+  void without_idle_time_the_last_release_closes_the_connection_and_its_threads() {
+    URI endpoint = URI.create("grpc://127.0.0.1:5");
+    ShoalClientOptions options = new ShoalClientOptions(null, null, null, 0, 0, null);
+    FlightShoalClient first = new FlightShoalClient(endpoint.toString(), options);
+    FlightShoalClient second = new FlightShoalClient("127.0.0.1:5", options);
+    assertThrows(RuntimeException.class, () -> first.listTables(), "nothing listens on port 5");
+    assertFalse(threads("shoal-flight-127.0.0.1:5-").isEmpty(), "the connection runs on its own threads");
+    first.close();
+    assertFalse(threads("shoal-flight-127.0.0.1:5-").isEmpty(), "a client is still using the connection");
+    second.close();
+    assertEquals(java.util.List.of(), threads("shoal-flight-127.0.0.1:5-"), "closed with the last client, threads ended");
+  }
+
+  @Test
+  void failures_name_the_request_the_endpoint_and_a_transient_status() {
+    try (FlightShoalClient client = new FlightShoalClient("grpc://127.0.0.1:6", ShoalClientOptions.withToken(null))) {
+      ShoalClientException e = assertThrows(ShoalClientException.class, () -> client.getSchema("events"));
+      assertEquals(ShoalStatus.UNAVAILABLE, e.status());
+      assertTrue(ShoalStatus.isTransient(e) && ShoalStatus.isTransientRead(e) && e.status().isRetryableAction());
+      assertTrue(e.getMessage().startsWith("shoal GetSchema on table 'events' at grpc://127.0.0.1:6 failed (UNAVAILABLE)"),
+          e.getMessage());
+    }
   }
 }

@@ -1,4 +1,4 @@
-package dev.shoal.spark;
+package dev.shoal.client;
 
 import org.apache.arrow.vector.VectorSchemaRoot;
 
@@ -7,8 +7,8 @@ import org.apache.arrow.vector.VectorSchemaRoot;
  * engine's C stream in embedded mode. The batches are the transport's own buffers (no copy); each
  * is valid until the next {@link #next()} or {@link #close()}.
  */
-interface ShoalBatchStream extends AutoCloseable {
-  /** Loads the next batch into {@link #root()}; false at the end. Errors are {@link ShoalException}s. */
+public interface ShoalBatchStream extends AutoCloseable {
+  /** Loads the next batch into {@link #root()}; false at the end. Errors are {@link ShoalClientException}s (or what the client options make of them). */
   boolean next();
 
   /** The current batch. */

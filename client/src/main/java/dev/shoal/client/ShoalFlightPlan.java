@@ -1,4 +1,4 @@
-package dev.shoal.spark;
+package dev.shoal.client;
 
 import java.net.URI;
 import java.util.List;
@@ -13,12 +13,12 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * shoal's plan JSON ({@code app_metadata} of the FlightInfo).
  */
 public final class ShoalFlightPlan {
-  private final URI shard;
+  private final String shard;
   private final Schema schema;
   private final JsonNode metadata;
   private final List<Endpoint> endpoints;
 
-  ShoalFlightPlan(URI shard, Schema schema, JsonNode metadata, List<Endpoint> endpoints) {
+  ShoalFlightPlan(String shard, Schema schema, JsonNode metadata, List<Endpoint> endpoints) {
     this.shard = shard;
     this.schema = schema;
     this.metadata = metadata == null ? NullNode.getInstance() : metadata;
@@ -56,8 +56,8 @@ public final class ShoalFlightPlan {
     }
   }
 
-  /** The shard (the {@code endpoint} option's location) that planned this. */
-  public URI shard() {
+  /** The endpoint (a shard's location, or an embedded directory) that planned this. */
+  public String shard() {
     return shard;
   }
 

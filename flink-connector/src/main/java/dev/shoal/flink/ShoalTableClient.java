@@ -9,29 +9,31 @@ import java.util.List;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.types.pojo.ArrowType;
+import org.apache.arrow.vector.types.pojo.Field;
+import org.apache.arrow.vector.types.pojo.Schema;
 
 /**
- * The calls of the shoal protocol the sink needs (docs/protocol.md), on one table: {@code DoPut}
- * of one batch of JSON records (optionally staged in a transaction), {@code DoAction make_durable}
- * (wait until the log is durable up to an address), {@code stats} and the transaction actions
- * ({@code begin/prepare/commit/abort/list_transactions}). Blocking; thread-safe (the writer's
- * sender threads put batches in parallel).
+ * The calls of the shoal protocol the sink and the source need (docs/protocol.md), on one table:
+ * {@code DoPut} of one batch of JSON records (optionally staged in a transaction), {@code DoAction
+ * make_durable} (wait until the log is durable up to an address), {@code stats}, the transaction
+ * actions ({@code begin/prepare/commit/abort/list_transactions}) and queries. Blocking;
+ * thread-safe (the writer's sender threads put batches in parallel).
  *
- * <p>Two transports speak it, chosen by the {@code endpoint} option ({@link ShoalEndpoint}):
- *
- * <ul>
- *   <li>{@link FlightShoalClient}: a daemon over Arrow Flight ({@code grpc://host:port}); errors are
- *       Arrow's {@code FlightRuntimeException} with the daemon's status code;
- *   <li>{@link EmbeddedShoalClient}: the engine inside this JVM ({@code embedded:/path/to/data})
- *       through {@code ShoalEmbedded}; the same actions, bodies and answers, errors are {@code
- *       ShoalEmbeddedException}s with the status code the daemon would have answered with.
- * </ul>
- *
- * <p>{@link ShoalErrors} classifies the errors of both (transient or permanent) by that code.
+ * <p>{@link EndpointTableClient} speaks it over shoal's Java client ({@code dev.shoal.client}),
+ * which picks the transport by the {@code endpoint} option: a daemon over Arrow Flight ({@code
+ * grpc://host:port}) or the engine inside this JVM ({@code embedded:/path/to/data}); both answer
+ * with the same bodies and status codes. {@link KeyRoutingShoalClient} sends each record of a
+ * table sharded by key to its shard's node. {@link ShoalErrors} classifies failures (transient
+ * or permanent) by shoal's status ({@code dev.shoal.client.ShoalStatus}).
  */
-interface ShoalClient extends AutoCloseable {
+interface ShoalTableClient extends AutoCloseable {
 
-  ObjectMapper JSON = new ObjectMapper();
+  ObjectMapper JSON = dev.shoal.client.ShoalClient.JSON;
+
+  /** A {@code DoPut} batch of entries with an operation ({@link OperationEntries}): {@code json} and {@code op}, both Utf8. */
+  Schema JSON_OP_BATCH = new Schema(List.of(Field.nullable("json", ArrowType.Utf8.INSTANCE),
+      Field.nullable("op", ArrowType.Utf8.INSTANCE)));
 
   /**
    * A client of {@code table} at {@code endpoint}, by its transport.
@@ -40,11 +42,8 @@ interface ShoalClient extends AutoCloseable {
    * @throws ShoalSinkException when the embedded engine cannot be opened (naming option {@code
    *     endpoint} and what to do)
    */
-  static ShoalClient open(String endpoint, String table, ShoalClientOptions options) {
-    if (ShoalEndpoint.isEmbedded(endpoint)) {
-      return EmbeddedShoalClient.open(endpoint, table, options);
-    }
-    return new FlightShoalClient(endpoint, table, options.token(), options.requestTimeout());
+  static ShoalTableClient open(String endpoint, String table, ShoalClientOptions options) {
+    return EndpointTableClient.open(endpoint, table, options);
   }
 
   /** The {@code endpoint} option's value this client talks to (for messages and committables). */
@@ -70,24 +69,35 @@ interface ShoalClient extends AutoCloseable {
     return put(records, bytes, null);
   }
 
-  /** One {@code DoAction} with a JSON body; its (last) JSON answer. */
-  JsonNode action(String type, ObjectNode body);
+  /**
+   * The shared client that answers actions on {@code table}: the endpoint's, or, for a shard's
+   * table {@code T.shard-i} of a table routed by key, the one of the shard's node.
+   */
+  dev.shoal.client.ShoalClient transport(String table);
+
+  /**
+   * One {@code DoAction} with a JSON body at the node answering for its {@code table} ({@link
+   * #transport}); its JSON answer.
+   *
+   * @throws IllegalStateException when shoal gave no answer
+   */
+  default JsonNode action(String type, ObjectNode body) {
+    String table = body.path("table").asText(table());
+    JsonNode answer = transport(table).action(type, body, table);
+    if (answer == null) {
+      throw new IllegalStateException("shoal table \"" + table + "\" at " + endpoint() + ": " + type + " gave no answer");
+    }
+    return answer;
+  }
 
   /** {@code create_table} of {@code name} with {@code if_not_exists}; the answer says whether it was created. */
   default JsonNode createTableIfNotExists(String name) {
     return createTableIfNotExists(name, List.of());
   }
 
-  /**
-   * {@code create_table} of {@code name} with {@code if_not_exists}, keyed on {@code primaryKey}
-   * (dotted paths; empty: an append-only table); the answer says whether it was created.
-   */
+  /** {@code create_table} of {@code name} with {@code if_not_exists}, keyed on {@code primaryKey} (empty: append-only). */
   default JsonNode createTableIfNotExists(String name, List<String> primaryKey) {
-    ObjectNode body = JSON.createObjectNode().put("name", name).put("if_not_exists", true);
-    if (!primaryKey.isEmpty()) {
-      primaryKey.forEach(body.putArray("primary_key")::add);
-    }
-    return action("create_table", body);
+    return transport(name).createTableIfNotExists(name, primaryKey);
   }
 
   /** The names of the tables at the endpoint ({@code ListFlights}), for the catalog. */
@@ -106,100 +116,74 @@ interface ShoalClient extends AutoCloseable {
   JsonNode query(ObjectNode command, java.util.function.Consumer<VectorSchemaRoot> batches) throws InterruptedException;
 
   /** A table's schema ({@code GetSchema}: inferred from its records), for the catalog. */
-  org.apache.arrow.vector.types.pojo.Schema schema(String table);
+  Schema schema(String table);
 
   /** Releases the client (a daemon connection, or this client's handle on the embedded engine). */
   @Override
   void close() throws InterruptedException;
 
   /**
-   * {@code DoAction make_durable {"table", "address"}}: waits until everything below {@code address}
-   * in the log of {@code table} (this client's table, or one of its shards, {@code T.shard-i}) is
-   * durable (shoal writes the open page's filled prefix without closing it).
-   *
-   * @return the answered {@code durable_address} (at least {@code address})
+   * {@code make_durable}: waits until everything below {@code address} in the log of {@code table}
+   * (this client's table, or one of its shards, {@code T.shard-i}) is durable (shoal writes the
+   * open page's filled prefix without closing it); the answered {@code durable_address}.
    */
   default long makeDurable(String table, long address) {
-    JsonNode answer = action("make_durable", JSON.createObjectNode().put("table", table).put("address", address));
-    long durable = answer.path("durable_address").asLong(-1);
-    if (durable < 0) {
-      throw new IllegalStateException(
-          "shoal table \"" + table + "\" at " + endpoint() + ": make_durable answered without durable_address: " + answer);
-    }
-    return durable;
+    return transport(table).makeDurable(table, address);
   }
 
-  /** {@code DoAction stats {"table"}}: counters and log addresses ({@code tail_address}, ...). */
+  /** {@code stats} of this client's table: counters and log addresses ({@code tail_address}, ...). */
   default JsonNode stats() {
     return stats(table());
   }
 
   /** {@link #stats()} of {@code table}: this client's table, or one of its shards. */
   default JsonNode stats(String table) {
-    return action("stats", JSON.createObjectNode().put("table", table));
+    return transport(table).stats(table);
   }
 
-  /** {@code begin_transaction}: opens the transaction (again: no-op). */
+  /** {@code begin_transaction} on this client's table: opens the transaction (again: no-op). */
   default JsonNode beginTransaction(String transaction) {
-    return transactionAction("begin_transaction", transaction);
+    return transport(table()).beginTransaction(table(), transaction);
   }
 
   /** {@code prepare_transaction}: syncs the staged records; answers the transaction's info ({@code records}). */
   default JsonNode prepareTransaction(String transaction) {
-    return transactionAction("prepare_transaction", transaction);
+    return transport(table()).prepareTransaction(table(), transaction);
   }
 
   /** {@code commit_transaction}: ingests the staged records exactly once, durably; idempotent. */
   default JsonNode commitTransaction(String transaction) {
-    return transactionAction("commit_transaction", transaction);
+    return transport(table()).commitTransaction(table(), transaction);
   }
 
   /** {@code abort_transaction}: drops the staged records; idempotent. */
   default JsonNode abortTransaction(String transaction) {
-    return transactionAction("abort_transaction", transaction);
+    return transport(table()).abortTransaction(table(), transaction);
   }
 
   /** {@code list_transactions}: every transaction of the table, {@code [{"transaction", "state", "records"}]}. */
   default List<JsonNode> listTransactions() {
-    JsonNode answer = action("list_transactions", JSON.createObjectNode().put("table", table()));
-    List<JsonNode> transactions = new ArrayList<>();
-    answer.forEach(transactions::add);
-    return transactions;
+    return transport(table()).listTransactions(table());
   }
 
-  private JsonNode transactionAction(String type, String transaction) {
-    return action(type, JSON.createObjectNode().put("table", table()).put("transaction", transaction));
+  /** The schema of a batch of {@code records}: with a column {@code op} when an entry carries an operation. */
+  static Schema batchSchema(List<byte[]> records) {
+    return OperationEntries.anyOperation(records) ? JSON_OP_BATCH : dev.shoal.client.ShoalClient.JSON_BATCH;
   }
 
   /**
-   * A batch of the protocol's DoPut shape: one column {@code json} (Utf8), one record per row, and
-   * a column {@code op} when an entry carries an operation ({@link OperationEntries}; keyed
-   * tables). Closing the root frees the columns.
+   * A batch of the protocol's DoPut shape ({@link #batchSchema}): one column {@code json} (Utf8),
+   * one record per row, and a column {@code op} when an entry carries an operation ({@link
+   * OperationEntries}; keyed tables). Closing the root frees the columns.
    *
    * @param allocator where the column's buffers come from
    * @param records the records' JSON texts (UTF-8)
    * @param bytes their total size in bytes (the data buffer's initial size)
    */
   static VectorSchemaRoot jsonBatch(BufferAllocator allocator, List<byte[]> records, long bytes) {
-    VarCharVector json = new VarCharVector("json", allocator);
-    // Entries with an operation (OperationEntries) add the keyed tables' `op` column.
-    VarCharVector op = OperationEntries.anyOperation(records) ? new VarCharVector("op", allocator) : null;
-    VectorSchemaRoot root = op == null ? VectorSchemaRoot.of(json) : VectorSchemaRoot.of(json, op);
+    VectorSchemaRoot root = VectorSchemaRoot.create(batchSchema(records), allocator);
     try {
-      json.allocateNew(Math.max(bytes, 1), records.size());
-      if (op != null) {
-        op.allocateNew(records.size() * 6L, records.size());
-      }
-      for (int i = 0; i < records.size(); i++) {
-        byte[] entry = records.get(i);
-        ShoalOperation operation = OperationEntries.operation(entry);
-        int offset = OperationEntries.jsonOffset(operation);
-        json.setSafe(i, entry, offset, entry.length - offset);
-        if (op != null) {
-          op.setSafe(i, operation.wireName().getBytes(StandardCharsets.UTF_8));
-        }
-      }
-      root.setRowCount(records.size());
+      fill(root, records, bytes);
       return root;
     } catch (RuntimeException e) {
       root.close();
@@ -207,13 +191,24 @@ interface ShoalClient extends AutoCloseable {
     }
   }
 
-  static JsonNode readJson(byte[] body) {
-    try {
-      return JSON.readTree(body);
-    } catch (java.io.IOException e) {
-      throw new IllegalStateException(
-          "shoal answered with invalid JSON: " + new String(body, StandardCharsets.UTF_8), e);
+  /** Fills {@code root} (of {@link #batchSchema}{@code (records)}) with {@code records}. */
+  static void fill(VectorSchemaRoot root, List<byte[]> records, long bytes) {
+    VarCharVector json = (VarCharVector) root.getVector(0);
+    VarCharVector op = root.getFieldVectors().size() > 1 ? (VarCharVector) root.getVector(1) : null;
+    json.allocateNew(Math.max(bytes, 1), records.size());
+    if (op != null) {
+      op.allocateNew(records.size() * 6L, records.size());
     }
+    for (int i = 0; i < records.size(); i++) {
+      byte[] entry = records.get(i);
+      ShoalOperation operation = OperationEntries.operation(entry);
+      int offset = OperationEntries.jsonOffset(operation);
+      json.setSafe(i, entry, offset, entry.length - offset);
+      if (op != null) {
+        op.setSafe(i, operation.wireName().getBytes(StandardCharsets.UTF_8));
+      }
+    }
+    root.setRowCount(records.size());
   }
 
   /**
@@ -225,10 +220,6 @@ interface ShoalClient extends AutoCloseable {
   record PutAcknowledgement(long batch, long records, long skipped, long staged, List<LogPosition> positions) {
 
     /** The answer of a DoPut into {@code table} (a shard table's name, or a sharded table's). */
-    static PutAcknowledgement parse(byte[] raw, String table) {
-      return parse(readJson(raw), table);
-    }
-
     static PutAcknowledgement parse(JsonNode node, String table) {
       List<LogPosition> positions = new ArrayList<>();
       JsonNode shards = node.path("shards");

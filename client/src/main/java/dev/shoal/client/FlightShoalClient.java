@@ -1,4 +1,4 @@
-package dev.shoal.spark;
+package dev.shoal.client;
 
 import java.io.IOException;
 import java.net.URI;
@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.NullNode;
@@ -17,6 +18,7 @@ import com.google.protobuf.Message;
 import com.google.protobuf.UnknownFieldSet;
 import org.apache.arrow.flight.Action;
 import org.apache.arrow.flight.CallOption;
+import org.apache.arrow.flight.CallOptions;
 import org.apache.arrow.flight.Criteria;
 import org.apache.arrow.flight.FlightCallHeaders;
 import org.apache.arrow.flight.FlightClient;
@@ -31,31 +33,42 @@ import org.apache.arrow.flight.Result;
 import org.apache.arrow.flight.SyncPutListener;
 import org.apache.arrow.flight.Ticket;
 import org.apache.arrow.flight.impl.Flight;
+import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.types.pojo.Schema;
 
 /**
- * A Flight client of one shoal daemon (one shard, {@code grpc://host:port} or
- * {@code grpc+tls://host:port}). It leases its connection from {@link FlightConnections}, which
- * shares connections between the clients of a JVM, and owns a child allocator for what it writes;
- * closing the client closes that allocator (which throws if Arrow memory leaked) and returns the
- * lease.
+ * {@link ShoalClient} of one shoal daemon over Arrow Flight ({@code grpc://host:port}, {@code
+ * grpc+tls://host:port} or {@code host:port}). It leases its connection from {@link
+ * FlightConnections}, which shares connections between the clients of a JVM, and owns a child
+ * allocator for what it writes; closing the client closes that allocator (which throws if Arrow
+ * memory leaked) and returns the lease. Thread-safe (each {@link Put} and stream is one thread's).
  */
-final class FlightShoalClient implements ShoalClient {
+public final class FlightShoalClient implements ShoalClient {
   private static final int FLIGHT_INFO_APP_METADATA = 7;
   private static final int FLIGHT_ENDPOINT_APP_METADATA = 4;
+  /** Deadline of a plan when the options set none, in seconds. */
+  private static final long DEFAULT_PLAN_DEADLINE_SECONDS = 120;
 
-  private final URI endpoint;
+  private final String endpoint;
+  private final ShoalClientOptions options;
   private final FlightConnections.Connection connection;
   private final BufferAllocator allocator;
   private final FlightClient client;
   private final CallOption[] callOptions;
+  private boolean closed;
 
-  private FlightShoalClient(URI endpoint, String token) {
+  /**
+   * A client of {@code endpoint} over the JVM's shared connection to it.
+   *
+   * @throws IllegalArgumentException on a malformed endpoint (naming option {@code endpoint})
+   */
+  public FlightShoalClient(String endpoint, ShoalClientOptions options) {
+    URI uri = ShoalEndpoint.flightUri(endpoint);
     this.endpoint = endpoint;
-    this.connection = FlightConnections.acquire(endpoint, token);
+    this.options = options;
+    this.connection = FlightConnections.acquire(uri, options.token(), options.idleCloseMillis());
     try {
       this.allocator = connection.allocator().newChildAllocator("shoal-client " + endpoint, 0, Long.MAX_VALUE);
     } catch (RuntimeException e) {
@@ -64,27 +77,30 @@ final class FlightShoalClient implements ShoalClient {
       throw e;
     }
     this.client = connection.client();
+    List<CallOption> opts = new ArrayList<>();
+    if (options.callTimeout() != null) {
+      opts.add(CallOptions.timeout(options.callTimeout().toMillis(), TimeUnit.MILLISECONDS));
+    }
+    String token = options.token();
     if (token != null && !token.isEmpty()) {
       FlightCallHeaders headers = new FlightCallHeaders();
       headers.insert("authorization", "Bearer " + token);
-      this.callOptions = new CallOption[] {new HeaderCallOption(headers)};
-    } else {
-      this.callOptions = new CallOption[0];
+      opts.add(new HeaderCallOption(headers));
     }
-  }
-
-  /** A client of {@code endpoint} over the JVM's shared connection to it. */
-  static FlightShoalClient open(URI endpoint, String token) {
-    return new FlightShoalClient(endpoint, token);
+    this.callOptions = opts.toArray(new CallOption[0]);
   }
 
   @Override
-  public URI endpoint() {
+  public String endpoint() {
     return endpoint;
   }
 
-  private ShoalException translate(FlightRuntimeException e, String table, String request) {
-    return ShoalErrors.translate(e.status().code().name(), e.getMessage(), endpoint, table, request, e);
+  private RuntimeException fail(FlightRuntimeException e, String table, String request) {
+    return options.fail(new ShoalClientException(e.status().code().name(), e.getMessage(), request, table, endpoint, e));
+  }
+
+  private RuntimeException fail(String detail, String table, String request, Throwable cause) {
+    return options.fail(new ShoalClientException(null, detail, request, table, endpoint, cause));
   }
 
   @Override
@@ -92,7 +108,7 @@ final class FlightShoalClient implements ShoalClient {
     try {
       return client.getSchema(FlightDescriptor.path(table), callOptions).getSchema();
     } catch (FlightRuntimeException e) {
-      throw translate(e, table, "GetSchema");
+      throw fail(e, table, "GetSchema");
     }
   }
 
@@ -107,16 +123,16 @@ final class FlightShoalClient implements ShoalClient {
         }
       }
     } catch (FlightRuntimeException e) {
-      throw translate(e, null, "ListFlights");
+      throw fail(e, null, "ListFlights");
     }
     return names;
   }
 
   /**
-   * {@code GetFlightInfo(cmd)}. Arrow Java 12's {@code FlightInfo} predates the
-   * {@code app_metadata} fields of FlightInfo (field 7) and FlightEndpoint (field 4), where shoal
-   * puts its plan; the call therefore goes through the generated gRPC stub, and the plan is read
-   * from the protobuf message by reflection (see {@link #appMetadata}).
+   * {@code GetFlightInfo(cmd)}. Arrow Java 12's {@code FlightInfo} predates the {@code
+   * app_metadata} fields of FlightInfo (field 7) and FlightEndpoint (field 4), where shoal puts its
+   * plan; the call therefore goes through the generated gRPC stub, and the plan is read from the
+   * protobuf message by reflection (see {@link #appMetadata}).
    */
   @Override
   public ShoalFlightPlan getFlightInfo(String table, ObjectNode command) {
@@ -124,33 +140,35 @@ final class FlightShoalClient implements ShoalClient {
     try {
       body = JSON.writeValueAsBytes(command);
     } catch (IOException e) {
-      throw new ShoalException("shoal: cannot encode the command " + command, e);
+      throw fail("cannot encode the command " + command, table, "GetFlightInfo", e);
     }
     Flight.FlightDescriptor descriptor = Flight.FlightDescriptor.newBuilder()
         .setType(Flight.FlightDescriptor.DescriptorType.CMD)
         .setCmd(ByteString.copyFrom(body))
         .build();
+    long deadlineMillis = options.callTimeout() != null
+        ? options.callTimeout().toMillis() : TimeUnit.SECONDS.toMillis(DEFAULT_PLAN_DEADLINE_SECONDS);
     Flight.FlightInfo proto;
     try {
       try {
         proto = org.apache.arrow.flight.impl.FlightServiceGrpc.newBlockingStub(connection.planChannel())
-            .withDeadlineAfter(120, java.util.concurrent.TimeUnit.SECONDS)
+            .withDeadlineAfter(deadlineMillis, TimeUnit.MILLISECONDS)
             .getFlightInfo(descriptor);
       } catch (io.grpc.StatusRuntimeException e) {
         throw org.apache.arrow.flight.grpc.StatusUtils.fromGrpcRuntimeException(e);
       }
     } catch (FlightRuntimeException e) {
-      throw translate(e, table, "GetFlightInfo " + command);
+      throw fail(e, table, "GetFlightInfo " + command);
     }
-    return plan(proto);
+    return plan(proto, table);
   }
 
-  private ShoalFlightPlan plan(Flight.FlightInfo proto) {
+  private ShoalFlightPlan plan(Flight.FlightInfo proto, String table) {
     FlightInfo info;
     try {
       info = FlightInfo.deserialize(proto.toByteString().asReadOnlyByteBuffer());
     } catch (IOException | URISyntaxException e) {
-      throw new ShoalException("shoal at " + endpoint + ": cannot read the FlightInfo: " + e, e);
+      throw fail("cannot read the FlightInfo: " + e, table, "GetFlightInfo", e);
     }
     List<ShoalFlightPlan.Endpoint> endpoints = new ArrayList<>();
     List<FlightEndpoint> flightEndpoints = info.getEndpoints();
@@ -167,8 +185,8 @@ final class FlightShoalClient implements ShoalClient {
 
   /**
    * The {@code app_metadata} bytes (field {@code number}) of a Flight message as JSON. Arrow Java
-   * 12's generated Flight.proto predates the field, so there it is an unknown field; Arrow Java
-   * 14 and later (Spark 4.x builds) know it. Protobuf reflection reads it in both cases.
+   * 12's generated Flight.proto predates the field, so there it is an unknown field; Arrow Java 14
+   * and later know it. Protobuf reflection reads it in both cases.
    */
   private static JsonNode appMetadata(Message message, int number) {
     ByteString value = ByteString.EMPTY;
@@ -196,7 +214,7 @@ final class FlightShoalClient implements ShoalClient {
     try {
       return new FlightBatchStream(client.getStream(new Ticket(ticket), callOptions), table);
     } catch (FlightRuntimeException e) {
-      throw translate(e, table, "DoGet");
+      throw fail(e, table, "DoGet");
     }
   }
 
@@ -218,7 +236,7 @@ final class FlightShoalClient implements ShoalClient {
         finished = !more;
         return more;
       } catch (FlightRuntimeException e) {
-        throw translate(e, table, "DoGet");
+        throw fail(e, table, "DoGet");
       }
     }
 
@@ -236,7 +254,7 @@ final class FlightShoalClient implements ShoalClient {
         stream.close();
       } catch (Exception e) {
         if (finished) {
-          throw new ShoalException("shoal table '" + table + "': closing the DoGet stream at " + endpoint + " failed", e);
+          throw fail("closing the DoGet stream failed: " + e, table, "DoGet", e);
         }
       }
     }
@@ -255,71 +273,83 @@ final class FlightShoalClient implements ShoalClient {
       }
       return first;
     } catch (FlightRuntimeException e) {
-      throw translate(e, table, "action " + name);
+      throw fail(e, table, "action " + name);
     } catch (IOException e) {
-      throw new ShoalException("shoal: action " + name + " on table '" + table + "': cannot read the answer", e);
+      throw fail("cannot read the answer: " + e, table, "action " + name, e);
     }
   }
 
   @Override
-  public Put startPut(String table) {
-    return new FlightPut(table);
+  public Put startPut(String table, Schema schema) {
+    return new FlightPut(table, schema);
   }
 
-  /** One {@code DoPut} stream. */
+  /** One {@code DoPut} stream; each batch's acknowledgement is read before the next is sent. */
   private final class FlightPut implements Put {
     private final String table;
     private final VectorSchemaRoot root;
-    private final VarCharVector json;
     private final SyncPutListener listener = new SyncPutListener();
     private final FlightClient.ClientStreamListener stream;
     private long records;
     private boolean finished;
 
-    FlightPut(String table) {
+    FlightPut(String table, Schema schema) {
       this.table = table;
-      this.json = new VarCharVector("json", allocator);
-      this.root = VectorSchemaRoot.of(json);
+      this.root = VectorSchemaRoot.create(schema, allocator);
       try {
         this.stream = client.startPut(FlightDescriptor.path(table), root, listener, callOptions);
       } catch (FlightRuntimeException e) {
         root.close();
-        throw translate(e, table, "DoPut");
+        throw fail(e, table, "DoPut");
+      } catch (RuntimeException e) {
+        root.close();
+        throw e;
       }
     }
 
     @Override
-    public JsonNode send(List<String> batch) {
-      json.allocateNew(batch.size());
-      for (int i = 0; i < batch.size(); i++) {
-        json.setSafe(i, batch.get(i).getBytes(StandardCharsets.UTF_8));
-      }
-      root.setRowCount(batch.size());
+    public VectorSchemaRoot root() {
+      return root;
+    }
+
+    @Override
+    public JsonNode sendBatch(JsonNode metadata) {
+      int rows = root.getRowCount();
       try {
-        stream.putNext();
+        if (metadata == null) {
+          stream.putNext();
+        } else {
+          byte[] raw = metadata.toString().getBytes(StandardCharsets.UTF_8);
+          ArrowBuf buffer = allocator.buffer(raw.length);
+          buffer.writeBytes(raw); // (setBytes would leave writerIndex 0: empty metadata on the wire)
+          stream.putNext(buffer); // takes ownership of the buffer
+        }
         try (org.apache.arrow.flight.PutResult ack = listener.read()) {
           if (ack == null) {
             stream.getResult();
-            throw new ShoalException("shoal DoPut on table '" + table + "' at " + endpoint + ": the stream ended without acknowledging the batch");
+            throw fail("the stream ended without acknowledging the batch", table, "DoPut", null);
           }
-          this.records += batch.size();
-          byte[] metadata = new byte[(int) ack.getApplicationMetadata().readableBytes()];
-          ack.getApplicationMetadata().getBytes(0, metadata);
-          return JSON.readTree(metadata);
+          records += rows;
+          ArrowBuf answer = ack.getApplicationMetadata();
+          byte[] bytes = new byte[answer == null ? 0 : (int) answer.readableBytes()];
+          if (answer != null) {
+            answer.getBytes(0, bytes);
+          }
+          return bytes.length == 0 ? JSON.createObjectNode() : JSON.readTree(bytes);
         }
       } catch (FlightRuntimeException e) {
-        throw translate(e, table, "DoPut");
+        throw fail(e, table, "DoPut");
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
-        throw new ShoalException("shoal DoPut on table '" + table + "' interrupted", e);
+        throw fail("interrupted", table, "DoPut", e);
       } catch (java.util.concurrent.ExecutionException | IOException e) {
         Throwable cause = e.getCause() != null ? e.getCause() : e;
         if (cause instanceof FlightRuntimeException) {
-          throw translate((FlightRuntimeException) cause, table, "DoPut");
+          throw fail((FlightRuntimeException) cause, table, "DoPut");
         }
-        throw new ShoalException("shoal DoPut on table '" + table + "' at " + endpoint + " failed: " + cause, cause);
+        throw fail(String.valueOf(cause), table, "DoPut", cause);
       } finally {
-        json.clear();
+        root.clear();
       }
     }
 
@@ -336,7 +366,7 @@ final class FlightShoalClient implements ShoalClient {
           stream.completed();
           stream.getResult();
         } catch (FlightRuntimeException e) {
-          throw translate(e, table, "DoPut");
+          throw fail(e, table, "DoPut");
         }
       }
     }
@@ -361,6 +391,12 @@ final class FlightShoalClient implements ShoalClient {
 
   @Override
   public void close() {
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+    }
     try {
       allocator.close();
     } finally {

@@ -1,4 +1,4 @@
-package dev.shoal.spark;
+package dev.shoal.client;
 
 import java.net.URI;
 import java.util.HashMap;
@@ -10,6 +10,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import io.netty.util.concurrent.GlobalEventExecutor;
 
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
@@ -24,40 +25,41 @@ import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 
 /**
- * Flight connections shared by every {@link FlightShoalClient} of a JVM, one per daemon endpoint
- * and bearer token: a {@link FlightClient} (its gRPC channel and root allocator) and a second gRPC
- * channel for {@code GetFlightInfo} (see {@link FlightShoalClient#getFlightInfo}).
+ * Flight connections shared by every {@link FlightShoalClient} of a JVM (of this class loader),
+ * one per daemon endpoint and bearer token: a {@link FlightClient} (its gRPC channel and root
+ * allocator) and a second gRPC channel for {@code GetFlightInfo} (see {@link
+ * FlightShoalClient#getFlightInfo}).
  *
- * <p>Spark opens a client for each step of a query — {@code loadTable} (GetSchema), the scan
+ * <p>Spark, for instance, opens a client for each step of a query — {@code loadTable} (GetSchema), the scan
  * builder, planning (GetFlightInfo), every partition reader (DoGet) — and each used to build its
  * own channels: a TCP connection, an HTTP/2 handshake and Netty set-up per step, several
  * milliseconds each, more than a point lookup costs in the daemon. A connection here is leased by
  * {@link #acquire} and returned by {@link Connection#release}; once no lease is left it stays open
- * for {@link #IDLE_CLOSE_MILLIS} (the next query of a session reuses it) and is then closed by a
- * daemon thread. gRPC reconnects a channel by itself when the daemon restarts.
+ * for the idle time its clients asked for ({@link ShoalClientOptions#idleCloseMillis}; the next
+ * query of a session reuses it) and is then closed by a daemon thread ({@code
+ * shoal-flight-connections}, started with the first such close). With an idle time of 0 (the Flink
+ * connector's: its threads must not outlive a job) the last release closes the connection itself
+ * and waits for its threads to end. gRPC reconnects a channel by itself when the daemon restarts.
  *
  * <p>A connection's channels run on a Netty event loop and an executor of its own (daemon threads
  * named {@code shoal-flight-HOST:PORT-*}), which its close ends: gRPC's JVM-wide shared event
  * loops and their {@code grpc-shared-destroyer} thread would outlive it, keeping the class loader
  * of whatever thread first connected (issue 19).
  */
-final class FlightConnections {
-  /** How long a connection without leases stays open, in milliseconds. */
-  static final long IDLE_CLOSE_MILLIS = 30_000;
+public final class FlightConnections {
+  /** How long a close waits for each step (channels, event loop, executor, threads), in seconds. */
+  private static final long CLOSE_WAIT_SECONDS = 10;
 
   private static final Map<Key, Connection> OPEN = new HashMap<>();
-  private static final ScheduledExecutorService CLOSER = Executors.newSingleThreadScheduledExecutor(runnable -> {
-    Thread thread = new Thread(runnable, "shoal-flight-connections");
-    thread.setDaemon(true);
-    return thread;
-  });
+  /** Closes idle connections after their idle time; started by the first delayed close. Guarded by OPEN. */
+  private static ScheduledExecutorService closer;
 
   private FlightConnections() {}
 
   private record Key(URI endpoint, String token) {}
 
   /** A shared connection; every {@link #acquire} is matched by one {@link #release}. */
-  static final class Connection {
+  public static final class Connection {
     private final Key key;
     private final BufferAllocator allocator;
     private final EventLoopGroup eventLoop;
@@ -68,6 +70,8 @@ final class FlightConnections {
     private final java.util.List<Thread> started = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
     private ManagedChannel planChannel;
     private int leases;
+    /** The shortest idle time its clients asked for, in milliseconds. Guarded by OPEN. */
+    private long idleCloseMillis = Long.MAX_VALUE;
     private ScheduledFuture<?> closing;
 
     private Connection(Key key) {
@@ -116,7 +120,7 @@ final class FlightConnections {
     }
 
     /** The Flight client; streams it reads allocate from {@link #allocator()}. */
-    FlightClient client() {
+    public FlightClient client() {
       return client;
     }
 
@@ -140,16 +144,24 @@ final class FlightConnections {
       return planChannel;
     }
 
-    /** Returns the lease; the last one schedules the close after {@link #IDLE_CLOSE_MILLIS}. */
-    void release() {
+    /**
+     * Returns the lease; the last one closes the connection after its idle time, or now (waiting
+     * for its threads) when that is 0.
+     */
+    public void release() {
       synchronized (OPEN) {
         if (leases <= 0) {
           throw new IllegalStateException("shoal: Flight connection to " + key.endpoint() + " released more often than acquired");
         }
-        if (--leases == 0) {
-          closing = CLOSER.schedule(() -> closeIfIdle(this), IDLE_CLOSE_MILLIS, TimeUnit.MILLISECONDS);
+        if (--leases > 0) {
+          return;
+        }
+        if (idleCloseMillis > 0) {
+          closing = closer().schedule(() -> closeIfIdle(this), idleCloseMillis, TimeUnit.MILLISECONDS);
+          return;
         }
       }
+      closeIfIdle(this);
     }
 
     /**
@@ -171,22 +183,25 @@ final class FlightConnections {
           plan.shutdownNow();
         }
         channel.shutdownNow();
-        eventLoop.shutdownGracefully(0, 10, TimeUnit.SECONDS);
+        eventLoop.shutdownGracefully(0, CLOSE_WAIT_SECONDS, TimeUnit.SECONDS);
         executor.shutdownNow();
         if (plan != null) {
-          plan.awaitTermination(10, TimeUnit.SECONDS);
+          plan.awaitTermination(CLOSE_WAIT_SECONDS, TimeUnit.SECONDS);
         }
-        channel.awaitTermination(10, TimeUnit.SECONDS);
-        eventLoop.terminationFuture().await(10, TimeUnit.SECONDS);
-        executor.awaitTermination(10, TimeUnit.SECONDS);
+        channel.awaitTermination(CLOSE_WAIT_SECONDS, TimeUnit.SECONDS);
+        eventLoop.terminationFuture().await(CLOSE_WAIT_SECONDS, TimeUnit.SECONDS);
+        executor.awaitTermination(CLOSE_WAIT_SECONDS, TimeUnit.SECONDS);
         // Termination is signalled from inside the last task: the threads themselves end just after.
         java.util.List<Thread> threads;
         synchronized (started) {
           threads = new java.util.ArrayList<>(started);
         }
         for (Thread thread : threads) {
-          thread.join(10_000);
+          thread.join(CLOSE_WAIT_SECONDS * 1000);
         }
+        // Netty notifies the event loop's termination through its GlobalEventExecutor thread,
+        // which ends about a second after its last task.
+        GlobalEventExecutor.INSTANCE.awaitInactivity(CLOSE_WAIT_SECONDS, TimeUnit.SECONDS);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       } finally {
@@ -196,18 +211,45 @@ final class FlightConnections {
     }
   }
 
-  /** A lease on the connection to {@code endpoint} with {@code token} (null or empty: none), opened if needed. */
-  static Connection acquire(URI endpoint, String token) {
+  /**
+   * A lease on the connection to {@code endpoint} with {@code token} (null or empty: none), opened
+   * if needed, with {@link ShoalClientOptions#DEFAULT_IDLE_CLOSE_MS}.
+   */
+  public static Connection acquire(URI endpoint, String token) {
+    return acquire(endpoint, token, ShoalClientOptions.DEFAULT_IDLE_CLOSE_MS);
+  }
+
+  /**
+   * A lease on the connection to {@code endpoint} with {@code token} (null or empty: none), opened
+   * if needed; once no lease is left it stays open for {@code idleCloseMillis} (the shortest any
+   * of its clients asked for; 0: the last release closes it).
+   */
+  public static Connection acquire(URI endpoint, String token, long idleCloseMillis) {
     Key key = new Key(endpoint, token == null ? "" : token);
     synchronized (OPEN) {
       Connection connection = OPEN.computeIfAbsent(key, Connection::new);
       connection.leases++;
+      connection.idleCloseMillis = Math.min(connection.idleCloseMillis, idleCloseMillis);
       if (connection.closing != null) {
         connection.closing.cancel(false);
         connection.closing = null;
       }
       return connection;
     }
+  }
+
+  /** The thread closing idle connections, started on first use. Called holding OPEN. */
+  private static ScheduledExecutorService closer() {
+    if (closer == null) {
+      ClassLoader client = FlightConnections.class.getClassLoader();
+      closer = Executors.newSingleThreadScheduledExecutor(runnable -> {
+        Thread thread = new Thread(runnable, "shoal-flight-connections");
+        thread.setDaemon(true);
+        thread.setContextClassLoader(client);
+        return thread;
+      });
+    }
+    return closer;
   }
 
   /** Daemon threads whose context class loader is the connector's, not that of the thread that starts them. */
@@ -236,8 +278,8 @@ final class FlightConnections {
     connection.closeNow();
   }
 
-  /** Closes every connection without a lease now rather than after {@link #IDLE_CLOSE_MILLIS}, for tests. */
-  static void closeIdleNow() {
+  /** Closes every connection without a lease now rather than after its idle time, for tests. */
+  public static void closeIdleNow() {
     java.util.List<Connection> idle = new java.util.ArrayList<>();
     synchronized (OPEN) {
       for (Connection c : OPEN.values()) {
@@ -250,7 +292,7 @@ final class FlightConnections {
   }
 
   /** Number of open connections (leased or idle), for tests. */
-  static int openConnections() {
+  public static int openConnections() {
     synchronized (OPEN) {
       return OPEN.size();
     }

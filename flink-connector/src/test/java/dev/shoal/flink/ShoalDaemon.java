@@ -1,22 +1,16 @@
 package dev.shoal.flink;
 
-import static org.junit.jupiter.api.Assertions.fail;
 
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.net.ServerSocket;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.Paths;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.Iterator;
 import java.util.List;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
+import dev.shoal.client.testing.DaemonProcess;
 import org.apache.arrow.flight.Action;
 import org.apache.arrow.flight.CallOption;
 import org.apache.arrow.flight.FlightCallHeaders;
@@ -38,10 +32,9 @@ import org.junit.jupiter.api.extension.ExtensionContext;
 
 /**
  * The real {@code shoal} daemon as a process for a test class (JUnit 5 extension, {@code
- * @RegisterExtension static}): {@code shoal serve --listen 127.0.0.1:0 --data-dir DIR}, which binds a
- * free port itself, ready when its output prints {@code shoal ready: listening on 127.0.0.1:PORT}
- * (which gives the port; a restart listens on the same one), stopped with SIGTERM. The binary is the
- * system property {@code shoal.bin}. Also a small Flight client for the tests: create a table, read
+ * @RegisterExtension static}): {@code shoal serve --listen 127.0.0.1:0 --data-dir DIR} through
+ * shoal-client's {@link DaemonProcess} (it binds a free port itself; a restart listens on the same
+ * one), stopped with SIGTERM. Also a small Flight client for the tests: create a table, read
  * a column back with GetFlightInfo + DoGet on every endpoint. The {@link ShoalTarget} of the
  * daemon mode.
  */
@@ -55,16 +48,14 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
     org.apache.arrow.vector.compression.CompressionCodec.Factory.INSTANCE.hashCode();
   }
 
-  private static final String READY = "shoal ready: listening on ";
-  /** 0 until the first start; the port the daemon bound then, which restarts reuse. */
+  /** 0 until the first start (or the port asked for); the port the daemon bound then, which restarts reuse. */
   private volatile int port;
   private final String token;
   private final List<String> extraArgs;
   private Path dataDir;
   /** The temporary directory {@link #start()} made (deleted by {@link #stop()}), or null. */
   private Path ownedDir;
-  private Process process;
-  private final List<String> output = Collections.synchronizedList(new ArrayList<>());
+  private DaemonProcess process;
   private BufferAllocator allocator;
   private FlightClient client;
 
@@ -89,22 +80,14 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
     this.port = port;
   }
 
+  /** The daemon binary ({@link DaemonProcess#binary()}). */
   public static Path binary() {
-    String bin = System.getProperty("shoal.bin", "../target/debug/shoal");
-    Path path = Paths.get(bin);
-    if (!Files.isExecutable(path)) {
-      fail("shoal binary not found at " + path.toAbsolutePath()
-          + ": run `cargo build -p shoal-server` or pass -Dshoal.bin=...");
-    }
-    return path;
+    return DaemonProcess.binary();
   }
 
+  /** The GitHub Archive events sample ({@link DaemonProcess#events()}). */
   public static Path events() {
-    Path path = Paths.get(System.getProperty("shoal.data", "../data/github/events.ndjson"));
-    if (!Files.isReadable(path)) {
-      fail("GitHub Archive events not found at " + path.toAbsolutePath() + ": run scripts/fetch-data.sh");
-    }
-    return path;
+    return DaemonProcess.events();
   }
 
   public static int freePort() {
@@ -144,82 +127,48 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
 
   /** SIGKILL: the daemon dies at once, with whatever was not durable. */
   public void kill() throws Exception {
-    if (process != null && process.isAlive()) {
-      process.destroyForcibly(); // SIGKILL on Linux
-      if (!process.waitFor(30, TimeUnit.SECONDS)) {
-        fail("shoal did not die within 30 s of SIGKILL");
-      }
+    if (process != null) {
+      process.kill();
     }
   }
 
   /** Starts the daemon again on the same port and data directory (it recovers its tables). */
   public void restart() throws Exception {
-    kill();
+    closeClient();
+    process.restart();
+    openClient();
+  }
+
+  private void launch() throws Exception {
+    List<String> args = new ArrayList<>();
+    if (token != null) {
+      args.addAll(List.of("--auth-token", token));
+    }
+    args.addAll(extraArgs);
+    process = DaemonProcess.startAt("127.0.0.1:" + port, dataDir, args);
+    port = process.port();
+    openClient();
+  }
+
+  private void openClient() throws Exception {
+    allocator = new RootAllocator();
+    client = FlightClient.builder(allocator, new Location(new URI(endpoint()))).build();
+  }
+
+  private void closeClient() throws Exception {
     if (client != null) {
       client.close();
       allocator.close();
       client = null;
     }
-    launch();
-  }
-
-  private void launch() throws Exception {
-    List<String> command = new ArrayList<>(List.of(
-        binary().toString(), "serve", "--listen", "127.0.0.1:" + port, "--data-dir", dataDir.toString()));
-    if (token != null) {
-      command.addAll(List.of("--auth-token", token));
-    }
-    command.addAll(extraArgs);
-    process = new ProcessBuilder(command)
-        .redirectErrorStream(true)
-        .start();
-    CountDownLatch ready = new CountDownLatch(1);
-    Thread pump = new Thread(() -> {
-      try (BufferedReader reader = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
-        String line;
-        while ((line = reader.readLine()) != null) {
-          output.add(line);
-          if (line.startsWith(READY)) {
-            String address = line.substring(READY.length()).split(" ")[0];
-            port = Integer.parseInt(address.substring(address.lastIndexOf(':') + 1));
-            ready.countDown();
-          }
-        }
-      } catch (IOException ignored) {
-        // process ended
-      }
-    }, "shoal-daemon-output");
-    pump.setDaemon(true);
-    pump.start();
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (!ready.await(100, TimeUnit.MILLISECONDS)) {
-      if (!process.isAlive() && !ready.await(1, TimeUnit.SECONDS)) {
-        fail("shoal exited with status " + process.exitValue() + " before it was ready (" + dataDir + "):\n"
-            + String.join("\n", output));
-      }
-      if (System.nanoTime() > deadline) {
-        process.destroyForcibly();
-        fail("shoal did not become ready in 60 s:\n" + String.join("\n", output));
-      }
-    }
-    allocator = new RootAllocator();
-    client = FlightClient.builder(allocator, new Location(new URI(endpoint()))).build();
   }
 
   /** SIGTERM, then wait. */
   @Override
   public void stop() throws Exception {
-    if (client != null) {
-      client.close();
-      allocator.close();
-      client = null;
-    }
-    if (process != null && process.isAlive()) {
-      process.destroy(); // SIGTERM on Linux
-      if (!process.waitFor(60, TimeUnit.SECONDS)) {
-        process.destroyForcibly();
-        fail("shoal did not stop within 60 s of SIGTERM:\n" + String.join("\n", output));
-      }
+    closeClient();
+    if (process != null) {
+      process.stop();
     }
     ShoalTarget.deleteTree(ownedDir);
     ownedDir = null;
@@ -230,8 +179,9 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
     return "grpc://127.0.0.1:" + port;
   }
 
+  /** The daemon's output so far. */
   public List<String> output() {
-    return output;
+    return process == null ? List.of() : process.output();
   }
 
   /** {@code create_table} with the given {@code on_invalid_json} policy ("reject" or "skip"). */

@@ -1,6 +1,7 @@
 package dev.shoal.flink;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.shoal.client.testing.TargetMode;
 import dev.shoal.embedded.EmbeddedEngines;
 import dev.shoal.embedded.ShoalEmbedded;
 import java.nio.file.Files;
@@ -26,8 +27,8 @@ public final class EmbeddedShoal implements ShoalTarget {
   private ShoalEmbedded store;
 
   @Override
-  public Mode mode() {
-    return Mode.EMBEDDED;
+  public TargetMode mode() {
+    return TargetMode.EMBEDDED;
   }
 
   @Override

@@ -5,6 +5,8 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
+import dev.shoal.client.testing.TargetMode;
+
 /**
  * A cluster of real daemons on loopback (docs/deployment.md, "A cluster"): {@code nodes} {@code
  * shoal serve} processes sharing one membership list, each with its own data directory, every
@@ -22,8 +24,8 @@ public final class ShoalCluster implements ShoalTarget {
   }
 
   @Override
-  public Mode mode() {
-    return Mode.CLUSTER;
+  public TargetMode mode() {
+    return TargetMode.CLUSTER;
   }
 
   @Override

@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import dev.shoal.client.testing.DaemonProcess;
+import dev.shoal.client.testing.TargetMode;
 import org.apache.arrow.flight.Action;
 import org.apache.arrow.flight.CallOption;
 import org.apache.arrow.flight.FlightCallHeaders;
@@ -109,8 +110,8 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
   }
 
   @Override
-  public Mode mode() {
-    return Mode.DAEMON;
+  public TargetMode mode() {
+    return TargetMode.DAEMON;
   }
 
   @Override

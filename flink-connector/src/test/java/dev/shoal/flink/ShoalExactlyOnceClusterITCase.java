@@ -11,6 +11,7 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import dev.shoal.client.testing.TargetMode;
 import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -22,7 +23,7 @@ import org.junit.jupiter.api.Test;
  * node killed (SIGKILL) part-way through an exactly-once job and started again on its port and
  * data directory: every event ends up in the table exactly once.
  */
-@ShoalMode(ShoalTarget.Mode.CLUSTER)
+@ShoalMode(TargetMode.CLUSTER)
 class ShoalExactlyOnceClusterITCase extends ShoalExactlyOnceITCase {
 
   @Test

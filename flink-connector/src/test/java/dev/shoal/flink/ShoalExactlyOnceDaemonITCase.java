@@ -11,6 +11,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import dev.shoal.client.testing.TargetMode;
 import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.connector.base.DeliveryGuarantee;
@@ -22,7 +23,7 @@ import org.junit.jupiter.params.provider.EnumSource;
  * {@link ShoalExactlyOnceITCase} against the real daemon process, plus daemon crashes: the daemon
  * is killed (SIGKILL) part-way through a job and started again on the same port and data directory.
  */
-@ShoalMode(ShoalTarget.Mode.DAEMON)
+@ShoalMode(TargetMode.DAEMON)
 class ShoalExactlyOnceDaemonITCase extends ShoalExactlyOnceITCase {
 
   /** Passes records through, slowly, and opens {@link #HALFWAY} after {@code signalAfter} records. */

@@ -1,10 +1,12 @@
 package dev.shoal.flink;
 
+import dev.shoal.client.testing.TargetMode;
+
 /**
  * {@link ShoalExactlyOnceITCase} against the engine in the test JVM ({@code embedded:<dir>}): the
  * writers stage and the committer commits in the engine the test reads through its own {@code
  * ShoalEmbedded} handle; a failover closes and recreates them while the engine stays open
  * ({@code embedded.keep-alive}).
  */
-@ShoalMode(ShoalTarget.Mode.EMBEDDED)
+@ShoalMode(TargetMode.EMBEDDED)
 class ShoalExactlyOnceEmbeddedITCase extends ShoalExactlyOnceITCase {}

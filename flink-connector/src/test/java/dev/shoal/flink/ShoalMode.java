@@ -6,6 +6,8 @@ import java.lang.annotation.Retention;
 import java.lang.annotation.RetentionPolicy;
 import java.lang.annotation.Target;
 
+import dev.shoal.client.testing.TargetMode;
+
 /**
  * The mode a concrete test class runs its (inherited) tests in: {@link ShoalTargetExtension}
  * starts a {@link ShoalTarget} of this mode for the class.
@@ -14,5 +16,5 @@ import java.lang.annotation.Target;
 @Target(ElementType.TYPE)
 @Inherited
 public @interface ShoalMode {
-  ShoalTarget.Mode value();
+  TargetMode value();
 }

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.util.List;
+import dev.shoal.client.testing.TargetMode;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.junit.jupiter.api.Test;
@@ -17,7 +18,7 @@ import org.junit.jupiter.api.Test;
  * through node 0, which forwards; either way every event once, spread evenly, and the at-least-once
  * writer's checkpoint waits for every shard's log to be durable.
  */
-@ShoalMode(ShoalTarget.Mode.CLUSTER)
+@ShoalMode(TargetMode.CLUSTER)
 class ShoalSinkClusterITCase extends ShoalSinkITCase {
   private static final ObjectMapper JSON = new ObjectMapper();
 

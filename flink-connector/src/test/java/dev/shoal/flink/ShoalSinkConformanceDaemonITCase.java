@@ -1,5 +1,7 @@
 package dev.shoal.flink;
 
+import dev.shoal.client.testing.TargetMode;
+
 /** {@link ShoalSinkConformanceITCase} against the real daemon. */
-@ShoalMode(ShoalTarget.Mode.DAEMON)
+@ShoalMode(TargetMode.DAEMON)
 class ShoalSinkConformanceDaemonITCase extends ShoalSinkConformanceITCase {}

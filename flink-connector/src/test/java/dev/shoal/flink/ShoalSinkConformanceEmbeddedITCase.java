@@ -1,9 +1,11 @@
 package dev.shoal.flink;
 
+import dev.shoal.client.testing.TargetMode;
+
 /**
  * {@link ShoalSinkConformanceITCase} against the engine in the test JVM ({@code embedded:<dir>}):
  * the savepoint restarts and rescalings close and recreate every writer and committer while the
  * engine stays open.
  */
-@ShoalMode(ShoalTarget.Mode.EMBEDDED)
+@ShoalMode(TargetMode.EMBEDDED)
 class ShoalSinkConformanceEmbeddedITCase extends ShoalSinkConformanceITCase {}

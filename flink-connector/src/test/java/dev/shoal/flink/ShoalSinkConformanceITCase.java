@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Random;
+import dev.shoal.client.testing.TargetMode;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.connector.sink2.Sink;
@@ -49,7 +50,7 @@ abstract class ShoalSinkConformanceITCase extends SinkTestSuiteBase<String> {
   static final class TargetResource implements TestResource {
     final ShoalTarget target;
 
-    TargetResource(ShoalTarget.Mode mode) {
+    TargetResource(TargetMode mode) {
       this.target = ShoalTargetExtension.create(mode, null);
     }
 

@@ -9,6 +9,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import dev.shoal.client.testing.TargetMode;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.metrics.Metric;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -18,7 +19,7 @@ import org.junit.jupiter.api.Test;
  * {@link ShoalSinkITCase} against the real daemon, plus what only a network has: a daemon that is
  * unreachable for a while (connection refused) is ridden out with retries.
  */
-@ShoalMode(ShoalTarget.Mode.DAEMON)
+@ShoalMode(TargetMode.DAEMON)
 class ShoalSinkDaemonITCase extends ShoalSinkITCase {
 
   @Test

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.shoal.client.testing.TargetMode;
 import dev.shoal.embedded.ShoalEmbedded;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -20,7 +21,7 @@ import org.junit.jupiter.api.io.TempDir;
  * ShoalEmbedded} handle on the same engine), plus the hand-over between the modes and the error
  * of a directory that a daemon holds.
  */
-@ShoalMode(ShoalTarget.Mode.EMBEDDED)
+@ShoalMode(TargetMode.EMBEDDED)
 class ShoalSinkEmbeddedITCase extends ShoalSinkITCase {
 
   @Test

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.util.List;
+import dev.shoal.client.testing.TargetMode;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
@@ -31,7 +32,7 @@ class ShoalSinkThroughputITCase {
 
   @RegisterExtension
   static final ShoalTargetExtension SHOAL = new ShoalTargetExtension(null,
-      ShoalTarget.Mode.valueOf(System.getProperty("shoal.flink.throughput.mode", "daemon").toUpperCase(java.util.Locale.ROOT)));
+      TargetMode.valueOf(System.getProperty("shoal.flink.throughput.mode", "daemon").toUpperCase(java.util.Locale.ROOT)));
 
   /** The n-th event of the file, cycling; the lines are loaded once per JVM. */
   static final class NthEvent implements MapFunction<Long, String> {

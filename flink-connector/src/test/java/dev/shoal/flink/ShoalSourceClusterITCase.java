@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.List;
+import dev.shoal.client.testing.TargetMode;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.junit.jupiter.api.Test;
@@ -15,7 +16,7 @@ import org.junit.jupiter.api.Test;
  * read the shards' splits there, and the followers of the three tails (more than the two readers)
  * emit every record once, through a failover too.
  */
-@ShoalMode(ShoalTarget.Mode.CLUSTER)
+@ShoalMode(TargetMode.CLUSTER)
 class ShoalSourceClusterITCase extends ShoalSourceITCase {
 
   /**

@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.List;
+import dev.shoal.client.testing.TargetMode;
 import org.apache.flink.connector.base.source.reader.RecordsWithSplitIds;
 import org.apache.flink.connector.base.source.reader.splitreader.SplitsAddition;
 import org.apache.flink.metrics.SimpleCounter;
@@ -19,7 +20,7 @@ import org.junit.jupiter.api.Test;
  * reader's position: by default the read fails naming the lost range (the daemon's OUT_OF_RANGE); with {@code
  * scan.fail-on-data-loss = false} it resumes at the begin address and counts the skipped bytes.
  */
-@ShoalMode(ShoalTarget.Mode.DAEMON)
+@ShoalMode(TargetMode.DAEMON)
 class ShoalSourceDaemonITCase extends ShoalSourceITCase {
 
   private static ShoalSourceSettings settings(String table, boolean failOnDataLoss) {

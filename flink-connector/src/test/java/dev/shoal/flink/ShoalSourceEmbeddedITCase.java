@@ -1,5 +1,7 @@
 package dev.shoal.flink;
 
+import dev.shoal.client.testing.TargetMode;
+
 /** {@link ShoalSourceITCase} against the engine in the test JVM ({@code embedded:<dir>}). */
-@ShoalMode(ShoalTarget.Mode.EMBEDDED)
+@ShoalMode(TargetMode.EMBEDDED)
 class ShoalSourceEmbeddedITCase extends ShoalSourceITCase {}

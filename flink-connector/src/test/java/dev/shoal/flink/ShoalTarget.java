@@ -2,6 +2,8 @@ package dev.shoal.flink;
 
 import java.util.List;
 
+import dev.shoal.client.testing.TargetMode;
+
 /**
  * Where a test's shoal runs: a daemon process reached over Flight ({@code grpc://127.0.0.1:PORT},
  * {@link ShoalDaemon}), or the engine inside the test JVM ({@code embedded:<tmpdir>}, {@link
@@ -13,17 +15,7 @@ import java.util.List;
  */
 public interface ShoalTarget {
 
-  /** The two transports of the sink. */
-  enum Mode {
-    /** A {@code shoal serve} child process. */
-    DAEMON,
-    /** {@code embedded:<tmpdir>}: the engine in this JVM through JNI. */
-    EMBEDDED,
-    /** Three daemons forming a cluster ({@link ShoalCluster}); tables are sharded over them. */
-    CLUSTER
-  }
-
-  Mode mode();
+  TargetMode mode();
 
   /** The value of option {@code endpoint}. */
   String endpoint();

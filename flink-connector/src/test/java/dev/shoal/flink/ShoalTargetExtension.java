@@ -1,6 +1,7 @@
 package dev.shoal.flink;
 
 import java.util.List;
+import dev.shoal.client.testing.TargetMode;
 import org.junit.jupiter.api.extension.AfterAllCallback;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
@@ -17,7 +18,7 @@ import org.junit.platform.commons.support.AnnotationSupport;
  *   @RegisterExtension static final ShoalTargetExtension SHOAL = new ShoalTargetExtension();
  *   ... SHOAL.endpoint() ... SHOAL.column(table, "id") ...
  * }
- * @ShoalMode(ShoalTarget.Mode.EMBEDDED) class ShoalSinkEmbeddedITCase extends ShoalSinkITCase {}
+ * @ShoalMode(TargetMode.EMBEDDED) class ShoalSinkEmbeddedITCase extends ShoalSinkITCase {}
  * }</pre>
  *
  * <p>The subclasses share the static field and run one after the other (the test classes of a
@@ -27,7 +28,7 @@ public final class ShoalTargetExtension implements BeforeAllCallback, AfterAllCa
 
   private final String token;
   /** The mode; null: the test class's {@link ShoalMode}. */
-  private final Mode fixedMode;
+  private final TargetMode fixedMode;
   private ShoalTarget target;
 
   public ShoalTargetExtension() {
@@ -40,20 +41,20 @@ public final class ShoalTargetExtension implements BeforeAllCallback, AfterAllCa
   }
 
   /** A target of {@code mode} whatever the class's annotation (e.g. chosen by a system property). */
-  public ShoalTargetExtension(String token, Mode mode) {
+  public ShoalTargetExtension(String token, TargetMode mode) {
     this.token = token;
     this.fixedMode = mode;
   }
 
   /** The mode {@code testClass} (or a superclass) is annotated with. */
-  public static Mode modeOf(Class<?> testClass) {
+  public static TargetMode modeOf(Class<?> testClass) {
     return AnnotationSupport.findAnnotation(testClass, ShoalMode.class)
         .orElseThrow(() -> new IllegalStateException(testClass.getName() + " has no @ShoalMode: which shoal should it run against?"))
         .value();
   }
 
   /** A target of {@code mode}, not started. */
-  public static ShoalTarget create(Mode mode, String token) {
+  public static ShoalTarget create(TargetMode mode, String token) {
     return switch (mode) {
       case DAEMON -> new ShoalDaemon(token);
       case EMBEDDED -> new EmbeddedShoal();
@@ -99,7 +100,7 @@ public final class ShoalTargetExtension implements BeforeAllCallback, AfterAllCa
   }
 
   @Override
-  public Mode mode() {
+  public TargetMode mode() {
     return target().mode();
   }
 

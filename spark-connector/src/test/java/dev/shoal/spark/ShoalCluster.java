@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import dev.shoal.client.ShoalClient;
+import dev.shoal.client.testing.TargetMode;
 
 /**
  * A cluster of real daemons on loopback (docs/deployment.md, "A cluster"): {@code nodes}
@@ -51,8 +52,8 @@ final class ShoalCluster implements ShoalTarget {
   }
 
   @Override
-  public Mode mode() {
-    return Mode.CLUSTER;
+  public TargetMode mode() {
+    return TargetMode.CLUSTER;
   }
 
   /** Node 0's location. */

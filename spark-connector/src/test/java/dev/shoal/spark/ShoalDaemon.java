@@ -5,6 +5,7 @@ import java.nio.file.Path;
 import java.util.List;
 
 import dev.shoal.client.testing.DaemonProcess;
+import dev.shoal.client.testing.TargetMode;
 
 /**
  * The real {@code shoal} daemon as a child process ({@code shoal serve --listen 127.0.0.1:0
@@ -31,8 +32,8 @@ public final class ShoalDaemon implements ShoalTarget {
   }
 
   @Override
-  public Mode mode() {
-    return Mode.DAEMON;
+  public TargetMode mode() {
+    return TargetMode.DAEMON;
   }
 
   /** {@code grpc://127.0.0.1:PORT}. */

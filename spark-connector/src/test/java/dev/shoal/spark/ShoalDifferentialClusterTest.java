@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
 import dev.shoal.client.ShoalClient;
+import dev.shoal.client.testing.TargetMode;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.connector.read.InputPartition;
@@ -25,7 +26,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  */
 class ShoalDifferentialClusterTest extends ShoalDifferentialTest {
   @RegisterExtension
-  static final ShoalTargetExtension TARGET = new ShoalTargetExtension(ShoalTarget.Mode.CLUSTER);
+  static final ShoalTargetExtension TARGET = new ShoalTargetExtension(TargetMode.CLUSTER);
 
   /**
    * A scan's input partitions are the endpoints of every shard, each read at the location of the

@@ -7,6 +7,7 @@ import java.net.ServerSocket;
 import java.util.List;
 
 import dev.shoal.client.ShoalClient;
+import dev.shoal.client.testing.TargetMode;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -17,7 +18,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  */
 class ShoalErrorsDaemonTest extends ShoalErrorsTest {
   @RegisterExtension
-  static final ShoalTargetExtension TARGET = new ShoalTargetExtension(ShoalTarget.Mode.DAEMON);
+  static final ShoalTargetExtension TARGET = new ShoalTargetExtension(TargetMode.DAEMON);
 
   @Test
   void unreachable_daemon_names_the_endpoint_option() throws Exception {

@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 
+import dev.shoal.client.testing.TargetMode;
 import dev.shoal.embedded.EmbeddedEngines;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.Test;
@@ -21,7 +22,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  */
 class ShoalErrorsEmbeddedTest extends ShoalErrorsTest {
   @RegisterExtension
-  static final ShoalTargetExtension TARGET = new ShoalTargetExtension(ShoalTarget.Mode.EMBEDDED);
+  static final ShoalTargetExtension TARGET = new ShoalTargetExtension(TargetMode.EMBEDDED);
 
   @Test
   void a_data_directory_that_is_a_file_names_the_endpoint_option(@TempDir Path tmp) throws Exception {

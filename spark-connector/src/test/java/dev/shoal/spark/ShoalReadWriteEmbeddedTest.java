@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.nio.file.Path;
 
+import dev.shoal.client.testing.TargetMode;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.junit.jupiter.api.Test;
@@ -17,7 +18,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  */
 class ShoalReadWriteEmbeddedTest extends ShoalReadWriteTest {
   @RegisterExtension
-  static final ShoalTargetExtension TARGET = new ShoalTargetExtension(ShoalTarget.Mode.EMBEDDED);
+  static final ShoalTargetExtension TARGET = new ShoalTargetExtension(TargetMode.EMBEDDED);
 
   @Test
   void an_embedded_write_is_served_by_a_daemon_once_the_engine_closed(@TempDir Path tmp) throws Exception {

@@ -3,6 +3,7 @@ package dev.shoal.spark;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
+import dev.shoal.client.testing.TargetMode;
 import dev.shoal.embedded.EmbeddedEngines;
 
 /**
@@ -12,20 +13,7 @@ import dev.shoal.embedded.EmbeddedEngines;
  * {@code endpoint} option, so both modes run the same code.
  */
 interface ShoalTarget extends AutoCloseable {
-  /** The two transports of the connector. */
-  enum Mode {
-    /** A {@code shoal serve} child process ({@link ShoalDaemon}). */
-    DAEMON,
-    /** {@code embedded:<tmpdir>}: the engine in this JVM through JNI. */
-    EMBEDDED,
-    /**
-     * Three daemons forming a cluster ({@link ShoalCluster}), the option naming one of them; the
-     * table {@code events} is sharded over them.
-     */
-    CLUSTER
-  }
-
-  Mode mode();
+  TargetMode mode();
 
   /** The value of option {@code endpoint}. */
   String endpoint();
@@ -34,12 +22,12 @@ interface ShoalTarget extends AutoCloseable {
   void close() throws Exception;
 
   /** A fresh shoal of {@code mode} over a new temporary data directory (deleted by {@code close}). */
-  static ShoalTarget start(Mode mode) throws Exception {
+  static ShoalTarget start(TargetMode mode) throws Exception {
     Path dir = Files.createTempDirectory("shoal-spark-" + mode.name().toLowerCase(java.util.Locale.ROOT));
-    if (mode == Mode.DAEMON) {
+    if (mode == TargetMode.DAEMON) {
       return ShoalDaemon.start(dir.resolve("data")).deletingOnClose(dir);
     }
-    if (mode == Mode.CLUSTER) {
+    if (mode == TargetMode.CLUSTER) {
       return ShoalCluster.start(dir, 3, "events", "id");
     }
     return new Embedded(dir.resolve("data"), dir);
@@ -57,8 +45,8 @@ interface ShoalTarget extends AutoCloseable {
     }
 
     @Override
-    public Mode mode() {
-      return Mode.EMBEDDED;
+    public TargetMode mode() {
+      return TargetMode.EMBEDDED;
     }
 
     @Override

@@ -1,5 +1,6 @@
 package dev.shoal.spark;
 
+import dev.shoal.client.testing.TargetMode;
 import org.junit.jupiter.api.extension.AfterAllCallback;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
@@ -13,16 +14,16 @@ import org.junit.jupiter.api.extension.ParameterResolver;
  *
  * <pre>{@code
  * class ShoalPushdownEmbeddedTest extends ShoalPushdownTest {
- *   @RegisterExtension static final ShoalTargetExtension TARGET = new ShoalTargetExtension(ShoalTarget.Mode.EMBEDDED);
+ *   @RegisterExtension static final ShoalTargetExtension TARGET = new ShoalTargetExtension(TargetMode.EMBEDDED);
  * }
  * }</pre>
  */
 public final class ShoalTargetExtension implements BeforeAllCallback, AfterAllCallback, ParameterResolver {
   private static final ExtensionContext.Namespace NS = ExtensionContext.Namespace.create(ShoalTargetExtension.class);
 
-  private final ShoalTarget.Mode mode;
+  private final TargetMode mode;
 
-  public ShoalTargetExtension(ShoalTarget.Mode mode) {
+  public ShoalTargetExtension(TargetMode mode) {
     this.mode = mode;
   }
 

@@ -3,6 +3,7 @@ package dev.shoal.flink.table;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.shoal.client.testing.TargetMode;
 import dev.shoal.flink.ShoalMode;
 import dev.shoal.flink.ShoalTarget;
 import java.util.Optional;
@@ -11,7 +12,7 @@ import org.apache.flink.util.ExceptionUtils;
 import org.junit.jupiter.api.Test;
 
 /** {@link ShoalTableITCase} against the real daemon, plus its authentication: a missing token. */
-@ShoalMode(ShoalTarget.Mode.DAEMON)
+@ShoalMode(TargetMode.DAEMON)
 class ShoalTableDaemonITCase extends ShoalTableITCase {
 
   @Test

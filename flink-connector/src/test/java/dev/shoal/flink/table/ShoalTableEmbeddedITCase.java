@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.shoal.client.testing.TargetMode;
 import dev.shoal.embedded.ShoalEmbedded;
 import dev.shoal.flink.EmbeddedShoal;
 import dev.shoal.flink.ShoalMode;
@@ -23,7 +24,7 @@ import org.junit.jupiter.api.io.TempDir;
  * plus the embedded options of the factory: {@code 'embedded.config.*'} reaches the engine, a bad
  * key or value is named, {@code 'embedded.keep-alive'} is validated at planning time.
  */
-@ShoalMode(ShoalTarget.Mode.EMBEDDED)
+@ShoalMode(TargetMode.EMBEDDED)
 class ShoalTableEmbeddedITCase extends ShoalTableITCase {
 
   static String embeddedTable(String name, Path dir, String table, String options) {

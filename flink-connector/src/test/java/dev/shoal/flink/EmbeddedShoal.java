@@ -1,14 +1,12 @@
 package dev.shoal.flink;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.shoal.client.testing.EmbeddedDirectory;
 import dev.shoal.client.testing.TargetMode;
-import dev.shoal.embedded.EmbeddedEngines;
 import dev.shoal.embedded.ShoalEmbedded;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 import org.apache.arrow.vector.FieldVector;
 
 /**
@@ -22,8 +20,8 @@ public final class EmbeddedShoal implements ShoalTarget {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   private Path dataDir;
-  /** The temporary directory {@link #start()} made, deleted by {@link #stop()}. */
-  private Path ownedDir;
+  /** The temporary directory {@link #start()} made (shoal-client's fixture), deleted by {@link #stop()}. */
+  private EmbeddedDirectory directory;
   private ShoalEmbedded store;
 
   @Override
@@ -33,8 +31,8 @@ public final class EmbeddedShoal implements ShoalTarget {
 
   @Override
   public void start() throws Exception {
-    ownedDir = Files.createTempDirectory("shoal-flink-embedded");
-    dataDir = ownedDir.resolve("data");
+    directory = EmbeddedDirectory.create("shoal-flink-embedded");
+    dataDir = directory.dataDir();
     store = ShoalEmbedded.open(dataDir);
   }
 
@@ -44,10 +42,12 @@ public final class EmbeddedShoal implements ShoalTarget {
     if (store != null) {
       store.close();
       store = null;
-      awaitReleasedBySink(dataDir);
+      directory.awaitReleased();
     }
-    ShoalTarget.deleteTree(ownedDir);
-    ownedDir = null;
+    if (directory != null) {
+      directory.close();
+      directory = null;
+    }
   }
 
   /**
@@ -57,14 +57,7 @@ public final class EmbeddedShoal implements ShoalTarget {
    * last writer or committer, which Flink closes before it reports the job finished.)
    */
   public static void awaitReleasedBySink(Path dataDir) throws InterruptedException {
-    Path key = dataDir.toAbsolutePath().normalize();
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (!EmbeddedEngines.closeIdle(key)) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("the sink still holds the engine on " + key + " 60 s after its jobs ended");
-      }
-      Thread.sleep(20);
-    }
+    EmbeddedDirectory.of(dataDir).awaitReleased();
   }
 
   public Path dataDir() {

@@ -40,13 +40,10 @@ public interface ShoalTarget {
 
   /**
    * Deletes {@code root} and everything under it, quietly (a fixture's temporary directory
-   * once its shoal stopped: the test runs leave nothing in {@code java.io.tmpdir}). Commons IO
-   * comes with the engine (Spark and Flink both depend on it).
+   * once its shoal stopped: the test runs leave nothing in {@code java.io.tmpdir}).
    */
   static void deleteTree(java.nio.file.Path root) {
-    if (root != null) {
-      org.apache.commons.io.FileUtils.deleteQuietly(root.toFile());
-    }
+    dev.shoal.client.testing.EmbeddedDirectory.deleteTree(root);
   }
 
 }

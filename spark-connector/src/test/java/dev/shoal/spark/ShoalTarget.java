@@ -3,8 +3,8 @@ package dev.shoal.spark;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
+import dev.shoal.client.testing.EmbeddedDirectory;
 import dev.shoal.client.testing.TargetMode;
-import dev.shoal.embedded.EmbeddedEngines;
 
 /**
  * Where a test's shoal runs: a daemon process reached over Flight ({@code grpc://127.0.0.1:PORT}),
@@ -23,25 +23,23 @@ interface ShoalTarget extends AutoCloseable {
 
   /** A fresh shoal of {@code mode} over a new temporary data directory (deleted by {@code close}). */
   static ShoalTarget start(TargetMode mode) throws Exception {
-    Path dir = Files.createTempDirectory("shoal-spark-" + mode.name().toLowerCase(java.util.Locale.ROOT));
+    String prefix = "shoal-spark-" + mode.name().toLowerCase(java.util.Locale.ROOT);
+    if (mode == TargetMode.EMBEDDED) {
+      return new Embedded(EmbeddedDirectory.create(prefix));
+    }
+    Path dir = Files.createTempDirectory(prefix);
     if (mode == TargetMode.DAEMON) {
       return ShoalDaemon.start(dir.resolve("data")).deletingOnClose(dir);
     }
-    if (mode == TargetMode.CLUSTER) {
-      return ShoalCluster.start(dir, 3, "events", "id");
-    }
-    return new Embedded(dir.resolve("data"), dir);
+    return ShoalCluster.start(dir, 3, "events", "id");
   }
 
-  /** An embedded data directory; the connector opens the engine on first use. */
+  /** An embedded data directory (shoal-client's fixture); the connector opens the engine on first use. */
   final class Embedded implements ShoalTarget {
-    private final Path dataDir;
-    private final Path ownedDir;
+    private final EmbeddedDirectory directory;
 
-    /** Over {@code dataDir}; {@code ownedDir} (or null) is deleted by {@link #close()}. */
-    Embedded(Path dataDir, Path ownedDir) {
-      this.dataDir = dataDir;
-      this.ownedDir = ownedDir;
+    Embedded(EmbeddedDirectory directory) {
+      this.directory = directory;
     }
 
     @Override
@@ -51,11 +49,11 @@ interface ShoalTarget extends AutoCloseable {
 
     @Override
     public String endpoint() {
-      return "embedded:" + dataDir;
+      return directory.endpoint();
     }
 
     public Path dataDir() {
-      return dataDir;
+      return directory.dataDir();
     }
 
     /**
@@ -64,21 +62,16 @@ interface ShoalTarget extends AutoCloseable {
      */
     @Override
     public void close() {
-      if (EmbeddedEngines.closeIdle(dataDir.toAbsolutePath().normalize())) {
-        ShoalTarget.deleteTree(ownedDir);
-      }
+      directory.close();
     }
   }
 
   /**
    * Deletes {@code root} and everything under it, quietly (a fixture's temporary directory
-   * once its shoal stopped: the test runs leave nothing in {@code java.io.tmpdir}). Commons IO
-   * comes with the engine (Spark and Flink both depend on it).
+   * once its shoal stopped: the test runs leave nothing in {@code java.io.tmpdir}).
    */
   static void deleteTree(java.nio.file.Path root) {
-    if (root != null) {
-      org.apache.commons.io.FileUtils.deleteQuietly(root.toFile());
-    }
+    dev.shoal.client.testing.EmbeddedDirectory.deleteTree(root);
   }
 
 }

@@ -130,10 +130,9 @@ public final class EmbeddedShoalClient implements ShoalClient {
   }
 
   /** The engine's C stream ({@link ShoalEmbedded#read}) as a {@link ShoalBatchStream}. */
-  private final class EmbeddedBatchStream implements ShoalBatchStream {
+  private final class EmbeddedBatchStream extends TransportBatchStream {
     private final ArrowReader reader;
     private final String table;
-    private boolean finished;
 
     EmbeddedBatchStream(ArrowReader reader, String table) {
       this.reader = reader;
@@ -141,37 +140,24 @@ public final class EmbeddedShoalClient implements ShoalClient {
     }
 
     @Override
-    public boolean next() {
-      try {
-        boolean more = reader.loadNextBatch();
-        finished = !more;
-        return more;
-      } catch (ShoalEmbeddedException e) {
-        throw fail(e, table, "DoGet");
-      } catch (IOException e) {
-        throw fail(e, table, "DoGet");
-      }
+    protected boolean load() throws IOException {
+      return reader.loadNextBatch();
     }
 
     @Override
-    public VectorSchemaRoot root() {
-      try {
-        return reader.getVectorSchemaRoot();
-      } catch (IOException e) {
-        throw fail(e, table, "DoGet");
-      }
+    protected VectorSchemaRoot current() throws IOException {
+      return reader.getVectorSchemaRoot();
+    }
+
+    /** Closing the reader early stops the engine's scan thread. */
+    @Override
+    protected void closeStream(boolean finished) throws IOException {
+      reader.close();
     }
 
     @Override
-    public void close() {
-      // Closing the reader early stops the engine's scan thread.
-      try {
-        reader.close();
-      } catch (IOException | RuntimeException e) {
-        if (finished) {
-          throw fail(e, table, "DoGet");
-        }
-      }
+    protected RuntimeException failure(Exception e) {
+      return e instanceof ShoalEmbeddedException embedded ? fail(embedded, table, "DoGet") : fail(e, table, "DoGet");
     }
   }
 

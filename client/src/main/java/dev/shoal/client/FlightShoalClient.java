@@ -219,10 +219,9 @@ public final class FlightShoalClient implements ShoalClient {
   }
 
   /** A {@link FlightStream} as a {@link ShoalBatchStream}. */
-  private final class FlightBatchStream implements ShoalBatchStream {
+  private final class FlightBatchStream extends TransportBatchStream {
     private final FlightStream stream;
     private final String table;
-    private boolean finished;
 
     FlightBatchStream(FlightStream stream, String table) {
       this.stream = stream;
@@ -230,33 +229,27 @@ public final class FlightShoalClient implements ShoalClient {
     }
 
     @Override
-    public boolean next() {
-      try {
-        boolean more = stream.next();
-        finished = !more;
-        return more;
-      } catch (FlightRuntimeException e) {
-        throw fail(e, table, "DoGet");
-      }
+    protected boolean load() {
+      return stream.next();
     }
 
     @Override
-    public VectorSchemaRoot root() {
+    protected VectorSchemaRoot current() {
       return stream.getRoot();
     }
 
     @Override
-    public void close() {
+    protected void closeStream(boolean finished) throws Exception {
       if (!finished) {
         stream.cancel("shoal: the reader is done (limit reached or task ended)", null);
       }
-      try {
-        stream.close();
-      } catch (Exception e) {
-        if (finished) {
-          throw fail("closing the DoGet stream failed: " + e, table, "DoGet", e);
-        }
-      }
+      stream.close();
+    }
+
+    @Override
+    protected RuntimeException failure(Exception e) {
+      return e instanceof FlightRuntimeException flight
+          ? fail(flight, table, "DoGet") : fail("the DoGet stream failed: " + e, table, "DoGet", e);
     }
   }
 

@@ -53,9 +53,15 @@ public interface ShoalClient extends AutoCloseable {
     return new FlightShoalClient(endpoint, options);
   }
 
-  /** A client of {@code endpoint} with bearer {@code token} (null: none; ignored in embedded mode) and the defaults otherwise. */
+  /**
+   * A client of {@code endpoint} with bearer {@code token} (null: none; ignored in embedded mode)
+   * and the defaults otherwise. An embedded URI's path is taken as written (decoded), not as its
+   * percent-encoded text.
+   */
   static ShoalClient open(URI endpoint, String token) {
-    return open(endpoint.toString(), ShoalClientOptions.withToken(token));
+    String text = ShoalEndpoint.isEmbedded(endpoint)
+        ? ShoalEndpoint.EMBEDDED_SCHEME + ":" + endpoint.getSchemeSpecificPart() : endpoint.toString();
+    return open(text, ShoalClientOptions.withToken(token));
   }
 
   /** The endpoint this client talks to, as it was given. */
@@ -135,12 +141,12 @@ public interface ShoalClient extends AutoCloseable {
 
   /** {@code stats {"table"}}: counters and log addresses ({@code tail_address}, ...). */
   default JsonNode stats(String table) {
-    return action("stats", JSON.createObjectNode().put("table", table), table);
+    return answered("stats", table, action("stats", JSON.createObjectNode().put("table", table), table));
   }
 
   /** {@code cluster {}}: the cluster's nodes and sharded tables (none outside a cluster). */
   default JsonNode cluster() {
-    return action("cluster", JSON.createObjectNode(), null);
+    return answered("cluster", null, action("cluster", JSON.createObjectNode(), null));
   }
 
   /**
@@ -148,11 +154,12 @@ public interface ShoalClient extends AutoCloseable {
    * address, bytes) in the log of {@code table} is durable.
    *
    * @return the answered {@code durable_address} (at least {@code address})
-   * @throws IllegalStateException when the answer has no {@code durable_address}
+   * @throws IllegalStateException when there is no answer or it has no {@code durable_address}
    */
   default long makeDurable(String table, long address) {
-    JsonNode answer = action("make_durable", JSON.createObjectNode().put("table", table).put("address", address), table);
-    long durable = answer == null ? -1 : answer.path("durable_address").asLong(-1);
+    JsonNode answer = answered("make_durable", table,
+        action("make_durable", JSON.createObjectNode().put("table", table).put("address", address), table));
+    long durable = answer.path("durable_address").asLong(-1);
     if (durable < 0) {
       throw new IllegalStateException(
           "shoal table \"" + table + "\" at " + endpoint() + ": make_durable answered without durable_address: " + answer);
@@ -184,14 +191,26 @@ public interface ShoalClient extends AutoCloseable {
   default List<JsonNode> listTransactions(String table) {
     JsonNode answer = action("list_transactions", JSON.createObjectNode().put("table", table), table);
     List<JsonNode> transactions = new ArrayList<>();
-    if (answer != null) {
-      answer.forEach(transactions::add);
-    }
+    answered("list_transactions", table, answer).forEach(transactions::add);
     return transactions;
   }
 
   private JsonNode transactionAction(String type, String table, String transaction) {
-    return action(type, JSON.createObjectNode().put("table", table).put("transaction", transaction), table);
+    return answered(type, table,
+        action(type, JSON.createObjectNode().put("table", table).put("transaction", transaction), table));
+  }
+
+  /**
+   * {@code answer}, which an action that always answers gave.
+   *
+   * @throws IllegalStateException when it is null (shoal gave no answer)
+   */
+  private JsonNode answered(String type, String table, JsonNode answer) {
+    if (answer == null) {
+      throw new IllegalStateException("shoal " + type + (table == null ? "" : " on table '" + table + "'") + " at "
+          + endpoint() + " gave no answer");
+    }
+    return answer;
   }
 
   /** Releases the client (its lease on a pooled connection, or its handle on the embedded engine). */

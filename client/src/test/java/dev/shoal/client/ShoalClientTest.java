@@ -48,6 +48,33 @@ class ShoalClientTest {
     EmbeddedEngines.closeIdle(dir.toAbsolutePath().normalize());
   }
 
+  @Test
+  void an_embedded_uri_opens_its_path_as_written_and_a_stream_closed_early_is_cancelled(@TempDir Path tmp) throws Exception {
+    Path dir = tmp.resolve("with space").resolve("data");
+    java.net.URI uri = new java.net.URI("embedded", dir.toString(), null);
+    assertTrue(uri.toString().contains("%20"), uri.toString());
+    try (ShoalClient client = ShoalClient.open(uri, null)) {
+      client.createTableIfNotExists("events");
+      try (ShoalClient.Put put = client.startPut("events")) {
+        for (int batch = 0; batch < 4; batch++) {
+          List<String> records = new ArrayList<>();
+          for (int i = 0; i < 5000; i++) {
+            records.add("{\"type\": \"PushEvent\", \"n\": " + (batch * 5000 + i) + "}");
+          }
+          put.send(records);
+        }
+        put.finish();
+      }
+      ShoalFlightPlan plan = client.getFlightInfo("events", ShoalClient.JSON.createObjectNode().put("table", "events"));
+      try (ShoalBatchStream stream = client.doGet("events", plan.endpoints().get(0).ticket())) {
+        assertTrue(stream.next(), "a first batch");
+      } // closed before its end: no error
+      assertEquals(List.of("PushEvent"), types(client, "n = 19999"), "the engine answers after the early close");
+    }
+    assertTrue(java.nio.file.Files.isDirectory(dir), "the directory as written, not " + uri.getRawSchemeSpecificPart());
+    EmbeddedEngines.closeIdle(dir.toAbsolutePath().normalize());
+  }
+
   /** Creates, writes, plans, reads, and fails a request; what it saw, as text. */
   private static List<String> exercise(ShoalClient client) {
     List<String> seen = new ArrayList<>();

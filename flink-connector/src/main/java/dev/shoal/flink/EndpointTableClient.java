@@ -86,7 +86,7 @@ final class EndpointTableClient implements ShoalTableClient {
 
   /** The batch's {@code {"transaction": id}} goes as its {@code app_metadata}. */
   @Override
-  public PutAcknowledgement put(List<byte[]> records, long bytes, String transaction) {
+  public PutAcknowledgement put(List<byte[]> records, long bytes, String transaction) throws InterruptedException {
     return put(table, records, bytes, transaction);
   }
 
@@ -94,12 +94,19 @@ final class EndpointTableClient implements ShoalTableClient {
    * {@link #put(List, long, String)} into {@code table} instead of this client's table (a shard's
    * own table {@code T.shard-i}, for {@link KeyRoutingShoalClient}): one {@code DoPut} of one batch.
    */
-  PutAcknowledgement put(String table, List<byte[]> records, long bytes, String transaction) {
+  PutAcknowledgement put(String table, List<byte[]> records, long bytes, String transaction) throws InterruptedException {
     try (ShoalClient.Put put = client.startPut(table, ShoalTableClient.batchSchema(records))) {
       ShoalTableClient.fill(put.root(), records, bytes);
       JsonNode answer = put.sendBatch(transaction == null ? null : JSON.createObjectNode().put("transaction", transaction));
       put.finish();
       return PutAcknowledgement.parse(answer, table);
+    } catch (ShoalClientException e) {
+      if (e.getCause() instanceof InterruptedException interrupted) {
+        // The writer's sender was interrupted (close): as an interruption, not a failed batch.
+        Thread.interrupted();
+        throw interrupted;
+      }
+      throw e;
     }
   }
 

@@ -69,18 +69,21 @@ final class ShoalErrors {
    * (gRPC says "io exception"; the cause says "Connection refused").
    */
   static String describe(Throwable error) {
-    Throwable root = error;
     String message = String.valueOf(error.getMessage());
+    Throwable below = error;
     for (Throwable t = error; t != null; t = t.getCause() == t ? null : t.getCause()) {
       if (t instanceof ShoalClientException client && client.detail() != null) {
+        // shoal's own message; the transport's exception right below it says the same again
         message = client.detail();
+        below = client.getCause() == null ? client : client.getCause();
         break;
       }
     }
+    Throwable root = below;
     while (root.getCause() != null && root.getCause() != root) {
       root = root.getCause();
     }
-    return root == error || root.getMessage() == null || message.contains(root.getMessage())
+    return root == below || root.getMessage() == null || message.contains(root.getMessage())
         ? message
         : message + " (" + root.getMessage() + ")";
   }

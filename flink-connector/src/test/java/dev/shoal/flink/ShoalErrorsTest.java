@@ -25,4 +25,19 @@ class ShoalErrorsTest {
     assertFalse(ShoalErrors.isTransientRead(CallStatus.UNKNOWN.withDescription("boom").toRuntimeException()));
     assertFalse(ShoalErrors.isTransientRead(CallStatus.INVALID_ARGUMENT.withDescription("bad filter").toRuntimeException()));
   }
+
+  /** Messages quote shoal's answer once: not again from the transport's exception below the client's. */
+  @Test
+  void aFailureIsDescribedOnceWithItsRootCause() {
+    dev.shoal.client.ShoalClientException embedded = new dev.shoal.client.ShoalClientException("INVALID_ARGUMENT",
+        "record 7 of the batch is not valid JSON", "DoPut", "t", "embedded:/tmp/d",
+        new dev.shoal.embedded.ShoalEmbeddedException("doPut", "INVALID_ARGUMENT", "record 7 of the batch is not valid JSON"));
+    org.junit.jupiter.api.Assertions.assertEquals("record 7 of the batch is not valid JSON", ShoalErrors.describe(embedded));
+    RuntimeException refused = CallStatus.UNAVAILABLE.withDescription("io exception")
+        .withCause(new java.net.ConnectException("Connection refused")).toRuntimeException();
+    dev.shoal.client.ShoalClientException flight = new dev.shoal.client.ShoalClientException("UNAVAILABLE",
+        refused.getMessage(), "DoPut", "t", "grpc://h:1", refused);
+    org.junit.jupiter.api.Assertions.assertEquals("io exception (Connection refused)", ShoalErrors.describe(flight));
+    assertTrue(ShoalErrors.isTransient(flight) && !ShoalErrors.isTransient(embedded));
+  }
 }

@@ -6,7 +6,6 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
-import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.types.pojo.ArrowType;
@@ -172,26 +171,13 @@ interface ShoalTableClient extends AutoCloseable {
   }
 
   /**
-   * A batch of the protocol's DoPut shape ({@link #batchSchema}): one column {@code json} (Utf8),
-   * one record per row, and a column {@code op} when an entry carries an operation ({@link
-   * OperationEntries}; keyed tables). Closing the root frees the columns.
+   * Fills {@code root} (of {@link #batchSchema}{@code (records)}) with a batch of the protocol's
+   * DoPut shape: one column {@code json} (Utf8), one record per row, and a column {@code op} when
+   * an entry carries an operation ({@link OperationEntries}; keyed tables).
    *
-   * @param allocator where the column's buffers come from
-   * @param records the records' JSON texts (UTF-8)
+   * @param records the records' JSON texts (UTF-8), each optionally behind an operation byte
    * @param bytes their total size in bytes (the data buffer's initial size)
    */
-  static VectorSchemaRoot jsonBatch(BufferAllocator allocator, List<byte[]> records, long bytes) {
-    VectorSchemaRoot root = VectorSchemaRoot.create(batchSchema(records), allocator);
-    try {
-      fill(root, records, bytes);
-      return root;
-    } catch (RuntimeException e) {
-      root.close();
-      throw e;
-    }
-  }
-
-  /** Fills {@code root} (of {@link #batchSchema}{@code (records)}) with {@code records}. */
   static void fill(VectorSchemaRoot root, List<byte[]> records, long bytes) {
     VarCharVector json = (VarCharVector) root.getVector(0);
     VarCharVector op = root.getFieldVectors().size() > 1 ? (VarCharVector) root.getVector(1) : null;

@@ -31,11 +31,18 @@ class OperationEntriesTest {
     }
   }
 
+  /** A DoPut batch of {@code records} as the writers build it: {@link ShoalTableClient#batchSchema}, then {@link ShoalTableClient#fill}. */
+  private static VectorSchemaRoot batch(RootAllocator allocator, List<byte[]> records, long bytes) {
+    VectorSchemaRoot root = VectorSchemaRoot.create(ShoalTableClient.batchSchema(records), allocator);
+    ShoalTableClient.fill(root, records, bytes);
+    return root;
+  }
+
   @Test
   void aBatchGetsAnOpColumnOnlyWhenAnEntryHasAnOperation() {
     try (RootAllocator allocator = new RootAllocator()) {
       List<byte[]> plain = List.of(utf8("{\"a\":1}"), utf8("{\"a\":2}"));
-      try (VectorSchemaRoot root = ShoalTableClient.jsonBatch(allocator, plain, 14)) {
+      try (VectorSchemaRoot root = batch(allocator, plain, 14)) {
         assertEquals(1, root.getFieldVectors().size());
         assertNull(root.getVector("op"));
       }
@@ -43,7 +50,7 @@ class OperationEntriesTest {
           utf8("{\"id\":1,\"v\":2}"),
           OperationEntries.encode(ShoalOperation.DELETE, utf8("{\"id\":3}")),
           OperationEntries.encode(ShoalOperation.MERGE, utf8("{\"id\":4,\"v\":null}")));
-      try (VectorSchemaRoot root = ShoalTableClient.jsonBatch(allocator, mixed, 40)) {
+      try (VectorSchemaRoot root = batch(allocator, mixed, 40)) {
         VarCharVector json = (VarCharVector) root.getVector("json");
         VarCharVector op = (VarCharVector) root.getVector("op");
         assertArrayEquals(utf8("{\"id\":3}"), json.get(1));

@@ -166,9 +166,12 @@ public final class FlightConnections {
 
     /**
      * Shuts everything down first (so that one failing step cannot leave threads running), then
-     * waits for it; the allocator is closed last.
+     * waits for it; the allocator is closed last. {@code leaveNoThread} (a client asked for no idle
+     * time): also waits for Netty's JVM-wide GlobalEventExecutor thread to go idle, which the event
+     * loop's termination started (where Netty is the application's own, e.g. Spark's, it may never
+     * be, so other clients do not wait for it).
      */
-    private void closeNow() {
+    private void closeNow(boolean leaveNoThread) {
       ManagedChannel plan;
       synchronized (this) {
         plan = planChannel;
@@ -201,7 +204,9 @@ public final class FlightConnections {
         }
         // Netty notifies the event loop's termination through its GlobalEventExecutor thread,
         // which ends about a second after its last task.
-        GlobalEventExecutor.INSTANCE.awaitInactivity(CLOSE_WAIT_SECONDS, TimeUnit.SECONDS);
+        if (leaveNoThread) {
+          GlobalEventExecutor.INSTANCE.awaitInactivity(CLOSE_WAIT_SECONDS, TimeUnit.SECONDS);
+        }
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       } finally {
@@ -269,13 +274,15 @@ public final class FlightConnections {
   }
 
   private static void closeIfIdle(Connection connection) {
+    boolean leaveNoThread;
     synchronized (OPEN) {
       if (connection.leases > 0 || OPEN.get(connection.key) != connection) {
         return;
       }
       OPEN.remove(connection.key);
+      leaveNoThread = connection.idleCloseMillis == 0;
     }
-    connection.closeNow();
+    connection.closeNow(leaveNoThread);
   }
 
   /** Closes every connection without a lease now rather than after its idle time, for tests. */

@@ -297,11 +297,4 @@ public final class FlightConnections {
     }
     idle.forEach(FlightConnections::closeIfIdle);
   }
-
-  /** Number of open connections (leased or idle), for tests. */
-  public static int openConnections() {
-    synchronized (OPEN) {
-      return OPEN.size();
-    }
-  }
 }

@@ -59,9 +59,7 @@ public interface ShoalClient extends AutoCloseable {
    * percent-encoded text.
    */
   static ShoalClient open(URI endpoint, String token) {
-    String text = ShoalEndpoint.isEmbedded(endpoint)
-        ? ShoalEndpoint.EMBEDDED_SCHEME + ":" + endpoint.getSchemeSpecificPart() : endpoint.toString();
-    return open(text, ShoalClientOptions.withToken(token));
+    return open(ShoalEndpoint.text(endpoint), ShoalClientOptions.withToken(token));
   }
 
   /** The endpoint this client talks to, as it was given. */

@@ -48,11 +48,6 @@ public record ShoalClientOptions(
     return new ShoalClientOptions(token, null, Map.of(), DEFAULT_EMBEDDED_KEEP_ALIVE_MS, DEFAULT_IDLE_CLOSE_MS, null);
   }
 
-  /** These options with {@code errors} turning failures into the caller's exceptions. */
-  public ShoalClientOptions withErrors(Function<ShoalClientException, RuntimeException> errors) {
-    return new ShoalClientOptions(token, callTimeout, embeddedConfig, embeddedKeepAliveMillis, idleCloseMillis, errors);
-  }
-
   /** The caller's exception for {@code failure}. */
   RuntimeException fail(ShoalClientException failure) {
     RuntimeException translated = errors.apply(failure);

@@ -48,6 +48,14 @@ public final class ShoalEndpoint {
   }
 
   /**
+   * {@code endpoint} as an endpoint value: an embedded URI's path as written (decoded: {@link
+   * URI#toString} would percent-encode, e.g., a space), any other URI as it is.
+   */
+  public static String text(URI endpoint) {
+    return isEmbedded(endpoint) ? EMBEDDED_SCHEME + ":" + endpoint.getSchemeSpecificPart() : endpoint.toString();
+  }
+
+  /**
    * Checks the syntax of {@code endpoint} for its transport.
    *
    * @throws IllegalArgumentException naming option {@code endpoint}

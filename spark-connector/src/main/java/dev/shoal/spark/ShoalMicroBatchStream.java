@@ -11,6 +11,7 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.shoal.client.ShoalClient;
+import dev.shoal.client.ShoalEndpoint;
 import dev.shoal.client.ShoalFlightPlan;
 import dev.shoal.cluster.ShardRouting;
 import org.apache.spark.sql.connector.read.InputPartition;
@@ -107,7 +108,7 @@ final class ShoalMicroBatchStream implements MicroBatchStream, SupportsAdmission
     List<Source> found = new ArrayList<>();
     for (URI endpoint : options.endpoints()) {
       List<ShardRouting.Shard> sharded = null;
-      if (!ShoalOptions.isEmbedded(endpoint)) {
+      if (!ShoalEndpoint.isEmbedded(endpoint)) {
         try (ShoalClient client = options.connect(endpoint)) {
           sharded = ShardRouting.shardsOf(client.action("cluster", ShoalClient.JSON.createObjectNode(), options.table()), options.table());
         } catch (ShoalException e) {

@@ -262,10 +262,6 @@ public final class ShoalOptions implements Serializable {
     return URI.create(text);
   }
 
-  /** Whether {@code endpoint} is an embedded one ({@code embedded:/path}). */
-  static boolean isEmbedded(URI endpoint) {
-    return ShoalEndpoint.isEmbedded(endpoint);
-  }
 
   private static int positiveInt(CaseInsensitiveStringMap options, String key) {
     long value = positiveLong(options, key);
@@ -350,15 +346,13 @@ public final class ShoalOptions implements Serializable {
    *     query (a Spark cluster's executor): embedded mode works in local mode only
    */
   ShoalClient connect(URI endpoint) {
-    if (isEmbedded(endpoint) && !currentJvm().equals(originJvm)) {
+    if (ShoalEndpoint.isEmbedded(endpoint) && !currentJvm().equals(originJvm)) {
       throw new ShoalException("shoal table '" + table + "': option 'endpoint' " + endpoint + " runs the engine inside"
           + " the JVM of Spark's driver, but this task runs in another JVM (a Spark cluster's executor). Embedded mode works"
           + " in Spark local mode only (driver and tasks in one JVM: --master local[N]); on a cluster, serve the directory"
           + " with `shoal serve --data-dir` and use its grpc://host:port endpoint.");
     }
-    // An embedded URI's path as written (URI#toString would percent-encode, e.g., spaces).
-    String text = isEmbedded(endpoint) ? EMBEDDED_SCHEME + ":" + endpoint.getSchemeSpecificPart() : endpoint.toString();
-    return ShoalClient.open(text, new ShoalClientOptions(token, null, embeddedConfig,
+    return ShoalClient.open(ShoalEndpoint.text(endpoint), new ShoalClientOptions(token, null, embeddedConfig,
         embeddedKeepAliveMillis, ShoalClientOptions.DEFAULT_IDLE_CLOSE_MS, ShoalErrors::translate));
   }
 

@@ -467,7 +467,7 @@ async fn checkpoint_periodically(catalog: Arc<Catalog>, seconds: u64) {
             match tokio::task::spawn_blocking(move || table.checkpoint()).await {
                 Ok(Ok(state)) => tracing::info!(
                     table = %entry.name,
-                    end = state.log_end_address,
+                    end = state.log_end_address.get(),
                     elapsed_ms = started.elapsed().as_millis(),
                     "checkpoint"
                 ),
@@ -486,10 +486,10 @@ async fn update_gauges(catalog: Arc<Catalog>) {
         for entry in catalog.list() {
             let stats = entry.table.stats();
             let name = entry.name.clone();
-            metrics::gauge!("shoal_log_tail_address", "table" => name.clone()).set(stats.tail_address as f64);
-            metrics::gauge!("shoal_log_head_address", "table" => name.clone()).set(stats.head_address as f64);
-            metrics::gauge!("shoal_log_flushed_until_address", "table" => name.clone()).set(stats.flushed_until_address as f64);
-            metrics::gauge!("shoal_log_observed_until_address", "table" => name.clone()).set(stats.observed_until_address as f64);
+            metrics::gauge!("shoal_log_tail_address", "table" => name.clone()).set(stats.tail_address.get() as f64);
+            metrics::gauge!("shoal_log_head_address", "table" => name.clone()).set(stats.head_address.get() as f64);
+            metrics::gauge!("shoal_log_flushed_until_address", "table" => name.clone()).set(stats.flushed_until_address.get() as f64);
+            metrics::gauge!("shoal_log_observed_until_address", "table" => name.clone()).set(stats.observed_until_address.get() as f64);
             metrics::gauge!("shoal_index_bytes", "table" => name.clone()).set(stats.index_bytes as f64);
             metrics::gauge!("shoal_records", "table" => name.clone()).set(stats.records as f64);
             let columnar = &stats.columnar;

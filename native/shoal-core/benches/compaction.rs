@@ -12,6 +12,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use shoal_core::LogAddress;
 
 /// JSON bytes per file: the compactor's default run of log (`columnar.file_bytes`).
 const FILE_JSON_BYTES: usize = 64 << 20;
@@ -33,8 +34,8 @@ fn compaction(c: &mut Criterion) {
         }
     };
     let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
-    let mut records: Vec<(u64, &[u8])> = Vec::new();
-    let (mut bytes, mut address) = (0usize, 64u64);
+    let mut records: Vec<(LogAddress, &[u8])> = Vec::new();
+    let (mut bytes, mut address) = (0usize, LogAddress::FIRST);
     for line in lines.iter().cycle() {
         if bytes >= FILE_JSON_BYTES {
             break;

@@ -46,6 +46,7 @@ use crate::keys::{Keyed, Latest, RecordOp};
 use crate::record::PageRecords;
 use crate::retention::TruncateReport;
 use crate::table::Table;
+use crate::LogAddress;
 
 /// Payload bytes copied per batch (each batch holds the table's write lock exclusively,
 /// so writers wait for at most one batch).
@@ -71,7 +72,7 @@ pub struct CompactReport {
     pub tombstones_dropped: u64,
     /// The snapshot horizon after the compaction: scans and time-travel queries with an
     /// older snapshot are refused.
-    pub snapshot_horizon: u64,
+    pub snapshot_horizon: LogAddress,
     /// Scans with snapshots below the horizon were still running when the wait ended: the
     /// live versions were copied, the head was not dropped (the next compaction drops it).
     pub deferred: bool,
@@ -79,7 +80,7 @@ pub struct CompactReport {
 
 /// A live version read for copying: its address, key and document.
 struct LiveVersion {
-    address: u64,
+    address: LogAddress,
     key: Vec<u8>,
     payload: Vec<u8>,
 }
@@ -99,7 +100,7 @@ impl Table {
     /// [`Table::truncate`] drops its head); device errors reading the log or making the
     /// copies durable (nothing is dropped then); ingest errors of the copies (e.g.
     /// [`Error::MemoryFull`] in an in-memory table whose ring cannot hold them).
-    pub fn compact_log(&self, until: u64, wait: Duration) -> Result<CompactReport> {
+    pub fn compact_log(&self, until: LogAddress, wait: Duration) -> Result<CompactReport> {
         let Some(keyed) = &self.keyed else {
             return Err(Error::InvalidOperation(
                 "log compaction drops the obsolete versions of a keyed table; this table is append-only (truncate or a retention policy drops its head)".into(),
@@ -149,7 +150,7 @@ impl Table {
     /// durability, head dropped. `false` when the head was kept (the horizon set back):
     /// scans with older snapshots still ran after `wait`, or a version withdrawn since the
     /// copies left a live key below `until` uncopied.
-    fn compact_step(&self, keyed: &Keyed, from: u64, until: u64, wait: Duration, report: &mut CompactReport) -> Result<bool> {
+    fn compact_step(&self, keyed: &Keyed, from: LogAddress, until: LogAddress, wait: Duration, report: &mut CompactReport) -> Result<bool> {
         self.copy_live_versions(keyed, from, until, report)?;
         // With the write lock held no keyed batch is in flight: every version written so
         // far (each copy, and each version that superseded an original) is below the
@@ -163,7 +164,7 @@ impl Table {
         // The head stays: the horizon goes back, older snapshots still see their versions.
         let keep_head = |why: &str| {
             keyed.snapshots.restore_horizon(previous_horizon);
-            tracing::info!(until, horizon, why, "log compaction: the head is kept for the next compaction");
+            tracing::info!(until = until.get(), horizon = horizon.get(), why, "log compaction: the head is kept for the next compaction");
             Ok(false)
         };
         if !keyed.snapshots.wait_finished_below(horizon, wait) {
@@ -199,7 +200,7 @@ impl Table {
     }
 
     /// Copies the live versions of `[from, until)` (whole pages) to the tail.
-    fn copy_live_versions(&self, keyed: &Keyed, from: u64, until: u64, report: &mut CompactReport) -> Result<()> {
+    fn copy_live_versions(&self, keyed: &Keyed, from: LogAddress, until: LogAddress, report: &mut CompactReport) -> Result<()> {
         let mut buffer = Vec::new();
         let mut key = Vec::new();
         let mut batch: Vec<LiveVersion> = Vec::new();

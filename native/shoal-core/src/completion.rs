@@ -17,10 +17,12 @@
 
 use parking_lot::Mutex;
 
+use crate::LogAddress;
+
 /// The batches being written, by the tail when each began (see the module documentation).
 #[derive(Debug, Default)]
 pub(crate) struct InFlight {
-    starts: Mutex<Vec<u64>>,
+    starts: Mutex<Vec<LogAddress>>,
 }
 
 impl InFlight {
@@ -28,7 +30,7 @@ impl InFlight {
     /// lock, so that a concurrent [`InFlight::complete_until`] either sees the batch or
     /// reads a tail below all its records). The batch is complete when the guard drops —
     /// after the last record's visible (or invalid) bit is written.
-    pub(crate) fn begin(&self, tail: impl FnOnce() -> u64) -> InFlightBatch<'_> {
+    pub(crate) fn begin(&self, tail: impl FnOnce() -> LogAddress) -> InFlightBatch<'_> {
         let mut starts = self.starts.lock();
         let start = tail();
         starts.push(start);
@@ -37,7 +39,7 @@ impl InFlight {
 
     /// The log address below which every record is complete: the lowest start of a batch
     /// in flight, or `tail()` when none is.
-    pub(crate) fn complete_until(&self, tail: impl FnOnce() -> u64) -> u64 {
+    pub(crate) fn complete_until(&self, tail: impl FnOnce() -> LogAddress) -> LogAddress {
         let starts = self.starts.lock();
         let tail = tail();
         starts.iter().copied().min().map_or(tail, |start| start.min(tail))
@@ -48,7 +50,7 @@ impl InFlight {
 /// ingestion fails part-way: whatever it wrote is then visible or invalid).
 pub(crate) struct InFlightBatch<'a> {
     set: &'a InFlight,
-    start: u64,
+    start: LogAddress,
 }
 
 impl Drop for InFlightBatch<'_> {
@@ -63,20 +65,25 @@ impl Drop for InFlightBatch<'_> {
 #[cfg(test)]
 mod tests {
     use super::InFlight;
+    use crate::LogAddress;
+
+    fn at(raw: u64) -> impl FnOnce() -> LogAddress {
+        move || LogAddress::new(raw)
+    }
 
     #[test]
     fn the_boundary_is_the_oldest_batch_in_flight_or_the_tail() {
         let in_flight = InFlight::default();
-        assert_eq!(in_flight.complete_until(|| 500), 500);
-        let first = in_flight.begin(|| 100);
-        let second = in_flight.begin(|| 300);
-        assert_eq!(in_flight.complete_until(|| 900), 100);
+        assert_eq!(in_flight.complete_until(at(500)), LogAddress::new(500));
+        let first = in_flight.begin(at(100));
+        let second = in_flight.begin(at(300));
+        assert_eq!(in_flight.complete_until(at(900)), LogAddress::new(100));
         drop(first);
-        assert_eq!(in_flight.complete_until(|| 900), 300);
-        let same = in_flight.begin(|| 300);
+        assert_eq!(in_flight.complete_until(at(900)), LogAddress::new(300));
+        let same = in_flight.begin(at(300));
         drop(second);
-        assert_eq!(in_flight.complete_until(|| 900), 300, "two batches began at the same tail");
+        assert_eq!(in_flight.complete_until(at(900)), LogAddress::new(300), "two batches began at the same tail");
         drop(same);
-        assert_eq!(in_flight.complete_until(|| 900), 900);
+        assert_eq!(in_flight.complete_until(at(900)), LogAddress::new(900));
     }
 }

@@ -74,7 +74,7 @@ pub enum Error {
     #[error("log address {address} is not readable: {reason}")]
     AddressNotReadable {
         /// The logical address.
-        address: u64,
+        address: crate::LogAddress,
         /// Why.
         reason: String,
     },
@@ -85,9 +85,9 @@ pub enum Error {
     #[error("snapshot at log address {snapshot} is older than the table's snapshot horizon {horizon} (a log compaction moved the versions it saw): plan the query again, or time travel to an address at or above {horizon}")]
     SnapshotTooOld {
         /// The snapshot asked for.
-        snapshot: u64,
+        snapshot: crate::LogAddress,
         /// The lowest snapshot a scan may have.
-        horizon: u64,
+        horizon: crate::LogAddress,
     },
     /// A flushed page failed its checksum.
     #[error("page {page} of {path} is corrupt: {reason}")]

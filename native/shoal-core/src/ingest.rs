@@ -16,6 +16,7 @@ use crate::parser::ParsedBatch;
 use crate::psf::{PsfId, ValuePlacement};
 use crate::record::{record_size, KeyPointer, RecordHeader, ValueMode, KEY_POINTER_SIZE, MAX_KEY_POINTERS, RECORD_PREFIX};
 use crate::table::{InvalidJsonPolicy, Table};
+use crate::LogAddress;
 
 /// What one [`Table::ingest`] call did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -27,20 +28,20 @@ pub struct IngestReport {
     /// Index and parse error of the first skipped records (at most 10).
     pub skipped_examples: Vec<(usize, String)>,
     /// Address of the first record written (0 if none).
-    pub first_address: u64,
+    pub first_address: LogAddress,
     /// Address of the last record written (0 if none).
-    pub last_address: u64,
+    pub last_address: LogAddress,
     /// Bytes of payload written.
     pub payload_bytes: usize,
     /// One past the last byte this call wrote to the log (for a writer batch: past its
     /// commit marker); 0 if nothing was written. The batch is durable once
     /// [`Table::durable_address`](crate::table::Table::durable_address) reaches it.
-    pub end_address: u64,
+    pub end_address: LogAddress,
     /// The batch was a writer's resend of a serial already ingested, and was skipped
     /// ([`Table::ingest_as`](crate::table::Table::ingest_as)).
     pub duplicate: bool,
     /// Log addresses of the records written, in order (for [`Table::withdraw`]).
-    pub addresses: Vec<u64>,
+    pub addresses: Vec<LogAddress>,
 }
 
 /// Hash of a property `(psf, canonical value)`; selects the bucket and tag.
@@ -89,10 +90,12 @@ impl Table {
     /// and owns that record. Every key pointer newer than it is then in memory and its
     /// page cannot be flushed until the caller's epoch is released, so the CAS on a
     /// newer key pointer never races with its flush.
-    unsafe fn insert_key_pointer(&self, slot: crate::index::EntrySlot<'_>, kp_address: u64, template_word0: u64) {
+    unsafe fn insert_key_pointer(&self, slot: crate::index::EntrySlot<'_>, kp_address: LogAddress, template_word0: u64) {
         use std::sync::atomic::AtomicU64;
         use crate::record::ADDRESS_MASK;
-        let word0_at = |address: u64| -> &AtomicU64 { &*self.log.memory_ptr(address).cast::<AtomicU64>() };
+        // Chains hold raw 48-bit addresses (the hash index's entries, key pointers' words).
+        let kp_address = kp_address.get();
+        let word0_at = |address: u64| -> &AtomicU64 { &*self.log.memory_ptr(LogAddress::new(address)).cast::<AtomicU64>() };
         let mine = word0_at(kp_address);
         let mut current = slot.load();
         'entry: loop {
@@ -477,7 +480,7 @@ impl Table {
     /// and its resend is skipped, so it must stay. A keyed table keeps the records that
     /// are durable by now, and the records below the head address.
     #[must_use]
-    pub fn withdraw(&self, addresses: &[u64]) -> Withdrawal {
+    pub fn withdraw(&self, addresses: &[LogAddress]) -> Withdrawal {
         // Marked invalid in memory now; append-only records below the head, valid on the device.
         let (mut in_memory, mut below_head) = (Vec::new(), Vec::new());
         // A keyed table's withdrawn versions: their keys get their latest version again.
@@ -485,7 +488,7 @@ impl Table {
         // A keyed table's version that became durable meanwhile stays (a resend applies
         // it again, which upserts, merge patches and deletes allow): a log compaction may
         // already have dropped the version it superseded.
-        let durable = if self.keyed.is_some() { self.durable_address() } else { 0 };
+        let durable = if self.keyed.is_some() { self.durable_address() } else { LogAddress::ZERO };
         {
             // Held while headers change: the page observer's counters (`stats.records`
             // after a restart from a checkpoint) lose the withdrawn records it counted.
@@ -526,7 +529,7 @@ impl Table {
         }
         // Records below the head, read from the device (outside the lock and the epoch):
         // the visible ones, with what the observer counted of them.
-        let mut on_device: Vec<(u64, usize, Vec<u32>)> = Vec::new();
+        let mut on_device: Vec<(LogAddress, usize, Vec<u32>)> = Vec::new();
         let mut bytes = Vec::new();
         for address in below_head {
             let size = match self.log.read_from_device(address, 8, &mut bytes) {
@@ -541,7 +544,7 @@ impl Table {
                 on_device.push((address, view.payload().len(), psfs));
             }
         }
-        let device_addresses: Vec<u64> = on_device.iter().map(|(a, _, _)| *a).collect();
+        let device_addresses: Vec<LogAddress> = on_device.iter().map(|(a, _, _)| *a).collect();
         let (records, not_lasting) = match self.log.withdraw_on_device(&in_memory, &device_addresses) {
             Ok(listed) => {
                 let mut observed = self.observed.lock();
@@ -579,7 +582,7 @@ fn header_size(bytes: &[u8]) -> usize {
 
 /// Takes a record being withdrawn (still valid in `view`) out of the page observer's
 /// counters if its page was observed, else notes it for the observer.
-fn uncount(observed: &mut crate::table::Observed, address: u64, view: &crate::record::RecordView<'_>) {
+fn uncount(observed: &mut crate::table::Observed, address: LogAddress, view: &crate::record::RecordView<'_>) {
     if address < observed.until {
         let kps = (0..view.header().key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
         observed.totals.remove(view.payload().len(), kps);

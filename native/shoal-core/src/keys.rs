@@ -34,6 +34,7 @@ use serde::Serialize;
 use crate::path::FieldPath;
 use crate::psf::{PsfId, PsfKind};
 use crate::value::{encode_canonical, encode_composite, FieldValue};
+use crate::LogAddress;
 
 /// The name of the PSF that indexes a keyed table's primary key (registered first, so
 /// its id is 0).
@@ -195,37 +196,39 @@ impl Snapshots {
     ///
     /// # Errors
     /// [`crate::Error::SnapshotTooOld`] when `snapshot` is below the horizon.
-    pub fn open(&self, snapshot: u64) -> crate::Result<OpenSnapshot<'_>> {
+    pub fn open(&self, snapshot: LogAddress) -> crate::Result<OpenSnapshot<'_>> {
         let mut state = self.state.lock();
-        if snapshot < state.horizon {
-            return Err(crate::Error::SnapshotTooOld { snapshot, horizon: state.horizon });
+        if snapshot.get() < state.horizon {
+            return Err(crate::Error::SnapshotTooOld { snapshot, horizon: LogAddress::new(state.horizon) });
         }
+        let snapshot = snapshot.get();
         *state.open.entry(snapshot).or_default() += 1;
         Ok(OpenSnapshot { snapshots: self, address: snapshot })
     }
 
     /// The snapshot horizon: the lowest log address a scan's snapshot may be.
     #[must_use]
-    pub fn horizon(&self) -> u64 {
-        self.state.lock().horizon
+    pub fn horizon(&self) -> LogAddress {
+        LogAddress::new(self.state.lock().horizon)
     }
 
     /// Raises the horizon to `horizon` (never lowers it): no scan below it starts after
     /// this returns.
-    pub(crate) fn raise_horizon(&self, horizon: u64) {
+    pub(crate) fn raise_horizon(&self, horizon: LogAddress) {
         let mut state = self.state.lock();
-        state.horizon = state.horizon.max(horizon);
+        state.horizon = state.horizon.max(horizon.get());
     }
 
     /// Sets the horizon back to `horizon` (a compaction raised it, then kept the head:
     /// nothing was dropped, so older snapshots still see their versions).
-    pub(crate) fn restore_horizon(&self, horizon: u64) {
-        self.state.lock().horizon = horizon;
+    pub(crate) fn restore_horizon(&self, horizon: LogAddress) {
+        self.state.lock().horizon = horizon.get();
     }
 
     /// Waits until no scan with a snapshot below `address` is in progress, at most
     /// `timeout`; `false` when some still is.
-    pub(crate) fn wait_finished_below(&self, address: u64, timeout: Duration) -> bool {
+    pub(crate) fn wait_finished_below(&self, address: LogAddress, timeout: Duration) -> bool {
+        let address = address.get();
         let deadline = Instant::now() + timeout;
         let mut state = self.state.lock();
         while state.open.range(..address).next().is_some() {
@@ -262,7 +265,7 @@ const SHARDS: usize = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Latest {
     /// Log address of the version's record.
-    pub address: u64,
+    pub address: LogAddress,
     /// The version is a tombstone (the key is deleted).
     pub tombstone: bool,
 }
@@ -320,7 +323,7 @@ pub struct KeyStats {
     pub memory_bytes: u64,
     /// The snapshot horizon ([`Snapshots`]): scans and time-travel queries with an older
     /// snapshot (log address) are refused. 0 until the first log compaction.
-    pub snapshot_horizon: u64,
+    pub snapshot_horizon: LogAddress,
 }
 
 /// Per-entry overhead counted in [`KeyStats::memory_bytes`] (box header, value, the
@@ -372,7 +375,8 @@ impl KeyIndex {
     /// superseded by the newer one already here, and the older version stays superseded
     /// by that one too, not by its immediate successor: validation then walks the chain
     /// for snapshots between them ([`Verdict::Walk`]).
-    pub fn apply(&self, key: &[u8], address: u64, tombstone: bool) {
+    pub fn apply(&self, key: &[u8], address: LogAddress, tombstone: bool) {
+        let address = address.get();
         let new = address | if tombstone { TOMBSTONE } else { 0 };
         let mut shard = self.key_shard(key).write();
         let before = shard.get(key).copied();
@@ -407,7 +411,7 @@ impl KeyIndex {
         let before = shard.get(key).copied();
         match versions.first() {
             Some(l) => {
-                shard.insert(key.into(), l.address | if l.tombstone { TOMBSTONE } else { 0 });
+                shard.insert(key.into(), l.address.get() | if l.tombstone { TOMBSTONE } else { 0 });
             }
             None => {
                 shard.remove(key);
@@ -415,11 +419,11 @@ impl KeyIndex {
         }
         drop(shard);
         if let Some(latest) = versions.first() {
-            self.version_shard(latest.address).write().remove(&latest.address);
+            self.version_shard(latest.address.get()).write().remove(&latest.address.get());
         }
         for pair in versions.windows(2) {
             if !pair[1].tombstone {
-                self.supersede(pair[1].address, pair[0].address);
+                self.supersede(pair[1].address.get(), pair[0].address.get());
             }
         }
         let was_live = before.is_some_and(|b| b & TOMBSTONE == 0);
@@ -430,17 +434,18 @@ impl KeyIndex {
     /// The latest version of `key`, if it has one.
     #[must_use]
     pub fn latest(&self, key: &[u8]) -> Option<Latest> {
-        self.key_shard(key).read().get(key).map(|&e| Latest { address: e & !TOMBSTONE, tombstone: e & TOMBSTONE != 0 })
+        self.key_shard(key).read().get(key).map(|&e| Latest { address: LogAddress::new(e & !TOMBSTONE), tombstone: e & TOMBSTONE != 0 })
     }
 
     /// Validates the candidate version at `address` against `snapshot` from its address
     /// alone (Perseid §4.3): a version no newer one replaced is live; one replaced below
     /// the snapshot is not; otherwise only the key's chain can tell.
     #[must_use]
-    pub fn validate(&self, address: u64, snapshot: u64) -> Verdict {
+    pub fn validate(&self, address: LogAddress, snapshot: LogAddress) -> Verdict {
+        let address = address.get();
         match self.version_shard(address).read().get(&address) {
             None => Verdict::Live,
-            Some(&newer) if newer < snapshot => Verdict::Superseded,
+            Some(&newer) if newer < snapshot.get() => Verdict::Superseded,
             Some(_) => Verdict::Walk,
         }
     }
@@ -448,7 +453,8 @@ impl KeyIndex {
     /// Obsolete versions below `until`: superseded versions, and tombstones that are
     /// their key's latest version (what a log compaction up to `until` drops).
     #[must_use]
-    pub fn obsolete_below(&self, until: u64) -> u64 {
+    pub fn obsolete_below(&self, until: LogAddress) -> u64 {
+        let until = until.get();
         let superseded: usize = self.superseded.iter().map(|s| s.read().keys().filter(|&&a| a < until).count()).sum();
         let tombstones: usize =
             self.keys.iter().map(|s| s.read().values().filter(|&&e| e & TOMBSTONE != 0 && e & !TOMBSTONE < until).count()).sum();
@@ -458,7 +464,8 @@ impl KeyIndex {
     /// Keys whose latest version is live and below `until` (a log compaction copies them
     /// all before it drops the head there: one left means a version was withdrawn since).
     #[must_use]
-    pub fn live_below(&self, until: u64) -> u64 {
+    pub fn live_below(&self, until: LogAddress) -> u64 {
+        let until = until.get();
         self.keys.iter().map(|s| s.read().values().filter(|&&e| e & TOMBSTONE == 0 && e < until).count() as u64).sum()
     }
 
@@ -468,7 +475,8 @@ impl KeyIndex {
     /// if one was not copied, a live version (counted in the result's third element and
     /// logged: it is lost with the head of the log). Returns (superseded entries, deleted
     /// keys, live keys) removed.
-    pub(crate) fn drop_below(&self, begin: u64) -> (u64, u64, u64) {
+    pub(crate) fn drop_below(&self, begin: LogAddress) -> (u64, u64, u64) {
+        let begin = begin.get();
         let mut superseded = 0u64;
         for shard in &self.superseded {
             let mut shard = shard.write();
@@ -513,7 +521,7 @@ impl KeyIndex {
             keys: self.keys.iter().map(|s| s.read().len() as u64).sum(),
             superseded: self.superseded.iter().map(|s| s.read().len() as u64).sum(),
             memory_bytes: self.bytes.load(Ordering::Relaxed),
-            snapshot_horizon: 0,
+            snapshot_horizon: LogAddress::ZERO,
         }
     }
 }
@@ -525,28 +533,28 @@ mod tests {
     #[test]
     fn versions_are_superseded_by_newer_ones_and_live_keys_are_counted() {
         let index = KeyIndex::default();
-        index.apply(b"a", 100, false);
-        index.apply(b"b", 200, false);
-        assert_eq!(index.validate(100, 1_000), Verdict::Live);
-        index.apply(b"a", 300, false);
-        assert_eq!(index.validate(100, 1_000), Verdict::Superseded);
-        assert_eq!(index.validate(300, 1_000), Verdict::Live);
+        index.apply(b"a", crate::LogAddress::new(100), false);
+        index.apply(b"b", crate::LogAddress::new(200), false);
+        assert_eq!(index.validate(crate::LogAddress::new(100), crate::LogAddress::new(1_000)), Verdict::Live);
+        index.apply(b"a", crate::LogAddress::new(300), false);
+        assert_eq!(index.validate(crate::LogAddress::new(100), crate::LogAddress::new(1_000)), Verdict::Superseded);
+        assert_eq!(index.validate(crate::LogAddress::new(300), crate::LogAddress::new(1_000)), Verdict::Live);
         // The newer version lies past the snapshot: only the chain can tell.
-        assert_eq!(index.validate(100, 250), Verdict::Walk);
+        assert_eq!(index.validate(crate::LogAddress::new(100), crate::LogAddress::new(250)), Verdict::Walk);
         // An older version applied late (a concurrent writer) does not win.
-        index.apply(b"b", 150, false);
-        assert_eq!(index.latest(b"b"), Some(Latest { address: 200, tombstone: false }));
-        assert_eq!(index.validate(150, 1_000), Verdict::Superseded);
-        index.apply(b"b", 400, true);
+        index.apply(b"b", crate::LogAddress::new(150), false);
+        assert_eq!(index.latest(b"b"), Some(Latest { address: crate::LogAddress::new(200), tombstone: false }));
+        assert_eq!(index.validate(crate::LogAddress::new(150), crate::LogAddress::new(1_000)), Verdict::Superseded);
+        index.apply(b"b", crate::LogAddress::new(400), true);
         let stats = index.stats();
         assert_eq!((stats.live, stats.keys, stats.superseded), (1, 2, 3));
         assert_eq!(stats.memory_bytes, 2 * (1 + KEY_OVERHEAD) + 3 * VERSION_ENTRY);
-        index.apply(b"b", 500, false);
+        index.apply(b"b", crate::LogAddress::new(500), false);
         assert_eq!(index.stats().live, 2);
         // 500 withdrawn: the tombstone at 400 is the latest again.
-        index.reset(b"b", &[Latest { address: 400, tombstone: true }, Latest { address: 200, tombstone: false }]);
+        index.reset(b"b", &[Latest { address: crate::LogAddress::new(400), tombstone: true }, Latest { address: crate::LogAddress::new(200), tombstone: false }]);
         assert_eq!(index.stats().live, 1);
-        assert_eq!(index.validate(200, 1_000), Verdict::Superseded);
+        assert_eq!(index.validate(crate::LogAddress::new(200), crate::LogAddress::new(1_000)), Verdict::Superseded);
         index.reset(b"a", &[]);
         assert_eq!(index.stats().live, 0);
     }

@@ -56,13 +56,15 @@
 //! plans ([`scan`]), the inferred schema ([`schema`]), the columnar tier's settings
 //! ([`columnar`]), writer sessions ([`session`]), retention ([`retention`]), recovery's
 //! report ([`recovery`]), checkpoint file names ([`checkpoint`]), the parser interface
-//! ([`parser`], FishStore §5.1's extension point), paths, values and errors. The log,
+//! ([`parser`], FishStore §5.1's extension point), log addresses ([`LogAddress`]), paths,
+//! values and errors. The log,
 //! hash index, record layout and epochs are the engine's own: public only with the
 //! feature `internals`, for the engine's tests and benchmarks.
 #![warn(missing_docs)]
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod address;
 pub mod checkpoint;
 pub mod columnar;
 pub mod compaction;
@@ -100,9 +102,7 @@ pub mod session;
 pub mod table;
 pub mod value;
 
+pub use address::LogAddress;
 pub use error::{Error, Result};
 pub use path::FieldPath;
-/// The first log address a record can have: below it nothing was ever written, so a
-/// begin address above it means the log's head was truncated (retention).
-pub use record::FIRST_ADDRESS;
 pub use value::FieldValue;

@@ -41,6 +41,7 @@ use crate::schema::{InferredSchema, MAX_SCHEMA_FIELDS};
 use crate::session::Marker;
 use crate::record::PageRecords;
 use crate::table::{Observed, Table, TableConfig};
+use crate::LogAddress;
 
 /// What [`Table::open`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -58,9 +59,9 @@ pub struct RecoveryReport {
     /// Key pointers linked into the rebuilt index.
     pub key_pointers: u64,
     /// End of the recovered log: one past the last record.
-    pub end_address: u64,
+    pub end_address: LogAddress,
     /// Where ingestion continues (the start of the page after the last one recovered).
-    pub tail_address: u64,
+    pub tail_address: LogAddress,
     /// Whether `checkpoint.json` provided the schema (else it was inferred from scratch).
     pub checkpoint_used: bool,
     /// Why the checkpoint was not used, when there was one.
@@ -76,7 +77,7 @@ pub struct RecoveryReport {
     /// the log was cut at the oldest one's `begin` marker (see [`crate::session`]).
     pub open_batches_cut: Vec<(String, u64)>,
     /// Where the log was cut because of them.
-    pub cut_address: Option<u64>,
+    pub cut_address: Option<LogAddress>,
     /// Writers known after recovery, with their last serial.
     pub writers: usize,
     /// A keyed table's versions (records and tombstones) read into its rebuilt key index.
@@ -114,7 +115,7 @@ impl Table {
         let Device::Segments(files) = Device::open(&config.log.device, page_size, config.log.pages_per_segment)? else {
             return Err(Error::InvalidConfig("a directory device opened as the null device".into()));
         };
-        let begin = meta.begin_address.max(FIRST_ADDRESS);
+        let begin = meta.begin_address.max(LogAddress::FIRST);
         let mut buffer = vec![0u8; page_size];
         let replay = replay_log(&files, &config, &psf_kinds, &index, checkpoint.as_ref(), replay_from.max(begin), &mut buffer, &mut report)?;
         report.bytes_cut = files.truncate_from(replay.next_page)?;
@@ -130,7 +131,7 @@ impl Table {
         files.withdrawn().forget_from(replay.end_address)?;
         drop(files);
 
-        let recovered_end = replay.next_page << config.log.page_size_bits;
+        let recovered_end = LogAddress::new(replay.next_page << config.log.page_size_bits);
         let Some(observed) = restore_observed(checkpoint, replay.schema, replay.totals, recovered_end, replay.end_address, &mut report) else {
             // Pages before the checkpoint's were not replayed: start over without it.
             return Self::open_without_checkpoint(config, &dir, report, started);
@@ -138,7 +139,7 @@ impl Table {
         let (records, payload_bytes) = (observed.totals.records, observed.totals.payload_bytes);
         let key_pointer_counts = observed.totals.key_pointers.clone();
 
-        let log = HybridLog::recover(&config.log, begin, replay.next_page.max(begin >> config.log.page_size_bits))?;
+        let log = HybridLog::recover(&config.log, begin, replay.next_page.max(begin.get() >> config.log.page_size_bits))?;
         let tail = log.tail_address();
         let table = Table::assemble(config, log, index, observed)?;
         // Boundaries past the recovered tail would claim chains for records written
@@ -196,7 +197,7 @@ impl Table {
         let (begin, tail) = (self.log.begin_address(), self.log.tail_address());
         let mut buffer = Vec::new();
         let mut canonical = Vec::new();
-        for page in self.log.page_of(begin)..=self.log.page_of(tail.max(1) - 1) {
+        for page in self.log.page_of(begin)..=self.log.page_of(LogAddress::new(tail.get().max(1) - 1)) {
             let Some(end) = self.log.read_page(page, &mut buffer)? else { continue };
             let page_start = self.log.page_start(page);
             for (offset, view) in PageRecords::new(&buffer[..end.min(self.log.page_capacity())]) {
@@ -283,15 +284,15 @@ fn recover_index_checkpoint(
     dir: &std::path::Path,
     config: &TableConfig,
     report: &mut RecoveryReport,
-) -> Result<(Option<CheckpointState>, HashIndex, u64)> {
+) -> Result<(Option<CheckpointState>, HashIndex, LogAddress)> {
     let mut checkpoint: Option<CheckpointState> = read_json(dir, CHECKPOINT_FILE)?;
     let mut index = HashIndex::new(config.index_size_bits)?;
-    let mut replay_from = 0u64;
+    let mut replay_from = LogAddress::ZERO;
     if let Some(reference) = checkpoint.as_ref().and_then(|c| c.index.clone()) {
         match index_checkpoint::load(&dir.join(&reference.file), &index, config.index_size_bits) {
             Ok(header) if header.start == reference.start && header.end == reference.end => {
                 report.index_checkpoint = Some(reference.file.clone());
-                replay_from = reference.start.min(checkpoint.as_ref().map_or(0, |c| c.schema_observed_until));
+                replay_from = reference.start.min(checkpoint.as_ref().map_or(LogAddress::ZERO, |c| c.schema_observed_until));
             }
             Ok(_) => checkpoint = None,
             Err(e) => {
@@ -303,7 +304,7 @@ fn recover_index_checkpoint(
         if checkpoint.is_none() {
             index = HashIndex::new(config.index_size_bits)?;
             report.index_checkpoint = None;
-            replay_from = 0;
+            replay_from = LogAddress::ZERO;
         }
     }
     Ok((checkpoint, index, replay_from))
@@ -314,12 +315,12 @@ struct Replay {
     /// The first page not recovered (missing or damaged): the log ends before it.
     next_page: u64,
     /// One past the last record replayed.
-    end_address: u64,
+    end_address: LogAddress,
     /// The schema and counters of the records the checkpoint does not cover.
     schema: InferredSchema,
     totals: ObservedTotals,
     /// Writer batches begun and not ended: `(writer, serial)` → address of `begin`.
-    open_batches: std::collections::HashMap<(String, u64), u64>,
+    open_batches: std::collections::HashMap<(String, u64), LogAddress>,
     /// Every writer's last committed serial (the checkpoint's, raised by replayed commits).
     last_serials: std::collections::BTreeMap<String, u64>,
 }
@@ -336,17 +337,17 @@ fn replay_log(
     psf_kinds: &[PsfKind],
     index: &HashIndex,
     checkpoint: Option<&CheckpointState>,
-    from: u64,
+    from: LogAddress,
     buffer: &mut [u8],
     report: &mut RecoveryReport,
 ) -> Result<Replay> {
     let page_size = 1usize << config.log.page_size_bits;
     let capacity = page_size - crate::log::PAGE_FOOTER_SIZE;
-    let schema_from = checkpoint.map_or(0, |c| c.schema_observed_until);
+    let schema_from = checkpoint.map_or(0, |c| c.schema_observed_until.get());
     let mut schema = InferredSchema::new();
     let mut totals = ObservedTotals::default();
     let mut canonical = Vec::new();
-    let mut page = from >> config.log.page_size_bits;
+    let mut page = from.get() >> config.log.page_size_bits;
     report.first_page_replayed = page;
     let mut end_address = (page << config.log.page_size_bits).max(FIRST_ADDRESS);
     let mut open_batches = std::collections::HashMap::new();
@@ -375,7 +376,7 @@ fn replay_log(
             if header.is_control() {
                 match serde_json::from_slice::<Marker>(view.payload()) {
                     Ok(Marker::Begin { writer, serial }) => {
-                        open_batches.insert((writer, serial), address);
+                        open_batches.insert((writer, serial), LogAddress::new(address));
                     }
                     Ok(Marker::Commit { writer, serial }) => {
                         open_batches.remove(&(writer.clone(), serial));
@@ -424,7 +425,7 @@ fn replay_log(
         report.bytes_replayed += page_size as u64;
         page += 1;
     }
-    Ok(Replay { next_page: page, end_address, schema, totals, open_batches, last_serials })
+    Ok(Replay { next_page: page, end_address: LogAddress::new(end_address), schema, totals, open_batches, last_serials })
 }
 
 /// Phase 4, when writer batches were in flight at the crash: their records (and
@@ -433,15 +434,15 @@ fn replay_log(
 fn cut_unfinished_batches(
     files: SegmentFiles,
     config: TableConfig,
-    open_batches: std::collections::HashMap<(String, u64), u64>,
+    open_batches: std::collections::HashMap<(String, u64), LogAddress>,
     report: RecoveryReport,
     buffer: &mut [u8],
     started: Instant,
 ) -> Result<(Arc<Table>, RecoveryReport)> {
-    let cut = open_batches.values().copied().min().unwrap_or(u64::MAX);
+    let cut = open_batches.values().copied().min().unwrap_or(LogAddress::MAX);
     let mut cut_batches: Vec<(String, u64)> = open_batches.into_keys().collect();
     cut_batches.sort();
-    tracing::warn!(cut, batches = ?cut_batches, "recovery: cutting the log at the oldest unfinished writer batch");
+    tracing::warn!(cut = cut.get(), batches = ?cut_batches, "recovery: cutting the log at the oldest unfinished writer batch");
     let bytes_cut = report.bytes_cut + cut_log_at(&files, cut, config.log.page_size_bits, buffer)?;
     drop(files);
     let (table, mut second) = Table::open(config)?;
@@ -462,8 +463,8 @@ fn restore_observed(
     checkpoint: Option<CheckpointState>,
     schema: InferredSchema,
     totals: ObservedTotals,
-    recovered_end: u64,
-    end_address: u64,
+    recovered_end: LogAddress,
+    end_address: LogAddress,
     report: &mut RecoveryReport,
 ) -> Option<Observed> {
     match checkpoint {
@@ -493,7 +494,8 @@ fn restore_observed(
 /// records below `cut` (a filler covers the rest, unless one starts there already; the
 /// page is resealed and synced) and later pages are deleted. Returns the bytes removed
 /// (the filled-over rest of the page counts).
-fn cut_log_at(files: &SegmentFiles, cut: u64, page_size_bits: u32, buffer: &mut [u8]) -> Result<u64> {
+fn cut_log_at(files: &SegmentFiles, cut: LogAddress, page_size_bits: u32, buffer: &mut [u8]) -> Result<u64> {
+    let cut = cut.get();
     let page = cut >> page_size_bits;
     let offset = (cut - (page << page_size_bits)) as usize;
     let first_record = if page == 0 { FIRST_ADDRESS as usize } else { 0 };

@@ -11,12 +11,13 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::table::Table;
+use crate::LogAddress;
 
 /// Which part of the log to keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetentionRule {
     /// Drop everything below this log address.
-    BeforeAddress(u64),
+    BeforeAddress(LogAddress),
     /// Keep about the newest this many bytes of log.
     KeepBytes(u64),
     /// Drop the segment files last written longer ago than this.
@@ -27,9 +28,9 @@ pub enum RetentionRule {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TruncateReport {
     /// The begin address before.
-    pub previous_begin_address: u64,
+    pub previous_begin_address: LogAddress,
     /// The begin address now (a page boundary, never above the flushed address).
-    pub begin_address: u64,
+    pub begin_address: LogAddress,
     /// Segment files deleted.
     pub segments_deleted: u64,
     /// Bytes of segment files deleted.
@@ -92,11 +93,11 @@ impl Table {
     }
 
     /// The address `rule` would drop the log below (before rounding to pages).
-    fn retention_target(&self, rule: RetentionRule) -> Result<u64> {
+    fn retention_target(&self, rule: RetentionRule) -> Result<LogAddress> {
         let previous = self.log.begin_address();
         Ok(match rule {
             RetentionRule::BeforeAddress(address) => address,
-            RetentionRule::KeepBytes(bytes) => self.log.tail_address().saturating_sub(bytes),
+            RetentionRule::KeepBytes(bytes) => LogAddress::new(self.log.tail_address().get().saturating_sub(bytes)),
             RetentionRule::OlderThan(age) => {
                 if !self.log.has_storage() {
                     return Err(Error::InvalidConfig("an in-memory table has no segment files to age".into()));
@@ -109,7 +110,7 @@ impl Table {
 
     /// The highest address the head of the log may be dropped up to: the start of the
     /// page holding the flushed address (only whole flushed pages are dropped).
-    pub(crate) fn compactable_until(&self) -> u64 {
+    pub(crate) fn compactable_until(&self) -> LogAddress {
         self.log.page_start(self.log.page_of(self.log.flushed_until().min(self.complete_until())))
     }
 
@@ -134,7 +135,7 @@ impl Table {
 
     /// Drops the head of the log below `target` (rounded down to a page boundary, never
     /// above the flushed address): [`Table::truncate`] without the keyed table's copy.
-    pub(crate) fn shift_head(&self, target: u64) -> Result<TruncateReport> {
+    pub(crate) fn shift_head(&self, target: LogAddress) -> Result<TruncateReport> {
         let previous = self.log.begin_address();
         if target <= previous {
             return Ok(TruncateReport { previous_begin_address: previous, begin_address: previous, ..TruncateReport::default() });
@@ -148,12 +149,12 @@ impl Table {
         // loaded the schema before would see it narrow).
         let observed = self.log.wait_observed(begin, std::time::Duration::from_secs(10));
         if observed < begin {
-            tracing::warn!(observed, begin, "truncating pages the schema observer has not reached yet");
+            tracing::warn!(observed = observed.get(), begin = begin.get(), "truncating pages the schema observer has not reached yet");
         }
         self.write_meta_with_begin(begin)?;
         let (begin, segments_deleted, bytes_deleted) = self.log.shift_begin_address(begin)?;
         self.columnar.drop_below(begin)?;
-        tracing::info!(previous, begin, segments_deleted, bytes_deleted, "log truncated");
+        tracing::info!(previous = previous.get(), begin = begin.get(), segments_deleted, bytes_deleted, "log truncated");
         Ok(TruncateReport { previous_begin_address: previous, begin_address: begin, segments_deleted, bytes_deleted, versions_copied: 0 })
     }
 }

@@ -22,6 +22,7 @@ use crate::psf::{Psf, PsfKind, PsfRegistry, PsfSpec};
 use crate::record::PageRecords;
 use crate::schema::{InferredSchema, TailSchema, MAX_SCHEMA_FIELDS};
 use crate::session::state::Sessions;
+use crate::LogAddress;
 
 pub use crate::config::{DurabilityPolicy, InvalidJsonPolicy, RetentionPolicy, TableConfig};
 pub use crate::log::{DeviceConfig, LogConfig};
@@ -36,24 +37,24 @@ pub struct TableStats {
     /// Records skipped as invalid JSON.
     pub skipped_records: u64,
     /// Lowest valid log address.
-    pub begin_address: u64,
+    pub begin_address: LogAddress,
     /// Lowest in-memory address.
-    pub head_address: u64,
+    pub head_address: LogAddress,
     /// Everything below is on the device.
-    pub flushed_until_address: u64,
+    pub flushed_until_address: LogAddress,
     /// Whole pages below this address were merged into the inferred schema by the log's
     /// observer (which runs at a lower priority, so it may lag behind the tail under
     /// load); the schema of later records is inferred when the schema is asked for.
-    pub observed_until_address: u64,
+    pub observed_until_address: LogAddress,
     /// Next address to allocate.
-    pub tail_address: u64,
+    pub tail_address: LogAddress,
     /// Every record below it is complete ([`Table::complete_until`]): what a query's
     /// answer is complete up to, and where a follower that is caught up stands.
-    pub complete_until: u64,
+    pub complete_until: LogAddress,
     /// Everything below it survives a crash ([`Table::durable_address`]; 0 for in-memory
     /// tables): where a follower that must never see a record a crash could take back
     /// stops (`durable_only`).
-    pub durable_address: u64,
+    pub durable_address: LogAddress,
     /// Bytes of one log page (the unit of flushing, eviction and observation: whole pages
     /// below `observed_until_address` are in the schema).
     pub page_size_bytes: u64,
@@ -184,7 +185,7 @@ impl Table {
                 );
             }
             state.totals.merge(&totals);
-            let (start, end) = (page * page_size, (page + 1) * page_size);
+            let (start, end) = (LogAddress::new(page * page_size), LogAddress::new((page + 1) * page_size));
             if state.withdrawn_unobserved.first().is_some_and(|&a| a < end) {
                 // Records withdrawn while this page was read, counted if their header was
                 // read before the withdrawal marked it.
@@ -242,11 +243,11 @@ impl Table {
     }
 
     /// Rewrites `table.json` with the current PSFs and `begin_address`.
-    pub(crate) fn write_meta_with_begin(&self, begin_address: u64) -> Result<()> {
+    pub(crate) fn write_meta_with_begin(&self, begin_address: LogAddress) -> Result<()> {
         self.write_meta_as(&self.psfs.all(), begin_address)
     }
 
-    fn write_meta_as(&self, psfs: &[Arc<Psf>], begin_address: u64) -> Result<()> {
+    fn write_meta_as(&self, psfs: &[Arc<Psf>], begin_address: LogAddress) -> Result<()> {
         let Some(dir) = &self.dir else { return Ok(()) };
         let _serialised = self.meta_lock.lock();
         let meta = TableMeta {
@@ -262,7 +263,7 @@ impl Table {
             columnar: self.config.columnar.clone(),
             retention: self.retention(),
             primary_key: self.config.primary_key.iter().map(ToString::to_string).collect(),
-            snapshot_horizon: self.keyed.as_ref().map_or(0, |k| k.snapshots.horizon()),
+            snapshot_horizon: self.keyed.as_ref().map_or(LogAddress::ZERO, |k| k.snapshots.horizon()),
         };
         write_json_atomic(dir, TABLE_META_FILE, &meta)
     }
@@ -312,14 +313,14 @@ impl Table {
     /// The lowest valid log address (FASTER's begin address): records below it were dropped
     /// by retention or truncation.
     #[must_use]
-    pub fn begin_address(&self) -> u64 {
+    pub fn begin_address(&self) -> LogAddress {
         self.log.begin_address()
     }
 
     /// The log address one past the last allocated record (FASTER's tail): every record
     /// ingested so far lies below it.
     #[must_use]
-    pub fn tail_address(&self) -> u64 {
+    pub fn tail_address(&self) -> LogAddress {
         self.log.tail_address()
     }
 
@@ -329,7 +330,7 @@ impl Table {
     /// is what a query's answer is complete up to, and a follower's next `from_address`.
     /// It only grows. See `completion.rs`.
     #[must_use]
-    pub fn complete_until(&self) -> u64 {
+    pub fn complete_until(&self) -> LogAddress {
         self.in_flight.complete_until(|| self.log.tail_address())
     }
 
@@ -525,7 +526,7 @@ impl Table {
     ///
     /// # Errors
     /// [`Error::Closed`].
-    pub fn flush(&self) -> Result<u64> {
+    pub fn flush(&self) -> Result<LogAddress> {
         let target = self.log.close_tail_page()?;
         Ok(self.log.wait_flushed(target, std::time::Duration::from_secs(60)))
     }
@@ -615,11 +616,11 @@ impl Drop for Table {
 pub(crate) struct Observed {
     pub(crate) schema: InferredSchema,
     pub(crate) totals: ObservedTotals,
-    pub(crate) until: u64,
+    pub(crate) until: LogAddress,
     /// Records withdrawn at or above `until` (sorted): the observer takes those it
     /// counted out of `totals` again (it may have read their page before the withdrawal).
     /// Their fields stay in the schema, which may name fields no record has.
-    pub(crate) withdrawn_unobserved: Vec<u64>,
+    pub(crate) withdrawn_unobserved: Vec<LogAddress>,
 }
 
 /// True when `dir` holds a table's metadata or log.

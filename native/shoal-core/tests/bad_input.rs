@@ -19,7 +19,7 @@ use shoal_core::psf::{parse_expr, PsfSpec};
 use shoal_core::record::RecordView;
 use shoal_core::scan::{LogRange, ScanPlan, ScanRequest};
 use shoal_core::table::{InvalidJsonPolicy, Table, TableConfig};
-use shoal_core::{Error, FieldPath};
+use shoal_core::{Error, FieldPath, LogAddress};
 
 /// Records written before the suite's files, each with a unique `shoal_marker`.
 const EARLIER: i64 = 100;
@@ -78,7 +78,7 @@ fn ingest_earlier(table: &Table) {
 /// Runs a scan of `[from, to)` for `filter` and `columns` (empty: every top-level
 /// field): as planned (which must be one index scan covering the range) or, with
 /// `full`, as a forced full scan. Returns the batches.
-fn scan(table: &Table, filter: Option<&str>, columns: &[&str], range: (u64, u64), full: bool) -> Vec<RecordBatch> {
+fn scan(table: &Table, filter: Option<&str>, columns: &[&str], range: (LogAddress, LogAddress), full: bool) -> Vec<RecordBatch> {
     let request = ScanRequest {
         filter: filter.map(|f| parse_expr(f).expect("filter")),
         columns: columns.iter().map(|c| FieldPath::parse(c).expect("path")).collect(),
@@ -117,7 +117,7 @@ fn rows(batches: &[RecordBatch]) -> usize {
 
 /// Every non-null `shoal_marker` the scan returns, sorted.
 fn scan_markers(table: &Table, filter: Option<&str>, full: bool) -> Vec<i64> {
-    let batches = scan(table, filter, &["shoal_marker"], (0, u64::MAX), full);
+    let batches = scan(table, filter, &["shoal_marker"], (LogAddress::ZERO, LogAddress::MAX), full);
     let mut markers = Vec::new();
     for batch in &batches {
         let column = batch.column(0).as_any().downcast_ref::<Int64Array>().expect("shoal_marker is Int64");
@@ -338,7 +338,7 @@ fn run_in_child_process(name: &str) {
 /// The schema and a flush (schema inference of the closed page on the flush thread);
 /// then, for every record, a scan of its own log range (one step each, so that a crash
 /// names the record); then unfiltered scans of the whole table.
-fn schema_flush_then_scan_each_record(table: &Table, records: &[(String, u64)], failures: &mut Vec<String>) {
+fn schema_flush_then_scan_each_record(table: &Table, records: &[(String, LogAddress)], failures: &mut Vec<String>) {
     eprintln!("step: Table::schema()");
     let _ = table.schema();
     eprintln!("step: Table::flush() (schema inference of the closed page on the flush thread)");
@@ -347,19 +347,19 @@ fn schema_flush_then_scan_each_record(table: &Table, records: &[(String, u64)], 
         eprintln!("step: unfiltered full scan (column shoal_marker) of the record of {name} at address {address}");
         // Records are 8-byte aligned and at least 24 bytes long: [address, address + 8)
         // holds exactly this record.
-        let found = rows(&scan(table, None, &["shoal_marker"], (*address, address + 8), true));
+        let found = rows(&scan(table, None, &["shoal_marker"], (*address, *address + 8), true));
         if found != 1 {
             failures.push(format!("{name}: an unfiltered scan of its address returned {found} rows, expected 1"));
         }
     }
     let total = table.stats().records as usize;
     eprintln!("step: unfiltered full scan (column shoal_marker) of the whole table");
-    let found = rows(&scan(table, None, &["shoal_marker"], (0, u64::MAX), true));
+    let found = rows(&scan(table, None, &["shoal_marker"], (LogAddress::ZERO, LogAddress::MAX), true));
     if found != total {
         failures.push(format!("unfiltered full scan: expected {total} rows, one per record; actual {found}"));
     }
     eprintln!("step: unfiltered full scan of every top-level column");
-    let found = rows(&scan(table, None, &[], (0, u64::MAX), true));
+    let found = rows(&scan(table, None, &[], (LogAddress::ZERO, LogAddress::MAX), true));
     if found != total {
         failures.push(format!("unfiltered full scan of every column: expected {total} rows; actual {found}"));
     }
@@ -377,7 +377,7 @@ fn child_every_accepted_file_survives_schema_flush_and_unfiltered_scans() {
     let Some(files) = suite_files() else { return };
     let table = table_with_kind_psf(InvalidJsonPolicy::Reject);
     ingest_earlier(&table);
-    let accepted: Vec<(String, u64)> = files
+    let accepted: Vec<(String, LogAddress)> = files
         .iter()
         .filter_map(|(name, bytes)| table.ingest(&[bytes.as_slice()]).ok().map(|r| (name.clone(), r.first_address)))
         .collect();

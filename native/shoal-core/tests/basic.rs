@@ -94,7 +94,7 @@ fn data_on_disk_is_scanned_through_chains_and_pages() {
         let refs: Vec<&[u8]> = records.iter().map(String::as_bytes).collect();
         table.ingest(&refs).unwrap();
     }
-    assert!(table.log().head_address() > 0, "pages were evicted to disk");
+    assert!(table.log().head_address() > shoal_core::LogAddress::ZERO, "pages were evicted to disk");
     let expected: Vec<i64> = (0..2000).filter(|i| i % 40 % 7 == 3).collect();
     let (found, plan) = query(&table, "kind = 'k3'");
     assert_eq!(plan.index_scans.len(), 1);

@@ -487,7 +487,7 @@ fn retention_deletes_the_files_below_the_begin_address_and_scans_fall_back_to_th
     ingest(&table, &lines);
     wait_compacted(&table);
     let before = table.stats().columnar;
-    let cut = table.stats().tail_address / 2;
+    let cut = shoal_core::LogAddress::new(table.stats().tail_address.get() / 2);
     let report = table.truncate(RetentionRule::BeforeAddress(cut)).expect("truncate");
     let after = table.stats().columnar;
     assert!(after.files < before.files, "{before:?} → {after:?}");
@@ -562,7 +562,7 @@ fn every_scan_path_gives_each_row_its_records_address() {
                     } else {
                         batch.column(0).as_string::<i32>().value(row).to_owned()
                     };
-                    assert_eq!(id_at.get(&addresses.value(row)), Some(&id), "{filter} (json: {json}): row {row}");
+                    assert_eq!(id_at.get(&shoal_core::LogAddress::new(addresses.value(row))), Some(&id), "{filter} (json: {json}): row {row}");
                     rows += 1;
                 }
                 Ok(ControlFlow::Continue(()))

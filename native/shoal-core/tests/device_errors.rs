@@ -159,7 +159,7 @@ fn withdraw_a_batch_whose_first_pages_were_flushed(columnar: bool) {
     // The failed batch: its closed pages are flushed (and the first ones evicted) before
     // the disk fills; its last, open page is not.
     let second = table.ingest(&records[100..500]).unwrap();
-    let open_page = second.end_address >> 16 << 16;
+    let open_page = table.log().page_start(table.log().page_of(second.end_address));
     assert!(table.log().wait_flushed(open_page, Duration::from_secs(10)) >= open_page);
     assert!(second.first_address < table.log().head_address(), "the batch's first pages left the ring");
     if columnar {

@@ -14,13 +14,13 @@ use arrow_array::RecordBatch;
 use shoal_core::psf::{parse_expr, PsfSpec};
 use shoal_core::scan::ScanRequest;
 use shoal_core::table::{Table, TableConfig};
-use shoal_core::FieldPath;
+use shoal_core::{FieldPath, LogAddress};
 
 const THREADS: i64 = 4;
 const PER_THREAD: i64 = 20_000;
 
 /// The ids (with their addresses) a query of `[from, until)` returns.
-fn read(table: &Table, filter: &str, from: u64, until: u64) -> Vec<(i64, u64)> {
+fn read(table: &Table, filter: &str, from: LogAddress, until: LogAddress) -> Vec<(i64, LogAddress)> {
     if from >= until {
         return Vec::new();
     }
@@ -44,7 +44,7 @@ fn read(table: &Table, filter: &str, from: u64, until: u64) -> Vec<(i64, u64)> {
     for batch in &batches {
         let ids = batch.column(0).as_primitive::<Int64Type>();
         let addresses = batch.column(1).as_primitive::<UInt64Type>();
-        out.extend((0..batch.num_rows()).map(|i| (ids.value(i), addresses.value(i))));
+        out.extend((0..batch.num_rows()).map(|i| (ids.value(i), LogAddress::new(addresses.value(i)))));
     }
     out
 }
@@ -82,7 +82,7 @@ fn followers_see_every_record_once_while_threads_ingest() {
     };
     // Two followers: one through the PSF's chains, one a full scan.
     let filters = ["kind = 'a'", "id >= 0"];
-    let mut seen: Vec<HashMap<i64, u64>> = vec![HashMap::new(); filters.len()];
+    let mut seen: Vec<HashMap<i64, LogAddress>> = vec![HashMap::new(); filters.len()];
     let mut from = vec![start; filters.len()];
     let mut polls = 0;
     loop {

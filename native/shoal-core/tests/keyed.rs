@@ -20,7 +20,7 @@ use shoal_core::keys::RecordOp;
 use shoal_core::psf::{parse_expr, PsfSpec};
 use shoal_core::scan::{Aggregate, AggregateFunction, ScanRequest};
 use shoal_core::table::{Table, TableConfig};
-use shoal_core::{Error, FieldPath};
+use shoal_core::{Error, FieldPath, LogAddress};
 
 type Oracle = BTreeMap<i64, Value>;
 
@@ -94,12 +94,12 @@ fn config(dir: &std::path::Path) -> TableConfig {
 }
 
 /// The rows of a query (JSON output) as a map by id; panics on two rows of one key.
-fn rows(table: &Table, filter: Option<&str>, to_address: u64) -> Oracle {
+fn rows(table: &Table, filter: Option<&str>, to_address: LogAddress) -> Oracle {
     try_rows(table, filter, to_address).unwrap()
 }
 
 /// As [`rows`], with the scan's error.
-fn try_rows(table: &Table, filter: Option<&str>, to_address: u64) -> Result<Oracle, Error> {
+fn try_rows(table: &Table, filter: Option<&str>, to_address: LogAddress) -> Result<Oracle, Error> {
     let request = ScanRequest { filter: filter.map(|f| parse_expr(f).unwrap()), to_address, ..ScanRequest::default() };
     let plan = table.plan(&request);
     let mut out = Oracle::new();
@@ -117,7 +117,7 @@ fn try_rows(table: &Table, filter: Option<&str>, to_address: u64) -> Result<Orac
 
 /// Checks the queries at earlier snapshots: equal to the oracle of their moment at or
 /// above the snapshot horizon, refused below it.
-fn check_snapshots(table: &Table, snapshots: &[(u64, Oracle)], context: &str) {
+fn check_snapshots(table: &Table, snapshots: &[(LogAddress, Oracle)], context: &str) {
     let horizon = table.stats().keys.unwrap().snapshot_horizon;
     for (address, then) in snapshots {
         match try_rows(table, None, *address) {
@@ -142,9 +142,9 @@ fn count(table: &Table, filter: Option<&str>) -> i64 {
 }
 
 fn check(table: &Table, oracle: &Oracle) {
-    assert_eq!(&rows(table, None, u64::MAX), oracle, "every row");
+    assert_eq!(&rows(table, None, LogAddress::MAX), oracle, "every row");
     for key in 0..6 {
-        let one = rows(table, Some(&format!("id = {key}")), u64::MAX);
+        let one = rows(table, Some(&format!("id = {key}")), LogAddress::MAX);
         assert_eq!(one.get(&key), oracle.get(&key), "id = {key}");
         assert!(one.len() <= 1);
     }
@@ -154,7 +154,7 @@ fn check(table: &Table, oracle: &Oracle) {
         ("n.a < 50", &|v: &Value| v["n"]["a"].as_i64().is_some_and(|a| a < 50)),
     ] {
         let expected: Oracle = oracle.iter().filter(|(_, v)| keep(v)).map(|(k, v)| (*k, v.clone())).collect();
-        assert_eq!(rows(table, Some(filter), u64::MAX), expected, "{filter}");
+        assert_eq!(rows(table, Some(filter), LogAddress::MAX), expected, "{filter}");
     }
     assert_eq!(count(table, None), i64::try_from(oracle.len()).unwrap(), "count(*)");
     assert_eq!(table.stats().keys.unwrap().live, oracle.len() as u64, "live keys");
@@ -171,7 +171,7 @@ proptest! {
         let table = Table::create(config(dir.path())).unwrap();
         table.register_psf("g", &PsfSpec::Projection { field: "g".into() }).unwrap();
         let mut oracle = Oracle::new();
-        let mut snapshots: Vec<(u64, Oracle)> = Vec::new();
+        let mut snapshots: Vec<(LogAddress, Oracle)> = Vec::new();
         for (batch, compact) in &batches {
             let texts: Vec<String> = batch.iter().map(|s| s.document.to_string()).collect();
             let records: Vec<&[u8]> = texts.iter().map(String::as_bytes).collect();
@@ -192,7 +192,7 @@ proptest! {
                 // The whole log flushed, then compacted: every version left below the tail is
                 // a live copy (no superseded entry, no deleted key remains).
                 table.flush().unwrap();
-                let report = table.compact_log(u64::MAX, std::time::Duration::from_secs(5)).unwrap();
+                let report = table.compact_log(LogAddress::MAX, std::time::Duration::from_secs(5)).unwrap();
                 prop_assert!(!report.deferred);
                 prop_assert_eq!(report.truncate.versions_copied, oracle.len() as u64);
                 check(&table, &oracle);
@@ -285,8 +285,8 @@ fn a_withdrawn_version_gives_its_key_back_its_previous_version() {
     // Both batches failed to become durable: they are withdrawn.
     assert_eq!(table.withdraw(&update.addresses).records + table.withdraw(&delete.addresses).records, 2);
     let expected: Oracle = [(1, json!({"id": 1, "v": 1})), (2, json!({"id": 2, "v": 1}))].into();
-    assert_eq!(rows(&table, None, u64::MAX), expected);
-    assert_eq!(rows(&table, Some("id = 1"), u64::MAX), [(1, json!({"id": 1, "v": 1}))].into());
+    assert_eq!(rows(&table, None, LogAddress::MAX), expected);
+    assert_eq!(rows(&table, Some("id = 1"), LogAddress::MAX), [(1, json!({"id": 1, "v": 1}))].into());
     assert_eq!(table.stats().keys.unwrap().live, 2);
 }
 
@@ -322,7 +322,7 @@ fn a_compaction_waits_for_scans_with_older_snapshots_before_dropping_the_head() 
             if during.is_none() {
                 // The scan holds its snapshot open: the compaction copies, raises the horizon,
                 // and leaves the head for later.
-                during = Some(table.compact_log(u64::MAX, std::time::Duration::from_millis(200)).unwrap());
+                during = Some(table.compact_log(LogAddress::MAX, std::time::Duration::from_millis(200)).unwrap());
             }
             let column = batch.column(0).as_any().downcast_ref::<StringArray>().unwrap();
             for text in column.iter().flatten() {
@@ -338,7 +338,7 @@ fn a_compaction_waits_for_scans_with_older_snapshots_before_dropping_the_head() 
     assert_eq!(during.truncate.begin_address, during.truncate.previous_begin_address);
     assert_eq!(seen, oracle, "the scan that outlived the copies saw each key once");
     // The head was kept, so the horizon went back: the old plan still answers, once per key.
-    assert_eq!(table.stats().keys.unwrap().snapshot_horizon, 0);
+    assert_eq!(table.stats().keys.unwrap().snapshot_horizon, LogAddress::ZERO);
     let mut again = 0;
     table.scan_json(&request, &plan, &mut |batch| {
         again += batch.num_rows();
@@ -346,14 +346,14 @@ fn a_compaction_waits_for_scans_with_older_snapshots_before_dropping_the_head() 
     })
     .unwrap();
     assert_eq!(again, oracle.len());
-    assert_eq!(rows(&table, None, u64::MAX), oracle);
+    assert_eq!(rows(&table, None, LogAddress::MAX), oracle);
     // No scan runs: the next compaction drops the head (the copies are already there), and
     // the old plan's snapshot is below the horizon now: planned again, the query answers.
     table.flush().unwrap();
-    let after = table.compact_log(u64::MAX, std::time::Duration::from_millis(200)).unwrap();
+    let after = table.compact_log(LogAddress::MAX, std::time::Duration::from_millis(200)).unwrap();
     assert!(!after.deferred && after.truncate.begin_address > during.truncate.begin_address, "{after:?}");
     assert!(matches!(table.scan_json(&request, &plan, &mut |_| Ok(ControlFlow::Continue(()))), Err(Error::SnapshotTooOld { .. })));
-    assert_eq!(rows(&table, None, u64::MAX), oracle);
+    assert_eq!(rows(&table, None, LogAddress::MAX), oracle);
     assert_eq!(table.stats().keys.unwrap().superseded, 0);
 }
 
@@ -362,7 +362,7 @@ fn retention_on_a_keyed_table_drops_obsolete_versions_and_never_a_live_one() {
     let dir = tempfile::tempdir().unwrap();
     let (table, mut oracle) = updated_table(dir.path(), 30, 4);
     let append_only = Table::create(TableConfig::in_memory(1 << 20)).unwrap();
-    assert!(matches!(append_only.compact_log(u64::MAX, std::time::Duration::ZERO), Err(Error::InvalidOperation(_))));
+    assert!(matches!(append_only.compact_log(LogAddress::MAX, std::time::Duration::ZERO), Err(Error::InvalidOperation(_))));
     // Half the keys deleted, then a head truncation by size, then by address.
     let deletes: Vec<String> = (0..15).map(|id| json!({"id": id}).to_string()).collect();
     table.ingest_ops(&deletes.iter().map(String::as_bytes).collect::<Vec<_>>(), &[RecordOp::Delete; 15]).unwrap();
@@ -372,21 +372,21 @@ fn retention_on_a_keyed_table_drops_obsolete_versions_and_never_a_live_one() {
     assert!(report.begin_address > report.previous_begin_address, "{report:?}");
     // The live versions below the new head were copied (the last page's stay where they are).
     assert!((1..=15).contains(&report.versions_copied), "{report:?}");
-    assert_eq!(rows(&table, None, u64::MAX), oracle);
+    assert_eq!(rows(&table, None, LogAddress::MAX), oracle);
     assert_eq!(count(&table, None), 15);
     assert_eq!(table.stats().keys.unwrap().keys, 30, "the tombstones, newest, are above the new head");
     // Everything flushed dropped: the tombstones go, the live versions are copied again.
     table.flush().unwrap();
-    let report = table.truncate(shoal_core::retention::RetentionRule::BeforeAddress(u64::MAX)).unwrap();
+    let report = table.truncate(shoal_core::retention::RetentionRule::BeforeAddress(LogAddress::MAX)).unwrap();
     assert_eq!(report.versions_copied, 15, "{report:?}");
-    assert_eq!(rows(&table, None, u64::MAX), oracle);
+    assert_eq!(rows(&table, None, LogAddress::MAX), oracle);
     let keys = table.stats().keys.unwrap();
     assert_eq!((keys.live, keys.keys, keys.superseded), (15, 15, 0), "the deleted keys' tombstones went with the head");
     // Recovery reads the compacted log back to the same rows and the same horizon.
     table.close().unwrap();
     drop(table);
     let (table, _) = Table::open(config(dir.path())).unwrap();
-    assert_eq!(rows(&table, None, u64::MAX), oracle);
+    assert_eq!(rows(&table, None, LogAddress::MAX), oracle);
     assert_eq!(table.stats().keys.unwrap().snapshot_horizon, keys.snapshot_horizon);
     assert!(matches!(try_rows(&table, None, keys.snapshot_horizon - 1), Err(Error::SnapshotTooOld { .. })));
 }
@@ -404,7 +404,7 @@ fn the_default_policy_keeps_the_superseded_versions_table_and_the_log_bounded_un
         let keys = stats.keys.unwrap();
         largest = (largest.0.max(keys.superseded), largest.1.max(keys.memory_bytes), largest.2.max(stats.tail_address - stats.begin_address));
     }
-    assert_eq!(rows(&table, None, u64::MAX), oracle);
+    assert_eq!(rows(&table, None, LogAddress::MAX), oracle);
     let written = table.stats().tail_address;
     // Obsolete versions reach half of all (50 live) before a compaction drops them: at
     // most about 50 superseded entries, a log of about twice the live rows (pages of
@@ -416,7 +416,7 @@ fn the_default_policy_keeps_the_superseded_versions_table_and_the_log_bounded_un
 
 /// The `(id, round)` pairs a query with output columns `id, round` returns, sorted by id,
 /// and its stats; panics on two rows of one key.
-fn column_rows(table: &Table, filter: Option<&str>, to_address: u64) -> (Vec<(i64, i64)>, shoal_core::scan::ScanStats) {
+fn column_rows(table: &Table, filter: Option<&str>, to_address: LogAddress) -> (Vec<(i64, i64)>, shoal_core::scan::ScanStats) {
     let request = ScanRequest {
         filter: filter.map(|f| parse_expr(f).unwrap()),
         columns: vec![FieldPath::parse("id").unwrap(), FieldPath::parse("round").unwrap()],
@@ -443,7 +443,7 @@ fn columnar_scans_of_a_keyed_table_see_one_version_per_key_at_every_snapshot() {
         shoal_core::columnar::ColumnarConfig { file_log_bytes: 2 << 12, row_group_rows: 16, idle_ms: 0, ..Default::default() };
     let table = Table::create(config).unwrap();
     let mut oracle = Oracle::new();
-    let mut snapshots: Vec<(u64, Oracle)> = Vec::new();
+    let mut snapshots: Vec<(LogAddress, Oracle)> = Vec::new();
     for round in 0..4 {
         update_all(&table, &mut oracle, 60, round);
         // Every fifth key deleted in odd rounds (it comes back in the next).
@@ -465,12 +465,12 @@ fn columnar_scans_of_a_keyed_table_see_one_version_per_key_at_every_snapshot() {
         oracle.iter().filter(|(id, _)| keep(**id)).map(|(id, v)| (*id, v["round"].as_i64().unwrap())).collect()
     };
     // Columns straight from the files, and records read back by `_address` (JSON output).
-    let (all, stats) = column_rows(&table, None, u64::MAX);
+    let (all, stats) = column_rows(&table, None, LogAddress::MAX);
     assert_eq!(all, pairs(&oracle, &|_| true));
     assert!(stats.columnar_rows > 0 && stats.versions_skipped > 0, "{stats:?}");
-    let (some, _) = column_rows(&table, Some("round >= 2 AND id < 30"), u64::MAX);
+    let (some, _) = column_rows(&table, Some("round >= 2 AND id < 30"), LogAddress::MAX);
     assert_eq!(some, pairs(&oracle, &|id| id < 30));
-    assert_eq!(rows(&table, Some("round >= 0"), u64::MAX), oracle);
+    assert_eq!(rows(&table, Some("round >= 0"), LogAddress::MAX), oracle);
     assert_eq!(count(&table, Some("round >= 0")), i64::try_from(oracle.len()).unwrap());
     // Time travel: the versions each snapshot saw, from the same files (chain walks decide).
     for (address, then) in &snapshots {
@@ -480,10 +480,10 @@ fn columnar_scans_of_a_keyed_table_see_one_version_per_key_at_every_snapshot() {
         assert!(stats.columnar_rows > 0, "as of {address}: {stats:?}");
     }
     // A log compaction drops the files below the new head with it; answers do not change.
-    let report = table.compact_log(u64::MAX, std::time::Duration::from_secs(5)).unwrap();
+    let report = table.compact_log(LogAddress::MAX, std::time::Duration::from_secs(5)).unwrap();
     assert!(report.truncate.begin_address > report.truncate.previous_begin_address, "{report:?}");
-    assert_eq!(column_rows(&table, None, u64::MAX).0, pairs(&oracle, &|_| true));
-    assert_eq!(rows(&table, Some("round >= 0"), u64::MAX), oracle);
+    assert_eq!(column_rows(&table, None, LogAddress::MAX).0, pairs(&oracle, &|_| true));
+    assert_eq!(rows(&table, Some("round >= 0"), LogAddress::MAX), oracle);
 }
 
 #[test]

@@ -131,7 +131,7 @@ fn crash_after_checkpoint_of_an_open_page_keeps_schema_and_counts() {
         // 2,000 records of ~30 bytes stay within the first 256 KiB page.
         ingest(&table, &lines);
         let state = table.checkpoint().expect("checkpoint");
-        assert!(state.log_end_address < 1 << 18, "the records fill part of one page: {state:?}");
+        assert!(state.log_end_address.get() < 1 << 18, "the records fill part of one page: {state:?}");
         // A crash: no close.
     }
     let (table, report) = Table::open(config(dir.path())).expect("open");
@@ -164,8 +164,8 @@ fn damaged_last_page_is_cut_off_and_reported() {
     ingest(&table, &lines[200..]);
     table.flush().expect("flush");
     let page_size = 1u64 << 18;
-    let last_page = (table.log().tail_address() - 1) / page_size - 1;
-    assert!(last_page > checkpoint.log_end_address / page_size, "the damaged page comes after the checkpoint");
+    let last_page = (table.log().tail_address().get() - 1) / page_size - 1;
+    assert!(last_page > checkpoint.log_end_address.get() / page_size, "the damaged page comes after the checkpoint");
     drop(table);
     // Flip one byte in the middle of the last written page.
     let segment = dir.path().join(format!("segment-{:08}.log", last_page / 8));

@@ -11,7 +11,7 @@ use shoal_core::psf::PsfSpec;
 use shoal_core::retention::RetentionRule;
 use shoal_core::scan::ScanRequest;
 use shoal_core::table::{Table, TableConfig};
-use shoal_core::FieldPath;
+use shoal_core::{FieldPath, LogAddress};
 
 fn config(dir: &Path) -> TableConfig {
     let mut config = TableConfig::on_disk(dir);
@@ -57,7 +57,7 @@ fn truncation_drops_exactly_the_records_below_the_begin_address() {
     let cut = starts[starts.len() / 2].0 + 10;
     let report = table.truncate(RetentionRule::BeforeAddress(cut)).unwrap();
     assert!(report.begin_address <= cut && report.begin_address > report.previous_begin_address, "{report:?}");
-    assert_eq!(report.begin_address % (1 << 18), 0, "page aligned");
+    assert_eq!(report.begin_address.get() % (1 << 18), 0, "page aligned");
     assert!(report.segments_deleted >= 1 && report.bytes_deleted > 0, "{report:?}");
     assert_eq!(segments(dir.path()).len(), before.len() - report.segments_deleted as usize);
 
@@ -86,7 +86,7 @@ fn truncation_drops_exactly_the_records_below_the_begin_address() {
     assert!(expected_before.iter().all(|id| full.binary_search(id).is_err()), "records below the begin address are gone");
 
     // Truncating again below the begin address does nothing; the begin survives reopening.
-    assert_eq!(table.truncate(RetentionRule::BeforeAddress(64)).unwrap().begin_address, begin);
+    assert_eq!(table.truncate(RetentionRule::BeforeAddress(LogAddress::FIRST)).unwrap().begin_address, begin);
     table.close().unwrap();
     drop(table);
     let (table, recovery) = Table::open(config(dir.path())).unwrap();

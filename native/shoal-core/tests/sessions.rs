@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use shoal_core::session::WriterBatch;
 use shoal_core::table::{DurabilityPolicy, Table, TableConfig};
+use shoal_core::LogAddress;
 
 fn config(dir: &std::path::Path, policy: DurabilityPolicy) -> TableConfig {
     let mut config = TableConfig::on_disk(dir);
@@ -41,7 +42,7 @@ fn durable_batches_do_not_close_the_open_page_and_survive_reopening() {
     for policy in [DurabilityPolicy::Fsync, DurabilityPolicy::GroupCommit { interval_ms: 2 }] {
         let dir = tempfile::tempdir().unwrap();
         let table = Table::create(config(dir.path(), policy)).unwrap();
-        let mut last_end = 0;
+        let mut last_end = LogAddress::ZERO;
         for serial in 1..=20u64 {
             let record = format!(r#"{{"serial":{serial}}}"#);
             let report = table.ingest_as(WriterBatch { writer: "w", serial }, &[record.as_bytes()]).unwrap();
@@ -51,7 +52,7 @@ fn durable_batches_do_not_close_the_open_page_and_survive_reopening() {
             assert_eq!(table.writer_status("w").last_durable_serial, Some(serial), "{policy:?}");
         }
         // Twenty durable batches of a few bytes each still share the first page.
-        assert!(table.log().tail_address() < 1 << 20, "{policy:?}: pages were closed to make batches durable");
+        assert!(table.log().tail_address().get() < 1 << 20, "{policy:?}: pages were closed to make batches durable");
         drop(table); // no close, no checkpoint: as after a crash
         let (table, report) = Table::open(config(dir.path(), DurabilityPolicy::None)).unwrap();
         assert_eq!(report.records, 20, "{policy:?}: {report:?}");
@@ -65,6 +66,6 @@ fn durable_batches_do_not_close_the_open_page_and_survive_reopening() {
 fn in_memory_tables_have_nothing_durable() {
     let table = Table::create(TableConfig::in_memory(1 << 24)).unwrap();
     table.ingest(&[br#"{"a":1}"#]).unwrap();
-    assert_eq!(table.durable_address(), 0);
-    assert!(table.wait_durable(64, Duration::from_millis(10)).is_err());
+    assert_eq!(table.durable_address(), LogAddress::ZERO);
+    assert!(table.wait_durable(LogAddress::FIRST, Duration::from_millis(10)).is_err());
 }

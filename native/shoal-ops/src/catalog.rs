@@ -342,7 +342,7 @@ impl Catalog {
                     truncated += 1;
                     tracing::info!(
                         table = %entry.name,
-                        begin_address = report.begin_address,
+                        begin_address = report.begin_address.get(),
                         segments_deleted = report.segments_deleted,
                         bytes_deleted = report.bytes_deleted,
                         "retention truncated the log's head"
@@ -359,7 +359,7 @@ impl Catalog {
     pub fn close_all(&self) {
         for entry in self.list() {
             match entry.table.close() {
-                Ok(()) => tracing::info!(table = %entry.name, tail = entry.table.tail_address(), "table flushed and closed"),
+                Ok(()) => tracing::info!(table = %entry.name, tail = entry.table.tail_address().get(), "table flushed and closed"),
                 Err(e) => tracing::error!(table = %entry.name, error = %e, "closing the table failed"),
             }
         }

@@ -18,7 +18,7 @@ use shoal_core::scan::{address_field, ADDRESS_COLUMN, json_output_schema, Aggreg
 use shoal_core::keys::RecordOp;
 use shoal_core::session::WriterBatch;
 use shoal_core::table::{DurabilityPolicy, TableStats};
-use shoal_core::FieldPath;
+use shoal_core::{FieldPath, LogAddress};
 use crate::error::{ErrorClass, OpsError};
 
 use crate::catalog::{Catalog, TableEntry};
@@ -186,9 +186,9 @@ struct PreparedQuery {
     schema: SchemaRef,
     plan: ScanPlan,
     /// The address the answer is complete up to ([`answer_until`]).
-    until: u64,
+    until: LogAddress,
     /// The part of the asked range that retention or truncation dropped ([`truncated_range`]).
-    truncated: Option<(u64, u64)>,
+    truncated: Option<(LogAddress, LogAddress)>,
 }
 
 /// The typed output columns of a scan: each requested path and its Arrow field.
@@ -333,13 +333,13 @@ type Placement = Vec<Option<usize>>;
 ///
 /// # Errors
 /// `OUT_OF_RANGE` naming the range when the command says `if_truncated: error`.
-fn truncated_range(table: &shoal_core::table::Table, command: &QueryCommand) -> Result<Option<(u64, u64)>, OpsError> {
+fn truncated_range(table: &shoal_core::table::Table, command: &QueryCommand) -> Result<Option<(LogAddress, LogAddress)>, OpsError> {
     let Some(asked) = command.from_address else { return Ok(None) };
     let begin = table.begin_address();
-    if asked >= begin || begin <= shoal_core::FIRST_ADDRESS {
+    if asked >= begin || begin <= LogAddress::FIRST {
         return Ok(None);
     }
-    let gone = (asked.max(shoal_core::FIRST_ADDRESS), begin);
+    let gone = (asked.max(LogAddress::FIRST), begin);
     if command.if_truncated == IfTruncated::Error {
         return Err(OpsError::new(
             ErrorClass::OutOfRange,
@@ -356,7 +356,7 @@ fn truncated_range(table: &shoal_core::table::Table, command: &QueryCommand) -> 
 /// The address a query's answer is complete up to (its range's end, at most): every
 /// complete record ([`Table::complete_until`](shoal_core::table::Table::complete_until)),
 /// or only the durable ones (`durable_only`).
-fn answer_until(table: &shoal_core::table::Table, command: &QueryCommand) -> Result<u64, OpsError> {
+fn answer_until(table: &shoal_core::table::Table, command: &QueryCommand) -> Result<LogAddress, OpsError> {
     let until = if command.durable_only {
         if !table.has_storage() {
             return Err(OpsError::new(
@@ -368,7 +368,7 @@ fn answer_until(table: &shoal_core::table::Table, command: &QueryCommand) -> Res
     } else {
         table.complete_until()
     };
-    Ok(command.to_address.unwrap_or(u64::MAX).min(until))
+    Ok(command.to_address.unwrap_or(LogAddress::MAX).min(until))
 }
 
 /// Checks a query command and plans it: maps the filter onto the table's PSFs
@@ -419,7 +419,7 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
     let request = ScanRequest {
         filter,
         columns,
-        from_address: command.from_address.unwrap_or(0),
+        from_address: command.from_address.unwrap_or(LogAddress::ZERO),
         to_address: until,
         limit: command.limit,
         batch_rows: catalog.config().batch_rows,
@@ -479,10 +479,10 @@ pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, Ops
         endpoints.push(PlannedEndpoint { ticket, plan });
     }
     let stats = table.stats();
-    let span = stats.tail_address.saturating_sub(stats.begin_address).max(1);
+    let span = stats.tail_address.bytes_since(stats.begin_address).max(1);
     #[allow(clippy::cast_possible_wrap)]
     let estimate = if !aggregating {
-        (u128::from(stats.records) * u128::from(to.saturating_sub(from)) / u128::from(span)) as i64
+        (u128::from(stats.records) * u128::from(to.bytes_since(from)) / u128::from(span)) as i64
     } else {
         endpoints.len() as i64
     };
@@ -743,10 +743,10 @@ pub struct Ingested {
     /// The PutResult metadata, without `durable_address`.
     metadata: serde_json::Value,
     /// The log address the batch is durable at (`None`: nothing to wait for).
-    durable_at: Option<u64>,
+    durable_at: Option<LogAddress>,
     /// The records' addresses, withdrawn if the batch cannot be made durable; empty for
     /// a writer batch (its serial is taken: a resend is skipped, so its records stay).
-    addresses: Vec<u64>,
+    addresses: Vec<LogAddress>,
 }
 
 /// Ingests one DoPut batch (a `json` column of Utf8, LargeUtf8, Binary or LargeBinary,
@@ -849,8 +849,8 @@ pub fn acknowledge_while(ingested: Ingested, keep_waiting: &dyn Fn() -> bool) ->
 ///
 /// # Errors
 /// As `Table::wait_durable_while`.
-fn wait_acknowledgeable(table: &shoal_core::table::Table, address: u64, keep_waiting: &dyn Fn() -> bool) -> Result<(), shoal_core::Error> {
-    if address > 0 && table.config().durability != DurabilityPolicy::None {
+fn wait_acknowledgeable(table: &shoal_core::table::Table, address: LogAddress, keep_waiting: &dyn Fn() -> bool) -> Result<(), shoal_core::Error> {
+    if address > LogAddress::ZERO && table.config().durability != DurabilityPolicy::None {
         table.wait_durable_while(address, Duration::from_secs(60), keep_waiting)?;
     }
     Ok(())
@@ -893,7 +893,7 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
             let request: RegisterPsf = parse_body("register_psf", body)?;
             let entry = catalog.get(&request.table)?;
             let psf = entry.table.register_psf(&request.name, &request.spec).map_err(|e| OpsError::from_engine(&e))?;
-            tracing::info!(table = %request.table, psf = %psf.name, address = psf.safe_register_address(), "PSF registered");
+            tracing::info!(table = %request.table, psf = %psf.name, address = psf.safe_register_address().get(), "PSF registered");
             Ok(psf_json(&psf))
         }
         "deregister_psf" => {
@@ -951,7 +951,7 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
             let entry = catalog.get(&request.table)?;
             let report = entry
                 .table
-                .compact_log(request.until_address.unwrap_or(u64::MAX), Duration::from_millis(wait))
+                .compact_log(request.until_address.unwrap_or(LogAddress::MAX), Duration::from_millis(wait))
                 .map_err(|e| OpsError::from_engine(&e).context(format!("compact {:?}", request.table)))?;
             metrics::counter!("shoal_compacted_versions_total", "table" => entry.name.clone()).increment(report.truncate.versions_copied);
             let mut answer = serde_json::to_value(&report).unwrap_or_default();

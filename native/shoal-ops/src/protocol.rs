@@ -13,6 +13,7 @@ use shoal_core::table::InvalidJsonPolicy;
 
 use crate::config::Durability;
 use crate::error::OpsError;
+use shoal_core::LogAddress;
 
 /// Version of the ticket format: 2 carries the plan it was issued for (1 carried the
 /// filter and a log range, and was planned again by `DoGet`).
@@ -129,7 +130,7 @@ pub struct Compact {
     pub table: String,
     /// Compact below this log address (absent: everything flushed).
     #[serde(default)]
-    pub until_address: Option<u64>,
+    pub until_address: Option<LogAddress>,
     /// Milliseconds to wait for scans with older snapshots to finish before the head is
     /// left for the next compaction (absent: 30,000; at most [`MAX_COMPACT_WAIT_MS`]).
     #[serde(default)]
@@ -191,10 +192,10 @@ pub struct QueryCommand {
     pub max_endpoints: Option<usize>,
     /// Lowest log address to read (default: the table's begin address).
     #[serde(default)]
-    pub from_address: Option<u64>,
+    pub from_address: Option<LogAddress>,
     /// One past the highest log address (default: the tail when planned).
     #[serde(default)]
-    pub to_address: Option<u64>,
+    pub to_address: Option<LogAddress>,
     /// Aggregates to compute instead of returning records (then `columns` must be empty
     /// and `limit` absent). The answer is final: the query is planned as one endpoint
     /// whose one row is the result, unless `partial`.
@@ -371,7 +372,7 @@ pub struct Truncate {
     pub table: String,
     /// Drop everything below this log address.
     #[serde(default)]
-    pub before_address: Option<u64>,
+    pub before_address: Option<LogAddress>,
     /// Keep about the newest this many bytes of log.
     #[serde(default)]
     pub keep_bytes: Option<u64>,
@@ -406,7 +407,7 @@ pub struct MakeDurable {
     pub table: String,
     /// Address everything below which must be durable (default: the current tail).
     #[serde(default)]
-    pub address: Option<u64>,
+    pub address: Option<LogAddress>,
 }
 
 /// `writer_status`.

@@ -33,6 +33,7 @@ use shoal_core::keys::RecordOp;
 use shoal_core::session::WriterBatch;
 use shoal_core::table::Table;
 use crate::error::OpsError;
+use shoal_core::LogAddress;
 
 
 /// Records per writer batch when a commit ingests the staged records.
@@ -305,7 +306,7 @@ impl Transactions {
             TransactionState::Open | TransactionState::Prepared => {}
         }
         let writer = format!("txn/{id}");
-        let mut end = 0;
+        let mut end = LogAddress::ZERO;
         let mut committed = 0u64;
         let mut ingest_chunk = |chunk: &[Staged], serial: u64| -> Result<(), OpsError> {
             let refs: Vec<&[u8]> = chunk.iter().map(|(_, r)| r.as_slice()).collect();
@@ -342,7 +343,7 @@ impl Transactions {
         transaction.memory_bytes = 0;
         if table.has_storage() {
             // Chunks skipped as already ingested (a retried commit) are below the tail.
-            let target = if end == 0 { table.tail_address() } else { end };
+            let target = if end == LogAddress::ZERO { table.tail_address() } else { end };
             table.wait_durable(target, Duration::from_secs(60)).map_err(|e| OpsError::from_engine(&e))?;
         }
         transaction.info.state = TransactionState::Committed;

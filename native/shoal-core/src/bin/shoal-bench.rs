@@ -914,7 +914,7 @@ fn keyed_section(records: &[&[u8]], budget: usize, reps: usize) -> BoxResult<()>
     // same index scan again.
     let memory_before = key_stats.memory_bytes;
     let start = Instant::now();
-    let report = updated.compact_log(u64::MAX, Duration::from_secs(5))?;
+    let report = updated.compact_log(shoal_core::LogAddress::MAX, Duration::from_secs(5))?;
     let took = start.elapsed();
     let log_bytes = report.truncate.begin_address - report.truncate.previous_begin_address;
     let after = updated.stats().keys.ok_or("a keyed table has key stats")?;

@@ -14,6 +14,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::index::HashIndex;
+use crate::LogAddress;
 
 const MAGIC: u32 = 0x5849_4853; // "SHIX"
 const VERSION: u32 = 1;
@@ -25,17 +26,17 @@ pub struct IndexCheckpointHeader {
     /// log2 of the index's bucket count.
     pub size_bits: u32,
     /// Log tail before the copy began.
-    pub start: u64,
+    pub start: LogAddress,
     /// Log tail after the copy ended.
-    pub end: u64,
+    pub end: LogAddress,
     /// Entries in the file.
     pub entries: u64,
 }
 
 /// The file name of the index checkpoint that ends at `end`.
 #[must_use]
-pub fn file_name(end: u64) -> String {
-    format!("index-{end:016x}.checkpoint")
+pub fn file_name(end: LogAddress) -> String {
+    format!("index-{:016x}.checkpoint", end.get())
 }
 
 /// Copies `index` into `dir/<file_name(end)>`; `start` was read before the call and
@@ -43,7 +44,7 @@ pub fn file_name(end: u64) -> String {
 ///
 /// # Errors
 /// [`Error::Io`] naming the file.
-pub fn write(dir: &Path, index: &HashIndex, size_bits: u32, start: u64, end: impl FnOnce() -> u64) -> Result<IndexCheckpointHeader> {
+pub fn write(dir: &Path, index: &HashIndex, size_bits: u32, start: LogAddress, end: impl FnOnce() -> LogAddress) -> Result<IndexCheckpointHeader> {
     let mut body = vec![0u8; HEADER];
     let mut entries = 0u64;
     index.for_each_entry_in_bucket(|bucket, tag, address| {
@@ -55,8 +56,8 @@ pub fn write(dir: &Path, index: &HashIndex, size_bits: u32, start: u64, end: imp
     body[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     body[4..8].copy_from_slice(&VERSION.to_le_bytes());
     body[8..12].copy_from_slice(&size_bits.to_le_bytes());
-    body[16..24].copy_from_slice(&start.to_le_bytes());
-    body[24..32].copy_from_slice(&end.to_le_bytes());
+    body[16..24].copy_from_slice(&start.get().to_le_bytes());
+    body[24..32].copy_from_slice(&end.get().to_le_bytes());
     body[32..40].copy_from_slice(&entries.to_le_bytes());
     let crc = crc32fast::hash(&body);
     let name = file_name(end);
@@ -99,7 +100,7 @@ pub fn load(path: &Path, index: &HashIndex, size_bits: u32) -> Result<IndexCheck
     if u32_at(8) != size_bits {
         return Err(damaged(&format!("written for 2^{} buckets, the table has 2^{size_bits}", u32_at(8))));
     }
-    let header = IndexCheckpointHeader { size_bits, start: u64_at(16), end: u64_at(24), entries: u64_at(32) };
+    let header = IndexCheckpointHeader { size_bits, start: LogAddress::new(u64_at(16)), end: LogAddress::new(u64_at(24)), entries: u64_at(32) };
     if (body.len() - HEADER) as u64 / 16 != header.entries {
         return Err(damaged("entry count does not match the file size"));
     }
@@ -122,9 +123,9 @@ mod tests {
         for hash in [1u64, 2, 7, 0xABCD_0000_0000_0003, 0x1234_0000_0000_0003] {
             index.raise_entry(hash, 64 + hash % 1000).unwrap();
         }
-        let header = write(dir.path(), &index, 6, 64, || 4096).unwrap();
+        let header = write(dir.path(), &index, 6, LogAddress::FIRST, || LogAddress::new(4096)).unwrap();
         assert_eq!(header.entries, 5);
-        let path = dir.path().join(file_name(4096));
+        let path = dir.path().join(file_name(LogAddress::new(4096)));
         let copy = HashIndex::new(6).unwrap();
         assert_eq!(load(&path, &copy, 6).unwrap(), header);
         for hash in [1u64, 2, 7, 0xABCD_0000_0000_0003, 0x1234_0000_0000_0003] {

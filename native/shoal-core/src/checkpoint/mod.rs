@@ -20,6 +20,7 @@ pub use crate::files::{read_json, write_json_atomic};
 use crate::psf::{Psf, PsfSpec, NOT_YET};
 use crate::schema::InferredSchema;
 use crate::config::{DurabilityPolicy, InvalidJsonPolicy, RetentionPolicy};
+use crate::LogAddress;
 
 /// File name of [`TableMeta`] in a table's directory.
 pub const TABLE_META_FILE: &str = "table.json";
@@ -47,7 +48,7 @@ pub struct TableMeta {
     pub durability: DurabilityPolicy,
     /// Lowest valid log address (moved by retention).
     #[serde(default = "first_address")]
-    pub begin_address: u64,
+    pub begin_address: LogAddress,
     /// Policy for invalid JSON.
     pub on_invalid_json: InvalidJsonPolicy,
     /// Every PSF ever registered, in id order.
@@ -64,16 +65,16 @@ pub struct TableMeta {
     /// A keyed table's snapshot horizon ([`crate::keys::Snapshots`]): the lowest
     /// snapshot a scan may have after the last log compaction (0: never compacted).
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub snapshot_horizon: u64,
+    pub snapshot_horizon: LogAddress,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
-fn is_zero(value: &u64) -> bool {
-    *value == 0
+fn is_zero(value: &LogAddress) -> bool {
+    *value == LogAddress::ZERO
 }
 
-fn first_address() -> u64 {
-    crate::log::FIRST_ADDRESS
+fn first_address() -> LogAddress {
+    LogAddress::FIRST
 }
 
 /// One PSF in [`TableMeta`].
@@ -87,16 +88,16 @@ pub struct PsfMeta {
     /// Its definition.
     pub definition: PsfSpec,
     /// Safe register address; `None` while registration had not completed.
-    pub safe_register_address: Option<u64>,
+    pub safe_register_address: Option<LogAddress>,
     /// Safe deregister address; `None` while active.
-    pub safe_deregister_address: Option<u64>,
+    pub safe_deregister_address: Option<LogAddress>,
 }
 
 impl PsfMeta {
     /// The metadata of `psf` now.
     #[must_use]
     pub fn of(psf: &Psf) -> Self {
-        let known = |address: u64| (address != NOT_YET).then_some(address);
+        let known = |address: LogAddress| (address != NOT_YET).then_some(address);
         Self {
             id: psf.id,
             name: psf.name.clone(),
@@ -112,11 +113,11 @@ impl PsfMeta {
 #[serde(deny_unknown_fields)]
 pub struct CheckpointState {
     /// The log's tail when the checkpoint was taken; everything below was flushed.
-    pub log_end_address: u64,
+    pub log_end_address: LogAddress,
     /// The inferred schema of every record below [`Self::schema_observed_until`].
     pub schema: InferredSchema,
     /// Address up to which [`Self::schema`] covers the log (a page boundary).
-    pub schema_observed_until: u64,
+    pub schema_observed_until: LogAddress,
     /// Every writer's last ingested serial (see [`crate::session`]), taken before
     /// [`Self::log_end_address`] was read.
     #[serde(default)]
@@ -185,10 +186,10 @@ pub struct IndexCheckpointRef {
     /// File name in the table directory.
     pub file: String,
     /// Log tail before the copy began: recovery replays from here.
-    pub start: u64,
+    pub start: LogAddress,
     /// Log tail after the copy ended: the checkpoint is usable only if the recovered log
     /// reaches it.
-    pub end: u64,
+    pub end: LogAddress,
     /// Entries copied.
     pub entries: u64,
 }
@@ -201,12 +202,12 @@ mod tests {
     fn atomic_json_round_trips_and_replaces() {
         let dir = tempfile::tempdir().unwrap();
         assert!(read_json::<CheckpointState>(dir.path(), CHECKPOINT_FILE).unwrap().is_none());
-        let mut state = CheckpointState { log_end_address: 64, ..CheckpointState::default() };
+        let mut state = CheckpointState { log_end_address: LogAddress::FIRST, ..CheckpointState::default() };
         write_json_atomic(dir.path(), CHECKPOINT_FILE, &state).unwrap();
-        state.log_end_address = 128;
+        state.log_end_address = LogAddress::new(128);
         write_json_atomic(dir.path(), CHECKPOINT_FILE, &state).unwrap();
         let read: CheckpointState = read_json(dir.path(), CHECKPOINT_FILE).unwrap().unwrap();
-        assert_eq!(read.log_end_address, 128);
+        assert_eq!(read.log_end_address, LogAddress::new(128));
         assert!(!dir.path().join("checkpoint.json.tmp").exists());
         std::fs::write(dir.path().join(TABLE_META_FILE), b"{not json").unwrap();
         let error = read_json::<TableMeta>(dir.path(), TABLE_META_FILE).unwrap_err();

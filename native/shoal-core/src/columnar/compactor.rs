@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::{write, ColumnarStore};
 use crate::error::Result;
 use crate::log::HybridLog;
+use crate::LogAddress;
 
 /// How often an idle compactor looks at the log.
 const POLL: Duration = Duration::from_millis(100);
@@ -68,7 +69,7 @@ fn run(store: &ColumnarStore, log: &HybridLog) {
             Err(e) => {
                 failures += 1;
                 store.compaction_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(from, to = end, error = %e, "compaction failed; retrying");
+                tracing::warn!(from = from.get(), to = end.get(), error = %e, "compaction failed; retrying");
                 store.wait(POLL * 10 * failures.min(50));
             }
         }
@@ -81,8 +82,8 @@ fn compact(
     log: &HybridLog,
     page_bytes: &mut Vec<u8>,
     payloads: &mut Vec<u8>,
-    from: u64,
-    to: u64,
+    from: LogAddress,
+    to: LogAddress,
 ) -> Result<()> {
     let started = Instant::now();
     let cpu_started = thread_cpu_nanos();
@@ -93,7 +94,7 @@ fn compact(
     // once (growing a 64 MiB buffer by doubling copied it ~twice over) and kept for the next.
     payloads.clear();
     payloads.reserve(usize::try_from(to - from).unwrap_or(usize::MAX));
-    let mut spans: Vec<(u64, std::ops::Range<usize>)> = Vec::new();
+    let mut spans: Vec<(LogAddress, std::ops::Range<usize>)> = Vec::new();
     let begin = log.begin_address();
     for page in log.page_of(from)..log.page_of(to) {
         let Some(end) = log.read_page(page, page_bytes)? else { continue };
@@ -109,14 +110,14 @@ fn compact(
             }
         }
     }
-    let records: Vec<(u64, &[u8])> = spans.iter().map(|(a, r)| (*a, &payloads[r.clone()])).collect();
+    let records: Vec<(LogAddress, &[u8])> = spans.iter().map(|(a, r)| (*a, &payloads[r.clone()])).collect();
     let written = write::write_file(&records, &store.config)?;
     let (json_bytes, [shred, encode]) = (written.json_bytes, written.phases.map(|d| d.as_millis() as u64));
     store.add(from, to, written, || to > log.begin_address() && log.withdrawn_generation() == withdrawals)?;
     store.compacted_json_bytes.fetch_add(json_bytes, Ordering::Relaxed);
     store.compaction_nanos.fetch_add(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
     store.compaction_cpu_nanos.fetch_add(thread_cpu_nanos().saturating_sub(cpu_started), Ordering::Relaxed);
-    tracing::debug!(from, to, records = records.len(), json_bytes, ms = started.elapsed().as_millis() as u64, shred, encode, "compacted");
+    tracing::debug!(from = from.get(), to = to.get(), records = records.len(), json_bytes, ms = started.elapsed().as_millis() as u64, shred, encode, "compacted");
     Ok(())
 }
 

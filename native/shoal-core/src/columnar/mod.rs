@@ -44,7 +44,7 @@ mod write;
 /// [`crate::Error::Columnar`] when Parquet encoding fails.
 #[cfg(feature = "internals")]
 #[doc(hidden)]
-pub fn bench_write_file(records: &[(u64, &[u8])]) -> Result<(usize, [std::time::Duration; 2])> {
+pub fn bench_write_file(records: &[(LogAddress, &[u8])]) -> Result<(usize, [std::time::Duration; 2])> {
     write::write_file(records, &ColumnarConfig::default()).map(|w| (w.bytes.len(), w.phases))
 }
 
@@ -58,6 +58,7 @@ use parquet::file::statistics::Statistics;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::LogAddress;
 use arrow_array::ArrayRef;
 pub(crate) use decoded::DecodedColumns;
 pub use layout::{FileLayout, ScalarType};
@@ -162,9 +163,9 @@ pub struct ColumnarFile {
     /// decoded columns.
     dropped: AtomicBool,
     /// First log address covered (a page boundary).
-    pub from: u64,
+    pub from: LogAddress,
     /// One past the last log address covered (a page boundary).
-    pub to: u64,
+    pub to: LogAddress,
     /// Rows (visible records).
     pub rows: u64,
     /// Bytes of the Parquet file.
@@ -180,7 +181,7 @@ pub struct ColumnarFile {
     /// Rows of each row group.
     row_group_rows: Vec<usize>,
     /// Lowest and highest `_address` of each row group.
-    row_group_addresses: Vec<(u64, u64)>,
+    row_group_addresses: Vec<(LogAddress, LogAddress)>,
     source: Source,
     crc32: u32,
     name: String,
@@ -188,7 +189,7 @@ pub struct ColumnarFile {
 
 impl ColumnarFile {
     /// Parses the footer of `bytes` (the whole file).
-    fn load(from: u64, to: u64, name: String, bytes: bytes::Bytes, source: Source) -> Result<Self> {
+    fn load(from: LogAddress, to: LogAddress, name: String, bytes: bytes::Bytes, source: Source) -> Result<Self> {
         let damaged = |what: &str, e: &dyn std::fmt::Display| columnar_error(&format!("{name}: {what}"), e);
         let metadata = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::new())
             .map_err(|e| damaged("footer", &e))?;
@@ -215,7 +216,7 @@ impl ColumnarFile {
                 return Err(damaged("statistics", &"a row group has no _address statistics"));
             };
             #[allow(clippy::cast_sign_loss)]
-            row_group_addresses.push((low as u64, high as u64));
+            row_group_addresses.push((LogAddress::new(low as u64), LogAddress::new(high as u64)));
         }
         let rows = u64::try_from(parquet.file_metadata().num_rows()).unwrap_or(0);
         let statistics = parquet.row_groups().iter().map(|rg| rg.columns().iter().map(|c| LeafStatistics::of(c.statistics())).collect()).collect();
@@ -240,7 +241,7 @@ impl ColumnarFile {
     }
 
     /// The row groups holding records in `[from, to)`.
-    pub(crate) fn row_groups_in(&self, from: u64, to: u64) -> Vec<usize> {
+    pub(crate) fn row_groups_in(&self, from: LogAddress, to: LogAddress) -> Vec<usize> {
         self.row_group_addresses.iter().enumerate().filter(|(_, (low, high))| *high >= from && *low < to).map(|(i, _)| i).collect()
     }
 
@@ -398,7 +399,7 @@ impl ColumnarFile {
     ///
     /// # Errors
     /// As [`Self::row_group_columns`].
-    fn holds_any(&self, addresses: &[u64], cache: &DecodedColumns) -> Result<bool> {
+    fn holds_any(&self, addresses: &[LogAddress], cache: &DecodedColumns) -> Result<bool> {
         for (row_group, &(low, high)) in self.row_group_addresses.iter().enumerate() {
             let first = addresses.partition_point(|&a| a < low);
             if addresses.get(first).is_none_or(|&a| a > high) {
@@ -411,7 +412,7 @@ impl ColumnarFile {
             };
             let rows = column.first().and_then(|c| c.as_any().downcast_ref::<arrow_array::UInt64Array>().cloned());
             let rows = rows.ok_or_else(|| columnar_error(&self.name, "the _address column is not UInt64"))?;
-            if rows.iter().flatten().any(|a| addresses.binary_search(&a).is_ok()) {
+            if rows.iter().flatten().any(|a| addresses.binary_search(&LogAddress::new(a)).is_ok()) {
                 return Ok(true);
             }
         }
@@ -484,8 +485,8 @@ impl LeafStatistics {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ManifestEntry {
-    from: u64,
-    to: u64,
+    from: LogAddress,
+    to: LogAddress,
     file: String,
     rows: u64,
     parquet_bytes: u64,
@@ -559,7 +560,7 @@ pub(crate) struct ColumnarStore {
     pub(crate) compaction_errors: AtomicU64,
     /// Runs of the log `[from, to)` a compactor thread is compacting (taken by
     /// [`Self::claim_next`]).
-    claims: Mutex<Vec<(u64, u64)>>,
+    claims: Mutex<Vec<(LogAddress, LogAddress)>>,
     stop: AtomicBool,
     wake: (Mutex<bool>, Condvar),
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -582,7 +583,7 @@ impl ColumnarStore {
     /// The store of a table: empty for an in-memory table (`table_dir` `None`), else the
     /// files of `<table_dir>/columnar` that check out against the manifest and lie within
     /// `[begin, tail)` of the recovered log (the others are deleted, to be compacted again).
-    pub(crate) fn open(config: ColumnarConfig, table_dir: Option<&Path>, begin: u64, tail: u64) -> Result<Self> {
+    pub(crate) fn open(config: ColumnarConfig, table_dir: Option<&Path>, begin: LogAddress, tail: LogAddress) -> Result<Self> {
         let dir = table_dir.map(|d| d.join("columnar"));
         let store = Self {
             decoded: DecodedColumns::new(config.cache_bytes),
@@ -656,15 +657,15 @@ impl ColumnarStore {
     }
 
     /// The file holding `address`, if any.
-    pub(crate) fn file_at(&self, address: u64) -> Option<Arc<ColumnarFile>> {
+    pub(crate) fn file_at(&self, address: LogAddress) -> Option<Arc<ColumnarFile>> {
         let files = self.files.read();
         let i = files.partition_point(|f| f.to <= address);
         files.get(i).filter(|f| f.from <= address).cloned()
     }
 
     /// The first address at or above `from` no file covers, and the start of the next
-    /// file above it (`u64::MAX` when none).
-    pub(crate) fn next_gap(&self, from: u64) -> (u64, u64) {
+    /// file above it ([`LogAddress::MAX`] when none).
+    pub(crate) fn next_gap(&self, from: LogAddress) -> (LogAddress, LogAddress) {
         let files = self.files.read();
         let mut at = from;
         for file in files.iter() {
@@ -676,19 +677,19 @@ impl ColumnarStore {
             }
             at = file.to;
         }
-        (at, u64::MAX)
+        (at, LogAddress::MAX)
     }
 
     /// Adds a file built for `[from, to)`: written atomically and listed in the manifest
     /// (on-disk tables), or kept in memory. A file for which `still_valid` says no (checked
     /// under the lock [`Self::drop_containing`] and [`Self::drop_below`] take: the log was
     /// truncated past it, or records were withdrawn meanwhile) is dropped.
-    pub(crate) fn add(&self, from: u64, to: u64, written: write::WrittenFile, still_valid: impl Fn() -> bool) -> Result<()> {
+    pub(crate) fn add(&self, from: LogAddress, to: LogAddress, written: write::WrittenFile, still_valid: impl Fn() -> bool) -> Result<()> {
         let _serialised = self.changes.lock();
         if !still_valid() {
             return Ok(());
         }
-        let name = format!("{from:020}-{to:020}.parquet");
+        let name = format!("{:020}-{:020}.parquet", from.get(), to.get());
         let bytes = bytes::Bytes::from(written.bytes);
         let source = match &self.dir {
             None => Source::Memory(bytes.clone()),
@@ -709,7 +710,7 @@ impl ColumnarStore {
     }
 
     /// Deletes the files wholly below `begin` (retention); returns how many.
-    pub(crate) fn drop_below(&self, begin: u64) -> Result<usize> {
+    pub(crate) fn drop_below(&self, begin: LogAddress) -> Result<usize> {
         self.drop_files(|files| {
             let keep = files.partition_point(|f| f.to <= begin);
             files.drain(..keep).collect()
@@ -719,7 +720,7 @@ impl ColumnarStore {
     /// Deletes the files whose range holds one of `addresses` (sorted; records withdrawn
     /// after the file may have been built from them): the compactor builds their ranges
     /// again from the log, where those records are invalid. Returns how many.
-    pub(crate) fn drop_containing(&self, addresses: &[u64]) -> Result<usize> {
+    pub(crate) fn drop_containing(&self, addresses: &[LogAddress]) -> Result<usize> {
         if addresses.is_empty() {
             return Ok(0);
         }
@@ -736,7 +737,7 @@ impl ColumnarStore {
     /// Deletes the files that hold one of `addresses` (sorted) as a row (their `_address`
     /// column is read; a file that does not decode is dropped too): at open, for records
     /// withdrawn after their file was built and not dropped then. Returns how many.
-    pub(crate) fn drop_holding(&self, addresses: &[u64]) -> Result<usize> {
+    pub(crate) fn drop_holding(&self, addresses: &[LogAddress]) -> Result<usize> {
         if addresses.is_empty() {
             return Ok(0);
         }
@@ -806,7 +807,7 @@ impl ColumnarStore {
 
     /// Counters; `flushed_whole` is the end of the log's whole flushed pages, `begin` its
     /// begin address.
-    pub(crate) fn stats(&self, begin: u64, flushed_whole: u64) -> ColumnarStats {
+    pub(crate) fn stats(&self, begin: LogAddress, flushed_whole: LogAddress) -> ColumnarStats {
         let files = self.files.read();
         let mut stats = ColumnarStats {
             enabled: self.config.enabled,
@@ -826,10 +827,10 @@ impl ColumnarStore {
             stats.json_bytes += f.json_bytes;
             stats.parquet_bytes += f.parquet_bytes;
             stats.rows += f.rows;
-            covered += f.to.min(flushed_whole).saturating_sub(f.from.max(begin));
+            covered += f.to.min(flushed_whole).bytes_since(f.from.max(begin));
         }
         if self.config.enabled {
-            stats.backlog_bytes = flushed_whole.saturating_sub(begin).saturating_sub(covered);
+            stats.backlog_bytes = flushed_whole.bytes_since(begin).saturating_sub(covered);
         }
         stats
     }
@@ -851,11 +852,11 @@ impl ColumnarStore {
     /// below `whole`. A shorter run is taken only when a file or another thread's run
     /// bounds it, or when `idle` (the tail stood still long enough). `None`: nothing to do
     /// now. The run is the caller's until [`Self::release`].
-    pub(crate) fn claim_next(&self, begin: u64, whole: u64, file_bytes: u64, idle: bool) -> Option<(u64, u64)> {
+    pub(crate) fn claim_next(&self, begin: LogAddress, whole: LogAddress, file_bytes: u64, idle: bool) -> Option<(LogAddress, LogAddress)> {
         let mut claims = self.claims.lock();
-        let mut taken: Vec<(u64, u64)> = self.files.read().iter().map(|f| (f.from, f.to)).chain(claims.iter().copied()).collect();
+        let mut taken: Vec<(LogAddress, LogAddress)> = self.files.read().iter().map(|f| (f.from, f.to)).chain(claims.iter().copied()).collect();
         taken.sort_unstable();
-        let (mut at, mut next) = (begin, u64::MAX);
+        let (mut at, mut next) = (begin, LogAddress::MAX);
         for (from, to) in taken {
             if to <= at {
                 continue;
@@ -866,7 +867,7 @@ impl ColumnarStore {
             }
             at = to;
         }
-        let end = whole.min(next).min(at.saturating_add(file_bytes));
+        let end = whole.min(next).min(at.add_bytes(file_bytes));
         let full = end - at.min(end) >= file_bytes || end == next;
         if end <= at || !(full || idle) {
             return None;
@@ -877,7 +878,7 @@ impl ColumnarStore {
 
     /// Gives back the run starting at `from` that [`Self::claim_next`] took (compacted,
     /// or to be taken again after a failure).
-    pub(crate) fn release(&self, from: u64) {
+    pub(crate) fn release(&self, from: LogAddress) {
         self.claims.lock().retain(|&(start, _)| start != from);
     }
 

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::path::FieldPath;
 use crate::schema::TypeSet;
 use crate::value::FieldValue;
+use crate::LogAddress;
 
 /// What [`write_file`] produced.
 pub(crate) struct WrittenFile {
@@ -38,7 +39,7 @@ pub(crate) struct WrittenFile {
 /// # Errors
 /// [`Error::Columnar`] when Parquet encoding fails.
 pub(crate) fn write_file(
-    records: &[(u64, &[u8])],
+    records: &[(LogAddress, &[u8])],
     config: &ColumnarConfig,
 ) -> Result<WrittenFile> {
     let t0 = std::time::Instant::now();
@@ -59,7 +60,7 @@ pub(crate) fn write_file(
     let deep = if root_cut { vec![Vec::new()] } else { Vec::new() };
     let mut layout = FileLayout { address_column: 0, paths: Vec::with_capacity(paths.len()), deep };
     let mut schema_fields = vec![Field::new("_address", DataType::UInt64, false)];
-    let addresses: Vec<u64> = records.iter().map(|(a, _)| *a).collect();
+    let addresses: Vec<u64> = records.iter().map(|(a, _)| a.get()).collect();
     let mut arrays: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from(addresses))];
     for ShreddedPath { segments, types, cut, columns } in paths {
         if types.contains(TypeSet::TOO_DEEP) || cut {
@@ -126,13 +127,14 @@ pub(crate) fn columnar_error(what: &str, error: impl std::fmt::Display) -> Error
 #[cfg(test)]
 mod tests {
     use super::{max_file_paths, row_group_rows};
+    use crate::LogAddress;
 
     #[test]
     fn a_file_of_records_with_ever_new_keys_keeps_the_first_paths_and_marks_the_cut_node() {
         use crate::columnar::layout::{FileLayout, Resolved, LAYOUT_METADATA_KEY};
         use crate::path::FieldPath;
         let texts: Vec<String> = (0..3000).map(|i| format!(r#"{{"id": {i}, "m": {{"a{i}": 1, "b{i}": 2, "c{i}": 3, "d{i}": 4}}}}"#)).collect();
-        let records: Vec<(u64, &[u8])> = texts.iter().enumerate().map(|(i, t)| (i as u64 * 64, t.as_bytes())).collect();
+        let records: Vec<(LogAddress, &[u8])> = texts.iter().enumerate().map(|(i, t)| (LogAddress::new(i as u64 * 64), t.as_bytes())).collect();
         let written = super::write_file(&records, &super::ColumnarConfig::default()).unwrap();
         let metadata = parquet::file::reader::FileReader::metadata(
             &parquet::file::serialized_reader::SerializedFileReader::new(bytes::Bytes::from(written.bytes)).unwrap(),

@@ -16,6 +16,7 @@ use parking_lot::RwLock;
 
 use super::withdrawn::Withdrawn;
 use crate::error::{Error, Result};
+use crate::LogAddress;
 
 /// Bytes at the end of every page reserved for its footer.
 pub const PAGE_FOOTER_SIZE: usize = 16;
@@ -147,7 +148,7 @@ impl SegmentFiles {
     /// records whose header is in `buf` read as invalid.
     pub(crate) fn read(&self, page: u64, offset_in_page: usize, buf: &mut [u8]) -> Result<()> {
         self.read_raw(page, offset_in_page, buf)?;
-        self.withdrawn.mask(page * self.page_size as u64 + offset_in_page as u64, buf);
+        self.withdrawn.mask(LogAddress::new(page * self.page_size as u64 + offset_in_page as u64), buf);
         Ok(())
     }
 
@@ -166,7 +167,7 @@ impl SegmentFiles {
             path: self.segment_path(self.locate(page).0),
             reason,
         })?;
-        self.withdrawn.mask(page * self.page_size as u64, buf);
+        self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
         Ok(())
     }
 
@@ -210,7 +211,7 @@ impl SegmentFiles {
         self.read_raw(page, 0, buf)?;
         Ok(match verify_page(buf, page) {
             Ok(()) => {
-                self.withdrawn.mask(page * self.page_size as u64, buf);
+                self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
                 PageState::Valid
             }
             // All zeros: space the file was extended over, never written.

@@ -19,7 +19,7 @@ impl HybridLog {
     /// place in the segment file; `flushed_until` then reaches the tail read here. The
     /// page is written again, whole, when it closes. Returns the address requested.
     /// No-op on the null device (nothing is ever durable there).
-    pub fn request_flush(self: &Arc<Self>) -> u64 {
+    pub fn request_flush(self: &Arc<Self>) -> LogAddress {
         let tail = self.tail_address();
         if self.device.is_null() || tail <= self.flushed_until() {
             return tail;
@@ -38,7 +38,7 @@ impl HybridLog {
 
     /// Waits until everything below `address` is flushed (or `timeout` passes).
     /// Returns the flushed address.
-    pub fn wait_flushed(&self, address: u64, timeout: Duration) -> u64 {
+    pub fn wait_flushed(&self, address: LogAddress, timeout: Duration) -> LogAddress {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             self.epoch.try_drain();
@@ -99,7 +99,7 @@ impl HybridLog {
             Ok(()) => {
                 state.error = None;
                 state.next_page = page + 1;
-                self.flushed_until.fetch_max(self.page_start(page + 1), Ordering::AcqRel);
+                self.flushed_until.fetch_max(self.page_start(page + 1).get(), Ordering::AcqRel);
             }
             Err(e) => {
                 tracing::error!(page, error = %e, "page flush failed; retrying");
@@ -113,7 +113,7 @@ impl HybridLog {
     /// Writes the prefix `[page start, until)` of the open page `page` (sealed, rest
     /// zero) and advances `flushed_until` to `until`. Called by the flush thread only,
     /// when every page before `page` is flushed.
-    pub(super) fn flush_partial(&self, page: u64, until: u64, scratch: &mut Vec<u8>) {
+    pub(super) fn flush_partial(&self, page: u64, until: LogAddress, scratch: &mut Vec<u8>) {
         let Device::Segments(files) = &self.device else { return };
         let length = (until - self.page_start(page)) as usize;
         let _writing = self.flush_write.lock();
@@ -130,7 +130,7 @@ impl HybridLog {
         match result {
             Ok(()) => {
                 state.error = None;
-                self.flushed_until.fetch_max(until, Ordering::AcqRel);
+                self.flushed_until.fetch_max(until.get(), Ordering::AcqRel);
             }
             Err(e) => {
                 tracing::error!(page, error = %e, "partial page flush failed; retrying");
@@ -156,7 +156,7 @@ pub(super) enum FlushWork {
     /// A closed page.
     Page(u64),
     /// The prefix of the open page up to an address.
-    Prefix(u64, u64),
+    Prefix(u64, LogAddress),
 }
 
 /// The flush thread: flushes closed pages in page order. It holds a strong reference

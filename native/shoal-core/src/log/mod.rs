@@ -42,6 +42,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::epoch::{EpochGuard, LightEpoch};
 use crate::error::{Error, Result};
 use crate::record::RecordHeader;
+use crate::LogAddress;
 use crate::mem::AnonymousMemory;
 pub use device::{DeviceConfig, PAGE_FOOTER_SIZE};
 use device::{seal_page, Device};
@@ -189,7 +190,7 @@ struct FlushState {
     flusher_done: bool,
     /// A requested flush of the open page's prefix: every record below this address
     /// is complete (its request's epoch is safe), so the prefix may be written.
-    partial: Option<u64>,
+    partial: Option<LogAddress>,
 }
 
 // SAFETY: frames are raw buffers shared between threads; every access is either to a
@@ -245,8 +246,8 @@ impl HybridLog {
     ///
     /// # Errors
     /// As [`Self::create`].
-    pub fn recover(config: &LogConfig, begin_address: u64, first_page: u64) -> Result<Arc<Self>> {
-        Self::start(config, begin_address, first_page)
+    pub fn recover(config: &LogConfig, begin_address: LogAddress, first_page: u64) -> Result<Arc<Self>> {
+        Self::start(config, begin_address.get(), first_page)
     }
 
     fn start(config: &LogConfig, begin_address: u64, first_page: u64) -> Result<Arc<Self>> {
@@ -306,7 +307,7 @@ impl HybridLog {
 
     /// Frames of pages below this address may be evicted: they are flushed and, with an
     /// observer, observed.
-    fn evictable_until(&self) -> u64 {
+    fn evictable_until(&self) -> LogAddress {
         self.flushed_until().min(self.observed_until())
     }
 
@@ -336,25 +337,25 @@ impl HybridLog {
 
     /// Page number of `address`.
     #[must_use]
-    pub fn page_of(&self, address: u64) -> u64 {
-        address >> self.page_bits
+    pub fn page_of(&self, address: LogAddress) -> u64 {
+        address.get() >> self.page_bits
     }
 
     /// Offset of `address` within its page.
     #[must_use]
-    pub fn offset_of(&self, address: u64) -> usize {
-        (address & ((1 << self.page_bits) - 1)) as usize
+    pub fn offset_of(&self, address: LogAddress) -> usize {
+        (address.get() & ((1 << self.page_bits) - 1)) as usize
     }
 
     /// First address of page `page`.
     #[must_use]
-    pub fn page_start(&self, page: u64) -> u64 {
-        page << self.page_bits
+    pub fn page_start(&self, page: u64) -> LogAddress {
+        LogAddress::new(page << self.page_bits)
     }
 
     /// Next address to be allocated (the tail).
     #[must_use]
-    pub fn tail_address(&self) -> u64 {
+    pub fn tail_address(&self) -> LogAddress {
         let packed = self.tail.load(Ordering::Acquire);
         let (page, offset) = (packed >> 32, packed & 0xFFFF_FFFF);
         self.page_start(page) + offset.min(self.page_capacity() as u64)
@@ -362,27 +363,27 @@ impl HybridLog {
 
     /// Lowest valid address.
     #[must_use]
-    pub fn begin_address(&self) -> u64 {
-        self.begin_address.load(Ordering::Acquire)
+    pub fn begin_address(&self) -> LogAddress {
+        LogAddress::new(self.begin_address.load(Ordering::Acquire))
     }
 
     /// Lowest address still in memory.
     #[must_use]
-    pub fn head_address(&self) -> u64 {
-        self.head_address.load(Ordering::Acquire)
+    pub fn head_address(&self) -> LogAddress {
+        LogAddress::new(self.head_address.load(Ordering::Acquire))
     }
 
     /// Start of the open tail page; everything below is immutable.
     #[must_use]
     #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    pub fn read_only_address(&self) -> u64 {
-        self.read_only_address.load(Ordering::Acquire)
+    pub fn read_only_address(&self) -> LogAddress {
+        LogAddress::new(self.read_only_address.load(Ordering::Acquire))
     }
 
     /// Everything below this address has been written to the device.
     #[must_use]
-    pub fn flushed_until(&self) -> u64 {
-        self.flushed_until.load(Ordering::Acquire)
+    pub fn flushed_until(&self) -> LogAddress {
+        LogAddress::new(self.flushed_until.load(Ordering::Acquire))
     }
 
     /// The last flush error, if the most recent flush attempt failed.
@@ -437,7 +438,7 @@ impl HybridLog {
             let tail = self.tail_address();
             let (first_page, last_page) = (self.page_of(tail), self.page_of(tail + bytes as u64) + 1);
             let needed = if last_page < frames {
-                0
+                LogAddress::ZERO
             } else {
                 self.page_start((last_page + 1 - frames).min(first_page))
             };
@@ -477,7 +478,7 @@ impl HybridLog {
                 return Err(Error::MemoryFull {
                     requested: bytes as u64,
                     capacity: self.frame_count * self.page_size as u64,
-                    used: self.tail_address().saturating_sub(self.begin_address()),
+                    used: self.tail_address().bytes_since(self.begin_address()),
                 });
             }
             match self.memory_reserved.compare_exchange_weak(reserved, reserved + wanted, Ordering::AcqRel, Ordering::Acquire) {
@@ -514,13 +515,13 @@ impl HybridLog {
     /// # Errors
     /// [`Error::Io`] when the list cannot be written and synced (then the records stay
     /// valid on the device and come back when read from it).
-    pub(crate) fn withdraw_on_device(&self, in_memory: &[u64], on_device: &[u64]) -> Result<Vec<u64>> {
+    pub(crate) fn withdraw_on_device(&self, in_memory: &[LogAddress], on_device: &[LogAddress]) -> Result<Vec<LogAddress>> {
         let Device::Segments(files) = &self.device else { return Ok(Vec::new()) };
         let flushed = {
             let _no_flush_under_way = self.flush_write.lock();
             self.flushed_until()
         };
-        let mut listed: Vec<u64> = in_memory.iter().copied().filter(|&a| a < flushed).collect();
+        let mut listed: Vec<LogAddress> = in_memory.iter().copied().filter(|&a| a < flushed).collect();
         listed.extend_from_slice(on_device);
         listed.sort_unstable();
         files.withdrawn().add(&listed, self.begin_address())?;
@@ -540,7 +541,7 @@ impl HybridLog {
 
     /// The device's withdrawn record addresses, sorted (empty on the null device).
     #[must_use]
-    pub(crate) fn withdrawn_addresses(&self) -> Vec<u64> {
+    pub(crate) fn withdrawn_addresses(&self) -> Vec<LogAddress> {
         match &self.device {
             Device::Segments(files) => files.withdrawn().addresses(),
             Device::Null => Vec::new(),
@@ -609,7 +610,7 @@ impl HybridLog {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a size that cannot fit a page; [`Error::Closed`].
-    pub fn allocate(self: &Arc<Self>, size: usize, guard: &mut EpochGuard<'_>) -> Result<u64> {
+    pub fn allocate(self: &Arc<Self>, size: usize, guard: &mut EpochGuard<'_>) -> Result<LogAddress> {
         let capacity = self.page_capacity() as u64;
         if size == 0 || size as u64 > capacity || !size.is_multiple_of(8) {
             return Err(Error::InvalidConfig(format!(
@@ -658,7 +659,7 @@ impl HybridLog {
             return Err(Error::MemoryFull {
                 requested: self.page_size as u64,
                 capacity: frames * self.page_size as u64,
-                used: self.tail_address().saturating_sub(self.begin_address()),
+                used: self.tail_address().bytes_since(self.begin_address()),
             });
         }
         let needed = self.page_start(page - frames + 1);
@@ -700,16 +701,16 @@ impl HybridLog {
             }
         }
         // 2. Shift the head; the frame is reusable once the shift's epoch is safe.
-        if self.head_address.fetch_max(new_head, Ordering::AcqRel) < new_head {
+        if self.head_address.fetch_max(new_head.get(), Ordering::AcqRel) < new_head.get() {
             let log = Arc::downgrade(self);
             let safe_head = move || {
                 if let Some(log) = log.upgrade() {
-                    log.safe_head_address.fetch_max(new_head, Ordering::AcqRel);
+                    log.safe_head_address.fetch_max(new_head.get(), Ordering::AcqRel);
                 }
             };
             self.epoch.bump_with(safe_head);
         }
-        while self.safe_head_address.load(Ordering::Acquire) < new_head {
+        while self.safe_head_address.load(Ordering::Acquire) < new_head.get() {
             guard.refresh();
             std::thread::yield_now();
         }
@@ -723,7 +724,7 @@ impl HybridLog {
     ///
     /// # Safety
     /// `address` must be in memory (≥ head, in a frame the caller owns a region of).
-    pub(crate) unsafe fn write_header(&self, address: u64, header: RecordHeader) {
+    pub(crate) unsafe fn write_header(&self, address: LogAddress, header: RecordHeader) {
         let ptr = self.frame_ptr(self.page_of(address)).add(self.offset_of(address)).cast::<AtomicU64>();
         (*ptr).store(header.0, Ordering::Release);
     }
@@ -733,7 +734,7 @@ impl HybridLog {
     /// # Safety
     /// The caller must hold epoch protection and have checked `address >= head`, or
     /// own the region by allocation.
-    pub(crate) unsafe fn memory_ptr(&self, address: u64) -> *mut u8 {
+    pub(crate) unsafe fn memory_ptr(&self, address: LogAddress) -> *mut u8 {
         self.frame_ptr(self.page_of(address)).add(self.offset_of(address))
     }
 
@@ -741,7 +742,7 @@ impl HybridLog {
     ///
     /// # Safety
     /// As [`Self::memory_ptr`]; `address` must be 8-byte aligned.
-    pub(crate) unsafe fn load_header(&self, address: u64) -> RecordHeader {
+    pub(crate) unsafe fn load_header(&self, address: LogAddress) -> RecordHeader {
         RecordHeader((*self.memory_ptr(address).cast::<AtomicU64>()).load(Ordering::Acquire))
     }
 
@@ -758,7 +759,7 @@ impl HybridLog {
         }
         self.open_page(page + 1, guard)?;
         self.tail.store((page + 1) << 32, Ordering::Release);
-        self.read_only_address.store(self.page_start(page + 1), Ordering::Release);
+        self.read_only_address.store(self.page_start(page + 1).get(), Ordering::Release);
         let log = Arc::downgrade(self);
         self.epoch.bump_with(move || {
             if let Some(log) = log.upgrade() {
@@ -773,7 +774,7 @@ impl HybridLog {
     ///
     /// # Errors
     /// [`Error::Closed`].
-    pub fn close_tail_page(self: &Arc<Self>) -> Result<u64> {
+    pub fn close_tail_page(self: &Arc<Self>) -> Result<LogAddress> {
         let mut guard = self.epoch.protect();
         let target_page = self.page_of(self.tail_address());
         let capacity = self.page_capacity() as u64;

@@ -16,7 +16,7 @@ impl HybridLog {
         if self.observing.swap(true, Ordering::AcqRel) {
             return Err(Error::InvalidConfig("the log already has a page observer".into()));
         }
-        let first_page = self.page_of(self.observed_until.load(Ordering::Acquire));
+        let first_page = self.page_of(self.observed_until());
         let weak = Arc::downgrade(self);
         let spawned = std::thread::Builder::new()
             .name("shoal-observe".into())
@@ -37,9 +37,9 @@ impl HybridLog {
     /// Pages below this address were handed to the page observer; with no observer,
     /// the flushed address.
     #[must_use]
-    pub fn observed_until(&self) -> u64 {
+    pub fn observed_until(&self) -> LogAddress {
         if self.observing.load(Ordering::Acquire) {
-            self.observed_until.load(Ordering::Acquire)
+            LogAddress::new(self.observed_until.load(Ordering::Acquire))
         } else {
             self.flushed_until()
         }
@@ -49,7 +49,7 @@ impl HybridLog {
     /// returns [`observed_until`](Self::observed_until). Only whole pages are observed,
     /// and only once flushed: `address` should be a page start at or below the flushed
     /// address.
-    pub fn wait_observed(&self, address: u64, timeout: Duration) -> u64 {
+    pub fn wait_observed(&self, address: LogAddress, timeout: Duration) -> LogAddress {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let observed = self.observed_until();
@@ -83,7 +83,7 @@ pub(super) fn observe_loop(log: &Weak<HybridLog>, observer: &PageObserver, mut p
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| observer(page, bytes))).is_err() {
                 tracing::error!(page, "the page observer panicked; the page is left out of the inferred schema");
             }
-            log.observed_until.store(end, Ordering::Release);
+            log.observed_until.store(end.get(), Ordering::Release);
             let _state = log.flush_state.lock();
             log.flushed_signal.notify_all();
             page += 1;

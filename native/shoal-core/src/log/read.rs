@@ -13,7 +13,7 @@ impl HybridLog {
     /// # Panics
     /// In debug builds, if `guard` protects another epoch domain.
     #[must_use]
-    pub fn read_in_memory<'g>(&self, guard: &'g EpochGuard<'_>, address: u64, len: usize) -> Option<&'g [u8]> {
+    pub fn read_in_memory<'g>(&self, guard: &'g EpochGuard<'_>, address: LogAddress, len: usize) -> Option<&'g [u8]> {
         debug_assert!(std::ptr::eq(guard.domain(), &self.epoch), "a guard of another log's epoch");
         if address < self.head_address() || address < self.begin_address() || self.offset_of(address) + len > self.page_size {
             return None;
@@ -30,7 +30,7 @@ impl HybridLog {
     ///
     /// # Errors
     /// [`Error::Io`] when the device read fails.
-    pub fn read_into(&self, address: u64, len: usize, out: &mut Vec<u8>) -> Result<bool> {
+    pub fn read_into(&self, address: LogAddress, len: usize, out: &mut Vec<u8>) -> Result<bool> {
         out.clear();
         if address < self.begin_address() {
             return Ok(false);
@@ -51,7 +51,7 @@ impl HybridLog {
     ///
     /// # Errors
     /// [`Error::Io`].
-    pub fn read_from_device(&self, address: u64, len: usize, out: &mut Vec<u8>) -> Result<bool> {
+    pub fn read_from_device(&self, address: LogAddress, len: usize, out: &mut Vec<u8>) -> Result<bool> {
         match &self.device {
             Device::Null => Ok(false),
             Device::Segments(files) => {
@@ -87,7 +87,7 @@ impl HybridLog {
                 let end = if tail >= start + self.page_size as u64 {
                     self.page_capacity()
                 } else {
-                    (tail.saturating_sub(start)) as usize
+                    (tail.bytes_since(start)) as usize
                 };
                 // SAFETY: protected, page at or above the head.
                 let src = unsafe { std::slice::from_raw_parts(self.memory_ptr(start), end) };
@@ -111,7 +111,7 @@ impl HybridLog {
     /// memory (then it is complete on the device).
     #[must_use]
     #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    pub fn current_header(&self, address: u64) -> Option<RecordHeader> {
+    pub fn current_header(&self, address: LogAddress) -> Option<RecordHeader> {
         let _guard = self.epoch.protect();
         if address >= self.head_address() {
             // SAFETY: protected, at or above the head.

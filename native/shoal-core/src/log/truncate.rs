@@ -13,10 +13,10 @@ impl HybridLog {
     ///
     /// # Errors
     /// [`Error::Io`] deleting a file.
-    pub fn shift_begin_address(&self, address: u64) -> Result<(u64, u64, u64)> {
+    pub fn shift_begin_address(&self, address: LogAddress) -> Result<(LogAddress, u64, u64)> {
         let limit = self.page_start(self.page_of(self.flushed_until()));
         let target = self.page_start(self.page_of(address.min(limit))).max(self.begin_address());
-        self.begin_address.fetch_max(target, Ordering::AcqRel);
+        self.begin_address.fetch_max(target.get(), Ordering::AcqRel);
         let done = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&done);
         self.epoch.bump_with(move || flag.store(true, Ordering::Release));
@@ -37,7 +37,7 @@ impl HybridLog {
     ///
     /// # Errors
     /// [`Error::Io`] listing the directory.
-    pub fn begin_for_age(&self, cutoff: std::time::SystemTime) -> Result<Option<u64>> {
+    pub fn begin_for_age(&self, cutoff: std::time::SystemTime) -> Result<Option<LogAddress>> {
         match &self.device {
             Device::Null => Ok(None),
             Device::Segments(segments) => {

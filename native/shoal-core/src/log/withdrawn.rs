@@ -33,6 +33,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::record::RecordHeader;
+use crate::LogAddress;
 
 /// The file's name in the log's directory.
 pub const WITHDRAWN_FILE: &str = "withdrawn.bin";
@@ -109,8 +110,8 @@ impl Withdrawn {
     }
 
     /// The listed addresses, sorted.
-    pub(crate) fn addresses(&self) -> Vec<u64> {
-        self.addresses.read().clone()
+    pub(crate) fn addresses(&self) -> Vec<LogAddress> {
+        self.addresses.read().iter().map(|&a| LogAddress::new(a)).collect()
     }
 
     /// Adds `addresses` (record addresses, sorted), synced to the device before it
@@ -119,10 +120,11 @@ impl Withdrawn {
     /// # Errors
     /// [`Error::Io`] when the entry cannot be written and synced, or the file is full
     /// (or missing) and cannot be written anew (no free space); then nothing was added.
-    pub(crate) fn add(&self, addresses: &[u64], begin: u64) -> Result<()> {
+    pub(crate) fn add(&self, addresses: &[LogAddress], begin: LogAddress) -> Result<()> {
         if addresses.is_empty() {
             return Ok(());
         }
+        let (addresses, begin) = (crate::address::raw_slice(addresses), begin.get());
         let mut file = self.file.lock();
         let mut merged: Vec<u64> = self.addresses.read().iter().copied().chain(addresses.iter().copied()).collect();
         merged.sort_unstable();
@@ -141,7 +143,8 @@ impl Withdrawn {
     /// # Errors
     /// [`Error::Io`] when the forgetting cannot be written (the file is full and there is
     /// no room to write it anew).
-    pub(crate) fn forget_from(&self, tail: u64) -> Result<()> {
+    pub(crate) fn forget_from(&self, tail: LogAddress) -> Result<()> {
+        let tail = tail.get();
         let kept: Vec<u64> = {
             let addresses = self.addresses.read();
             if addresses.last().is_none_or(|&last| last < tail) {
@@ -159,10 +162,11 @@ impl Withdrawn {
 
     /// Sets the invalid bit of every listed record whose header lies wholly in `bytes`,
     /// which hold the log's bytes from `start` on (a device read).
-    pub(crate) fn mask(&self, start: u64, bytes: &mut [u8]) {
+    pub(crate) fn mask(&self, start: LogAddress, bytes: &mut [u8]) {
         if self.generation() == 0 || bytes.len() < 8 {
             return;
         }
+        let start = start.get();
         let addresses = self.addresses.read();
         let last = start + bytes.len() as u64 - 8;
         let from = addresses.partition_point(|&a| a < start);
@@ -266,6 +270,10 @@ fn parse(bytes: &[u8]) -> (Vec<u64>, u64) {
 mod tests {
     use super::*;
 
+    fn at(raw: &[u64]) -> Vec<LogAddress> {
+        raw.iter().map(|&a| LogAddress::new(a)).collect()
+    }
+
     fn header(size: u32) -> [u8; 8] {
         RecordHeader::new(size, 1, 0).with_visible().0.to_le_bytes()
     }
@@ -276,9 +284,9 @@ mod tests {
         let withdrawn = Withdrawn::open(dir.path()).unwrap();
         assert_eq!(std::fs::metadata(dir.path().join(WITHDRAWN_FILE)).unwrap().len(), PREALLOCATED_BYTES);
         assert_eq!(withdrawn.generation(), 0);
-        withdrawn.add(&[640, 64], 0).unwrap();
-        withdrawn.add(&[128], 0).unwrap();
-        assert_eq!(withdrawn.addresses(), [64, 128, 640]);
+        withdrawn.add(&at(&[640, 64]), LogAddress::ZERO).unwrap();
+        withdrawn.add(&at(&[128]), LogAddress::ZERO).unwrap();
+        assert_eq!(withdrawn.addresses(), at(&[64, 128, 640]));
         drop(withdrawn);
         // A torn third entry: its checksum does not match.
         let path = dir.path().join(WITHDRAWN_FILE);
@@ -288,14 +296,14 @@ mod tests {
         bytes[end..end + torn.len() - 8].copy_from_slice(&torn[..torn.len() - 8]);
         std::fs::write(&path, &bytes).unwrap();
         let reopened = Withdrawn::open(dir.path()).unwrap();
-        assert_eq!(reopened.addresses(), [64, 128, 640]);
+        assert_eq!(reopened.addresses(), at(&[64, 128, 640]));
         assert!(reopened.generation() > 0);
         // Forgetting from a recovered tail: an entry in place (over the torn one), then
         // later additions count again.
-        reopened.forget_from(128).unwrap();
-        assert_eq!(reopened.addresses(), [64]);
-        reopened.add(&[4096], 0).unwrap();
-        assert_eq!(Withdrawn::open(dir.path()).unwrap().addresses(), [64, 4096]);
+        reopened.forget_from(LogAddress::new(128)).unwrap();
+        assert_eq!(reopened.addresses(), at(&[64]));
+        reopened.add(&at(&[4096]), LogAddress::ZERO).unwrap();
+        assert_eq!(Withdrawn::open(dir.path()).unwrap().addresses(), at(&[64, 4096]));
         assert_eq!(std::fs::metadata(&path).unwrap().len(), PREALLOCATED_BYTES, "no rewrite");
     }
 
@@ -307,11 +315,11 @@ mod tests {
         let entries = PREALLOCATED_BYTES / (ENTRY_OVERHEAD as u64 + 8 * per_entry);
         for e in 0..=entries {
             let batch: Vec<u64> = (0..per_entry).map(|i| (e * per_entry + i) * 64).collect();
-            withdrawn.add(&batch, (e * per_entry * 64).saturating_sub(per_entry * 64)).unwrap();
+            withdrawn.add(&at(&batch), LogAddress::new((e * per_entry * 64).saturating_sub(per_entry * 64))).unwrap();
         }
         let kept = withdrawn.addresses();
         assert!(kept.len() < ((entries + 1) * per_entry) as usize, "older addresses were left out: {}", kept.len());
-        assert_eq!(kept.last(), Some(&(((entries + 1) * per_entry - 1) * 64)));
+        assert_eq!(kept.last(), Some(&LogAddress::new(((entries + 1) * per_entry - 1) * 64)));
         assert_eq!(Withdrawn::open(dir.path()).unwrap().addresses(), kept);
     }
 
@@ -324,16 +332,16 @@ mod tests {
         page[24..32].copy_from_slice(&header(16));
         page[40..48].copy_from_slice(&header(24));
         let untouched = page.clone();
-        withdrawn.mask(1000, &mut page);
+        withdrawn.mask(LogAddress::new(1000), &mut page);
         assert_eq!(page, untouched, "nothing listed");
-        withdrawn.add(&[1024, 1040 + 8 * 100], 0).unwrap();
-        withdrawn.mask(1000, &mut page);
+        withdrawn.add(&at(&[1024, 1040 + 8 * 100]), LogAddress::ZERO).unwrap();
+        withdrawn.mask(LogAddress::new(1000), &mut page);
         let at = |bytes: &[u8], i: usize| RecordHeader(u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap()));
         assert!(!at(&page, 0).is_invalid() && at(&page, 24).is_invalid() && !at(&page, 40).is_invalid());
         assert_eq!(at(&page, 24).size(), 16);
         // A read that holds only part of a header leaves it.
         let mut part = untouched[24..28].to_vec();
-        withdrawn.mask(1024, &mut part);
+        withdrawn.mask(LogAddress::new(1024), &mut part);
         assert_eq!(part, &untouched[24..28]);
     }
 }

@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::parser::FieldSet;
 use crate::path::FieldPath;
 use crate::value::{encode_bucket, encode_canonical, encode_composite, tag, FieldValue};
+use crate::LogAddress;
 pub use expr::{parse_expr, BoundExpr, CmpOp, Expr, Literal};
 
 /// Identifier of a PSF within its table; never reused.
@@ -170,20 +171,20 @@ pub struct Psf {
 }
 
 /// Value of an unset safe register address (registration still in PREPARE).
-pub const NOT_YET: u64 = u64::MAX;
+pub const NOT_YET: LogAddress = LogAddress::MAX;
 
 impl Psf {
     /// Safe register address: every record at or above it (and below the deregister
     /// address) is in this PSF's chains. [`NOT_YET`] while registration is under way.
     #[must_use]
-    pub fn safe_register_address(&self) -> u64 {
-        self.safe_register.load(Ordering::Acquire)
+    pub fn safe_register_address(&self) -> LogAddress {
+        LogAddress::new(self.safe_register.load(Ordering::Acquire))
     }
 
     /// Safe deregister address; [`NOT_YET`] (`u64::MAX`) while the PSF is active.
     #[must_use]
-    pub fn safe_deregister_address(&self) -> u64 {
-        self.safe_deregister.load(Ordering::Acquire)
+    pub fn safe_deregister_address(&self) -> LogAddress {
+        LogAddress::new(self.safe_deregister.load(Ordering::Acquire))
     }
 
     /// True while the PSF indexes new records.
@@ -194,7 +195,7 @@ impl Psf {
 
     /// The log range `[from, to)` in which this PSF's chains are complete, if any.
     #[must_use]
-    pub fn coverage(&self) -> Option<(u64, u64)> {
+    pub fn coverage(&self) -> Option<(LogAddress, LogAddress)> {
         let from = self.safe_register_address();
         (from != NOT_YET).then(|| (from, self.safe_deregister_address()))
     }
@@ -214,9 +215,9 @@ impl Psf {
     }
 
     /// Sets the boundaries (for recovery from a checkpoint).
-    pub fn restore_boundaries(&self, register: u64, deregister: u64) {
-        self.safe_register.store(register, Ordering::Release);
-        self.safe_deregister.store(deregister, Ordering::Release);
+    pub fn restore_boundaries(&self, register: LogAddress, deregister: LogAddress) {
+        self.safe_register.store(register.get(), Ordering::Release);
+        self.safe_deregister.store(deregister.get(), Ordering::Release);
     }
 }
 
@@ -440,7 +441,7 @@ impl PsfRegistry {
         &self,
         name: &str,
         kind: PsfKind,
-        tail: impl Fn() -> u64,
+        tail: impl Fn() -> LogAddress,
         persist: impl Fn(&[Arc<Psf>]) -> Result<()>,
     ) -> Result<Arc<Psf>> {
         let _change = self.change.lock();
@@ -457,8 +458,8 @@ impl PsfRegistry {
                 id,
                 name: name.to_owned(),
                 kind,
-                safe_register: AtomicU64::new(NOT_YET),
-                safe_deregister: AtomicU64::new(NOT_YET),
+                safe_register: AtomicU64::new(NOT_YET.get()),
+                safe_deregister: AtomicU64::new(NOT_YET.get()),
                 key_pointers: AtomicU64::new(0),
             });
             all.push(Arc::clone(&psf));
@@ -472,7 +473,7 @@ impl PsfRegistry {
         self.publish();
         self.wait_for_batches();
         *self.phase.lock() = PsfPhase::Pending;
-        psf.safe_register.store(tail(), Ordering::Release);
+        psf.safe_register.store(tail().get(), Ordering::Release);
         *self.phase.lock() = PsfPhase::Rest;
         persist(&self.all())?;
         Ok(psf)
@@ -482,18 +483,18 @@ impl PsfRegistry {
     /// `(name, kind, safe register address, safe deregister address)` in id order, with
     /// [`NOT_YET`] for unset boundaries. A PSF whose registration never completed keeps
     /// its id but covers nothing (deregistered at its register address).
-    pub fn restore(&self, psfs: Vec<(String, PsfKind, u64, u64)>) {
+    pub fn restore(&self, psfs: Vec<(String, PsfKind, LogAddress, LogAddress)>) {
         let _change = self.change.lock();
         let mut all = self.all.write();
         all.clear();
         for (id, (name, kind, register, deregister)) in (0..).zip(psfs) {
-            let deregister = if register == NOT_YET { 0 } else { deregister };
+            let deregister = if register == NOT_YET { LogAddress::ZERO } else { deregister };
             all.push(Arc::new(Psf {
                 id,
                 name,
                 kind,
-                safe_register: AtomicU64::new(register),
-                safe_deregister: AtomicU64::new(deregister),
+                safe_register: AtomicU64::new(register.get()),
+                safe_deregister: AtomicU64::new(deregister.get()),
                 key_pointers: AtomicU64::new(0),
             }));
         }
@@ -508,13 +509,13 @@ impl PsfRegistry {
     pub fn deregister(
         &self,
         name: &str,
-        tail: impl Fn() -> u64,
+        tail: impl Fn() -> LogAddress,
         persist: impl Fn(&[Arc<Psf>]) -> Result<()>,
     ) -> Result<Arc<Psf>> {
         let _change = self.change.lock();
         let psf = self.find_active(name).ok_or_else(|| Error::PsfNotFound(name.to_owned()))?;
         *self.phase.lock() = PsfPhase::Prepare;
-        psf.safe_deregister.store(tail(), Ordering::Release);
+        psf.safe_deregister.store(tail().get(), Ordering::Release);
         self.publish();
         *self.phase.lock() = PsfPhase::Pending;
         self.wait_for_batches();
@@ -557,14 +558,14 @@ mod tests {
     fn registration_sets_boundaries_in_order() {
         let registry = PsfRegistry::default();
         let kind = PsfKind::Projection { field: FieldPath::parse("id").unwrap() };
-        let psf = registry.register("by_id", kind.clone(), || 640, |_| Ok(())).unwrap();
-        assert_eq!(psf.coverage(), Some((640, NOT_YET)));
-        assert!(matches!(registry.register("by_id", kind, || 0, |_| Ok(())), Err(Error::PsfExists(_))));
+        let psf = registry.register("by_id", kind.clone(), || LogAddress::new(640), |_| Ok(())).unwrap();
+        assert_eq!(psf.coverage(), Some((LogAddress::new(640), NOT_YET)));
+        assert!(matches!(registry.register("by_id", kind, || LogAddress::ZERO, |_| Ok(())), Err(Error::PsfExists(_))));
         assert_eq!(registry.snapshot().active.len(), 1);
-        registry.deregister("by_id", || 1280, |_| Ok(())).unwrap();
-        assert_eq!(psf.coverage(), Some((640, 1280)));
+        registry.deregister("by_id", || LogAddress::new(1280), |_| Ok(())).unwrap();
+        assert_eq!(psf.coverage(), Some((LogAddress::new(640), LogAddress::new(1280))));
         assert!(registry.snapshot().active.is_empty());
-        assert!(matches!(registry.deregister("by_id", || 0, |_| Ok(())), Err(Error::PsfNotFound(_))));
+        assert!(matches!(registry.deregister("by_id", || LogAddress::ZERO, |_| Ok(())), Err(Error::PsfNotFound(_))));
         assert_eq!(registry.phase(), PsfPhase::Rest);
     }
 }

@@ -19,6 +19,7 @@ use crate::psf::Expr;
 use crate::record::{KeyPointer, RecordHeader, RecordView, KEY_POINTER_SIZE, RECORD_PREFIX};
 use crate::table::Table;
 use crate::value::FieldValue;
+use crate::LogAddress;
 
 /// Share of a range's records from which an index scan over a range the columnar tier
 /// covers is replaced by a columnar scan: a candidate of a chain costs a random read and
@@ -45,7 +46,7 @@ impl Table {
             return;
         }
         let paths = filter.map(Expr::fields).unwrap_or_default();
-        let usable: Vec<(u64, u64)> =
+        let usable: Vec<(LogAddress, LogAddress)> =
             files.iter().filter(|f| f.layout.serves(paths.iter())).map(|f| (f.from, f.to)).collect();
         if usable.is_empty() {
             plan.reason.push_str("; the columnar files do not hold the filter's paths in columns");
@@ -59,7 +60,7 @@ impl Table {
             plan.full_scans.extend(rest);
         }
         let stats = self.stats();
-        let span = stats.tail_address.saturating_sub(stats.begin_address).max(1);
+        let span = stats.tail_address.bytes_since(stats.begin_address).max(1);
         let mut index_moved = Vec::new();
         let index_scans = std::mem::take(&mut plan.index_scans);
         for scan in index_scans {
@@ -101,9 +102,10 @@ impl Table {
         for property in &scan.properties {
             let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
             let Some(head) = self.index.find_entry(hash) else { continue };
+            let head = LogAddress::new(head);
             let (mut address, mut seen, mut in_range) = (head, 0usize, 0u64);
             let mut exhausted = true;
-            while address != 0 && address >= scan.from && address >= self.log.begin_address() {
+            while address != LogAddress::ZERO && address >= scan.from && address >= self.log.begin_address() {
                 if seen == per_chain {
                     exhausted = false;
                     break;
@@ -114,16 +116,16 @@ impl Table {
                     seen += 1;
                     in_range += u64::from(address < scan.to);
                 }
-                if kp.previous >= address {
+                if kp.previous >= address.get() {
                     break;
                 }
-                address = kp.previous;
+                address = LogAddress::new(kp.previous);
             }
             #[allow(clippy::cast_precision_loss)]
             if exhausted {
                 total += in_range as f64;
             } else {
-                let sampled_bytes = head.saturating_sub(address).max(1) as f64;
+                let sampled_bytes = head.bytes_since(address).max(1) as f64;
                 total += seen as f64 / sampled_bytes * (scan.to - scan.from) as f64;
             }
         }
@@ -168,8 +170,8 @@ impl Table {
     fn scan_file(
         &self,
         file: &ColumnarFile,
-        from: u64,
-        to: u64,
+        from: LogAddress,
+        to: LogAddress,
         reader: &mut LogReader<'_>,
         projector: &mut Projector<'_>,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
@@ -243,7 +245,7 @@ impl Table {
                 .as_primitive::<UInt64Type>();
             if !whole_file {
                 for (s, address) in selection.iter_mut().zip(addresses.values()) {
-                    if *address < from || *address >= to {
+                    if *address < from.get() || *address >= to.get() {
                         *s = 0;
                     }
                 }
@@ -258,7 +260,7 @@ impl Table {
                     if *s != TRUE {
                         continue;
                     }
-                    match validator.by_address(*address) {
+                    match validator.by_address(LogAddress::new(*address)) {
                         Verdict::Live => {}
                         Verdict::Superseded => {
                             *s = 0;
@@ -303,7 +305,7 @@ impl Table {
                 for (row, _) in selection.iter().enumerate().filter(|(_, s)| **s == TRUE) {
                     if walks.get(row) == Some(&true) {
                         let seen = match projector.validator.as_mut() {
-                            Some(validator) => validator.walk(addresses.value(row))?,
+                            Some(validator) => validator.walk(LogAddress::new(addresses.value(row)))?,
                             None => true,
                         };
                         if !seen {
@@ -314,7 +316,7 @@ impl Table {
                     for (view, &id) in output_views.iter().zip(&ids) {
                         values[id] = view.value(row);
                     }
-                    if projector.emit(&values, &[], addresses.value(row), sink)?.is_break() {
+                    if projector.emit(&values, &[], LogAddress::new(addresses.value(row)), sink)?.is_break() {
                         return Ok(ControlFlow::Break(()));
                     }
                 }
@@ -335,7 +337,7 @@ impl Table {
         Ok(ControlFlow::Continue(()))
     }
 
-    /// Reads the records at `addresses` (ascending) from the log and processes them as
+    /// Reads the records at `addresses` (ascending; a file's `_address` values) from the log and processes them as
     /// candidates (the filter is checked again on the raw record); `walks[i]` marks a
     /// keyed table's candidate that only a chain walk can validate (empty: none).
     fn read_records(
@@ -348,7 +350,7 @@ impl Table {
     ) -> Result<ControlFlow<()>> {
         let mut copied: Vec<u8> = Vec::new();
         let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
-        let mut read: Vec<u64> = Vec::new();
+        let mut read: Vec<LogAddress> = Vec::new();
         let mut read_walks: Vec<bool> = Vec::new();
         for (number, chunk) in addresses.chunks(super::EPOCH_REFRESH_READS).enumerate() {
             copied.clear();
@@ -357,7 +359,8 @@ impl Table {
             read_walks.clear();
             {
                 let guard = self.log.epoch().protect();
-                for (i, &address) in chunk.iter().enumerate() {
+                for (i, &raw) in chunk.iter().enumerate() {
+                    let address = LogAddress::new(raw);
                     let in_memory = self.log.read_in_memory(&guard, address, RECORD_PREFIX).and_then(|prefix| {
                         let size = RecordHeader(u64::from_le_bytes(super::words_prefix(prefix))).size();
                         (size >= RECORD_PREFIX).then(|| self.log.read_in_memory(&guard, address, size)).flatten()
@@ -391,7 +394,7 @@ impl Table {
 }
 
 /// Splits `range` into the parts `covered` (sorted, disjoint) ranges cover and the rest.
-fn carve(range: LogRange, covered: &[(u64, u64)]) -> (Vec<LogRange>, Vec<LogRange>) {
+fn carve(range: LogRange, covered: &[(LogAddress, LogAddress)]) -> (Vec<LogRange>, Vec<LogRange>) {
     let (mut inside, mut outside) = (Vec::new(), Vec::new());
     let mut at = range.from;
     for &(from, to) in covered {
@@ -417,12 +420,13 @@ mod tests {
 
     #[test]
     fn carve_splits_a_range_by_covered_ranges() {
-        let r = |from, to| LogRange { from, to };
-        assert_eq!(carve(r(10, 100), &[(0, 20), (30, 40), (90, 200)]), (
+        let r = |from, to| LogRange { from: LogAddress::new(from), to: LogAddress::new(to) };
+        let c = |ranges: &[(u64, u64)]| -> Vec<(LogAddress, LogAddress)> { ranges.iter().map(|&(f, t)| (LogAddress::new(f), LogAddress::new(t))).collect() };
+        assert_eq!(carve(r(10, 100), &c(&[(0, 20), (30, 40), (90, 200)])), (
             vec![r(10, 20), r(30, 40), r(90, 100)],
             vec![r(20, 30), r(40, 90)]
         ));
-        assert_eq!(carve(r(10, 20), &[(30, 40)]), (vec![], vec![r(10, 20)]));
-        assert_eq!(carve(r(10, 20), &[(0, 40)]), (vec![r(10, 20)], vec![]));
+        assert_eq!(carve(r(10, 20), &c(&[(30, 40)])), (vec![], vec![r(10, 20)]));
+        assert_eq!(carve(r(10, 20), &c(&[(0, 40)])), (vec![r(10, 20)], vec![]));
     }
 }

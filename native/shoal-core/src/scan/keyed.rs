@@ -6,12 +6,13 @@ use crate::error::Result;
 use crate::keys::{Keyed, Latest, Verdict};
 use crate::record::{KeyPointer, RecordView, KEY_POINTER_SIZE};
 use crate::table::Table;
+use crate::LogAddress;
 
 /// A scan's validator: the table's key state and the snapshot address.
 pub(super) struct Validator<'t> {
     table: &'t Table,
     keyed: &'t Keyed,
-    snapshot: u64,
+    snapshot: LogAddress,
     key: Vec<u8>,
     reader: LogReader<'t>,
     /// Chain walks done for keys whose latest version lies past the snapshot.
@@ -20,13 +21,13 @@ pub(super) struct Validator<'t> {
 
 impl<'t> Validator<'t> {
     /// A validator for `table` (keyed) at `snapshot`.
-    pub(super) fn new(table: &'t Table, keyed: &'t Keyed, snapshot: u64) -> Self {
+    pub(super) fn new(table: &'t Table, keyed: &'t Keyed, snapshot: LogAddress) -> Self {
         Self { table, keyed, snapshot, key: Vec::new(), reader: LogReader::new(&table.log), walks: 0 }
     }
 
     /// The verdict on the version at `address` from its address alone: scans drop
     /// [`Verdict::Superseded`] candidates before reading or parsing them.
-    pub(super) fn by_address(&self, address: u64) -> Verdict {
+    pub(super) fn by_address(&self, address: LogAddress) -> Verdict {
         match self.keyed.index.validate(address, self.snapshot) {
             // A version below the begin address that a scan read before a log compaction
             // dropped the head: its entry may be gone already, and a live one was copied
@@ -45,7 +46,7 @@ impl<'t> Validator<'t> {
     ///
     /// # Errors
     /// Device errors of the record read and the chain walk.
-    pub(super) fn walk(&mut self, address: u64) -> Result<bool> {
+    pub(super) fn walk(&mut self, address: LogAddress) -> Result<bool> {
         let Some(record) = self.reader.read_record(address)? else { return Ok(false) };
         let view = RecordView::new(record).ok_or_else(|| super::corrupt(address, "record"))?;
         if !self.keyed.record_key(&view, &mut self.key) {
@@ -69,15 +70,15 @@ impl Table {
         &self,
         keyed: &Keyed,
         key: &[u8],
-        snapshot: u64,
+        snapshot: LogAddress,
         limit: usize,
         reader: &mut LogReader<'_>,
     ) -> Result<Vec<Latest>> {
         let mut versions = Vec::new();
         let psf = keyed.key.psf;
-        let mut address = self.index.find_entry(crate::ingest::property_hash(psf, key)).unwrap_or(0);
+        let mut address = LogAddress::new(self.index.find_entry(crate::ingest::property_hash(psf, key)).unwrap_or(0));
         let mut canonical = Vec::new();
-        while address != 0 && address >= self.log.begin_address() {
+        while address != LogAddress::ZERO && address >= self.log.begin_address() {
             let Some(bytes) = reader.read(address, KEY_POINTER_SIZE)? else { return Ok(versions) };
             let kp = KeyPointer::decode(super::words(bytes));
             let record_address = address - KeyPointer::offset_in_record(usize::from(kp.index)) as u64;
@@ -98,10 +99,10 @@ impl Table {
                     }
                 }
             }
-            if kp.previous >= address {
+            if kp.previous >= address.get() {
                 return Err(super::corrupt(address, "key chain goes forward"));
             }
-            address = kp.previous;
+            address = LogAddress::new(kp.previous);
         }
         Ok(versions)
     }
@@ -111,7 +112,7 @@ impl Table {
     ///
     /// # Errors
     /// Device errors.
-    pub(crate) fn read_payload(&self, address: u64) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn read_payload(&self, address: LogAddress) -> Result<Option<Vec<u8>>> {
         let mut reader = LogReader::new(&self.log);
         let Some(record) = reader.read_record(address)? else { return Ok(None) };
         let view = RecordView::new(record).ok_or_else(|| super::corrupt(address, "record"))?;
@@ -127,7 +128,7 @@ impl Table {
     pub(crate) fn revalidate_withdrawn(&self, keyed: &Keyed, keys: &[Vec<u8>]) -> Result<()> {
         let mut reader = LogReader::new(&self.log);
         for key in keys {
-            let versions = self.key_versions(keyed, key, u64::MAX, usize::MAX, &mut reader)?;
+            let versions = self.key_versions(keyed, key, LogAddress::MAX, usize::MAX, &mut reader)?;
             keyed.index.reset(key, &versions);
         }
         Ok(())
@@ -141,7 +142,7 @@ pub struct DeleteReport {
     pub deleted: u64,
     /// One past the last byte written (0 if nothing was): durable once the table's
     /// durable address reaches it.
-    pub end_address: u64,
+    pub end_address: LogAddress,
 }
 
 impl Table {

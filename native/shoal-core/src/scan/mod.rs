@@ -20,6 +20,7 @@ use crate::psf::{BoundExpr, Expr};
 use crate::record::{KeyPointer, RecordHeader, RecordView, KEY_POINTER_SIZE, RECORD_PREFIX};
 use crate::schema::BatchBuilder;
 use crate::table::Table;
+use crate::LogAddress;
 pub use aggregate::{Aggregate, AggregateFunction};
 pub use columnar::COLUMNAR_INDEX_SHARE;
 pub use keyed::DeleteReport;
@@ -34,9 +35,10 @@ pub struct ScanRequest {
     /// Columns to return, as dotted paths; empty means every top-level field.
     pub columns: Vec<FieldPath>,
     /// First log address to consider.
-    pub from_address: u64,
-    /// One past the last log address to consider (`u64::MAX`: the tail when the scan starts).
-    pub to_address: u64,
+    pub from_address: LogAddress,
+    /// One past the last log address to consider ([`LogAddress::MAX`]: the tail when the
+    /// scan starts).
+    pub to_address: LogAddress,
     /// Stop after this many records.
     pub limit: Option<usize>,
     /// Rows per output batch.
@@ -55,8 +57,8 @@ impl Default for ScanRequest {
         Self {
             filter: None,
             columns: Vec::new(),
-            from_address: 0,
-            to_address: u64::MAX,
+            from_address: LogAddress::ZERO,
+            to_address: LogAddress::MAX,
             limit: None,
             batch_rows: 4096,
             with_address: false,
@@ -203,7 +205,7 @@ impl Projector<'_> {
     fn process(
         &mut self,
         payloads: &[&[u8]],
-        addresses: &[u64],
+        addresses: &[LogAddress],
         walks: &[bool],
         from_chains: bool,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
@@ -251,12 +253,12 @@ impl Projector<'_> {
                 }
             }
             if let Some(validator) = self.validator.as_mut().filter(|_| walks.get(i) == Some(&true)) {
-                if !validator.walk(addresses.get(i).copied().unwrap_or(0))? {
+                if !validator.walk(addresses.get(i).copied().unwrap_or(LogAddress::ZERO))? {
                     self.stats.versions_skipped += 1;
                     continue;
                 }
             }
-            if self.emit(values, payload, addresses.get(i).copied().unwrap_or(0), sink)?.is_break() {
+            if self.emit(values, payload, addresses.get(i).copied().unwrap_or(LogAddress::ZERO), sink)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
         }
@@ -270,7 +272,7 @@ impl Projector<'_> {
         &mut self,
         values: &[crate::value::FieldValue<'_>],
         payload: &[u8],
-        address: u64,
+        address: LogAddress,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<()>> {
         if self.remaining == 0 {
@@ -280,12 +282,12 @@ impl Projector<'_> {
             Output::Columns { column_ids, builder } => builder.append_values(column_ids.iter().map(|&id| &values[id])),
             Output::Json(builder) => {
                 // Ingestion validated every record as JSON, hence UTF-8.
-                let text = std::str::from_utf8(payload).map_err(|_| corrupt(0, "a record's payload (not UTF-8)"))?;
+                let text = std::str::from_utf8(payload).map_err(|_| corrupt(address, "a record's payload (not UTF-8)"))?;
                 builder.append_value(text);
             }
         }
         if let Some(addresses) = &mut self.addresses {
-            addresses.append_value(address);
+            addresses.append_value(address.get());
         }
         self.remaining -= 1;
         self.stats.records_returned += 1;
@@ -417,7 +419,7 @@ impl Table {
         let psfs = self.psfs.all();
         let mut plan = plan_scan(request.filter.as_ref(), &psfs, from, to);
         let stats = self.stats();
-        let span = stats.tail_address.saturating_sub(stats.begin_address).max(1);
+        let span = stats.tail_address.bytes_since(stats.begin_address).max(1);
         for i in (0..plan.index_scans.len()).rev() {
             let scan = &plan.index_scans[i];
             #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss, clippy::cast_sign_loss)]
@@ -477,7 +479,7 @@ impl Table {
         if parts <= 1 {
             return vec![plan.clone()];
         }
-        let mut ranges: Vec<(u64, u64, bool)> = plan
+        let mut ranges: Vec<(LogAddress, LogAddress, bool)> = plan
             .index_scans
             .iter()
             .map(|s| (s.from, s.to, true))
@@ -485,7 +487,7 @@ impl Table {
             .filter(|(f, t, _)| f < t)
             .collect();
         ranges.sort_unstable();
-        let mut merged: Vec<(u64, u64, bool)> = Vec::new();
+        let mut merged: Vec<(LogAddress, LogAddress, bool)> = Vec::new();
         for range in ranges {
             match merged.last_mut() {
                 Some(last) if last.2 && range.2 && last.1 == range.0 => last.1 = range.1,
@@ -512,7 +514,7 @@ impl Table {
 
     /// Splits `[from, to)` (non-empty) into at most `parts` ranges that start at page
     /// boundaries.
-    fn split_range(&self, from: u64, to: u64, parts: usize) -> Vec<(u64, u64)> {
+    fn split_range(&self, from: LogAddress, to: LogAddress, parts: usize) -> Vec<(LogAddress, LogAddress)> {
         let first = self.log.page_of(from);
         let last = self.log.page_of(to - 1);
         let pages = last - first + 1;
@@ -546,7 +548,7 @@ impl Table {
         {
             return invalid(format!("{chains} chains in {} index scans (at most {MAX_PLAN_CHAINS})", plan.index_scans.len()));
         }
-        let mut ranges: Vec<(u64, u64)> = plan
+        let mut ranges: Vec<(LogAddress, LogAddress)> = plan
             .index_scans
             .iter()
             .map(|s| (s.from, s.to))
@@ -585,21 +587,22 @@ impl Table {
 
     /// Number of key pointers of `property` in `[from, to)`, counting at most `cap`.
     #[must_use]
-    pub fn chain_length(&self, property: &PropertyKey, from: u64, to: u64, cap: u64) -> u64 {
+    pub fn chain_length(&self, property: &PropertyKey, from: LogAddress, to: LogAddress, cap: u64) -> u64 {
         let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
-        let Some(mut address) = self.index.find_entry(hash) else { return 0 };
+        let Some(head) = self.index.find_entry(hash) else { return 0 };
+        let mut address = LogAddress::new(head);
         let mut reader = LogReader::new(&self.log);
         let mut count = 0;
-        while address != 0 && address >= from && address >= self.log.begin_address() && count < cap {
+        while address != LogAddress::ZERO && address >= from && address >= self.log.begin_address() && count < cap {
             let Ok(Some(bytes)) = reader.read(address, KEY_POINTER_SIZE) else { break };
             let kp = KeyPointer::decode(words(bytes));
             if address < to && kp.psf_id == property.psf_id {
                 count += 1;
             }
-            if kp.previous >= address {
+            if kp.previous >= address.get() {
                 break;
             }
-            address = kp.previous;
+            address = LogAddress::new(kp.previous);
         }
         count
     }
@@ -607,7 +610,7 @@ impl Table {
     /// The log range a request reads: from its `from_address` (at least the begin
     /// address) to its `to_address`, at most [`Table::complete_until`] — so no record in
     /// flight at planning time is skipped by one answer and by the next, which starts there.
-    fn resolve_range(&self, request: &ScanRequest) -> (u64, u64) {
+    fn resolve_range(&self, request: &ScanRequest) -> (LogAddress, LogAddress) {
         let from = request.from_address.max(self.log.begin_address());
         let to = request.to_address.min(self.complete_until());
         (from, to.max(from))
@@ -701,7 +704,7 @@ impl Table {
         output: Output,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
     ) -> Result<ScanStats> {
-        let snapshot = plan.snapshot.or_else(|| plan.bounds().map(|(_, to)| to)).unwrap_or(u64::MAX);
+        let snapshot = plan.snapshot.or_else(|| plan.bounds().map(|(_, to)| to)).unwrap_or(LogAddress::MAX);
         // A keyed table's scan holds its snapshot open, so that a log compaction does not
         // drop versions it would see ([`crate::keys::Snapshots`]).
         let _open = self.keyed.as_ref().map(|keyed| keyed.snapshots.open(snapshot)).transpose()?;
@@ -768,7 +771,7 @@ impl Table {
     /// time travel (`to_address`).
     pub(crate) fn replanned<T>(&self, request: &ScanRequest, mut run: impl FnMut(&ScanPlan) -> Result<T>) -> Result<T> {
         match run(&self.plan(request)) {
-            Err(Error::SnapshotTooOld { .. }) if request.to_address == u64::MAX => run(&self.plan(request)),
+            Err(Error::SnapshotTooOld { .. }) if request.to_address == LogAddress::MAX => run(&self.plan(request)),
             other => other,
         }
     }
@@ -806,13 +809,13 @@ impl Table {
         let epoch = self.log.epoch();
         let mut chains = scan.properties.iter();
         // The chain being walked and the next address on it.
-        let mut cursor: Option<(&PropertyKey, u64)> = None;
+        let mut cursor: Option<(&PropertyKey, LogAddress)> = None;
         loop {
             let mut walked = false;
             let flow = {
                 let guard = epoch.protect();
                 let mut candidates: Vec<Candidate<'_>> = Vec::new();
-                let mut candidate_addresses: Vec<u64> = Vec::new();
+                let mut candidate_addresses: Vec<LogAddress> = Vec::new();
                 let mut candidate_walks: Vec<bool> = Vec::new();
                 let mut reads = 0;
                 while reads < EPOCH_REFRESH_READS && candidates.len() < chunk_rows {
@@ -824,10 +827,10 @@ impl Table {
                                 break;
                             };
                             let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
-                            (property, self.index.find_entry(hash).unwrap_or(0))
+                            (property, LogAddress::new(self.index.find_entry(hash).unwrap_or(0)))
                         }
                     };
-                    if address == 0 || address < scan.from || address < self.log.begin_address() {
+                    if address == LogAddress::ZERO || address < scan.from || address < self.log.begin_address() {
                         cursor = None;
                         continue;
                     }
@@ -895,10 +898,10 @@ impl Table {
                             candidate_walks.push(verdict == crate::keys::Verdict::Walk);
                         }
                     }
-                    if kp.previous >= address {
+                    if kp.previous >= address.get() {
                         return Err(corrupt(address, "chain goes forward"));
                     }
-                    cursor = Some((property, kp.previous));
+                    cursor = Some((property, LogAddress::new(kp.previous)));
                 }
                 let payloads: Vec<&[u8]> = candidates
                     .iter()
@@ -959,7 +962,7 @@ impl Table {
             }
             let payloads: Vec<&[u8]> = records.iter().map(|(_, r)| &page_bytes[r.clone()]).collect();
             projector.stats.record_bytes += payloads.iter().map(|p| p.len() as u64).sum::<u64>();
-            let addresses: Vec<u64> = records.iter().map(|(address, _)| *address).collect();
+            let addresses: Vec<LogAddress> = records.iter().map(|(address, _)| *address).collect();
             if projector.process(&payloads, &addresses, &walks, false, sink)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
@@ -972,7 +975,7 @@ impl Table {
 
     /// Copies page `page` and returns the addresses and payload ranges (within `out`) of
     /// its visible records in `range`. Waits for records whose ingestion is in flight.
-    fn page_records(&self, page: u64, range: LogRange, out: &mut Vec<u8>) -> Result<Vec<(u64, std::ops::Range<usize>)>> {
+    fn page_records(&self, page: u64, range: LogRange, out: &mut Vec<u8>) -> Result<Vec<(LogAddress, std::ops::Range<usize>)>> {
         let page_start = self.log.page_start(page);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         'copy: loop {
@@ -1052,7 +1055,7 @@ fn words_prefix(bytes: &[u8]) -> [u8; 8] {
     w
 }
 
-fn corrupt(address: u64, what: &str) -> Error {
+fn corrupt(address: LogAddress, what: &str) -> Error {
     Error::AddressNotReadable { address, reason: format!("{what} does not decode (corrupt log?)") }
 }
 
@@ -1163,14 +1166,14 @@ mod tests {
         assert!(refused(&|p| p.index_scans[0].properties[0].psf = "x".into()).contains("not \"x\""));
         assert!(refused(&|p| {
             p.full_scans.clear();
-            p.index_scans[0].from = 0;
+            p.index_scans[0].from = LogAddress::ZERO;
         })
         .contains("does not cover"));
         assert!(refused(&|p| p.full_scans.push(p.full_scans[0])).contains("overlap"));
         assert!(refused(&|p| p.full_scans[0].to = p.full_scans[0].from).contains("empty or reversed"));
         // Ranges past the tail are cut to it.
         let mut far = plan.clone();
-        far.index_scans[0].to = u64::MAX;
+        far.index_scans[0].to = LogAddress::MAX;
         assert_eq!(table.check_plan(&far).unwrap().index_scans[0].to, table.stats().tail_address);
         assert!(serde_json::from_str::<ScanPlan>(&text.replace("\"canonical\":\"", "\"canonical\":\"z")).is_err());
     }

@@ -15,15 +15,16 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::psf::{range_bucket, CmpOp, Expr, Literal, Psf, PsfId, PsfKind, NOT_YET};
+use crate::LogAddress;
 use crate::value::{encode_bucket, encode_canonical, encode_composite, tag, FieldValue};
 
 /// A half-open log range `[from, to)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogRange {
     /// First address.
-    pub from: u64,
+    pub from: LogAddress,
     /// One past the last address.
-    pub to: u64,
+    pub to: LogAddress,
 }
 
 /// One property `(f, v)` whose chain an index scan walks.
@@ -51,9 +52,9 @@ pub struct IndexScanPlan {
     /// The chains walked.
     pub properties: Vec<PropertyKey>,
     /// First address covered.
-    pub from: u64,
+    pub from: LogAddress,
     /// One past the last address covered.
-    pub to: u64,
+    pub to: LogAddress,
 }
 
 /// A plan: index scans and full scans that together cover the requested range exactly
@@ -78,14 +79,14 @@ pub struct ScanPlan {
     /// version is chosen (versions at or above it are ignored) — the end of the requested
     /// range at planning, kept by every part of a split plan. Absent: the plan's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<u64>,
+    pub snapshot: Option<LogAddress>,
 }
 
 impl ScanPlan {
     /// The lowest and highest address of its ranges, `[from, to)`; `None` when it has
     /// no non-empty range.
     #[must_use]
-    pub fn bounds(&self) -> Option<(u64, u64)> {
+    pub fn bounds(&self) -> Option<(LogAddress, LogAddress)> {
         let ranges = self.index_scans.iter().map(|s| (s.from, s.to)).chain(self.scan_ranges().map(|r| (r.from, r.to)));
         ranges.filter(|(f, t)| f < t).fold(None, |acc, (f, t)| match acc {
             None => Some((f, t)),
@@ -96,8 +97,8 @@ impl ScanPlan {
     /// The part of the plan within `[from, to)`: each range cut to it, empty ones
     /// dropped. The filter, chains and reason stay.
     #[must_use]
-    pub fn restrict(&self, from: u64, to: u64) -> ScanPlan {
-        let cut = |f: u64, t: u64| {
+    pub fn restrict(&self, from: LogAddress, to: LogAddress) -> ScanPlan {
+        let cut = |f: LogAddress, t: LogAddress| {
             let (f, t) = (f.max(from), t.min(to));
             (f < t).then_some((f, t))
         };
@@ -166,9 +167,9 @@ impl AccessPath {
     }
 
     /// The log range in which every PSF of the path is complete.
-    fn coverage(&self) -> Option<(u64, u64)> {
-        let mut from = 0;
-        let mut to = u64::MAX;
+    fn coverage(&self) -> Option<(LogAddress, LogAddress)> {
+        let mut from = LogAddress::ZERO;
+        let mut to = LogAddress::MAX;
         for psf in &self.psfs {
             let (f, t) = psf.coverage()?;
             from = from.max(f);
@@ -318,7 +319,7 @@ fn conjunction_path(expr: &Expr, psfs: &[Arc<Psf>]) -> Option<AccessPath> {
 
 /// Plans a scan of `[from, to)` for `filter` over the table's PSFs.
 #[must_use]
-pub fn plan_scan(filter: Option<&Expr>, psfs: &[Arc<Psf>], from: u64, to: u64) -> ScanPlan {
+pub fn plan_scan(filter: Option<&Expr>, psfs: &[Arc<Psf>], from: LogAddress, to: LogAddress) -> ScanPlan {
     let filter_text = filter.map(ToString::to_string);
     let full = |reason: String| ScanPlan {
         filter: filter_text.clone(),

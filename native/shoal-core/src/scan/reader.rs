@@ -12,6 +12,7 @@
 use crate::error::Result;
 use crate::log::HybridLog;
 use crate::record::{RecordHeader, RECORD_PREFIX};
+use crate::LogAddress;
 
 /// Smallest read window, in bytes.
 pub const MIN_WINDOW: usize = 4 << 10;
@@ -22,7 +23,7 @@ pub(crate) struct LogReader<'l> {
     log: &'l HybridLog,
     scratch: Vec<u8>,
     window: Vec<u8>,
-    window_start: u64,
+    window_start: LogAddress,
     window_size: usize,
     window_hits: usize,
     pub(crate) device_bytes: u64,
@@ -35,7 +36,7 @@ impl<'l> LogReader<'l> {
             log,
             scratch: Vec::new(),
             window: Vec::new(),
-            window_start: 0,
+            window_start: LogAddress::ZERO,
             window_size: MIN_WINDOW,
             window_hits: 0,
             device_bytes: 0,
@@ -45,7 +46,7 @@ impl<'l> LogReader<'l> {
 
     /// `len` bytes at `address` (within one page); `None` if not readable (truncated,
     /// or evicted from the null device).
-    pub(crate) fn read(&mut self, address: u64, len: usize) -> Result<Option<&[u8]>> {
+    pub(crate) fn read(&mut self, address: LogAddress, len: usize) -> Result<Option<&[u8]>> {
         if address < self.log.begin_address() {
             return Ok(None);
         }
@@ -70,7 +71,7 @@ impl<'l> LogReader<'l> {
         Ok(Some(&self.window[at..at + len]))
     }
 
-    fn refill(&mut self, address: u64, len: usize) -> Result<()> {
+    fn refill(&mut self, address: LogAddress, len: usize) -> Result<()> {
         if self.window_hits >= 2 {
             self.window_size = (self.window_size * 2).min(MAX_WINDOW);
         } else {
@@ -80,7 +81,7 @@ impl<'l> LogReader<'l> {
         let page_start = self.log.page_start(self.log.page_of(address));
         let page_end = page_start + self.log.page_capacity() as u64;
         let end = (address + len.max(MIN_WINDOW) as u64).min(page_end).max(address + len as u64);
-        let start = end.saturating_sub(self.window_size as u64).max(page_start).min(address);
+        let start = LogAddress::new(end.get().saturating_sub(self.window_size as u64)).max(page_start).min(address);
         let size = (end - start) as usize;
         self.log.read_from_device(start, size, &mut self.window)?;
         self.window_start = start;
@@ -90,7 +91,7 @@ impl<'l> LogReader<'l> {
     }
 
     /// The whole record at `address` (header first), or `None` if not readable.
-    pub(crate) fn read_record(&mut self, address: u64) -> Result<Option<&[u8]>> {
+    pub(crate) fn read_record(&mut self, address: LogAddress) -> Result<Option<&[u8]>> {
         let Some(prefix) = self.read(address, RECORD_PREFIX)? else { return Ok(None) };
         let mut word = [0u8; 8];
         word.copy_from_slice(&prefix[..8]);

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use crate::log::{HybridLog, FIRST_ADDRESS};
 use crate::record::{RecordHeader, RecordView};
 use crate::schema::InferredSchema;
+use crate::LogAddress;
 
 /// What has been observed of one unflushed page.
 #[derive(Debug, Default)]
@@ -30,7 +31,7 @@ struct PageTail {
     /// Offset in the page of the next record to look at (a record boundary).
     next_offset: usize,
     /// Addresses of records seen in flight (neither visible nor invalid), to look at again.
-    in_flight: Vec<u64>,
+    in_flight: Vec<LogAddress>,
     /// The page's filler was reached: nothing more will be written on it.
     complete: bool,
 }
@@ -66,7 +67,7 @@ impl TailSchema {
         }
     }
 
-    fn catch_up_page(log: &HybridLog, page: u64, tail: u64, entry: &mut PageTail, buffer: &mut Vec<u8>) {
+    fn catch_up_page(log: &HybridLog, page: u64, tail: LogAddress, entry: &mut PageTail, buffer: &mut Vec<u8>) {
         let start = log.page_start(page);
         // Records completed since the last call.
         entry.in_flight.retain(|&address| match read_record(log, address, buffer) {
@@ -138,7 +139,7 @@ enum RecordState {
 }
 
 /// Reads the record at `address` into `buffer` when it is visible.
-fn read_record(log: &HybridLog, address: u64, buffer: &mut Vec<u8>) -> RecordState {
+fn read_record(log: &HybridLog, address: LogAddress, buffer: &mut Vec<u8>) -> RecordState {
     if !matches!(log.read_into(address, 8, buffer), Ok(true)) || buffer.len() < 8 {
         return RecordState::Gone;
     }

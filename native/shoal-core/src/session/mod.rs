@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::ingest::IngestReport;
 use crate::record::{record_size, RecordHeader, RECORD_PREFIX};
 use crate::table::Table;
+use crate::LogAddress;
 
 pub(crate) use state::Marker;
 pub use state::{WriterBatch, WriterStatus, MAX_WRITER_NAME};
@@ -120,9 +121,9 @@ impl Table {
     /// back to the start of the oldest writer batch still in flight. 0 for in-memory
     /// tables, where nothing survives.
     #[must_use]
-    pub fn durable_address(&self) -> u64 {
+    pub fn durable_address(&self) -> LogAddress {
         if !self.log.has_storage() {
-            return 0;
+            return LogAddress::ZERO;
         }
         let flushed = self.log.flushed_until();
         self.sessions.oldest_reservation(flushed).map_or(flushed, |r| r.min(flushed))
@@ -135,7 +136,7 @@ impl Table {
     /// # Errors
     /// [`Error::InvalidConfig`] for an in-memory table; [`Error::Io`] with the device's
     /// last error when `timeout` passes first.
-    pub fn wait_durable(&self, address: u64, timeout: Duration) -> Result<u64> {
+    pub fn wait_durable(&self, address: LogAddress, timeout: Duration) -> Result<LogAddress> {
         self.wait_durable_while(address, timeout, &|| true)
     }
 
@@ -145,7 +146,7 @@ impl Table {
     ///
     /// # Errors
     /// As [`Table::wait_durable`]; [`Error::Cancelled`] when `keep_waiting` said no.
-    pub fn wait_durable_while(&self, address: u64, timeout: Duration, keep_waiting: &dyn Fn() -> bool) -> Result<u64> {
+    pub fn wait_durable_while(&self, address: LogAddress, timeout: Duration, keep_waiting: &dyn Fn() -> bool) -> Result<LogAddress> {
         if !self.log.has_storage() {
             return Err(Error::InvalidConfig("an in-memory table has no durable storage".into()));
         }
@@ -186,7 +187,7 @@ impl Table {
     }
 
     /// Appends a control record; returns the address just past it.
-    fn write_control(&self, marker: &Marker) -> Result<u64> {
+    fn write_control(&self, marker: &Marker) -> Result<LogAddress> {
         let body = serde_json::to_vec(marker).map_err(|e| Error::InvalidConfig(format!("encoding a marker: {e}")))?;
         let size = record_size(0, 0, body.len());
         // In memory, the marker needs room like any record (see `HybridLog::check_room`).

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::LogAddress;
+
 /// A batch's writer tag: who wrote it and its serial number (increasing per writer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriterBatch<'a> {
@@ -45,7 +47,7 @@ pub(crate) struct WriterState {
     pub(crate) last_serial: Option<u64>,
     pub(crate) last_durable_serial: Option<u64>,
     /// Committed batches not yet durable: (serial, end address of the commit record).
-    pub(crate) pending: VecDeque<(u64, u64)>,
+    pub(crate) pending: VecDeque<(u64, LogAddress)>,
 }
 
 /// The writer sessions of one table.
@@ -53,9 +55,9 @@ pub(crate) struct WriterState {
 pub(crate) struct Sessions {
     /// Tail addresses reserved by writer batches (a multiset): for each, the address the
     /// flushed log must reach before the reservation ends — the end of the batch's
-    /// closing marker, or `u64::MAX` while there is none (in flight, or the marker could
+    /// closing marker, or [`LogAddress::MAX`] while there is none (in flight, or the marker could
     /// not be written: recovery will cut at the batch's `begin`).
-    reservations: Mutex<BTreeMap<u64, Vec<u64>>>,
+    reservations: Mutex<BTreeMap<LogAddress, Vec<LogAddress>>>,
     writers: Mutex<HashMap<String, Arc<Mutex<WriterState>>>>,
 }
 
@@ -72,7 +74,7 @@ impl Sessions {
 
     /// The oldest reservation still held once the log is flushed up to `flushed`
     /// (reservations whose closing marker ends at or below it are dropped).
-    pub(crate) fn oldest_reservation(&self, flushed: u64) -> Option<u64> {
+    pub(crate) fn oldest_reservation(&self, flushed: LogAddress) -> Option<LogAddress> {
         let mut reservations = self.reservations.lock();
         while let Some(mut entry) = reservations.first_entry() {
             entry.get_mut().retain(|&until| until > flushed);
@@ -84,17 +86,17 @@ impl Sessions {
         None
     }
 
-    pub(crate) fn reserve(&self, address: u64) {
-        self.reservations.lock().entry(address).or_default().push(u64::MAX);
+    pub(crate) fn reserve(&self, address: LogAddress) {
+        self.reservations.lock().entry(address).or_default().push(LogAddress::MAX);
     }
 
     /// The batch that reserved `address` has ended: `Some(end)`, its closing marker ends
     /// at `end` (the reservation holds until that is flushed); `None`, it wrote nothing
     /// (the reservation ends now).
-    pub(crate) fn close(&self, address: u64, end: Option<u64>) {
+    pub(crate) fn close(&self, address: LogAddress, end: Option<LogAddress>) {
         let mut reservations = self.reservations.lock();
         let Some(held) = reservations.get_mut(&address) else { return };
-        if let Some(slot) = held.iter().position(|&until| until == u64::MAX) {
+        if let Some(slot) = held.iter().position(|&until| until == LogAddress::MAX) {
             match end {
                 Some(end) => held[slot] = end,
                 None => {
@@ -128,26 +130,30 @@ impl Sessions {
 mod tests {
     use super::*;
 
+    fn at(raw: u64) -> LogAddress {
+        LogAddress::new(raw)
+    }
+
     #[test]
     fn a_reservation_holds_until_its_closing_marker_is_flushed() {
         let sessions = Sessions::default();
-        sessions.reserve(100);
-        sessions.reserve(300);
-        assert_eq!(sessions.oldest_reservation(1_000), Some(100), "in flight: held whatever is flushed");
+        sessions.reserve(at(100));
+        sessions.reserve(at(300));
+        assert_eq!(sessions.oldest_reservation(at(1_000)), Some(at(100)), "in flight: held whatever is flushed");
         // Batch at 100 committed; its commit marker ends at 500.
-        sessions.close(100, Some(500));
-        assert_eq!(sessions.oldest_reservation(499), Some(100), "the commit is not durable yet");
-        assert_eq!(sessions.oldest_reservation(500), Some(300), "the commit is durable: the next batch bounds");
+        sessions.close(at(100), Some(at(500)));
+        assert_eq!(sessions.oldest_reservation(at(499)), Some(at(100)), "the commit is not durable yet");
+        assert_eq!(sessions.oldest_reservation(at(500)), Some(at(300)), "the commit is durable: the next batch bounds");
         // The batch at 300 wrote nothing: its reservation ends at once.
-        sessions.close(300, None);
-        assert_eq!(sessions.oldest_reservation(0), None);
+        sessions.close(at(300), None);
+        assert_eq!(sessions.oldest_reservation(at(0)), None);
         // Two batches reserving the same tail, each released on its own.
-        sessions.reserve(700);
-        sessions.reserve(700);
-        sessions.close(700, Some(800));
-        assert_eq!(sessions.oldest_reservation(900), Some(700), "one of the two is still in flight");
-        sessions.close(700, Some(950));
-        assert_eq!(sessions.oldest_reservation(949), Some(700));
-        assert_eq!(sessions.oldest_reservation(950), None);
+        sessions.reserve(at(700));
+        sessions.reserve(at(700));
+        sessions.close(at(700), Some(at(800)));
+        assert_eq!(sessions.oldest_reservation(at(900)), Some(at(700)), "one of the two is still in flight");
+        sessions.close(at(700), Some(at(950)));
+        assert_eq!(sessions.oldest_reservation(at(949)), Some(at(700)));
+        assert_eq!(sessions.oldest_reservation(at(950)), None);
     }
 }

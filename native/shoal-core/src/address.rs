@@ -114,11 +114,18 @@ impl fmt::Display for LogAddress {
     }
 }
 
+/// As the `u64` it wraps (`{:?}` is its number, `{:x?}` in hex).
 impl fmt::Debug for LogAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        fmt::Debug::fmt(&self.0, f)
     }
 }
+
+// `raw_slice` relies on the layout being exactly `u64`'s.
+const _: () = assert!(
+    std::mem::size_of::<LogAddress>() == std::mem::size_of::<u64>()
+        && std::mem::align_of::<LogAddress>() == std::mem::align_of::<u64>()
+);
 
 /// Converts a slice of addresses to raw offsets for the log's internals (no copy:
 /// `LogAddress` is `repr(transparent)` over `u64`).

@@ -57,9 +57,8 @@
 //! ([`columnar`]), writer sessions ([`session`]), retention ([`retention`]), recovery's
 //! report ([`recovery`]), checkpoint file names ([`checkpoint`]), the parser interface
 //! ([`parser`], FishStore §5.1's extension point), log addresses ([`LogAddress`]), paths,
-//! values and errors. The log,
-//! hash index, record layout and epochs are the engine's own: public only with the
-//! feature `internals`, for the engine's tests and benchmarks.
+//! values and errors. The log, hash index, record layout and epochs are the engine's own:
+//! public only with the feature `internals`, for the engine's tests and benchmarks.
 #![warn(missing_docs)]
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]

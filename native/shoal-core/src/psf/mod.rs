@@ -181,7 +181,7 @@ impl Psf {
         LogAddress::new(self.safe_register.load(Ordering::Acquire))
     }
 
-    /// Safe deregister address; [`NOT_YET`] (`u64::MAX`) while the PSF is active.
+    /// Safe deregister address; [`NOT_YET`] ([`LogAddress::MAX`]) while the PSF is active.
     #[must_use]
     pub fn safe_deregister_address(&self) -> LogAddress {
         LogAddress::new(self.safe_deregister.load(Ordering::Acquire))

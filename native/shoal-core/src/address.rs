@@ -56,6 +56,13 @@ impl LogAddress {
         LogAddress(self.0.saturating_add(bytes))
     }
 
+    /// The address `bytes` before, saturating at address 0.
+    #[inline]
+    #[must_use]
+    pub const fn sub_bytes(self, bytes: u64) -> LogAddress {
+        LogAddress(self.0.saturating_sub(bytes))
+    }
+
     /// The bytes from `earlier` up to this address; 0 when `earlier` is not below it.
     #[inline]
     #[must_use]
@@ -152,6 +159,7 @@ mod tests {
     #[test]
     fn arithmetic_saturates_and_orders_as_the_log() {
         assert_eq!(LogAddress::MAX.add_bytes(1), LogAddress::MAX);
+        assert_eq!(LogAddress::new(10).sub_bytes(11), LogAddress::ZERO);
         assert_eq!(LogAddress::new(100).bytes_since(LogAddress::FIRST), 36);
         assert_eq!(LogAddress::FIRST.bytes_since(LogAddress::new(100)), 0);
         assert!(LogAddress::FIRST < LogAddress::new(65));

@@ -97,7 +97,7 @@ impl Table {
         let previous = self.log.begin_address();
         Ok(match rule {
             RetentionRule::BeforeAddress(address) => address,
-            RetentionRule::KeepBytes(bytes) => LogAddress::new(self.log.tail_address().get().saturating_sub(bytes)),
+            RetentionRule::KeepBytes(bytes) => self.log.tail_address().sub_bytes(bytes),
             RetentionRule::OlderThan(age) => {
                 if !self.log.has_storage() {
                     return Err(Error::InvalidConfig("an in-memory table has no segment files to age".into()));

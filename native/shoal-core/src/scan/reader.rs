@@ -81,7 +81,7 @@ impl<'l> LogReader<'l> {
         let page_start = self.log.page_start(self.log.page_of(address));
         let page_end = page_start + self.log.page_capacity() as u64;
         let end = (address + len.max(MIN_WINDOW) as u64).min(page_end).max(address + len as u64);
-        let start = LogAddress::new(end.get().saturating_sub(self.window_size as u64)).max(page_start).min(address);
+        let start = end.sub_bytes(self.window_size as u64).max(page_start).min(address);
         let size = (end - start) as usize;
         self.log.read_from_device(start, size, &mut self.window)?;
         self.window_start = start;

@@ -11,7 +11,10 @@
 //!
 //! Paths that held an object or an array somewhere in the file are *opaque*: their value
 //! is not in the file (only their children's are), so a query that needs such a value
-//! reads the raw records. So are paths below a container deeper than the schema's depth
+//! reads the raw records — except that a path that held only objects (and nulls) has a
+//! column marking the rows whose value is an object ([`PathColumns::object`]), from
+//! which a scan rebuilds the value as a struct out of its children's columns when the
+//! output asks for a struct (`crate::columnar::assemble`). So are paths below a container deeper than the schema's depth
 //! limit, whose contents were not inferred, and below an object that lost keys to the file's
 //! bound on columns (records whose keys keep changing: maps keyed by ids).
 
@@ -88,6 +91,11 @@ pub struct PathColumns {
     /// The path held an object or an array in some record: its value is not in the file.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub opaque: bool,
+    /// The leaf index of a `Boolean` column, `true` in the rows whose value is an object
+    /// (null elsewhere), when the path held only objects and nulls: its value is then the
+    /// struct of its children's columns. Absent in files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<usize>,
 }
 
 /// The layout of one file, stored in its Parquet footer (key [`LAYOUT_METADATA_KEY`]).
@@ -125,7 +133,12 @@ impl FileLayout {
     /// unlisted path is missing in every row.
     #[must_use]
     pub fn resolve(&self, path: &FieldPath) -> Resolved<'_> {
-        let segments = path.segments();
+        self.resolve_segments(path.segments())
+    }
+
+    /// [`resolve`](Self::resolve) for a path given by its keys.
+    #[must_use]
+    pub fn resolve_segments(&self, segments: &[String]) -> Resolved<'_> {
         match self.paths.iter().find(|p| p.path == segments) {
             Some(p) if p.opaque => Resolved::Opaque,
             Some(p) => Resolved::Columns(&p.columns),
@@ -133,6 +146,13 @@ impl FileLayout {
             // No record of the file has the path: missing everywhere.
             None => Resolved::Columns(&[None; 4]),
         }
+    }
+
+    /// The leaf index of the column marking the rows where `segments` holds an object, if
+    /// the file has one ([`PathColumns::object`]).
+    #[must_use]
+    pub fn object_column(&self, segments: &[String]) -> Option<usize> {
+        self.paths.iter().find(|p| p.path == segments).and_then(|p| p.object)
     }
 
     /// True when every path of `paths` is in the file's columns.
@@ -155,9 +175,9 @@ mod tests {
         let layout = FileLayout {
             address_column: 0,
             paths: vec![
-                PathColumns { path: vec!["a".into()], columns: [None, Some(1), None, Some(2)], opaque: false },
-                PathColumns { path: vec!["o".into()], columns: [None; 4], opaque: true },
-                PathColumns { path: vec!["o".into(), "k".into()], columns: [None, Some(3), None, None], opaque: false },
+                PathColumns { path: vec!["a".into()], columns: [None, Some(1), None, Some(2)], opaque: false, object: None },
+                PathColumns { path: vec!["o".into()], columns: [None; 4], opaque: true, object: None },
+                PathColumns { path: vec!["o".into(), "k".into()], columns: [None, Some(3), None, None], opaque: false, object: None },
             ],
             deep: vec![vec!["o".into(), "d".into()]],
         };

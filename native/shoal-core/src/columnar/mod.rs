@@ -28,6 +28,7 @@
 //! runs over its columns; rows come straight from the columns when every requested path
 //! is in them, and otherwise the matching records are read from the log by `_address`.
 
+pub(crate) mod assemble;
 mod compactor;
 mod decoded;
 pub(crate) mod eval;

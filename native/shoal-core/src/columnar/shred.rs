@@ -11,6 +11,13 @@
 //! U+FFFD), integers that fit an `i64` are `Int`, other numbers `Float` (±infinity beyond
 //! `f64`), containers are not stored (their paths are opaque). Objects deeper than
 //! [`MAX_INFERRED_DEPTH`] are skipped and marked too deep, as inference does.
+//!
+//! A path that held only objects (and nulls) also gets a column marking the rows whose
+//! value is an object, from which a scan rebuilds the value as a struct out of its
+//! children's columns (`crate::columnar::assemble`) — unless one of its objects held a
+//! lone UTF-16 surrogate escape or a container too deep to infer, whose struct a raw
+//! record's conversion (`serde_json`, which refuses lone surrogates and nesting beyond
+//! 128 levels) would not give the same way.
 
 use std::borrow::Cow;
 
@@ -28,6 +35,8 @@ struct PathBuilder {
     ints: Option<Int64Builder>,
     floats: Option<Float64Builder>,
     strings: Option<StringBuilder>,
+    /// `true` in the rows whose value is an object (null elsewhere).
+    objects: Option<BooleanBuilder>,
 }
 
 /// A column builder that pads with nulls.
@@ -70,8 +79,10 @@ impl PathBuilder {
             FieldValue::Int(i) => padded(&mut self.ints, row).append_value(*i),
             FieldValue::Float(f) => padded(&mut self.floats, row).append_value(*f),
             FieldValue::Str(s) => padded(&mut self.strings, row).append_value(s),
-            // Containers are not stored (the path is opaque by its types).
-            FieldValue::Object(_) | FieldValue::Array(_) | FieldValue::Missing | FieldValue::Null => {}
+            // An object's presence (its values are its children's); arrays are not stored
+            // (the path is opaque by its types).
+            FieldValue::Object(_) => padded(&mut self.objects, row).append_value(true),
+            FieldValue::Array(_) | FieldValue::Missing | FieldValue::Null => {}
         }
     }
 
@@ -99,6 +110,9 @@ struct Node {
     /// A key was not added here because the file's bound on paths was reached: the
     /// node's contents are not all in the file.
     cut: bool,
+    /// An object at the path held a lone surrogate escape or a container too deep to
+    /// infer: its objects are not rebuilt as structs from the columns.
+    lossy: bool,
     /// The record generation in which the node was last entered (the first of duplicate
     /// keys wins).
     seen: u32,
@@ -116,6 +130,9 @@ pub(crate) struct ShreddedPath {
     /// Its columns (`rows` long) in `ScalarType::ALL` order; `None` for a type it never
     /// held.
     pub columns: [Option<ArrayRef>; 4],
+    /// When it held only objects (and nulls), none of them in a lossy record: a `Boolean`
+    /// column (`rows` long), `true` in the rows whose value is an object, null elsewhere.
+    pub objects: Option<ArrayRef>,
 }
 
 /// Infers the schema of a run of records and shreds them into columns, one pass each.
@@ -126,13 +143,19 @@ pub(crate) struct Shredder {
     max_paths: usize,
     generation: u32,
     key_buf: String,
+    /// The record being shredded holds a lone surrogate escape somewhere (see
+    /// [`Node::lossy`]).
+    record_lossy: bool,
+    /// Containers too deep to infer met so far (an object that saw the count change holds
+    /// one).
+    too_deep: u64,
 }
 
 impl Shredder {
     /// A shredder that keeps at most `max_paths` paths: keys first seen after that are
     /// skipped (their values stay in the raw records) and their parent is marked cut.
     pub(crate) fn new(max_paths: usize) -> Self {
-        Self { nodes: vec![Node::default()], max_paths, generation: 0, key_buf: String::new() }
+        Self { nodes: vec![Node::default()], max_paths, generation: 0, key_buf: String::new(), record_lossy: false, too_deep: 0 }
     }
 
     /// Shreds `record` (a log record's payload: valid JSON) as row `row` (rows in
@@ -149,6 +172,7 @@ impl Shredder {
         // UTF-8 is checked once for the whole record (values are then slices of it at
         // quote and delimiter positions, which are character boundaries).
         let Ok(text) = std::str::from_utf8(record) else { return false };
+        self.record_lossy = has_lone_surrogate(record);
         let mut cursor = Cursor::new(record);
         let parsed = self.value(0, text, &mut cursor, 0, pending).is_some() && {
             cursor.skip_whitespace();
@@ -182,7 +206,9 @@ impl Shredder {
                 .collect();
             if node != 0 {
                 let n = &mut self.nodes[node];
-                out.push(ShreddedPath { segments, types: n.types, cut: n.cut, columns: n.column.finish(rows) });
+                let only_objects = n.types.without(TypeSet::NULL) == TypeSet::OBJECT;
+                let objects = if only_objects && !n.lossy { finished(&mut n.column.objects, rows) } else { None };
+                out.push(ShreddedPath { segments, types: n.types, cut: n.cut, columns: n.column.finish(rows), objects });
             }
             stack.extend(children.into_iter().rev());
         }
@@ -203,11 +229,18 @@ impl Shredder {
         let (types, value) = match first {
             b'{' | b'[' if depth >= MAX_INFERRED_DEPTH => {
                 cursor.skip_container()?;
+                self.too_deep += 1;
                 (if first == b'{' { TypeSet::OBJECT } else { TypeSet::ARRAY } | TypeSet::TOO_DEEP, None)
             }
             b'{' => {
+                let too_deep = self.too_deep;
                 self.object(node, text, cursor, depth, pending)?;
-                (TypeSet::OBJECT, None)
+                // An object holding a lone surrogate escape (a key or any value inside) or a
+                // container too deep to infer is not rebuilt as a struct from columns.
+                if self.too_deep != too_deep || (self.record_lossy && has_lone_surrogate(text.as_bytes().get(start..cursor.at)?)) {
+                    self.nodes[node].lossy = true;
+                }
+                (TypeSet::OBJECT, Some(FieldValue::Object("")))
             }
             b'[' => {
                 cursor.skip_container()?;
@@ -329,6 +362,36 @@ impl Shredder {
         *hint = position + 1;
         Some(self.nodes[node].children[position])
     }
+}
+
+/// True when `text` (valid JSON) holds a `\u` escape of a lone UTF-16 surrogate: a high
+/// one (`D800`–`DBFF`) not followed at once by a low one (`DC00`–`DFFF`), or a low one
+/// without a high one before it. The log accepts them (the parsers make them U+FFFD);
+/// `serde_json`, which converts struct values of raw records, refuses the whole value.
+fn has_lone_surrogate(text: &[u8]) -> bool {
+    // The UTF-16 unit of the `\uXXXX` escape whose hex digits start at `at`.
+    let unit = |at: usize| text.get(at..at + 4).and_then(|hex| std::str::from_utf8(hex).ok()).and_then(|hex| u16::from_str_radix(hex, 16).ok());
+    let mut at = 0;
+    while let Some(found) = text.get(at..).and_then(|rest| memchr::memchr(b'\\', rest)) {
+        let i = at + found;
+        at = i + 2;
+        if text.get(i + 1) != Some(&b'u') {
+            continue;
+        }
+        at = i + 6;
+        match unit(i + 2) {
+            Some(0xD800..=0xDBFF) => {
+                let low = if text.get(at..at + 2) == Some(b"\\u") { unit(at + 2) } else { None };
+                if !matches!(low, Some(0xDC00..=0xDFFF)) {
+                    return true;
+                }
+                at += 6;
+            }
+            Some(0xDC00..=0xDFFF) => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Skips one value at the cursor.
@@ -483,6 +546,49 @@ mod tests {
         let listed: Vec<(String, bool)> = paths.iter().map(|p| (p.segments.join("."), p.cut)).collect();
         assert_eq!(listed, [("a".to_owned(), false), ("m".to_owned(), true), ("m.k1".to_owned(), false)]);
         assert!(root_cut, "`z` came after the bound");
+    }
+
+    #[test]
+    fn lone_surrogate_escapes_are_found_and_pairs_and_escaped_backslashes_are_not() {
+        for (text, lone) in [
+            (r#"{"a": "plain", "b": "\n\"\\"}"#, false),
+            (r#"{"a": "\u00e9\ud83d\ude00"}"#, false),
+            (r#"{"a": "\\ud800"}"#, false),
+            (r#"{"a": "\ud800"}"#, true),
+            (r#"{"a": "\ud800x"}"#, true),
+            (r#"{"a": "\ud800\n"}"#, true),
+            (r#"{"a": "\ud800\u0041"}"#, true),
+            (r#"{"a": "\ud800\ud800\udc00"}"#, true),
+            (r#"{"a": "\udc00"}"#, true),
+            (r#"{"\uDBFF": 1}"#, true),
+            (r#"{"a": "\uDBFF\uDFFF"}"#, false),
+        ] {
+            assert_eq!(has_lone_surrogate(text.as_bytes()), lone, "{text}");
+        }
+    }
+
+    #[test]
+    fn paths_of_objects_only_mark_the_rows_holding_one_unless_lossy() {
+        let records: [&str; 4] = [
+            r#"{"o": {"a": 1}, "m": 1, "l": {"s": "x"}, "d": {"x": 1}}"#,
+            r#"{"o": null, "m": {"x": 1}, "l": {"s": "\ud800"}}"#,
+            &format!(r#"{{"d": {{"x": {}1{}}}}}"#, r#"{"e":"#.repeat(40), "}".repeat(40)),
+            r#"{"o": {}, "l": {"s": "\ud83d\ude00"}}"#,
+        ];
+        let mut shredder = Shredder::new(1_000);
+        let mut pending = Vec::new();
+        for (row, record) in records.iter().enumerate() {
+            assert!(shredder.shred(record.as_bytes(), row, &mut pending));
+        }
+        let (paths, _) = shredder.finish(records.len());
+        let objects = |name: &str| {
+            let path = paths.iter().find(|p| p.segments == [name]).unwrap();
+            path.objects.as_ref().map(|a| (0..a.len()).map(|row| a.is_valid(row)).collect::<Vec<_>>())
+        };
+        assert_eq!(objects("o"), Some(vec![true, false, false, true]));
+        assert_eq!(objects("m"), None, "a number and an object");
+        assert_eq!(objects("l"), None, "a lone surrogate in one of its objects");
+        assert_eq!(objects("d"), None, "a container too deep to infer in one of its objects");
     }
 
     proptest! {

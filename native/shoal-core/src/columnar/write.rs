@@ -54,7 +54,8 @@ pub(crate) fn write_file(
     let (paths, root_cut) = shredder.finish(rows);
     let t1 = std::time::Instant::now();
     // Every path goes into the layout, with the columns of the scalar types it held; a
-    // container's value is not stored (the path is opaque). Paths below a container too
+    // container's value is not stored (the path is opaque), but a path of objects only has
+    // the column of the rows where it holds one (a struct of its children). Paths below a container too
     // deep to infer, or below an object that lost keys to the bound on paths, are read
     // from the raw records.
     let deep = if root_cut { vec![Vec::new()] } else { Vec::new() };
@@ -62,20 +63,25 @@ pub(crate) fn write_file(
     let mut schema_fields = vec![Field::new("_address", DataType::UInt64, false)];
     let addresses: Vec<u64> = records.iter().map(|(a, _)| a.get()).collect();
     let mut arrays: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from(addresses))];
-    for ShreddedPath { segments, types, cut, columns } in paths {
+    for ShreddedPath { segments, types, cut, columns, objects } in paths {
         if types.contains(TypeSet::TOO_DEEP) || cut {
             layout.deep.push(segments.clone());
         }
         let Ok(path) = FieldPath::from_segments(segments) else { continue };
         let opaque = types.contains(TypeSet::OBJECT) || types.contains(TypeSet::ARRAY);
         let typed = columns.iter().filter(|c| c.is_some()).count();
-        let mut entry = PathColumns { path: path.segments().to_vec(), columns: [None; 4], opaque };
+        let mut entry = PathColumns { path: path.segments().to_vec(), columns: [None; 4], opaque, object: None };
         for (ty, column) in ScalarType::ALL.into_iter().zip(columns) {
             let Some(column) = column else { continue };
             let name = if typed == 1 { path.to_string() } else { format!("{path}:{}", ty.name()) };
             entry.columns[ty.slot()] = Some(arrays.len());
             schema_fields.push(Field::new(name, column.data_type().clone(), true));
             arrays.push(column);
+        }
+        if let Some(objects) = objects {
+            entry.object = Some(arrays.len());
+            schema_fields.push(Field::new(format!("{path}:object"), DataType::Boolean, true));
+            arrays.push(objects);
         }
         layout.paths.push(entry);
     }

@@ -9,6 +9,7 @@ use arrow_array::RecordBatch;
 
 use super::reader::LogReader;
 use super::{corrupt, merge_adjacent, words, IndexScanPlan, LogRange, Output, Projector, ScanPlan};
+use crate::columnar::assemble::Assembly;
 use crate::columnar::eval::{evaluate, PathView, TRUE};
 use crate::columnar::layout::{Resolved, ScalarType};
 use crate::columnar::ColumnarFile;
@@ -182,13 +183,25 @@ impl Table {
             Output::Json(_) => None,
         };
         let filter_served = file.layout.serves(filter_paths.iter());
-        let output_served = output_paths.as_ref().is_some_and(|paths| file.layout.serves(paths.iter()));
+        // The output columns made whole from the file's columns (structs rebuilt from their
+        // leaves), when every one of them can be; else row by row from the values, when
+        // every path is in columns; else from the raw records.
+        let assemblies: Option<Vec<Assembly>> = match (&projector.output, &output_paths) {
+            (Output::Columns { builder, .. }, Some(paths)) => paths
+                .iter()
+                .zip(builder.schema().fields())
+                .map(|(path, field)| Assembly::plan(&file.layout, path.segments(), field.data_type()))
+                .collect(),
+            _ => None,
+        };
+        let output_served =
+            assemblies.is_some() || output_paths.as_ref().is_some_and(|paths| file.layout.serves(paths.iter()));
         if !filter_served || (projector.filter_expr.is_none() && !output_served) {
             // Nothing to gain from the columns: read the range's pages.
             return self.full_scan(LogRange { from, to }, projector, sink);
         }
         let mut paths = filter_paths;
-        if output_served {
+        if output_served && assemblies.is_none() {
             for path in output_paths.iter().flatten() {
                 if !paths.contains(path) {
                     paths.push(path.clone());
@@ -200,6 +213,9 @@ impl Table {
             if let Resolved::Columns(columns) = file.layout.resolve(path) {
                 leaves.extend(columns.iter().flatten());
             }
+        }
+        for assembly in assemblies.iter().flatten() {
+            assembly.leaves(&mut leaves);
         }
         leaves.sort_unstable();
         leaves.dedup();
@@ -270,32 +286,31 @@ impl Table {
                     }
                 }
             }
-            if output_served {
-                let Some(output_paths) = &output_paths else { continue };
-                if !walks.contains(&true) {
-                    // The selected rows taken from the columns as they are, when their types
-                    // allow it (else row by row below).
-                    let by_type = |path: &FieldPath| match file.layout.resolve(path) {
-                        Resolved::Columns(columns) => {
-                            ScalarType::ALL.map(|ty| columns[ty.slot()].and_then(column))
+            if let Some(assemblies) = &assemblies {
+                // Rows of a keyed table that only a walk of their key's chain can validate
+                // are walked first; then the selected rows are taken from whole columns.
+                if let Some(validator) = projector.validator.as_mut() {
+                    for (row, walk) in walks.iter().enumerate() {
+                        if *walk && selection[row] == TRUE && !validator.walk(LogAddress::new(addresses.value(row)))? {
+                            selection[row] = 0;
+                            projector.stats.versions_skipped += 1;
                         }
-                        Resolved::Opaque => [None; 4],
-                    };
-                    let columns: Vec<[Option<&arrow_array::ArrayRef>; 4]> = output_paths.iter().map(by_type).collect();
-                    let selected: Vec<u32> = selection
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, s)| **s == TRUE)
-                        .map(|(row, _)| u32::try_from(row).unwrap_or(u32::MAX))
-                        .collect();
-                    let addresses = column(file.layout.address_column)
-                        .ok_or_else(|| crate::Error::Columnar("the _address column was not read".into()))?;
-                    match projector.emit_columns(&columns, &selected, addresses, sink)? {
-                        Some(ControlFlow::Break(())) => return Ok(ControlFlow::Break(())),
-                        Some(ControlFlow::Continue(())) => continue,
-                        None => {}
                     }
                 }
+                let columns = assemblies.iter().map(|a| a.build(&column, rows)).collect::<Result<Vec<_>>>()?;
+                let selected: Vec<u32> = selection
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| **s == TRUE)
+                    .map(|(row, _)| u32::try_from(row).unwrap_or(u32::MAX))
+                    .collect();
+                let addresses = column(file.layout.address_column)
+                    .ok_or_else(|| crate::Error::Columnar("the _address column was not read".into()))?;
+                if projector.emit_columns(columns, &selected, addresses, sink)?.is_some_and(|flow| flow.is_break()) {
+                    return Ok(ControlFlow::Break(()));
+                }
+            } else if output_served {
+                let Some(output_paths) = &output_paths else { continue };
                 let output_views: Vec<PathView<'_>> = output_paths.iter().map(|p| view_of(p)).collect();
                 let ids: Vec<usize> = match &projector.output {
                     Output::Columns { column_ids, .. } => column_ids.clone(),

@@ -185,18 +185,6 @@ struct Projector<'t> {
     validator: Option<keyed::Validator<'t>>,
 }
 
-/// A `Float64` column with its non-finite values (numbers beyond ±1.8e308, which parsers
-/// give as ±infinity) null, as the row-by-row builder makes them.
-fn finite_only(array: arrow_array::ArrayRef) -> arrow_array::ArrayRef {
-    use arrow_array::cast::AsArray;
-    let floats = array.as_primitive::<arrow_array::types::Float64Type>();
-    if floats.iter().flatten().all(f64::is_finite) {
-        return array;
-    }
-    let finite: arrow_array::Float64Array = floats.iter().map(|v| v.filter(|f| f.is_finite())).collect();
-    std::sync::Arc::new(finite)
-}
-
 impl Projector<'_> {
     /// Filters `payloads`, projects the matches, and emits full batches. Breaks when the
     /// limit is reached or the sink asks to stop. In a keyed table, the candidates were
@@ -303,32 +291,20 @@ impl Projector<'_> {
 
     /// Outputs the selected rows of a columnar row group straight from its decoded arrays
     /// (TellStore §5: the selection applied to whole columns, no per-row work): `columns[i]`
-    /// holds the arrays of output column `i`'s path by JSON type (bool, int, float,
-    /// string), `selected` the rows to output (ascending), `addresses` every row's log
-    /// address. Returns `None`, having output nothing, when a column cannot be taken as it
-    /// is — its path holds a type other than the column's (the row-by-row path converts
-    /// those) or the column is not a scalar — and the flow otherwise. Honours the limit,
-    /// `batch_rows` and the column of addresses as [`Self::emit`] does.
+    /// is output column `i` for every row of the row group, of the output's type (made by
+    /// `columnar::assemble`), `selected` the rows to output (ascending), `addresses` every
+    /// row's log address. Returns `None`, having output nothing, when the output is not
+    /// columns (JSON text), and the flow otherwise. Honours the limit, `batch_rows` and the
+    /// column of addresses as [`Self::emit`] does.
     fn emit_columns(
         &mut self,
-        columns: &[[Option<&arrow_array::ArrayRef>; 4]],
+        columns: Vec<arrow_array::ArrayRef>,
         selected: &[u32],
         addresses: &arrow_array::ArrayRef,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
     ) -> Result<Option<ControlFlow<()>>> {
-        use arrow_schema::DataType;
         let Output::Columns { builder, .. } = &self.output else { return Ok(None) };
         let schema = builder.schema();
-        let mut sources = Vec::with_capacity(columns.len());
-        for (field, arrays) in schema.fields().iter().zip(columns) {
-            // The slot of the column's own type among the path's typed columns.
-            let own = crate::columnar::ScalarType::ALL.iter().position(|ty| ty.data_type() == *field.data_type());
-            let Some(slot) = own else { return Ok(None) };
-            if arrays.iter().enumerate().any(|(i, a)| i != slot && a.is_some()) {
-                return Ok(None);
-            }
-            sources.push((field.data_type().clone(), arrays[slot]));
-        }
         if selected.is_empty() || self.remaining == 0 {
             return Ok(Some(if self.remaining == 0 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }));
         }
@@ -349,13 +325,9 @@ impl Projector<'_> {
                 Some(indices) => Ok(arrow_select::take::take(array.as_ref(), indices, None)?),
             }
         };
-        let mut arrays = Vec::with_capacity(sources.len() + 1);
-        for (data_type, source) in &sources {
-            arrays.push(match source {
-                Some(array) if *data_type == DataType::Float64 => finite_only(take(array)?),
-                Some(array) => take(array)?,
-                None => arrow_array::new_null_array(data_type, selected.len()),
-            });
+        let mut arrays = Vec::with_capacity(columns.len() + 1);
+        for column in &columns {
+            arrays.push(take(column)?);
         }
         let mut fields: Vec<arrow_schema::FieldRef> = schema.fields().iter().cloned().collect();
         if self.addresses.is_some() {

@@ -4,7 +4,7 @@ as new ÷ old ratios per round (these machines are noisy: a ratio compares two r
 apart; its median over the rounds is the figure).
 
     python bench/ab_daemon.py --old /path/to/old/shoal --new target/release/shoal \\
-        [--target-mb 200] [--rounds 5] [--query-reps 9]
+        [--target-mb 200] [--rounds 5] [--query-reps 9] [--wait-compacted]
 
 Build the old binary from a worktree, e.g.
     git worktree add /tmp/shoal-old <commit> &&
@@ -12,8 +12,10 @@ Build the old binary from a worktree, e.g.
 
 Each round starts one in-memory daemon per binary (order alternating between rounds), loads
 the data over one DoPut stream with the GitHub PSFs registered, waits for the schema
-observer, then times the three queries of `bench/flight_bench.py` (median of
-`--query-reps`). Needs data/github/events.ndjson (scripts/fetch-data.sh).
+observer (and with `--wait-compacted` the columnar compactor), then times the three queries of
+`bench/flight_bench.py` (columns `id`, `actor.login`) a full scan with struct columns
+(`id`, `actor`, `repo`) of every push event, each the median of `--query-reps`. Needs data/github/events.ndjson
+(scripts/fetch-data.sh).
 """
 
 import argparse
@@ -35,7 +37,20 @@ from conftest import Daemon  # noqa: E402
 from flight_bench import replicated, timed_doput, wait_observed  # noqa: E402
 
 
-def measure(binary, data_dir, schema, batches, records, queries, query_reps, budget_mb):
+def wait_compacted(client, table, timeout=300):
+    """Until the columnar compactor has covered every flushed page of `table`."""
+    deadline = time.time() + timeout
+    while True:
+        result = next(client.do_action(flight.Action("stats", json.dumps({"table": table}).encode())))
+        columnar = json.loads(result.body.to_pybytes())["columnar"]
+        if columnar["backlog_bytes"] == 0 and columnar["files"] > 0:
+            return
+        if time.time() > deadline:
+            raise TimeoutError(f"compaction did not catch up: {columnar}")
+        time.sleep(0.1)
+
+
+def measure(binary, data_dir, schema, batches, records, queries, query_reps, budget_mb, compacted):
     """One daemon of `binary`: the DoPut time and each query's median time, in seconds."""
     os.environ["SHOAL_BIN"] = str(binary)
     daemon = Daemon(data_dir, "--in-memory", "--memory-budget-mb", str(budget_mb))
@@ -43,9 +58,11 @@ def measure(binary, data_dir, schema, batches, records, queries, query_reps, bud
         client = daemon.client()
         (put,) = timed_doput(client, schema, batches, records, 1)
         wait_observed(client, "events0")
+        if compacted:
+            wait_compacted(client, "events0")
         results = {"DoPut load": put}
-        for name, text in queries:
-            command = json.dumps({"table": "events0", "filter": text, "columns": ["id", "actor.login"]})
+        for name, text, columns in queries:
+            command = json.dumps({"table": "events0", "filter": text, "columns": columns})
             times = []
             for _ in range(query_reps):
                 start = time.perf_counter()
@@ -66,6 +83,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--query-reps", type=int, default=9)
     parser.add_argument("--batch-records", type=int, default=4096)
+    parser.add_argument("--wait-compacted", action="store_true",
+                        help="query once the columnar compactor has caught up (default: once the schema is observed)")
     args = parser.parse_args()
     for binary in (args.old, args.new):
         if not binary.exists():
@@ -77,14 +96,16 @@ def main():
     batches = [pa.record_batch([pa.array(records[i:i + args.batch_records], pa.string())], schema=schema)
                for i in range(0, len(records), args.batch_records)]
     actor = json.loads(lines[100])["actor"]["id"]
+    narrow = ["id", "actor.login"]
     queries = [
-        ("point lookup (projection PSF)", f"actor.id = {actor}"),
-        ("opened issues (predicate PSF)", "type = 'IssuesEvent' AND payload.action = 'opened'"),
-        ("full scan (no PSF)", "payload.size > 5"),
+        ("point lookup (projection PSF)", f"actor.id = {actor}", narrow),
+        ("opened issues (predicate PSF)", "type = 'IssuesEvent' AND payload.action = 'opened'", narrow),
+        ("full scan (no PSF)", "payload.size > 5", narrow),
+        ("push events, struct columns", "payload.size >= 1", ["id", "actor", "repo"]),
     ]
     budget = max(512, 3 * args.target_mb)
     print(f"data: {len(records)} GitHub events, {size / 1e6:.1f} MB; old {args.old}, new {args.new}", flush=True)
-    ratios = {}
+    ratios, seconds = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(args.rounds):
             order = [("old", args.old), ("new", args.new)]
@@ -93,16 +114,19 @@ def main():
             figures = {}
             for label, binary in order:
                 figures[label] = measure(binary, Path(tmp) / f"{label}{round_}", schema, batches, len(records),
-                                         queries, args.query_reps, budget)
+                                         queries, args.query_reps, budget, args.wait_compacted)
             line = []
             for name in figures["old"]:
                 ratio = figures["new"][name] / figures["old"][name]
                 ratios.setdefault(name, []).append(ratio)
+                for label in ("old", "new"):
+                    seconds.setdefault((name, label), []).append(figures[label][name])
                 line.append(f"{name} {ratio:.2f}")
             print(f"round {round_ + 1}/{args.rounds} (new ÷ old time): " + ", ".join(line), flush=True)
-    print(f"\n{'measurement':34} {'new ÷ old time, median':>24}  {'min-max'}")
+    print(f"\n{'measurement':34} {'new ÷ old time, median':>24}  {'min-max':10} {'old ms':>8} {'new ms':>8}")
     for name, values in ratios.items():
-        print(f"{name:34} {statistics.median(values):>24.2f}  {min(values):.2f}-{max(values):.2f}")
+        old_ms, new_ms = (1000 * statistics.median(seconds[(name, label)]) for label in ("old", "new"))
+        print(f"{name:34} {statistics.median(values):>24.2f}  {min(values):.2f}-{max(values):.2f}  {old_ms:8.1f} {new_ms:8.1f}")
     return 0
 
 

@@ -195,3 +195,67 @@ def test_several_compactor_threads_answer_as_one(daemon):
         rows, meta = ids_and_logins(client, "threaded", text)
         assert sorted(i for i, _ in rows) == sorted(r["id"] for r in parsed if oracle(r)), text
         assert meta["plan"]["columnar_scans"], meta
+
+
+def oracle_value(value, arrow_type):
+    """What a column of `arrow_type` holds for the JSON value `value` (the conversion's
+    table in schema/arrow_batch.rs, for the kinds of value these tests make)."""
+    import pyarrow as pa
+    if pa.types.is_struct(arrow_type):
+        if not isinstance(value, dict):
+            return None
+        return {f.name: oracle_value(value.get(f.name), f.type) for f in arrow_type}
+    if pa.types.is_list(arrow_type):
+        return [oracle_value(v, arrow_type.value_type) for v in value] if isinstance(value, list) else None
+    if pa.types.is_int64(arrow_type):
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if pa.types.is_float64(arrow_type):
+        return float(value) if number(value) else None
+    if pa.types.is_boolean(arrow_type):
+        return value if isinstance(value, bool) else None
+    return value if isinstance(value, str) else None
+
+
+def test_structs_and_arrays_of_scalars_come_from_columns_as_from_raw_records(daemon):
+    """Objects (nested, empty, null, missing) and arrays of scalars (strings with null
+    items, integers beside floats, empty, null) read from a compacted table's columns give
+    the rows the raw records give and a Python oracle computes."""
+    records = []
+    for i in range(3000):
+        r = {"id": i}
+        if i % 10 == 0:
+            r["st"] = None
+        elif i % 10 == 1:
+            r["st"] = {}
+        elif i % 10 != 2:
+            r["st"] = {"n": (i % 9) + (0.25 if i % 4 == 0 else 0), "s": f"s{i % 7}", "b": i % 2 == 0,
+                       "in": {"k": i, "é": {}}}
+        if i % 5 == 0:
+            r["tags"] = [f"t{i % 4}", None, "ü"]
+        elif i % 5 == 1:
+            r["tags"] = []
+        elif i % 5 == 2:
+            r["tags"] = None
+        if i % 6 == 0:
+            r["nums"] = [i, (i % 9) + 0.5, None]
+        records.append(r)
+    lines = [json.dumps(r, ensure_ascii=i % 2 == 0) for i, r in enumerate(records)]
+    client = daemon.client()
+    create(client, "nested", SMALL_FILES)
+    create(client, "nested_raw", {"enabled": False})
+    for table in ("nested", "nested_raw"):
+        put(client, table, lines)
+    wait_compacted(client, "nested")
+    columns = ["id", "st", "tags", "nums"]
+    filters = {"id < 1000": lambda r: r["id"] < 1000,
+               "st.n > 3": lambda r: cmp(r, "st.n", ">", 3),
+               "st.in.k >= 2500": lambda r: cmp(r, "st.in.k", ">=", 2500)}
+    for text, predicate in filters.items():
+        result, _, meta = query(client, {"table": "nested", "filter": text, "columns": columns})
+        assert meta["plan"].get("columnar_scans"), meta
+        got = sorted(zip(*(result.column(c).to_pylist() for c in columns)), key=lambda row: row[0])
+        raw, _, _ = query(client, {"table": "nested_raw", "filter": text, "columns": columns})
+        assert sorted(zip(*(raw.column(c).to_pylist() for c in columns)), key=lambda row: row[0]) == got, text
+        types = [result.schema.field(c).type for c in columns]
+        expected = [tuple(oracle_value(r.get(c), t) for c, t in zip(columns, types)) for r in records if predicate(r) is True]
+        assert got == expected, text

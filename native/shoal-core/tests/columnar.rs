@@ -171,6 +171,7 @@ fn github_events_give_the_same_rows_with_the_tier_on_and_off() {
         Output::Columns(vec!["actor", "payload.commits"]),
         Output::Columns(vec!["id", "actor", "repo", "org"]),
         Output::Columns(vec!["payload.issue.user", "payload.pull_request.base.user", "payload.size"]),
+        Output::Columns(vec!["payload.pull_request.head.repo", "payload.issue.labels", "payload.pull_request"]),
         Output::Columns(Vec::new()),
         Output::Json,
         Output::Aggregates(vec![
@@ -386,6 +387,17 @@ fn hostile_records() -> Vec<String> {
         // child then holds JSON text: read from the raw records), empty and nested
         // objects, duplicate keys, unicode keys, nulls and missing values; once a lone
         // surrogate, which makes its file's structs come from the raw records.
+        // Arrays of scalars (list columns): strings, numbers that are integers or floats,
+        // empty arrays, null items and null arrays.
+        match i % 5 {
+            0 => fields.push(format!("\"tags\": [\"t{}\", \"u\", null]", i % 4)),
+            1 => fields.push("\"tags\": []".to_owned()),
+            2 => fields.push("\"tags\": null".to_owned()),
+            _ => {}
+        }
+        if i % 6 == 0 {
+            fields.push(format!("\"nums\": [{i}, {}.5, null]", i % 9));
+        }
         match i % 10 {
             0 => fields.push("\"st\": null".to_owned()),
             1 => {}
@@ -448,6 +460,7 @@ fn hostile_records_give_the_same_rows_with_the_tier_on_and_off_on_disk_and_in_me
         Output::Columns(vec!["deep"]),
         Output::Columns(vec!["id", "st"]),
         Output::Columns(vec!["st.in", "st.n", "id"]),
+        Output::Columns(vec!["tags", "nums", "st"]),
         Output::Columns(Vec::new()),
         Output::Json,
         Output::Aggregates(vec![
@@ -476,6 +489,9 @@ fn hostile_records_give_the_same_rows_with_the_tier_on_and_off_on_disk_and_in_me
         assert!(before.columnar_rows > 0 && before.index_candidates == 0, "{before:?} {reason}");
         let (_, lossy, reason) = run(&on, Some("id >= 1200 AND id < 1210"), &Output::Columns(vec!["id", "st", "o.p.q"]), None);
         assert!(lossy.columnar_rows > 0 && lossy.index_candidates == 10, "{lossy:?} {reason}");
+        // Arrays of scalars come from list columns.
+        let (rows_read, lists, reason) = run(&on, Some("id < 600"), &Output::Columns(vec!["tags", "nums", "id"]), None);
+        assert!(rows_read.iter().any(|r| r.contains("t1")) && lists.columnar_rows > 0 && lists.index_candidates == 0, "{lists:?} {reason}");
     }
 }
 

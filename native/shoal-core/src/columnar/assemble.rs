@@ -5,22 +5,23 @@
 //! A scalar output column takes its path's column of its own type (the values of other
 //! types are null in that conversion too; a `Float64` column also takes the path's
 //! integers); a `Struct` column is rebuilt from its children's columns and the column
-//! marking where the path holds an object ([`PathColumns::object`](super::layout::PathColumns)):
+//! marking where the path holds an object ([`PathColumns::object`](super::layout::PathColumns)),
+//! a `List` column from the path's list column (arrays of scalars, `PathColumns::list`):
 //! TellStore's scans read only the columns a query needs, and the shredded file keeps
 //! nested values as their leaves (the AsterixDB tuple compactor, VLDB 2019 §3.2). A column
-//! the file cannot give this way ([`Assembly::plan`] is `None`: a `Utf8` column of a path
-//! with several types, an array, a struct below which a path is opaque) is made from
-//! the values row by row or from the raw records, as before.
+//! the file cannot give this way ([`Assembly::plan`] is `None`: a struct child of JSON
+//! text over numbers, arrays of objects, a struct below which a path is opaque) is made
+//! from the values row by row or from the raw records, as before.
 
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::builder::StringBuilder;
-use arrow_array::{new_null_array, Array, ArrayRef, Float64Array, StructArray};
-use arrow_schema::{DataType, Fields};
+use arrow_array::{new_null_array, Array, ArrayRef, Float64Array, ListArray, StructArray};
+use arrow_schema::{DataType, FieldRef, Fields};
 
-use super::layout::{FileLayout, Resolved, ScalarType};
+use super::layout::{FileLayout, ListItems, Resolved, ScalarType};
 use crate::error::{Error, Result};
 
 /// How one output column (or struct child) is made from a file's leaf columns.
@@ -42,6 +43,15 @@ pub(crate) enum Assembly {
     /// content, and the JSON text of numbers and booleans as the row-by-row builder writes
     /// a parsed value's (integers in decimal, floats in their shortest form).
     Text([Option<usize>; 4]),
+    /// A list from the path's list column, its items converted to the output's item type.
+    List {
+        /// The output's item field.
+        item: FieldRef,
+        /// The path's list column.
+        leaf: usize,
+        /// How the stored items become the output's.
+        items: ItemConversion,
+    },
     /// A struct: null where the `present` leaf is null, its children made the same way.
     Struct {
         /// The output's struct fields.
@@ -51,6 +61,37 @@ pub(crate) enum Assembly {
         /// One per field, in order.
         children: Vec<Assembly>,
     },
+}
+
+/// How a list column's stored items become the output's items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ItemConversion {
+    /// As stored.
+    AsIs,
+    /// `Int64` items as `Float64`.
+    IntsToFloats,
+    /// `Float64` items, the non-finite ones null.
+    FiniteOnly,
+    /// Every item null (none of the stored items is of the output's kind).
+    Null,
+}
+
+impl ItemConversion {
+    /// How items stored as `stored` become items of `data_type` as the row-by-row
+    /// conversion makes them (a leaf takes the item's JSON text); `None` when they cannot
+    /// (JSON text of non-strings, integers among floats for an `Int64` list, a cast type).
+    fn of(stored: ListItems, data_type: &DataType) -> Option<ItemConversion> {
+        use ItemConversion::{AsIs, FiniteOnly, IntsToFloats, Null};
+        Some(match (data_type, stored) {
+            (_, ListItems::Null) => Null,
+            (DataType::Boolean, ListItems::Bool) | (DataType::Int64, ListItems::Int) | (DataType::Utf8, ListItems::String) => AsIs,
+            (DataType::Float64, ListItems::Int) => IntsToFloats,
+            (DataType::Float64, ListItems::Float | ListItems::Number) => FiniteOnly,
+            (DataType::Int64, ListItems::Number) | (DataType::Utf8, _) => return None,
+            (DataType::Boolean | DataType::Int64 | DataType::Float64 | DataType::Struct(_) | DataType::List(_), _) => Null,
+            _ => return None,
+        })
+    }
 }
 
 impl Assembly {
@@ -70,6 +111,11 @@ impl Assembly {
         let columns = match layout.resolve_segments(segments) {
             Resolved::Columns(columns) => *columns,
             Resolved::Opaque => {
+                if let DataType::List(item) = data_type {
+                    let list = layout.list_column(segments)?;
+                    let items = ItemConversion::of(list.items, item.data_type())?;
+                    return Some(Assembly::List { item: Arc::clone(item), leaf: list.leaf, items });
+                }
                 let DataType::Struct(fields) = data_type else { return None };
                 let present = layout.object_column(segments)?;
                 let mut children = Vec::with_capacity(fields.len());
@@ -109,6 +155,7 @@ impl Assembly {
             Assembly::Leaf(leaf) => out.push(*leaf),
             Assembly::Float { ints, floats } => out.extend(ints.iter().chain(floats)),
             Assembly::Text(columns) => out.extend(columns.iter().flatten()),
+            Assembly::List { leaf, .. } => out.push(*leaf),
             Assembly::Struct { present, children, .. } => {
                 out.push(*present);
                 children.iter().for_each(|child| child.leaves(out));
@@ -179,6 +226,23 @@ impl Assembly {
                     text.append_value(&buffer);
                 }
                 Arc::new(text.finish())
+            }
+            Assembly::List { item, leaf: index, items } => {
+                let (_, offsets, values, nulls) = leaf(*index)?.as_list::<i32>().clone().into_parts();
+                let values = match items {
+                    ItemConversion::AsIs => values,
+                    ItemConversion::IntsToFloats => {
+                        #[allow(clippy::cast_precision_loss)] // rounds to nearest, as parsing the integer's text does
+                        let floats: Float64Array = values.as_primitive::<Int64Type>().iter().map(|v| v.map(|i| i as f64)).collect();
+                        Arc::new(floats)
+                    }
+                    ItemConversion::FiniteOnly => finite_only(values),
+                    ItemConversion::Null => new_null_array(item.data_type(), values.len()),
+                };
+                Arc::new(
+                    ListArray::try_new(Arc::clone(item), offsets, values, nulls)
+                        .map_err(|e| Error::Columnar(format!("rebuilding a list column: {e}")))?,
+                )
             }
             Assembly::Struct { fields, present, children } => {
                 let nulls = leaf(*present)?.logical_nulls();

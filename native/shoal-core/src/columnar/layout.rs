@@ -14,13 +14,17 @@
 //! reads the raw records — except that a path that held only objects (and nulls) has a
 //! column marking the rows whose value is an object ([`PathColumns::object`]), from
 //! which a scan rebuilds the value as a struct out of its children's columns when the
-//! output asks for a struct (`crate::columnar::assemble`). So are paths below a container deeper than the schema's depth
+//! output asks for a struct, and a path that held only arrays of scalars of one type (or
+//! numbers) and nulls has a `List` column of them ([`PathColumns::list`]), which a scan
+//! outputs as the list it asks for (`crate::columnar::assemble`). Filters on such paths
+//! still read the raw records. So are paths below a container deeper than the schema's depth
 //! limit, whose contents were not inferred, and below an object that lost keys to the file's
 //! bound on columns (records whose keys keep changing: maps keyed by ids).
 
 use serde::{Deserialize, Serialize};
 
 use crate::path::FieldPath;
+use crate::schema::TypeSet;
 use crate::value::FieldValue;
 
 /// The JSON scalar type a column holds.
@@ -96,6 +100,67 @@ pub struct PathColumns {
     /// struct of its children's columns. Absent in files written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<usize>,
+    /// Its `List` column, when the path held only arrays (and nulls) whose items are
+    /// scalars of one type, or numbers, and nulls. Absent in files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list: Option<ListColumn>,
+}
+
+/// A path's arrays as a `List` column: null where the row holds no array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListColumn {
+    /// The leaf index of the column.
+    pub leaf: usize,
+    /// What its items are.
+    pub items: ListItems,
+}
+
+/// The JSON types of a list column's items (null items aside), and how they are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListItems {
+    /// Only null items, or only empty arrays: `Boolean` items, all null.
+    Null,
+    /// Booleans: `Boolean`.
+    Bool,
+    /// Integers in `i64` range: `Int64`.
+    Int,
+    /// Other numbers: `Float64`.
+    Float,
+    /// Integers and other numbers: `Float64` (integers converted, rounded to nearest).
+    Number,
+    /// Strings (unescaped): `Utf8`.
+    String,
+}
+
+impl ListItems {
+    /// The items of arrays whose items had the JSON types `types`; `None` when they cannot
+    /// be one list column (containers, or several kinds of scalars).
+    #[must_use]
+    pub fn of(types: TypeSet) -> Option<ListItems> {
+        let types = types.without(TypeSet::NULL);
+        Some(match types {
+            t if t.is_empty() => ListItems::Null,
+            t if t == TypeSet::BOOL => ListItems::Bool,
+            t if t == TypeSet::INT => ListItems::Int,
+            t if t == TypeSet::FLOAT => ListItems::Float,
+            t if t == TypeSet::INT | TypeSet::FLOAT => ListItems::Number,
+            t if t == TypeSet::STRING => ListItems::String,
+            _ => return None,
+        })
+    }
+
+    /// The scalar type the items are stored as; `None` for all-null items.
+    #[must_use]
+    pub fn stored(self) -> Option<ScalarType> {
+        match self {
+            ListItems::Null => None,
+            ListItems::Bool => Some(ScalarType::Bool),
+            ListItems::Int => Some(ScalarType::Int),
+            ListItems::Float | ListItems::Number => Some(ScalarType::Float),
+            ListItems::String => Some(ScalarType::String),
+        }
+    }
 }
 
 /// The layout of one file, stored in its Parquet footer (key [`LAYOUT_METADATA_KEY`]).
@@ -155,6 +220,12 @@ impl FileLayout {
         self.paths.iter().find(|p| p.path == segments).and_then(|p| p.object)
     }
 
+    /// The list column of `segments`, if the file has one ([`PathColumns::list`]).
+    #[must_use]
+    pub fn list_column(&self, segments: &[String]) -> Option<ListColumn> {
+        self.paths.iter().find(|p| p.path == segments).and_then(|p| p.list)
+    }
+
     /// True when every path of `paths` is in the file's columns.
     #[must_use]
     pub fn serves<'p>(&self, mut paths: impl Iterator<Item = &'p FieldPath>) -> bool {
@@ -175,9 +246,9 @@ mod tests {
         let layout = FileLayout {
             address_column: 0,
             paths: vec![
-                PathColumns { path: vec!["a".into()], columns: [None, Some(1), None, Some(2)], opaque: false, object: None },
-                PathColumns { path: vec!["o".into()], columns: [None; 4], opaque: true, object: None },
-                PathColumns { path: vec!["o".into(), "k".into()], columns: [None, Some(3), None, None], opaque: false, object: None },
+                PathColumns { path: vec!["a".into()], columns: [None, Some(1), None, Some(2)], opaque: false, object: None, list: None },
+                PathColumns { path: vec!["o".into()], columns: [None; 4], opaque: true, object: None, list: None },
+                PathColumns { path: vec!["o".into(), "k".into()], columns: [None, Some(3), None, None], opaque: false, object: None, list: None },
             ],
             deep: vec![vec!["o".into(), "d".into()]],
         };

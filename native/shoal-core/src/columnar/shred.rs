@@ -9,8 +9,11 @@
 //! parser's semantics, `crate::parser::OnDemandParser`): the first of duplicate keys wins
 //! (a later occurrence is skipped whole), strings are unescaped (lone surrogates become
 //! U+FFFD), integers that fit an `i64` are `Int`, other numbers `Float` (±infinity beyond
-//! `f64`), containers are not stored (their paths are opaque). Objects deeper than
-//! [`MAX_INFERRED_DEPTH`] are skipped and marked too deep, as inference does.
+//! `f64`), containers are not stored as values (their paths are opaque). Objects deeper
+//! than [`MAX_INFERRED_DEPTH`] are skipped and marked too deep, as inference does.
+//!
+//! A path that held only arrays (and nulls) whose items are scalars of one type (or
+//! numbers) and nulls also gets a `List` column of them.
 //!
 //! A path that held only objects (and nulls) also gets a column marking the rows whose
 //! value is an object, from which a scan rebuilds the value as a struct out of its
@@ -21,8 +24,13 @@
 
 use std::borrow::Cow;
 
+use std::sync::Arc;
+
 use arrow_array::builder::{ArrayBuilder, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
-use arrow_array::ArrayRef;
+use arrow_array::{Array, ArrayRef, ListArray};
+use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+
+use super::layout::{ListItems, ScalarType};
 
 use crate::parser::{number_value, unescape_into};
 use crate::schema::{Cursor, KeyIndex, TypeSet, MAX_INFERRED_DEPTH};
@@ -37,6 +45,74 @@ struct PathBuilder {
     strings: Option<StringBuilder>,
     /// `true` in the rows whose value is an object (null elsewhere).
     objects: Option<BooleanBuilder>,
+    /// The rows' arrays of scalars (null where the value is not an array).
+    lists: Option<Box<ListParts>>,
+}
+
+/// The arrays of one path while a file is built: one list per row, its items in a
+/// column per scalar type (like a path's values, padded with nulls).
+#[derive(Default)]
+struct ListParts {
+    /// Where each row's items start (one per row so far).
+    offsets: Vec<i32>,
+    /// Whether each row so far holds an array.
+    valid: Vec<bool>,
+    /// The items, by type.
+    items: PathBuilder,
+    /// Items so far (null ones too).
+    count: usize,
+}
+
+impl ListParts {
+    /// Starts row `row`'s array (earlier rows without one become null lists).
+    fn start(&mut self, row: usize) -> Option<()> {
+        let start = i32::try_from(self.count).ok()?;
+        while self.offsets.len() < row {
+            self.offsets.push(start);
+            self.valid.push(false);
+        }
+        self.offsets.push(start);
+        self.valid.push(true);
+        Some(())
+    }
+
+    /// The list column (`rows` long) of the items of type `ty` (`None`: every item null),
+    /// or `None` when the items do not fit 32-bit offsets.
+    fn finish(mut self, rows: usize, ty: Option<ScalarType>) -> Option<ArrayRef> {
+        let end = i32::try_from(self.count).ok()?;
+        while self.offsets.len() < rows {
+            self.offsets.push(end);
+            self.valid.push(false);
+        }
+        self.offsets.push(end);
+        let mut columns = self.items.finish(self.count);
+        let values = match ty {
+            Some(ty) => columns[ty.slot()].take()?,
+            None => arrow_array::new_null_array(&arrow_schema::DataType::Boolean, self.count),
+        };
+        // Ints and floats together: the ints as floats (rounded to nearest, as parsing the
+        // integer's text is).
+        let values = match (ty, columns[ScalarType::Int.slot()].take()) {
+            (Some(ScalarType::Float), Some(ints)) => merge_numbers(&ints, &values),
+            _ => values,
+        };
+        let field = Arc::new(arrow_schema::Field::new("item", values.data_type().clone(), true));
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
+        let nulls = Some(NullBuffer::from(self.valid)).filter(|n| n.null_count() > 0);
+        Some(Arc::new(ListArray::try_new(field, offsets, values, nulls).ok()?))
+    }
+}
+
+/// A `Float64` array of `floats` where it is valid and `ints` (converted) elsewhere.
+fn merge_numbers(ints: &ArrayRef, floats: &ArrayRef) -> ArrayRef {
+    use arrow_array::cast::AsArray;
+    let ints = ints.as_primitive::<arrow_array::types::Int64Type>();
+    let floats = floats.as_primitive::<arrow_array::types::Float64Type>();
+    #[allow(clippy::cast_precision_loss)]
+    let merged: arrow_array::Float64Array = (0..floats.len())
+        .map(|i| if floats.is_valid(i) { Some(floats.value(i)) } else { ints.is_valid(i).then(|| ints.value(i) as f64) })
+        .collect();
+    Arc::new(merged)
 }
 
 /// A column builder that pads with nulls.
@@ -82,8 +158,23 @@ impl PathBuilder {
             // An object's presence (its values are its children's); arrays are not stored
             // (the path is opaque by its types).
             FieldValue::Object(_) => padded(&mut self.objects, row).append_value(true),
-            FieldValue::Array(_) | FieldValue::Missing | FieldValue::Null => {}
+            FieldValue::Array(_) => {
+                if self.lists.get_or_insert_with(Box::default).start(row).is_none() {
+                    // Beyond 2 Gi items: the path is not given as lists (an item's append
+                    // checks it too).
+                    self.lists = None;
+                }
+            }
+            FieldValue::Missing | FieldValue::Null => {}
         }
+    }
+
+    /// Appends an item to the array of the row started last (`null` is a null item).
+    fn append_item(&mut self, value: &FieldValue<'_>) {
+        let Some(list) = self.lists.as_mut() else { return };
+        let index = list.count;
+        list.items.append(index, value);
+        list.count += 1;
     }
 
     /// The finished columns (`rows` long), in `ScalarType::ALL` order (bool, int, float,
@@ -110,9 +201,12 @@ struct Node {
     /// A key was not added here because the file's bound on paths was reached: the
     /// node's contents are not all in the file.
     cut: bool,
-    /// An object at the path held a lone surrogate escape or a container too deep to
-    /// infer: its objects are not rebuilt as structs from the columns.
+    /// An object or array at the path held a lone surrogate escape or a container too
+    /// deep to infer: its values are not rebuilt from columns.
     lossy: bool,
+    /// The JSON types of its arrays' items (`NULL` for null items); `OBJECT` or `ARRAY`
+    /// when an item was a container (the arrays are not kept as lists then).
+    item_types: TypeSet,
     /// The record generation in which the node was last entered (the first of duplicate
     /// keys wins).
     seen: u32,
@@ -133,6 +227,10 @@ pub(crate) struct ShreddedPath {
     /// When it held only objects (and nulls), none of them in a lossy record: a `Boolean`
     /// column (`rows` long), `true` in the rows whose value is an object, null elsewhere.
     pub objects: Option<ArrayRef>,
+    /// When it held only arrays (and nulls) of scalars and nulls of one type (or integers
+    /// and floats), none of them lossy: a `List` column (`rows` long) of the items, null
+    /// where the value is not an array, and what its items are.
+    pub list: Option<(ArrayRef, ListItems)>,
 }
 
 /// Infers the schema of a run of records and shreds them into columns, one pass each.
@@ -180,7 +278,11 @@ impl Shredder {
         };
         if parsed {
             for (node, value) in pending.drain(..) {
-                self.nodes[node].column.append(row, &value);
+                if node & ITEM == 0 {
+                    self.nodes[node].column.append(row, &value);
+                } else {
+                    self.nodes[node & !ITEM].column.append_item(&value);
+                }
             }
         }
         parsed
@@ -208,7 +310,14 @@ impl Shredder {
                 let n = &mut self.nodes[node];
                 let only_objects = n.types.without(TypeSet::NULL) == TypeSet::OBJECT;
                 let objects = if only_objects && !n.lossy { finished(&mut n.column.objects, rows) } else { None };
-                out.push(ShreddedPath { segments, types: n.types, cut: n.cut, columns: n.column.finish(rows), objects });
+                let only_arrays = n.types.without(TypeSet::NULL) == TypeSet::ARRAY;
+                let list = match (n.column.lists.take(), ListItems::of(n.item_types)) {
+                    (Some(parts), Some(items)) if only_arrays && !n.lossy => {
+                        parts.finish(rows, items.stored()).map(|array| (array, items))
+                    }
+                    _ => None,
+                };
+                out.push(ShreddedPath { segments, types: n.types, cut: n.cut, columns: n.column.finish(rows), objects, list });
             }
             stack.extend(children.into_iter().rev());
         }
@@ -243,43 +352,14 @@ impl Shredder {
                 (TypeSet::OBJECT, Some(FieldValue::Object("")))
             }
             b'[' => {
-                cursor.skip_container()?;
+                let too_deep = self.too_deep;
+                self.array(node, text, cursor, pending)?;
+                if self.too_deep != too_deep || (self.record_lossy && has_lone_surrogate(text.as_bytes().get(start..cursor.at)?)) {
+                    self.nodes[node].lossy = true;
+                }
                 (TypeSet::ARRAY, None)
             }
-            b'"' => {
-                let plain = cursor.string()?;
-                let content = text.get(start + 1..cursor.at - 1)?;
-                let value = if plain.is_some() {
-                    Cow::Borrowed(content)
-                } else {
-                    let mut owned = String::with_capacity(content.len());
-                    unescape_into(content, &mut owned);
-                    Cow::Owned(owned)
-                };
-                (TypeSet::STRING, Some(FieldValue::Str(value)))
-            }
-            b't' => {
-                cursor.literal(b"rue")?;
-                (TypeSet::BOOL, Some(FieldValue::Bool(true)))
-            }
-            b'f' => {
-                cursor.literal(b"alse")?;
-                (TypeSet::BOOL, Some(FieldValue::Bool(false)))
-            }
-            b'n' => {
-                cursor.literal(b"ull")?;
-                (TypeSet::NULL, None)
-            }
-            b'-' | b'0'..=b'9' => {
-                cursor.number()?;
-                let raw = text.get(start..cursor.at)?;
-                let integer = !raw.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'));
-                match number_value(raw, integer)? {
-                    value @ FieldValue::Int(_) => (TypeSet::INT, Some(value)),
-                    value => (TypeSet::FLOAT, Some(value)),
-                }
-            }
-            _ => return None,
+            _ => scalar(first, start, text, cursor)?,
         };
         self.nodes[node].types.insert(types);
         // (A top-level scalar is a record, not a path: nothing to store.)
@@ -287,6 +367,55 @@ impl Shredder {
             pending.push((node, value));
         }
         Some(())
+    }
+
+    /// An array whose `[` was consumed, for `node`: its items are kept as the row's list
+    /// when they are scalars or nulls; at the first container item the rest is skipped
+    /// and the path's arrays are not kept as lists.
+    fn array<'a>(
+        &mut self,
+        node: usize,
+        text: &'a str,
+        cursor: &mut Cursor<'a>,
+        pending: &mut Vec<(usize, FieldValue<'a>)>,
+    ) -> Option<()> {
+        let listable = node != 0 && !self.nodes[node].item_types.contains(TypeSet::OBJECT) && !self.nodes[node].item_types.contains(TypeSet::ARRAY);
+        if !listable {
+            return cursor.skip_container();
+        }
+        let marker = pending.len();
+        pending.push((node, FieldValue::Array("")));
+        cursor.skip_whitespace();
+        if text.as_bytes().get(cursor.at) == Some(&b']') {
+            cursor.at += 1;
+            return Some(());
+        }
+        loop {
+            let first = cursor.next_byte()?;
+            let start = cursor.at - 1;
+            if matches!(first, b'{' | b'[') {
+                // Not an array of scalars: none of the path's arrays is kept as a list.
+                self.nodes[node].item_types.insert(if first == b'{' { TypeSet::OBJECT } else { TypeSet::ARRAY });
+                pending.truncate(marker);
+                // The rest skipped forwards (the cursor's escape search only moves forwards).
+                cursor.skip_container()?;
+                loop {
+                    match cursor.next_byte()? {
+                        b',' => skip_value(cursor)?,
+                        b']' => return Some(()),
+                        _ => return None,
+                    }
+                }
+            }
+            let (types, value) = scalar(first, start, text, cursor)?;
+            self.nodes[node].item_types.insert(types);
+            pending.push((node | ITEM, value.unwrap_or(FieldValue::Null)));
+            match cursor.next_byte()? {
+                b',' => {}
+                b']' => return Some(()),
+                _ => return None,
+            }
+        }
     }
 
     /// An object whose `{` was consumed, for `node` at depth `depth`.
@@ -362,6 +491,51 @@ impl Shredder {
         *hint = position + 1;
         Some(self.nodes[node].children[position])
     }
+}
+
+/// Marks a pending value as an item of its node's array (node ids stay far below it).
+const ITEM: usize = 1 << (usize::BITS - 1);
+
+/// A scalar whose first byte `first` (at `start` in `text`) was consumed: its type and
+/// value (`None` for null), with the On-Demand parser's semantics (strings unescaped,
+/// integers in `i64` range `Int`, other numbers `Float`); `None` when it is not a scalar.
+fn scalar<'a>(first: u8, start: usize, text: &'a str, cursor: &mut Cursor<'a>) -> Option<(TypeSet, Option<FieldValue<'a>>)> {
+    Some(match first {
+        b'"' => {
+            let plain = cursor.string()?;
+            let content = text.get(start + 1..cursor.at - 1)?;
+            let value = if plain.is_some() {
+                Cow::Borrowed(content)
+            } else {
+                let mut owned = String::with_capacity(content.len());
+                unescape_into(content, &mut owned);
+                Cow::Owned(owned)
+            };
+            (TypeSet::STRING, Some(FieldValue::Str(value)))
+        }
+        b't' => {
+            cursor.literal(b"rue")?;
+            (TypeSet::BOOL, Some(FieldValue::Bool(true)))
+        }
+        b'f' => {
+            cursor.literal(b"alse")?;
+            (TypeSet::BOOL, Some(FieldValue::Bool(false)))
+        }
+        b'n' => {
+            cursor.literal(b"ull")?;
+            (TypeSet::NULL, None)
+        }
+        b'-' | b'0'..=b'9' => {
+            cursor.number()?;
+            let raw = text.get(start..cursor.at)?;
+            let integer = !raw.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'));
+            match number_value(raw, integer)? {
+                value @ FieldValue::Int(_) => (TypeSet::INT, Some(value)),
+                value => (TypeSet::FLOAT, Some(value)),
+            }
+        }
+        _ => return None,
+    })
 }
 
 /// True when `text` (valid JSON) holds a `\u` escape of a lone UTF-16 surrogate: a high
@@ -520,6 +694,7 @@ mod tests {
             r#"[1, 2, {"a": 1}]"#,
             r#""just a string""#,
             r#"{"x": {"y": {"z": [{"a": 1}], "w": false}}}"#,
+            r#"{"l": ["x\"y", "n", {"b": 1}], "c": 2, "m": [1, 2.5, null], "e": []}"#,
         ]
         .into_iter()
         .map(str::to_owned)
@@ -589,6 +764,34 @@ mod tests {
         assert_eq!(objects("m"), None, "a number and an object");
         assert_eq!(objects("l"), None, "a lone surrogate in one of its objects");
         assert_eq!(objects("d"), None, "a container too deep to infer in one of its objects");
+    }
+
+    #[test]
+    fn paths_of_arrays_of_scalars_get_list_columns() {
+        let records = [
+            r#"{"l": [1, 2.5, null], "s": ["a"], "o": [1], "m": [1]}"#,
+            r#"{"l": [], "s": ["b", 1], "o": [{"a": 1}], "m": 2}"#,
+            r#"{"l": null, "e": [null, null]}"#,
+            r#"{"e": []}"#,
+        ];
+        let mut shredder = Shredder::new(1_000);
+        let mut pending = Vec::new();
+        for (row, record) in records.iter().enumerate() {
+            assert!(shredder.shred(record.as_bytes(), row, &mut pending));
+        }
+        let (paths, _) = shredder.finish(records.len());
+        let list = |name: &str| paths.iter().find(|p| p.segments == [name]).unwrap().list.clone();
+        let (l, items) = list("l").unwrap();
+        assert_eq!(items, ListItems::Number);
+        let l = l.as_any().downcast_ref::<ListArray>().unwrap();
+        assert_eq!((l.is_valid(0), l.is_valid(1), l.is_valid(2), l.is_valid(3)), (true, true, false, false));
+        assert_eq!(l.value_offsets(), [0, 3, 3, 3, 3]);
+        let values: Vec<Option<f64>> = l.values().as_any().downcast_ref::<Float64Array>().unwrap().iter().collect();
+        assert_eq!(values, [Some(1.0), Some(2.5), None]);
+        assert_eq!(list("e").map(|(_, items)| items), Some(ListItems::Null));
+        assert!(list("s").is_none(), "strings and a number");
+        assert!(list("o").is_none(), "an object item");
+        assert!(list("m").is_none(), "an array and a number");
     }
 
     proptest! {

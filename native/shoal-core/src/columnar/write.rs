@@ -11,7 +11,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
-use super::layout::{FileLayout, PathColumns, ScalarType, LAYOUT_METADATA_KEY};
+use super::layout::{FileLayout, ListColumn, PathColumns, ScalarType, LAYOUT_METADATA_KEY};
 use super::shred::{ShreddedPath, Shredder};
 use super::{ColumnarCodec, ColumnarConfig};
 use crate::error::{Error, Result};
@@ -63,14 +63,14 @@ pub(crate) fn write_file(
     let mut schema_fields = vec![Field::new("_address", DataType::UInt64, false)];
     let addresses: Vec<u64> = records.iter().map(|(a, _)| a.get()).collect();
     let mut arrays: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from(addresses))];
-    for ShreddedPath { segments, types, cut, columns, objects } in paths {
+    for ShreddedPath { segments, types, cut, columns, objects, list } in paths {
         if types.contains(TypeSet::TOO_DEEP) || cut {
             layout.deep.push(segments.clone());
         }
         let Ok(path) = FieldPath::from_segments(segments) else { continue };
         let opaque = types.contains(TypeSet::OBJECT) || types.contains(TypeSet::ARRAY);
         let typed = columns.iter().filter(|c| c.is_some()).count();
-        let mut entry = PathColumns { path: path.segments().to_vec(), columns: [None; 4], opaque, object: None };
+        let mut entry = PathColumns { path: path.segments().to_vec(), columns: [None; 4], opaque, object: None, list: None };
         for (ty, column) in ScalarType::ALL.into_iter().zip(columns) {
             let Some(column) = column else { continue };
             let name = if typed == 1 { path.to_string() } else { format!("{path}:{}", ty.name()) };
@@ -82,6 +82,11 @@ pub(crate) fn write_file(
             entry.object = Some(arrays.len());
             schema_fields.push(Field::new(format!("{path}:object"), DataType::Boolean, true));
             arrays.push(objects);
+        }
+        if let Some((array, items)) = list {
+            entry.list = Some(ListColumn { leaf: arrays.len(), items });
+            schema_fields.push(Field::new(format!("{path}:list"), array.data_type().clone(), true));
+            arrays.push(array);
         }
         layout.paths.push(entry);
     }

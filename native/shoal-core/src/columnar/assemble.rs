@@ -228,7 +228,8 @@ impl Assembly {
                 Arc::new(text.finish())
             }
             Assembly::List { item, leaf: index, items } => {
-                let (_, offsets, values, nulls) = leaf(*index)?.as_list::<i32>().clone().into_parts();
+                let list = leaf(*index)?.as_list_opt::<i32>().ok_or_else(|| Error::Columnar(format!("leaf column {index} is not a list")))?;
+                let (_, offsets, values, nulls) = list.clone().into_parts();
                 let values = match items {
                     ItemConversion::AsIs => values,
                     ItemConversion::IntsToFloats => {

@@ -204,7 +204,10 @@ impl ColumnarFile {
         let layout: FileLayout = serde_json::from_str(&layout_json).map_err(|e| damaged("layout", &e))?;
         let leaves = parquet.file_metadata().schema_descr().num_columns();
         let in_range = |c: &Option<usize>| c.is_none_or(|c| c < leaves);
-        if layout.address_column >= leaves || !layout.paths.iter().all(|p| p.columns.iter().all(in_range)) {
+        let listed_in_range = |p: &layout::PathColumns| {
+            p.columns.iter().all(in_range) && in_range(&p.object) && in_range(&p.list.map(|l| l.leaf))
+        };
+        if layout.address_column >= leaves || !layout.paths.iter().all(listed_in_range) {
             return Err(damaged("layout", &"names a column the file does not have"));
         }
         let mut row_group_addresses = Vec::with_capacity(parquet.num_row_groups());

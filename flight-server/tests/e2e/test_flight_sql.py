@@ -4,6 +4,8 @@ path on the GitHub events (docs/sql.md)."""
 
 import base64
 import json
+import re
+import time
 
 import adbc_driver_flightsql.dbapi as flightsql
 import adbc_driver_manager
@@ -337,3 +339,43 @@ def test_keyed_tables_report_their_primary_key_and_take_delete_statements(start_
             with pytest.raises(adbc_driver_manager.Error, match=named):
                 cur.adbc_statement.execute_update()
     assert d.alive()
+
+
+def test_explain_counts_the_columnar_row_groups_and_struct_columns_come_whole(start_daemon):
+    """Over compacted data, EXPLAIN shows the columnar scans and the row groups their
+    statistics rule out; a struct column selected through Flight SQL is the records' object."""
+    from test_columnar import SMALL_FILES
+    d = start_daemon("--basic-auth", f"{USER}:{PASSWORD}")
+    client = d.client()
+    action(client, "create_table", {"name": "cold", "page_size_bits": 18, "columnar": SMALL_FILES}, options=BASIC)
+    records = github_events(2000)
+    schema = pa.schema([("json", pa.string())])
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path("cold"), schema, options=BASIC)
+    with writer:
+        writer.write_batch(pa.record_batch([pa.array(records, pa.string())], schema=schema))
+        reader.read()
+        writer.done_writing()
+    deadline = 60
+    start = time.time()
+    # (test_columnar's wait_compacted, with the credentials this daemon asks for.)
+    while True:
+        stats = action(client, "stats", {"table": "cold"}, options=BASIC)["columnar"]
+        if stats["backlog_bytes"] == 0 and stats["files"] > 0:
+            break
+        assert time.time() - start < deadline, stats
+        time.sleep(0.05)
+    with connect(d) as conn, conn.cursor() as cur:
+        cur.execute("EXPLAIN SELECT id, actor FROM cold WHERE payload.size > 1000")
+        steps = cur.fetch_arrow_table().to_pylist()
+    kinds = [s["plan_step"] for s in steps]
+    assert "columnar_scan" in kinds, steps
+    groups = next(s["detail"] for s in steps if s["plan_step"] == "columnar_row_groups")
+    read, skipped = (int(x) for x in re.match(r"(\d+) read, (\d+) skipped by their statistics", groups).groups())
+    assert read > 0 and 0 <= skipped <= read, groups
+    with connect(d) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id, actor FROM cold WHERE payload.size > 5")
+        table = cur.fetch_arrow_table()
+    parsed = [json.loads(r) for r in records]
+    names = [f.name for f in table.schema.field("actor").type]
+    expected = sorted((r["id"], {k: r["actor"].get(k) for k in names}) for r in parsed if isinstance(dig(r, "payload.size"), int) and dig(r, "payload.size") > 5)
+    assert sorted(zip(table.column("id").to_pylist(), table.column("actor").to_pylist()), key=lambda x: x[0]) == expected

@@ -132,6 +132,7 @@ fn bench_ingest(c: &mut Criterion) {
         index_scans: Vec::new(),
         full_scans: vec![LogRange { from: stats.begin_address, to: stats.tail_address }],
         columnar_scans: Vec::new(),
+        columnar_row_groups: None,
         reason: "forced full scan".into(),
         snapshot: None,
     };

@@ -284,6 +284,12 @@ fn row_groups_whose_statistics_rule_the_filter_out_are_skipped() {
         if prunes {
             assert!(stats.columnar_row_groups_skipped > 10, "{filter} skips row groups: {stats:?}");
         }
+        // The plan counted the same row groups out (the files are read whole).
+        let plan = on.plan(&ScanRequest { filter: Some(parse_expr(filter).expect("filter")), ..ScanRequest::default() });
+        let counts = plan.columnar_row_groups.expect("columnar row groups");
+        assert_eq!(counts.skipped, stats.columnar_row_groups_skipped, "{filter}: {plan:?}");
+        assert!(counts.total > counts.skipped || expected.is_empty(), "{filter}: {counts:?}");
+        assert!(reason.contains(&format!("{} skipped by their statistics", counts.skipped)), "{reason}");
         let (limited, _, _) = run(&on, Some(filter), &output, Some(3));
         assert_eq!(limited.len(), expected.len().min(3), "{filter}");
     }

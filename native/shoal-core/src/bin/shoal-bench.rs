@@ -501,6 +501,7 @@ fn full_scan_plan(table: &Table, request: &ScanRequest) -> ScanPlan {
         index_scans: Vec::new(),
         full_scans: vec![LogRange { from: stats.begin_address, to: stats.tail_address }],
         columnar_scans: Vec::new(),
+        columnar_row_groups: None,
         reason: "forced full scan".into(),
         snapshot: None,
     }

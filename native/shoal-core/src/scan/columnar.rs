@@ -8,7 +8,7 @@ use arrow_array::types::UInt64Type;
 use arrow_array::RecordBatch;
 
 use super::reader::LogReader;
-use super::{corrupt, merge_adjacent, words, IndexScanPlan, LogRange, Output, Projector, ScanPlan};
+use super::{corrupt, merge_adjacent, words, IndexScanPlan, LogRange, Output, Projector, RowGroupCounts, ScanPlan};
 use crate::columnar::assemble::Assembly;
 use crate::columnar::eval::{evaluate, PathView, TRUE};
 use crate::columnar::layout::{Resolved, ScalarType};
@@ -86,7 +86,21 @@ impl Table {
         moved.sort_by_key(|r| r.from);
         merge_adjacent(&mut moved);
         let bytes: u64 = moved.iter().map(|r| r.to - r.from).sum();
-        plan.reason.push_str(&format!("; columnar scans over {bytes} bytes of log"));
+        // The row groups those ranges read, and those the filter's statistics rule out.
+        let mut counts = RowGroupCounts { total: 0, skipped: 0 };
+        for file in &files {
+            for range in moved.iter().filter(|r| r.from < file.to && file.from < r.to) {
+                for row_group in file.row_groups_in(range.from.max(file.from), range.to.min(file.to)) {
+                    counts.total += 1;
+                    counts.skipped += u64::from(filter.is_some_and(|f| !file.may_match(row_group, f)));
+                }
+            }
+        }
+        plan.reason.push_str(&format!(
+            "; columnar scans over {bytes} bytes of log ({} row groups, {} skipped by their statistics)",
+            counts.total, counts.skipped
+        ));
+        plan.columnar_row_groups = Some(counts);
         for psfs in index_moved {
             plan.reason.push_str(&format!(" (the chains of {psfs:?} are dense there)"));
         }

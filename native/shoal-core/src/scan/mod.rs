@@ -24,7 +24,7 @@ use crate::LogAddress;
 pub use aggregate::{Aggregate, AggregateFunction};
 pub use columnar::COLUMNAR_INDEX_SHARE;
 pub use keyed::DeleteReport;
-pub use plan::{plan_scan, IndexScanPlan, LogRange, PropertyKey, ScanPlan};
+pub use plan::{plan_scan, IndexScanPlan, LogRange, PropertyKey, RowGroupCounts, ScanPlan};
 use reader::LogReader;
 
 /// A scan request: which records (filter, log range), which fields, how many.

@@ -57,6 +57,17 @@ pub struct IndexScanPlan {
     pub to: LogAddress,
 }
 
+/// Row groups of columnar files (Parquet row groups, at most `row_group_rows` records each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowGroupCounts {
+    /// Row groups holding records of the columnar scans' ranges.
+    pub total: u64,
+    /// Those whose statistics rule the filter out (FishStore's scans skip nothing; this is
+    /// Parquet's min/max pruning, `ColumnarFile::may_match`).
+    pub skipped: u64,
+}
+
 /// A plan: index scans and full scans that together cover the requested range exactly
 /// once. Serialisable both ways, so that a Flight ticket can carry the plan it was issued
 /// for ([`crate::table::Table::check_plan`] validates one that comes back).
@@ -73,6 +84,11 @@ pub struct ScanPlan {
     /// a part no file covers any more (retention, a damaged file) is read from the log.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub columnar_scans: Vec<LogRange>,
+    /// The row groups of the files under the columnar scans, and how many of them the
+    /// filter rules out by their statistics (counted at planning; they are not read).
+    /// Absent without columnar scans, and in the parts of a split plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub columnar_row_groups: Option<RowGroupCounts>,
     /// Why the plan looks as it does (which access path, or why none).
     pub reason: String,
     /// A keyed table's snapshot ([`crate::keys`]): the log address as of which each key's
@@ -115,6 +131,7 @@ impl ScanPlan {
                 .iter()
                 .filter_map(|r| cut(r.from, r.to).map(|(f, t)| LogRange { from: f, to: t }))
                 .collect(),
+            columnar_row_groups: None,
             reason: self.reason.clone(),
             snapshot: self.snapshot,
         }
@@ -326,6 +343,7 @@ pub fn plan_scan(filter: Option<&Expr>, psfs: &[Arc<Psf>], from: LogAddress, to:
         index_scans: Vec::new(),
         full_scans: if from < to { vec![LogRange { from, to }] } else { Vec::new() },
         columnar_scans: Vec::new(),
+        columnar_row_groups: None,
         reason,
         snapshot: None,
     };
@@ -363,6 +381,7 @@ pub fn plan_scan(filter: Option<&Expr>, psfs: &[Arc<Psf>], from: LogAddress, to:
         index_scans: vec![IndexScanPlan { psfs: names, properties: path.properties, from: index_from, to: index_to }],
         full_scans,
         columnar_scans: Vec::new(),
+        columnar_row_groups: None,
         reason,
         snapshot: None,
     }

@@ -133,7 +133,8 @@ public final class ShoalScan implements Scan, Batch {
 
   /**
    * "index scans [psf type on [a, b)]; full scans [[c, d)]" of a plan JSON, then
-   * "; columnar scans [[e, f)]" when the columnar tier serves part of it.
+   * "; columnar scans [[e, f)] (n row groups, m skipped by their statistics)" when the
+   * columnar tier serves part of it.
    */
   static String summary(JsonNode plan) {
     List<String> index = new ArrayList<>();
@@ -150,7 +151,11 @@ public final class ShoalScan implements Scan, Batch {
     for (JsonNode scan : plan.path("columnar_scans")) {
       columnar.add("[" + scan.path("from").asText() + ", " + scan.path("to").asText() + ")");
     }
-    return "index scans " + index + "; full scans " + full + (columnar.isEmpty() ? "" : "; columnar scans " + columnar);
+    JsonNode groups = plan.path("columnar_row_groups");
+    String pruned = groups.isMissingNode()
+        ? ""
+        : " (" + groups.path("total").asText() + " row groups, " + groups.path("skipped").asText() + " skipped by their statistics)";
+    return "index scans " + index + "; full scans " + full + (columnar.isEmpty() ? "" : "; columnar scans " + columnar + pruned);
   }
 
   @Override

@@ -296,6 +296,46 @@ fn row_groups_whose_statistics_rule_the_filter_out_are_skipped() {
 }
 
 #[test]
+fn pages_whose_statistics_rule_the_filter_out_are_not_decoded() {
+    // One row group of 30,000 rows (pages of at most 8,192 rows): `n` and `s` grow with
+    // the log, `m` cycles (no page can be ruled out on it).
+    let records: Vec<String> = (0..30_000).map(|i| format!(r#"{{"n": {i}, "s": "k{i:05}", "m": {}}}"#, i % 7)).collect();
+    let mut on_config = config(None, true);
+    on_config.columnar = ColumnarConfig { file_log_bytes: 4 << 20, row_group_rows: 65_536, idle_ms: 0, ..ColumnarConfig::default() };
+    let on = Table::create(on_config).expect("table");
+    let off = Table::create(config(None, false)).expect("table");
+    for table in [&on, &off] {
+        ingest(table, &records);
+    }
+    wait_compacted(&on);
+    let output = Output::Columns(vec!["n", "s"]);
+    for (filter, skips) in [
+        ("n >= 25000", true),
+        ("n < 100", true),
+        ("s >= 'k29990' OR n = 5", true),
+        ("n >= 25000 AND m = 3", true),
+        ("m = 3", false),
+        ("n > 0 OR m = 1", false),
+    ] {
+        let (expected, _, _) = run(&off, Some(filter), &output, None);
+        let (got, stats, reason) = run(&on, Some(filter), &output, None);
+        assert_eq!(got, expected, "{filter}: {reason}");
+        if skips {
+            assert!(stats.columnar_page_rows_skipped >= 8_192, "{filter} skips pages: {stats:?}");
+        } else {
+            assert_eq!(stats.columnar_page_rows_skipped, 0, "{filter}: {stats:?}");
+        }
+        assert!(stats.columnar_rows > 0, "{filter}: {stats:?}");
+    }
+    // Once the columns are in memory (a query that reads them whole), pages are not
+    // skipped any more: the filter runs over memory.
+    run(&on, Some("m = 3"), &output, None);
+    let (got, stats, _) = run(&on, Some("n >= 25000"), &output, None);
+    assert_eq!(got, run(&off, Some("n >= 25000"), &output, None).0);
+    assert_eq!(stats.columnar_page_rows_skipped, 0, "{stats:?}");
+}
+
+#[test]
 fn decoded_columns_are_kept_within_their_budget_and_give_the_same_rows() {
     let Some(lines) = common::github_events(3_000) else { return };
     // No cache, a cache smaller than the columns the queries read (evictions), the default.

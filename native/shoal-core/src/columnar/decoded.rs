@@ -106,6 +106,11 @@ impl DecodedColumns {
         self.footers.lock().1
     }
 
+    /// Whether the array of `key` is held (not a use, not counted as a hit or miss).
+    pub(crate) fn contains(&self, file: u64, row_group: usize, leaf: usize) -> bool {
+        self.state.lock().entries.contains_key(&(file, row_group, leaf))
+    }
+
     /// The array of `key`, if held (a use: it becomes the most recently used).
     pub(crate) fn get(&self, file: u64, row_group: usize, leaf: usize) -> Option<ArrayRef> {
         let mut state = self.state.lock();

@@ -244,6 +244,11 @@ impl ColumnarFile {
         })
     }
 
+    /// Whether a row group holds more than one page's rows (page pruning may apply).
+    fn paged(&self) -> bool {
+        self.row_group_rows.iter().any(|&rows| rows > PAGE_ROWS)
+    }
+
     /// The row groups holding records in `[from, to)`.
     pub(crate) fn row_groups_in(&self, from: LogAddress, to: LogAddress) -> Vec<usize> {
         self.row_group_addresses.iter().enumerate().filter(|(_, (low, high))| *high >= from && *low < to).map(|(i, _)| i).collect()
@@ -266,16 +271,23 @@ impl ColumnarFile {
     /// make a comparison true ([`crate::psf::Expr::eval_with`]), so only the literal's
     /// columns count: a numeric literal's the int and float ones.
     pub(crate) fn may_match(&self, row_group: usize, filter: &crate::psf::Expr) -> bool {
+        let group = &self.statistics[row_group];
+        self.may_match_with(filter, &|leaf| group.get(leaf).cloned().unwrap_or(LeafStatistics::Unknown))
+    }
+
+    /// [`may_match`](Self::may_match) over the rows whose leaf columns' statistics
+    /// `statistics` gives (a row group's, or the pages' of a range of its rows).
+    fn may_match_with(&self, filter: &crate::psf::Expr, statistics: &dyn Fn(usize) -> LeafStatistics) -> bool {
         use crate::psf::Expr;
         match filter {
-            Expr::And(terms) => terms.iter().all(|term| self.may_match(row_group, term)),
-            Expr::Or(terms) => terms.iter().any(|term| self.may_match(row_group, term)),
-            Expr::Cmp { path, op, value } => self.comparison_may_hold(row_group, path, *op, value),
+            Expr::And(terms) => terms.iter().all(|term| self.may_match_with(term, statistics)),
+            Expr::Or(terms) => terms.iter().any(|term| self.may_match_with(term, statistics)),
+            Expr::Cmp { path, op, value } => self.comparison_may_hold(statistics, path, *op, value),
             // `a IN (l1, l2)` is `a = l1 OR a = l2`: true only where an element is equal.
             Expr::In { path, list, negated: false } => {
-                list.iter().any(|literal| self.comparison_may_hold(row_group, path, crate::psf::CmpOp::Eq, literal))
+                list.iter().any(|literal| self.comparison_may_hold(statistics, path, crate::psf::CmpOp::Eq, literal))
             }
-            Expr::Like { path, prefix, negated: false } => self.prefix_may_match(row_group, path, prefix),
+            Expr::Like { path, prefix, negated: false } => self.prefix_may_match(statistics, path, prefix),
             Expr::Const(value) => *value,
             _ => true,
         }
@@ -285,10 +297,11 @@ impl ColumnarFile {
     /// every such string s has `prefix <= s` and its first `prefix.len()` bytes equal to
     /// `prefix`, so none lies in the group's exact range when its maximum sorts before the
     /// prefix or its minimum's first bytes sort after it.
-    fn prefix_may_match(&self, row_group: usize, path: &crate::path::FieldPath, prefix: &str) -> bool {
+    fn prefix_may_match(&self, statistics: &dyn Fn(usize) -> LeafStatistics, path: &crate::path::FieldPath, prefix: &str) -> bool {
         let layout::Resolved::Columns(columns) = self.layout.resolve(path) else { return true };
         let Some(leaf) = columns[ScalarType::String.slot()] else { return false };
-        match &self.statistics[row_group][leaf] {
+        match &statistics(leaf) {
+            LeafStatistics::Empty => false,
             LeafStatistics::Str(min, max) => {
                 let prefix = prefix.as_bytes();
                 &**max >= prefix && &min[..min.len().min(prefix.len())] <= prefix
@@ -297,14 +310,19 @@ impl ColumnarFile {
         }
     }
 
-    fn comparison_may_hold(&self, row_group: usize, path: &crate::path::FieldPath, op: crate::psf::CmpOp, literal: &crate::psf::Literal) -> bool {
+    fn comparison_may_hold(
+        &self,
+        leaf_statistics: &dyn Fn(usize) -> LeafStatistics,
+        path: &crate::path::FieldPath,
+        op: crate::psf::CmpOp,
+        literal: &crate::psf::Literal,
+    ) -> bool {
         use crate::psf::Literal;
         use std::cmp::Ordering;
         let layout::Resolved::Columns(columns) = self.layout.resolve(path) else { return true };
-        let group = &self.statistics[row_group];
         // `None`: the file has no column of that type (no value can satisfy); `Some(Unknown)`:
         // a column whose statistics say nothing (any value can).
-        let statistics = |ty: ScalarType| columns[ty.slot()].map(|leaf| &group[leaf]);
+        let statistics = |ty: ScalarType| columns[ty.slot()].map(leaf_statistics);
         // Whether some value v with min <= v <= max satisfies `v op literal`, from how
         // the minimum and the maximum compare with the literal.
         let between = |min: Option<Ordering>, max: Option<Ordering>| {
@@ -322,17 +340,17 @@ impl ColumnarFile {
             Literal::Int(_) | Literal::Float(_) => {
                 #[allow(clippy::cast_precision_loss)]
                 let ints = match statistics(ScalarType::Int) {
-                    None => false,
+                    None | Some(LeafStatistics::Empty) => false,
                     Some(LeafStatistics::Int(min, max)) => match literal {
                         Literal::Int(l) => between(Some(min.cmp(l)), Some(max.cmp(l))),
-                        Literal::Float(l) => between((*min as f64).partial_cmp(l), (*max as f64).partial_cmp(l)),
+                        Literal::Float(l) => between((min as f64).partial_cmp(l), (max as f64).partial_cmp(l)),
                         _ => true,
                     },
                     Some(_) => true,
                 };
                 #[allow(clippy::cast_precision_loss)]
                 let floats = match statistics(ScalarType::Float) {
-                    None => false,
+                    None | Some(LeafStatistics::Empty) => false,
                     Some(LeafStatistics::Float(min, max)) => match literal {
                         Literal::Int(l) => between(min.partial_cmp(&(*l as f64)), max.partial_cmp(&(*l as f64))),
                         Literal::Float(l) => between(min.partial_cmp(l), max.partial_cmp(l)),
@@ -343,8 +361,8 @@ impl ColumnarFile {
                 ints || floats
             }
             Literal::Str(text) => match statistics(ScalarType::String) {
-                None => false,
-                Some(LeafStatistics::Str(min, max)) => between(Some((**min).cmp(text.as_bytes())), Some((**max).cmp(text.as_bytes()))),
+                None | Some(LeafStatistics::Empty) => false,
+                Some(LeafStatistics::Str(min, max)) => between(Some((*min).cmp(text.as_bytes())), Some((*max).cmp(text.as_bytes()))),
                 Some(_) => true,
             },
             Literal::Bool(_) | Literal::Null => true,
@@ -398,6 +416,130 @@ impl ColumnarFile {
         arrays.into_iter().map(|a| a.ok_or_else(|| columnar_error(&self.name, "a column was not decoded"))).collect()
     }
 
+    /// The rows of `row_group` that `filter` may match judged by its pages' statistics
+    /// (the Parquet page index: every data page's minimum and maximum and first row): the
+    /// columns `leaves` (sorted) of those rows only, decoded without reading the other
+    /// pages and not kept in `cache` (another filter needs other rows), with the number of
+    /// rows left out — no arrays when no row is left. `None` when the page index rules no
+    /// row out, some filter column has no page index, or every column is in `cache`
+    /// already (memory beats skipping): then the caller reads the whole row group.
+    ///
+    /// A range of rows is left out when, with each of the filter's columns' statistics
+    /// taken from the page holding those rows, [`may_match`](Self::may_match)'s test fails.
+    ///
+    /// # Errors
+    /// As [`Self::row_group_columns`].
+    pub(crate) fn row_group_pages(
+        &self,
+        row_group: usize,
+        leaves: &[usize],
+        filter: &crate::psf::Expr,
+        cache: &DecodedColumns,
+        opened: &mut Option<std::fs::File>,
+    ) -> Result<Option<(Vec<ArrayRef>, usize)>> {
+        let single_page = self.row_group_rows.get(row_group).is_none_or(|&rows| rows <= PAGE_ROWS);
+        if single_page || !self.paged() || leaves.iter().all(|&leaf| cache.contains(self.id, row_group, leaf)) {
+            return Ok(None);
+        }
+        let mut filter_leaves: Vec<usize> = filter
+            .fields()
+            .iter()
+            .filter_map(|path| match self.layout.resolve(path) {
+                layout::Resolved::Columns(columns) => Some(columns.iter().flatten().copied().collect::<Vec<_>>()),
+                layout::Resolved::Opaque => None,
+            })
+            .flatten()
+            .collect();
+        filter_leaves.sort_unstable();
+        filter_leaves.dedup();
+        if filter_leaves.is_empty() {
+            return Ok(None);
+        }
+        match &self.source {
+            Source::Memory(bytes) => self.pages_of(bytes.clone(), row_group, leaves, &filter_leaves, filter, cache),
+            Source::File(path) => {
+                if opened.is_none() {
+                    *opened = Some(std::fs::File::open(path).map_err(|e| Error::io(path, e))?);
+                }
+                let file = opened.as_ref().map(std::fs::File::try_clone).transpose().map_err(|e| Error::io(path, e))?;
+                self.pages_of(file.ok_or_else(|| columnar_error(&self.name, "not opened"))?, row_group, leaves, &filter_leaves, filter, cache)
+            }
+        }
+    }
+
+    /// [`row_group_pages`](Self::row_group_pages) reading `input`.
+    fn pages_of<R: parquet::file::reader::ChunkReader + 'static>(
+        &self,
+        input: R,
+        row_group: usize,
+        leaves: &[usize],
+        filter_leaves: &[usize],
+        filter: &crate::psf::Expr,
+        cache: &DecodedColumns,
+    ) -> Result<Option<(Vec<ArrayRef>, usize)>> {
+        use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
+        use parquet::arrow::ProjectionMask;
+        let failed = |e: &dyn std::fmt::Display| Error::Columnar(format!("reading columnar file [{}, {}): {e}", self.from, self.to));
+        let metadata = cache.footer(self.id, || ArrowReaderMetadata::load(&input, footer_options(self.paged())).map_err(|e| failed(&e)))?;
+        let rows = self.row_group_rows.get(row_group).copied().unwrap_or(0);
+        // Each filter column's pages: first rows and statistics.
+        let page_index = metadata.metadata().page_index_for_row_group(row_group);
+        let mut pages: Vec<(usize, Vec<usize>, Vec<LeafStatistics>)> = Vec::with_capacity(filter_leaves.len());
+        for &leaf in filter_leaves {
+            let (Some(offsets), Some(index)) = (page_index.offset_index(leaf), page_index.column_index(leaf)) else { return Ok(None) };
+            let starts: Vec<usize> = offsets.page_locations().iter().map(|p| usize::try_from(p.first_row_index).unwrap_or(0)).collect();
+            if starts.first() != Some(&0) || index.num_pages() != starts.len() as u64 {
+                return Ok(None);
+            }
+            let statistics = (0..starts.len()).map(|page| page_statistics(index, page)).collect();
+            pages.push((leaf, starts, statistics));
+        }
+        // The row ranges between any two page starts, kept or left out.
+        let mut bounds: Vec<usize> = pages.iter().flat_map(|(_, starts, _)| starts.iter().copied()).filter(|&s| s < rows).collect();
+        bounds.push(rows);
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut selectors: Vec<RowSelector> = Vec::new();
+        let mut skipped = 0;
+        for range in bounds.windows(2) {
+            let (start, end) = (range[0], range[1]);
+            let statistics = |leaf: usize| match pages.iter().find(|(l, _, _)| *l == leaf) {
+                Some((_, starts, statistics)) => statistics[starts.partition_point(|&s| s <= start) - 1].clone(),
+                None => LeafStatistics::Unknown,
+            };
+            let keep = self.may_match_with(filter, &statistics);
+            if !keep {
+                skipped += end - start;
+            }
+            match selectors.last_mut() {
+                Some(last) if last.skip == !keep => last.row_count += end - start,
+                _ => selectors.push(if keep { RowSelector::select(end - start) } else { RowSelector::skip(end - start) }),
+            }
+        }
+        if skipped == 0 {
+            return Ok(None);
+        }
+        if skipped == rows {
+            return Ok(Some((Vec::new(), skipped)));
+        }
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(input, metadata);
+        let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves.iter().copied());
+        let reader = builder
+            .with_projection(mask)
+            .with_row_groups(vec![row_group])
+            .with_row_selection(RowSelection::from(selectors))
+            .with_batch_size(rows.max(1))
+            .build()
+            .map_err(|e| failed(&e))?;
+        let batches = reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| failed(&e))?;
+        let Some(first) = batches.first() else { return Ok(Some((Vec::new(), rows))) };
+        let batch = arrow_select::concat::concat_batches(&first.schema(), &batches).map_err(|e| failed(&e))?;
+        if batch.num_columns() != leaves.len() || batch.num_rows() + skipped != rows {
+            return Err(failed(&format!("{} columns of {} rows decoded for {} leaves, {} rows", batch.num_columns(), batch.num_rows(), leaves.len(), rows - skipped)));
+        }
+        Ok(Some((batch.columns().to_vec(), skipped)))
+    }
+
     /// Whether one of `addresses` (sorted) is a row's `_address` here: the `_address`
     /// column of each row group whose address range holds one is decoded (not cached).
     ///
@@ -435,7 +577,7 @@ impl ColumnarFile {
         use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
         use parquet::arrow::ProjectionMask;
         let failed = |e: &dyn std::fmt::Display| Error::Columnar(format!("reading columnar file [{}, {}): {e}", self.from, self.to));
-        let metadata = cache.footer(self.id, || ArrowReaderMetadata::load(&input, ArrowReaderOptions::new()).map_err(|e| failed(&e)))?;
+        let metadata = cache.footer(self.id, || ArrowReaderMetadata::load(&input, footer_options(self.paged())).map_err(|e| failed(&e)))?;
         let rows = self.row_group_rows.get(row_group).copied().unwrap_or(0);
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(input, metadata);
         let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves.iter().copied());
@@ -454,15 +596,58 @@ impl ColumnarFile {
     }
 }
 
-/// What row-group pruning knows of one leaf column of one row group: its minimum and
-/// maximum when the footer has them exactly (strings: untruncated, at most 64 bytes), else
-/// nothing (any value may be there).
+/// Rows per data page at most: the granularity of page pruning (a file of GitHub events,
+/// ~33,000 rows in one row group, gets 4–5 pages per column, each with its minimum and
+/// maximum in the page index).
+pub(crate) const PAGE_ROWS: usize = 8_192;
+
+/// How a file's footer is read for decoding: with its page index (each column chunk's
+/// pages' minimum and maximum and their first rows), which page pruning reads, when a row
+/// group of the file has more than one page's rows (else its statistics say as much).
+fn footer_options(paged: bool) -> ArrowReaderOptions {
+    let options = ArrowReaderOptions::new();
+    if paged {
+        options.with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Optional)
+    } else {
+        options
+    }
+}
+
+/// What row-group and page pruning know of one leaf column over some rows: its minimum
+/// and maximum (row groups: when the footer has them exactly, strings untruncated, at most
+/// 64 bytes; pages: bounds, strings truncated to a prefix below and a bound above), that
+/// it holds no value there, or nothing (any value may be there).
 #[derive(Debug, Clone, PartialEq)]
 enum LeafStatistics {
     Unknown,
+    /// Only nulls in these rows (a page of nulls).
+    Empty,
     Int(i64, i64),
     Float(f64, f64),
     Str(Box<[u8]>, Box<[u8]>),
+}
+
+/// What page `page` of a column chunk's page index says of its values.
+fn page_statistics(index: &parquet::file::page_index::column_index::ColumnIndexMetaData, page: usize) -> LeafStatistics {
+    use parquet::file::page_index::column_index::ColumnIndexMetaData as Index;
+    if index.is_null_page(page) {
+        return LeafStatistics::Empty;
+    }
+    match index {
+        Index::INT64(pages) => match (pages.min_value(page), pages.max_value(page)) {
+            (Some(min), Some(max)) => LeafStatistics::Int(*min, *max),
+            _ => LeafStatistics::Unknown,
+        },
+        Index::DOUBLE(pages) => match (pages.min_value(page), pages.max_value(page)) {
+            (Some(min), Some(max)) => LeafStatistics::Float(*min, *max),
+            _ => LeafStatistics::Unknown,
+        },
+        Index::BYTE_ARRAY(pages) => match (pages.min_value(page), pages.max_value(page)) {
+            (Some(min), Some(max)) => LeafStatistics::Str(min.into(), max.into()),
+            _ => LeafStatistics::Unknown,
+        },
+        _ => LeafStatistics::Unknown,
+    }
 }
 
 impl LeafStatistics {

@@ -102,6 +102,7 @@ pub(crate) fn write_file(
         .set_compression(compression)
         .set_max_row_group_row_count(Some(row_group_rows(rows, config.row_group_rows)))
         .set_statistics_enabled(EnabledStatistics::Page)
+        .set_data_page_row_count_limit(super::PAGE_ROWS)
         .set_key_value_metadata(Some(vec![KeyValue::new(LAYOUT_METADATA_KEY.to_owned(), layout_json)]))
         .build();
     let mut writer =

@@ -246,8 +246,23 @@ impl Table {
         let (mut selected_addresses, mut selected_walks) = (Vec::new(), Vec::new());
         let mut opened = None;
         for row_group in row_groups {
-            // Decoded once, then kept in memory for later scans (`columnar::DecodedColumns`).
-            let arrays = file.row_group_columns(row_group, &leaves, &self.columnar.decoded, &mut opened)?;
+            // Only the pages the filter may match, when their statistics rule some out and the
+            // columns are not in memory; else decoded once, then kept in memory for later
+            // scans (`columnar::DecodedColumns`).
+            let paged = match &projector.filter_expr {
+                Some(filter) => file.row_group_pages(row_group, &leaves, filter, &self.columnar.decoded, &mut opened)?,
+                None => None,
+            };
+            let arrays = match paged {
+                Some((arrays, skipped)) => {
+                    projector.stats.columnar_page_rows_skipped += skipped as u64;
+                    if arrays.is_empty() {
+                        continue;
+                    }
+                    arrays
+                }
+                None => file.row_group_columns(row_group, &leaves, &self.columnar.decoded, &mut opened)?,
+            };
             let column = |leaf: usize| leaves.binary_search(&leaf).ok().map(|i| &arrays[i]);
             let views: Vec<PathView<'_>> = paths
                 .iter()

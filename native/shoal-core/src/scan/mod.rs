@@ -100,6 +100,9 @@ pub struct ScanStats {
     /// Row groups of columnar files skipped by their statistics: `_address` out of the
     /// range, or minimums and maximums that rule the filter out.
     pub columnar_row_groups_skipped: u64,
+    /// Rows of columnar row groups left out by their pages' statistics (the Parquet page
+    /// index), whose pages were not decoded.
+    pub columnar_page_rows_skipped: u64,
     /// Keyed tables: matching records dropped by validation (superseded or deleted
     /// versions, [`crate::keys`]).
     pub versions_skipped: u64,

@@ -253,7 +253,7 @@ fn plan_rows(metadata: &Value, rows: &mut Vec<(String, String)>) {
         }
     }
     if let Some(groups) = plan.get("columnar_row_groups") {
-        rows.push(("columnar_row_groups".into(), format!("{} read, {} skipped by their statistics", groups["total"], groups["skipped"])));
+        rows.push(("columnar_row_groups".into(), format!("{} row groups, {} skipped by their statistics", groups["total"], groups["skipped"])));
     }
     rows.push(("reason".into(), text(&plan["reason"])));
 }

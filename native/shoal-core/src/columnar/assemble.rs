@@ -178,25 +178,8 @@ impl Assembly {
             Assembly::Null(data_type) => new_null_array(data_type, rows),
             Assembly::Leaf(index) => Arc::clone(leaf(*index)?),
             Assembly::Float { ints, floats } => {
-                let floats = floats.map(leaf).transpose()?.map(|a| finite_only(Arc::clone(a)));
-                let ints = ints.map(leaf).transpose()?;
-                match (ints, floats) {
-                    (None, Some(floats)) => floats,
-                    (ints, floats) => {
-                        let ints = ints.map(|a| a.as_primitive::<Int64Type>());
-                        let floats = floats.as_ref().map(|a| a.as_primitive::<Float64Type>());
-                        #[allow(clippy::cast_precision_loss)] // rounds to nearest, as parsing the integer's text does
-                        let merged: Float64Array = (0..rows)
-                            .map(|row| {
-                                floats
-                                    .filter(|f| f.is_valid(row))
-                                    .map(|f| f.value(row))
-                                    .or_else(|| ints.filter(|i| i.is_valid(row)).map(|i| i.value(row) as f64))
-                            })
-                            .collect();
-                        Arc::new(merged)
-                    }
-                }
+                // (Integers are finite as floats: the merge keeps what `finite_only` drops.)
+                finite_only(as_floats(ints.map(leaf).transpose()?, floats.map(leaf).transpose()?, rows))
             }
             Assembly::Text(columns) => {
                 let [bools, ints, floats, strings] = columns.map(|c| c.map(leaf).transpose());
@@ -232,11 +215,7 @@ impl Assembly {
                 let (_, offsets, values, nulls) = list.clone().into_parts();
                 let values = match items {
                     ItemConversion::AsIs => values,
-                    ItemConversion::IntsToFloats => {
-                        #[allow(clippy::cast_precision_loss)] // rounds to nearest, as parsing the integer's text does
-                        let floats: Float64Array = values.as_primitive::<Int64Type>().iter().map(|v| v.map(|i| i as f64)).collect();
-                        Arc::new(floats)
-                    }
+                    ItemConversion::IntsToFloats => as_floats(Some(&values), None, values.len()),
                     ItemConversion::FiniteOnly => finite_only(values),
                     ItemConversion::Null => new_null_array(item.data_type(), values.len()),
                 };
@@ -254,6 +233,28 @@ impl Assembly {
                 )
             }
         })
+    }
+}
+
+/// A `Float64` array of `len` values: `floats` where it is valid, else `ints` converted
+/// (`i64 as f64`, rounding to nearest as parsing the integer's text does), else null —
+/// a path's integer and float columns (at most one valid in a row) as one number column.
+pub(crate) fn as_floats(ints: Option<&ArrayRef>, floats: Option<&ArrayRef>, len: usize) -> ArrayRef {
+    match (ints, floats) {
+        (None, Some(floats)) => Arc::clone(floats),
+        (None, None) => new_null_array(&DataType::Float64, len),
+        (Some(ints), floats) => {
+            let ints = ints.as_primitive::<Int64Type>();
+            let floats = floats.map(|a| a.as_primitive::<Float64Type>());
+            #[allow(clippy::cast_precision_loss)]
+            let merged: Float64Array = (0..len)
+                .map(|row| match floats.filter(|f| f.is_valid(row)) {
+                    Some(f) => Some(f.value(row)),
+                    None => ints.is_valid(row).then(|| ints.value(row) as f64),
+                })
+                .collect();
+            Arc::new(merged)
+        }
     }
 }
 

@@ -244,6 +244,16 @@ impl ColumnarFile {
         })
     }
 
+    /// A handle on the file at `path`, opened at the scan's first read and kept in `opened`
+    /// for its later ones.
+    fn opened(&self, path: &Path, opened: &mut Option<std::fs::File>) -> Result<std::fs::File> {
+        if opened.is_none() {
+            *opened = Some(std::fs::File::open(path).map_err(|e| Error::io(path, e))?);
+        }
+        let file = opened.as_ref().map(std::fs::File::try_clone).transpose().map_err(|e| Error::io(path, e))?;
+        file.ok_or_else(|| columnar_error(&self.name, "not opened"))
+    }
+
     /// Whether a row group holds more than one page's rows (page pruning may apply).
     fn paged(&self) -> bool {
         self.row_group_rows.iter().any(|&rows| rows > PAGE_ROWS)
@@ -393,13 +403,7 @@ impl ColumnarFile {
             missing.dedup();
             let decoded = match &self.source {
                 Source::Memory(bytes) => self.decode(bytes.clone(), row_group, &missing, cache)?,
-                Source::File(path) => {
-                    if opened.is_none() {
-                        *opened = Some(std::fs::File::open(path).map_err(|e| Error::io(path, e))?);
-                    }
-                    let file = opened.as_ref().map(std::fs::File::try_clone).transpose().map_err(|e| Error::io(path, e))?;
-                    self.decode(file.ok_or_else(|| columnar_error(&self.name, "not opened"))?, row_group, &missing, cache)?
-                }
+                Source::File(path) => self.decode(self.opened(path, opened)?, row_group, &missing, cache)?,
             };
             if !self.dropped.load(Ordering::Acquire) {
                 for (leaf, array) in missing.iter().zip(&decoded) {
@@ -457,13 +461,7 @@ impl ColumnarFile {
         }
         match &self.source {
             Source::Memory(bytes) => self.pages_of(bytes.clone(), row_group, leaves, &filter_leaves, filter, cache),
-            Source::File(path) => {
-                if opened.is_none() {
-                    *opened = Some(std::fs::File::open(path).map_err(|e| Error::io(path, e))?);
-                }
-                let file = opened.as_ref().map(std::fs::File::try_clone).transpose().map_err(|e| Error::io(path, e))?;
-                self.pages_of(file.ok_or_else(|| columnar_error(&self.name, "not opened"))?, row_group, leaves, &filter_leaves, filter, cache)
-            }
+            Source::File(path) => self.pages_of(self.opened(path, opened)?, row_group, leaves, &filter_leaves, filter, cache),
         }
     }
 
@@ -512,7 +510,7 @@ impl ColumnarFile {
                 skipped += end - start;
             }
             match selectors.last_mut() {
-                Some(last) if last.skip == !keep => last.row_count += end - start,
+                Some(last) if last.skip != keep => last.row_count += end - start,
                 _ => selectors.push(if keep { RowSelector::select(end - start) } else { RowSelector::skip(end - start) }),
             }
         }

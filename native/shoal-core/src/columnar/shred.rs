@@ -93,7 +93,7 @@ impl ListParts {
         // Ints and floats together: the ints as floats (rounded to nearest, as parsing the
         // integer's text is).
         let values = match (ty, columns[ScalarType::Int.slot()].take()) {
-            (Some(ScalarType::Float), Some(ints)) => merge_numbers(&ints, &values),
+            (Some(ScalarType::Float), Some(ints)) => super::assemble::as_floats(Some(&ints), Some(&values), self.count),
             _ => values,
         };
         let field = Arc::new(arrow_schema::Field::new("item", values.data_type().clone(), true));
@@ -101,18 +101,6 @@ impl ListParts {
         let nulls = Some(NullBuffer::from(self.valid)).filter(|n| n.null_count() > 0);
         Some(Arc::new(ListArray::try_new(field, offsets, values, nulls).ok()?))
     }
-}
-
-/// A `Float64` array of `floats` where it is valid and `ints` (converted) elsewhere.
-fn merge_numbers(ints: &ArrayRef, floats: &ArrayRef) -> ArrayRef {
-    use arrow_array::cast::AsArray;
-    let ints = ints.as_primitive::<arrow_array::types::Int64Type>();
-    let floats = floats.as_primitive::<arrow_array::types::Float64Type>();
-    #[allow(clippy::cast_precision_loss)]
-    let merged: arrow_array::Float64Array = (0..floats.len())
-        .map(|i| if floats.is_valid(i) { Some(floats.value(i)) } else { ints.is_valid(i).then(|| ints.value(i) as f64) })
-        .collect();
-    Arc::new(merged)
 }
 
 /// A column builder that pads with nulls.

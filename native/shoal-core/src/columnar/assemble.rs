@@ -22,6 +22,7 @@ use arrow_array::{new_null_array, Array, ArrayRef, Float64Array, ListArray, Stru
 use arrow_schema::{DataType, FieldRef, Fields};
 
 use super::layout::{FileLayout, ListItems, Resolved, ScalarType};
+use super::shred::as_floats;
 use crate::error::{Error, Result};
 
 /// How one output column (or struct child) is made from a file's leaf columns.
@@ -233,28 +234,6 @@ impl Assembly {
                 )
             }
         })
-    }
-}
-
-/// A `Float64` array of `len` values: `floats` where it is valid, else `ints` converted
-/// (`i64 as f64`, rounding to nearest as parsing the integer's text does), else null —
-/// a path's integer and float columns (at most one valid in a row) as one number column.
-pub(crate) fn as_floats(ints: Option<&ArrayRef>, floats: Option<&ArrayRef>, len: usize) -> ArrayRef {
-    match (ints, floats) {
-        (None, Some(floats)) => Arc::clone(floats),
-        (None, None) => new_null_array(&DataType::Float64, len),
-        (Some(ints), floats) => {
-            let ints = ints.as_primitive::<Int64Type>();
-            let floats = floats.map(|a| a.as_primitive::<Float64Type>());
-            #[allow(clippy::cast_precision_loss)]
-            let merged: Float64Array = (0..len)
-                .map(|row| match floats.filter(|f| f.is_valid(row)) {
-                    Some(f) => Some(f.value(row)),
-                    None => ints.is_valid(row).then(|| ints.value(row) as f64),
-                })
-                .collect();
-            Arc::new(merged)
-        }
     }
 }
 

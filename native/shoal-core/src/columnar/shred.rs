@@ -93,13 +93,36 @@ impl ListParts {
         // Ints and floats together: the ints as floats (rounded to nearest, as parsing the
         // integer's text is).
         let values = match (ty, columns[ScalarType::Int.slot()].take()) {
-            (Some(ScalarType::Float), Some(ints)) => super::assemble::as_floats(Some(&ints), Some(&values), self.count),
+            (Some(ScalarType::Float), Some(ints)) => as_floats(Some(&ints), Some(&values), self.count),
             _ => values,
         };
         let field = Arc::new(arrow_schema::Field::new("item", values.data_type().clone(), true));
         let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
         let nulls = Some(NullBuffer::from(self.valid)).filter(|n| n.null_count() > 0);
         Some(Arc::new(ListArray::try_new(field, offsets, values, nulls).ok()?))
+    }
+}
+
+/// A `Float64` array of `len` values: `floats` where it is valid, else `ints` converted
+/// (`i64 as f64`, rounding to nearest as parsing the integer's text does), else null —
+/// a path's integer and float columns (at most one valid in a row) as one number column.
+pub(crate) fn as_floats(ints: Option<&ArrayRef>, floats: Option<&ArrayRef>, len: usize) -> ArrayRef {
+    use arrow_array::cast::AsArray;
+    match (ints, floats) {
+        (None, Some(floats)) => Arc::clone(floats),
+        (None, None) => arrow_array::new_null_array(&arrow_schema::DataType::Float64, len),
+        (Some(ints), floats) => {
+            let ints = ints.as_primitive::<arrow_array::types::Int64Type>();
+            let floats = floats.map(|a| a.as_primitive::<arrow_array::types::Float64Type>());
+            #[allow(clippy::cast_precision_loss)]
+            let merged: arrow_array::Float64Array = (0..len)
+                .map(|row| match floats.filter(|f| f.is_valid(row)) {
+                    Some(f) => Some(f.value(row)),
+                    None => ints.is_valid(row).then(|| ints.value(row) as f64),
+                })
+                .collect();
+            Arc::new(merged)
+        }
     }
 }
 

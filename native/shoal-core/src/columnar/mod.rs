@@ -31,6 +31,7 @@
 pub(crate) mod assemble;
 mod compactor;
 mod decoded;
+mod dense;
 pub(crate) mod eval;
 pub mod layout;
 mod shred;

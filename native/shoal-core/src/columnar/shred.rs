@@ -22,86 +22,18 @@
 //! record's conversion (`serde_json`, which refuses lone surrogates and nesting beyond
 //! 128 levels) would not give the same way.
 
-use std::borrow::Cow;
-
 use std::sync::Arc;
 
-use arrow_array::builder::{ArrayBuilder, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{Array, ArrayRef, ListArray};
 use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 
+use super::dense::{self, Cell, Scalar};
 use super::layout::{ListItems, ScalarType};
 
+use crate::error::{Error, Result};
 use crate::parser::{number_value, unescape_into};
 use crate::schema::{Cursor, KeyIndex, TypeSet, MAX_INFERRED_DEPTH};
 use crate::value::FieldValue;
-
-/// The typed columns of one path while a file is built.
-#[derive(Default)]
-struct PathBuilder {
-    bools: Option<BooleanBuilder>,
-    ints: Option<Int64Builder>,
-    floats: Option<Float64Builder>,
-    strings: Option<StringBuilder>,
-    /// `true` in the rows whose value is an object (null elsewhere).
-    objects: Option<BooleanBuilder>,
-    /// The rows' arrays of scalars (null where the value is not an array).
-    lists: Option<Box<ListParts>>,
-}
-
-/// The arrays of one path while a file is built: one list per row, its items in a
-/// column per scalar type (like a path's values, padded with nulls).
-#[derive(Default)]
-struct ListParts {
-    /// Where each row's items start (one per row so far).
-    offsets: Vec<i32>,
-    /// Whether each row so far holds an array.
-    valid: Vec<bool>,
-    /// The items, by type.
-    items: PathBuilder,
-    /// Items so far (null ones too).
-    count: usize,
-}
-
-impl ListParts {
-    /// Starts row `row`'s array (earlier rows without one become null lists).
-    fn start(&mut self, row: usize) -> Option<()> {
-        let start = i32::try_from(self.count).ok()?;
-        while self.offsets.len() < row {
-            self.offsets.push(start);
-            self.valid.push(false);
-        }
-        self.offsets.push(start);
-        self.valid.push(true);
-        Some(())
-    }
-
-    /// The list column (`rows` long) of the items of type `ty` (`None`: every item null),
-    /// or `None` when the items do not fit 32-bit offsets.
-    fn finish(mut self, rows: usize, ty: Option<ScalarType>) -> Option<ArrayRef> {
-        let end = i32::try_from(self.count).ok()?;
-        while self.offsets.len() < rows {
-            self.offsets.push(end);
-            self.valid.push(false);
-        }
-        self.offsets.push(end);
-        let mut columns = self.items.finish(self.count);
-        let values = match ty {
-            Some(ty) => columns[ty.slot()].take()?,
-            None => arrow_array::new_null_array(&arrow_schema::DataType::Boolean, self.count),
-        };
-        // Ints and floats together: the ints as floats (rounded to nearest, as parsing the
-        // integer's text is).
-        let values = match (ty, columns[ScalarType::Int.slot()].take()) {
-            (Some(ScalarType::Float), Some(ints)) => as_floats(Some(&ints), Some(&values), self.count),
-            _ => values,
-        };
-        let field = Arc::new(arrow_schema::Field::new("item", values.data_type().clone(), true));
-        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
-        let nulls = Some(NullBuffer::from(self.valid)).filter(|n| n.null_count() > 0);
-        Some(Arc::new(ListArray::try_new(field, offsets, values, nulls).ok()?))
-    }
-}
 
 /// A `Float64` array of `len` values: `floats` where it is valid, else `ints` converted
 /// (`i64 as f64`, rounding to nearest as parsing the integer's text does), else null —
@@ -126,80 +58,6 @@ pub(crate) fn as_floats(ints: Option<&ArrayRef>, floats: Option<&ArrayRef>, len:
     }
 }
 
-/// A column builder that pads with nulls.
-trait Column: ArrayBuilder + Default {
-    fn pad(&mut self, nulls: usize);
-}
-
-macro_rules! column {
-    ($($builder:ty),*) => {$(
-        impl Column for $builder {
-            fn pad(&mut self, nulls: usize) {
-                self.append_nulls(nulls);
-            }
-        }
-    )*};
-}
-column!(BooleanBuilder, Int64Builder, Float64Builder, StringBuilder);
-
-/// `builder` with nulls up to `rows` rows.
-fn padded_to<B: Column>(builder: &mut B, rows: usize) -> &mut B {
-    builder.pad(rows - builder.len());
-    builder
-}
-
-/// The builder in `slot` (made if absent) with nulls up to row `row`.
-fn padded<B: Column>(slot: &mut Option<B>, row: usize) -> &mut B {
-    padded_to(slot.get_or_insert_with(B::default), row)
-}
-
-/// The finished column of `slot` (`rows` long), if it was made.
-fn finished<B: Column>(slot: &mut Option<B>, rows: usize) -> Option<ArrayRef> {
-    slot.as_mut().map(|builder| padded_to(builder, rows).finish())
-}
-
-impl PathBuilder {
-    /// Appends `value` at row `row` (earlier rows without a value become nulls).
-    fn append(&mut self, row: usize, value: &FieldValue<'_>) {
-        match value {
-            FieldValue::Bool(b) => padded(&mut self.bools, row).append_value(*b),
-            FieldValue::Int(i) => padded(&mut self.ints, row).append_value(*i),
-            FieldValue::Float(f) => padded(&mut self.floats, row).append_value(*f),
-            FieldValue::Str(s) => padded(&mut self.strings, row).append_value(s),
-            // An object's presence (its values are its children's); arrays are not stored
-            // (the path is opaque by its types).
-            FieldValue::Object(_) => padded(&mut self.objects, row).append_value(true),
-            FieldValue::Array(_) => {
-                if self.lists.get_or_insert_with(Box::default).start(row).is_none() {
-                    // Beyond 2 Gi items: the path is not given as lists (an item's append
-                    // checks it too).
-                    self.lists = None;
-                }
-            }
-            FieldValue::Missing | FieldValue::Null => {}
-        }
-    }
-
-    /// Appends an item to the array of the row started last (`null` is a null item).
-    fn append_item(&mut self, value: &FieldValue<'_>) {
-        let Some(list) = self.lists.as_mut() else { return };
-        let index = list.count;
-        list.items.append(index, value);
-        list.count += 1;
-    }
-
-    /// The finished columns (`rows` long), in `ScalarType::ALL` order (bool, int, float,
-    /// string).
-    fn finish(&mut self, rows: usize) -> [Option<ArrayRef>; 4] {
-        [
-            finished(&mut self.bools, rows),
-            finished(&mut self.ints, rows),
-            finished(&mut self.floats, rows),
-            finished(&mut self.strings, rows),
-        ]
-    }
-}
-
 /// One path of the tree.
 #[derive(Default)]
 struct Node {
@@ -221,7 +79,16 @@ struct Node {
     /// The record generation in which the node was last entered (the first of duplicate
     /// keys wins).
     seen: u32,
-    column: PathBuilder,
+    /// The path's values so far, rows ascending, one per row at most: scalars, and
+    /// [`Scalar::Object`] / [`Scalar::Array`] where the row holds an object or an array of
+    /// scalars (`dense.rs` builds the columns from them).
+    values: Vec<Cell>,
+    /// The bytes of its strings among `values`, one after the other.
+    strings: Vec<u8>,
+    /// The items of its arrays of scalars, in order, each with its row (nulls too).
+    items: Vec<Cell>,
+    /// The bytes of its items' strings.
+    item_strings: Vec<u8>,
 }
 
 /// A path of the finished tree, parents before children, children in first-seen order.
@@ -258,50 +125,88 @@ pub(crate) struct Shredder {
     /// Containers too deep to infer met so far (an object that saw the count change holds
     /// one).
     too_deep: u64,
+    /// Records shredded so far (rows).
+    rows: u32,
+    /// The record's strings that held escapes, unescaped, one after the other.
+    scratch: String,
+    /// The values of the record being shredded (node, with [`ITEM`] for an array's item),
+    /// kept until it parsed to its end.
+    pending: Vec<(usize, Scalar)>,
 }
 
 impl Shredder {
     /// A shredder that keeps at most `max_paths` paths: keys first seen after that are
     /// skipped (their values stay in the raw records) and their parent is marked cut.
     pub(crate) fn new(max_paths: usize) -> Self {
-        Self { nodes: vec![Node::default()], max_paths, generation: 0, key_buf: String::new(), record_lossy: false, too_deep: 0 }
+        Self {
+            nodes: vec![Node::default()],
+            max_paths,
+            generation: 0,
+            key_buf: String::new(),
+            record_lossy: false,
+            too_deep: 0,
+            rows: 0,
+            scratch: String::new(),
+            pending: Vec::new(),
+        }
     }
 
-    /// Shreds `record` (a log record's payload: valid JSON) as row `row` (rows in
-    /// ascending order from 0). `pending` holds the record's values until it parsed to its
-    /// end (the caller's buffer, reused). Returns false when the record is not what a
-    /// validated record must be (it cannot happen): its row stays empty.
-    pub(crate) fn shred<'a>(&mut self, record: &'a [u8], row: usize, pending: &mut Vec<(usize, FieldValue<'a>)>) -> bool {
+    /// Shreds `record` (a log record's payload: valid JSON) as the next row (rows from 0,
+    /// one per call). Returns false when the record is not what a validated record must
+    /// be (it cannot happen): its row stays empty.
+    pub(crate) fn shred(&mut self, record: &[u8]) -> bool {
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
             self.nodes.iter_mut().for_each(|n| n.seen = 0);
             self.generation = 1;
         }
-        pending.clear();
+        let row = self.rows;
+        let Some(next) = row.checked_add(1) else { return false };
+        self.rows = next;
         // UTF-8 is checked once for the whole record (values are then slices of it at
         // quote and delimiter positions, which are character boundaries).
         let Ok(text) = std::str::from_utf8(record) else { return false };
         self.record_lossy = has_lone_surrogate(record);
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        self.scratch.clear();
         let mut cursor = Cursor::new(record);
-        let parsed = self.value(0, text, &mut cursor, 0, pending).is_some() && {
+        let parsed = self.value(0, text, &mut cursor, 0, &mut pending).is_some() && {
             cursor.skip_whitespace();
             cursor.at == record.len()
         };
         if parsed {
-            for (node, value) in pending.drain(..) {
-                if node & ITEM == 0 {
-                    self.nodes[node].column.append(row, &value);
-                } else {
-                    self.nodes[node & !ITEM].column.append_item(&value);
-                }
+            // The values go to their paths; strings' bytes are copied while the record is
+            // in the cache.
+            for &(node, value) in &pending {
+                let n = &mut self.nodes[node & !ITEM];
+                let (cells, strings) = if node & ITEM == 0 { (&mut n.values, &mut n.strings) } else { (&mut n.items, &mut n.item_strings) };
+                let value = match value {
+                    Scalar::Text { from, len } => {
+                        strings.extend_from_slice(&record[from as usize..(from + len) as usize]);
+                        Scalar::Str { len }
+                    }
+                    Scalar::Unescaped { from, len } => {
+                        strings.extend_from_slice(&self.scratch.as_bytes()[from as usize..(from + len) as usize]);
+                        Scalar::Str { len }
+                    }
+                    value => value,
+                };
+                cells.push(Cell { row, value });
             }
         }
+        self.pending = pending;
         parsed
     }
 
-    /// Every path with its types and its columns (`rows` long), and whether keys at the
-    /// top level were left out by the bound on paths.
-    pub(crate) fn finish(mut self, rows: usize) -> (Vec<ShreddedPath>, bool) {
+    /// Every path with its types and its columns (`rows` long: the rows shredded), and
+    /// whether keys at the top level were left out by the bound on paths.
+    ///
+    /// # Errors
+    /// [`Error::Columnar`] when a column cannot be built (`dense::build`), or a path's
+    /// arrays hold more items than 32-bit offsets address.
+    pub(crate) fn finish(mut self) -> Result<(Vec<ShreddedPath>, bool)> {
+        let rows = self.rows as usize;
         let mut out = Vec::with_capacity(self.nodes.len() - 1);
         let mut stack: Vec<(usize, Vec<String>)> = vec![(0, Vec::new())];
         while let Some((node, segments)) = stack.pop() {
@@ -320,29 +225,29 @@ impl Shredder {
             if node != 0 {
                 let n = &mut self.nodes[node];
                 let only_objects = n.types.without(TypeSet::NULL) == TypeSet::OBJECT;
-                let objects = if only_objects && !n.lossy { finished(&mut n.column.objects, rows) } else { None };
+                let values = std::mem::take(&mut n.values);
+                let built = dense::build(values.iter().map(|c| (c.row as usize, c)), rows, std::mem::take(&mut n.strings), only_objects && !n.lossy)?;
                 let only_arrays = n.types.without(TypeSet::NULL) == TypeSet::ARRAY;
-                let list = match (n.column.lists.take(), ListItems::of(n.item_types)) {
-                    (Some(parts), Some(items)) if only_arrays && !n.lossy => {
-                        parts.finish(rows, items.stored()).map(|array| (array, items))
-                    }
+                let (items, item_strings) = (std::mem::take(&mut n.items), std::mem::take(&mut n.item_strings));
+                let list = match ListItems::of(n.item_types) {
+                    Some(kind) if only_arrays && !n.lossy => list_column(&values, &items, item_strings, rows, kind.stored())?.map(|list| (list, kind)),
                     _ => None,
                 };
-                out.push(ShreddedPath { segments, types: n.types, cut: n.cut, columns: n.column.finish(rows), objects, list });
+                out.push(ShreddedPath { segments, types: n.types, cut: n.cut, columns: built.columns, objects: built.objects, list });
             }
             stack.extend(children.into_iter().rev());
         }
-        (out, self.nodes[0].cut)
+        Ok((out, self.nodes[0].cut))
     }
 
     /// The value at the cursor over `text`, for `node` at nesting depth `depth`.
-    fn value<'a>(
+    fn value<'t>(
         &mut self,
         node: usize,
-        text: &'a str,
-        cursor: &mut Cursor<'a>,
+        text: &'t str,
+        cursor: &mut Cursor<'t>,
         depth: usize,
-        pending: &mut Vec<(usize, FieldValue<'a>)>,
+        pending: &mut Vec<(usize, Scalar)>,
     ) -> Option<()> {
         let first = cursor.next_byte()?;
         let start = cursor.at - 1;
@@ -360,7 +265,7 @@ impl Shredder {
                 if self.too_deep != too_deep || (self.record_lossy && has_lone_surrogate(text.as_bytes().get(start..cursor.at)?)) {
                     self.nodes[node].lossy = true;
                 }
-                (TypeSet::OBJECT, Some(FieldValue::Object("")))
+                (TypeSet::OBJECT, Some(Scalar::Object))
             }
             b'[' => {
                 let too_deep = self.too_deep;
@@ -370,7 +275,7 @@ impl Shredder {
                 }
                 (TypeSet::ARRAY, None)
             }
-            _ => scalar(first, start, text, cursor)?,
+            _ => scalar(first, start, text, cursor, &mut self.scratch)?,
         };
         self.nodes[node].types.insert(types);
         // (A top-level scalar is a record, not a path: nothing to store.)
@@ -383,19 +288,19 @@ impl Shredder {
     /// An array whose `[` was consumed, for `node`: its items are kept as the row's list
     /// when they are scalars or nulls; at the first container item the rest is skipped
     /// and the path's arrays are not kept as lists.
-    fn array<'a>(
+    fn array<'t>(
         &mut self,
         node: usize,
-        text: &'a str,
-        cursor: &mut Cursor<'a>,
-        pending: &mut Vec<(usize, FieldValue<'a>)>,
+        text: &'t str,
+        cursor: &mut Cursor<'t>,
+        pending: &mut Vec<(usize, Scalar)>,
     ) -> Option<()> {
         let listable = node != 0 && !self.nodes[node].item_types.contains(TypeSet::OBJECT) && !self.nodes[node].item_types.contains(TypeSet::ARRAY);
         if !listable {
             return cursor.skip_container();
         }
         let marker = pending.len();
-        pending.push((node, FieldValue::Array("")));
+        pending.push((node, Scalar::Array));
         cursor.skip_whitespace();
         if text.as_bytes().get(cursor.at) == Some(&b']') {
             cursor.at += 1;
@@ -418,9 +323,9 @@ impl Shredder {
                     }
                 }
             }
-            let (types, value) = scalar(first, start, text, cursor)?;
+            let (types, value) = scalar(first, start, text, cursor, &mut self.scratch)?;
             self.nodes[node].item_types.insert(types);
-            pending.push((node | ITEM, value.unwrap_or(FieldValue::Null)));
+            pending.push((node | ITEM, value.unwrap_or(Scalar::Null)));
             match cursor.next_byte()? {
                 b',' => {}
                 b']' => return Some(()),
@@ -430,13 +335,13 @@ impl Shredder {
     }
 
     /// An object whose `{` was consumed, for `node` at depth `depth`.
-    fn object<'a>(
+    fn object<'t>(
         &mut self,
         node: usize,
-        text: &'a str,
-        cursor: &mut Cursor<'a>,
+        text: &'t str,
+        cursor: &mut Cursor<'t>,
         depth: usize,
-        pending: &mut Vec<(usize, FieldValue<'a>)>,
+        pending: &mut Vec<(usize, Scalar)>,
     ) -> Option<()> {
         cursor.skip_whitespace();
         if text.as_bytes().get(cursor.at) == Some(&b'}') {
@@ -508,29 +413,30 @@ impl Shredder {
 const ITEM: usize = 1 << (usize::BITS - 1);
 
 /// A scalar whose first byte `first` (at `start` in `text`) was consumed: its type and
-/// value (`None` for null), with the On-Demand parser's semantics (strings unescaped,
-/// integers in `i64` range `Int`, other numbers `Float`); `None` when it is not a scalar.
-fn scalar<'a>(first: u8, start: usize, text: &'a str, cursor: &mut Cursor<'a>) -> Option<(TypeSet, Option<FieldValue<'a>>)> {
+/// value (`None` for null), with the On-Demand parser's semantics (strings unescaped — into
+/// `scratch` when they hold escapes —, integers in `i64` range `Int`, other numbers `Float`);
+/// `None` when it is not a scalar.
+fn scalar(first: u8, start: usize, text: &str, cursor: &mut Cursor<'_>, scratch: &mut String) -> Option<(TypeSet, Option<Scalar>)> {
     Some(match first {
         b'"' => {
             let plain = cursor.string()?;
-            let content = text.get(start + 1..cursor.at - 1)?;
+            let (from, to) = (start + 1, cursor.at - 1);
             let value = if plain.is_some() {
-                Cow::Borrowed(content)
+                Scalar::Text { from: u32::try_from(from).ok()?, len: u32::try_from(to - from).ok()? }
             } else {
-                let mut owned = String::with_capacity(content.len());
-                unescape_into(content, &mut owned);
-                Cow::Owned(owned)
+                let at = u32::try_from(scratch.len()).ok()?;
+                unescape_into(text.get(from..to)?, scratch);
+                Scalar::Unescaped { from: at, len: u32::try_from(scratch.len()).ok()? - at }
             };
-            (TypeSet::STRING, Some(FieldValue::Str(value)))
+            (TypeSet::STRING, Some(value))
         }
         b't' => {
             cursor.literal(b"rue")?;
-            (TypeSet::BOOL, Some(FieldValue::Bool(true)))
+            (TypeSet::BOOL, Some(Scalar::Bool(true)))
         }
         b'f' => {
             cursor.literal(b"alse")?;
-            (TypeSet::BOOL, Some(FieldValue::Bool(false)))
+            (TypeSet::BOOL, Some(Scalar::Bool(false)))
         }
         b'n' => {
             cursor.literal(b"ull")?;
@@ -541,12 +447,61 @@ fn scalar<'a>(first: u8, start: usize, text: &'a str, cursor: &mut Cursor<'a>) -
             let raw = text.get(start..cursor.at)?;
             let integer = !raw.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'));
             match number_value(raw, integer)? {
-                value @ FieldValue::Int(_) => (TypeSet::INT, Some(value)),
-                value => (TypeSet::FLOAT, Some(value)),
+                FieldValue::Int(i) => (TypeSet::INT, Some(Scalar::Int(i))),
+                FieldValue::Float(f) => (TypeSet::FLOAT, Some(Scalar::Float(f))),
+                _ => return None,
             }
         }
         _ => return None,
     })
+}
+
+/// The `List` column (`rows` long) of a path's arrays: a list in each row whose value is
+/// an array ([`Scalar::Array`] among `values`), its items (`items`, in order with their
+/// rows; `strings` the bytes of their strings) of type `ty` (`None`: every item null, stored as null `Boolean`s; integers
+/// among `Float` items as floats), null in the other rows; `None` when no item of type
+/// `ty` was kept (its record did not shred).
+///
+/// # Errors
+/// [`Error::Columnar`] beyond 2 Gi items (32-bit offsets), or when building the items fails.
+fn list_column(values: &[Cell], items: &[Cell], strings: Vec<u8>, rows: usize, ty: Option<ScalarType>) -> Result<Option<ArrayRef>> {
+    let count = i32::try_from(items.len()).map_err(|_| Error::Columnar(format!("{} array items in one path, beyond 32-bit offsets", items.len())))?;
+    let mut offsets = vec![0i32; rows + 1];
+    let mut valid = vec![false; rows];
+    let (mut next_row, mut consumed) = (0usize, 0usize);
+    for cell in values.iter().filter(|c| c.value == Scalar::Array) {
+        let row = cell.row as usize;
+        if row < next_row || row >= rows {
+            continue;
+        }
+        offsets[next_row + 1..=row].fill(consumed as i32);
+        while items.get(consumed).is_some_and(|item| item.row == cell.row) {
+            consumed += 1;
+        }
+        offsets[row + 1] = consumed as i32;
+        valid[row] = true;
+        next_row = row + 1;
+    }
+    offsets[next_row + 1..].fill(count);
+    let mut columns = dense::build(items.iter().enumerate(), items.len(), strings, false)?.columns;
+    let values = match ty {
+        Some(ty) => match columns[ty.slot()].take() {
+            Some(column) => column,
+            None => return Ok(None),
+        },
+        None => arrow_array::new_null_array(&arrow_schema::DataType::Boolean, items.len()),
+    };
+    // Ints and floats together: the ints as floats (rounded to nearest, as parsing the
+    // integer's text is).
+    let values = match (ty, columns[ScalarType::Int.slot()].take()) {
+        (Some(ScalarType::Float), Some(ints)) => as_floats(Some(&ints), Some(&values), items.len()),
+        _ => values,
+    };
+    let field = Arc::new(arrow_schema::Field::new("item", values.data_type().clone(), true));
+    let nulls = Some(NullBuffer::from(valid)).filter(|n| n.null_count() > 0);
+    ListArray::try_new(field, OffsetBuffer::new(ScalarBuffer::from(offsets)), values, nulls)
+        .map(|list| Some(Arc::new(list) as ArrayRef))
+        .map_err(|e| Error::Columnar(format!("building a list column: {e}")))
 }
 
 /// True when `text` (valid JSON) holds a `\u` escape of a lone UTF-16 surrogate: a high
@@ -595,6 +550,7 @@ fn skip_value(cursor: &mut Cursor<'_>) -> Option<()> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use std::borrow::Cow;
     use std::collections::HashSet;
 
     use arrow_array::{Array, BooleanArray, Float64Array, Int64Array, StringArray};
@@ -650,11 +606,10 @@ mod tests {
     /// is not below a container too deep to infer) must hold no scalar in any record.
     fn check(records: &[String]) {
         let mut shredder = Shredder::new(100_000);
-        let mut pending = Vec::new();
-        for (row, record) in records.iter().enumerate() {
-            assert!(shredder.shred(record.as_bytes(), row, &mut pending), "{record}");
+        for record in records {
+            assert!(shredder.shred(record.as_bytes()), "{record}");
         }
-        let (paths, cut) = shredder.finish(records.len());
+        let (paths, cut) = shredder.finish().unwrap();
         assert!(!cut);
         let listed: Vec<(usize, FieldPath)> =
             paths.iter().enumerate().filter_map(|(i, p)| Some((i, FieldPath::from_segments(p.segments.clone()).ok()?))).collect();
@@ -722,13 +677,36 @@ mod tests {
     }
 
     #[test]
+    fn a_record_that_does_not_shred_leaves_its_row_empty_and_the_others_whole() {
+        let records = [
+            r#"{"s": "a\"b", "l": ["x", "y\n"], "n": 1}"#,
+            r#"{"s": "lost", "l": ["lost\t"], "n": 2, "t": "#,
+            r#"{"s": "c", "l": ["z"], "n": 3}"#,
+        ];
+        let mut shredder = Shredder::new(1_000);
+        let shredded: Vec<bool> = records.iter().map(|r| shredder.shred(r.as_bytes())).collect();
+        assert_eq!(shredded, [true, false, true]);
+        let (paths, _) = shredder.finish().unwrap();
+        let path = |name: &str| paths.iter().find(|p| p.segments == [name]).unwrap();
+        let strings: Vec<Option<&str>> = path("s").columns[3].as_ref().unwrap().as_any().downcast_ref::<StringArray>().unwrap().iter().collect();
+        assert_eq!(strings, [Some("a\"b"), None, Some("c")]);
+        let ints: Vec<Option<i64>> = path("n").columns[1].as_ref().unwrap().as_any().downcast_ref::<Int64Array>().unwrap().iter().collect();
+        assert_eq!(ints, [Some(1), None, Some(3)]);
+        let (list, _) = path("l").list.clone().unwrap();
+        let list = list.as_any().downcast_ref::<ListArray>().unwrap();
+        assert_eq!((list.is_valid(0), list.is_valid(1), list.is_valid(2)), (true, false, true));
+        let items: Vec<Option<&str>> = list.values().as_any().downcast_ref::<StringArray>().unwrap().iter().collect();
+        assert_eq!(items, [Some("x"), Some("y\n"), Some("z")]);
+        assert_eq!(list.value_offsets(), [0, 2, 2, 3]);
+    }
+
+    #[test]
     fn keys_beyond_the_bound_mark_their_parent_cut() {
         let mut shredder = Shredder::new(3);
-        let mut pending = Vec::new();
-        for (row, record) in [r#"{"a": 1, "m": {"k1": 1}}"#, r#"{"a": 2, "m": {"k2": 2, "k3": 3}}"#, r#"{"z": 1}"#].iter().enumerate() {
-            assert!(shredder.shred(record.as_bytes(), row, &mut pending));
+        for record in [r#"{"a": 1, "m": {"k1": 1}}"#, r#"{"a": 2, "m": {"k2": 2, "k3": 3}}"#, r#"{"z": 1}"#] {
+            assert!(shredder.shred(record.as_bytes()));
         }
-        let (paths, root_cut) = shredder.finish(3);
+        let (paths, root_cut) = shredder.finish().unwrap();
         let listed: Vec<(String, bool)> = paths.iter().map(|p| (p.segments.join("."), p.cut)).collect();
         assert_eq!(listed, [("a".to_owned(), false), ("m".to_owned(), true), ("m.k1".to_owned(), false)]);
         assert!(root_cut, "`z` came after the bound");
@@ -762,11 +740,10 @@ mod tests {
             r#"{"o": {}, "l": {"s": "\ud83d\ude00"}}"#,
         ];
         let mut shredder = Shredder::new(1_000);
-        let mut pending = Vec::new();
-        for (row, record) in records.iter().enumerate() {
-            assert!(shredder.shred(record.as_bytes(), row, &mut pending));
+        for record in &records {
+            assert!(shredder.shred(record.as_bytes()));
         }
-        let (paths, _) = shredder.finish(records.len());
+        let (paths, _) = shredder.finish().unwrap();
         let objects = |name: &str| {
             let path = paths.iter().find(|p| p.segments == [name]).unwrap();
             path.objects.as_ref().map(|a| (0..a.len()).map(|row| a.is_valid(row)).collect::<Vec<_>>())
@@ -786,11 +763,10 @@ mod tests {
             r#"{"e": []}"#,
         ];
         let mut shredder = Shredder::new(1_000);
-        let mut pending = Vec::new();
-        for (row, record) in records.iter().enumerate() {
-            assert!(shredder.shred(record.as_bytes(), row, &mut pending));
+        for record in &records {
+            assert!(shredder.shred(record.as_bytes()));
         }
-        let (paths, _) = shredder.finish(records.len());
+        let (paths, _) = shredder.finish().unwrap();
         let list = |name: &str| paths.iter().find(|p| p.segments == [name]).unwrap().list.clone();
         let (l, items) = list("l").unwrap();
         assert_eq!(items, ListItems::Number);

@@ -17,7 +17,6 @@ use super::{ColumnarCodec, ColumnarConfig};
 use crate::error::{Error, Result};
 use crate::path::FieldPath;
 use crate::schema::TypeSet;
-use crate::value::FieldValue;
 use crate::LogAddress;
 
 /// What [`write_file`] produced.
@@ -44,14 +43,13 @@ pub(crate) fn write_file(
 ) -> Result<WrittenFile> {
     let t0 = std::time::Instant::now();
     let mut shredder = Shredder::new(max_file_paths(records.len()));
-    let mut pending: Vec<(usize, FieldValue<'_>)> = Vec::new();
-    for (row, (_, payload)) in records.iter().enumerate() {
+    for (_, payload) in records {
         // A record of the log was validated when ingested; one that does not parse now
         // (it cannot) keeps an empty row, and scans re-read nothing from it.
-        shredder.shred(payload, row, &mut pending);
+        shredder.shred(payload);
     }
     let rows = records.len();
-    let (paths, root_cut) = shredder.finish(rows);
+    let (paths, root_cut) = shredder.finish()?;
     let t1 = std::time::Instant::now();
     // Every path goes into the layout, with the columns of the scalar types it held; a
     // container's value is not stored (the path is opaque), but a path of objects only has

@@ -1,11 +1,12 @@
-//! A path's columns built whole from its values (`shred.rs`): while a file's records are
-//! shredded, each path keeps only the values it held, each with its row (a [`Cell`]), and
-//! its strings' bytes one after the other; at the end each column is allocated once at its
-//! full length (zeroed, nulls) and the values are written at their rows (the strings' bytes
-//! are already the string column's values). A sparse path costs its values, not the file's rows: padding
-//! every column with a null per row, and growing every column's buffers by doubling, was
-//! most of the compactor's time (bench/README.md, "Issue 16: compaction, values kept per
-//! path") — GitHub events spread ~690 paths over ~33,000 rows per file, ~40 values a row.
+//! A path's columns built whole while a file is shredded (`shred.rs`): the file's rows are
+//! known before its first record, so each type's column of a path is allocated once at its
+//! full length (zeroed: nulls) at the path's first value of that type, and each value is
+//! written at its row. A sparse path costs its values, not the file's rows: padding every
+//! column with a null per row, and growing every column's buffers by doubling, was the
+//! larger half of the compactor's pass before (bench/README.md, "Issue 16: compaction,
+//! columns built whole") — GitHub events spread ~690 paths over ~33,000 rows per file,
+//! ~43 values a row. Arrays' items, whose count is not known before, are kept as [`Cell`]s
+//! and built the same way at the end.
 
 use std::sync::Arc;
 
@@ -42,7 +43,8 @@ pub(crate) enum Scalar {
     Array,
 }
 
-/// A value and the row (record) it belongs to.
+/// A value and the row (record) it belongs to (an array's item, kept until its path's
+/// list is built).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Cell {
     /// The row, from 0 in the file.
@@ -58,70 +60,90 @@ pub(crate) struct Built {
     pub objects: Option<ArrayRef>,
 }
 
-/// Builds the columns of `cells` — `(position, cell)` at ascending positions below `len`,
-/// at most one per position — with nulls at every other position; the objects' column
-/// too when `objects` is set. Rows of a path's values are its positions; an array item's
-/// position is its index among the path's items. `strings` holds the bytes of the cells'
-/// strings ([`Scalar::Str`]), in order.
-///
-/// # Errors
-/// [`Error::Columnar`] when a column's strings exceed 2 GiB (32-bit offsets; lower the
-/// file's size, `columnar.file_log_bytes`), or are not the cells' strings.
-pub(crate) fn build<'c>(
-    cells: impl Iterator<Item = (usize, &'c Cell)> + Clone,
+/// The columns of one path (or of its arrays' items) while a file is built, `len` long:
+/// each type's column is allocated whole (nulls, zeroed) at its first value, and values
+/// are written at their positions (rows; an item's index among the path's items), in
+/// ascending order, at most one per position.
+pub(crate) struct Columns {
     len: usize,
-    strings: Vec<u8>,
-    objects: bool,
-) -> Result<Built> {
-    // A first pass finds which types occur.
-    let mut present = [false; 5];
-    for (_, cell) in cells.clone() {
-        match cell.value {
-            Scalar::Bool(_) => present[0] = true,
-            Scalar::Int(_) => present[1] = true,
-            Scalar::Float(_) => present[2] = true,
-            Scalar::Str { .. } => present[3] = true,
-            Scalar::Object => present[4] = true,
-            Scalar::Null | Scalar::Array | Scalar::Text { .. } | Scalar::Unescaped { .. } => {}
+    bools: Option<(Bits, Bits)>,
+    ints: Option<Dense<i64>>,
+    floats: Option<Dense<f64>>,
+    strings: Option<DenseStrings>,
+    objects: Option<Bits>,
+}
+
+impl Columns {
+    /// Columns of `len` positions, none allocated yet.
+    pub(crate) fn new(len: usize) -> Self {
+        Self { len, bools: None, ints: None, floats: None, strings: None, objects: None }
+    }
+
+    /// Writes `value` at `position`; a string's text is `text` (ignored otherwise).
+    /// Positions at or beyond the length, or not after the type's last one, are ignored
+    /// (the shredder never writes them).
+    pub(crate) fn set(&mut self, position: usize, value: Scalar, text: &str) {
+        let len = self.len;
+        if position >= len {
+            return;
         }
-    }
-    if strings.len() > i32::MAX as usize {
-        return Err(Error::Columnar(format!(
-            "a column's strings take {} bytes, more than 32-bit offsets address; lower columnar.file_log_bytes",
-            strings.len()
-        )));
-    }
-    let mut bools = present[0].then(|| (Bits::new(len), Bits::new(len)));
-    let mut ints = present[1].then(|| Dense::<i64>::new(len));
-    let mut floats = present[2].then(|| Dense::<f64>::new(len));
-    let mut texts = present[3].then(|| DenseStrings::new(len, strings));
-    let mut marks = (objects && present[4]).then(|| Bits::new(len));
-    for (position, cell) in cells {
-        match (cell.value, &mut bools, &mut ints, &mut floats, &mut texts, &mut marks) {
-            (Scalar::Bool(b), Some((values, valid)), ..) => {
+        match value {
+            Scalar::Bool(b) => {
+                let (values, valid) = self.bools.get_or_insert_with(|| (Bits::new(len), Bits::new(len)));
                 if b {
                     values.set(position);
                 }
                 valid.set(position);
             }
-            (Scalar::Int(i), _, Some(ints), ..) => ints.set(position, i),
-            (Scalar::Float(f), _, _, Some(floats), ..) => floats.set(position, f),
-            (Scalar::Str { len }, _, _, _, Some(texts), _) => texts.set(position, len as usize),
-            (Scalar::Object, _, _, _, _, Some(marks)) => marks.set(position),
-            _ => {}
+            Scalar::Int(i) => self.ints.get_or_insert_with(|| Dense::new(len)).set(position, i),
+            Scalar::Float(f) => self.floats.get_or_insert_with(|| Dense::new(len)).set(position, f),
+            Scalar::Str { .. } => self.strings.get_or_insert_with(|| DenseStrings::new(len)).set(position, text),
+            Scalar::Object => self.objects.get_or_insert_with(|| Bits::new(len)).set(position),
+            Scalar::Null | Scalar::Array | Scalar::Text { .. } | Scalar::Unescaped { .. } => {}
         }
     }
-    let columns = [
-        bools.map(|(values, valid)| Arc::new(BooleanArray::new(values.finish(), valid.nulls())) as ArrayRef),
-        ints.map(|d| Arc::new(d.finish::<Int64Type>()) as ArrayRef),
-        floats.map(|d| Arc::new(d.finish::<Float64Type>()) as ArrayRef),
-        texts.map(|d| d.finish()).transpose()?,
-    ];
-    let objects = marks.map(|marks| {
-        let nulls = marks.nulls();
-        Arc::new(BooleanArray::new(BooleanBuffer::new_set(len), nulls)) as ArrayRef
-    });
-    Ok(Built { columns, objects })
+
+    /// The finished columns; the objects' column only when `objects` is set.
+    ///
+    /// # Errors
+    /// [`Error::Columnar`] when a column's strings exceed 2 GiB (32-bit offsets; lower the
+    /// file's size, `columnar.file_log_bytes`).
+    pub(crate) fn finish(self, objects: bool) -> Result<Built> {
+        let len = self.len;
+        let columns = [
+            self.bools.map(|(values, valid)| Arc::new(BooleanArray::new(values.finish(), valid.nulls())) as ArrayRef),
+            self.ints.map(|d| Arc::new(d.finish::<Int64Type>()) as ArrayRef),
+            self.floats.map(|d| Arc::new(d.finish::<Float64Type>()) as ArrayRef),
+            self.strings.map(DenseStrings::finish).transpose()?,
+        ];
+        let objects = self.objects.filter(|_| objects).map(|marks| {
+            let nulls = marks.nulls();
+            Arc::new(BooleanArray::new(BooleanBuffer::new_set(len), nulls)) as ArrayRef
+        });
+        Ok(Built { columns, objects })
+    }
+}
+
+/// The columns (`len` long) of `cells` — `(position, cell)` at ascending positions below
+/// `len` — whose strings are `strings`, one after the other; see [`Columns`].
+///
+/// # Errors
+/// As [`Columns::finish`].
+pub(crate) fn build<'c>(cells: impl Iterator<Item = (usize, &'c Cell)>, len: usize, strings: &str, objects: bool) -> Result<Built> {
+    let mut columns = Columns::new(len);
+    let mut at = 0;
+    for (position, cell) in cells {
+        let text = match cell.value {
+            Scalar::Str { len } => {
+                let text = strings.get(at..at + len as usize).unwrap_or_default();
+                at += len as usize;
+                text
+            }
+            _ => "",
+        };
+        columns.set(position, cell.value, text);
+    }
+    columns.finish(objects)
 }
 
 /// A bitmap of `len` bits, all clear at first.
@@ -174,46 +196,53 @@ impl<T: ArrowNativeType> Dense<T> {
     }
 }
 
-/// A string column: offsets for every position (a null's is empty) over its values'
-/// bytes, which came in order.
+/// A string column: offsets for every position (a null's is empty) and the values'
+/// bytes, in order.
 struct DenseStrings {
     offsets: Vec<i32>,
     data: Vec<u8>,
     /// Positions before it have their end offset written.
     next: usize,
-    /// The end of the last value's bytes.
-    end: usize,
+    /// The bytes did not fit 32-bit offsets.
+    overflow: bool,
     valid: Bits,
 }
 
 impl DenseStrings {
-    fn new(len: usize, data: Vec<u8>) -> Self {
-        Self { offsets: vec![0; len + 1], data, next: 0, end: 0, valid: Bits::new(len) }
+    fn new(len: usize) -> Self {
+        Self { offsets: vec![0; len + 1], data: Vec::new(), next: 0, overflow: false, valid: Bits::new(len) }
     }
 
-    /// The next `bytes` bytes are the value at position `i`.
-    fn set(&mut self, i: usize, bytes: usize) {
+    /// `value` is the string at position `i`.
+    fn set(&mut self, i: usize, value: &str) {
         if i < self.next || i + 1 >= self.offsets.len() {
             return;
         }
-        // The nulls since the last value end where it ended (every end fits i32: checked).
-        self.offsets[self.next + 1..=i].fill(self.end as i32);
-        self.end += bytes;
-        self.offsets[i + 1] = self.end as i32;
+        let (Ok(start), Ok(end)) = (i32::try_from(self.data.len()), i32::try_from(self.data.len() + value.len())) else {
+            self.overflow = true;
+            return;
+        };
+        // The nulls since the last value end where it ended.
+        self.offsets[self.next + 1..=i].fill(start);
+        self.data.extend_from_slice(value.as_bytes());
+        self.offsets[i + 1] = end;
         self.next = i + 1;
         self.valid.set(i);
     }
 
     fn finish(mut self) -> Result<ArrayRef> {
-        if self.end != self.data.len() {
-            return Err(Error::Columnar(format!("a string column's values take {} bytes, its strings {}", self.end, self.data.len())));
+        if self.overflow {
+            return Err(Error::Columnar(
+                "a column's strings take more than 2 GiB, beyond 32-bit offsets; lower columnar.file_log_bytes".to_owned(),
+            ));
         }
-        self.offsets[self.next + 1..].fill(self.end as i32);
+        let end = self.offsets[self.next];
+        self.offsets[self.next + 1..].fill(end);
         let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
         // SAFETY: the offsets are non-decreasing from 0 (`OffsetBuffer::new` checked it) and
-        // end at the data's length (checked above); the data is the values' `&str`s one
-        // after the other (`shred.rs` copies each whole), so every offset is at a character
-        // boundary of valid UTF-8.
+        // end at the data's length (each value's end is written as the data grows); the data
+        // is whole `&str`s one after the other (`set`), so it is valid UTF-8 and every
+        // offset is at a character boundary.
         let array = unsafe { StringArray::new_unchecked(offsets, Buffer::from_vec(self.data), self.valid.nulls()) };
         Ok(Arc::new(array))
     }

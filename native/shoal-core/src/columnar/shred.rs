@@ -27,7 +27,7 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, ListArray};
 use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 
-use super::dense::{self, Cell, Scalar};
+use super::dense::{self, Cell, Columns, Scalar};
 use super::layout::{ListItems, ScalarType};
 
 use crate::error::{Error, Result};
@@ -79,16 +79,14 @@ struct Node {
     /// The record generation in which the node was last entered (the first of duplicate
     /// keys wins).
     seen: u32,
-    /// The path's values so far, rows ascending, one per row at most: scalars, and
-    /// [`Scalar::Object`] / [`Scalar::Array`] where the row holds an object or an array of
-    /// scalars (`dense.rs` builds the columns from them).
-    values: Vec<Cell>,
-    /// The bytes of its strings among `values`, one after the other.
-    strings: Vec<u8>,
+    /// The path's columns so far (`dense.rs`: values written at their rows).
+    columns: Option<Columns>,
+    /// The rows whose value is an array of scalars kept as a list, ascending.
+    arrays: Vec<u32>,
     /// The items of its arrays of scalars, in order, each with its row (nulls too).
     items: Vec<Cell>,
-    /// The bytes of its items' strings.
-    item_strings: Vec<u8>,
+    /// Its items' strings, one after the other.
+    item_strings: String,
 }
 
 /// A path of the finished tree, parents before children, children in first-seen order.
@@ -127,6 +125,8 @@ pub(crate) struct Shredder {
     too_deep: u64,
     /// Records shredded so far (rows).
     rows: u32,
+    /// Rows the file has (the length of every column).
+    len: usize,
     /// The record's strings that held escapes, unescaped, one after the other.
     scratch: String,
     /// The values of the record being shredded (node, with [`ITEM`] for an array's item),
@@ -135,9 +135,10 @@ pub(crate) struct Shredder {
 }
 
 impl Shredder {
-    /// A shredder that keeps at most `max_paths` paths: keys first seen after that are
-    /// skipped (their values stay in the raw records) and their parent is marked cut.
-    pub(crate) fn new(max_paths: usize) -> Self {
+    /// A shredder of `rows` records that keeps at most `max_paths` paths: keys first seen
+    /// after that are skipped (their values stay in the raw records) and their parent is
+    /// marked cut.
+    pub(crate) fn new(max_paths: usize, rows: usize) -> Self {
         Self {
             nodes: vec![Node::default()],
             max_paths,
@@ -146,6 +147,7 @@ impl Shredder {
             record_lossy: false,
             too_deep: 0,
             rows: 0,
+            len: rows,
             scratch: String::new(),
             pending: Vec::new(),
         }
@@ -153,7 +155,7 @@ impl Shredder {
 
     /// Shreds `record` (a log record's payload: valid JSON) as the next row (rows from 0,
     /// one per call). Returns false when the record is not what a validated record must
-    /// be (it cannot happen): its row stays empty.
+    /// be (it cannot happen), or is beyond the rows announced: its row stays empty.
     pub(crate) fn shred(&mut self, record: &[u8]) -> bool {
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
@@ -161,8 +163,10 @@ impl Shredder {
             self.generation = 1;
         }
         let row = self.rows;
-        let Some(next) = row.checked_add(1) else { return false };
-        self.rows = next;
+        if row as usize >= self.len {
+            return false;
+        }
+        self.rows += 1;
         // UTF-8 is checked once for the whole record (values are then slices of it at
         // quote and delimiter positions, which are character boundaries).
         let Ok(text) = std::str::from_utf8(record) else { return false };
@@ -176,23 +180,34 @@ impl Shredder {
             cursor.at == record.len()
         };
         if parsed {
-            // The values go to their paths; strings' bytes are copied while the record is
-            // in the cache.
+            // The values go to their paths' columns, at their row, while the record is in the
+            // cache.
+            let len = self.len;
             for &(node, value) in &pending {
-                let n = &mut self.nodes[node & !ITEM];
-                let (cells, strings) = if node & ITEM == 0 { (&mut n.values, &mut n.strings) } else { (&mut n.items, &mut n.item_strings) };
-                let value = match value {
-                    Scalar::Text { from, len } => {
-                        strings.extend_from_slice(&record[from as usize..(from + len) as usize]);
-                        Scalar::Str { len }
-                    }
-                    Scalar::Unescaped { from, len } => {
-                        strings.extend_from_slice(&self.scratch.as_bytes()[from as usize..(from + len) as usize]);
-                        Scalar::Str { len }
-                    }
-                    value => value,
+                let text = match value {
+                    Scalar::Text { from, len } => text.get(from as usize..(from + len) as usize).unwrap_or_default(),
+                    Scalar::Unescaped { from, len } => self.scratch.get(from as usize..(from + len) as usize).unwrap_or_default(),
+                    _ => "",
                 };
-                cells.push(Cell { row, value });
+                let n = &mut self.nodes[node & !ITEM];
+                if node & ITEM != 0 {
+                    let value = match value {
+                        Scalar::Text { len, .. } | Scalar::Unescaped { len, .. } => {
+                            n.item_strings.push_str(text);
+                            Scalar::Str { len }
+                        }
+                        value => value,
+                    };
+                    n.items.push(Cell { row, value });
+                } else if value == Scalar::Array {
+                    n.arrays.push(row);
+                } else {
+                    let value = match value {
+                        Scalar::Text { len, .. } | Scalar::Unescaped { len, .. } => Scalar::Str { len },
+                        value => value,
+                    };
+                    n.columns.get_or_insert_with(|| Columns::new(len)).set(row as usize, value, text);
+                }
             }
         }
         self.pending = pending;
@@ -206,7 +221,7 @@ impl Shredder {
     /// [`Error::Columnar`] when a column cannot be built (`dense::build`), or a path's
     /// arrays hold more items than 32-bit offsets address.
     pub(crate) fn finish(mut self) -> Result<(Vec<ShreddedPath>, bool)> {
-        let rows = self.rows as usize;
+        let rows = self.len;
         let mut out = Vec::with_capacity(self.nodes.len() - 1);
         let mut stack: Vec<(usize, Vec<String>)> = vec![(0, Vec::new())];
         while let Some((node, segments)) = stack.pop() {
@@ -225,12 +240,11 @@ impl Shredder {
             if node != 0 {
                 let n = &mut self.nodes[node];
                 let only_objects = n.types.without(TypeSet::NULL) == TypeSet::OBJECT;
-                let values = std::mem::take(&mut n.values);
-                let built = dense::build(values.iter().map(|c| (c.row as usize, c)), rows, std::mem::take(&mut n.strings), only_objects && !n.lossy)?;
+                let built = n.columns.take().unwrap_or_else(|| Columns::new(rows)).finish(only_objects && !n.lossy)?;
                 let only_arrays = n.types.without(TypeSet::NULL) == TypeSet::ARRAY;
-                let (items, item_strings) = (std::mem::take(&mut n.items), std::mem::take(&mut n.item_strings));
+                let (arrays, items, item_strings) = (std::mem::take(&mut n.arrays), std::mem::take(&mut n.items), std::mem::take(&mut n.item_strings));
                 let list = match ListItems::of(n.item_types) {
-                    Some(kind) if only_arrays && !n.lossy => list_column(&values, &items, item_strings, rows, kind.stored())?.map(|list| (list, kind)),
+                    Some(kind) if only_arrays && !n.lossy => list_column(&arrays, &items, &item_strings, rows, kind.stored())?.map(|list| (list, kind)),
                     _ => None,
                 };
                 out.push(ShreddedPath { segments, types: n.types, cut: n.cut, columns: built.columns, objects: built.objects, list });
@@ -456,26 +470,26 @@ fn scalar(first: u8, start: usize, text: &str, cursor: &mut Cursor<'_>, scratch:
     })
 }
 
-/// The `List` column (`rows` long) of a path's arrays: a list in each row whose value is
-/// an array ([`Scalar::Array`] among `values`), its items (`items`, in order with their
-/// rows; `strings` the bytes of their strings) of type `ty` (`None`: every item null, stored as null `Boolean`s; integers
-/// among `Float` items as floats), null in the other rows; `None` when no item of type
-/// `ty` was kept (its record did not shred).
+/// The `List` column (`rows` long) of a path's arrays: a list in each row of `arrays`
+/// (ascending), its items (`items`, in order with their rows; `strings` their strings one
+/// after the other) of type `ty` (`None`: every item null, stored as null `Boolean`s;
+/// integers among `Float` items as floats), null in the other rows; `None` when no item
+/// of type `ty` was kept (its record did not shred).
 ///
 /// # Errors
 /// [`Error::Columnar`] beyond 2 Gi items (32-bit offsets), or when building the items fails.
-fn list_column(values: &[Cell], items: &[Cell], strings: Vec<u8>, rows: usize, ty: Option<ScalarType>) -> Result<Option<ArrayRef>> {
+fn list_column(arrays: &[u32], items: &[Cell], strings: &str, rows: usize, ty: Option<ScalarType>) -> Result<Option<ArrayRef>> {
     let count = i32::try_from(items.len()).map_err(|_| Error::Columnar(format!("{} array items in one path, beyond 32-bit offsets", items.len())))?;
     let mut offsets = vec![0i32; rows + 1];
     let mut valid = vec![false; rows];
     let (mut next_row, mut consumed) = (0usize, 0usize);
-    for cell in values.iter().filter(|c| c.value == Scalar::Array) {
-        let row = cell.row as usize;
+    for &array_row in arrays {
+        let row = array_row as usize;
         if row < next_row || row >= rows {
             continue;
         }
         offsets[next_row + 1..=row].fill(consumed as i32);
-        while items.get(consumed).is_some_and(|item| item.row == cell.row) {
+        while items.get(consumed).is_some_and(|item| item.row == array_row) {
             consumed += 1;
         }
         offsets[row + 1] = consumed as i32;
@@ -605,7 +619,7 @@ mod tests {
     /// On-Demand parser extracts for the path; a path the shredder does not list (and that
     /// is not below a container too deep to infer) must hold no scalar in any record.
     fn check(records: &[String]) {
-        let mut shredder = Shredder::new(100_000);
+        let mut shredder = Shredder::new(100_000, records.len());
         for record in records {
             assert!(shredder.shred(record.as_bytes()), "{record}");
         }
@@ -683,7 +697,7 @@ mod tests {
             r#"{"s": "lost", "l": ["lost\t"], "n": 2, "t": "#,
             r#"{"s": "c", "l": ["z"], "n": 3}"#,
         ];
-        let mut shredder = Shredder::new(1_000);
+        let mut shredder = Shredder::new(1_000, records.len());
         let shredded: Vec<bool> = records.iter().map(|r| shredder.shred(r.as_bytes())).collect();
         assert_eq!(shredded, [true, false, true]);
         let (paths, _) = shredder.finish().unwrap();
@@ -702,7 +716,7 @@ mod tests {
 
     #[test]
     fn keys_beyond_the_bound_mark_their_parent_cut() {
-        let mut shredder = Shredder::new(3);
+        let mut shredder = Shredder::new(3, 3);
         for record in [r#"{"a": 1, "m": {"k1": 1}}"#, r#"{"a": 2, "m": {"k2": 2, "k3": 3}}"#, r#"{"z": 1}"#] {
             assert!(shredder.shred(record.as_bytes()));
         }
@@ -739,7 +753,7 @@ mod tests {
             &format!(r#"{{"d": {{"x": {}1{}}}}}"#, r#"{"e":"#.repeat(40), "}".repeat(40)),
             r#"{"o": {}, "l": {"s": "\ud83d\ude00"}}"#,
         ];
-        let mut shredder = Shredder::new(1_000);
+        let mut shredder = Shredder::new(1_000, records.len());
         for record in &records {
             assert!(shredder.shred(record.as_bytes()));
         }
@@ -762,7 +776,7 @@ mod tests {
             r#"{"l": null, "e": [null, null]}"#,
             r#"{"e": []}"#,
         ];
-        let mut shredder = Shredder::new(1_000);
+        let mut shredder = Shredder::new(1_000, records.len());
         for record in &records {
             assert!(shredder.shred(record.as_bytes()));
         }

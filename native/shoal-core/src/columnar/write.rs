@@ -42,7 +42,7 @@ pub(crate) fn write_file(
     config: &ColumnarConfig,
 ) -> Result<WrittenFile> {
     let t0 = std::time::Instant::now();
-    let mut shredder = Shredder::new(max_file_paths(records.len()));
+    let mut shredder = Shredder::new(max_file_paths(records.len()), records.len());
     for (_, payload) in records {
         // A record of the log was validated when ingested; one that does not parse now
         // (it cannot) keeps an empty row, and scans re-read nothing from it.

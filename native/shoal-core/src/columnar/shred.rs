@@ -214,12 +214,13 @@ impl Shredder {
         parsed
     }
 
-    /// Every path with its types and its columns (`rows` long: the rows shredded), and
-    /// whether keys at the top level were left out by the bound on paths.
+    /// Every path with its types and its columns (as long as the rows announced to
+    /// [`Shredder::new`]), and whether keys at the top level were left out by the bound on
+    /// paths.
     ///
     /// # Errors
-    /// [`Error::Columnar`] when a column cannot be built (`dense::build`), or a path's
-    /// arrays hold more items than 32-bit offsets address.
+    /// [`Error::Columnar`] when a column's strings exceed 32-bit offsets
+    /// ([`Columns::finish`]).
     pub(crate) fn finish(mut self) -> Result<(Vec<ShreddedPath>, bool)> {
         let rows = self.len;
         let mut out = Vec::with_capacity(self.nodes.len() - 1);
@@ -474,12 +475,13 @@ fn scalar(first: u8, start: usize, text: &str, cursor: &mut Cursor<'_>, scratch:
 /// (ascending), its items (`items`, in order with their rows; `strings` their strings one
 /// after the other) of type `ty` (`None`: every item null, stored as null `Boolean`s;
 /// integers among `Float` items as floats), null in the other rows; `None` when no item
-/// of type `ty` was kept (its record did not shred).
+/// of type `ty` was kept (its record did not shred) or the items do not fit 32-bit
+/// offsets (the path's arrays are then read from the raw records).
 ///
 /// # Errors
-/// [`Error::Columnar`] beyond 2 Gi items (32-bit offsets), or when building the items fails.
+/// [`Error::Columnar`] when building the items fails.
 fn list_column(arrays: &[u32], items: &[Cell], strings: &str, rows: usize, ty: Option<ScalarType>) -> Result<Option<ArrayRef>> {
-    let count = i32::try_from(items.len()).map_err(|_| Error::Columnar(format!("{} array items in one path, beyond 32-bit offsets", items.len())))?;
+    let Ok(count) = i32::try_from(items.len()) else { return Ok(None) };
     let mut offsets = vec![0i32; rows + 1];
     let mut valid = vec![false; rows];
     let (mut next_row, mut consumed) = (0usize, 0usize);

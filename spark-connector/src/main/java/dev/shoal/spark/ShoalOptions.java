@@ -228,7 +228,9 @@ public final class ShoalOptions implements Serializable {
     ShoalEndpoint.validate(text);
     String path = text.substring(EMBEDDED_SCHEME.length() + 1);
     if (path.startsWith("///")) {
-      path = path.substring(2);
+      // embedded:///path, and any more slashes (embedded:////path), name /path as the client
+      // reads them (ShoalEndpoint.embeddedPath): a URI's "//x" would be an authority.
+      path = "/" + path.replaceFirst("^/+", "");
     }
     try {
       return new URI(EMBEDDED_SCHEME, path, null);

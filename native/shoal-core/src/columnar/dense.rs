@@ -16,9 +16,9 @@ use arrow_buffer::{bit_util, ArrowNativeType, BooleanBuffer, Buffer, MutableBuff
 
 use crate::error::{Error, Result};
 
-/// One value of a record at a path, as the shredder keeps it until the file's columns are
-/// built: strings are where they are (the record's bytes, or the shredder's arena of
-/// unescaped strings), not copies.
+/// One value of a record at a path, as the shredder holds it until the record parsed to its
+/// end (strings are where they are: the record's bytes, or the shredder's scratch buffer of
+/// unescaped strings) and as a path keeps its arrays' items (strings as their lengths).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Scalar {
     /// JSON `null` (only kept as an array's item).

@@ -189,23 +189,17 @@ impl Shredder {
                     Scalar::Unescaped { from, len } => self.scratch.get(from as usize..(from + len) as usize).unwrap_or_default(),
                     _ => "",
                 };
+                let value = match value {
+                    Scalar::Text { len, .. } | Scalar::Unescaped { len, .. } => Scalar::Str { len },
+                    value => value,
+                };
                 let n = &mut self.nodes[node & !ITEM];
                 if node & ITEM != 0 {
-                    let value = match value {
-                        Scalar::Text { len, .. } | Scalar::Unescaped { len, .. } => {
-                            n.item_strings.push_str(text);
-                            Scalar::Str { len }
-                        }
-                        value => value,
-                    };
+                    n.item_strings.push_str(text);
                     n.items.push(Cell { row, value });
                 } else if value == Scalar::Array {
                     n.arrays.push(row);
                 } else {
-                    let value = match value {
-                        Scalar::Text { len, .. } | Scalar::Unescaped { len, .. } => Scalar::Str { len },
-                        value => value,
-                    };
                     n.columns.get_or_insert_with(|| Columns::new(len)).set(row as usize, value, text);
                 }
             }

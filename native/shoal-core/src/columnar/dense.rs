@@ -125,11 +125,12 @@ impl Columns {
 }
 
 /// The columns (`len` long) of `cells` — `(position, cell)` at ascending positions below
-/// `len` — whose strings are `strings`, one after the other; see [`Columns`].
+/// `len` — whose strings are `strings`, one after the other; see [`Columns`] (no
+/// objects' column: its one use is arrays' items).
 ///
 /// # Errors
 /// As [`Columns::finish`].
-pub(crate) fn build<'c>(cells: impl Iterator<Item = (usize, &'c Cell)>, len: usize, strings: &str, objects: bool) -> Result<Built> {
+pub(crate) fn build<'c>(cells: impl Iterator<Item = (usize, &'c Cell)>, len: usize, strings: &str) -> Result<Built> {
     let mut columns = Columns::new(len);
     let mut at = 0;
     for (position, cell) in cells {
@@ -143,7 +144,7 @@ pub(crate) fn build<'c>(cells: impl Iterator<Item = (usize, &'c Cell)>, len: usi
         };
         columns.set(position, cell.value, text);
     }
-    columns.finish(objects)
+    columns.finish(false)
 }
 
 /// A bitmap of `len` bits, all clear at first.

@@ -493,7 +493,7 @@ fn list_column(arrays: &[u32], items: &[Cell], strings: &str, rows: usize, ty: O
         next_row = row + 1;
     }
     offsets[next_row + 1..].fill(count);
-    let mut columns = dense::build(items.iter().enumerate(), items.len(), strings, false)?.columns;
+    let mut columns = dense::build(items.iter().enumerate(), items.len(), strings)?.columns;
     let values = match ty {
         Some(ty) => match columns[ty.slot()].take() {
             Some(column) => column,

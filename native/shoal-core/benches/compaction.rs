@@ -4,6 +4,10 @@
 //! `write_file`, on one thread with nothing else running — the rate `shoal-bench --cases
 //! compaction` measures beside ingestion, without its noise.
 //!
+//! A second case writes the same records as one file per event `type` (14 files, each
+//! with only its own rows' paths): what files partitioned by record shape would cost —
+//! an experiment for issue 16's rate target, not what the compactor does.
+//!
 //! Data: `scripts/fetch-data.sh` writes `data/github/events.ndjson`; another file can be
 //! given with `SHOAL_GITHUB_EVENTS`. Run:
 //! `cargo bench -p shoal-core --bench compaction -- --warm-up-time 2 --measurement-time 20`.
@@ -60,7 +64,40 @@ fn compaction(c: &mut Criterion) {
     group.bench_function("write_file (shred + Parquet), one 64 MiB file", |b| {
         b.iter(|| black_box(shoal_core::columnar::bench_write_file(black_box(&records)).expect("a columnar file")));
     });
+    let partitions = by_event_type(&records);
+    let partitioned_bytes: usize = partitions
+        .iter()
+        .map(|part| shoal_core::columnar::bench_write_file(part).expect("a columnar file").0)
+        .sum();
+    eprintln!(
+        "compaction bench: by event type, {} files → Parquet {:.1} MB ({:.1} %)",
+        partitions.len(),
+        partitioned_bytes as f64 / 1e6,
+        100.0 * partitioned_bytes as f64 / bytes as f64
+    );
+    group.bench_function("write_file per event type (shape-partitioned files), one 64 MiB run", |b| {
+        b.iter(|| {
+            for part in &partitions {
+                black_box(shoal_core::columnar::bench_write_file(black_box(part)).expect("a columnar file"));
+            }
+        });
+    });
     group.finish();
+}
+
+/// `records` split by the value of their `"type"` key (GitHub events' event type, found
+/// as text: every event has it at the top level), each part in address order.
+fn by_event_type<'a>(records: &[(LogAddress, &'a [u8])]) -> Vec<Vec<(LogAddress, &'a [u8])>> {
+    const KEY: &[u8] = b"\"type\":\"";
+    let mut parts: std::collections::BTreeMap<&[u8], Vec<(LogAddress, &[u8])>> = std::collections::BTreeMap::new();
+    for &(address, record) in records {
+        let value = record.windows(KEY.len()).position(|w| w == KEY).map_or(&[][..], |at| {
+            let rest = &record[at + KEY.len()..];
+            &rest[..rest.iter().position(|&b| b == b'"').unwrap_or(rest.len())]
+        });
+        parts.entry(value).or_default().push((address, record));
+    }
+    parts.into_values().collect()
 }
 
 criterion_group!(benches, compaction);

@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the daemon.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Ingest NDJSON (a file or `-` for stdin) into a table.
     Ingest(client::IngestArgs),
     /// Register, list or drop PSFs.

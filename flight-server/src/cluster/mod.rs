@@ -501,7 +501,15 @@ fn merge_answers(table: &ShardedTable, name: &str, answers: Vec<Value>) -> Value
 /// the decision a two-phase commit has taken: `committed` once any shard committed (a commit
 /// repeated on the table completes it), else `aborted` once any shard aborted, else `open`.
 fn merge_transactions(answers: Vec<Value>) -> Value {
-    let mut merged: Vec<(String, Vec<String>, u64, u64, Vec<Value>)> = Vec::new();
+    /// One transaction over the shards that answered for it.
+    struct Merged {
+        id: String,
+        states: Vec<String>,
+        records: u64,
+        skipped: u64,
+        shards: Vec<Value>,
+    }
+    let mut merged: Vec<Merged> = Vec::new();
     for (shard, answer) in answers.into_iter().enumerate() {
         let Value::Array(entries) = answer else { continue };
         for entry in entries {
@@ -510,21 +518,21 @@ fn merge_transactions(answers: Vec<Value>) -> Value {
             let records = entry.get("records").and_then(Value::as_u64).unwrap_or(0);
             let skipped = entry.get("skipped").and_then(Value::as_u64).unwrap_or(0);
             let detail = json!({"shard": shard, "state": state, "records": records});
-            match merged.iter_mut().find(|(t, ..)| *t == id) {
-                Some((_, states, sum, skips, shards)) => {
-                    states.push(state);
-                    *sum += records;
-                    *skips += skipped;
-                    shards.push(detail);
+            match merged.iter_mut().find(|m| m.id == id) {
+                Some(m) => {
+                    m.states.push(state);
+                    m.records += records;
+                    m.skipped += skipped;
+                    m.shards.push(detail);
                 }
-                None => merged.push((id, vec![state], records, skipped, vec![detail])),
+                None => merged.push(Merged { id, states: vec![state], records, skipped, shards: vec![detail] }),
             }
         }
     }
     Value::Array(
         merged
             .into_iter()
-            .map(|(id, states, records, skipped, shards)| {
+            .map(|Merged { id, states, records, skipped, shards }| {
                 let state = if states.iter().all(|s| *s == states[0]) {
                     states[0].clone()
                 } else if states.iter().any(|s| s == "committed") {

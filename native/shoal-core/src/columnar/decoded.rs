@@ -53,10 +53,14 @@ pub(crate) struct DecodedColumns {
     /// file keeps only its statistics and layout in memory — a parsed footer of ~630
     /// columns takes ~0.8 MiB, and held for every file it grew the daemon's memory with the
     /// log (~1.6 MiB per 64 MiB file in the soak; 194 files of 1 MiB: 225 → 73 MiB at open).
-    footers: Mutex<(std::collections::VecDeque<(u64, ArrowReaderMetadata, u64)>, u64)>,
+    footers: Mutex<Footers>,
     /// A quarter of `cache_bytes`: the parsed footers' share.
     footer_capacity: u64,
 }
+
+/// Parsed footers held, most recent first — `(file id, footer, its bytes)` — and their
+/// bytes together.
+type Footers = (std::collections::VecDeque<(u64, ArrowReaderMetadata, u64)>, u64);
 
 impl DecodedColumns {
     /// An empty cache holding at most `cache_bytes`: three quarters for arrays, a quarter

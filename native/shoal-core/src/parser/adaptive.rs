@@ -96,7 +96,7 @@ impl AdaptiveChoice {
         let [first, second] = parsers;
         let probe = records.len() >= PROBE_MIN_RECORDS && {
             self.large_batches += 1;
-            self.probes < EAGER_PROBES || self.large_batches % PROBE_EVERY == 0
+            self.probes < EAGER_PROBES || self.large_batches.is_multiple_of(PROBE_EVERY)
         };
         if !probe {
             let choice = self.current();
@@ -105,7 +105,7 @@ impl AdaptiveChoice {
             self.records[choice] += records.len() as u64;
             return;
         }
-        let order = if self.probes % 2 == 0 { [0, 1] } else { [1, 0] };
+        let order = if self.probes.is_multiple_of(2) { [0, 1] } else { [1, 0] };
         self.probes += 1;
         let parsers = [first, second];
         let mut part = ParsedBatch::default();

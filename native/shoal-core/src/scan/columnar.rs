@@ -340,7 +340,7 @@ impl Table {
                 }
             } else if output_served {
                 let Some(output_paths) = &output_paths else { continue };
-                let output_views: Vec<PathView<'_>> = output_paths.iter().map(|p| view_of(p)).collect();
+                let output_views: Vec<PathView<'_>> = output_paths.iter().map(view_of).collect();
                 let ids: Vec<usize> = match &projector.output {
                     Output::Columns { column_ids, .. } => column_ids.clone(),
                     Output::Json(_) => Vec::new(),

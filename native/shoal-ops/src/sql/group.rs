@@ -118,6 +118,10 @@ enum Accumulator {
     Avg { column: usize, float: bool, sums: Vec<(f64, i64)> },
 }
 
+/// The groups of one `Utf8` key: each group's number by the key's bytes, and the null
+/// key's group ([`Grouper`]'s `text_key`).
+type TextKeyGroups = (HashMap<Box<[u8]>, usize>, Option<usize>);
+
 /// Hash aggregation of a scan's batches by [`Grouping`].
 pub(crate) struct Grouper {
     keys: Vec<usize>,
@@ -127,7 +131,7 @@ pub(crate) struct Grouper {
     /// One `Utf8` key (`GROUP BY type`): each group's number by the key's bytes, and the
     /// null key's group, so that a row costs one hash lookup of its string (no row
     /// encoding); `None` for other keys.
-    text_key: Option<(HashMap<Box<[u8]>, usize>, Option<usize>)>,
+    text_key: Option<TextKeyGroups>,
     /// Each group's key row, in order of first appearance (empty without keys).
     order: Vec<Box<[u8]>>,
     group_count: usize,

@@ -2,9 +2,15 @@
 //! FishStore Appendix E).
 //!
 //! The log on the device is the truth. Pages are flushed in order and every page carries
-//! a checksummed footer, so the durable log is a prefix of pages: recovery reads pages
-//! from the first one until a page is missing (the clean end) or fails its check (a torn
-//! or damaged write, which is cut off together with everything after it and reported).
+//! a footer of two checksummed commit slots, each naming a prefix of the page
+//! ([`crate::log::device`]); a page is only ever appended to, so a write cut at any byte
+//! leaves the prefix acknowledged before it proven. The durable log is therefore a
+//! sequence of whole pages and, last, the proven prefix of the page that was open: recovery
+//! reads pages from the first one until a page is missing (the clean end), proves only a
+//! prefix (the open page: bytes after it were a write cut short, never acknowledged, and
+//! are cut and reported as [`RecoveryReport::torn_write`]), or has no valid slot at all (a
+//! torn first write of a page, or damage: cut off together with everything after it and
+//! reported as [`RecoveryReport::corrupt_page`]).
 //!
 //! Within that prefix, chains need no repair: a key pointer's previous address always
 //! points to an older key pointer (FishStore Alg. 1 keeps chains descending), older
@@ -31,11 +37,11 @@ use crate::checkpoint::{
 use crate::error::{Error, Result};
 use crate::index::HashIndex;
 use crate::ingest::property_hash;
-use crate::log::device::{Device, PageState};
+use crate::log::device::{Device, PageCommit, PageState};
 use crate::log::{DeviceConfig, HybridLog, FIRST_ADDRESS};
 use crate::psf::{PsfKind, NOT_YET};
 use crate::record::{KEY_POINTER_SIZE, RECORD_PREFIX};
-use crate::log::device::{seal_page, SegmentFiles};
+use crate::log::device::SegmentFiles;
 use crate::record::RecordHeader;
 use crate::schema::{InferredSchema, MAX_SCHEMA_FIELDS};
 use crate::session::Marker;
@@ -71,6 +77,10 @@ pub struct RecoveryReport {
     /// The first page that failed its check, with the reason; it and every later page
     /// were cut off.
     pub corrupt_page: Option<(u64, String)>,
+    /// The page whose last write was cut short after its last commit, and the address
+    /// up to which its records were kept: the bytes from there to the page's end were
+    /// never acknowledged and were cut.
+    pub torn_write: Option<(u64, LogAddress)>,
     /// Bytes removed from segment files (damaged pages and anything after them).
     pub bytes_cut: u64,
     /// Writer batches that had begun but not ended at the crash, `(writer, serial)`:
@@ -124,14 +134,21 @@ impl Table {
         }
         // A last page that was flushed partly (group commit) ends in zeros, which
         // readers take for records in flight: close it with a filler, as a full flush would.
+        let mut next_page = replay.next_page;
         if replay.next_page > report.first_page_replayed {
             report.bytes_cut += cut_log_at(&files, replay.end_address, config.log.page_size_bits, &mut buffer)?;
+            // A last page that held no record (a group commit of an empty page, then the
+            // crash) was removed whole: the log continues in it, not after it.
+            let end_page = replay.end_address.get() >> config.log.page_size_bits;
+            if replay.end_address.get() <= (end_page << config.log.page_size_bits).max(FIRST_ADDRESS) {
+                next_page = end_page;
+            }
         }
         // Withdrawn records that never reached the device: their addresses go to new records.
         files.withdrawn().forget_from(replay.end_address)?;
         drop(files);
 
-        let recovered_end = LogAddress::new(replay.next_page << config.log.page_size_bits);
+        let recovered_end = LogAddress::new(next_page << config.log.page_size_bits);
         let Some(observed) = restore_observed(checkpoint, replay.schema, replay.totals, recovered_end, replay.end_address, &mut report) else {
             // Pages before the checkpoint's were not replayed: start over without it.
             return Self::open_without_checkpoint(config, &dir, report, started);
@@ -139,7 +156,7 @@ impl Table {
         let (records, payload_bytes) = (observed.totals.records, observed.totals.payload_bytes);
         let key_pointer_counts = observed.totals.key_pointers.clone();
 
-        let log = HybridLog::recover(&config.log, begin, replay.next_page.max(begin.get() >> config.log.page_size_bits))?;
+        let log = HybridLog::recover(&config.log, begin, next_page.max(begin.get() >> config.log.page_size_bits))?;
         let tail = log.tail_address();
         let table = Table::assemble(config, log, index, observed)?;
         // Boundaries past the recovered tail would claim chains for records written
@@ -285,7 +302,16 @@ fn recover_index_checkpoint(
     config: &TableConfig,
     report: &mut RecoveryReport,
 ) -> Result<(Option<CheckpointState>, HashIndex, LogAddress)> {
-    let mut checkpoint: Option<CheckpointState> = read_json(dir, CHECKPOINT_FILE)?;
+    // The checkpoint is derived data: a damaged one is set aside and the whole log replayed.
+    let mut checkpoint: Option<CheckpointState> = match read_json(dir, CHECKPOINT_FILE) {
+        Ok(checkpoint) => checkpoint,
+        Err(e @ Error::InvalidConfig(_)) => {
+            tracing::warn!(error = %e, "recovery: the checkpoint is damaged; replaying the whole log");
+            report.checkpoint_ignored = Some(e.to_string());
+            None
+        }
+        Err(e) => return Err(e),
+    };
     let mut index = HashIndex::new(config.index_size_bits)?;
     let mut replay_from = LogAddress::ZERO;
     if let Some(reference) = checkpoint.as_ref().and_then(|c| c.index.clone()) {
@@ -353,16 +379,32 @@ fn replay_log(
     let mut open_batches = std::collections::HashMap::new();
     let mut last_serials = checkpoint.map(|c| c.writers.clone()).unwrap_or_default();
     loop {
-        match files.recover_page(page, buffer)? {
-            PageState::Valid => {}
+        let page_start = page << config.log.page_size_bits;
+        let recovered = match files.recover_page(page, buffer)? {
+            PageState::Valid(recovered) => recovered,
             PageState::Missing => break,
             PageState::Corrupt(reason) => {
-                tracing::warn!(page, %reason, "recovery: damaged page; the log is cut off before it");
+                tracing::warn!(
+                    page,
+                    %reason,
+                    kept = %format_args!("[{}, {page_start})", from.get()),
+                    cut = %format_args!("[{page_start}, end)"),
+                    "recovery: damaged page; the log is cut off before it"
+                );
                 report.corrupt_page = Some((page, reason));
                 break;
             }
+        };
+        let proven_end = page_start + recovered.proof.len as u64;
+        if recovered.unproven_bytes {
+            tracing::warn!(
+                page,
+                kept = %format_args!("[{page_start}, {proven_end})"),
+                cut = %format_args!("[{proven_end}, {})", page_start + page_size as u64),
+                "recovery: the page's last write was cut short after its last commit; its unacknowledged bytes are cut"
+            );
+            report.torn_write = Some((page, LogAddress::new(proven_end)));
         }
-        let page_start = page << config.log.page_size_bits;
         // Records the checkpoint's schema and counters cover only update the index.
         // The bound is a record address, not a page start: a checkpoint of a table
         // whose first page was still open covers nothing past `FIRST_ADDRESS`.
@@ -424,6 +466,10 @@ fn replay_log(
         report.pages_replayed += 1;
         report.bytes_replayed += page_size as u64;
         page += 1;
+        if recovered.proof.len < capacity {
+            // The open page's proven prefix: the durable log ends in it.
+            break;
+        }
     }
     Ok(Replay { next_page: page, end_address: LogAddress::new(end_address), schema, totals, open_batches, last_serials })
 }
@@ -491,9 +537,15 @@ fn restore_observed(
 }
 
 /// Removes everything at and after `cut` from the device: the page holding it keeps its
-/// records below `cut` (a filler covers the rest, unless one starts there already; the
-/// page is resealed and synced) and later pages are deleted. Returns the bytes removed
-/// (the filled-over rest of the page counts).
+/// records below `cut` (a filler covers the rest, unless one starts there already) and
+/// later pages are deleted. Returns the bytes removed (the filled-over rest of the page
+/// counts).
+///
+/// The page is changed by appends only, so that a crash during recovery leaves a page
+/// the next recovery reads as well: when `cut` is below the proven prefix, the other
+/// commit slot is first made to name `[0, cut)` (the bytes after `cut` are then no longer
+/// needed by any proof), then the filler is written after `cut` with a slot naming the
+/// whole page, each synced.
 fn cut_log_at(files: &SegmentFiles, cut: LogAddress, page_size_bits: u32, buffer: &mut [u8]) -> Result<u64> {
     let cut = cut.get();
     let page = cut >> page_size_bits;
@@ -502,11 +554,11 @@ fn cut_log_at(files: &SegmentFiles, cut: LogAddress, page_size_bits: u32, buffer
     if offset <= first_record {
         return files.truncate_from(page);
     }
-    if files.recover_page(page, buffer)? != PageState::Valid {
+    let PageState::Valid(recovered) = files.recover_page(page, buffer)? else {
         return Err(Error::InvalidConfig(format!("page {page} changed during recovery")));
-    }
+    };
     let capacity = buffer.len() - crate::log::PAGE_FOOTER_SIZE;
-    if offset + 8 > capacity {
+    if offset + 8 > capacity || offset > recovered.proof.len {
         return files.truncate_from(page + 1);
     }
     let header = RecordHeader(u64::from_le_bytes(buffer[offset..offset + 8].try_into().unwrap_or_default()));
@@ -514,11 +566,15 @@ fn cut_log_at(files: &SegmentFiles, cut: LogAddress, page_size_bits: u32, buffer
         // Already closed here (a full page): only later pages go.
         return files.truncate_from(page + 1);
     }
+    let mut commit = PageCommit::resume(page, &buffer[..recovered.proof.len], recovered.proof.slot);
+    if offset < recovered.proof.len {
+        commit = PageCommit::resume(page, &buffer[..offset], recovered.proof.slot);
+        files.append_to_page(&mut commit, &[], true)?;
+    }
     let removed = (capacity - offset) as u64;
-    buffer[offset..capacity].fill(0);
+    let mut filler = vec![0u8; capacity - offset];
     #[allow(clippy::cast_possible_truncation)]
-    buffer[offset..offset + 8].copy_from_slice(&RecordHeader::filler((capacity - offset) as u32).0.to_le_bytes());
-    seal_page(buffer, page);
-    files.write_page(page, buffer, true)?;
+    filler[..8].copy_from_slice(&RecordHeader::filler((capacity - offset) as u32).0.to_le_bytes());
+    files.append_to_page(&mut commit, &filler, true)?;
     Ok(removed + files.truncate_from(page + 1)?)
 }

@@ -3,8 +3,22 @@
 //!
 //! Page `p` lives in segment file `segment-{p / pages_per_segment:08}.log` at byte
 //! offset `(p % pages_per_segment) × page_size`. Each page ends with a
-//! [`PAGE_FOOTER_SIZE`]-byte footer: the CRC-32 (IEEE) of the page's
-//! record area (u32 LE), a magic number (u32 LE) and the page number (u64 LE).
+//! [`PAGE_FOOTER_SIZE`]-byte footer of two 8-byte *commit slots*. A slot names the
+//! durable prefix of the page's record area: `CRC-32 (IEEE) (u32 LE) · length in bytes
+//! (u32 LE)`, the CRC taken over `page number (u64 LE) · record area [0, length) · length
+//! (u32 LE)`. A page is written only by appending: each write puts the bytes after the
+//! prefix the newest slot proves, then the *other* slot, naming the longer prefix (a group
+//! commit of the open page, or the whole record area when the page closes). A write cut
+//! anywhere — SIGKILL between the kernel's page copies, a full disk, a power cut before an
+//! fsync — leaves the older slot and the bytes it covers as they were, so the prefix
+//! acknowledged before the write is still proven (the design note "Torn writes of the open
+//! page" in docs/design.md says why not a rewrite in place, nor a separate commit file).
+//! Recovery keeps the longest prefix a slot proves ([`verify_page`]).
+//!
+//! Pages written by builds before the two slots carry a single footer, `CRC-32 of the
+//! whole record area (u32 LE) · magic "SHOL" (u32 LE) · page number (u64 LE)`; they are
+//! still read (a slot's length is at most 2^30 bytes, never the magic's value), and a
+//! table holding them continues in the new footer on its next page.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -20,7 +34,6 @@ use crate::LogAddress;
 
 /// Bytes at the end of every page reserved for its footer.
 pub const PAGE_FOOTER_SIZE: usize = 16;
-const PAGE_MAGIC: u32 = 0x5348_4F4C; // "SHOL"
 
 /// The storage below the in-memory ring.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +62,66 @@ pub(crate) struct SegmentFiles {
     /// Records withdrawn after they may have been written here; device reads return
     /// them invalid.
     withdrawn: Withdrawn,
+    /// A simulated crash armed by a test ([`CrashPoint`]).
+    #[cfg(feature = "internals")]
+    crash: std::sync::OnceLock<Arc<CrashPoint>>,
+}
+
+/// A simulated process crash for the crash-consistency tests (feature `internals`, the
+/// model of redb's `crash_consistency` tests): the segment files' writes pass until
+/// `budget` bytes were written, the write that crosses it keeps only the bytes within it,
+/// and from then on every write fails and writes nothing — as if the process had died in
+/// the middle of that `pwrite` (the page cache keeps what a dead process wrote; what it had
+/// not written yet never comes). A budget of `u64::MAX` only records the writes' lengths,
+/// from which a test derives the budgets that cut every write at every interesting prefix.
+#[cfg(feature = "internals")]
+#[derive(Debug)]
+pub struct CrashPoint {
+    budget: std::sync::atomic::AtomicU64,
+    crashed: std::sync::atomic::AtomicBool,
+    writes: parking_lot::Mutex<Vec<usize>>,
+}
+
+#[cfg(feature = "internals")]
+impl CrashPoint {
+    /// A crash after `budget` bytes of segment writes.
+    #[must_use]
+    pub fn after_bytes(budget: u64) -> Arc<Self> {
+        Arc::new(Self {
+            budget: std::sync::atomic::AtomicU64::new(budget),
+            crashed: std::sync::atomic::AtomicBool::new(false),
+            writes: parking_lot::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Whether the crash happened (every later write fails).
+    #[must_use]
+    pub fn crashed(&self) -> bool {
+        self.crashed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The lengths of the writes admitted so far (whole or cut), in order.
+    #[must_use]
+    pub fn writes(&self) -> Vec<usize> {
+        self.writes.lock().clone()
+    }
+
+    /// How many bytes of a write of `len` bytes reach the file.
+    fn admit(&self, len: usize) -> usize {
+        use std::sync::atomic::Ordering;
+        let mut writes = self.writes.lock();
+        if self.crashed() {
+            return 0;
+        }
+        let budget = self.budget.load(Ordering::Acquire);
+        let admitted = usize::try_from(budget).unwrap_or(usize::MAX).min(len);
+        self.budget.store(budget - admitted as u64, Ordering::Release);
+        writes.push(admitted);
+        if admitted < len || (len == 0 && budget == 0) {
+            self.crashed.store(true, Ordering::Release);
+        }
+        admitted
+    }
 }
 
 impl Device {
@@ -64,6 +137,8 @@ impl Device {
                     files: RwLock::new(HashMap::new()),
                     write_fault: std::sync::atomic::AtomicI32::new(0),
                     withdrawn: Withdrawn::open(dir)?,
+                    #[cfg(feature = "internals")]
+                    crash: std::sync::OnceLock::new(),
                 }))
             }
         }
@@ -74,34 +149,122 @@ impl Device {
     }
 }
 
-/// Computes and stores the footer of `page` (whose last [`PAGE_FOOTER_SIZE`] bytes are
-/// overwritten).
-pub(crate) fn seal_page(page: &mut [u8], page_number: u64) {
-    let body = page.len() - PAGE_FOOTER_SIZE;
-    let crc = crc32fast::hash(&page[..body]);
-    page[body..body + 4].copy_from_slice(&crc.to_le_bytes());
-    page[body + 4..body + 8].copy_from_slice(&PAGE_MAGIC.to_le_bytes());
-    page[body + 8..body + 16].copy_from_slice(&page_number.to_le_bytes());
+/// The footer of pages written before commit slots: "SHOL".
+const LEGACY_PAGE_MAGIC: u32 = 0x5348_4F4C;
+
+/// Bytes of one commit slot (two per footer).
+const SLOT_SIZE: usize = 8;
+
+/// The running proof of one page being written by appends ([`SegmentFiles::append_to_page`]):
+/// how many bytes of its record area are on the device and proven, the CRC state over them,
+/// and which commit slot holds the newest proof.
+#[derive(Clone)]
+pub(crate) struct PageCommit {
+    page: u64,
+    /// Bytes of the record area written and proven (0: nothing yet).
+    len: usize,
+    /// CRC-32 over the page number and `[0, len)` of the record area.
+    hasher: crc32fast::Hasher,
+    /// The slot holding the proof of `len` (`None` before the first write).
+    slot: Option<usize>,
 }
 
-/// Checks the footer written by [`seal_page`]; the error says what failed.
-pub(crate) fn verify_page(page: &[u8], page_number: u64) -> std::result::Result<(), String> {
+impl PageCommit {
+    /// A page nothing was written to yet.
+    pub(crate) fn new(page: u64) -> Self {
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&page.to_le_bytes());
+        Self { page, len: 0, hasher, slot: None }
+    }
+
+    /// A page whose first `proven.len()` bytes are on the device, proven by commit slot
+    /// `slot` (recovery, which goes on appending to it).
+    pub(crate) fn resume(page: u64, proven: &[u8], slot: usize) -> Self {
+        let mut commit = Self::new(page);
+        commit.hasher.update(proven);
+        commit.len = proven.len();
+        commit.slot = Some(slot);
+        commit
+    }
+
+    /// The page this proof is for.
+    pub(crate) fn page(&self) -> u64 {
+        self.page
+    }
+
+    /// Bytes of the page's record area written and proven.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The slot bytes proving `len` bytes, given the hasher over page number and those bytes.
+    fn slot_bytes(hasher: &crc32fast::Hasher, len: usize) -> [u8; SLOT_SIZE] {
+        let len = u32::try_from(len).unwrap_or(u32::MAX);
+        let mut hasher = hasher.clone();
+        hasher.update(&len.to_le_bytes());
+        let mut slot = [0u8; SLOT_SIZE];
+        slot[..4].copy_from_slice(&hasher.finalize().to_le_bytes());
+        slot[4..].copy_from_slice(&len.to_le_bytes());
+        slot
+    }
+}
+
+impl std::fmt::Debug for PageCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageCommit").field("page", &self.page).field("len", &self.len).field("slot", &self.slot).finish()
+    }
+}
+
+/// What a page's footer proves ([`verify_page`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Proof {
+    /// Bytes of the record area proven (the whole area for a closed page).
+    pub(crate) len: usize,
+    /// The slot that proves them (0 for a page with the older single footer).
+    pub(crate) slot: usize,
+}
+
+/// Checks a page's footer (either format, see the module documentation) and returns the
+/// longest prefix of its record area that a footer proves; the error says what failed.
+pub(crate) fn verify_page(page: &[u8], page_number: u64) -> std::result::Result<Proof, String> {
     let body = page.len() - PAGE_FOOTER_SIZE;
     let word = |at: usize| u32::from_le_bytes([page[at], page[at + 1], page[at + 2], page[at + 3]]);
-    if word(body + 4) != PAGE_MAGIC {
-        return Err("missing page footer (torn or never written)".into());
+    if word(body + 4) == LEGACY_PAGE_MAGIC {
+        let mut number = [0u8; 8];
+        number.copy_from_slice(&page[body + 8..body + 16]);
+        if u64::from_le_bytes(number) == page_number {
+            let crc = crc32fast::hash(&page[..body]);
+            if crc != word(body) {
+                return Err(format!("checksum mismatch (stored {:#010x}, computed {crc:#010x})", word(body)));
+            }
+            return Ok(Proof { len: body, slot: 0 });
+        }
     }
-    let mut number = [0u8; 8];
-    number.copy_from_slice(&page[body + 8..body + 16]);
-    let stored_number = u64::from_le_bytes(number);
-    if stored_number != page_number {
-        return Err(format!("footer names page {stored_number}"));
+    let mut best: Option<Proof> = None;
+    let mut reasons = Vec::new();
+    for slot in 0..2 {
+        let at = body + slot * SLOT_SIZE;
+        let (stored, len) = (word(at), word(at + 4) as usize);
+        if len == 0 && stored == 0 {
+            reasons.push(format!("slot {slot} never written"));
+            continue;
+        }
+        if len > body {
+            reasons.push(format!("slot {slot} names {len} bytes, more than the page holds"));
+            continue;
+        }
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&page_number.to_le_bytes());
+        hasher.update(&page[..len]);
+        if PageCommit::slot_bytes(&hasher, len)[..4] != stored.to_le_bytes() {
+            reasons.push(format!("slot {slot} ({len} bytes): checksum mismatch"));
+            continue;
+        }
+        if best.is_none_or(|b| b.len < len) {
+            best = Some(Proof { len, slot });
+        }
     }
-    let crc = crc32fast::hash(&page[..body]);
-    if crc != word(body) {
-        return Err(format!("checksum mismatch (stored {:#010x}, computed {crc:#010x})", word(body)));
-    }
-    Ok(())
+    best.ok_or_else(|| format!("no commit slot proves any bytes ({}; torn or never written)", reasons.join("; ")))
 }
 
 impl SegmentFiles {
@@ -129,19 +292,64 @@ impl SegmentFiles {
         (page / self.pages_per_segment, (page % self.pages_per_segment) * self.page_size as u64)
     }
 
-    /// Writes a sealed page; with `sync`, waits until it is on stable storage.
-    pub(crate) fn write_page(&self, page: u64, bytes: &[u8], sync: bool) -> Result<()> {
-        let (segment, offset) = self.locate(page);
+    /// Appends `bytes` to page `commit.page()`'s record area at `commit.len()`, then writes
+    /// the commit slot that does not hold the newest proof, naming the longer prefix; with
+    /// `sync`, waits until both are on stable storage. On success `commit` proves the
+    /// longer prefix; on failure it is unchanged and the device still proves what it
+    /// proved (the write may be retried). `bytes` may be empty: the other slot then names
+    /// the same prefix (recovery uses this to move the proof before it overwrites bytes).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the segment file; [`Error::InvalidConfig`] when the bytes do
+    /// not fit the record area.
+    pub(crate) fn append_to_page(&self, commit: &mut PageCommit, bytes: &[u8], sync: bool) -> Result<()> {
+        let capacity = self.page_size - PAGE_FOOTER_SIZE;
+        let len = commit.len + bytes.len();
+        if len > capacity {
+            return Err(Error::InvalidConfig(format!("a write of {len} bytes into a page that holds {capacity}")));
+        }
+        let (segment, offset) = self.locate(commit.page);
+        let path = || self.segment_path(segment);
         let fault = self.write_fault.load(std::sync::atomic::Ordering::Relaxed);
         if fault != 0 {
-            return Err(Error::io(self.segment_path(segment), std::io::Error::from_raw_os_error(fault)));
+            return Err(Error::io(path(), std::io::Error::from_raw_os_error(fault)));
         }
+        let mut hasher = commit.hasher.clone();
+        hasher.update(bytes);
+        let slot = commit.slot.map_or(0, |s| 1 - s);
+        let proof = PageCommit::slot_bytes(&hasher, len);
         let file = self.file(segment)?;
-        file.write_all_at(bytes, offset).map_err(|e| Error::io(self.segment_path(segment), e))?;
-        if sync {
-            file.sync_data().map_err(|e| Error::io(self.segment_path(segment), e))?;
+        let write = |bytes: &[u8], at: usize| self.write_at(&file, bytes, offset + at as u64).map_err(|e| Error::io(path(), e));
+        write(bytes, commit.len)?;
+        if commit.slot.is_none() {
+            // The first write of the page: the footer whole, the other slot empty, so
+            // that the file reaches the page's end.
+            let mut footer = [0u8; PAGE_FOOTER_SIZE];
+            footer[..SLOT_SIZE].copy_from_slice(&proof);
+            write(&footer, capacity)?;
+        } else {
+            write(&proof, capacity + slot * SLOT_SIZE)?;
         }
+        if sync {
+            file.sync_data().map_err(|e| Error::io(path(), e))?;
+        }
+        commit.len = len;
+        commit.hasher = hasher;
+        commit.slot = Some(slot);
         Ok(())
+    }
+
+    /// One positioned write, cut short when a test arms the injecting device.
+    fn write_at(&self, file: &File, bytes: &[u8], at: u64) -> std::io::Result<()> {
+        #[cfg(feature = "internals")]
+        if let Some(written) = self.crash.get().map(|c| c.admit(bytes.len())) {
+            file.write_all_at(&bytes[..written], at)?;
+            if written < bytes.len() {
+                return Err(std::io::Error::other("injected crash"));
+            }
+            return Ok(());
+        }
+        file.write_all_at(bytes, at)
     }
 
     /// Reads `buf.len()` bytes of page `page` starting at `offset_in_page`; withdrawn
@@ -159,14 +367,17 @@ impl SegmentFiles {
         file.read_exact_at(buf, offset + offset_in_page as u64).map_err(|e| Error::io(self.segment_path(segment), e))
     }
 
-    /// Reads a whole page and checks its footer; then withdrawn records read as invalid.
+    /// Reads a whole page and checks its footer; bytes past the prefix the footer proves
+    /// read as zeros (the end of the records); then withdrawn records read as invalid.
     pub(crate) fn read_page(&self, page: u64, buf: &mut [u8]) -> Result<()> {
         self.read_raw(page, 0, buf)?;
-        verify_page(buf, page).map_err(|reason| Error::CorruptPage {
+        let proof = verify_page(buf, page).map_err(|reason| Error::CorruptPage {
             page,
             path: self.segment_path(self.locate(page).0),
             reason,
         })?;
+        let capacity = buf.len() - PAGE_FOOTER_SIZE;
+        buf[proof.len..capacity].fill(0);
         self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
         Ok(())
     }
@@ -180,17 +391,29 @@ impl SegmentFiles {
 /// What recovery finds at a page of the device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum PageState {
-    /// The page is there and its footer checks (its bytes are in the buffer).
-    Valid,
+    /// The page is there and a footer proves a prefix of it (its bytes are in the
+    /// buffer, zeros after the prefix).
+    Valid(Recovered),
     /// The page was never written (past the end of its segment file, or no file).
     Missing,
-    /// The page is there but damaged: torn write, bad checksum, wrong page number.
+    /// The page is there but no footer proves any of it: torn first write, damage.
     Corrupt(String),
+}
+
+/// A page recovery can use ([`PageState::Valid`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Recovered {
+    /// The prefix proven and the slot that proves it.
+    pub(crate) proof: Proof,
+    /// Bytes after the proven prefix that were not zero: a write after the last commit
+    /// was cut (they were never acknowledged and read as zeros).
+    pub(crate) unproven_bytes: bool,
 }
 
 impl SegmentFiles {
     /// Reads page `page` into `buf` (one page long) for recovery, without creating
-    /// segment files, and says whether it is valid, missing or corrupt.
+    /// segment files, and says whether it is valid, missing or corrupt. A file that ends
+    /// inside the page reads as zeros past its end (a cut first write of the page).
     ///
     /// # Errors
     /// [`Error::Io`] for read errors other than a short file.
@@ -205,14 +428,16 @@ impl SegmentFiles {
         if length <= offset {
             return Ok(PageState::Missing);
         }
-        if length < offset + self.page_size as u64 {
-            return Ok(PageState::Corrupt(format!("only {} of {} bytes were written", length - offset, self.page_size)));
-        }
-        self.read_raw(page, 0, buf)?;
+        let present = usize::try_from((length - offset).min(self.page_size as u64)).unwrap_or(self.page_size);
+        buf.fill(0);
+        self.read_raw(page, 0, &mut buf[..present])?;
         Ok(match verify_page(buf, page) {
-            Ok(()) => {
+            Ok(proof) => {
+                let capacity = buf.len() - PAGE_FOOTER_SIZE;
+                let unproven_bytes = buf[proof.len..capacity].iter().any(|&b| b != 0);
+                buf[proof.len..capacity].fill(0);
                 self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
-                PageState::Valid
+                PageState::Valid(Recovered { proof, unproven_bytes })
             }
             // All zeros: space the file was extended over, never written.
             Err(_) if buf.iter().all(|&b| b == 0) => PageState::Missing,
@@ -263,6 +488,11 @@ impl SegmentFiles {
                 Some((number, entry))
             })
             .collect())
+    }
+
+    #[cfg(feature = "internals")]
+    pub(crate) fn arm_crash(&self, crash: Arc<CrashPoint>) {
+        let _ = self.crash.set(crash);
     }
 
     #[cfg(feature = "internals")]

@@ -81,22 +81,20 @@ impl HybridLog {
         self.closed.store(true, Ordering::Release);
     }
 
-    pub(super) fn flush_one(&self, page: u64) {
-        // SAFETY: the page is closed and all writers are done (its epoch is safe); it
-        // cannot be evicted before `flushed_until` passes it, which only this thread
-        // advances. The footer area is not used by records.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(self.frame_ptr(page), self.page_size) };
-        let _writing = self.flush_write.lock();
+    /// Writes the closed page `page`: the bytes of its record area after the prefix a
+    /// group commit already wrote (all of them if none did), then the commit slot naming
+    /// the whole area (see [`super::device`]); advances `flushed_until` past the page.
+    pub(super) fn flush_one(&self, page: u64, scratch: &mut Vec<u8>) {
+        let mut writing = self.flush_write.lock();
         let result = match &self.device {
             Device::Null => Ok(()),
-            Device::Segments(files) => {
-                seal_page(bytes, page);
-                files.write_page(page, bytes, self.sync_on_flush)
-            }
+            Device::Segments(files) => self.append_to_device(files, &mut writing, page, self.page_capacity(), scratch),
         };
         let mut state = self.flush_state.lock();
         match result {
             Ok(()) => {
+                // The page is whole on the device: the next one starts a proof of its own.
+                *writing = None;
                 state.error = None;
                 state.next_page = page + 1;
                 self.flushed_until.fetch_max(self.page_start(page + 1).get(), Ordering::AcqRel);
@@ -110,22 +108,15 @@ impl HybridLog {
         self.flushed_signal.notify_all();
     }
 
-    /// Writes the prefix `[page start, until)` of the open page `page` (sealed, rest
-    /// zero) and advances `flushed_until` to `until`. Called by the flush thread only,
-    /// when every page before `page` is flushed.
+    /// Writes the prefix `[page start, until)` of the open page `page` — only its bytes
+    /// after what earlier group commits wrote, then a commit slot naming the prefix — and
+    /// advances `flushed_until` to `until`. Called by the flush thread only, when every
+    /// page before `page` is flushed.
     pub(super) fn flush_partial(&self, page: u64, until: LogAddress, scratch: &mut Vec<u8>) {
         let Device::Segments(files) = &self.device else { return };
         let length = (until - self.page_start(page)) as usize;
-        let _writing = self.flush_write.lock();
-        scratch.clear();
-        scratch.resize(self.page_size, 0);
-        // SAFETY: `page` is in memory (it is not flushed, so not evicted) and its bytes
-        // below `until` are complete and no longer written (the request's epoch is
-        // safe); writers of later records touch only bytes at or above `until`.
-        let src = unsafe { std::slice::from_raw_parts(self.frame_ptr(page), length) };
-        scratch[..length].copy_from_slice(src);
-        seal_page(scratch, page);
-        let result = files.write_page(page, scratch, self.sync_on_flush);
+        let mut writing = self.flush_write.lock();
+        let result = self.append_to_device(files, &mut writing, page, length, scratch);
         let mut state = self.flush_state.lock();
         match result {
             Ok(()) => {
@@ -139,6 +130,36 @@ impl HybridLog {
             }
         }
         self.flushed_signal.notify_all();
+    }
+
+    /// Appends the bytes `[proven, until)` of page `page`'s record area to the device,
+    /// `proven` being what `commit` (the proof of the page being written, if it is this
+    /// page's) covers. The caller holds `flush_write` (whose value `commit` is).
+    fn append_to_device(
+        &self,
+        files: &SegmentFiles,
+        commit: &mut Option<PageCommit>,
+        page: u64,
+        until: usize,
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        let commit = match commit {
+            Some(c) if c.page() == page => c,
+            _ => commit.insert(PageCommit::new(page)),
+        };
+        let from = commit.len();
+        if until <= from {
+            return Ok(());
+        }
+        // SAFETY: `page` is in memory (not flushed whole, so not evicted) and its bytes
+        // below `until` are complete and no longer written (the page is closed, or the
+        // request's epoch is safe); writers of later records touch only bytes at or above
+        // `until`. Withdrawal may still set a header's invalid bit: the copy is what is
+        // both checksummed and written.
+        let src = unsafe { std::slice::from_raw_parts(self.frame_ptr(page).add(from), until - from) };
+        scratch.clear();
+        scratch.extend_from_slice(src);
+        files.append_to_page(commit, scratch, self.sync_on_flush)
     }
 }
 
@@ -215,7 +236,7 @@ pub(super) fn flush_pages(log: &Weak<HybridLog>) {
         };
         let page = match work {
             Some(FlushWork::Page(page)) => {
-                log.flush_one(page);
+                log.flush_one(page, &mut scratch);
                 page
             }
             Some(FlushWork::Prefix(page, until)) => {

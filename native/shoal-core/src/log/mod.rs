@@ -45,7 +45,9 @@ use crate::record::RecordHeader;
 use crate::LogAddress;
 use crate::mem::AnonymousMemory;
 pub use device::{DeviceConfig, PAGE_FOOTER_SIZE};
-use device::{seal_page, Device};
+#[cfg(feature = "internals")]
+pub use device::CrashPoint;
+use device::{Device, PageCommit, SegmentFiles};
 use flush::flush_loop;
 pub(crate) use observer::lower_priority;
 
@@ -163,7 +165,9 @@ pub struct HybridLog {
     /// Held by the flush thread from its copy of a page's bytes until `flushed_until`
     /// covers what it wrote, so that [`HybridLog::withdraw_on_device`] knows which
     /// records a flush may have written before they were withdrawn.
-    flush_write: Mutex<()>,
+    /// Its value is the proof of the page the flush thread is writing by appends (group
+    /// commits of the open page), `None` between pages.
+    flush_write: Mutex<Option<PageCommit>>,
     flushed_signal: Condvar,
     flush_thread: Mutex<Option<JoinHandle<()>>>,
     observer_thread: Mutex<Option<JoinHandle<()>>>,
@@ -287,7 +291,7 @@ impl HybridLog {
             observed_until: AtomicU64::new(start_address),
             observing: AtomicBool::new(false),
             flush_state: Mutex::new(FlushState { next_page: first_page, ..FlushState::default() }),
-            flush_write: Mutex::new(()),
+            flush_write: Mutex::new(None),
             flushed_signal: Condvar::new(),
             flush_thread: Mutex::new(None),
             observer_thread: Mutex::new(None),
@@ -485,6 +489,16 @@ impl HybridLog {
                 Ok(_) => return Ok(RoomReservation { log: self, bytes: wanted }),
                 Err(now) => reserved = now,
             }
+        }
+    }
+
+    /// Test hook: arms a simulated crash of the segment files' writes ([`CrashPoint`]);
+    /// a log's crash point is armed once.
+    #[doc(hidden)]
+    #[cfg(feature = "internals")]
+    pub fn arm_crash(&self, crash: Arc<CrashPoint>) {
+        if let Device::Segments(files) = &self.device {
+            files.arm_crash(crash);
         }
     }
 

@@ -239,9 +239,10 @@ impl ShardMap {
                 if path.extension().and_then(|e| e.to_str()) != Some("json") {
                     continue;
                 }
-                let text = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                let table: ShardedTable =
-                    serde_json::from_slice(&text).map_err(|e| format!("invalid sharded-table definition {}: {e}", path.display()))?;
+                let Some(file) = path.file_name().and_then(|f| f.to_str()) else { continue };
+                let table: ShardedTable = shoal_core::checkpoint::read_json(dir, file)
+                    .map_err(|e| format!("invalid sharded-table definition {}: {e}", path.display()))?
+                    .ok_or_else(|| format!("{} vanished", path.display()))?;
                 tables.insert(table.name.clone(), Arc::new(table));
             }
         }
@@ -285,8 +286,9 @@ impl ShardMap {
             return Err((true, format!("table {:?} is defined differently: {}", table.name, serde_json::to_string(existing.as_ref()).unwrap_or_default())));
         }
         if let Some(dir) = &self.dir {
-            write_atomically(&dir.join(format!("{}.json", table.name)), &serde_json::to_vec_pretty(table).unwrap_or_default())
-                .map_err(|e| (false, e))?;
+            // Checksummed and atomic (temporary file, fsync, rename, directory fsync).
+            shoal_core::checkpoint::write_json_atomic(dir, &format!("{}.json", table.name), table)
+                .map_err(|e| (false, e.to_string()))?;
         }
         tables.insert(table.name.clone(), Arc::new(table.clone()));
         Ok(true)
@@ -309,22 +311,6 @@ impl ShardMap {
         tables.remove(name);
         Ok(true)
     }
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    use std::io::Write as _;
-    let temporary = path.with_extension("json.tmp");
-    let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, path)
-    };
-    write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    if let Some(dir) = path.parent() {
-        sync_dir(dir);
-    }
-    Ok(())
 }
 
 fn sync_dir(dir: &Path) {

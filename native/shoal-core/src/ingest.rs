@@ -151,12 +151,19 @@ impl Table {
     /// (the table's policy: the batch fails with [`Error::InvalidKey`], or the record is
     /// skipped). A delete writes a tombstone (its record needs only the key); a merge
     /// reads the key's latest version — in this batch or in the log — applies the record
-    /// to it as an RFC 7386 merge patch, and writes the result as an upsert (batches with
-    /// merges run one at a time, FASTER's read-modify-write).
+    /// to its stored text as an RFC 7386 merge patch, and writes the result as an upsert
+    /// (batches with merges run one at a time, FASTER's read-modify-write). The merge works
+    /// on the text (`crate::merge_patch`): every member the patch does not name keeps its
+    /// exact bytes (numbers beyond `f64` and `i64`, escapes, any nesting depth, every
+    /// occurrence of a name given twice); a name the version holds twice has its first
+    /// occurrence — the one queries answer — replaced and the others removed.
     ///
     /// # Errors
     /// As [`Self::ingest`]; [`Error::InvalidOperation`] for deletes or merges on an
-    /// append-only table or when `ops` and `records` differ in length; device errors when a
+    /// append-only table or when `ops` and `records` differ in length;
+    /// [`Error::InvalidRecord`] for a merge whose patch nests objects deeper than 512
+    /// levels, or whose key's latest version cannot be read or is not valid JSON (the
+    /// batch fails; a version is never replaced by the patch alone); device errors when a
     /// merge's base version cannot be read.
     pub fn ingest_ops(&self, records: &[&[u8]], ops: &[RecordOp]) -> Result<IngestReport> {
         self.check_ops(records.len(), ops)?;
@@ -198,13 +205,22 @@ impl Table {
 
     /// The documents the merges of a batch write (`None` for the other records, and for
     /// merges whose record is not valid JSON or has no key: the ingest pass reports
-    /// them): each merge patch applied to its key's latest version before it — an earlier
-    /// record of the batch, else the log's (the caller holds the table's merge lock).
+    /// them): each merge patch applied to the text of its key's latest version before it —
+    /// an earlier record of the batch, else the log's (the caller holds the table's merge
+    /// lock) — by [`crate::merge_patch::merge_patch`], so that everything the patch does not
+    /// name keeps its exact bytes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRecord`] for a merge whose patch is refused (nested too deeply) or
+    /// whose key's latest version cannot be read or is not valid JSON (damaged): never a
+    /// merge into nothing in its place. Device errors reading a version.
     fn resolve_merges(&self, keyed: &Keyed, records: &[&[u8]], ops: &[RecordOp]) -> Result<Vec<Option<Vec<u8>>>> {
         /// A key's latest version within the batch.
         enum Version {
+            /// Record `i` of the batch, as it is.
             Record(usize),
-            Merged(serde_json::Value),
+            /// The result of record `i`'s merge (`merged[i]`).
+            Merged(usize),
             Deleted,
         }
         let mut fields = crate::parser::FieldSet::new();
@@ -215,7 +231,7 @@ impl Table {
         parser.parse_batch(records, &fields, &mut parsed);
         self.return_parser(parser);
         let mut batch: std::collections::HashMap<Vec<u8>, Version> = std::collections::HashMap::new();
-        let mut merged = vec![None; records.len()];
+        let mut merged: Vec<Option<Vec<u8>>> = vec![None; records.len()];
         let mut key = Vec::new();
         for (index, op) in ops.iter().enumerate() {
             let Ok(values) = parsed.record(index) else { continue };
@@ -226,23 +242,38 @@ impl Table {
                 RecordOp::Upsert => Version::Record(index),
                 RecordOp::Delete => Version::Deleted,
                 RecordOp::Merge => {
-                    let patch: serde_json::Value = serde_json::from_slice(records[index])
-                        .map_err(|e| Error::InvalidRecord { index, reason: e.to_string() })?;
-                    let mut document = match batch.get(&key) {
-                        Some(Version::Record(at)) => serde_json::from_slice(records[*at]).unwrap_or(serde_json::Value::Null),
-                        Some(Version::Merged(document)) => document.clone(),
-                        Some(Version::Deleted) => serde_json::Value::Null,
+                    let stored: Vec<u8>;
+                    // The key's latest version, and where it is (for an error).
+                    let (target, base) = match batch.get(&key) {
+                        Some(Version::Record(at)) => (Some(records[*at]), format!("record {at} of this batch")),
+                        Some(Version::Merged(at)) => (merged[*at].as_deref(), format!("the merge of record {at} of this batch")),
+                        Some(Version::Deleted) => (None, String::new()),
                         None => match keyed.index.latest(&key) {
-                            Some(latest) if !latest.tombstone => match self.read_payload(latest.address)? {
-                                Some(payload) => serde_json::from_slice(&payload).unwrap_or(serde_json::Value::Null),
-                                None => serde_json::Value::Null,
-                            },
-                            _ => serde_json::Value::Null,
+                            Some(latest) if !latest.tombstone => {
+                                let base = format!("log address {}", latest.address);
+                                let Some(payload) = self.read_payload(latest.address)? else {
+                                    return Err(Error::InvalidRecord {
+                                        index,
+                                        reason: format!("its merge cannot be applied: the latest version of its key ({base}) cannot be read"),
+                                    });
+                                };
+                                stored = payload;
+                                (Some(stored.as_slice()), base)
+                            }
+                            _ => (None, String::new()),
                         },
                     };
-                    json_patch::merge(&mut document, &patch);
-                    merged[index] = Some(serde_json::to_vec(&document).map_err(|e| Error::InvalidRecord { index, reason: e.to_string() })?);
-                    Version::Merged(document)
+                    let document = crate::merge_patch::merge_patch(target, records[index]).map_err(|error| {
+                        let reason = match error.document {
+                            crate::merge_patch::Document::Patch => format!("its merge patch cannot be applied: {error}"),
+                            crate::merge_patch::Document::Target => format!(
+                                "its merge cannot be applied to the stored version of its key ({base}), so nothing of the batch was written (an upsert of the key replaces that version): {error}"
+                            ),
+                        };
+                        Error::InvalidRecord { index, reason }
+                    })?;
+                    merged[index] = Some(document);
+                    Version::Merged(index)
                 }
             };
             batch.insert(key.clone(), version);

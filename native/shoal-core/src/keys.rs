@@ -52,7 +52,13 @@ pub enum RecordOp {
     Delete,
     /// RFC 7386 JSON Merge Patch applied to the key's latest version (FASTER's
     /// Read-Modify-Write: a partial update); merging into a missing or deleted key
-    /// inserts the patch with its nulls removed.
+    /// inserts the patch with its nulls removed. The patch is applied to the version's
+    /// stored text, not to a parsed copy: every member the patch does not name keeps its
+    /// exact bytes (numbers beyond `f64` and `i64`, escapes, any nesting depth, every
+    /// occurrence of a name given twice), and a name the version holds twice has its first
+    /// occurrence — the one queries answer — replaced in place and the others removed. A
+    /// version that is not valid JSON fails the merge's batch
+    /// ([`crate::Error::InvalidRecord`]); it is never replaced by the patch alone.
     Merge,
 }
 

@@ -86,6 +86,7 @@ pub mod log;
 #[cfg(not(feature = "internals"))]
 mod log;
 mod mem;
+mod merge_patch;
 #[cfg(feature = "internals")]
 pub mod record;
 #[cfg(not(feature = "internals"))]

@@ -24,7 +24,8 @@ use shoal_core::{Error, FieldPath, LogAddress};
 
 type Oracle = BTreeMap<i64, Value>;
 
-/// RFC 7386, written out for the oracle (the engine uses the `json-patch` crate).
+/// RFC 7386 over parsed values, written out for the oracle (the engine merges the stored
+/// text instead: src/merge_patch.rs).
 fn merge_patch(target: &mut Value, patch: &Value) {
     let Value::Object(patch) = patch else {
         *target = patch.clone();
@@ -256,6 +257,65 @@ fn composite_keys_and_a_scan_that_outlives_later_updates_see_their_snapshot() {
     assert_eq!(now, [r#"{"tenant": "a", "id": 1, "v": 2}"#]);
     let stats = table.stats().keys.unwrap();
     assert_eq!((stats.live, stats.keys, stats.superseded), (1, 2, 2));
+}
+
+/// The raw text of every live row (a query's JSON output is each record's payload).
+fn texts(table: &Table, filter: Option<&str>) -> Vec<String> {
+    let request = ScanRequest { filter: filter.map(|f| parse_expr(f).unwrap()), ..ScanRequest::default() };
+    let plan = table.plan(&request);
+    let mut out = Vec::new();
+    table
+        .scan_json(&request, &plan, &mut |batch| {
+            let column = batch.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+            out.extend(column.iter().flatten().map(str::to_owned));
+            Ok(ControlFlow::Continue(()))
+        })
+        .unwrap();
+    out
+}
+
+#[test]
+fn a_merge_keeps_the_exact_text_of_everything_its_patch_does_not_name() {
+    let table = Table::create(TableConfig { primary_key: vec![FieldPath::parse("id").unwrap()], ..TableConfig::in_memory(16 << 20) }).unwrap();
+    // Accepted at ingest, and each once lost or changed by a merge that parsed the version
+    // with serde_json: beyond f64, beyond i64, a lone surrogate, a name given twice, a
+    // float serde_json prints otherwise, nesting deeper than its 128 levels.
+    let deep = format!("{}1{}", r#"{"a": ["#.repeat(2000), "]}".repeat(2000));
+    let kept = format!(
+        r#""huge": 1E400, "count": 123456789012345678901234567890, "s": "\ud800", "d": 1, "d": 2, "f": 2.50E-3, "deep": {deep}"#
+    );
+    table.ingest(&[format!(r#"{{"id": 1, {kept}, "n": 1}}"#).as_bytes()]).unwrap();
+    table.ingest_ops(&[br#"{"id": 1, "n": 2}"#], &[RecordOp::Merge]).unwrap();
+    // The members the patch names are rewritten compactly; the others are as they were.
+    let kept_compact = kept.replace(", \"", ",\"");
+    assert_eq!(texts(&table, None), [format!(r#"{{"id":1,{kept_compact},"n":2}}"#)]);
+    // What queries answer about a name given twice (its first occurrence) stays, until a
+    // patch names it: then the first is replaced and the second goes.
+    assert_eq!(texts(&table, Some("d = 1")).len(), 1);
+    // Merges of one batch chain on each other's text: an upsert, then two merges.
+    table
+        .ingest_ops(
+            &[br#"{"id": 2, "x": 1e999, "y": 1}"#, br#"{"id": 2, "y": null, "z": [1.0]}"#, br#"{"id": 1, "d": 3}"#, br#"{"id": 2, "w": {"v": null}}"#],
+            &[RecordOp::Upsert, RecordOp::Merge, RecordOp::Merge, RecordOp::Merge],
+        )
+        .unwrap();
+    assert_eq!(texts(&table, Some("id = 2")), [r#"{"id":2,"x": 1e999,"z":[1.0],"w":{}}"#]);
+    assert!(texts(&table, Some("d = 1")).is_empty() && texts(&table, Some("d = 2")).is_empty());
+    let one = texts(&table, Some("d = 3"));
+    assert_eq!(one.len(), 1);
+    assert!(one[0].starts_with(r#"{"id":1,"huge": 1E400,"count": 123456789012345678901234567890,"s": "\ud800","d":3,"f": 2.50E-3,"deep": {"a": [{"a": ["#), "{}", &one[0][..200]);
+}
+
+#[test]
+fn a_patch_nested_past_the_bound_fails_its_batch_by_name() {
+    let table = Table::create(TableConfig { primary_key: vec![FieldPath::parse("id").unwrap()], ..TableConfig::in_memory(16 << 20) }).unwrap();
+    table.ingest(&[br#"{"id": 1, "a": 1}"#]).unwrap();
+    let patch = format!(r#"{{"id": 1, "p": {}1{}}}"#, r#"{"a":"#.repeat(600), "}".repeat(600));
+    match table.ingest_ops(&[br#"{"id": 2}"#, patch.as_bytes()], &[RecordOp::Upsert, RecordOp::Merge]) {
+        Err(Error::InvalidRecord { index: 1, reason }) => assert!(reason.contains("deeper than 512 levels"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(texts(&table, None), [r#"{"id": 1, "a": 1}"#], "nothing of the batch was written");
 }
 
 fn rows_of(table: &Table) -> Vec<String> {

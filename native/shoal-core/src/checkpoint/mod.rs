@@ -213,4 +213,29 @@ mod tests {
         let error = read_json::<TableMeta>(dir.path(), TABLE_META_FILE).unwrap_err();
         assert!(error.to_string().contains("table.json"), "{error}");
     }
+
+    #[test]
+    fn a_flipped_bit_anywhere_in_the_content_fails_the_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = CheckpointState { log_end_address: LogAddress::new(4_194_304), ..CheckpointState::default() };
+        write_json_atomic(dir.path(), CHECKPOINT_FILE, &state).unwrap();
+        let path = dir.path().join(CHECKPOINT_FILE);
+        let good = std::fs::read(&path).unwrap();
+        let mut checked = 0;
+        for at in 0..good.len() {
+            for bit in [0x01u8, 0x10] {
+                let mut bytes = good.clone();
+                bytes[at] ^= bit;
+                std::fs::write(&path, &bytes).unwrap();
+                let read = read_json::<CheckpointState>(dir.path(), CHECKPOINT_FILE);
+                assert!(read.is_err(), "a flip of {bit:#x} at byte {at} was believed: {read:?}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 100);
+        // Files from before the checksum: the bare value, still read.
+        std::fs::write(&path, serde_json::to_vec(&state).unwrap()).unwrap();
+        let read: CheckpointState = read_json(dir.path(), CHECKPOINT_FILE).unwrap().unwrap();
+        assert_eq!(read.log_end_address, state.log_end_address);
+    }
 }

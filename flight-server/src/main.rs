@@ -500,7 +500,8 @@ async fn update_gauges(catalog: Arc<Catalog>) {
             metrics::gauge!("shoal_columnar_backlog_bytes", "table" => name.clone()).set(columnar.backlog_bytes as f64);
             metrics::gauge!("shoal_columnar_compacted_json_bytes", "table" => name.clone()).set(columnar.compacted_json_bytes as f64);
             metrics::gauge!("shoal_columnar_compaction_seconds", "table" => name.clone()).set(columnar.compaction_ms as f64 / 1e3);
-            metrics::gauge!("shoal_columnar_compaction_cpu_seconds", "table" => name).set(columnar.compaction_cpu_ms as f64 / 1e3);
+            metrics::gauge!("shoal_columnar_compaction_cpu_seconds", "table" => name.clone()).set(columnar.compaction_cpu_ms as f64 / 1e3);
+            metrics::gauge!("shoal_columnar_damaged_files", "table" => name).set(columnar.damaged_files as f64);
         }
     }
 }

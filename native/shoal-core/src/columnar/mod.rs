@@ -35,6 +35,7 @@ mod dense;
 pub(crate) mod eval;
 pub mod layout;
 mod shred;
+mod verified;
 mod write;
 
 /// Builds the columnar file of `records` (log address and JSON payload, ascending
@@ -187,6 +188,9 @@ pub struct ColumnarFile {
     source: Source,
     crc32: u32,
     name: String,
+    /// The block checksums every read of a file on disk is checked against (`None` for an
+    /// in-memory table's bytes).
+    checks: Option<Arc<verified::FileChecks>>,
 }
 
 impl ColumnarFile {
@@ -239,25 +243,46 @@ impl ColumnarFile {
             statistics,
             row_group_rows,
             row_group_addresses,
+            checks: match &source {
+                Source::File(path) => Some(verified::FileChecks::of(path.clone(), &bytes)),
+                Source::Memory(_) => None,
+            },
             source,
             crc32: crc32fast::hash(&bytes),
             name,
         })
     }
 
+    /// Whether a read found the file changed since it was written (a block's CRC-32
+    /// differed): it must not be read again (see [`verified`]).
+    pub(crate) fn damaged(&self) -> bool {
+        self.checks.as_ref().is_some_and(|c| c.damaged())
+    }
+
+    /// The file at `path`, every read of it checked.
+    fn verified(&self, file: std::fs::File) -> Result<verified::VerifiedFile> {
+        let checks = self.checks.clone().ok_or_else(|| columnar_error(&self.name, "a file without block checksums"))?;
+        Ok(verified::VerifiedFile::new(file, checks))
+    }
+
     /// A handle on the file at `path`, opened at the scan's first read and kept in `opened`
     /// for its later ones.
-    fn opened(&self, path: &Path, opened: &mut Option<std::fs::File>) -> Result<std::fs::File> {
+    fn opened(&self, path: &Path, opened: &mut Option<std::fs::File>) -> Result<verified::VerifiedFile> {
         if opened.is_none() {
             *opened = Some(std::fs::File::open(path).map_err(|e| Error::io(path, e))?);
         }
         let file = opened.as_ref().map(std::fs::File::try_clone).transpose().map_err(|e| Error::io(path, e))?;
-        file.ok_or_else(|| columnar_error(&self.name, "not opened"))
+        self.verified(file.ok_or_else(|| columnar_error(&self.name, "not opened"))?)
     }
 
     /// Whether a row group holds more than one page's rows (page pruning may apply).
     fn paged(&self) -> bool {
         self.row_group_rows.iter().any(|&rows| rows > PAGE_ROWS)
+    }
+
+    /// The lowest `_address` of row group `row_group` (the file's end past the last).
+    pub(crate) fn row_group_start(&self, row_group: usize) -> LogAddress {
+        self.row_group_addresses.get(row_group).map_or(self.to, |&(low, _)| low)
     }
 
     /// The row groups holding records in `[from, to)`.
@@ -553,7 +578,10 @@ impl ColumnarFile {
             let leaves = [self.layout.address_column];
             let column = match &self.source {
                 Source::Memory(bytes) => self.decode(bytes.clone(), row_group, &leaves, cache)?,
-                Source::File(path) => self.decode(std::fs::File::open(path).map_err(|e| Error::io(path, e))?, row_group, &leaves, cache)?,
+                Source::File(path) => {
+                    let file = self.verified(std::fs::File::open(path).map_err(|e| Error::io(path, e))?)?;
+                    self.decode(file, row_group, &leaves, cache)?
+                }
             };
             let rows = column.first().and_then(|c| c.as_any().downcast_ref::<arrow_array::UInt64Array>().cloned());
             let rows = rows.ok_or_else(|| columnar_error(&self.name, "the _address column is not UInt64"))?;
@@ -717,6 +745,9 @@ pub struct ColumnarStats {
     pub compaction_cpu_ms: u64,
     /// Compactions that failed (each is retried).
     pub compaction_errors: u64,
+    /// Files dropped because a read found them changed since they were written (their
+    /// ranges are answered from the log and compacted again).
+    pub damaged_files: u64,
     /// Bytes of decoded columns held in memory (at most three quarters of
     /// [`ColumnarConfig::cache_bytes`]).
     pub decoded_bytes: u64,
@@ -746,6 +777,8 @@ pub(crate) struct ColumnarStore {
     pub(crate) compaction_nanos: AtomicU64,
     pub(crate) compaction_cpu_nanos: AtomicU64,
     pub(crate) compaction_errors: AtomicU64,
+    /// Files dropped as damaged ([`ColumnarFile::damaged`]).
+    damaged_files: AtomicU64,
     /// Runs of the log `[from, to)` a compactor thread is compacting (taken by
     /// [`Self::claim_next`]).
     claims: Mutex<Vec<(LogAddress, LogAddress)>>,
@@ -783,6 +816,7 @@ impl ColumnarStore {
             compaction_nanos: AtomicU64::new(0),
             compaction_cpu_nanos: AtomicU64::new(0),
             compaction_errors: AtomicU64::new(0),
+            damaged_files: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(false), Condvar::new()),
             claims: Mutex::new(Vec::new()),
@@ -948,6 +982,25 @@ impl ColumnarStore {
         })
     }
 
+    /// Drops the files a read found damaged ([`ColumnarFile::damaged`]): the compactor
+    /// builds their ranges again from the log. Returns how many.
+    ///
+    /// # Errors
+    /// [`Error::Io`] writing the manifest.
+    pub(crate) fn drop_damaged(&self) -> Result<usize> {
+        let dropped = self.drop_files(|files| {
+            let (dropped, kept) = std::mem::take(files).into_iter().partition(|f| f.damaged());
+            *files = kept;
+            dropped
+        })?;
+        if dropped > 0 {
+            self.damaged_files.fetch_add(dropped as u64, Ordering::Relaxed);
+            tracing::error!(files = dropped, "columnar files changed on disk since they were written: dropped, answered from the log and compacted again");
+            self.notify();
+        }
+        Ok(dropped)
+    }
+
     /// Removes the files `take` takes out of the list: the manifest is written, then
     /// they are deleted.
     fn drop_files(&self, take: impl FnOnce(&mut Vec<Arc<ColumnarFile>>) -> Vec<Arc<ColumnarFile>>) -> Result<usize> {
@@ -1004,6 +1057,7 @@ impl ColumnarStore {
             compaction_ms: self.compaction_nanos.load(Ordering::Relaxed) / 1_000_000,
             compaction_cpu_ms: self.compaction_cpu_nanos.load(Ordering::Relaxed) / 1_000_000,
             compaction_errors: self.compaction_errors.load(Ordering::Relaxed),
+            damaged_files: self.damaged_files.load(Ordering::Relaxed),
             decoded_bytes: self.decoded.used_bytes(),
             footer_bytes: self.decoded.footer_bytes(),
             ..ColumnarStats::default()

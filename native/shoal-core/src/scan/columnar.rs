@@ -161,7 +161,14 @@ impl Table {
             let flow = match self.columnar.file_at(at) {
                 Some(file) => {
                     let to = file.to.min(range.to);
-                    let flow = self.scan_file(&file, at, to, reader, projector, sink)?;
+                    let mut damaged_from = None;
+                    let mut flow = self.scan_file(&file, at, to, reader, projector, sink, &mut damaged_from)?;
+                    if let Some(from) = damaged_from {
+                        // The file changed on disk since it was written: the rows not
+                        // answered yet come from the log, and the file goes.
+                        self.columnar.drop_damaged()?;
+                        flow = self.full_scan(LogRange { from, to }, projector, sink)?;
+                    }
                     at = to;
                     flow
                 }
@@ -181,7 +188,10 @@ impl Table {
         Ok(ControlFlow::Continue(()))
     }
 
-    /// The records of `file` in `[from, to)`.
+    /// The records of `file` in `[from, to)`. When a read finds the file damaged
+    /// ([`ColumnarFile::damaged`]), stops and sets `damaged_from` to the first address whose
+    /// rows it has not answered (the caller answers `[damaged_from, to)` from the log).
+    #[allow(clippy::too_many_arguments)]
     fn scan_file(
         &self,
         file: &ColumnarFile,
@@ -190,6 +200,7 @@ impl Table {
         reader: &mut LogReader<'_>,
         projector: &mut Projector<'_>,
         sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
+        damaged_from: &mut Option<LogAddress>,
     ) -> Result<ControlFlow<()>> {
         let filter_paths = projector.filter_expr.as_ref().map(Expr::fields).unwrap_or_default();
         let output_paths: Option<Vec<FieldPath>> = match &projector.output {
@@ -249,20 +260,27 @@ impl Table {
             // Only the pages the filter may match, when their statistics rule some out and the
             // columns are not in memory; else decoded once, then kept in memory for later
             // scans (`columnar::DecodedColumns`).
-            let paged = match &projector.filter_expr {
-                Some(filter) => file.row_group_pages(row_group, &leaves, filter, &self.columnar.decoded, &mut opened)?,
-                None => None,
-            };
-            let arrays = match paged {
-                Some((arrays, skipped)) => {
-                    projector.stats.columnar_page_rows_skipped += skipped as u64;
-                    if arrays.is_empty() {
-                        continue;
-                    }
-                    arrays
+            let fetched = match &projector.filter_expr {
+                Some(filter) => file.row_group_pages(row_group, &leaves, filter, &self.columnar.decoded, &mut opened),
+                None => Ok(None),
+            }
+            .and_then(|paged| match paged {
+                Some(paged) => Ok(paged),
+                None => file.row_group_columns(row_group, &leaves, &self.columnar.decoded, &mut opened).map(|arrays| (arrays, 0)),
+            });
+            let (arrays, skipped) = match fetched {
+                Ok(fetched) => fetched,
+                Err(_) if file.damaged() => {
+                    // Row groups are in address order: the earlier ones were answered.
+                    *damaged_from = Some(file.row_group_start(row_group).max(from));
+                    return Ok(ControlFlow::Continue(()));
                 }
-                None => file.row_group_columns(row_group, &leaves, &self.columnar.decoded, &mut opened)?,
+                Err(e) => return Err(e),
             };
+            projector.stats.columnar_page_rows_skipped += skipped as u64;
+            if arrays.is_empty() {
+                continue;
+            }
             let column = |leaf: usize| leaves.binary_search(&leaf).ok().map(|i| &arrays[i]);
             let views: Vec<PathView<'_>> = paths
                 .iter()

@@ -236,6 +236,7 @@ impl Cluster {
             "cluster" => return Ok(Some(self.describe())),
             "cluster_define" => {
                 let table: ShardedTable = shoal_ops::protocol::parse_body("cluster_define", body).map_err(crate::service::status)?;
+                table.validate().map_err(|e| Status::invalid_argument(format!("cluster_define: {e}")))?;
                 return match self.map.define(&table) {
                     Ok(defined) => Ok(Some(json!({"name": table.name, "defined": defined}))),
                     Err((true, message)) => Err(Status::already_exists(message)),
@@ -244,6 +245,7 @@ impl Cluster {
             }
             "cluster_forget" => {
                 let table: shoal_ops::protocol::TableRef = shoal_ops::protocol::parse_body("cluster_forget", body).map_err(crate::service::status)?;
+                shoal_ops::catalog::validate_table_name(&table.table).map_err(crate::service::status)?;
                 let forgotten = self.map.forget(&table.table).map_err(Status::internal)?;
                 return Ok(Some(json!({"name": table.table, "forgotten": forgotten})));
             }

@@ -38,6 +38,25 @@ pub struct ShardedTable {
 }
 
 impl ShardedTable {
+    /// Checks what a definition may hold before anything acts on it or writes it: the name
+    /// is a table name (`shoal_ops::catalog::validate_table_name`: no path separators, not
+    /// starting with `.`, at most 128 characters — it becomes the file name
+    /// `<data_dir>/cluster/<name>.json`), `shards` is within `1..=MAX_SHARDS` and `nodes`
+    /// within `1..=MAX_NODES`.
+    ///
+    /// # Errors
+    /// A message naming the field and the value.
+    pub fn validate(&self) -> Result<(), String> {
+        shoal_ops::catalog::validate_table_name(&self.name).map_err(|e| e.to_string())?;
+        if !(1..=MAX_SHARDS).contains(&self.shards) {
+            return Err(format!("\"shards\" must be an integer in 1..={MAX_SHARDS}, got {}", self.shards));
+        }
+        if !(1..=super::config::MAX_NODES).contains(&self.nodes) {
+            return Err(format!("\"nodes\" must be an integer in 1..={}, got {}", super::config::MAX_NODES, self.nodes));
+        }
+        Ok(())
+    }
+
     /// The table name of shard `shard` (`events.shard-2`).
     #[must_use]
     pub fn shard_table(&self, shard: usize) -> String {
@@ -243,6 +262,7 @@ impl ShardMap {
                 let table: ShardedTable = shoal_core::checkpoint::read_json(dir, file)
                     .map_err(|e| format!("invalid sharded-table definition {}: {e}", path.display()))?
                     .ok_or_else(|| format!("{} vanished", path.display()))?;
+                table.validate().map_err(|e| format!("invalid sharded-table definition {}: {e}", path.display()))?;
                 tables.insert(table.name.clone(), Arc::new(table));
             }
         }
@@ -278,6 +298,7 @@ impl ShardMap {
     /// `Err(true)` when a different definition of the same name exists; `Err(false)`
     /// with the I/O failure otherwise (as the message).
     pub fn define(&self, table: &ShardedTable) -> Result<bool, (bool, String)> {
+        table.validate().map_err(|e| (false, e))?;
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(existing) = tables.get(&table.name) {
             if existing.as_ref() == table {
@@ -299,6 +320,7 @@ impl ShardMap {
     /// # Errors
     /// The I/O failure, as a message.
     pub fn forget(&self, name: &str) -> Result<bool, String> {
+        shoal_ops::catalog::validate_table_name(name).map_err(|e| e.to_string())?;
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
         if !tables.contains_key(name) {
             return Ok(false);

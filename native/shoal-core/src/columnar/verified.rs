@@ -59,7 +59,13 @@ impl FileChecks {
         let from = first * block;
         let to = (last * block).min(self.len);
         let mut bytes = vec![0u8; usize::try_from(to.saturating_sub(from)).unwrap_or(0)];
-        file.read_exact_at(&mut bytes, from)?;
+        if let Err(e) = file.read_exact_at(&mut bytes, from) {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                // Shorter than when it was written: damaged too.
+                self.damaged.store(true, Ordering::Release);
+            }
+            return Err(e);
+        }
         for (i, chunk) in bytes.chunks(BLOCK_SIZE).enumerate() {
             let index = usize::try_from(first).unwrap_or(usize::MAX).saturating_add(i);
             let expected = self.blocks.get(index).copied();

@@ -360,6 +360,12 @@ impl SegmentFiles {
         Ok(())
     }
 
+    /// Reads the first `buf.len()` bytes of page `page` as stored, withdrawn records not
+    /// masked (recovery takes a proof's checksum over them).
+    pub(crate) fn read_unmasked(&self, page: u64, buf: &mut [u8]) -> Result<()> {
+        self.read_raw(page, 0, buf)
+    }
+
     /// Reads `buf.len()` bytes of page `page` starting at `offset_in_page`, as stored.
     fn read_raw(&self, page: u64, offset_in_page: usize, buf: &mut [u8]) -> Result<()> {
         let (segment, offset) = self.locate(page);
@@ -367,8 +373,8 @@ impl SegmentFiles {
         file.read_exact_at(buf, offset + offset_in_page as u64).map_err(|e| Error::io(self.segment_path(segment), e))
     }
 
-    /// Reads a whole page and checks its footer; bytes past the prefix the footer proves
-    /// read as zeros (the end of the records); then withdrawn records read as invalid.
+    /// Reads a whole page (flushed whole: below the head, or closed by recovery) and checks
+    /// that its footer proves all of it; then withdrawn records read as invalid.
     pub(crate) fn read_page(&self, page: u64, buf: &mut [u8]) -> Result<()> {
         self.read_raw(page, 0, buf)?;
         let proof = verify_page(buf, page).map_err(|reason| Error::CorruptPage {
@@ -377,7 +383,15 @@ impl SegmentFiles {
             reason,
         })?;
         let capacity = buf.len() - PAGE_FOOTER_SIZE;
-        buf[proof.len..capacity].fill(0);
+        if proof.len < capacity {
+            // Pages below the head were flushed whole: a shorter proof means the newest
+            // slot was lost or damaged, and records after the proven bytes would vanish.
+            return Err(Error::CorruptPage {
+                page,
+                path: self.segment_path(self.locate(page).0),
+                reason: format!("only {} of its {capacity} bytes are proven by a commit slot", proof.len),
+            });
+        }
         self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
         Ok(())
     }

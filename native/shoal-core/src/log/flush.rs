@@ -1,6 +1,6 @@
 //! The flush thread: closed pages (and, for group commit, the prefix of the open page)
-//! written to the device in page order, durability waits, and shutdown (FASTER §5:
-//! pages below the read-only offset are flushed asynchronously).
+//! appended to the device in page order, never rewritten, durability waits, and shutdown
+//! (FASTER §5: pages below the read-only offset are flushed asynchronously).
 
 use super::*;
 
@@ -15,9 +15,10 @@ impl HybridLog {
     /// filled prefix of the open tail page, without closing that page (the group commit
     /// of FASTER §6.3 / FishStore Appendix E). Once every thread that allocated below
     /// the current tail has finished its record (an epoch becomes safe), the flush thread
-    /// writes the pages before it and then the prefix of the open page, sealed, at its
-    /// place in the segment file; `flushed_until` then reaches the tail read here. The
-    /// page is written again, whole, when it closes. Returns the address requested.
+    /// writes the pages before it and then appends the open page's bytes after its last
+    /// commit, with a commit slot naming the longer prefix (see [`super::device`]);
+    /// `flushed_until` then reaches the tail read here. When the page closes, its final
+    /// flush appends the rest the same way. Returns the address requested.
     /// No-op on the null device (nothing is ever durable there).
     pub fn request_flush(self: &Arc<Self>) -> LogAddress {
         let tail = self.tail_address();

@@ -180,6 +180,14 @@ fn withdraw_a_batch_whose_first_pages_were_flushed(columnar: bool) {
     // Space returns; later records push every page of the failed batch out of the ring,
     // so the scans read them from the device.
     table.log().inject_write_fault(None);
+    // The flush thread retries every 100 ms; until its next attempt the last error stands, and
+    // a durability wait gives up once the device has failed for half a second — which a
+    // loaded machine's slow retry can reach. Wait for the retry first.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while table.log().flush_error().is_some() {
+        assert!(Instant::now() < deadline, "the flush thread did not retry: {:?}", table.log().flush_error());
+        std::thread::sleep(Duration::from_millis(10));
+    }
     table.wait_durable(table.log().tail_address(), Duration::from_secs(10)).unwrap();
     let third = table.ingest(&records[500..1_200]).unwrap();
     table.wait_durable(third.end_address, Duration::from_secs(10)).unwrap();

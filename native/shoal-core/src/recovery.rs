@@ -574,13 +574,12 @@ fn cut_log_at(files: &SegmentFiles, cut: LogAddress, page_size_bits: u32, buffer
     // The proofs are over the bytes as stored: the buffer has withdrawn records masked.
     let proven = &mut buffer[..recovered.proof.len];
     files.read_unmasked(page, proven)?;
+    // `offset` is at most the proven length: at it, this is the page's own proof.
     let mut commit = PageCommit::resume(page, &proven[..offset], recovered.proof.slot);
     if offset < recovered.proof.len {
         // The other slot names [0, offset) first, so that overwriting the bytes after the
         // cut can never leave the page without a proof of what stays.
         files.append_to_page(&mut commit, &[], true)?;
-    } else {
-        commit = PageCommit::resume(page, proven, recovered.proof.slot);
     }
     let removed = (capacity - offset) as u64;
     // The rest of the page: a filler record, or zeros when fewer than 8 bytes are left (no

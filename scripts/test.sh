@@ -148,7 +148,6 @@ layer_check() {
   python3 scripts/check-layers.py native/shoal-core/src native/shoal-ops/src
 }
 rust_build_and_tests() {
-  phase "Rust build"
   step "Rust: cargo build --all-targets + cargo test --workspace --locked"
   # One build of the workspace for everything: --all-targets builds the binaries and libraries
   # with the features the tests' dev-dependencies unify in (shoal-core's `internals`,
@@ -158,7 +157,14 @@ rust_build_and_tests() {
   # (which `cargo test` alone does not: flight-server has no Rust integration test) and
   # target/debug/libshoal_jni.so, which the embedded module's Maven build copies into its jar
   # (-Dshoal.cargo.profile=dev -Dshoal.cargo.skip=true below).
+  # A fresh clone starts from the compiled dependencies of an earlier run (scripts/cargo-cache.py:
+  # ~15 of a cold build's ~20 minutes); cargo's fingerprints rebuild whatever differs.
+  phase "cargo cache restore"
+  python3 scripts/cargo-cache.py restore
+  phase "Rust build"
   cargo build --workspace --all-targets --locked
+  phase "cargo cache save"
+  python3 scripts/cargo-cache.py save
   phase "Rust tests"
   cargo test --workspace --locked
 }

@@ -24,6 +24,7 @@ daemon here; the ratios bound the fan-out's cost, not the speed-up of real machi
 import argparse
 import json
 import os
+import secrets
 import socket
 import statistics
 import subprocess
@@ -172,7 +173,8 @@ def main():
         single = Daemon(binary, tmp / "single", free_port(), *common)
         ports = [free_port() for _ in range(3)]
         nodes = ",".join(f"grpc://127.0.0.1:{p}" for p in ports)
-        cluster = [Daemon(binary, tmp / f"node{i}", ports[i], *common, "--cluster-nodes", nodes, "--node-id", str(i)) for i in range(3)]
+        secret = secrets.token_hex(32)  # the nodes' shared secret (cluster.secret)
+        cluster = [Daemon(binary, tmp / f"node{i}", ports[i], *common, "--cluster-nodes", nodes, "--node-id", str(i), "--cluster-secret", secret) for i in range(3)]
         try:
             one, node0 = flight.FlightClient(single.location), flight.FlightClient(cluster[0].location)
             nodes_clients = [node0] + [flight.FlightClient(d.location) for d in cluster[1:]]

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Runs the coverage-guided fuzzers of fuzz/ (libFuzzer through cargo-fuzz, nightly Rust):
 # `expr` (filter / PSF language), `ingest` (both JSON parsers, the simdjson shim, schema
-# inference, batch building) and `protocol` (query commands, tickets, action bodies, Flight
-# SQL statements).
+# inference, batch building), `protocol` (query commands, tickets, action bodies, Flight
+# SQL statements) and `actions` (every action body against an on-disk catalog: no file is
+# written or removed outside the data directory's tables/<valid name>/).
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     default: 60 s each, every target
 #
 # Corpora live in fuzz/corpus/<target> (kept between runs, not committed) and are seeded from
 # the test data: JSONTestSuite's files and GitHub events for `ingest`, the filters of the tests
-# for `expr`, commands and tickets for `protocol`. A crash stops the run with the input in
+# for `expr`, commands and tickets for `protocol`, names that are paths for `actions`. A crash stops the run with the input in
 # fuzz/artifacts/<target>/; reproduce it with `cargo +nightly fuzz run <target> <file>` (with
 # CARGO_TARGET_DIR set to the target directory this script prints, it reuses its build) and turn
 # it into a test. Needs the nightly toolchain (`rustup toolchain install nightly`); installs
@@ -35,7 +36,7 @@ cd "$repo_root/fuzz"
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(expr ingest protocol)
+[[ ${#targets[@]} -gt 0 ]] || targets=(expr ingest protocol actions)
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
   echo "fuzz: the nightly toolchain is missing (rustup toolchain install nightly)" >&2
@@ -121,6 +122,17 @@ FILTERS
       printf '\x03{"table": "t", "name": "p", "kind": "predicate", "expr": "n > 1"}' > "$dir/psf"
       printf '\x04SELECT id, actor.login AS who FROM shoal.public.t WHERE type = ? OR n BETWEEN 1 AND 3 ORDER BY n DESC NULLS LAST, 2 LIMIT 2 OFFSET 1' > "$dir/sql"
       printf '\x04EXPLAIN SELECT count(*), min(n), max("id") FROM t WHERE type IN ($1, '"'"'x'"'"') AND NOT n < $2;' > "$dir/sql-aggregates"
+      ;;
+    actions)
+      # The selector byte picks the action (fuzz_targets/actions.rs: 0 create_table, 1
+      # drop_table, 3 register_psf, 12 begin_transaction, 17 checkpoint); names that are paths.
+      printf '\x00{"name": "../outside", "columnar": false}' > "$dir/create-parent"
+      printf '\x00{"name": "/tmp/shoal-fuzz-absolute"}' > "$dir/create-absolute"
+      printf '\x00{"name": "ok.table-1", "columnar": false}' > "$dir/create"
+      printf '\x01{"name": "../../sentinel"}' > "$dir/drop-parent"
+      printf '\x03{"table": "t/../../x", "name": "p", "kind": "projection", "field": "a"}' > "$dir/psf-path"
+      printf '\x0c{"table": "t", "transaction_id": "../../escape"}' > "$dir/transaction"
+      printf '\x11{"table": ".."}' > "$dir/checkpoint"
       ;;
   esac
 }

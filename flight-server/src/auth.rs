@@ -132,7 +132,7 @@ fn strip_scheme<'v>(value: &'v str, scheme: &str) -> Option<&'v str> {
 /// neither the secret's content nor its length: both are hashed (SHA-256, whose time depends
 /// only on the input's length; the presented length is the caller's own), and the digests are
 /// compared with `subtle`'s constant-time equality.
-fn constant_time_eq(expected: &[u8], presented: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(expected: &[u8], presented: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
     let expected = ring::digest::digest(&ring::digest::SHA256, expected);
     let presented = ring::digest::digest(&ring::digest::SHA256, presented);

@@ -38,12 +38,27 @@ pub struct ServerConfig {
     /// Seconds that calls in flight get to finish after SIGTERM/SIGINT before they are
     /// cancelled; the tables are then flushed and checkpointed. Default 10.
     pub shutdown_grace_secs: u64,
-    /// Most scans (`DoGet`) that run at once; more wait up to 30 s for a place, then are
-    /// refused (`RESOURCE_EXHAUSTED`). Each holds a blocking thread. Default 64.
+    /// Most scans (`DoGet`) that run at once; more wait up to `scan_wait_timeout_ms` for a
+    /// place, in the order they came, then are refused (`RESOURCE_EXHAUSTED`). Each holds a
+    /// blocking thread. One connection runs at most half of them. Default 64.
     pub max_concurrent_scans: usize,
-    /// Most ingestion streams (`DoPut`) open at once, likewise (each holds two blocking
-    /// threads while it is open). Default 64.
+    /// Most `DoPut` streams ingesting at once (a stream holds a place while a batch of it is
+    /// in flight, not while it is silent); more wait up to 30 s, likewise. One connection
+    /// holds at most half of them. Default 64.
     pub max_concurrent_puts: usize,
+    /// Milliseconds a scan waits for a place among the running ones before
+    /// `RESOURCE_EXHAUSTED` naming `max_concurrent_scans`. Default 30000.
+    pub scan_wait_timeout_ms: u64,
+    /// Seconds a stream may send (`DoPut`) or read (`DoGet`; `DoPut`'s results) nothing
+    /// before it is ended with `DEADLINE_EXCEEDED` and its place goes to the next call; 0:
+    /// never. Default 30.
+    pub stream_idle_timeout_secs: u64,
+    /// Seconds a new connection has to send its first 24 bytes (the HTTP/2 preface, or a TLS
+    /// hello) before it is closed. Default 10.
+    pub handshake_timeout_secs: u64,
+    /// Most HTTP/2 streams (calls) one connection has open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`;
+    /// a client queues the others). Default 256.
+    pub max_streams_per_connection: u32,
     /// The cluster this daemon is a node of (`[cluster]`: `nodes`, `node_id`, `tls_ca`);
     /// default: none (`docs/deployment.md`, "A cluster").
     pub cluster: crate::cluster::ClusterConfig,
@@ -68,6 +83,10 @@ impl Default for ServerConfig {
             shutdown_grace_secs: 10,
             max_concurrent_scans: 64,
             max_concurrent_puts: 64,
+            scan_wait_timeout_ms: 30_000,
+            stream_idle_timeout_secs: 30,
+            handshake_timeout_secs: 10,
+            max_streams_per_connection: 256,
             cluster: crate::cluster::ClusterConfig::default(),
             unknown: BTreeMap::new(),
         }
@@ -88,6 +107,8 @@ pub const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
 /// The largest `max_concurrent_scans` and `max_concurrent_puts`: together with the
 /// blocking threads they hold, within tokio's pool of 512.
 pub const MAX_CONCURRENT_CALLS: usize = 128;
+/// The largest `scan_wait_timeout_ms`: one hour.
+pub const MAX_WAIT_MS: u64 = 3_600_000;
 /// The largest `worker_threads`.
 pub const MAX_WORKER_THREADS: usize = 1024;
 
@@ -106,6 +127,10 @@ impl ServerConfig {
         check_range("worker_threads", self.worker_threads, 0, MAX_WORKER_THREADS, " (0: one per core)")?;
         check_range("max_concurrent_scans", self.max_concurrent_scans, 1, MAX_CONCURRENT_CALLS, "")?;
         check_range("max_concurrent_puts", self.max_concurrent_puts, 1, MAX_CONCURRENT_CALLS, "")?;
+        check_range("scan_wait_timeout_ms", self.scan_wait_timeout_ms, 0, MAX_WAIT_MS, " milliseconds")?;
+        check_range("stream_idle_timeout_secs", self.stream_idle_timeout_secs, 0, MAX_SHUTDOWN_GRACE_SECS, " seconds (0: never)")?;
+        check_range("handshake_timeout_secs", self.handshake_timeout_secs, 1, 300, " seconds")?;
+        check_range("max_streams_per_connection", u64::from(self.max_streams_per_connection), 1, 65_536, "")?;
         self.cluster.validate()?;
         if self.auth_token.as_deref().is_some_and(str::is_empty) {
             return Err("auth_token is empty: give a token, or none to serve without authentication".into());

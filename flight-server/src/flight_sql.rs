@@ -47,7 +47,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::cluster::reads::{BatchStream, Endpoints, TicketRoute};
 use crate::cluster::{Cluster, ShardedTable};
-use crate::service::{blocking, planned_info, status, stream_rows, Admission, BoxedStream};
+use crate::limits::Admission;
+use crate::service::{blocking, planned_info, status, stream_rows, BoxedStream};
 
 /// The Flight SQL actions the service answers (beside shoal's own, in `ListActions`).
 pub(crate) const ACTIONS: &[(&str, &str)] = &[
@@ -285,8 +286,7 @@ fn statement_ticket(handle: &Handle) -> Result<Vec<u8>, Status> {
 /// one endpoint, which plans the query again to answer the plan's rows.
 fn plan_statement(catalog: &Catalog, text: String, parameters: &[Literal]) -> Result<PlannedStatement, Status> {
     let statement = sql::parse_sql(&text, Parameters::Bound(parameters)).map_err(status)?;
-    let command = serde_json::to_vec(&statement.command).map_err(|e| Status::internal(e.to_string()))?;
-    let planned = ops::plan_query(catalog, &command).map_err(status)?;
+    let planned = ops::plan_rendered_query(catalog, statement.command.clone()).map_err(status)?;
     let metadata = planned.metadata.to_string();
     if statement.explain {
         let ticket = statement_ticket(&Handle::statement(text, parameters))?;
@@ -310,8 +310,7 @@ fn statement_schema(catalog: &Catalog, text: &str, parameters: &[Literal]) -> Re
     if statement.explain {
         return Ok(explain_schema());
     }
-    let command = serde_json::to_vec(&statement.command).map_err(|e| OpsError::internal(e.to_string()))?;
-    let planned = ops::plan_query(catalog, &command)?;
+    let planned = ops::plan_rendered_query(catalog, statement.command)?;
     Ok(Shaper::new(&statement.shape, &Arc::new(planned.schema))?.schema())
 }
 
@@ -518,7 +517,8 @@ impl ShoalSqlService {
 
     /// Runs a statement handle: an endpoint's scan, shaped; or a whole statement in this
     /// one call (`EXPLAIN`, or a prepared statement read without `GetFlightInfo`).
-    async fn run_handle(&self, handle: Handle) -> Result<Response<BoxedStream<FlightData>>, Status> {
+    /// `connection`: the caller's address (one connection holds at most half the scan places).
+    async fn run_handle(&self, handle: Handle, connection: Option<std::net::SocketAddr>) -> Result<Response<BoxedStream<FlightData>>, Status> {
         let (ticket, shape) = match handle {
             Handle::Scan { ticket, shape } => (serde_json::to_vec(&ticket).map_err(|e| Status::internal(e.to_string()))?, shape),
             Handle::Statement { sql: text, parameters } => {
@@ -527,12 +527,13 @@ impl ShoalSqlService {
                 if let Some((cluster, table)) = self.sharded(&statement.command.table) {
                     return self.run_sharded_statement(cluster, &table, statement).await;
                 }
-                let command = serde_json::to_vec(&statement.command).map_err(|e| Status::internal(e.to_string()))?;
                 if statement.explain {
                     let catalog = Arc::clone(&self.catalog);
-                    let rows = blocking(move || ops::plan_query(&catalog, &command).and_then(|p| explain_rows(&p))).await?;
+                    let command = statement.command;
+                    let rows = blocking(move || ops::plan_rendered_query(&catalog, command).and_then(|p| explain_rows(&p))).await?;
                     return Ok(batch_stream(explain_schema(), Ok(rows)));
                 }
+                let command = serde_json::to_vec(&statement.command).map_err(|e| Status::internal(e.to_string()))?;
                 (command, statement.shape)
             }
         };
@@ -559,7 +560,7 @@ impl ShoalSqlService {
                 }
             }
         }
-        let permit = self.scans.enter().await?;
+        let permit = self.scans.enter(connection).await?;
         let catalog = Arc::clone(&self.catalog);
         match blocking(move || ops::open_ticket(&catalog, &ticket)).await? {
             TicketScan::Aggregates(batch) => {
@@ -587,12 +588,13 @@ impl ShoalSqlService {
         &self,
         command: &[u8],
         messages: Peekable<Streaming<FlightData>>,
+        connection: Option<std::net::SocketAddr>,
     ) -> Result<Response<BoxedStream<PutResult>>, Status> {
         let any = Any::decode(command).map_err(|e| Status::invalid_argument(format!("a Flight SQL command that does not decode: {e}")))?;
         let command = Command::try_from(any).map_err(|e| Status::invalid_argument(e.to_string()))?;
         match command {
             Command::CommandStatementIngest(ingest) => {
-                let record_count = self.ingest(ingest, messages).await?;
+                let record_count = self.ingest(ingest, messages, connection).await?;
                 Ok(put_result(DoPutUpdateResult { record_count }.encode_to_vec()))
             }
             Command::CommandPreparedStatementQuery(query) => {
@@ -680,7 +682,10 @@ impl ShoalSqlService {
     /// (a batch whose only column is a string column `json` holds JSON records; any other
     /// batch's rows become JSON objects, one key per column), acknowledged per the
     /// table's durability. Answers the number of records written.
-    async fn ingest(&self, ingest: CommandStatementIngest, messages: Peekable<Streaming<FlightData>>) -> Result<i64, Status> {
+    /// A place among the ingesting streams is held per batch (from its arrival to its
+    /// acknowledgement; `connection` holds at most half of them), and a stream that sends
+    /// nothing for `stream_idle_timeout_secs` is ended.
+    async fn ingest(&self, ingest: CommandStatementIngest, messages: Peekable<Streaming<FlightData>>, connection: Option<std::net::SocketAddr>) -> Result<i64, Status> {
         if ingest.temporary {
             return Err(Status::invalid_argument("bulk ingest into a temporary table is not supported"));
         }
@@ -693,12 +698,12 @@ impl ShoalSqlService {
                 ingest.catalog, ingest.schema
             )));
         }
-        let permit = self.puts.enter().await?;
         let options = ingest.table_definition_options.unwrap_or_default();
+        let messages = crate::limits::idle_guarded(messages, self.puts.idle(), "DoPut");
         if let Some((cluster, table)) = self.sharded(&ingest.table) {
+            let permit = self.puts.enter(connection).await?;
             return self.ingest_sharded(cluster, table, options.if_exists, messages, permit).await;
         }
-        let _permit = permit;
         let catalog = Arc::clone(&self.catalog);
         let table = ingest.table.clone();
         let entry = blocking(move || prepare_ingest_table(&catalog, &table, options.if_not_exist, options.if_exists)).await?;
@@ -708,7 +713,9 @@ impl ShoalSqlService {
         while let Some(batch) = batches.next().await {
             let batch = batch.map_err(Status::from)?;
             let entry = Arc::clone(&entry);
+            let place = self.puts.enter(connection).await?;
             let written = blocking(move || {
+                let _place = place;
                 let batch = json_batch(&batch)?;
                 let ingested = ops::ingest_batch(&entry, &batch, &BatchMetadata::default(), number)?;
                 ops::acknowledge(ingested)
@@ -731,8 +738,8 @@ impl ShoalSqlService {
         cluster: &Arc<Cluster>,
         table: Arc<ShardedTable>,
         if_exists: i32,
-        messages: Peekable<Streaming<FlightData>>,
-        permit: tokio::sync::OwnedSemaphorePermit,
+        messages: impl futures::Stream<Item = Result<FlightData, Status>> + Send + 'static,
+        permit: crate::limits::Place,
     ) -> Result<i64, Status> {
         match TableExistsOption::try_from(if_exists).unwrap_or(TableExistsOption::Unspecified) {
             TableExistsOption::Fail => {
@@ -893,16 +900,16 @@ impl FlightSqlService for ShoalSqlService {
         Ok(batch_stream(schema, builder.build()))
     }
 
-    async fn do_get_statement(&self, ticket: TicketStatementQuery, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
-        self.run_handle(Handle::decode(&ticket.statement_handle, "the statement ticket")?).await
+    async fn do_get_statement(&self, ticket: TicketStatementQuery, request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
+        self.run_handle(Handle::decode(&ticket.statement_handle, "the statement ticket")?, request.remote_addr()).await
     }
 
     async fn do_get_prepared_statement(
         &self,
         query: CommandPreparedStatementQuery,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<BoxedStream<FlightData>>, Status> {
-        self.run_handle(Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")?).await
+        self.run_handle(Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")?, request.remote_addr()).await
     }
 
     async fn do_get_catalogs(&self, query: CommandGetCatalogs, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {

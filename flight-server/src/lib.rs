@@ -6,4 +6,5 @@ pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod flight_sql;
+pub mod limits;
 pub mod service;

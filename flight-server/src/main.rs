@@ -126,9 +126,21 @@ struct ServeArgs {
     /// Most DoGet scans that run at once [default: 64].
     #[arg(long, env = "SHOAL_MAX_CONCURRENT_SCANS")]
     max_concurrent_scans: Option<usize>,
-    /// Most DoPut streams open at once [default: 64].
+    /// Most DoPut streams ingesting (with a batch in flight) at once [default: 64].
     #[arg(long, env = "SHOAL_MAX_CONCURRENT_PUTS")]
     max_concurrent_puts: Option<usize>,
+    /// Milliseconds a DoGet waits for a place among the running scans before RESOURCE_EXHAUSTED [default: 30000].
+    #[arg(long, env = "SHOAL_SCAN_WAIT_TIMEOUT_MS")]
+    scan_wait_timeout_ms: Option<u64>,
+    /// Seconds a stream may send or read nothing before it is ended (0: never) [default: 30].
+    #[arg(long, env = "SHOAL_STREAM_IDLE_TIMEOUT_SECS")]
+    stream_idle_timeout_secs: Option<u64>,
+    /// Seconds a new connection has to send its HTTP/2 preface (or TLS hello) [default: 10].
+    #[arg(long, env = "SHOAL_HANDSHAKE_TIMEOUT_SECS")]
+    handshake_timeout_secs: Option<u64>,
+    /// Most calls (HTTP/2 streams) one connection has open at once [default: 256].
+    #[arg(long, env = "SHOAL_MAX_STREAMS_PER_CONNECTION")]
+    max_streams_per_connection: Option<u32>,
     /// Most tables this daemon serves [default: 1024].
     #[arg(long, env = "SHOAL_MAX_TABLES")]
     max_tables: Option<usize>,
@@ -162,6 +174,12 @@ struct ServeArgs {
     /// This node's id in --cluster-nodes [default: the host name's ordinal, as shoal-2 → 2].
     #[arg(long, env = "SHOAL_NODE_ID")]
     node_id: Option<usize>,
+    /// The secret the cluster's nodes share ([cluster] secret; 16 to 1024 printable ASCII bytes): calls between nodes carry it. Prefer the environment or --cluster-secret-file (a flag shows in `ps`).
+    #[arg(long, env = "SHOAL_CLUSTER_SECRET", hide_env_values = true, conflicts_with = "cluster_secret_file")]
+    cluster_secret: Option<String>,
+    /// A file whose content (trimmed) is the cluster's secret ([cluster] secret_file).
+    #[arg(long, env = "SHOAL_CLUSTER_SECRET_FILE")]
+    cluster_secret_file: Option<PathBuf>,
     /// Log format: `text` or `json`.
     #[arg(long, env = "SHOAL_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -231,6 +249,18 @@ impl ServeArgs {
         if let Some(n) = self.max_concurrent_puts {
             config.max_concurrent_puts = n;
         }
+        if let Some(ms) = self.scan_wait_timeout_ms {
+            config.scan_wait_timeout_ms = ms;
+        }
+        if let Some(secs) = self.stream_idle_timeout_secs {
+            config.stream_idle_timeout_secs = secs;
+        }
+        if let Some(secs) = self.handshake_timeout_secs {
+            config.handshake_timeout_secs = secs;
+        }
+        if let Some(n) = self.max_streams_per_connection {
+            config.max_streams_per_connection = n;
+        }
         if let Some(n) = self.max_tables {
             config.engine.max_tables = n;
         }
@@ -263,6 +293,14 @@ impl ServeArgs {
         }
         if self.node_id.is_some() {
             config.cluster.node_id = self.node_id;
+        }
+        if self.cluster_secret.is_some() {
+            config.cluster.secret.clone_from(&self.cluster_secret);
+            config.cluster.secret_file = None;
+        }
+        if self.cluster_secret_file.is_some() {
+            config.cluster.secret_file.clone_from(&self.cluster_secret_file);
+            config.cluster.secret = None;
         }
         if config.tls_cert.is_some() != config.tls_key.is_some() {
             return Err("TLS needs both tls_cert and tls_key".into());
@@ -365,7 +403,13 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let catalog = Arc::new(Catalog::open(config.engine.clone())?);
     let authenticator = Arc::new(Authenticator::new(config.bearer_token()?, config.basic_auth.as_deref())?);
-    let mut service = ShoalFlightService::new(Arc::clone(&catalog), Arc::clone(&authenticator), config.max_concurrent_scans, config.max_concurrent_puts);
+    let limits = shoal_server::service::StreamLimits {
+        max_concurrent_scans: config.max_concurrent_scans,
+        max_concurrent_puts: config.max_concurrent_puts,
+        scan_wait: std::time::Duration::from_millis(config.scan_wait_timeout_ms),
+        stream_idle: std::time::Duration::from_secs(config.stream_idle_timeout_secs),
+    };
+    let mut service = ShoalFlightService::new(Arc::clone(&catalog), Arc::clone(&authenticator), &limits);
     if config.cluster.is_enabled() {
         let map_dir = (!config.engine.in_memory).then(|| config.engine.data_dir.join("cluster"));
         let cluster = Cluster::open(&config.cluster, map_dir, config.bearer_token()?.as_deref(), config.basic_auth.as_deref())?;
@@ -391,7 +435,7 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
     // about the data.
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<FlightServiceServer<ShoalFlightService>>().await;
-    let mut builder = tonic::transport::Server::builder();
+    let mut builder = tonic::transport::Server::builder().max_concurrent_streams(Some(config.max_streams_per_connection));
     if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
         let read = |path: &PathBuf| std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()));
         let identity = tonic::transport::Identity::from_pem(read(cert)?, read(key)?);
@@ -407,8 +451,9 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
     // server future is dropped, which cancels them.
     let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
     let serving = builder.add_service(health_service).add_service(server).serve_with_incoming_shutdown(
-        // TCP_NODELAY: without it, small responses wait ~40 ms for delayed ACKs.
-        tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+        // Connections that send no preface within handshake_timeout_secs are closed
+        // (TCP_NODELAY set on the others).
+        shoal_server::limits::handshaken(listener, std::time::Duration::from_secs(config.handshake_timeout_secs)),
         async move {
             shutdown_signal().await;
             health_reporter.set_not_serving::<FlightServiceServer<ShoalFlightService>>().await;

@@ -19,7 +19,6 @@ use arrow_flight::{
 use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream;
 use futures::{StreamExt, TryStreamExt};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status, Streaming};
 
 use shoal_ops::catalog::{Catalog, TableEntry};
@@ -29,6 +28,7 @@ use shoal_ops::{ErrorClass, OpsError};
 use tonic::Code;
 
 use crate::auth::{Authenticator, Credentials};
+use crate::limits::{self, Admission, AdmissionLimits, Place, Stop};
 use crate::cluster::reads::TicketRoute;
 use crate::cluster::Cluster;
 use crate::flight_sql::{self, ShoalSqlService};
@@ -37,41 +37,6 @@ use crate::flight_sql::{self, ShoalSqlService};
 /// acknowledgements that may wait to be sent: enough to keep both stages busy, small
 /// enough to bound the memory a stream holds (batches are typically a few MB).
 const PUT_PIPELINE_DEPTH: usize = 4;
-
-/// How long a call waits for a place among the calls of its kind already running
-/// ([`Admission`]) before it is refused with `RESOURCE_EXHAUSTED`.
-const ADMISSION_WAIT: Duration = Duration::from_secs(30);
-
-/// A bound on the calls of one kind that run at once, each holding a blocking thread for
-/// its whole length (scans: `DoGet`; ingestion streams: `DoPut`, two threads each).
-/// Calls beyond it wait, without a thread, for up to [`ADMISSION_WAIT`] (a client that
-/// goes away stops waiting), then are refused naming the setting.
-pub(crate) struct Admission {
-    places: Arc<Semaphore>,
-    limit: usize,
-    calls: &'static str,
-    setting: &'static str,
-}
-
-impl Admission {
-    fn new(limit: usize, calls: &'static str, setting: &'static str) -> Self {
-        Self { places: Arc::new(Semaphore::new(limit)), limit, calls, setting }
-    }
-
-    /// A place, given back when the permit drops.
-    pub(crate) async fn enter(&self) -> Result<OwnedSemaphorePermit, Status> {
-        match tokio::time::timeout(ADMISSION_WAIT, Arc::clone(&self.places).acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(permit),
-            _ => Err(Status::resource_exhausted(format!(
-                "{} {} are running, the limit ({}); this call waited {} s for one to end: retry later or raise the limit",
-                self.limit,
-                self.calls,
-                self.setting,
-                ADMISSION_WAIT.as_secs()
-            ))),
-        }
-    }
-}
 
 /// The gRPC status of an operation's error: the code of the same name as its class, and
 /// its message (the one place where the daemon maps [`OpsError`]s).
@@ -91,6 +56,32 @@ pub fn status(error: OpsError) -> Status {
     Status::new(code, error.message)
 }
 
+/// How long an ingesting stream waits for a place among the running ones before it is
+/// refused with `RESOURCE_EXHAUSTED`.
+const PUT_WAIT: Duration = Duration::from_secs(30);
+
+/// The bounds on running calls and stalled streams ([`crate::limits`]; the settings of the
+/// same names in `ServerConfig`).
+#[derive(Debug, Clone)]
+pub struct StreamLimits {
+    /// Scans (`DoGet`) running at once; one connection runs at most half of them.
+    pub max_concurrent_scans: usize,
+    /// Ingesting streams (`DoPut` streams with a batch in flight) at once; one connection at
+    /// most half of them.
+    pub max_concurrent_puts: usize,
+    /// How long a scan waits for a place before `RESOURCE_EXHAUSTED`.
+    pub scan_wait: Duration,
+    /// How long a stream may send (`DoPut`) or read (`DoGet`, `DoPut`'s results) nothing
+    /// before it is ended with `DEADLINE_EXCEEDED`; zero: never.
+    pub stream_idle: Duration,
+}
+
+impl StreamLimits {
+    fn idle(&self) -> Option<Duration> {
+        (!self.stream_idle.is_zero()).then_some(self.stream_idle)
+    }
+}
+
 /// The Flight service.
 pub struct ShoalFlightService {
     catalog: Arc<Catalog>,
@@ -107,12 +98,21 @@ pub struct ShoalFlightService {
 
 impl ShoalFlightService {
     /// A service over `catalog`; `auth` answers handshakes with basic credentials (the
-    /// interceptor built from the same authenticator checks every call). At most `scans`
-    /// DoGet calls and `puts` DoPut streams run at once (`max_concurrent_scans`,
-    /// `max_concurrent_puts`).
-    pub fn new(catalog: Arc<Catalog>, auth: Arc<Authenticator>, scans: usize, puts: usize) -> Self {
-        let scans = Arc::new(Admission::new(scans, "scans (DoGet)", "max_concurrent_scans"));
-        let puts = Arc::new(Admission::new(puts, "ingestion streams (DoPut)", "max_concurrent_puts"));
+    /// interceptor built from the same authenticator checks every call). `limits`: how many
+    /// scans (`DoGet`) and ingesting streams (`DoPut`) run at once, how long a call waits for
+    /// a place, and how long a stream may send or read nothing ([`StreamLimits`]).
+    pub fn new(catalog: Arc<Catalog>, auth: Arc<Authenticator>, limits: &StreamLimits) -> Self {
+        let idle = limits.idle();
+        let share = |limit: usize| (limit / 2).max(1);
+        let scans = AdmissionLimits {
+            limit: limits.max_concurrent_scans,
+            per_connection: share(limits.max_concurrent_scans),
+            wait: limits.scan_wait,
+            idle,
+        };
+        let puts = AdmissionLimits { limit: limits.max_concurrent_puts, per_connection: share(limits.max_concurrent_puts), wait: PUT_WAIT, idle };
+        let scans = Arc::new(Admission::new(&scans, "scans (DoGet)", "max_concurrent_scans", "scan_wait_timeout_ms"));
+        let puts = Arc::new(Admission::new(&puts, "ingesting streams (DoPut)", "max_concurrent_puts", "30 s"));
         let sql = ShoalSqlService::new(Arc::clone(&catalog), Arc::clone(&scans), Arc::clone(&puts));
         Self { catalog, auth, scans, puts, sql, cluster: None }
     }
@@ -292,6 +292,7 @@ impl FlightService for ShoalFlightService {
             return FlightService::do_get(&self.sql, request).await;
         }
         let catalog = Arc::clone(&self.catalog);
+        let connection = request.remote_addr();
         let ticket = request.into_inner().ticket;
         if let Some(cluster) = &self.cluster {
             match cluster.route_ticket(&ticket) {
@@ -302,7 +303,7 @@ impl FlightService for ShoalFlightService {
                 TicketRoute::OneCall(table, command) => return cluster.one_call(&catalog, &self.scans, &table, command).await.map(Response::new),
             }
         }
-        let permit = self.scans.enter().await?;
+        let permit = self.scans.enter(connection).await?;
         let scan = match blocking(move || ops::open_ticket(&catalog, &ticket)).await? {
             TicketScan::Aggregates(batch) => {
                 drop(permit);
@@ -327,52 +328,81 @@ impl FlightService for ShoalFlightService {
         // the error, and nothing after it.
         // The first message's descriptor says what the stream is: a path [table] (shoal's
         // ingestion) or a Flight SQL command (bulk ingest, parameters of a prepared statement).
+        let connection = request.remote_addr();
+        let idle = self.puts.idle();
         let mut messages = request.into_inner().peekable();
-        let descriptor = match Pin::new(&mut messages).peek().await {
+        let first = Pin::new(&mut messages).peek();
+        let first = match idle {
+            Some(idle) => tokio::time::timeout(idle, first).await.map_err(|_| {
+                metrics::counter!("shoal_stalled_streams_total", "call" => "DoPut").increment(1);
+                limits::stalled("DoPut", idle.as_secs(), "sent")
+            })?,
+            None => first.await,
+        };
+        let descriptor = match first {
             Some(Ok(first)) => first.flight_descriptor.clone(),
             _ => None,
         };
         if let Some(command) = descriptor.as_ref().map(|d| d.cmd.clone()).filter(|cmd| flight_sql::is_flight_sql(cmd)) {
-            return self.sql.do_put_command(&command, messages).await;
+            return self.sql.do_put_command(&command, messages, connection).await;
         }
         if let Some((cluster, sharded)) = self.sharded(descriptor.as_ref().and_then(|d| d.path.first()).map(String::as_str)) {
-            let permit = self.puts.enter().await?;
-            return Ok(Response::new(cluster.put(&self.catalog, sharded, messages, permit)));
+            let permit = self.puts.enter(connection).await?;
+            return Ok(Response::new(cluster.put(&self.catalog, sharded, limits::idle_guarded(messages, idle, "DoPut"), permit)));
         }
-        let permit = Arc::new(self.puts.enter().await?);
+        // A place among the ingesting streams is held while a batch of this stream is in
+        // flight (from its arrival until its result is queued), not while the client is
+        // silent: a stream left open without sending costs no place.
+        let puts = Arc::clone(&self.puts);
         let catalog = Arc::clone(&self.catalog);
-        let mut decoder = FlightDataDecoder::new(messages.map_err(FlightError::from));
-        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<PutResult, Status>>(PUT_PIPELINE_DEPTH);
+        let mut decoder = FlightDataDecoder::new(limits::idle_guarded(messages, idle, "DoPut").map_err(FlightError::from));
+        let (outlet, results) = limits::outlet::<Result<PutResult, Status>>(PUT_PIPELINE_DEPTH, idle, "DoPut");
         let (work_sender, mut work) = tokio::sync::mpsc::channel::<Result<PutWork, Status>>(PUT_PIPELINE_DEPTH);
-        let (ack_sender, mut acks) = tokio::sync::mpsc::channel::<Result<Ingested, Status>>(PUT_PIPELINE_DEPTH);
-        let ingest_permit = Arc::clone(&permit);
-        tokio::task::spawn_blocking(move || {
-            let _permit = ingest_permit;
+        let (ack_sender, mut acks) = tokio::sync::mpsc::channel::<Result<(Ingested, Arc<Place>), Status>>(PUT_PIPELINE_DEPTH);
+        tokio::spawn(async move {
             let mut number = 0usize;
-            while let Some(item) = work.blocking_recv() {
-                let result = item.and_then(|w| ops::ingest_batch(&w.entry, &w.batch, &w.metadata, number).map_err(status));
+            while let Some(item) = work.recv().await {
+                let result = match item {
+                    Ok(PutWork { entry, batch, metadata, place }) => {
+                        blocking(move || ops::ingest_batch(&entry, &batch, &metadata, number)).await.map(|ingested| (ingested, place))
+                    }
+                    Err(status) => Err(status),
+                };
                 number += 1;
                 let failed = result.is_err();
-                if ack_sender.blocking_send(result).is_err() || failed {
-                    return;
-                }
-            }
-        });
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            while let Some(item) = acks.blocking_recv() {
-                // A client that went away closes the stream of results: stop waiting.
-                let result = item.and_then(|i| ops::acknowledge_while(i, &|| !sender.is_closed()).map_err(status)).map(|metadata| PutResult { app_metadata: metadata.to_string().into() });
-                let failed = result.is_err();
-                if sender.blocking_send(result).is_err() || failed {
+                if ack_sender.send(result).await.is_err() || failed {
                     return;
                 }
             }
         });
         tokio::spawn(async move {
+            while let Some(item) = acks.recv().await {
+                let result = match item {
+                    Ok((ingested, place)) => {
+                        // A client that went away closes the stream of results: stop waiting.
+                        let gone = outlet.gone_check();
+                        blocking(move || {
+                            let _place = place;
+                            ops::acknowledge_while(ingested, &|| !gone())
+                        })
+                        .await
+                        .map(|metadata| PutResult { app_metadata: metadata.to_string().into() })
+                    }
+                    Err(status) => Err(status),
+                };
+                let failed = result.is_err();
+                match outlet.send(result).await {
+                    Ok(()) if !failed => {}
+                    Err(Stop::Stalled) => return outlet.stall(Err),
+                    Ok(()) | Err(Stop::Gone) => return,
+                }
+            }
+        });
+        tokio::spawn(async move {
             let mut entry: Option<Arc<TableEntry>> = None;
+            let mut place: std::sync::Weak<Place> = std::sync::Weak::new();
             while let Some(message) = decoder.next().await {
-                let item: Result<Option<PutWork>, Status> = (|| {
+                let item: Result<Option<(RecordBatch, BatchMetadata)>, Status> = (|| {
                     let message = message.map_err(Status::from)?;
                     if entry.is_none() {
                         let descriptor = message.inner.flight_descriptor.as_ref().ok_or_else(|| {
@@ -380,20 +410,27 @@ impl FlightService for ShoalFlightService {
                         })?;
                         entry = Some(catalog.get(&table_from_descriptor(descriptor)?).map_err(status)?);
                     }
-                    match (message.payload, &entry) {
-                        (DecodedPayload::RecordBatch(batch), Some(entry)) => Ok(Some(PutWork {
-                            entry: Arc::clone(entry),
-                            batch,
-                            metadata: BatchMetadata::parse(&message.inner.app_metadata).map_err(status)?,
-                        })),
-                        (DecodedPayload::Schema(schema), _) => ops::check_put_schema(&schema).map(|()| None).map_err(status),
-                        _ => Ok(None),
+                    match message.payload {
+                        DecodedPayload::RecordBatch(batch) => Ok(Some((batch, BatchMetadata::parse(&message.inner.app_metadata).map_err(status)?))),
+                        DecodedPayload::Schema(schema) => ops::check_put_schema(&schema).map(|()| None).map_err(status),
+                        DecodedPayload::None => Ok(None),
                     }
                 })();
-                let item = match item {
-                    Ok(None) => continue,
-                    Ok(Some(work)) => Ok(work),
-                    Err(status) => Err(status),
+                let item = match (item, &entry) {
+                    (Ok(None), _) => continue,
+                    (Ok(Some((batch, metadata))), Some(entry)) => {
+                        // The stream's place while a batch of it is in flight, else a new one.
+                        let held = match place.upgrade() {
+                            Some(held) => Ok(held),
+                            None => puts.enter(connection).await.map(Arc::new),
+                        };
+                        held.map(|held| {
+                            place = Arc::downgrade(&held);
+                            PutWork { entry: Arc::clone(entry), batch, metadata, place: held }
+                        })
+                    }
+                    (Ok(Some(_)), None) => Err(Status::internal("a DoPut batch before its table")),
+                    (Err(status), _) => Err(status),
                 };
                 let failed = item.is_err();
                 if work_sender.send(item).await.is_err() || failed {
@@ -401,12 +438,22 @@ impl FlightService for ShoalFlightService {
                 }
             }
         });
-        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(receiver))))
+        Ok(Response::new(Box::pin(results)))
     }
 
     async fn do_action(&self, request: Request<Action>) -> Result<Response<Self::DoActionStream>, Status> {
         if flight_sql::is_flight_sql_action(&request.get_ref().r#type) {
             return FlightService::do_action(&self.sql, request).await;
+        }
+        if crate::cluster::NODE_ACTIONS.contains(&request.get_ref().r#type.as_str())
+            && !self.cluster.as_ref().is_some_and(|cluster| cluster.is_node(request.metadata()))
+        {
+            metrics::counter!("shoal_cluster_refused_node_calls_total").increment(1);
+            return Err(Status::permission_denied(format!(
+                "{} is a call between the nodes of a cluster: it needs the cluster's secret (cluster.secret), which this call did not carry{}",
+                request.get_ref().r#type,
+                if self.cluster.is_some() { "" } else { " (and this daemon is no node of a cluster)" }
+            )));
         }
         let action = request.into_inner();
         match &self.cluster {
@@ -462,19 +509,29 @@ pub(crate) fn planned_info(
         .with_app_metadata(metadata))
 }
 
-/// Runs a scan of rows on a blocking thread that holds `permit` (a place among the running
+/// Runs a scan of rows on a blocking thread that holds `place` (a place among the running
 /// scans), streaming its batches — through `shaper` when given (Flight SQL's sort, offset,
 /// limit and names; it may end the scan early) — until the scan ends, fails (the error is
-/// the stream's last item) or the receiver goes away.
+/// the stream's last item), the receiver goes away, or the receiver takes nothing for the
+/// place's idle timeout: then the scan stops, its place goes to the next waiting call, and
+/// the stream ends with `DEADLINE_EXCEEDED` after the batches already queued.
 pub(crate) fn stream_rows(
-    permit: OwnedSemaphorePermit,
+    place: Place,
     scan: Box<TicketRows>,
     mut shaper: Option<shoal_ops::sql::Shaper>,
 ) -> impl futures::Stream<Item = Result<RecordBatch, FlightError>> + Send + 'static {
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
+    let (outlet, batches) = limits::outlet::<Result<RecordBatch, FlightError>>(4, place.idle(), "DoGet");
     tokio::task::spawn_blocking(move || {
-        let _permit = permit;
+        let _place = place;
         let mut failure: Option<OpsError> = None;
+        let stop: std::cell::Cell<Option<Stop>> = std::cell::Cell::new(None);
+        let send = |batch: Result<RecordBatch, FlightError>| match outlet.blocking_send(batch) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(why) => {
+                stop.set(Some(why));
+                ControlFlow::Break(())
+            }
+        };
         let result = scan.run(&mut |batch| {
             let batch = match shaper.as_mut() {
                 None => Some(batch),
@@ -487,27 +544,25 @@ pub(crate) fn stream_rows(
                 },
             };
             if let Some(batch) = batch {
-                if sender.blocking_send(Ok(batch)).is_err() {
-                    return ControlFlow::Break(());
-                }
+                send(Ok(batch))?;
             }
             if shaper.as_ref().is_some_and(shoal_ops::sql::Shaper::is_done) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
         });
         let result = match (result, failure) {
             (Err(error), _) | (Ok(()), Some(error)) => Err(error),
+            (Ok(()), None) if stop.get().is_some() => Ok(None),
             (Ok(()), None) => shaper.as_mut().map_or(Ok(None), shoal_ops::sql::Shaper::finish),
         };
-        match result {
-            Ok(Some(last)) => {
-                let _ = sender.blocking_send(Ok(last));
-            }
-            Ok(None) => {}
-            Err(error) => {
-                let _ = sender.blocking_send(Err(FlightError::Tonic(Box::new(status(error)))));
-            }
+        let _ = match result {
+            Ok(Some(last)) => send(Ok(last)),
+            Ok(None) => ControlFlow::Continue(()),
+            Err(error) => send(Err(FlightError::Tonic(Box::new(status(error))))),
+        };
+        if stop.get() == Some(Stop::Stalled) {
+            outlet.stall(|status| Err(FlightError::Tonic(Box::new(status))));
         }
     });
-    tokio_stream::wrappers::ReceiverStream::new(receiver)
+    batches
 }
 
 /// One decoded DoPut batch on its way to ingestion.
@@ -515,4 +570,6 @@ struct PutWork {
     entry: Arc<TableEntry>,
     batch: RecordBatch,
     metadata: BatchMetadata,
+    /// The stream's place among the ingesting streams, shared by its batches in flight.
+    place: Arc<Place>,
 }

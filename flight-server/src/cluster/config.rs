@@ -8,6 +8,13 @@ use serde::{Deserialize, Serialize};
 /// Most nodes a cluster lists.
 pub const MAX_NODES: usize = 1024;
 
+/// Fewest bytes of a cluster secret (`secret`, `secret_file`): 16 random bytes written as
+/// text are the least that cannot be guessed; `openssl rand -hex 32` gives 64.
+pub const MIN_SECRET_BYTES: usize = 16;
+
+/// Most bytes of a cluster secret (it travels in a header of every call between nodes).
+pub const MAX_SECRET_BYTES: usize = 1024;
+
 /// The `[cluster]` section: `nodes` (node id = position in the list) and `node_id`.
 /// An empty `nodes` list: no cluster (a single daemon, as before).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -24,6 +31,16 @@ pub struct ClusterConfig {
     /// PEM certificate(s) this node trusts when it calls a `grpc+tls://` node (default:
     /// the system's roots).
     pub tls_ca: Option<PathBuf>,
+    /// The secret the nodes share: every call a node makes to another carries it, and the
+    /// calls only nodes make (`cluster_define`, `cluster_forget`) are refused without it,
+    /// whether or not client authentication is on. Printable ASCII, [`MIN_SECRET_BYTES`] to
+    /// [`MAX_SECRET_BYTES`] bytes; required for a cluster. Environment:
+    /// `SHOAL_CLUSTER_SECRET`. Never written back out (not serialized).
+    #[serde(skip_serializing)]
+    pub secret: Option<String>,
+    /// A file whose content (trimmed) is the secret, instead of `secret` (a Kubernetes
+    /// Secret mounted as a file). Environment: `SHOAL_CLUSTER_SECRET_FILE`.
+    pub secret_file: Option<PathBuf>,
 }
 
 impl ClusterConfig {
@@ -59,6 +76,41 @@ impl ClusterConfig {
             }
         }
         self.resolve_node_id().map(|_| ())
+    }
+
+    /// The cluster's secret: the trimmed content of `secret_file`, else `secret`.
+    ///
+    /// # Errors
+    /// A message when neither is set (a cluster needs one), the file cannot be read, or the
+    /// secret is shorter than [`MIN_SECRET_BYTES`], longer than [`MAX_SECRET_BYTES`] or not
+    /// printable ASCII (it is sent as a header value).
+    pub fn resolve_secret(&self) -> Result<String, String> {
+        let (secret, source) = match (&self.secret_file, &self.secret) {
+            (Some(path), _) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read cluster.secret_file {}: {e}", path.display()))?;
+                (text.trim().to_owned(), format!("cluster.secret_file {}", path.display()))
+            }
+            (None, Some(secret)) => (secret.clone(), "cluster.secret".to_owned()),
+            (None, None) => {
+                return Err(
+                    "a cluster needs a secret its nodes share (calls between nodes carry it): set cluster.secret_file \
+                     (SHOAL_CLUSTER_SECRET_FILE, --cluster-secret-file) or cluster.secret (SHOAL_CLUSTER_SECRET) on every node, \
+                     e.g. to the output of `openssl rand -hex 32`"
+                        .to_owned(),
+                )
+            }
+        };
+        if secret.len() < MIN_SECRET_BYTES || secret.len() > MAX_SECRET_BYTES {
+            return Err(format!(
+                "{source} holds {} bytes; a cluster secret has {MIN_SECRET_BYTES} to {MAX_SECRET_BYTES} (e.g. `openssl rand -hex 32`)",
+                secret.len()
+            ));
+        }
+        if !secret.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!("{source} is not printable ASCII without spaces (it is sent as a header value)"));
+        }
+        Ok(secret)
     }
 
     /// This node's id: `node_id`, else the host name's ordinal.
@@ -131,7 +183,7 @@ mod tests {
     #[test]
     fn the_list_and_the_node_id_are_checked() {
         let nodes = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        let mut config = ClusterConfig { nodes: nodes(&["grpc://a:1", "grpc+tls://b:2"]), node_id: Some(1), tls_ca: None };
+        let mut config = ClusterConfig { nodes: nodes(&["grpc://a:1", "grpc+tls://b:2"]), node_id: Some(1), ..ClusterConfig::default() };
         config.validate().unwrap();
         config.node_id = Some(2);
         assert!(config.validate().unwrap_err().contains("node_id 2 is not in cluster.nodes"));
@@ -140,8 +192,27 @@ mod tests {
         assert!(config.validate().unwrap_err().contains("cluster.nodes[2]"));
         config.nodes = nodes(&["grpc://a:1", "grpc://a:1"]);
         assert!(config.validate().unwrap_err().contains("twice"));
-        let alone = ClusterConfig { nodes: Vec::new(), node_id: Some(0), tls_ca: None };
+        let alone = ClusterConfig { nodes: Vec::new(), node_id: Some(0), ..ClusterConfig::default() };
         assert!(alone.validate().unwrap_err().contains("cluster.nodes is empty"));
         ClusterConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn a_cluster_needs_a_secret_of_printable_ascii_and_bounded_length() {
+        let mut config = ClusterConfig::default();
+        assert!(config.resolve_secret().unwrap_err().contains("a cluster needs a secret"));
+        config.secret = Some("short".into());
+        assert!(config.resolve_secret().unwrap_err().contains("cluster.secret holds 5 bytes"));
+        config.secret = Some("0123456789abcdef 01".into());
+        assert!(config.resolve_secret().unwrap_err().contains("not printable ASCII"));
+        config.secret = Some("0123456789abcdef".into());
+        assert_eq!(config.resolve_secret().unwrap(), "0123456789abcdef");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, "  fedcba9876543210fedcba9876543210\n").unwrap();
+        config.secret_file = Some(path.clone());
+        assert_eq!(config.resolve_secret().unwrap(), "fedcba9876543210fedcba9876543210", "the file wins, trimmed");
+        config.secret_file = Some(dir.path().join("missing"));
+        assert!(config.resolve_secret().unwrap_err().contains("cannot read cluster.secret_file"));
     }
 }

@@ -45,6 +45,13 @@ pub const ACTIONS: &[(&str, &str)] = &[
     ("cluster_forget", r#"(between nodes) {"name"} → {"name", "forgotten"}"#),
 ];
 
+/// The calls only nodes make to each other: refused unless they carry the cluster's secret
+/// ([`Cluster::is_node`]), also when client authentication is off.
+pub const NODE_ACTIONS: &[&str] = &["cluster_define", "cluster_forget"];
+
+/// The header in which a node sends the cluster's secret (`cluster.secret`) to another.
+pub const SECRET_HEADER: &str = "x-shoal-cluster-secret";
+
 /// How long a node waits for another to answer an action or a plan.
 const PEER_CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -54,6 +61,9 @@ pub struct Cluster {
     nodes: Vec<String>,
     /// The `authorization` header this node sends to the others (its own credentials).
     authorization: Option<MetadataValue<Ascii>>,
+    /// The cluster's secret (`cluster.secret`), sent in [`SECRET_HEADER`] on every call to
+    /// another node and required of [`NODE_ACTIONS`].
+    secret: MetadataValue<Ascii>,
     tls_ca: Option<tonic::transport::Certificate>,
     map: ShardMap,
     channels: Mutex<HashMap<usize, Channel>>,
@@ -70,10 +80,15 @@ impl Cluster {
     /// daemon's own credentials, sent on calls to the other nodes.
     ///
     /// # Errors
-    /// A message for an invalid config, an unreadable CA file or shard map.
+    /// A message for an invalid config, a missing or unusable secret
+    /// ([`ClusterConfig::resolve_secret`]), an unreadable CA file or shard map.
     pub fn open(config: &ClusterConfig, map_dir: Option<std::path::PathBuf>, bearer: Option<&str>, basic: Option<&str>) -> Result<Self, String> {
         config.validate()?;
         let me = config.resolve_node_id()?;
+        let secret = config
+            .resolve_secret()?
+            .parse::<MetadataValue<Ascii>>()
+            .map_err(|_| "the cluster secret is not a valid header value".to_owned())?;
         let authorization = match (bearer, basic) {
             (Some(token), _) => Some(format!("Bearer {token}")),
             (None, Some(basic)) => {
@@ -94,6 +109,7 @@ impl Cluster {
             me,
             nodes: config.nodes.clone(),
             authorization,
+            secret,
             tls_ca,
             map: ShardMap::open(map_dir)?,
             channels: Mutex::new(HashMap::new()),
@@ -154,10 +170,20 @@ impl Cluster {
         if let Some(value) = &self.authorization {
             request.metadata_mut().insert("authorization", value.clone());
         }
+        request.metadata_mut().insert(SECRET_HEADER, self.secret.clone());
         if let Some(timeout) = timeout {
             request.set_timeout(timeout);
         }
         request
+    }
+
+    /// True when a call's `metadata` carries the cluster's secret (compared in constant
+    /// time): the call comes from a node of this cluster.
+    #[must_use]
+    pub fn is_node(&self, metadata: &tonic::metadata::MetadataMap) -> bool {
+        metadata
+            .get(SECRET_HEADER)
+            .is_some_and(|presented| crate::auth::constant_time_eq(self.secret.as_bytes(), presented.as_bytes()))
     }
 
     /// A peer's error, with which shard and node it came from. A node that cannot be

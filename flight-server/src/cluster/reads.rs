@@ -33,7 +33,8 @@ use shoal_ops::protocol::AggregateSpec;
 
 use super::schema::{conform, fits, merge_schemas};
 use super::{Cluster, ShardedTable, PEER_CALL_TIMEOUT};
-use crate::service::{blocking, planned_info, stream_rows, Admission, BoxedStream};
+use crate::limits::Admission;
+use crate::service::{blocking, planned_info, stream_rows, BoxedStream};
 
 /// How long `ListFlights` waits for a sharded table's shards (schema and stats).
 pub const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -613,7 +614,7 @@ impl Cluster {
     ) -> Result<BatchStream, Status> {
         let ticket = STANDARD.decode(&part.ticket).map_err(|_| Status::invalid_argument("fan-in ticket: a part's ticket is not base64"))?;
         if part.node == self.me {
-            let permit = scans.enter().await?;
+            let permit = scans.enter(None).await?;
             let catalog = Arc::clone(catalog);
             return match blocking(move || ops::open_ticket(&catalog, &ticket)).await? {
                 TicketScan::Aggregates(batch) => Ok(futures::stream::iter([Ok(batch)]).boxed()),

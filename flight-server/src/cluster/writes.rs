@@ -71,7 +71,7 @@ impl Cluster {
         catalog: &Arc<Catalog>,
         table: Arc<ShardedTable>,
         messages: impl Stream<Item = Result<FlightData, Status>> + Send + 'static,
-        permit: tokio::sync::OwnedSemaphorePermit,
+        permit: crate::limits::Place,
     ) -> BoxedStream<PutResult> {
         let (sender, receiver) = mpsc::channel::<Result<PutResult, Status>>(PIPELINE_DEPTH);
         let (cluster, catalog) = (Arc::clone(self), Arc::clone(catalog));

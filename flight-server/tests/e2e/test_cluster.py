@@ -3,6 +3,7 @@ on loopback, one membership list; every answer is compared with one daemon holdi
 same records."""
 
 import json
+import secrets
 import signal
 from collections import Counter
 
@@ -21,10 +22,12 @@ class Cluster:
         self.extra = extra
         self.ports = [free_port() for _ in range(size)]
         self.nodes = ",".join(f"grpc://127.0.0.1:{p}" for p in self.ports)
+        self.secret = secrets.token_hex(32)
         self.daemons = [self.start(i) for i in range(size)]
 
     def start(self, i):
-        return Daemon(self.root / f"node{i}", "--cluster-nodes", self.nodes, "--node-id", str(i), *self.extra,
+        return Daemon(self.root / f"node{i}", "--cluster-nodes", self.nodes, "--node-id", str(i),
+                      "--cluster-secret", self.secret, *self.extra,
                       listen=f"127.0.0.1:{self.ports[i]}")
 
     def client(self, i):
@@ -272,6 +275,42 @@ def test_cluster_settings_are_checked_and_a_lone_daemon_refuses_shards(tmp_path,
         action(lone, "create_table", {"name": "x", "shards": 2})
     with pytest.raises(RuntimeError, match="node_id 5 is not in cluster.nodes"):
         Daemon(tmp_path / "bad", "--cluster-nodes", "grpc://127.0.0.1:1,grpc://127.0.0.1:2", "--node-id", "5")
+    # A node needs the secret the nodes share, of a length that cannot be guessed.
+    with pytest.raises(RuntimeError, match="a cluster needs a secret its nodes share"):
+        Daemon(tmp_path / "nosecret", "--cluster-nodes", "grpc://127.0.0.1:1", "--node-id", "0")
+    with pytest.raises(RuntimeError, match="cluster.secret holds 5 bytes"):
+        Daemon(tmp_path / "short", "--cluster-nodes", "grpc://127.0.0.1:1", "--node-id", "0", "--cluster-secret", "short")
+
+
+def secret_header(secret):
+    return flight.FlightCallOptions(headers=[(b"x-shoal-cluster-secret", secret.encode())])
+
+
+def test_calls_between_nodes_need_the_cluster_secret_also_without_client_auth(tmp_path, start_daemon):
+    """`cluster_define` / `cluster_forget` write `<data_dir>/cluster/`: from a client that does
+    not carry the cluster's secret (none, or a wrong one) they are refused, and nothing is
+    written; the nodes themselves (which carry it) define and forget tables as before."""
+    one = Cluster(tmp_path, 1)
+    try:
+        client = one.client(0)
+        definition = {"name": "t", "shards": 2, "shard_key": [], "nodes": 1, "options": {}}
+        for options in [None, secret_header("0" * 64), secret_header(one.secret[::-1])]:
+            with pytest.raises(flight.FlightUnauthorizedError, match="needs the cluster's secret"):
+                action(client, "cluster_define", definition, options=options)
+            with pytest.raises(flight.FlightUnauthorizedError, match="needs the cluster's secret"):
+                action(client, "cluster_forget", {"table": "t"}, options=options)
+        assert list((tmp_path / "node0" / "cluster").glob("*")) == []
+        assert action(client, "cluster_define", definition, options=secret_header(one.secret))["defined"] is True
+        assert [p.name for p in (tmp_path / "node0" / "cluster").glob("*.json")] == ["t.json"]
+        assert action(client, "cluster_forget", {"table": "t"}, options=secret_header(one.secret))["forgotten"] is True
+        # What the nodes do themselves carries the secret: a sharded table is made and dropped.
+        assert action(client, "create_table", {"name": "s", "shards": 2})["created"] is True
+        assert action(client, "drop_table", {"name": "s"})["dropped"] is True
+    finally:
+        one.stop()
+    lone = start_daemon().client()
+    with pytest.raises(flight.FlightUnauthorizedError, match="no node of a cluster"):
+        action(lone, "cluster_define", definition)
 
 
 def test_list_flights_shows_a_sharded_table_once(cluster):
@@ -437,18 +476,20 @@ def test_cluster_definitions_are_checked_before_a_name_becomes_a_file(tmp_path):
         before = meta.read_bytes()
         outside = tmp_path / "outside"
         base = {"shards": 2, "shard_key": [], "nodes": 1, "options": {}}
+        # As another node would call (with the secret): the definitions are checked all the same.
+        node = secret_header(one.secret)
         for name in ["../tables/victim/table", str(outside), "a/b", "..", ".hidden", "x" * 200, ""]:
             with pytest.raises(pa.ArrowInvalid, match="invalid table name"):
-                action(client, "cluster_define", {**base, "name": name})
+                action(client, "cluster_define", {**base, "name": name}, options=node)
             with pytest.raises(pa.ArrowInvalid, match="invalid table name"):
-                action(client, "cluster_forget", {"table": name})
+                action(client, "cluster_forget", {"table": name}, options=node)
         for field, value in [("shards", 0), ("shards", 1_000_000_000_000), ("nodes", 0), ("nodes", 1 << 40)]:
             with pytest.raises(pa.ArrowInvalid, match=f'"{field}" must be an integer'):
-                action(client, "cluster_define", {**base, "name": "t", field: value})
+                action(client, "cluster_define", {**base, "name": "t", field: value}, options=node)
         assert meta.read_bytes() == before, "the table's metadata is untouched"
         assert not outside.with_suffix(".json").exists()
         assert [p.name for p in (tmp_path / "node0" / "cluster").glob("*")] == []
         assert [f.descriptor.path[0].decode() for f in client.list_flights()] == ["victim"]
-        assert action(client, "cluster_define", {**base, "name": "t"})["defined"] is True
+        assert action(client, "cluster_define", {**base, "name": "t"}, options=node)["defined"] is True
     finally:
         one.stop()

@@ -380,3 +380,32 @@ def test_explain_counts_the_columnar_row_groups_and_struct_columns_come_whole(st
     names = [f.name for f in table.schema.field("actor").type]
     expected = sorted((r["id"], {k: r["actor"].get(k) for k in names}) for r in parsed if isinstance(dig(r, "payload.size"), int) and dig(r, "payload.size") > 5)
     assert sorted(zip(table.column("id").to_pylist(), table.column("actor").to_pylist()), key=lambda x: x[0]) == expected
+
+
+def test_the_statement_limit_applies_to_the_bytes_the_client_sent(events_daemon):
+    """A statement within the documented 1 MiB is answered even when its condition, as the
+    daemon renders it for the plan and the tickets (`IN ('a', 'b')` with a space per value),
+    passes 1 MiB; one byte past the limit is refused, naming it."""
+    d = events_daemon
+    action(d.native, "create_table", {"name": "small"}, options=BASIC)
+    schema = pa.schema([("json", pa.string())])
+    writer, reader = d.native.do_put(flight.FlightDescriptor.for_path("small"), schema, options=BASIC)
+    with writer:
+        rows = ['{"k": "zz00"}', '{"k": "PushEvent"}', '{"k": "other"}']
+        writer.write_batch(pa.record_batch([pa.array(rows, pa.string())], schema=schema))
+        reader.read()
+        writer.done_writing()
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    values = [f"'{digits[i // 46656 % 36]}{digits[i // 1296 % 36]}{digits[i // 36 % 36]}{digits[i % 36]}'" for i in range(132_000)]
+    text = f"SELECT count(*) FROM small WHERE k IN ({','.join(values)},'PushEvent')"
+    assert 900 << 10 < len(text) < 1 << 20
+    rendered = len(text) + len(values)  # a space after each comma
+    assert rendered > 1 << 20, "the rendered condition passes the limit"
+    with connect(d) as conn, conn.cursor() as cur:
+        cur.execute(text)
+        assert cur.fetchall() == [(1,)]
+        too_long = text.replace("SELECT", "SELECT" + " " * ((1 << 20) - len(text) + 1), 1)
+        with pytest.raises(adbc_driver_manager.Error, match="limit is 1048576 bytes"):
+            cur.execute(too_long)
+            cur.fetchall()
+    assert d.alive()

@@ -42,11 +42,21 @@ def test_documented_metrics_are_exported(start_daemon):
 
     doc = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
     section = doc.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
-    documented = {}
-    for line in section.splitlines():
-        row = re.match(r"\|\s*`(shoal_[a-z_]+)`\s*\|\s*([a-z]+)\s*\|", line)
-        if row:
-            documented[row.group(1)] = row.group(2)
+    # The per-table series (all present after the calls below), then the daemon-wide ones,
+    # present once the event they count happened (one is made to happen below).
+    per_table, daemon_wide = section.split("\nDaemon-wide series", 1)
+
+    def rows(text):
+        found = {}
+        for line in text.splitlines():
+            row = re.match(r"\|\s*`(shoal_[a-z_]+)`\s*\|\s*([a-z]+)\s*\|", line)
+            if row:
+                found[row.group(1)] = row.group(2)
+        return found
+
+    documented = rows(per_table)
+    events = rows(daemon_wide)
+    assert set(events) >= {"shoal_stalled_streams_total", "shoal_cluster_refused_node_calls_total"}, events
     assert len(documented) >= 15, f"the metrics table was not found or is short: {sorted(documented)}"
     assert set(documented.values()) <= {"counter", "gauge", "summary", "histogram"}, documented
 
@@ -57,6 +67,10 @@ def test_documented_metrics_are_exported(start_daemon):
     put(client, "ops", ['{"a": %d, "kind": "k%d"}' % (i, i % 3) for i in range(200)])
     result, _, _ = query(client, {"table": "ops", "filter": "a >= 100", "columns": ["a"]})
     assert result is not None and result.num_rows == 100
+    # A daemon-wide event: a call between nodes without the cluster's secret, refused.
+    with pytest.raises(flight.FlightUnauthorizedError):
+        action(client, "cluster_define", {"name": "x", "shards": 1, "shard_key": [], "nodes": 1, "options": {}})
+    documented["shoal_cluster_refused_node_calls_total"] = "counter"
 
     def exported(text: str) -> set[str]:
         names = set()
@@ -82,7 +96,7 @@ def test_documented_metrics_are_exported(start_daemon):
         time.sleep(0.5)
     assert not missing, f"documented but not exported: {missing}\n{text}"
     assert 'shoal_ingested_records_total{table="ops"} 200' in text
-    undocumented = sorted(n for n in names if n.startswith("shoal_") and n not in documented
+    undocumented = sorted(n for n in names if n.startswith("shoal_") and n not in documented and n not in events
                           and re.sub(r"_(sum|count|bucket)$", "", n) not in documented)
     assert not undocumented, f"exported but not documented: {undocumented}"
 

@@ -61,6 +61,10 @@ pub const DAEMON_SETTINGS: &[&str] = &[
     "shutdown_grace_secs",
     "max_concurrent_scans",
     "max_concurrent_puts",
+    "scan_wait_timeout_ms",
+    "stream_idle_timeout_secs",
+    "handshake_timeout_secs",
+    "max_streams_per_connection",
 ];
 
 impl Default for EngineConfig {

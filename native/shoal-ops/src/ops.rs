@@ -13,6 +13,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, BinaryArray, LargeBinaryArray, LargeStringArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde_json::json;
+use shoal_core::psf::expr::{parse_expr_within, MAX_EXPR_BYTES, MAX_RENDERED_EXPR_BYTES};
 use shoal_core::psf::{parse_expr, Expr};
 use shoal_core::scan::{address_field, ADDRESS_COLUMN, json_output_schema, Aggregate, ScanPlan, ScanRequest, ScanStats};
 use shoal_core::keys::RecordOp;
@@ -78,10 +79,12 @@ impl Drop for DurableWaitSlot {
     }
 }
 
-fn parse_filter(filter: Option<&str>) -> Result<Option<Expr>, OpsError> {
+/// A command's filter: at most `max_bytes` of text ([`MAX_EXPR_BYTES`] for what a client
+/// wrote, [`MAX_RENDERED_EXPR_BYTES`] for text the daemon rendered).
+fn parse_filter(filter: Option<&str>, max_bytes: usize) -> Result<Option<Expr>, OpsError> {
     filter
         .filter(|f| !f.trim().is_empty())
-        .map(|f| parse_expr(f).map_err(|e| OpsError::from_engine(&e)))
+        .map(|f| parse_expr_within(f, max_bytes).map_err(|e| OpsError::from_engine(&e)))
         .transpose()
 }
 
@@ -117,7 +120,8 @@ impl FilterMemo {
         if let Some(tree) = text.and_then(|t| self.trees.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(t).cloned()) {
             return Ok(Some(tree));
         }
-        parse_filter(text)
+        // A ticket's filter is a plan's normalised text (longer than the client's, at times).
+        parse_filter(text, MAX_RENDERED_EXPR_BYTES)
     }
 }
 
@@ -373,10 +377,10 @@ fn answer_until(table: &shoal_core::table::Table, command: &QueryCommand) -> Res
 
 /// Checks a query command and plans it: maps the filter onto the table's PSFs
 /// (FishStore §7.1) and resolves the result schema.
-fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result<PreparedQuery, OpsError> {
+fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str, filter_bytes: usize) -> Result<PreparedQuery, OpsError> {
     let entry = catalog.get(&command.table)?;
     let table = &entry.table;
-    let filter = parse_filter(command.filter.as_deref())?;
+    let filter = parse_filter(command.filter.as_deref(), filter_bytes)?;
     let columns = parse_columns(&command.columns)?;
     let aggregates = parse_aggregates(&command.aggregates)?;
     let aggregating = !aggregates.is_empty() || !command.group_by.is_empty();
@@ -441,7 +445,21 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str) -> Result
 /// for an unknown table.
 pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, OpsError> {
     let command: QueryCommand = parse_body("GetFlightInfo command", command)?;
-    let query = prepare_query(catalog, command, "GetFlightInfo command")?;
+    plan_command(catalog, command, MAX_EXPR_BYTES)
+}
+
+/// As [`plan_query`], for a command the daemon built from a client's SQL statement (held to
+/// [`MAX_EXPR_BYTES`] as the client sent it): its filter is the normalised text of the
+/// statement's condition, which may be longer, and is held to [`MAX_RENDERED_EXPR_BYTES`].
+///
+/// # Errors
+/// As [`plan_query`].
+pub fn plan_rendered_query(catalog: &Catalog, command: QueryCommand) -> Result<PlannedQuery, OpsError> {
+    plan_command(catalog, command, MAX_RENDERED_EXPR_BYTES)
+}
+
+fn plan_command(catalog: &Catalog, command: QueryCommand, filter_bytes: usize) -> Result<PlannedQuery, OpsError> {
+    let query = prepare_query(catalog, command, "GetFlightInfo command", filter_bytes)?;
     if let Some(filter) = &query.request.filter {
         // The endpoints' tickets carry this filter's normalised text: their DoGet finds
         // the tree here.
@@ -652,7 +670,9 @@ pub fn open_ticket(catalog: &Catalog, ticket: &[u8]) -> Result<TicketScan, OpsEr
     if !body.contains_key("v") {
         let command: QueryCommand = serde_json::from_value(serde_json::Value::Object(body))
             .map_err(|e| OpsError::invalid_argument(crate::protocol::bounded(format!("DoGet ticket (a query command): {e}"))))?;
-        let query = prepare_query(catalog, command, "DoGet query command")?;
+        // Tickets are held to the rendered limit: a planned ticket's filter is normalised
+        // text, and a Flight SQL statement's one-call ticket carries its rendered condition.
+        let query = prepare_query(catalog, command, "DoGet query command", MAX_RENDERED_EXPR_BYTES)?;
         if let Some(grouped) = &query.grouping {
             return grouped.run(&query.entry, &query.request, &query.plan).map(TicketScan::Aggregates);
         }
@@ -1054,7 +1074,7 @@ mod tests {
             let ticket: TicketBody = serde_json::from_slice(&endpoint.ticket).unwrap();
             let text = ticket.plan.filter.as_deref().expect("the plan carries the filter");
             let remembered = FILTER_MEMO.trees.lock().unwrap().get(text).cloned();
-            assert_eq!(remembered.as_ref(), parse_filter(Some(text)).unwrap().as_ref(), "{text}");
+            assert_eq!(remembered.as_ref(), parse_filter(Some(text), MAX_EXPR_BYTES).unwrap().as_ref(), "{text}");
             assert!(remembered.is_some(), "{text} is remembered");
             assert!(matches!(open_ticket(&catalog, &endpoint.ticket).unwrap(), TicketScan::Rows(_)));
         }

@@ -46,6 +46,7 @@ pub enum DeviceConfig {
 
 /// An open device.
 #[derive(Debug)]
+#[expect(clippy::large_enum_variant, reason = "one device per table, never moved: boxing would add an indirection to every write")]
 pub(crate) enum Device {
     Null,
     Segments(SegmentFiles),

@@ -291,7 +291,7 @@ mod tests {
         // A torn third entry: its checksum does not match.
         let path = dir.path().join(WITHDRAWN_FILE);
         let mut bytes = std::fs::read(&path).unwrap();
-        let end = (2 * ENTRY_OVERHEAD + 3 * 8) as usize;
+        let end = 2 * ENTRY_OVERHEAD + 3 * 8;
         let torn = encode_entry(ADD_MAGIC, &[999]);
         bytes[end..end + torn.len() - 8].copy_from_slice(&torn[..torn.len() - 8]);
         std::fs::write(&path, &bytes).unwrap();

@@ -49,7 +49,7 @@ pub fn parameter_fields(text: &str) -> Result<Option<ParameterFields>, OpsError>
     let statement = match parse_sql(text, Parameters::Bound(&sentinels)) {
         Ok(statement) => {
             if let Some(filter) = &statement.command.filter {
-                let expr = shoal_core::psf::parse_expr(filter).map_err(|e| engine_error(text, &e))?;
+                let expr = shoal_core::psf::expr::parse_expr_within(filter, shoal_core::psf::expr::MAX_RENDERED_EXPR_BYTES).map_err(|e| engine_error(text, &e))?;
                 collect_parameter_fields(&expr, &sentinels, &mut fields);
             }
             statement

@@ -53,10 +53,22 @@ use super::{CmpOp, Expr, Literal};
 /// [`Error::InvalidExpression`] for text that does not parse, is not supported, or passes
 /// a limit; the error quotes at most [`ECHO_LIMIT`] bytes of the text.
 pub fn parse_expr(text: &str) -> Result<Expr> {
+    parse_expr_within(text, MAX_EXPR_BYTES)
+}
+
+/// As [`parse_expr`], for text at most `max_bytes` long: [`MAX_RENDERED_EXPR_BYTES`] for a
+/// filter the daemon rendered itself (a plan's normalised filter in a ticket, the
+/// condition of a SQL statement that was held to [`MAX_EXPR_BYTES`] as the client sent
+/// it), whose text may be longer than what the client sent. The operator and nesting
+/// limits are the same.
+///
+/// # Errors
+/// As [`parse_expr`].
+pub fn parse_expr_within(text: &str, max_bytes: usize) -> Result<Expr> {
     let lowering = Lowering { text };
-    if text.len() > MAX_EXPR_BYTES {
+    if text.len() > max_bytes {
         return Err(lowering.error(format!(
-            "the expression is {} bytes long; the limit is {MAX_EXPR_BYTES} bytes",
+            "the expression is {} bytes long; the limit is {max_bytes} bytes",
             text.len()
         )));
     }
@@ -119,6 +131,13 @@ pub fn count_operators(tokens: &[sqlparser::tokenizer::TokenWithSpan]) -> usize 
 
 /// The longest expression text [`parse_expr`] accepts, in bytes (1 MiB).
 pub const MAX_EXPR_BYTES: usize = 1 << 20;
+
+/// The longest filter text the daemon re-parses when it rendered that text itself
+/// ([`parse_expr_within`]), in bytes (8 MiB). Normalised text can be longer than what a
+/// client sent within [`MAX_EXPR_BYTES`] (`IN (1,2)` renders as `IN (1, 2)`; a number
+/// renders in full): the client's limit applies to the client's bytes, this one bounds the
+/// work a forged ticket can ask for.
+pub const MAX_RENDERED_EXPR_BYTES: usize = 8 << 20;
 
 /// The most operators one expression may hold: `AND`, `OR`, `NOT`, comparison and
 /// arithmetic operators each count one (`IN` lists count one for the `IN`, not per value).

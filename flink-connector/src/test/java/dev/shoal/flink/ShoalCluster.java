@@ -15,6 +15,9 @@ import dev.shoal.client.testing.TargetMode;
  * splits each batch by the shard key and forwards the other shards' rows.
  */
 public final class ShoalCluster implements ShoalTarget {
+  /** The nodes' shared secret ({@code --cluster-secret}): calls between nodes carry it. */
+  static final String SECRET = java.util.UUID.randomUUID().toString().replace("-", "");
+
   private final int size;
   private final List<ShoalDaemon> nodes = new ArrayList<>();
   private Path ownedDir;
@@ -38,7 +41,7 @@ public final class ShoalCluster implements ShoalTarget {
     String list = String.join(",", ports.stream().map(p -> "grpc://127.0.0.1:" + p).toList());
     for (int i = 0; i < size; i++) {
       ShoalDaemon node = new ShoalDaemon(null, List.of("--cluster-nodes", list, "--node-id", Integer.toString(i),
-          "--durability", "group_commit"), ports.get(i));
+          "--cluster-secret", SECRET, "--durability", "group_commit"), ports.get(i));
       nodes.add(node);
       node.start(ownedDir.resolve("node" + i));
     }

@@ -17,6 +17,9 @@ import dev.shoal.client.testing.TargetMode;
  * shard_key}). The connector's {@code endpoint} names node 0 only: plans send it to every node.
  */
 final class ShoalCluster implements ShoalTarget {
+  /** The nodes' shared secret ({@code --cluster-secret}): calls between nodes carry it. */
+  static final String SECRET = java.util.UUID.randomUUID().toString().replace("-", "");
+
   private final List<ShoalDaemon> daemons;
   private final Path ownedDir;
 
@@ -39,7 +42,7 @@ final class ShoalCluster implements ShoalTarget {
     try {
       for (int i = 0; i < nodes; i++) {
         daemons.add(ShoalDaemon.startAt("127.0.0.1:" + ports.get(i), dir.resolve("node" + i),
-            "--cluster-nodes", list, "--node-id", Integer.toString(i)));
+            "--cluster-nodes", list, "--node-id", Integer.toString(i), "--cluster-secret", SECRET));
       }
       try (ShoalClient client = ShoalClient.open(URI.create(cluster.endpoint()), null)) {
         client.action("create_table", ShoalClient.JSON.createObjectNode().put("name", table).put("shard_key", shardKey), table);

@@ -47,7 +47,8 @@ class FlightSqlJdbcClusterTest {
     String members = String.join(",", ports.stream().map(p -> "grpc://127.0.0.1:" + p).toList());
     for (int i = 0; i < 3; i++) {
       nodes.add(ShoalProcess.start(dataDir.resolve("node" + i), "127.0.0.1:" + ports.get(i),
-          "--cluster-nodes", members, "--node-id", Integer.toString(i)));
+          "--cluster-nodes", members, "--node-id", Integer.toString(i),
+          "--cluster-secret", "flight-sql-jdbc-cluster-test-secret"));
     }
     Path events = ShoalProcess.events();
     nodes.get(0).cli("create-table", "events", "--shard-key", "id");

@@ -82,6 +82,34 @@ timing_table() {
     fi
   done
   printf '  %-52s %8s   (%d min %d s)\n' "total" "$total" $((total / 60)) $((total % 60))
+  test_counts
+}
+
+# --- Tests executed -----------------------------------------------------------------------
+# Counted from what ran (issue 45: a drop must be explained, never hidden): Rust from cargo
+# test's "test result" lines, pytest from its summary, the JVM from the Surefire and Failsafe
+# reports this run wrote (newer than the marker touched before Maven started).
+cargo_test_log="$tmp_dir/cargo-test.log" pytest_log="$tmp_dir/pytest.log" maven_marker="$tmp_dir/maven-started"
+test_counts() {
+  local rust=- pytest=- jvm=-
+  if [[ -s "$cargo_test_log" ]]; then
+    rust=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$cargo_test_log" \
+      | awk '{ p += $1; f += $2 } END { printf "%d passed, %d failed", p, f }')
+  fi
+  if [[ -s "$pytest_log" ]]; then
+    pytest=$(grep -Eo '[0-9]+ (passed|failed|skipped|error)' "$pytest_log" | tail -n 4 | paste -sd, - | sed 's/,/, /g')
+  fi
+  if [[ -e "$maven_marker" ]]; then
+    jvm=$(find . -path '*/target/surefire-reports/TEST-*.xml' -newer "$maven_marker" -o -path '*/target/failsafe-reports/TEST-*.xml' -newer "$maven_marker" \
+      | python3 -c '
+import sys, xml.etree.ElementTree as ET
+t = f = s = 0
+for path in sys.stdin.read().split():
+    root = ET.parse(path).getroot()
+    t += int(root.get("tests", 0)); f += int(root.get("failures", 0)) + int(root.get("errors", 0)); s += int(root.get("skipped", 0))
+print(f"{t - f - s} passed, {f} failed, {s} skipped (Surefire + Failsafe)")' 2>/dev/null || echo "-")
+  fi
+  printf '  tests executed: Rust %s; pytest %s; JVM %s\n' "$rust" "${pytest:--}" "$jvm"
 }
 on_exit() {
   local status=$?
@@ -161,12 +189,19 @@ rust_build_and_tests() {
   # ~15 of a cold build's ~20 minutes); cargo's fingerprints rebuild whatever differs.
   phase "cargo cache restore"
   python3 scripts/cargo-cache.py restore
+  # A full run in a clone that has no incremental state (a fresh clone: CI) builds without it:
+  # the incremental caches (~4 GB) would only be written, never read. The quick tier, the edit
+  # loop, keeps cargo's default.
+  if (( ! quick )) && [[ ! -d target/debug/incremental && -z "${CARGO_INCREMENTAL:-}" ]]; then
+    export CARGO_INCREMENTAL=0
+    echo "CARGO_INCREMENTAL=0 (no target/debug/incremental: a fresh clone)"
+  fi
   phase "Rust build"
   cargo build --workspace --all-targets --locked
   phase "cargo cache save"
   python3 scripts/cargo-cache.py save
   phase "Rust tests"
-  cargo test --workspace --locked
+  cargo test --workspace --locked 2>&1 | tee "$cargo_test_log"
 }
 python_venv() {
   phase "Python venv"
@@ -179,13 +214,14 @@ python_venv() {
 e2e_tests() {
   phase "e2e pytest"
   step "Python: end-to-end tests of the daemon (pytest, pyarrow.flight, both cores)"
-  SHOAL_BIN="$repo_root/target/debug/shoal" .venv/bin/python -m pytest -q -n 2 flight-server/tests/e2e
+  SHOAL_BIN="$repo_root/target/debug/shoal" .venv/bin/python -m pytest -q -n 2 flight-server/tests/e2e 2>&1 | tee "$pytest_log"
 }
 # Maven's own cargo step is skipped (-Dshoal.cargo.skip=true): target/debug/libshoal_jni.so is
 # the one the workspace build linked (-Dshoal.cargo.profile=dev); built alone, shoal-jni resolves
 # its dependencies' features without the daemon's and compiled the engine and fourteen crates
 # again (~4 min of the embedded module's time).
 maven() {
+  [[ -e "$maven_marker" ]] || touch "$maven_marker"
   mvn_teed -B -ntp "$@" \
     -Dshoal.cargo.profile=dev -Dshoal.cargo.skip=true \
     -Dshoal.bin="$repo_root/target/debug/shoal" \
@@ -242,8 +278,11 @@ python_venv
 e2e_tests
 
 phase "Maven verify (all modules)"
-step "JVM: mvn verify (embedded mode, Spark and Flink connectors, integration-tests; against the real daemon)"
-maven verify
+step "JVM: mvn -T 2 verify (embedded mode, Spark and Flink connectors, integration-tests; against the real daemon)"
+# Two modules at a time (the reactor keeps their order: the connectors after client, the
+# integration tests after the connectors): a module's tests wait on daemons, MiniClusters and
+# Spark's scheduler as much as on a core. Every test uses ports and directories of its own.
+maven -T 2 verify
 
 step "Spark: spark-submit of each shaded jar on a stock PySpark (3.5 and 4.x, daemon and embedded mode; SHOAL_SPARK_SUBMIT=0 skips)"
 # The jars mvn verify just built, on the Spark distributions users install: `pip install

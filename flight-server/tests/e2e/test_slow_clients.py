@@ -82,11 +82,13 @@ def test_silent_doput_streams_hold_no_place_and_are_ended(start_daemon):
 
 
 def test_unread_doget_streams_leave_places_to_other_connections(start_daemon):
-    """A client that opens many DoGets of a large result and reads none of them holds at most
-    half of max_concurrent_scans (one connection); another client's query answers at once;
-    the stalled scans are ended after the idle timeout with DEADLINE_EXCEEDED after what was
-    queued — never a clean end — and their places go to the waiting ones."""
-    d = start_daemon("--max-concurrent-scans", "4", "--stream-idle-timeout-secs", "3", "--batch-rows", "64")
+    """A client that opens 1,000 DoGets of a large result and reads none of them holds at most
+    half of max_concurrent_scans (one connection; the rest wait for its own places, then are
+    refused after scan_wait_timeout_ms); another client's query answers within 1 s; the stalled
+    scans are ended after the idle timeout with DEADLINE_EXCEEDED after what was queued — never
+    a clean end — and their places go to the waiting ones."""
+    d = start_daemon("--max-concurrent-scans", "8", "--stream-idle-timeout-secs", "3", "--scan-wait-timeout-ms", "4000",
+                     "--batch-rows", "64")
     client = d.client()
     action(client, "create_table", {"name": "big"})
     put(client, "big", [json.dumps({"id": i, "text": "x" * 200}) for i in range(30_000)], batch=10_000)
@@ -104,17 +106,17 @@ def test_unread_doget_streams_leave_places_to_other_connections(start_daemon):
         except ANY_ERROR as e:  # a call that waited past scan_wait_timeout_ms
             errors.append(e)
 
-    threads = [threading.Thread(target=open_unread) for _ in range(12)]
+    threads = [threading.Thread(target=open_unread) for _ in range(1000)]
     for t in threads:
         t.start()
-    time.sleep(1.5)
+    time.sleep(1.0)
     honest = d.client()
     latencies = []
     for _ in range(5):
         took, count = timed_count(honest, "small")
         assert count == 10
         latencies.append(took)
-    print(f"honest query {baseline * 1000:.1f} -> {statistics.median(latencies) * 1000:.1f} ms beside 12 unread DoGets")
+    print(f"honest query {baseline * 1000:.1f} -> {statistics.median(latencies) * 1000:.1f} ms beside 1,000 unread DoGets")
     # Before: a fresh query waited for a place until a stalled scan ended (22 s seen).
     assert statistics.median(latencies) < 2 * baseline + 0.5, (baseline, latencies)
     assert max(latencies) < 1.0 + 2 * baseline, latencies
@@ -122,6 +124,8 @@ def test_unread_doget_streams_leave_places_to_other_connections(start_daemon):
     for t in threads:
         t.join(60)
     assert readers, errors
+    assert all("scan_wait_timeout_ms" in str(e) for e in errors), errors[:3]
+    print(f"{len(readers)} DoGets got a place, {len(errors)} were refused after waiting")
     # A stalled stream: the batches queued before it stalled, then the status, never a clean end.
     with pytest.raises(flight.FlightTimedOutError, match="read nothing for 3 s"):
         readers[0].read_all()

@@ -126,9 +126,9 @@ FILTERS
     actions)
       # The selector byte picks the action (fuzz_targets/actions.rs: 0 create_table, 1
       # drop_table, 3 register_psf, 12 begin_transaction, 17 checkpoint); names that are paths.
-      printf '\x00{"name": "../outside", "columnar": false}' > "$dir/create-parent"
+      printf '\x00{"name": "../outside", "columnar": {"enabled": false}}' > "$dir/create-parent"
       printf '\x00{"name": "/tmp/shoal-fuzz-absolute"}' > "$dir/create-absolute"
-      printf '\x00{"name": "ok.table-1", "columnar": false}' > "$dir/create"
+      printf '\x00{"name": "ok.table-1", "columnar": {"enabled": false}}' > "$dir/create"
       printf '\x01{"name": "../../sentinel"}' > "$dir/drop-parent"
       printf '\x03{"table": "t/../../x", "name": "p", "kind": "projection", "field": "a"}' > "$dir/psf-path"
       printf '\x0c{"table": "t", "transaction_id": "../../escape"}' > "$dir/transaction"

@@ -47,7 +47,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::cluster::reads::{BatchStream, Endpoints, TicketRoute};
 use crate::cluster::{Cluster, ShardedTable};
-use crate::limits::Admission;
+use crate::limits::{Admission, Caller};
 use crate::service::{blocking, planned_info, status, stream_rows, BoxedStream};
 
 /// The Flight SQL actions the service answers (beside shoal's own, in `ListActions`).
@@ -423,7 +423,7 @@ impl ShoalSqlService {
 
     /// Runs a whole statement naming the sharded `table` in one call: `EXPLAIN`'s rows, or
     /// the statement read as one fan-in and shaped here.
-    async fn run_sharded_statement(&self, cluster: &Arc<Cluster>, table: &ShardedTable, statement: SqlStatement) -> Result<Response<BoxedStream<FlightData>>, Status> {
+    async fn run_sharded_statement(&self, cluster: &Arc<Cluster>, table: &ShardedTable, statement: SqlStatement, caller: Caller) -> Result<Response<BoxedStream<FlightData>>, Status> {
         let command = command_body(&statement)?;
         if statement.explain {
             let descriptor = FlightDescriptor::new_path(vec![table.name.clone()]);
@@ -431,7 +431,7 @@ impl ShoalSqlService {
             let metadata: Value = serde_json::from_slice(&info.app_metadata).unwrap_or(Value::Null);
             return Ok(batch_stream(explain_schema(), sharded_explain_rows(&metadata, info.endpoint.len()).map_err(|e| FlightError::Tonic(Box::new(status(e))))));
         }
-        let (schema, batches) = cluster.one_call_batches(&self.catalog, &self.scans, table, command).await?;
+        let (schema, batches) = cluster.one_call_batches(&self.catalog, &self.scans.for_caller(caller), table, command).await?;
         shaped(&schema, batches, &statement.shape)
     }
 
@@ -517,15 +517,15 @@ impl ShoalSqlService {
 
     /// Runs a statement handle: an endpoint's scan, shaped; or a whole statement in this
     /// one call (`EXPLAIN`, or a prepared statement read without `GetFlightInfo`).
-    /// `connection`: the caller's address (one connection holds at most half the scan places).
-    async fn run_handle(&self, handle: Handle, connection: Option<std::net::SocketAddr>) -> Result<Response<BoxedStream<FlightData>>, Status> {
+    /// `caller`: who asks (one connection holds at most half the scan places).
+    async fn run_handle(&self, handle: Handle, caller: Caller) -> Result<Response<BoxedStream<FlightData>>, Status> {
         let (ticket, shape) = match handle {
             Handle::Scan { ticket, shape } => (serde_json::to_vec(&ticket).map_err(|e| Status::internal(e.to_string()))?, shape),
             Handle::Statement { sql: text, parameters } => {
                 let parameters = parameters.iter().map(json_literal).collect::<Result<Vec<_>, _>>()?;
                 let statement = sql::parse_sql(&text, Parameters::Bound(&parameters)).map_err(status)?;
                 if let Some((cluster, table)) = self.sharded(&statement.command.table) {
-                    return self.run_sharded_statement(cluster, &table, statement).await;
+                    return self.run_sharded_statement(cluster, &table, statement, caller).await;
                 }
                 if statement.explain {
                     let catalog = Arc::clone(&self.catalog);
@@ -547,20 +547,20 @@ impl ShoalSqlService {
                     return cluster.forward_get(node, &table, shard, forwarded).await.map(Response::new);
                 }
                 TicketRoute::FanIn(fan_in) => {
-                    let (schema, batches) = cluster.fan_in_batches(&self.catalog, &self.scans, *fan_in)?;
+                    let (schema, batches) = cluster.fan_in_batches(&self.catalog, &self.scans.for_caller(caller), *fan_in)?;
                     return shaped(&schema, batches, &shape);
                 }
                 TicketRoute::Conform(part) => {
-                    let (schema, batches) = cluster.conformed_batches(&self.catalog, &self.scans, *part).await?;
+                    let (schema, batches) = cluster.conformed_batches(&self.catalog, &self.scans.for_caller(caller), *part).await?;
                     return shaped(&schema, batches, &shape);
                 }
                 TicketRoute::OneCall(table, command) => {
-                    let (schema, batches) = cluster.one_call_batches(&self.catalog, &self.scans, &table, command).await?;
+                    let (schema, batches) = cluster.one_call_batches(&self.catalog, &self.scans.for_caller(caller), &table, command).await?;
                     return shaped(&schema, batches, &shape);
                 }
             }
         }
-        let permit = self.scans.enter(connection).await?;
+        let permit = self.scans.enter(caller).await?;
         let catalog = Arc::clone(&self.catalog);
         match blocking(move || ops::open_ticket(&catalog, &ticket)).await? {
             TicketScan::Aggregates(batch) => {
@@ -588,13 +588,13 @@ impl ShoalSqlService {
         &self,
         command: &[u8],
         messages: Peekable<Streaming<FlightData>>,
-        connection: Option<std::net::SocketAddr>,
+        caller: Caller,
     ) -> Result<Response<BoxedStream<PutResult>>, Status> {
         let any = Any::decode(command).map_err(|e| Status::invalid_argument(format!("a Flight SQL command that does not decode: {e}")))?;
         let command = Command::try_from(any).map_err(|e| Status::invalid_argument(e.to_string()))?;
         match command {
             Command::CommandStatementIngest(ingest) => {
-                let record_count = self.ingest(ingest, messages, connection).await?;
+                let record_count = self.ingest(ingest, messages, caller).await?;
                 Ok(put_result(DoPutUpdateResult { record_count }.encode_to_vec()))
             }
             Command::CommandPreparedStatementQuery(query) => {
@@ -683,9 +683,9 @@ impl ShoalSqlService {
     /// batch's rows become JSON objects, one key per column), acknowledged per the
     /// table's durability. Answers the number of records written.
     /// A place among the ingesting streams is held per batch (from its arrival to its
-    /// acknowledgement; `connection` holds at most half of them), and a stream that sends
+    /// acknowledgement; one connection holds at most half of them), and a stream that sends
     /// nothing for `stream_idle_timeout_secs` is ended.
-    async fn ingest(&self, ingest: CommandStatementIngest, messages: Peekable<Streaming<FlightData>>, connection: Option<std::net::SocketAddr>) -> Result<i64, Status> {
+    async fn ingest(&self, ingest: CommandStatementIngest, messages: Peekable<Streaming<FlightData>>, caller: Caller) -> Result<i64, Status> {
         if ingest.temporary {
             return Err(Status::invalid_argument("bulk ingest into a temporary table is not supported"));
         }
@@ -699,9 +699,9 @@ impl ShoalSqlService {
             )));
         }
         let options = ingest.table_definition_options.unwrap_or_default();
-        let messages = crate::limits::idle_guarded(messages, self.puts.idle(), "DoPut");
+        let messages = crate::limits::idle_guarded(messages, self.puts.idle(caller), "DoPut");
         if let Some((cluster, table)) = self.sharded(&ingest.table) {
-            let permit = self.puts.enter(connection).await?;
+            let permit = self.puts.enter(caller).await?;
             return self.ingest_sharded(cluster, table, options.if_exists, messages, permit).await;
         }
         let catalog = Arc::clone(&self.catalog);
@@ -713,7 +713,7 @@ impl ShoalSqlService {
         while let Some(batch) = batches.next().await {
             let batch = batch.map_err(Status::from)?;
             let entry = Arc::clone(&entry);
-            let place = self.puts.enter(connection).await?;
+            let place = self.puts.enter(caller).await?;
             let written = blocking(move || {
                 let _place = place;
                 let batch = json_batch(&batch)?;
@@ -901,7 +901,7 @@ impl FlightSqlService for ShoalSqlService {
     }
 
     async fn do_get_statement(&self, ticket: TicketStatementQuery, request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
-        self.run_handle(Handle::decode(&ticket.statement_handle, "the statement ticket")?, request.remote_addr()).await
+        self.run_handle(Handle::decode(&ticket.statement_handle, "the statement ticket")?, crate::service::caller_of(self.cluster.as_deref(), &request)).await
     }
 
     async fn do_get_prepared_statement(
@@ -909,7 +909,7 @@ impl FlightSqlService for ShoalSqlService {
         query: CommandPreparedStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<BoxedStream<FlightData>>, Status> {
-        self.run_handle(Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")?, request.remote_addr()).await
+        self.run_handle(Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")?, crate::service::caller_of(self.cluster.as_deref(), &request)).await
     }
 
     async fn do_get_catalogs(&self, query: CommandGetCatalogs, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {

@@ -36,12 +36,60 @@ pub(crate) struct Admission {
     places: Arc<Semaphore>,
     limit: usize,
     per_connection: usize,
-    connections: Mutex<HashMap<SocketAddr, Weak<Semaphore>>>,
+    connections: Mutex<Connections>,
     wait: Duration,
     idle: Option<Duration>,
     calls: &'static str,
     setting: &'static str,
     wait_setting: &'static str,
+}
+
+/// Who makes a call, for [`Admission`]: its connection (one connection holds at most half
+/// the places) and whether it is a node of this daemon's cluster. A node's calls (they carry
+/// the cluster's secret) share one channel per node pair, so they are not capped per
+/// connection, and they are not idle-guarded: a put lane to a shard is silent while the
+/// other shards get the rows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Caller {
+    /// The peer address (`None`: not known, or a node).
+    pub connection: Option<SocketAddr>,
+    /// A node of this daemon's cluster.
+    pub node: bool,
+}
+
+impl Caller {
+    /// A node of the cluster (calls carrying the cluster's secret).
+    pub const NODE: Self = Self { connection: None, node: true };
+
+    /// A client at `connection`.
+    #[must_use]
+    pub fn client(connection: Option<SocketAddr>) -> Self {
+        Self { connection, node: false }
+    }
+}
+
+/// An [`Admission`] as one caller sees it: places taken through it count against the
+/// caller's connection (what a fan-in of a client's query reads locally counts as that
+/// client's).
+#[derive(Clone)]
+pub(crate) struct CallerAdmission {
+    admission: Arc<Admission>,
+    caller: Caller,
+}
+
+impl CallerAdmission {
+    /// A place for this caller ([`Admission::enter`]).
+    pub(crate) async fn enter(&self) -> Result<Place, Status> {
+        self.admission.enter(self.caller).await
+    }
+}
+
+/// The per-connection semaphores, and the map's size after its last pruning (it is pruned
+/// of connections that hold and wait for nothing when it has doubled since).
+#[derive(Default)]
+struct Connections {
+    places: HashMap<SocketAddr, Weak<Semaphore>>,
+    pruned_at: usize,
 }
 
 /// A place among the running calls of an [`Admission`] (given back when dropped), and the
@@ -73,9 +121,9 @@ pub(crate) struct AdmissionLimits {
 }
 
 impl Admission {
-    /// The idle timeout of the streams that hold this admission's places.
-    pub(crate) fn idle(&self) -> Option<Duration> {
-        self.idle
+    /// The idle timeout of `caller`'s streams (a node's: none).
+    pub(crate) fn idle(&self, caller: Caller) -> Option<Duration> {
+        if caller.node { None } else { self.idle }
     }
 
     /// `calls` names the calls in messages ("scans (DoGet)"); `setting` and `wait_setting`
@@ -85,7 +133,7 @@ impl Admission {
             places: Arc::new(Semaphore::new(limits.limit)),
             limit: limits.limit,
             per_connection: limits.per_connection.clamp(1, limits.limit),
-            connections: Mutex::new(HashMap::new()),
+            connections: Mutex::new(Connections::default()),
             wait: limits.wait,
             idle: limits.idle,
             calls,
@@ -98,24 +146,30 @@ impl Admission {
     /// connections that hold and wait for nothing are dropped as the map grows).
     fn connection_places(&self, connection: SocketAddr) -> Arc<Semaphore> {
         let mut connections = self.connections.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(places) = connections.get(&connection).and_then(Weak::upgrade) {
+        if let Some(places) = connections.places.get(&connection).and_then(Weak::upgrade) {
             return places;
         }
-        if connections.len() >= 1024 {
-            connections.retain(|_, places| places.strong_count() > 0);
+        if connections.places.len() >= 1024.max(2 * connections.pruned_at) {
+            connections.places.retain(|_, places| places.strong_count() > 0);
+            connections.pruned_at = connections.places.len();
         }
         let places = Arc::new(Semaphore::new(self.per_connection));
-        connections.insert(connection, Arc::downgrade(&places));
+        connections.places.insert(connection, Arc::downgrade(&places));
         places
     }
 
-    /// A place, for a call on `connection` (`None`: a call with no peer address, counted
-    /// against the whole only).
+    /// This admission as `caller` sees it.
+    pub(crate) fn for_caller(self: &Arc<Self>, caller: Caller) -> CallerAdmission {
+        CallerAdmission { admission: Arc::clone(self), caller }
+    }
+
+    /// A place for a call of `caller` (one without a connection — a node, an unknown peer —
+    /// is counted against the whole only; a node's place has no idle timeout).
     ///
     /// # Errors
     /// `RESOURCE_EXHAUSTED` naming the limit and the wait when no place came within the wait.
-    pub(crate) async fn enter(&self, connection: Option<SocketAddr>) -> Result<Place, Status> {
-        let own = connection.map(|c| self.connection_places(c));
+    pub(crate) async fn enter(&self, caller: Caller) -> Result<Place, Status> {
+        let own = caller.connection.map(|c| self.connection_places(c));
         let places = Arc::clone(&self.places);
         let acquire = async move {
             let connection = match own {
@@ -126,12 +180,12 @@ impl Admission {
             Some((global, connection))
         };
         match tokio::time::timeout(self.wait, acquire).await {
-            Ok(Some((global, connection))) => Ok(Place { _global: global, _connection: connection, idle: self.idle }),
+            Ok(Some((global, connection))) => Ok(Place { _global: global, _connection: connection, idle: if caller.node { None } else { self.idle } }),
             _ => {
                 metrics::counter!("shoal_admission_refused_total", "calls" => self.setting).increment(1);
                 Err(Status::resource_exhausted(format!(
                     "{} {} are running, the limit ({}; one connection holds at most {}); this call waited {} ms for one to end \
-                     ({}): retry later or raise the limit",
+                     ({}): retry later or raise the limit (what was acknowledged before this refusal stays)",
                     self.limit,
                     self.calls,
                     self.setting,
@@ -153,28 +207,61 @@ pub(crate) enum Stop {
     Stalled,
 }
 
-/// The sending end of a response stream's queue (see the module's documentation).
+/// The sending end of a response stream's queue (see the module's documentation). A stream
+/// ends cleanly only through [`Outlet::finish`]: an outlet dropped without it (its producer
+/// panicked or returned early) ends the stream with `INTERNAL`, so that a cut answer is never
+/// passed off as whole.
 pub(crate) struct Outlet<T> {
     sender: mpsc::Sender<T>,
     last: Arc<Mutex<Option<T>>>,
     idle: Option<Duration>,
     call: &'static str,
     runtime: tokio::runtime::Handle,
+    /// Makes a stream item of a status (the error variant of the stream's items).
+    error: fn(Status) -> T,
+    finished: bool,
 }
 
 /// A queue of `depth` items for a response stream of `call` ("DoGet", "DoPut"); its sender
 /// gives up after `idle` without the receiver taking an item. The stream yields the items,
-/// then the status an [`Outlet::stall`] left. Call from within the runtime.
-pub(crate) fn outlet<T: Send + 'static>(depth: usize, idle: Option<Duration>, call: &'static str) -> (Outlet<T>, impl Stream<Item = T> + Send + 'static) {
+/// then the status an [`Outlet::stall`] (or a drop without [`Outlet::finish`]) left, made an
+/// item by `error`. Call from within the runtime.
+pub(crate) fn outlet<T: Send + 'static>(
+    depth: usize,
+    idle: Option<Duration>,
+    call: &'static str,
+    error: fn(Status) -> T,
+) -> (Outlet<T>, impl Stream<Item = T> + Send + 'static) {
     let (sender, receiver) = mpsc::channel(depth);
     let last = Arc::new(Mutex::new(None));
     let tail = Arc::clone(&last);
     let stream = tokio_stream::wrappers::ReceiverStream::new(receiver)
         .chain(futures::stream::once(async move { tail.lock().unwrap_or_else(PoisonError::into_inner).take() }).filter_map(futures::future::ready));
-    (Outlet { sender, last, idle, call, runtime: tokio::runtime::Handle::current() }, stream)
+    (Outlet { sender, last, idle, call, runtime: tokio::runtime::Handle::current(), error, finished: false }, stream)
+}
+
+impl<T> Drop for Outlet<T> {
+    fn drop(&mut self) {
+        if !self.finished {
+            let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+            if last.is_none() {
+                tracing::warn!(call = self.call, "a response stream's producer ended without finishing it: the stream ends with INTERNAL");
+                *last = Some((self.error)(Status::internal(format!(
+                    "{}: the daemon's producer of this stream ended early (a bug: see the daemon's log); what came before this error is not the whole answer",
+                    self.call
+                ))));
+            }
+        }
+    }
 }
 
 impl<T: Send + 'static> Outlet<T> {
+    /// Ends the stream cleanly after what is queued (or, after [`Outlet::stall`], with its
+    /// status): everything the stream had to say was sent.
+    pub(crate) fn finish(mut self) {
+        self.finished = true;
+    }
+
     /// Queues `item`, waiting while the queue is full: [`Stop::Gone`] when the receiver is
     /// gone, [`Stop::Stalled`] when it took nothing for the idle timeout.
     pub(crate) async fn send(&self, item: T) -> Result<(), Stop> {
@@ -198,13 +285,14 @@ impl<T: Send + 'static> Outlet<T> {
         move || weak.upgrade().is_none_or(|sender| sender.is_closed())
     }
 
-    /// Ends the stream after what is queued with `status` (as an item, made by `item`)
-    /// because its receiver stalled, and counts it (`shoal_stalled_streams_total`).
-    pub(crate) fn stall(&self, item: impl FnOnce(Status) -> T) {
+    /// Ends the stream after what is queued with `DEADLINE_EXCEEDED` because its receiver
+    /// stalled, and counts it (`shoal_stalled_streams_total`).
+    pub(crate) fn stall(mut self) {
         let idle = self.idle.map_or(0, |d| d.as_secs());
         metrics::counter!("shoal_stalled_streams_total", "call" => self.call).increment(1);
         tracing::info!(call = self.call, idle_secs = idle, "a stream's client read nothing for the idle timeout: stream ended");
-        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(item(stalled(self.call, idle, "read")));
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some((self.error)(stalled(self.call, idle, "read")));
+        self.finished = true;
     }
 }
 
@@ -227,7 +315,12 @@ pub fn handshaken(listener: TcpListener, timeout: Duration) -> impl Stream<Item 
     let (sender, receiver) = mpsc::channel::<std::io::Result<TcpStream>>(64);
     tokio::spawn(async move {
         loop {
-            let (stream, peer) = match listener.accept().await {
+            // The server dropped its end (shutdown): stop accepting, which closes the socket.
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                () = sender.closed() => return,
+            };
+            let (stream, peer) = match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: tell, pause, go on (as hyper does).
@@ -236,9 +329,6 @@ pub fn handshaken(listener: TcpListener, timeout: Duration) -> impl Stream<Item 
                     continue;
                 }
             };
-            if sender.is_closed() {
-                return;
-            }
             let _ = stream.set_nodelay(true);
             let sender = sender.clone();
             tokio::spawn(async move {

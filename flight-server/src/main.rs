@@ -440,7 +440,13 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
         let read = |path: &PathBuf| std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()));
         let identity = tonic::transport::Identity::from_pem(read(cert)?, read(key)?);
         builder = builder
-            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            // The TLS handshake gets handshake_timeout_secs too (the first 24 bytes are
+            // checked before it: limits::handshaken).
+            .tls_config(
+                tonic::transport::ServerTlsConfig::new()
+                    .identity(identity)
+                    .timeout(std::time::Duration::from_secs(config.handshake_timeout_secs)),
+            )
             .map_err(|e| format!("invalid TLS certificate or key: {e}"))?;
     }
     let scheme = if config.tls_cert.is_some() { "grpc+tls" } else { "grpc" };

@@ -28,7 +28,7 @@ use shoal_ops::{ErrorClass, OpsError};
 use tonic::Code;
 
 use crate::auth::{Authenticator, Credentials};
-use crate::limits::{self, Admission, AdmissionLimits, Place, Stop};
+use crate::limits::{self, Admission, AdmissionLimits, Caller, Place, Stop};
 use crate::cluster::reads::TicketRoute;
 use crate::cluster::Cluster;
 use crate::flight_sql::{self, ShoalSqlService};
@@ -125,10 +125,26 @@ impl ShoalFlightService {
         self
     }
 
+    /// Who makes `request` ([`Caller`]): a node of this daemon's cluster when it carries the
+    /// cluster's secret, else a client at its peer address.
+    fn caller<T>(&self, request: &Request<T>) -> Caller {
+        caller_of(self.cluster.as_deref(), request)
+    }
+
     /// The sharded table a query command or descriptor path names, if any.
     fn sharded(&self, table: Option<&str>) -> Option<(&Arc<Cluster>, Arc<crate::cluster::ShardedTable>)> {
         let cluster = self.cluster.as_ref()?;
         Some((cluster, cluster.map().get(table?)?))
+    }
+}
+
+/// Who makes `request`: a node of `cluster` when it carries the cluster's secret, else a
+/// client at its peer address.
+pub(crate) fn caller_of<T>(cluster: Option<&Cluster>, request: &Request<T>) -> Caller {
+    if cluster.is_some_and(|c| c.is_node(request.metadata())) {
+        Caller::NODE
+    } else {
+        Caller::client(request.remote_addr())
     }
 }
 
@@ -292,18 +308,19 @@ impl FlightService for ShoalFlightService {
             return FlightService::do_get(&self.sql, request).await;
         }
         let catalog = Arc::clone(&self.catalog);
-        let connection = request.remote_addr();
+        let caller = self.caller(&request);
         let ticket = request.into_inner().ticket;
         if let Some(cluster) = &self.cluster {
+            let scans = self.scans.for_caller(caller);
             match cluster.route_ticket(&ticket) {
                 TicketRoute::Local => {}
                 TicketRoute::Forward { node, table, shard } => return cluster.forward_get(node, &table, shard, ticket.to_vec()).await.map(Response::new),
-                TicketRoute::FanIn(fan_in) => return cluster.fan_in(&catalog, &self.scans, *fan_in).map(Response::new),
-                TicketRoute::Conform(ticket) => return cluster.read_conformed(&catalog, &self.scans, *ticket).await.map(Response::new),
-                TicketRoute::OneCall(table, command) => return cluster.one_call(&catalog, &self.scans, &table, command).await.map(Response::new),
+                TicketRoute::FanIn(fan_in) => return cluster.fan_in(&catalog, &scans, *fan_in).map(Response::new),
+                TicketRoute::Conform(ticket) => return cluster.read_conformed(&catalog, &scans, *ticket).await.map(Response::new),
+                TicketRoute::OneCall(table, command) => return cluster.one_call(&catalog, &scans, &table, command).await.map(Response::new),
             }
         }
-        let permit = self.scans.enter(connection).await?;
+        let permit = self.scans.enter(caller).await?;
         let scan = match blocking(move || ops::open_ticket(&catalog, &ticket)).await? {
             TicketScan::Aggregates(batch) => {
                 drop(permit);
@@ -328,8 +345,8 @@ impl FlightService for ShoalFlightService {
         // the error, and nothing after it.
         // The first message's descriptor says what the stream is: a path [table] (shoal's
         // ingestion) or a Flight SQL command (bulk ingest, parameters of a prepared statement).
-        let connection = request.remote_addr();
-        let idle = self.puts.idle();
+        let caller = self.caller(&request);
+        let idle = self.puts.idle(caller);
         let mut messages = request.into_inner().peekable();
         let first = Pin::new(&mut messages).peek();
         let first = match idle {
@@ -344,10 +361,10 @@ impl FlightService for ShoalFlightService {
             _ => None,
         };
         if let Some(command) = descriptor.as_ref().map(|d| d.cmd.clone()).filter(|cmd| flight_sql::is_flight_sql(cmd)) {
-            return self.sql.do_put_command(&command, messages, connection).await;
+            return self.sql.do_put_command(&command, messages, caller).await;
         }
         if let Some((cluster, sharded)) = self.sharded(descriptor.as_ref().and_then(|d| d.path.first()).map(String::as_str)) {
-            let permit = self.puts.enter(connection).await?;
+            let permit = self.puts.enter(caller).await?;
             return Ok(Response::new(cluster.put(&self.catalog, sharded, limits::idle_guarded(messages, idle, "DoPut"), permit)));
         }
         // A place among the ingesting streams is held while a batch of this stream is in
@@ -356,7 +373,7 @@ impl FlightService for ShoalFlightService {
         let puts = Arc::clone(&self.puts);
         let catalog = Arc::clone(&self.catalog);
         let mut decoder = FlightDataDecoder::new(limits::idle_guarded(messages, idle, "DoPut").map_err(FlightError::from));
-        let (outlet, results) = limits::outlet::<Result<PutResult, Status>>(PUT_PIPELINE_DEPTH, idle, "DoPut");
+        let (outlet, results) = limits::outlet::<Result<PutResult, Status>>(PUT_PIPELINE_DEPTH, idle, "DoPut", Err);
         let (work_sender, mut work) = tokio::sync::mpsc::channel::<Result<PutWork, Status>>(PUT_PIPELINE_DEPTH);
         let (ack_sender, mut acks) = tokio::sync::mpsc::channel::<Result<(Ingested, Arc<Place>), Status>>(PUT_PIPELINE_DEPTH);
         tokio::spawn(async move {
@@ -393,10 +410,12 @@ impl FlightService for ShoalFlightService {
                 let failed = result.is_err();
                 match outlet.send(result).await {
                     Ok(()) if !failed => {}
-                    Err(Stop::Stalled) => return outlet.stall(Err),
-                    Ok(()) | Err(Stop::Gone) => return,
+                    Err(Stop::Stalled) => return outlet.stall(),
+                    Ok(()) | Err(Stop::Gone) => return outlet.finish(),
                 }
             }
+            // Every batch the client sent was answered.
+            outlet.finish();
         });
         tokio::spawn(async move {
             let mut entry: Option<Arc<TableEntry>> = None;
@@ -422,7 +441,7 @@ impl FlightService for ShoalFlightService {
                         // The stream's place while a batch of it is in flight, else a new one.
                         let held = match place.upgrade() {
                             Some(held) => Ok(held),
-                            None => puts.enter(connection).await.map(Arc::new),
+                            None => puts.enter(caller).await.map(Arc::new),
                         };
                         held.map(|held| {
                             place = Arc::downgrade(&held);
@@ -520,7 +539,7 @@ pub(crate) fn stream_rows(
     scan: Box<TicketRows>,
     mut shaper: Option<shoal_ops::sql::Shaper>,
 ) -> impl futures::Stream<Item = Result<RecordBatch, FlightError>> + Send + 'static {
-    let (outlet, batches) = limits::outlet::<Result<RecordBatch, FlightError>>(4, place.idle(), "DoGet");
+    let (outlet, batches) = limits::outlet::<Result<RecordBatch, FlightError>>(4, place.idle(), "DoGet", |status| Err(FlightError::Tonic(Box::new(status))));
     tokio::task::spawn_blocking(move || {
         let _place = place;
         let mut failure: Option<OpsError> = None;
@@ -553,13 +572,17 @@ pub(crate) fn stream_rows(
             (Ok(()), None) if stop.get().is_some() => Ok(None),
             (Ok(()), None) => shaper.as_mut().map_or(Ok(None), shoal_ops::sql::Shaper::finish),
         };
-        let _ = match result {
-            Ok(Some(last)) => send(Ok(last)),
-            Ok(None) => ControlFlow::Continue(()),
-            Err(error) => send(Err(FlightError::Tonic(Box::new(status(error))))),
-        };
+        if stop.get().is_none() {
+            let _ = match result {
+                Ok(Some(last)) => send(Ok(last)),
+                Ok(None) => ControlFlow::Continue(()),
+                Err(error) => send(Err(FlightError::Tonic(Box::new(status(error))))),
+            };
+        }
         if stop.get() == Some(Stop::Stalled) {
-            outlet.stall(|status| Err(FlightError::Tonic(Box::new(status))));
+            outlet.stall();
+        } else {
+            outlet.finish();
         }
     });
     batches

@@ -41,7 +41,7 @@ fn fixture() -> &'static Mutex<Fixture> {
         std::fs::write(root.join("sentinel"), b"outside").expect("sentinel");
         let config = EngineConfig { data_dir: data.clone(), memory_budget_bytes: 4 << 20, checkpoint_interval_secs: 0, ..EngineConfig::default() };
         let catalog = Catalog::open(config).expect("catalog");
-        ops::run_action(&catalog, "create_table", br#"{"name": "t", "columnar": false}"#).expect("create");
+        ops::run_action(&catalog, "create_table", br#"{"name": "t", "columnar": {"enabled": false}}"#).expect("create");
         let own = entries(&data).into_iter().filter(|p| !p.starts_with(data.join("tables"))).collect();
         Mutex::new(Fixture { catalog, root, data, own })
     })

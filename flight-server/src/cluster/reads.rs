@@ -33,7 +33,7 @@ use shoal_ops::protocol::AggregateSpec;
 
 use super::schema::{conform, fits, merge_schemas};
 use super::{Cluster, ShardedTable, PEER_CALL_TIMEOUT};
-use crate::limits::Admission;
+use crate::limits::CallerAdmission;
 use crate::service::{blocking, planned_info, stream_rows, BoxedStream};
 
 /// How long `ListFlights` waits for a sharded table's shards (schema and stats).
@@ -137,7 +137,7 @@ impl Cluster {
     ///
     /// # Errors
     /// As [`Self::plan`].
-    pub(crate) async fn one_call(self: &Arc<Self>, catalog: &Arc<Catalog>, scans: &Arc<Admission>, table: &ShardedTable, command: Map<String, Value>) -> Result<BoxedStream<FlightData>, Status> {
+    pub(crate) async fn one_call(self: &Arc<Self>, catalog: &Arc<Catalog>, scans: &CallerAdmission, table: &ShardedTable, command: Map<String, Value>) -> Result<BoxedStream<FlightData>, Status> {
         let (schema, batches) = self.one_call_batches(catalog, scans, table, command).await?;
         Ok(encode(schema, batches))
     }
@@ -150,7 +150,7 @@ impl Cluster {
     pub(crate) async fn one_call_batches(
         self: &Arc<Self>,
         catalog: &Arc<Catalog>,
-        scans: &Arc<Admission>,
+        scans: &CallerAdmission,
         table: &ShardedTable,
         command: Map<String, Value>,
     ) -> Result<(SchemaRef, BatchStream), Status> {
@@ -466,7 +466,7 @@ impl Cluster {
     /// # Errors
     /// A malformed ticket (`INVALID_ARGUMENT`); the first shard's error, as the stream's
     /// last item.
-    pub(crate) fn fan_in(self: &Arc<Self>, catalog: &Arc<Catalog>, scans: &Arc<Admission>, ticket: FanInTicket) -> Result<BoxedStream<FlightData>, Status> {
+    pub(crate) fn fan_in(self: &Arc<Self>, catalog: &Arc<Catalog>, scans: &CallerAdmission, ticket: FanInTicket) -> Result<BoxedStream<FlightData>, Status> {
         let (schema, batches) = self.fan_in_batches(catalog, scans, ticket)?;
         Ok(encode(schema, batches))
     }
@@ -475,11 +475,11 @@ impl Cluster {
     ///
     /// # Errors
     /// As [`Self::fan_in`].
-    pub(crate) fn fan_in_batches(self: &Arc<Self>, catalog: &Arc<Catalog>, scans: &Arc<Admission>, ticket: FanInTicket) -> Result<(SchemaRef, BatchStream), Status> {
+    pub(crate) fn fan_in_batches(self: &Arc<Self>, catalog: &Arc<Catalog>, scans: &CallerAdmission, ticket: FanInTicket) -> Result<(SchemaRef, BatchStream), Status> {
         let FanInTicket(fan_in) = ticket;
         let schema = decode_schema(&fan_in.schema)?;
         let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
-        let (cluster, catalog, scans, target) = (Arc::clone(self), Arc::clone(catalog), Arc::clone(scans), Arc::clone(&schema));
+        let (cluster, catalog, scans, target) = (Arc::clone(self), Arc::clone(catalog), scans.clone(), Arc::clone(&schema));
         if let Some(merge) = fan_in.merge {
             let stream = async move {
                 // Every shard computes its partials at once (each scans its own records);
@@ -488,7 +488,7 @@ impl Cluster {
                     .parts
                     .into_iter()
                     .map(|part| {
-                        let (cluster, catalog, scans, table) = (Arc::clone(&cluster), Arc::clone(&catalog), Arc::clone(&scans), fan_in.table.clone());
+                        let (cluster, catalog, scans, table) = (Arc::clone(&cluster), Arc::clone(&catalog), scans.clone(), fan_in.table.clone());
                         let read: futures::future::BoxFuture<'static, Result<Vec<RecordBatch>, Status>> = Box::pin(async move {
                             let stream = cluster.part_stream(&catalog, &scans, &table, &part).await?;
                             stream.try_collect::<Vec<_>>().await.map_err(Status::from)
@@ -513,7 +513,7 @@ impl Cluster {
                 let at_once = Arc::new(tokio::sync::Semaphore::new(FAN_IN_SHARDS_AT_ONCE));
                 let mut reads = tokio::task::JoinSet::new();
                 for part in fan_in.parts {
-                    let (cluster, catalog, scans, table) = (Arc::clone(&cluster), Arc::clone(&catalog), Arc::clone(&scans), fan_in.table.clone());
+                    let (cluster, catalog, scans, table) = (Arc::clone(&cluster), Arc::clone(&catalog), scans.clone(), fan_in.table.clone());
                     let (sender, target, at_once) = (sender.clone(), Arc::clone(&target), Arc::clone(&at_once));
                     reads.spawn(async move {
                         let Ok(_turn) = at_once.acquire_owned().await else { return };
@@ -544,7 +544,7 @@ impl Cluster {
     async fn send_part(
         &self,
         catalog: &Arc<Catalog>,
-        scans: &Arc<Admission>,
+        scans: &CallerAdmission,
         table: &str,
         part: &FanInPart,
         target: &SchemaRef,
@@ -588,7 +588,7 @@ impl Cluster {
     ///
     /// # Errors
     /// A malformed ticket (`INVALID_ARGUMENT`); the shard's error.
-    pub(crate) async fn read_conformed(&self, catalog: &Arc<Catalog>, scans: &Arc<Admission>, ticket: ConformTicket) -> Result<BoxedStream<FlightData>, Status> {
+    pub(crate) async fn read_conformed(&self, catalog: &Arc<Catalog>, scans: &CallerAdmission, ticket: ConformTicket) -> Result<BoxedStream<FlightData>, Status> {
         let (schema, batches) = self.conformed_batches(catalog, scans, ticket).await?;
         Ok(encode(schema, batches))
     }
@@ -597,7 +597,7 @@ impl Cluster {
     ///
     /// # Errors
     /// As [`Self::read_conformed`].
-    pub(crate) async fn conformed_batches(&self, catalog: &Arc<Catalog>, scans: &Arc<Admission>, ticket: ConformTicket) -> Result<(SchemaRef, BatchStream), Status> {
+    pub(crate) async fn conformed_batches(&self, catalog: &Arc<Catalog>, scans: &CallerAdmission, ticket: ConformTicket) -> Result<(SchemaRef, BatchStream), Status> {
         let schema = decode_schema(&ticket.schema)?;
         let stream = self.part_stream(catalog, scans, &ticket.table, &ticket.part).await?;
         let target = Arc::clone(&schema);
@@ -608,13 +608,13 @@ impl Cluster {
     async fn part_stream(
         &self,
         catalog: &Arc<Catalog>,
-        scans: &Arc<Admission>,
+        scans: &CallerAdmission,
         table: &str,
         part: &FanInPart,
     ) -> Result<BatchStream, Status> {
         let ticket = STANDARD.decode(&part.ticket).map_err(|_| Status::invalid_argument("fan-in ticket: a part's ticket is not base64"))?;
         if part.node == self.me {
-            let permit = scans.enter(None).await?;
+            let permit = scans.enter().await?;
             let catalog = Arc::clone(catalog);
             return match blocking(move || ops::open_ticket(&catalog, &ticket)).await? {
                 TicketScan::Aggregates(batch) => Ok(futures::stream::iter([Ok(batch)]).boxed()),

@@ -34,6 +34,7 @@ use shoal_ops::ops;
 use shoal_ops::protocol::BatchMetadata;
 
 use super::{Cluster, ShardedTable};
+use crate::limits::Stop;
 use crate::service::{status, BoxedStream};
 
 /// Batches of one stream that may be between splitting and their acknowledgement.
@@ -73,10 +74,14 @@ impl Cluster {
         messages: impl Stream<Item = Result<FlightData, Status>> + Send + 'static,
         permit: crate::limits::Place,
     ) -> BoxedStream<PutResult> {
-        let (sender, receiver) = mpsc::channel::<Result<PutResult, Status>>(PIPELINE_DEPTH);
+        // Results through an outlet: a client that reads none of them for the idle timeout
+        // loses the stream (and its place), with DEADLINE_EXCEEDED after what was queued.
+        let (outlet, results) = crate::limits::outlet::<Result<PutResult, Status>>(PIPELINE_DEPTH, permit.idle(), "DoPut", Err);
         let (cluster, catalog) = (Arc::clone(self), Arc::clone(catalog));
         tokio::spawn(async move {
             let _permit = permit;
+            let sender = &outlet;
+            let ended: Result<(), Stop> = async {
             let mut lanes: Vec<Option<Lane>> = (0..table.shards).map(|_| None).collect();
             let mut decoder = FlightDataDecoder::new(messages.map_err(FlightError::from));
             let mut schema: Option<SchemaRef> = None;
@@ -90,8 +95,9 @@ impl Cluster {
                     Some(result) = in_flight.next(), if !in_flight.is_empty() => {
                         let result: Result<PutResult, Status> = result;
                         let failed = result.is_err();
-                        if sender.send(result).await.is_err() || failed {
-                            return;
+                        sender.send(result).await?;
+                        if failed {
+                            return Ok(());
                         }
                     }
                     message = decoder.next(), if in_flight.len() < PIPELINE_DEPTH => {
@@ -121,12 +127,9 @@ impl Cluster {
                             Err(e) => {
                                 // The batches before it are answered first, then the error.
                                 while let Some(result) = in_flight.next().await {
-                                    if sender.send(result).await.is_err() {
-                                        return;
-                                    }
+                                    sender.send(result).await?;
                                 }
-                                let _ = sender.send(Err(e)).await;
-                                return;
+                                return sender.send(Err(e)).await;
                             }
                         }
                     }
@@ -134,12 +137,20 @@ impl Cluster {
             }
             while let Some(result) = in_flight.next().await {
                 let failed = result.is_err();
-                if sender.send(result).await.is_err() || failed {
-                    return;
+                sender.send(result).await?;
+                if failed {
+                    return Ok(());
                 }
             }
+            Ok(())
+            }
+            .await;
+            match ended {
+                Err(Stop::Stalled) => outlet.stall(),
+                Ok(()) | Err(Stop::Gone) => outlet.finish(),
+            }
         });
-        Box::pin(tokio_stream::wrappers::ReceiverStream::new(receiver))
+        Box::pin(results)
     }
 
     /// Splits one batch over the shards and sends each part down its lane; the future of

@@ -91,7 +91,8 @@ def test_unread_doget_streams_leave_places_to_other_connections(start_daemon):
                      "--batch-rows", "64")
     client = d.client()
     action(client, "create_table", {"name": "big"})
-    put(client, "big", [json.dumps({"id": i, "text": "x" * 200}) for i in range(30_000)], batch=10_000)
+    # More than a client's receive window and a stream's queue hold (~60 MB).
+    put(client, "big", [json.dumps({"id": i, "text": "x" * 600}) for i in range(100_000)], batch=20_000)
     action(client, "create_table", {"name": "small"})
     put(client, "small", [json.dumps({"id": i}) for i in range(10)])
     baseline = statistics.median(timed_count(client, "small")[0] for _ in range(5))
@@ -136,7 +137,9 @@ def test_a_scan_that_waits_past_scan_wait_timeout_ms_is_refused_naming_it(start_
     d = start_daemon("--max-concurrent-scans", "1", "--scan-wait-timeout-ms", "500", "--batch-rows", "64")
     client = d.client()
     action(client, "create_table", {"name": "t"})
-    put(client, "t", [json.dumps({"id": i, "text": "x" * 200}) for i in range(30_000)], batch=10_000)
+    # More than the client's receive window and the stream's queue hold (~60 MB): the held
+    # scan cannot run to its end while its reader reads nothing.
+    put(client, "t", [json.dumps({"id": i, "text": "x" * 600}) for i in range(100_000)], batch=20_000)
     held = client.do_get(flight.Ticket(json.dumps({"table": "t"}).encode()))
     held.read_chunk()
     other = d.client()

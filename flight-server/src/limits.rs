@@ -180,7 +180,7 @@ impl Admission {
             Some((global, connection))
         };
         match tokio::time::timeout(self.wait, acquire).await {
-            Ok(Some((global, connection))) => Ok(Place { _global: global, _connection: connection, idle: if caller.node { None } else { self.idle } }),
+            Ok(Some((global, connection))) => Ok(Place { _global: global, _connection: connection, idle: self.idle(caller) }),
             _ => {
                 metrics::counter!("shoal_admission_refused_total", "calls" => self.setting).increment(1);
                 Err(Status::resource_exhausted(format!(

@@ -28,6 +28,7 @@ turn the cache off. The workspace's crates (package names and target names from
 clone's sources. Size: ~1.5 GB per entry.
 """
 
+import functools
 import hashlib
 import json
 import os
@@ -54,27 +55,29 @@ def cache_root():
     return Path(base) / "shoal-cargo-deps"
 
 
-def workspace():
-    """(package names, target names with '-' as '_') of the workspace's own crates."""
+@functools.cache
+def packages():
+    """The workspace's own packages (`cargo metadata --no-deps`), read once per run."""
     out = subprocess.run(
         ["cargo", "metadata", "--format-version", "1", "--no-deps", "--locked"],
         cwd=REPO, check=True, capture_output=True, text=True,
     ).stdout
-    meta = json.loads(out)
-    packages = {p["name"] for p in meta["packages"]}
-    targets = {t["name"].replace("-", "_") for p in meta["packages"] for t in p["targets"]}
-    return packages, targets
+    return json.loads(out)["packages"]
+
+
+def workspace():
+    """(package names, target names with '-' as '_') of the workspace's own crates."""
+    members = packages()
+    names = {p["name"] for p in members}
+    targets = {t["name"].replace("-", "_") for p in members for t in p["targets"]}
+    return names, targets
 
 
 def key():
     """Hex digest naming the inputs that decide which dependencies are compiled how."""
     digest = hashlib.sha256()
     manifests = [REPO / "Cargo.lock", REPO / "Cargo.toml"]
-    members = json.loads(subprocess.run(
-        ["cargo", "metadata", "--format-version", "1", "--no-deps", "--locked"],
-        cwd=REPO, check=True, capture_output=True, text=True,
-    ).stdout)["packages"]
-    manifests += sorted(Path(p["manifest_path"]) for p in members)
+    manifests += sorted(Path(p["manifest_path"]) for p in packages())
     for path in manifests:
         digest.update(path.relative_to(REPO).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())

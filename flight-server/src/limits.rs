@@ -360,6 +360,14 @@ pub fn handshaken(listener: TcpListener, timeout: Duration) -> impl Stream<Item 
     tokio_stream::wrappers::ReceiverStream::new(receiver)
 }
 
+/// The status that ends a stream of `call` whose client sent nothing for `idle`, counted
+/// (`shoal_stalled_streams_total`) and logged.
+pub(crate) fn silent(call: &'static str, idle: Duration) -> Status {
+    metrics::counter!("shoal_stalled_streams_total", "call" => call).increment(1);
+    tracing::info!(call, idle_secs = idle.as_secs(), "a stream's client sent nothing for the idle timeout: stream ended");
+    stalled(call, idle.as_secs(), "sent")
+}
+
 /// `stream` (a client's messages), ending with `DEADLINE_EXCEEDED` when the client sends
 /// nothing for `idle` (`None`: never): an ingesting stream left open and silent gives up
 /// what it holds.
@@ -376,11 +384,7 @@ where
         };
         match tokio::time::timeout(idle, stream.next()).await {
             Ok(item) => item.map(|item| (item, Some(stream))),
-            Err(_) => {
-                metrics::counter!("shoal_stalled_streams_total", "call" => call).increment(1);
-                tracing::info!(call, idle_secs = idle.as_secs(), "a stream's client sent nothing for the idle timeout: stream ended");
-                Some((Err(stalled(call, idle.as_secs(), "sent")), None))
-            }
+            Err(_) => Some((Err(silent(call, idle)), None)),
         }
     })
 }

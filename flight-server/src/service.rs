@@ -350,10 +350,7 @@ impl FlightService for ShoalFlightService {
         let mut messages = request.into_inner().peekable();
         let first = Pin::new(&mut messages).peek();
         let first = match idle {
-            Some(idle) => tokio::time::timeout(idle, first).await.map_err(|_| {
-                metrics::counter!("shoal_stalled_streams_total", "call" => "DoPut").increment(1);
-                limits::stalled("DoPut", idle.as_secs(), "sent")
-            })?,
+            Some(idle) => tokio::time::timeout(idle, first).await.map_err(|_| limits::silent("DoPut", idle))?,
             None => first.await,
         };
         let descriptor = match first {

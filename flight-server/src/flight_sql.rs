@@ -638,7 +638,9 @@ impl ShoalSqlService {
         tokio::task::spawn_blocking(move || {
             let delete = sql::parse_sql_delete(&text, sql::Parameters::Bound(&[])).map_err(status)?;
             let body = serde_json::json!({"table": delete.table, "filter": delete.filter});
-            let answer = ops::run_action(&catalog, "delete", body.to_string().as_bytes()).map_err(status)?;
+            // The statement was held to the client's limit; its rendered condition may be longer.
+            let answer = ops::run_action_within(&catalog, "delete", body.to_string().as_bytes(), &|| true, shoal_core::psf::expr::MAX_RENDERED_EXPR_BYTES)
+                .map_err(status)?;
             Ok::<_, Status>(answer["deleted"].as_i64().unwrap_or(0))
         })
         .await

@@ -66,6 +66,33 @@ impl Caller {
     pub fn client(connection: Option<SocketAddr>) -> Self {
         Self { connection, node: false }
     }
+
+    /// The longest filter text (bytes) this caller's command or action may carry: a
+    /// client's is held to `MAX_EXPR_BYTES` (1 MiB) as it sent it; a node sends on what a
+    /// coordinator already held so, or the rendered condition of a SQL statement (longer at
+    /// times), held to `MAX_RENDERED_EXPR_BYTES` (8 MiB).
+    #[must_use]
+    pub fn filter_bytes(self) -> usize {
+        if self.node {
+            shoal_core::psf::expr::MAX_RENDERED_EXPR_BYTES
+        } else {
+            shoal_core::psf::expr::MAX_EXPR_BYTES
+        }
+    }
+
+    /// `INVALID_ARGUMENT` when the `filter` of a JSON command or action `body` is longer
+    /// than [`Self::filter_bytes`]: checked before a coordinator sends it on to the nodes,
+    /// which hold a node's text to the longer limit. `what` names the call in the message.
+    pub fn check_filter(self, what: &str, body: &serde_json::Map<String, serde_json::Value>) -> Result<(), Status> {
+        match body.get("filter").and_then(serde_json::Value::as_str) {
+            Some(filter) if filter.len() > self.filter_bytes() => Err(Status::invalid_argument(format!(
+                "{what}: \"filter\": the expression is {} bytes long; the limit is {} bytes",
+                filter.len(),
+                self.filter_bytes()
+            ))),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// An [`Admission`] as one caller sees it: places taken through it count against the

@@ -267,15 +267,18 @@ impl FlightService for ShoalFlightService {
         if flight_sql::is_flight_sql(&request.get_ref().cmd) {
             return FlightService::get_flight_info(&self.sql, request).await;
         }
+        let caller = self.caller(&request);
         let descriptor = request.into_inner();
         if let Some((table, body)) = self.cluster.as_ref().and_then(|_| command_table(&descriptor.cmd)) {
             if let Some((cluster, sharded)) = self.sharded(Some(&table)) {
+                // The shards' nodes take the filter as a node's (the longer limit).
+                caller.check_filter("GetFlightInfo command", &body)?;
                 return cluster.plan(&self.catalog, &sharded, body, descriptor).await.map(Response::new);
             }
         }
         let catalog = Arc::clone(&self.catalog);
         let command = descriptor.cmd.clone();
-        let planned = blocking(move || ops::plan_query(&catalog, &command)).await?;
+        let planned = blocking(move || ops::plan_query_within(&catalog, &command, caller.filter_bytes())).await?;
         let endpoints = planned.endpoints.into_iter().map(|e| (e.ticket, e.plan.to_string()));
         planned_info(&planned.schema, endpoints, descriptor, planned.total_records, planned.metadata.to_string()).map(Response::new)
     }
@@ -471,9 +474,15 @@ impl FlightService for ShoalFlightService {
                 if self.cluster.is_some() { "" } else { " (and this daemon is no node of a cluster)" }
             )));
         }
+        let caller = self.caller(&request);
         let action = request.into_inner();
         match &self.cluster {
             Some(cluster) => {
+                if let Ok(serde_json::Value::Object(body)) = serde_json::from_slice(&action.body) {
+                    // A sharded table's or another node's action: the nodes take its filter
+                    // as a node's (the longer limit).
+                    caller.check_filter(&action.r#type, &body)?;
+                }
                 if let Some(answer) = cluster.action(&self.catalog, &action.r#type, &action.body).await? {
                     return Ok(Response::new(Box::pin(stream::iter([Ok(json_result(&answer))]))));
                 }
@@ -488,7 +497,7 @@ impl FlightService for ShoalFlightService {
         }
         let catalog = Arc::clone(&self.catalog);
         let (alive, _guard) = CallerAlive::new();
-        let result = blocking(move || ops::run_action_while(&catalog, &action.r#type, &action.body, &|| alive.get())).await?;
+        let result = blocking(move || ops::run_action_within(&catalog, &action.r#type, &action.body, &|| alive.get(), caller.filter_bytes())).await?;
         Ok(Response::new(Box::pin(stream::iter([Ok(json_result(&result))]))))
     }
 

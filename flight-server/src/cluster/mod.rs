@@ -201,7 +201,12 @@ impl Cluster {
         if node == self.me {
             let catalog = Arc::clone(catalog);
             let name = name.to_owned();
-            return crate::service::blocking(move || ops::run_action(&catalog, &name, body.to_string().as_bytes())).await;
+            // Its filter (a SQL DELETE's rendered condition, or a client's held to its limit
+            // by the caller of the fan-out): the longer limit, as a node's.
+            return crate::service::blocking(move || {
+                ops::run_action_within(&catalog, &name, body.to_string().as_bytes(), &|| true, shoal_core::psf::expr::MAX_RENDERED_EXPR_BYTES)
+            })
+            .await;
         }
         let mut client = self.peer(node)?;
         let action = Action { r#type: name.to_owned(), body: body.to_string().into() };

@@ -342,7 +342,8 @@ impl Cluster {
         if node == self.me {
             let catalog = Arc::clone(catalog);
             let descriptor = FlightDescriptor::new_cmd(bytes.clone());
-            let planned = blocking(move || ops::plan_query(&catalog, &bytes)).await?;
+            // As a node's command: the caller of the plan held a client's filter to its limit.
+            let planned = blocking(move || ops::plan_query_within(&catalog, &bytes, shoal_core::psf::expr::MAX_RENDERED_EXPR_BYTES)).await?;
             let endpoints = planned.endpoints.into_iter().map(|e| (e.ticket, e.plan.to_string()));
             return planned_info(&planned.schema, endpoints, descriptor, planned.total_records, planned.metadata.to_string());
         }

@@ -80,7 +80,8 @@ impl ShardedTable {
         if self.shard_key.is_empty() {
             return None;
         }
-        let expr = shoal_core::psf::parse_expr(filter?).ok()?;
+        // The filter was held to its caller's limit before the plan (a SQL statement's is rendered).
+        let expr = shoal_core::psf::expr::parse_expr_within(filter?, shoal_core::psf::expr::MAX_RENDERED_EXPR_BYTES).ok()?;
         let terms: &[Expr] = match &expr {
             Expr::And(terms) => terms,
             single => std::slice::from_ref(single),

@@ -148,6 +148,14 @@ def put(client: flight.FlightClient, table: str, records: list[str], batch: int 
     return acks
 
 
+def string_literals(count: int) -> list[str]:
+    """`count` distinct four-character SQL string literals ('0000', '0001', …): a statement
+    `x IN (<them, comma-separated>)` grows by a byte per value when the daemon renders it
+    (`IN ('a', 'b')`), so one under the 1 MiB statement limit renders past it."""
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    return [f"'{digits[i // 46656 % 36]}{digits[i // 1296 % 36]}{digits[i // 36 % 36]}{digits[i % 36]}'" for i in range(count)]
+
+
 def query_ids(client: flight.FlightClient, table: str, text: str | None = None):
     """The sorted `id`s of the records matching `text` (all records if None) and the plan."""
     command = {"table": table, "columns": ["id"]}

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conftest import Daemon, action, dig, free_port, github_events, put, query
+from conftest import Daemon, action, dig, free_port, github_events, put, query, string_literals
 
 
 class Cluster:
@@ -435,6 +435,28 @@ def test_flight_sql_reads_a_sharded_table_as_one_daemon_holding_its_records(clus
     assert stats["keys"]["live"] == 40 and stats["keys"]["keys"] == 60 and stats["records"] >= 60
     listed = {f.descriptor.path[0].decode(): f for f in cluster.client(1).list_flights()}
     assert listed["users"].total_records == 40
+
+    # The statement limit holds what the client sent (1 MiB), on every shard: a condition the
+    # coordinator renders past 1 MiB is planned and deleted by every shard's node. A client's own
+    # JSON filter past 1 MiB is refused by the node it reached, before any shard sees it.
+    condition = f"status IN ({','.join(string_literals(132_000))},'open')"
+    select, delete = (f"SELECT count(*) FROM users WHERE {condition}", f"DELETE FROM users WHERE {condition}")
+    assert len(delete) < 1 << 20 < len(condition) + 132_000
+    with flightsql.connect(cluster.daemons[1].location) as conn, conn.cursor() as cur:
+        cur.execute(select)
+        assert cur.fetchone()[0] == 40
+        cur.adbc_statement.set_sql_query(delete)
+        assert cur.adbc_statement.execute_update() == 40
+        cur.execute("SELECT count(*) FROM users")
+        assert cur.fetchone()[0] == 0
+    padded = "status = 'open'" + " " * (1 << 20)
+    shard_map = next(t for t in action(cluster.client(0), "cluster", {})["tables"] if t["name"] == "users")["shard_map"]
+    elsewhere = next(s["table"] for s in shard_map if s["node"] != 0)  # forwarded by node 0 to its node
+    for body in ({"table": "users", "filter": padded}, {"table": elsewhere, "filter": padded}):
+        with pytest.raises(pa.ArrowInvalid, match="limit is 1048576 bytes"):
+            action(cluster.client(0), "delete", body)
+    with pytest.raises(pa.ArrowInvalid, match="limit is 1048576 bytes"):
+        query(cluster.client(0), {"table": "users", "filter": padded})
     assert all(d.alive() for d in cluster.daemons)
 
 

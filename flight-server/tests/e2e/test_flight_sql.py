@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conftest import action, dig, github_events, self_signed_cert
+from conftest import action, dig, github_events, self_signed_cert, string_literals
 
 USER, PASSWORD = "analyst", "pa:ss"
 BASIC = flight.FlightCallOptions(
@@ -385,18 +385,17 @@ def test_explain_counts_the_columnar_row_groups_and_struct_columns_come_whole(st
 def test_the_statement_limit_applies_to_the_bytes_the_client_sent(events_daemon):
     """A statement within the documented 1 MiB is answered even when its condition, as the
     daemon renders it for the plan and the tickets (`IN ('a', 'b')` with a space per value),
-    passes 1 MiB; one byte past the limit is refused, naming it."""
+    passes 1 MiB — a SELECT and a DELETE; one byte past the limit is refused, naming it."""
     d = events_daemon
-    action(d.native, "create_table", {"name": "small"}, options=BASIC)
+    action(d.native, "create_table", {"name": "small", "primary_key": "id"}, options=BASIC)
     schema = pa.schema([("json", pa.string())])
     writer, reader = d.native.do_put(flight.FlightDescriptor.for_path("small"), schema, options=BASIC)
     with writer:
-        rows = ['{"k": "zz00"}', '{"k": "PushEvent"}', '{"k": "other"}']
+        rows = ['{"id": 1, "k": "zz00"}', '{"id": 2, "k": "PushEvent"}', '{"id": 3, "k": "other"}']
         writer.write_batch(pa.record_batch([pa.array(rows, pa.string())], schema=schema))
         reader.read()
         writer.done_writing()
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    values = [f"'{digits[i // 46656 % 36]}{digits[i // 1296 % 36]}{digits[i // 36 % 36]}{digits[i % 36]}'" for i in range(132_000)]
+    values = string_literals(132_000)
     text = f"SELECT count(*) FROM small WHERE k IN ({','.join(values)},'PushEvent')"
     assert 900 << 10 < len(text) < 1 << 20
     rendered = len(text) + len(values)  # a space after each comma
@@ -408,4 +407,8 @@ def test_the_statement_limit_applies_to_the_bytes_the_client_sent(events_daemon)
         with pytest.raises(adbc_driver_manager.Error, match="limit is 1048576 bytes"):
             cur.execute(too_long)
             cur.fetchall()
+        cur.adbc_statement.set_sql_query(text.replace("SELECT count(*)", "DELETE", 1))
+        assert cur.adbc_statement.execute_update() == 1
+        cur.execute(text)
+        assert cur.fetchall() == [(0,)]
     assert d.alive()

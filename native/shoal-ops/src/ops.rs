@@ -14,7 +14,7 @@ use arrow_array::{Array, BinaryArray, LargeBinaryArray, LargeStringArray, Record
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde_json::json;
 use shoal_core::psf::expr::{parse_expr_within, MAX_EXPR_BYTES, MAX_RENDERED_EXPR_BYTES};
-use shoal_core::psf::{parse_expr, Expr};
+use shoal_core::psf::Expr;
 use shoal_core::scan::{address_field, ADDRESS_COLUMN, json_output_schema, Aggregate, ScanPlan, ScanRequest, ScanStats};
 use shoal_core::keys::RecordOp;
 use shoal_core::session::WriterBatch;
@@ -444,8 +444,19 @@ fn prepare_query(catalog: &Catalog, command: QueryCommand, what: &str, filter_by
 /// `INVALID_ARGUMENT` for a malformed command, filter, column or aggregate; `NOT_FOUND`
 /// for an unknown table.
 pub fn plan_query(catalog: &Catalog, command: &[u8]) -> Result<PlannedQuery, OpsError> {
+    plan_query_within(catalog, command, MAX_EXPR_BYTES)
+}
+
+/// As [`plan_query`], its filter held to `filter_bytes`: [`MAX_EXPR_BYTES`] for a
+/// client's command, [`MAX_RENDERED_EXPR_BYTES`] for one a node of the cluster sent on
+/// (the coordinator held the client's text to [`MAX_EXPR_BYTES`]; a SQL statement's
+/// condition is rendered, and may be longer).
+///
+/// # Errors
+/// As [`plan_query`].
+pub fn plan_query_within(catalog: &Catalog, command: &[u8], filter_bytes: usize) -> Result<PlannedQuery, OpsError> {
     let command: QueryCommand = parse_body("GetFlightInfo command", command)?;
-    plan_command(catalog, command, MAX_EXPR_BYTES)
+    plan_command(catalog, command, filter_bytes)
 }
 
 /// As [`plan_query`], for a command the daemon built from a client's SQL statement (held to
@@ -893,6 +904,22 @@ pub fn run_action(catalog: &Catalog, name: &str, body: &[u8]) -> Result<serde_js
 /// # Errors
 /// As [`run_action`].
 pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting: &dyn Fn() -> bool) -> Result<serde_json::Value, OpsError> {
+    run_action_within(catalog, name, body, keep_waiting, MAX_EXPR_BYTES)
+}
+
+/// As [`run_action_while`], a `filter` in the body (`delete`) held to `filter_bytes`
+/// ([`MAX_EXPR_BYTES`] for a client's action, [`MAX_RENDERED_EXPR_BYTES`] for the
+/// rendered condition of a SQL `DELETE` or an action a node of the cluster sent on).
+///
+/// # Errors
+/// As [`run_action`].
+pub fn run_action_within(
+    catalog: &Catalog,
+    name: &str,
+    body: &[u8],
+    keep_waiting: &dyn Fn() -> bool,
+    filter_bytes: usize,
+) -> Result<serde_json::Value, OpsError> {
     match name {
         "create_table" => {
             let request: CreateTable = parse_body("create_table", body)?;
@@ -939,7 +966,7 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
         "delete" => {
             let request: DeleteRows = parse_body("delete", body)?;
             let entry = catalog.get(&request.table)?;
-            let filter = request.filter.as_deref().map(parse_expr).transpose().map_err(|e| OpsError::from_engine(&e))?;
+            let filter = request.filter.as_deref().map(|f| parse_expr_within(f, filter_bytes)).transpose().map_err(|e| OpsError::from_engine(&e))?;
             let report = entry.table.delete_where(filter.as_ref()).map_err(|e| OpsError::from_engine(&e))?;
             metrics::counter!("shoal_deleted_rows_total", "table" => entry.name.clone()).increment(report.deleted);
             wait_acknowledgeable(&entry.table, report.end_address, keep_waiting).map_err(|e| OpsError::from_engine(&e))?;
@@ -1054,6 +1081,7 @@ pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shoal_core::psf::parse_expr;
 
     #[test]
     fn a_planned_filter_is_remembered_under_the_text_its_tickets_carry() {

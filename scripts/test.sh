@@ -172,8 +172,8 @@ fi
 # The steps both tiers run.
 layer_check() {
   phase "layer check"
-  step "Rust: no import circle among the engine's and the operations' files (scripts/check-layers.py)"
-  python3 scripts/check-layers.py native/shoal-core/src native/shoal-ops/src
+  step "Rust: no import circle among the files of the engine, the operations and the daemon (scripts/check-layers.py)"
+  python3 scripts/check-layers.py native/shoal-core/src native/shoal-ops/src flight-server/src
 }
 rust_build_and_tests() {
   step "Rust: cargo build --all-targets + cargo test --workspace --locked"

@@ -48,7 +48,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::cluster::reads::{BatchStream, Endpoints, TicketRoute};
 use crate::cluster::{Cluster, ShardedTable};
 use crate::limits::{Admission, Caller};
-use crate::service::{blocking, planned_info, status, stream_rows, BoxedStream};
+use crate::rpc::{blocking, planned_info, status, stream_rows, BoxedStream};
 
 /// The Flight SQL actions the service answers (beside shoal's own, in `ListActions`).
 pub(crate) const ACTIONS: &[(&str, &str)] = &[
@@ -903,7 +903,7 @@ impl FlightSqlService for ShoalSqlService {
     }
 
     async fn do_get_statement(&self, ticket: TicketStatementQuery, request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
-        self.run_handle(Handle::decode(&ticket.statement_handle, "the statement ticket")?, crate::service::caller_of(self.cluster.as_deref(), &request)).await
+        self.run_handle(Handle::decode(&ticket.statement_handle, "the statement ticket")?, crate::cluster::caller_of(self.cluster.as_deref(), &request)).await
     }
 
     async fn do_get_prepared_statement(
@@ -911,7 +911,7 @@ impl FlightSqlService for ShoalSqlService {
         query: CommandPreparedStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<BoxedStream<FlightData>>, Status> {
-        self.run_handle(Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")?, crate::service::caller_of(self.cluster.as_deref(), &request)).await
+        self.run_handle(Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")?, crate::cluster::caller_of(self.cluster.as_deref(), &request)).await
     }
 
     async fn do_get_catalogs(&self, query: CommandGetCatalogs, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {

@@ -7,4 +7,5 @@ pub mod cluster;
 pub mod config;
 pub mod flight_sql;
 pub mod limits;
+pub mod rpc;
 pub mod service;

@@ -1,7 +1,6 @@
 //! The Arrow Flight service: tables, ingestion (`DoPut`), planning (`GetFlightInfo`),
 //! scans (`DoGet`) and actions, over shoal-core.
 
-use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,7 +12,7 @@ use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::{
-    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest,
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest,
     HandshakeResponse, PollInfo, PutResult, SchemaAsIpc, SchemaResult, Ticket,
 };
 use arrow_ipc::writer::IpcWriteOptions;
@@ -22,39 +21,20 @@ use futures::{StreamExt, TryStreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use shoal_ops::catalog::{Catalog, TableEntry};
-use shoal_ops::ops::{self, Ingested, RowScan as TicketRows, TicketScan, ACTIONS};
+use shoal_ops::ops::{self, Ingested, TicketScan, ACTIONS};
 use shoal_ops::protocol::BatchMetadata;
-use shoal_ops::{ErrorClass, OpsError};
-use tonic::Code;
 
 use crate::auth::{Authenticator, Credentials};
 use crate::limits::{self, Admission, AdmissionLimits, Caller, Place, Stop};
 use crate::cluster::reads::TicketRoute;
-use crate::cluster::Cluster;
+use crate::cluster::{caller_of, Cluster};
+use crate::rpc::{blocking, planned_info, status, stream_rows, BoxedStream};
 use crate::flight_sql::{self, ShoalSqlService};
 
 /// Batches of one DoPut stream that may wait between decoding and ingestion, and
 /// acknowledgements that may wait to be sent: enough to keep both stages busy, small
 /// enough to bound the memory a stream holds (batches are typically a few MB).
 const PUT_PIPELINE_DEPTH: usize = 4;
-
-/// The gRPC status of an operation's error: the code of the same name as its class, and
-/// its message (the one place where the daemon maps [`OpsError`]s).
-#[must_use]
-pub fn status(error: OpsError) -> Status {
-    let code = match error.class {
-        ErrorClass::InvalidArgument => Code::InvalidArgument,
-        ErrorClass::NotFound => Code::NotFound,
-        ErrorClass::AlreadyExists => Code::AlreadyExists,
-        ErrorClass::FailedPrecondition => Code::FailedPrecondition,
-        ErrorClass::OutOfRange => Code::OutOfRange,
-        ErrorClass::ResourceExhausted => Code::ResourceExhausted,
-        ErrorClass::Unavailable => Code::Unavailable,
-        ErrorClass::Cancelled => Code::Cancelled,
-        ErrorClass::Internal => Code::Internal,
-    };
-    Status::new(code, error.message)
-}
 
 /// How long an ingesting stream waits for a place among the running ones before it is
 /// refused with `RESOURCE_EXHAUSTED`.
@@ -138,15 +118,6 @@ impl ShoalFlightService {
     }
 }
 
-/// Who makes `request`: a node of `cluster` when it carries the cluster's secret, else a
-/// client at its peer address.
-pub(crate) fn caller_of<T>(cluster: Option<&Cluster>, request: &Request<T>) -> Caller {
-    if cluster.is_some_and(|c| c.is_node(request.metadata())) {
-        Caller::NODE
-    } else {
-        Caller::client(request.remote_addr())
-    }
-}
 
 /// The table a JSON query command names (`None`: not a JSON object with a `table`).
 fn command_table(command: &[u8]) -> Option<(String, serde_json::Map<String, serde_json::Value>)> {
@@ -166,8 +137,6 @@ fn no_cluster() -> serde_json::Value {
     serde_json::json!({"node_id": null, "nodes": [], "tables": []})
 }
 
-pub(crate) type BoxedStream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 'static>>;
-
 fn table_from_descriptor(descriptor: &FlightDescriptor) -> Result<String, Status> {
     match descriptor.path.as_slice() {
         [table] => Ok(table.clone()),
@@ -176,11 +145,6 @@ fn table_from_descriptor(descriptor: &FlightDescriptor) -> Result<String, Status
             descriptor.path
         )))),
     }
-}
-
-/// Runs blocking engine work off the async runtime.
-pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, OpsError> + Send + 'static) -> Result<T, Status> {
-    tokio::task::spawn_blocking(work).await.map_err(|e| Status::internal(format!("engine task failed: {e}")))?.map_err(status)
 }
 
 /// Whether the caller of a call is still there. Tonic drops a handler's future when its
@@ -511,87 +475,6 @@ impl FlightService for ShoalFlightService {
     async fn do_exchange(&self, _request: Request<Streaming<FlightData>>) -> Result<Response<Self::DoExchangeStream>, Status> {
         Err(Status::unimplemented("DoExchange is not part of the shoal protocol; use DoPut to ingest and DoGet to read"))
     }
-}
-
-
-/// The `FlightInfo` of a planned query: its result schema, one endpoint per (ticket, plan of
-/// its range), the estimated records and the whole plan as `app_metadata`.
-pub(crate) fn planned_info(
-    schema: &arrow_schema::Schema,
-    endpoints: impl Iterator<Item = (Vec<u8>, String)>,
-    descriptor: FlightDescriptor,
-    total_records: i64,
-    metadata: String,
-) -> Result<FlightInfo, Status> {
-    let endpoints = endpoints.map(|(ticket, plan)| FlightEndpoint::new().with_ticket(Ticket::new(ticket)).with_app_metadata(plan));
-    Ok(FlightInfo::new()
-        .try_with_schema(schema)
-        .map_err(|e| Status::internal(format!("encoding the schema: {e}")))?
-        .with_descriptor(descriptor)
-        .with_endpoints(endpoints.collect())
-        .with_total_records(total_records)
-        .with_total_bytes(-1)
-        .with_app_metadata(metadata))
-}
-
-/// Runs a scan of rows on a blocking thread that holds `place` (a place among the running
-/// scans), streaming its batches — through `shaper` when given (Flight SQL's sort, offset,
-/// limit and names; it may end the scan early) — until the scan ends, fails (the error is
-/// the stream's last item), the receiver goes away, or the receiver takes nothing for the
-/// place's idle timeout: then the scan stops, its place goes to the next waiting call, and
-/// the stream ends with `DEADLINE_EXCEEDED` after the batches already queued.
-pub(crate) fn stream_rows(
-    place: Place,
-    scan: Box<TicketRows>,
-    mut shaper: Option<shoal_ops::sql::Shaper>,
-) -> impl futures::Stream<Item = Result<RecordBatch, FlightError>> + Send + 'static {
-    let (outlet, batches) = limits::outlet::<Result<RecordBatch, FlightError>>(4, place.idle(), "DoGet", |status| Err(FlightError::Tonic(Box::new(status))));
-    tokio::task::spawn_blocking(move || {
-        let _place = place;
-        let mut failure: Option<OpsError> = None;
-        let stop: std::cell::Cell<Option<Stop>> = std::cell::Cell::new(None);
-        let send = |batch: Result<RecordBatch, FlightError>| match outlet.blocking_send(batch) {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(why) => {
-                stop.set(Some(why));
-                ControlFlow::Break(())
-            }
-        };
-        let result = scan.run(&mut |batch| {
-            let batch = match shaper.as_mut() {
-                None => Some(batch),
-                Some(shaper) => match shaper.push(batch) {
-                    Ok(shaped) => shaped,
-                    Err(error) => {
-                        failure = Some(error);
-                        return ControlFlow::Break(());
-                    }
-                },
-            };
-            if let Some(batch) = batch {
-                send(Ok(batch))?;
-            }
-            if shaper.as_ref().is_some_and(shoal_ops::sql::Shaper::is_done) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
-        });
-        let result = match (result, failure) {
-            (Err(error), _) | (Ok(()), Some(error)) => Err(error),
-            (Ok(()), None) if stop.get().is_some() => Ok(None),
-            (Ok(()), None) => shaper.as_mut().map_or(Ok(None), shoal_ops::sql::Shaper::finish),
-        };
-        if stop.get().is_none() {
-            let _ = match result {
-                Ok(Some(last)) => send(Ok(last)),
-                Ok(None) => ControlFlow::Continue(()),
-                Err(error) => send(Err(FlightError::Tonic(Box::new(status(error))))),
-            };
-        }
-        if stop.get() == Some(Stop::Stalled) {
-            outlet.stall();
-        } else {
-            outlet.finish();
-        }
-    });
-    batches
 }
 
 /// One decoded DoPut batch on its way to ingestion.

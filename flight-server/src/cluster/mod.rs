@@ -203,7 +203,7 @@ impl Cluster {
             let name = name.to_owned();
             // Its filter (a SQL DELETE's rendered condition, or a client's held to its limit
             // by the caller of the fan-out): the longer limit, as a node's.
-            return crate::service::blocking(move || {
+            return crate::rpc::blocking(move || {
                 ops::run_action_within(&catalog, &name, body.to_string().as_bytes(), &|| true, shoal_core::psf::expr::MAX_RENDERED_EXPR_BYTES)
             })
             .await;
@@ -266,7 +266,7 @@ impl Cluster {
         match name {
             "cluster" => return Ok(Some(self.describe())),
             "cluster_define" => {
-                let table: ShardedTable = shoal_ops::protocol::parse_body("cluster_define", body).map_err(crate::service::status)?;
+                let table: ShardedTable = shoal_ops::protocol::parse_body("cluster_define", body).map_err(crate::rpc::status)?;
                 table.validate().map_err(|e| Status::invalid_argument(format!("cluster_define: {e}")))?;
                 return match self.map.define(&table) {
                     Ok(defined) => Ok(Some(json!({"name": table.name, "defined": defined}))),
@@ -275,8 +275,8 @@ impl Cluster {
                 };
             }
             "cluster_forget" => {
-                let table: shoal_ops::protocol::TableRef = shoal_ops::protocol::parse_body("cluster_forget", body).map_err(crate::service::status)?;
-                shoal_ops::catalog::validate_table_name(&table.table).map_err(crate::service::status)?;
+                let table: shoal_ops::protocol::TableRef = shoal_ops::protocol::parse_body("cluster_forget", body).map_err(crate::rpc::status)?;
+                shoal_ops::catalog::validate_table_name(&table.table).map_err(crate::rpc::status)?;
                 let forgotten = self.map.forget(&table.table).map_err(Status::internal)?;
                 return Ok(Some(json!({"name": table.table, "forgotten": forgotten})));
             }
@@ -321,7 +321,7 @@ impl Cluster {
     async fn create_sharded(&self, catalog: &Arc<Catalog>, mut body: Map<String, Value>) -> Result<Value, Status> {
         let invalid = |m: String| Status::invalid_argument(format!("create_table: {m}"));
         let name = body.get("name").and_then(Value::as_str).ok_or_else(|| invalid("\"name\" is required".into()))?.to_owned();
-        shoal_ops::catalog::validate_table_name(&name).map_err(crate::service::status)?;
+        shoal_ops::catalog::validate_table_name(&name).map_err(crate::rpc::status)?;
         if name.contains(shards::SHARD_INFIX) {
             return Err(invalid(format!("a sharded table's name cannot contain {:?} (its shards' tables are named so)", shards::SHARD_INFIX)));
         }
@@ -579,4 +579,14 @@ fn merge_transactions(answers: Vec<Value>) -> Value {
             })
             .collect(),
     )
+}
+
+/// Who makes `request`: a node of `cluster` when it carries the cluster's secret, else a
+/// client at its peer address.
+pub(crate) fn caller_of<T>(cluster: Option<&Cluster>, request: &Request<T>) -> crate::limits::Caller {
+    if cluster.is_some_and(|c| c.is_node(request.metadata())) {
+        crate::limits::Caller::NODE
+    } else {
+        crate::limits::Caller::client(request.remote_addr())
+    }
 }

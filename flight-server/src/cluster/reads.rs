@@ -34,7 +34,7 @@ use shoal_ops::protocol::AggregateSpec;
 use super::schema::{conform, fits, merge_schemas};
 use super::{Cluster, ShardedTable, PEER_CALL_TIMEOUT};
 use crate::limits::CallerAdmission;
-use crate::service::{blocking, planned_info, stream_rows, BoxedStream};
+use crate::rpc::{blocking, planned_info, stream_rows, BoxedStream};
 
 /// How long `ListFlights` waits for a sharded table's shards (schema and stats).
 pub const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -502,7 +502,7 @@ impl Cluster {
                 for part in parts {
                     partials.extend(part?);
                 }
-                shoal_ops::merge::merge_partials(merge.keys, &merge.aggregates, &partials, &target).map_err(crate::service::status)
+                shoal_ops::merge::merge_partials(merge.keys, &merge.aggregates, &partials, &target).map_err(crate::rpc::status)
             };
             let batches = futures::stream::once(stream).map_err(|status| FlightError::Tonic(Box::new(status)));
             return Ok((schema, batches.boxed()));

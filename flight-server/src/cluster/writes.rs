@@ -35,7 +35,7 @@ use shoal_ops::protocol::BatchMetadata;
 
 use super::{Cluster, ShardedTable};
 use crate::limits::Stop;
-use crate::service::{status, BoxedStream};
+use crate::rpc::{status, BoxedStream};
 
 /// Batches of one stream that may be between splitting and their acknowledgement.
 const PIPELINE_DEPTH: usize = 4;

@@ -18,7 +18,7 @@ This machine has 2 cores: the three nodes share them, so the cluster cannot be f
 daemon here; the ratios bound the fan-out's cost, not the speed-up of real machines.
 
     cargo build --release --locked -p shoal-server
-    .venv/bin/python bench/cluster.py [--records 300000] [--reps 7] [--out bench/cluster-results.md]
+    .venv/bin/python bench/cluster.py [--records 300000] [--reps 7] [--out bench/results/cluster-results.md]
 """
 
 import argparse
@@ -154,7 +154,7 @@ def main():
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--binary", default=str(REPO / "target" / "release" / "shoal"))
-    parser.add_argument("--out", default=str(REPO / "bench" / "cluster-results.md"))
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "cluster-results.md"))
     args = parser.parse_args()
     binary = Path(args.binary)
     source = [line for line in (REPO / "data" / "github" / "events.ndjson").read_text().splitlines() if line.strip()]
@@ -256,6 +256,7 @@ def main():
     ]
     for shards, plan_ms, run_ms in planning:
         out.append(f"| {shards} | {plan_ms:.1f} | {run_ms:.1f} |")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(out) + "\n")
     print("\n".join(out))
 

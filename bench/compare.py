@@ -32,11 +32,12 @@ same size and copies its output.
     scripts/bench-venv.sh    # creates .venv-bench (pyarrow, duckdb, matplotlib, psycopg)
     .venv-bench/bin/python bench/compare.py [--target-mb 200] [--reps 3] [--query-reps 5]
 
-Writes bench/compare-results.md (the table), bench/compare-results.json and
-bench/compare.png (the chart; `--out bench/compare-results-1g` writes compare-1g.png) unless
---out says elsewhere; `--chart-from bench/compare-results-1g.json` redraws a run's chart. Every system is warmed the same
-way (one untimed run of each query before the timed ones); ingestion reps start from an
-empty table each time; all figures use time.perf_counter.
+Writes bench/results/compare-results.md (the table), bench/results/compare-results.json and
+bench/results/compare.png (the chart; `--out bench/results/compare-results-1g` writes
+compare-1g.png) unless --out says elsewhere; `--chart-from bench/results/compare-results-1g.json`
+redraws a run's chart. Every system is warmed the same way (one untimed run of each query
+before the timed ones); ingestion reps start from an empty table each time; all figures use
+time.perf_counter.
 """
 
 import argparse
@@ -667,7 +668,7 @@ def main():
     parser.add_argument("--q6-window-mb", type=float, default=20, help="Q6: the query covers the last N MB of the log")
     parser.add_argument("--q6-rate-mb", type=float, default=20, help="Q6: ingestion rate during the query runs, MB/s")
     parser.add_argument("--q6-interval", type=float, default=0.5, help="Q6: seconds between query runs")
-    parser.add_argument("--out", default=str(REPO / "bench" / "compare-results"))
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "compare-results"))
     parser.add_argument("--chart-from", metavar="RESULTS_JSON",
                         help="only draw the chart of an earlier run's results (compare-results-X.json gives "
                              "compare-X.png beside it) and exit")
@@ -744,6 +745,7 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     base = Path(args.out)
+    base.parent.mkdir(parents=True, exist_ok=True)
     base.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": out, "skipped": skipped}, indent=1))
     report(out, meta, skipped, base.with_suffix(".md"), chart_path(base.with_suffix(".json")), spark_text)
 

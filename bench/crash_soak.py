@@ -7,7 +7,7 @@ PSF answers equal to full scans.
     cargo build --release --locked -p shoal-server
     .venv/bin/python bench/crash_soak.py --kills 1000 [--binary target/release/shoal] [--seed 7] [--reset-every 50]
 
-Prints (and appends to `--out`, default bench/crash-soak-results.md) the kills, the seed, the
+Prints (and appends to `--out`, default bench/results/crash-soak-results.md) the kills, the seed, the
 binary, the wall time and the test's own summary; exits non-zero when the test failed (its
 assertion names the kill, the table and the records lost).
 """
@@ -29,7 +29,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--reset-every", type=int, default=50, help="start from empty tables every N kills (0: never)")
     parser.add_argument("--binary", type=Path, default=REPO / "target" / "release" / "shoal")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "crash-soak-results.md")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "crash-soak-results.md")
     args = parser.parse_args()
     if not args.binary.exists():
         print(f"{args.binary} does not exist: cargo build --release --locked -p shoal-server", file=sys.stderr)
@@ -55,6 +55,7 @@ def main() -> int:
         + "\n"
     )
     print(report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("a") as out:
         out.write(report)
     return run.returncode

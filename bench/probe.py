@@ -18,7 +18,7 @@ per item, and the JSONTestSuite test in `test_daemon.py`); twenty SIGKILLs under
 `bench/soak.py --minutes 5 --kill-every 15`.
 
     cargo build --release --locked -p shoal-server
-    .venv/bin/python bench/probe.py [--probes concurrency,full-disk] [--out bench/probe-results.md]
+    .venv/bin/python bench/probe.py [--probes concurrency,full-disk] [--out bench/results/probe-results.md]
 
 Exit status 1 when a probe does not hold.
 """
@@ -284,7 +284,7 @@ def main() -> int:
     parser.add_argument("--disk-mb", type=int, default=96)
     parser.add_argument("--bin", type=Path, default=REPO / "target" / "release" / "shoal")
     parser.add_argument("--events", type=Path, default=REPO / "data" / "github" / "events.ndjson")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "probe-results.md")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "probe-results.md")
     args = parser.parse_args()
     report = [f"# Hardening probes re-run ({time.strftime('%Y-%m-%d')}, `{' '.join(sys.argv[1:]) or 'defaults'}`)\n",
               f"Release binary, {os.cpu_count()} cores.\n"]
@@ -292,6 +292,7 @@ def main() -> int:
     for name in args.probes.split(","):
         print(f"probe {name} ...", flush=True)
         holds &= {"concurrency": probe_concurrency, "full-disk": probe_full_disk}[name](args, report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(report) + "\n")
     print("\n".join(report))
     return 0 if holds else 1

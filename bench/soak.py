@@ -3,7 +3,7 @@ SIGKILL and restart every `--kill-every` seconds (default 60), sampling the daem
 threads and file descriptors, then checking that every acknowledged record is there, once.
 
     cargo build --release --locked -p shoal-server
-    .venv/bin/python bench/soak.py [--minutes 10] [--kill-every 60] [--out bench/soak-results.md]
+    .venv/bin/python bench/soak.py [--minutes 10] [--kill-every 60] [--out bench/results/soak-results.md]
 
 Load, all through pyarrow Flight clients against the release binary (`serve`, tables with
 `durability = group_commit`, so an acknowledged batch is durable):
@@ -300,7 +300,7 @@ def main():
     parser.add_argument("--checkpoint-every", type=float, default=10)
     parser.add_argument("--bin", type=Path, default=REPO / "target" / "release" / "shoal")
     parser.add_argument("--events", type=Path, default=REPO / "data" / "github" / "events.ndjson")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "soak-results.md")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "soak-results.md")
     args = parser.parse_args()
     if not args.bin.exists():
         raise SystemExit(f"{args.bin} is missing: cargo build --release --locked -p shoal-server")
@@ -319,6 +319,7 @@ def main():
         if daemon.process and daemon.process.poll() is None:
             daemon.process.kill()
         shutil.rmtree(data_dir, ignore_errors=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)
     ok = result["count"] == result["acknowledged"] == result["ids"] == result["distinct_ids"]

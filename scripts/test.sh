@@ -174,6 +174,8 @@ layer_check() {
   phase "layer check"
   step "Rust: no import circle among the files of the engine, the operations and the daemon (scripts/check-layers.py)"
   python3 scripts/check-layers.py native/shoal-core/src native/shoal-ops/src flight-server/src
+  step "Docs: every source file is in docs/design.md's map (scripts/check-file-map.py)"
+  python3 scripts/check-file-map.py
 }
 rust_build_and_tests() {
   step "Rust: cargo build --all-targets + cargo test --workspace --locked"

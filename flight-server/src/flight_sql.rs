@@ -72,18 +72,13 @@ pub(crate) fn is_flight_sql(bytes: &[u8]) -> bool {
 
 /// Whether an action is one of Flight SQL's (its names are CamelCase; shoal's are not).
 pub(crate) fn is_flight_sql_action(kind: &str) -> bool {
-    matches!(
-        kind,
-        "CreatePreparedStatement"
-            | "ClosePreparedStatement"
-            | "CreatePreparedSubstraitPlan"
-            | "BeginTransaction"
-            | "EndTransaction"
-            | "BeginSavepoint"
-            | "EndSavepoint"
-            | "CancelQuery"
-    )
+    ACTIONS.iter().any(|(name, _)| *name == kind) || UNANSWERED_ACTIONS.contains(&kind)
 }
+
+/// Flight SQL's other actions: handed to Flight SQL's service too, which refuses them
+/// (`UNIMPLEMENTED`); `ListActions` does not list them.
+const UNANSWERED_ACTIONS: &[&str] =
+    &["CreatePreparedSubstraitPlan", "BeginTransaction", "EndTransaction", "BeginSavepoint", "EndSavepoint", "CancelQuery"];
 
 /// What `GetSqlInfo` answers: the server, and the SQL it accepts (`docs/sql.md`).
 static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
@@ -639,8 +634,8 @@ impl ShoalSqlService {
             let delete = sql::parse_sql_delete(&text, sql::Parameters::Bound(&[])).map_err(status)?;
             let body = serde_json::json!({"table": delete.table, "filter": delete.filter});
             // The statement was held to the client's limit; its rendered condition may be longer.
-            let answer = ops::run_action_within(&catalog, "delete", body.to_string().as_bytes(), &|| true, shoal_core::psf::expr::MAX_RENDERED_EXPR_BYTES)
-                .map_err(status)?;
+            let call = ops::ActionCall { filter_bytes: shoal_core::psf::expr::MAX_RENDERED_EXPR_BYTES, ..ops::ActionCall::CLIENT };
+            let answer = ops::run_action_with(&catalog, "delete", body.to_string().as_bytes(), call).map_err(status)?;
             Ok::<_, Status>(answer["deleted"].as_i64().unwrap_or(0))
         })
         .await

@@ -428,7 +428,7 @@ impl FlightService for ShoalFlightService {
         if flight_sql::is_flight_sql_action(&request.get_ref().r#type) {
             return FlightService::do_action(&self.sql, request).await;
         }
-        if crate::cluster::NODE_ACTIONS.contains(&request.get_ref().r#type.as_str())
+        if crate::cluster::is_node_action(&request.get_ref().r#type)
             && !self.cluster.as_ref().is_some_and(|cluster| cluster.is_node(request.metadata()))
         {
             metrics::counter!("shoal_cluster_refused_node_calls_total").increment(1);
@@ -461,13 +461,19 @@ impl FlightService for ShoalFlightService {
         }
         let catalog = Arc::clone(&self.catalog);
         let (alive, _guard) = CallerAlive::new();
-        let result = blocking(move || ops::run_action_within(&catalog, &action.r#type, &action.body, &|| alive.get(), caller.filter_bytes())).await?;
+        let result = blocking(move || {
+            let call = ops::ActionCall { keep_waiting: &|| alive.get(), filter_bytes: caller.filter_bytes() };
+            ops::run_action_with(&catalog, &action.r#type, &action.body, call)
+        })
+        .await?;
         Ok(Response::new(Box::pin(stream::iter([Ok(json_result(&result))]))))
     }
 
     async fn list_actions(&self, _request: Request<Empty>) -> Result<Response<Self::ListActionsStream>, Status> {
-        let actions = ACTIONS.iter().chain(crate::cluster::ACTIONS).chain(flight_sql::ACTIONS).map(|(name, description)| {
-            Ok(ActionType { r#type: (*name).to_owned(), description: (*description).to_owned() })
+        let tables = ACTIONS.iter().map(|a| (a.name, a.description));
+        let cluster = crate::cluster::ACTIONS.iter().map(|a| (a.name, a.description));
+        let actions = tables.chain(cluster).chain(flight_sql::ACTIONS.iter().copied()).map(|(name, description)| {
+            Ok(ActionType { r#type: name.to_owned(), description: description.to_owned() })
         });
         Ok(Response::new(Box::pin(stream::iter(actions.collect::<Vec<_>>()))))
     }

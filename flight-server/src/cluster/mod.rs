@@ -31,23 +31,48 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Request, Status};
 
 use shoal_ops::catalog::Catalog;
-use shoal_ops::ops;
+use shoal_ops::ops::{self, ActionCall, ActionSpec, ShardedAnswer};
 
 pub use config::ClusterConfig;
 pub use shards::{ShardMap, ShardedTable};
 
-/// The cluster's actions (for `ListActions`); `create_table` takes `"shards"` and
+/// An action of the cluster itself (not of a table): `create_table` takes `"shards"` and
 /// `"shard_key"` on a node of a cluster, and every table action fans out over a sharded
-/// table's shards.
-pub const ACTIONS: &[(&str, &str)] = &[
-    ("cluster", r#"{} → {"node_id", "nodes": [{"id", "location"}], "tables": [{"name", "shards", "shard_key", "nodes", "shard_map": [{"shard", "table", "node", "location"}]}], "forwarded_records"}"#),
-    ("cluster_define", r#"(between nodes) a sharded table's definition → {"name", "defined"}"#),
-    ("cluster_forget", r#"(between nodes) {"name"} → {"name", "forgotten"}"#),
+/// table's shards as its [`ShardedAnswer`] says.
+pub struct ClusterAction {
+    /// The `Action.type` that names it.
+    pub name: &'static str,
+    /// Its body and answer (`ListActions`).
+    pub description: &'static str,
+    /// A call only nodes make to each other: refused unless it carries the cluster's
+    /// secret ([`Cluster::is_node`]), also when client authentication is off.
+    pub nodes_only: bool,
+    handler: fn(&Cluster, &[u8]) -> Result<Value, Status>,
+}
+
+/// The cluster's own actions, declared once: dispatch, `ListActions` and the secret check
+/// are derived from them.
+pub static ACTIONS: &[ClusterAction] = &[
+    ClusterAction {
+        name: "cluster",
+        description: r#"{} → {"node_id", "nodes": [{"id", "location"}], "tables": [{"name", "shards", "shard_key", "nodes", "shard_map": [{"shard", "table", "node", "location"}]}], "forwarded_records"}"#,
+        nodes_only: false,
+        handler: |cluster, _| Ok(cluster.describe()),
+    },
+    ClusterAction {
+        name: "cluster_define",
+        description: r#"(between nodes) a sharded table's definition → {"name", "defined"}"#,
+        nodes_only: true,
+        handler: Cluster::define,
+    },
+    ClusterAction { name: "cluster_forget", description: r#"(between nodes) {"name"} → {"name", "forgotten"}"#, nodes_only: true, handler: Cluster::forget },
 ];
 
-/// The calls only nodes make to each other: refused unless they carry the cluster's secret
-/// ([`Cluster::is_node`]), also when client authentication is off.
-pub const NODE_ACTIONS: &[&str] = &["cluster_define", "cluster_forget"];
+/// True for a call only nodes make to each other ([`ClusterAction::nodes_only`]).
+#[must_use]
+pub fn is_node_action(name: &str) -> bool {
+    ACTIONS.iter().any(|a| a.nodes_only && a.name == name)
+}
 
 /// The header in which a node sends the cluster's secret (`cluster.secret`) to another.
 pub const SECRET_HEADER: &str = "x-shoal-cluster-secret";
@@ -62,7 +87,7 @@ pub struct Cluster {
     /// The `authorization` header this node sends to the others (its own credentials).
     authorization: Option<MetadataValue<Ascii>>,
     /// The cluster's secret (`cluster.secret`), sent in [`SECRET_HEADER`] on every call to
-    /// another node and required of [`NODE_ACTIONS`].
+    /// another node and required of the node actions ([`is_node_action`]).
     secret: MetadataValue<Ascii>,
     tls_ca: Option<tonic::transport::Certificate>,
     map: ShardMap,
@@ -204,7 +229,8 @@ impl Cluster {
             // Its filter (a SQL DELETE's rendered condition, or a client's held to its limit
             // by the caller of the fan-out): the longer limit, as a node's.
             return crate::rpc::blocking(move || {
-                ops::run_action_within(&catalog, &name, body.to_string().as_bytes(), &|| true, shoal_core::psf::expr::MAX_RENDERED_EXPR_BYTES)
+                let call = ActionCall { filter_bytes: shoal_core::psf::expr::MAX_RENDERED_EXPR_BYTES, ..ActionCall::CLIENT };
+                ops::run_action_with(&catalog, &name, body.to_string().as_bytes(), call)
             })
             .await;
         }
@@ -263,24 +289,8 @@ impl Cluster {
     /// node (a fan-out that reached only some shards says which failed; repeating it is
     /// safe).
     pub async fn action(&self, catalog: &Arc<Catalog>, name: &str, body: &[u8]) -> Result<Option<Value>, Status> {
-        match name {
-            "cluster" => return Ok(Some(self.describe())),
-            "cluster_define" => {
-                let table: ShardedTable = shoal_ops::protocol::parse_body("cluster_define", body).map_err(crate::rpc::status)?;
-                table.validate().map_err(|e| Status::invalid_argument(format!("cluster_define: {e}")))?;
-                return match self.map.define(&table) {
-                    Ok(defined) => Ok(Some(json!({"name": table.name, "defined": defined}))),
-                    Err((true, message)) => Err(Status::already_exists(message)),
-                    Err((false, message)) => Err(Status::internal(message)),
-                };
-            }
-            "cluster_forget" => {
-                let table: shoal_ops::protocol::TableRef = shoal_ops::protocol::parse_body("cluster_forget", body).map_err(crate::rpc::status)?;
-                shoal_ops::catalog::validate_table_name(&table.table).map_err(crate::rpc::status)?;
-                let forgotten = self.map.forget(&table.table).map_err(Status::internal)?;
-                return Ok(Some(json!({"name": table.table, "forgotten": forgotten})));
-            }
-            _ => {}
+        if let Some(action) = ACTIONS.iter().find(|a| a.name == name) {
+            return (action.handler)(self, body).map(Some);
         }
         let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(body) else { return Ok(None) };
         if name == "create_table" && (body.contains_key("shards") || body.contains_key("shard_key")) {
@@ -297,22 +307,47 @@ impl Cluster {
             return self.action_on(catalog, node, name, Value::Object(body)).await.map(Some).map_err(|e| self.peer_error(&table.name, Some(shard), node, &e));
         }
         let Some(table) = body.get(key).and_then(Value::as_str).and_then(|t| self.map.get(t)) else { return Ok(None) };
-        if name == "create_table" {
-            // A plain create_table of a sharded table's name: it exists (sharded).
-            if body.get("if_not_exists").and_then(Value::as_bool) == Some(true) {
-                return Ok(Some(json!({"created": false, "name": table.name, "shards": table.shards})));
+        let Some(spec) = ActionSpec::find(name) else {
+            // Not an action of a table: the node's own answer (an unknown action's error).
+            return Ok(None);
+        };
+        match spec.sharded {
+            ShardedAnswer::Define => {
+                // A plain create_table of a sharded table's name: it exists (sharded).
+                if body.get("if_not_exists").and_then(Value::as_bool) == Some(true) {
+                    return Ok(Some(json!({"created": false, "name": table.name, "shards": table.shards})));
+                }
+                Err(Status::already_exists(format!(
+                    "create_table: the sharded table {:?} exists (\"if_not_exists\": true to accept it)",
+                    table.name
+                )))
             }
-            return Err(Status::already_exists(format!(
-                "create_table: the sharded table {:?} exists (\"if_not_exists\": true to accept it)",
-                table.name
-            )));
+            ShardedAnswer::Drop => self.drop_sharded(catalog, &table, &body, key).await.map(Some),
+            answer => {
+                let results = self.on_every_shard(catalog, &table, name, &body, key).await;
+                let answers = all_or_report(&table.name, name, results)?;
+                Ok(Some(merge_answers(&table, answer, answers)))
+            }
         }
-        if name == "drop_table" {
-            return self.drop_sharded(catalog, &table, &body, key).await.map(Some);
+    }
+
+    /// `cluster_define`: a sharded table's definition, saved in this node's shard map.
+    fn define(&self, body: &[u8]) -> Result<Value, Status> {
+        let table: ShardedTable = shoal_ops::protocol::parse_body("cluster_define", body).map_err(crate::rpc::status)?;
+        table.validate().map_err(|e| Status::invalid_argument(format!("cluster_define: {e}")))?;
+        match self.map.define(&table) {
+            Ok(defined) => Ok(json!({"name": table.name, "defined": defined})),
+            Err((true, message)) => Err(Status::already_exists(message)),
+            Err((false, message)) => Err(Status::internal(message)),
         }
-        let results = self.on_every_shard(catalog, &table, name, &body, key).await;
-        let answers = all_or_report(&table.name, name, results)?;
-        Ok(Some(merge_answers(&table, name, answers)))
+    }
+
+    /// `cluster_forget`: a sharded table's definition, removed from this node's shard map.
+    fn forget(&self, body: &[u8]) -> Result<Value, Status> {
+        let table: shoal_ops::protocol::TableRef = shoal_ops::protocol::parse_body("cluster_forget", body).map_err(crate::rpc::status)?;
+        shoal_ops::catalog::validate_table_name(&table.table).map_err(crate::rpc::status)?;
+        let forgotten = self.map.forget(&table.table).map_err(Status::internal)?;
+        Ok(json!({"name": table.table, "forgotten": forgotten}))
     }
 
     /// `create_table` with `shards` / `shard_key`: the definition on every node, then
@@ -465,9 +500,9 @@ fn all_or_report<T>(table: &str, what: &str, results: Vec<Result<T, Status>>) ->
 /// for `stats` the sums of the counters, for `list_psfs` one list whose entries name their
 /// shard, for `writer_status` the writer's serials every shard has (the least), for
 /// `list_transactions` one entry per transaction ([`merge_transactions`]).
-fn merge_answers(table: &ShardedTable, name: &str, answers: Vec<Value>) -> Value {
-    match name {
-        "list_psfs" => Value::Array(
+fn merge_answers(table: &ShardedTable, answer: ShardedAnswer, answers: Vec<Value>) -> Value {
+    match answer {
+        ShardedAnswer::Psfs => Value::Array(
             answers
                 .into_iter()
                 .enumerate()
@@ -483,8 +518,8 @@ fn merge_answers(table: &ShardedTable, name: &str, answers: Vec<Value>) -> Value
                 })
                 .collect(),
         ),
-        "list_transactions" => merge_transactions(answers),
-        "begin_transaction" | "prepare_transaction" | "commit_transaction" | "abort_transaction" => {
+        ShardedAnswer::Transactions => merge_transactions(answers),
+        ShardedAnswer::Transaction => {
             // One transaction's state on every shard: the same shape, merged.
             let wrapped = answers.into_iter().map(|a| Value::Array(vec![a])).collect();
             match merge_transactions(wrapped) {
@@ -496,7 +531,7 @@ fn merge_answers(table: &ShardedTable, name: &str, answers: Vec<Value>) -> Value
                 other => json!({"table": table.name, "shards": other}),
             }
         }
-        "stats" => {
+        ShardedAnswer::Stats => {
             let mut merged = json!({"table": table.name, "sharded": true});
             for counter in ["records", "payload_bytes", "index_bytes", "reserved_bytes"] {
                 let sum: u64 = answers.iter().filter_map(|a| a.get(counter).and_then(Value::as_u64)).sum();
@@ -514,7 +549,7 @@ fn merge_answers(table: &ShardedTable, name: &str, answers: Vec<Value>) -> Value
             merged["shards"] = Value::Array(answers);
             merged
         }
-        "writer_status" => {
+        ShardedAnswer::WriterStatus => {
             let least = |field: &str| -> Value {
                 let values: Vec<Option<u64>> = answers.iter().map(|a| a.get(field).and_then(Value::as_u64)).collect();
                 if values.iter().any(Option::is_none) {
@@ -525,7 +560,7 @@ fn merge_answers(table: &ShardedTable, name: &str, answers: Vec<Value>) -> Value
             };
             json!({"table": table.name, "last_serial": least("last_serial"), "last_durable_serial": least("last_durable_serial"), "shards": answers})
         }
-        _ => json!({"table": table.name, "shards": answers}),
+        ShardedAnswer::PerShard | ShardedAnswer::Define | ShardedAnswer::Drop => json!({"table": table.name, "shards": answers}),
     }
 }
 

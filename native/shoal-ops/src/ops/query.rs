@@ -1,83 +1,24 @@
-//! The protocol's operations, independent of the transport: actions, planning
-//! (`GetFlightInfo`), scans of a ticket (`DoGet`), ingestion of a batch (`DoPut`) and table
-//! listings. The Flight service ([`crate::service`]) and the embedded mode (`native/jni`)
-//! both call these, so a plan, a result or an error is the same whichever way a client
-//! comes in. Errors are [`OpsError`]s: their class is the protocol's error class
-//! (`docs/protocol.md`), their message names what was wrong.
+//! Queries: a command's plan (`GetFlightInfo`), split into endpoints whose tickets carry
+//! their part of it, and a ticket's scan (`DoGet`): rows, aggregates or groups.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use arrow_array::cast::AsArray;
-use arrow_array::{Array, BinaryArray, LargeBinaryArray, LargeStringArray, RecordBatch, StringArray};
+use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde_json::json;
 use shoal_core::psf::expr::{parse_expr_within, MAX_EXPR_BYTES, MAX_RENDERED_EXPR_BYTES};
 use shoal_core::psf::Expr;
 use shoal_core::scan::{address_field, ADDRESS_COLUMN, json_output_schema, Aggregate, ScanPlan, ScanRequest, ScanStats};
-use shoal_core::keys::RecordOp;
-use shoal_core::session::WriterBatch;
-use shoal_core::table::{DurabilityPolicy, TableStats};
+use shoal_core::table::TableStats;
 use shoal_core::{FieldPath, LogAddress};
-use crate::error::{ErrorClass, OpsError};
 
 use crate::catalog::{Catalog, TableEntry};
+use crate::error::{ErrorClass, OpsError};
 use crate::protocol::{
-    parse_body, AggregateSpec, BatchMetadata, Compact, CreateTable, DeleteRows, DeregisterPsf, IfTruncated, MakeDurable, OutputFormat, QueryCommand,
-    AlterTable, RegisterPsf, TableRef, TicketBody, TransactionRef, Truncate, WriterRef, TICKET_VERSION,
+    parse_body, AggregateSpec, IfTruncated, OutputFormat, QueryCommand, TicketBody, TICKET_VERSION,
 };
-
-/// The actions `DoAction` understands, with their descriptions (for `ListActions`).
-pub const ACTIONS: &[(&str, &str)] = &[
-    ("create_table", r#"{"name", "on_invalid_json"?: "reject"|"skip", "memory_budget_bytes"?, "page_size_bits"?, "index_size_bits"?, "if_not_exists"?, "columnar"?: {"enabled"?, "file_log_bytes"?, "row_group_rows"?, "codec"?: "zstd"|"lz4"|"none", "idle_ms"?}, "retention"?: {"keep_bytes"?, "max_age_secs"?, "compact_obsolete_percent"?}, "primary_key"?: "path"|["path", …]} → {"created": bool}"#),
-    ("drop_table", r#"{"name"} → {"dropped": true}"#),
-    ("alter_table", r#"{"table", "retention": {"keep_bytes"?, "max_age_secs"?, "compact_obsolete_percent"?}} → replaces the retention policy ({} keeps everything); {"retention", "previous_retention"}"#),
-    ("register_psf", r#"{"table", "name", "kind": "projection"|"predicate"|"range"|"composite", "field"|"expr"|"fields", "boundaries"?} → PSF with safe register address"#),
-    ("deregister_psf", r#"{"table", "name"} → PSF with safe deregister address"#),
-    ("list_psfs", r#"{"table"} → [PSF]"#),
-    ("stats", r#"{"table"} → counters and log addresses"#),
-    ("delete", r#"{"table", "filter"?} → a keyed table's live rows matching the filter (all without one) get a tombstone each (SQL's DELETE); {"deleted", "end_address", "durable_address"}"#),
-    ("truncate", r#"{"table", "before_address" | "keep_bytes" | "older_than_secs"} → drops the head of the log (whole segment files; a keyed table's live versions are copied to the tail first); {"begin_address", "segments_deleted", "bytes_deleted", "versions_copied"}"#),
-    ("compact", r#"{"table", "until_address"?, "wait_ms"?} → a keyed table's log compaction: live versions below until_address (default: everything flushed) copied to the tail, obsolete versions and deleted keys dropped with the head; {"begin_address", "versions_copied", "superseded_dropped", "tombstones_dropped", "snapshot_horizon", "deferred", …}"#),
-    ("make_durable", r#"{"table", "address"?} → waits until everything below address (default: the tail) is durable, without closing the open page; {"durable_address"}"#),
-    ("writer_status", r#"{"table", "writer"} → {"last_serial", "last_durable_serial", "durable_address"}"#),
-    ("begin_transaction", r#"{"table", "transaction"} → opens a transaction; DoPut batches with app_metadata {"transaction"} are staged in it"#),
-    ("prepare_transaction", r#"{"table", "transaction"} → syncs its staged records"#),
-    ("commit_transaction", r#"{"table", "transaction"} → ingests its staged records exactly once, durably; idempotent"#),
-    ("abort_transaction", r#"{"table", "transaction"} → drops its staged records; idempotent"#),
-    ("list_transactions", r#"{"table"} → [{"transaction", "state", "records"}]"#),
-    ("checkpoint", r#"{"table"} → flushes the log and saves the inferred schema; {"flushed_until_address"}"#),
-];
-
-/// The most `make_durable` calls that may wait at once (each holds a blocking thread
-/// until its address is durable, normally a few milliseconds).
-pub const MAX_DURABLE_WAITS: usize = 64;
-
-/// A place among the [`MAX_DURABLE_WAITS`] waiting `make_durable` calls, given back when
-/// dropped.
-struct DurableWaitSlot;
-
-static DURABLE_WAITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-impl DurableWaitSlot {
-    fn take() -> Result<Self, OpsError> {
-        use std::sync::atomic::Ordering;
-        if DURABLE_WAITS.fetch_add(1, Ordering::AcqRel) >= MAX_DURABLE_WAITS {
-            DURABLE_WAITS.fetch_sub(1, Ordering::AcqRel);
-            return Err(OpsError::resource_exhausted(format!(
-                "make_durable: {MAX_DURABLE_WAITS} calls are already waiting for durability (the limit); retry shortly"
-            )));
-        }
-        Ok(Self)
-    }
-}
-
-impl Drop for DurableWaitSlot {
-    fn drop(&mut self) {
-        DURABLE_WAITS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
-}
 
 /// A command's filter: at most `max_bytes` of text ([`MAX_EXPR_BYTES`] for what a client
 /// wrote, [`MAX_RENDERED_EXPR_BYTES`] for text the daemon rendered).
@@ -133,20 +74,6 @@ fn parse_columns(columns: &[String]) -> Result<Vec<FieldPath>, OpsError> {
 
 fn parse_aggregates(aggregates: &[AggregateSpec]) -> Result<Vec<Aggregate>, OpsError> {
     aggregates.iter().map(AggregateSpec::to_aggregate).collect()
-}
-
-fn psf_json(psf: &shoal_core::psf::Psf) -> serde_json::Value {
-    let (register, deregister) = (psf.safe_register_address(), psf.safe_deregister_address());
-    let spec = serde_json::to_value(psf.kind.to_spec()).unwrap_or_default();
-    json!({
-        "id": psf.id,
-        "name": psf.name,
-        "definition": spec,
-        "active": psf.is_active(),
-        "safe_register_address": (register != shoal_core::psf::NOT_YET).then_some(register),
-        "safe_deregister_address": (deregister != shoal_core::psf::NOT_YET).then_some(deregister),
-        "key_pointers": psf.key_pointer_count(),
-    })
 }
 
 fn plan_json(plan: &ScanPlan) -> serde_json::Value {
@@ -532,59 +459,6 @@ fn plan_command(catalog: &Catalog, command: QueryCommand, filter_bytes: usize) -
     Ok(PlannedQuery { schema: query.schema.as_ref().clone(), endpoints, total_records, metadata })
 }
 
-/// Checks a DoPut stream's schema up front: a `json` column of a string or binary type.
-pub fn check_put_schema(schema: &Schema) -> Result<(), OpsError> {
-    match schema.field_with_name("json").map(|f| f.data_type()) {
-        Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary) => Ok(()),
-        Ok(other) => Err(OpsError::invalid_argument(format!(
-            "the \"json\" column must be Utf8, LargeUtf8, Binary or LargeBinary, got {other}"
-        ))),
-        Err(_) => Err(OpsError::invalid_argument(crate::protocol::bounded(format!(
-            "DoPut batches need a column named \"json\" (Utf8, LargeUtf8, Binary or LargeBinary), one JSON record per row; got columns {:?}",
-            schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>()
-        )))),
-    }
-}
-
-/// The optional `op` column of a DoPut batch (keyed tables, [`RecordOp`]): Utf8 or
-/// LargeUtf8, `upsert` (also for a null row), `delete` or `merge` per record; empty
-/// without the column (every record an upsert).
-///
-/// # Errors
-/// `INVALID_ARGUMENT` for another type or an unknown op, naming the row.
-fn record_ops(batch: &RecordBatch) -> Result<Vec<RecordOp>, OpsError> {
-    let Some(column) = batch.column_by_name("op") else { return Ok(Vec::new()) };
-    let parse = |i: usize, text: Option<&str>| {
-        text.map_or(Ok(RecordOp::Upsert), RecordOp::parse)
-            .map_err(|e| OpsError::invalid_argument(format!("row {i} of the \"op\" column: {}", crate::protocol::bounded(e))))
-    };
-    match column.data_type() {
-        DataType::Utf8 => column.as_string::<i32>().iter().enumerate().map(|(i, t)| parse(i, t)).collect(),
-        DataType::LargeUtf8 => column.as_string::<i64>().iter().enumerate().map(|(i, t)| parse(i, t)).collect(),
-        other => Err(OpsError::invalid_argument(format!("the \"op\" column must be Utf8 or LargeUtf8 (upsert, delete, merge), got {other}"))),
-    }
-}
-
-fn json_records(batch: &RecordBatch) -> Result<Vec<&[u8]>, OpsError> {
-    check_put_schema(&batch.schema())?;
-    let Some(column) = batch.column_by_name("json") else { return Err(OpsError::internal("checked \"json\" column vanished")) };
-    let null_error = |i: usize| OpsError::invalid_argument(format!("row {i} of the \"json\" column is null"));
-    macro_rules! rows {
-        ($array:ty) => {{
-            let array = column.as_any().downcast_ref::<$array>().ok_or_else(|| OpsError::internal("column type mismatch"))?;
-            (0..array.len())
-                .map(|i| if array.is_null(i) { Err(null_error(i)) } else { Ok(<[u8] as AsRef<[u8]>>::as_ref(array.value(i).as_ref())) })
-                .collect()
-        }};
-    }
-    match column.data_type() {
-        DataType::Utf8 => rows!(StringArray),
-        DataType::LargeUtf8 => rows!(LargeStringArray),
-        DataType::Binary => rows!(BinaryArray),
-        _ => rows!(LargeBinaryArray),
-    }
-}
-
 fn record_scan_metrics(entry: &TableEntry, plan: &ScanPlan, stats: &ScanStats, started: Instant) {
     let kind = if !plan.index_scans.is_empty() {
         "index"
@@ -768,319 +642,11 @@ pub fn table_schema(catalog: &Catalog, table: &str) -> Result<Schema, OpsError> 
     Ok(catalog.get(table)?.table.schema().arrow_schema())
 }
 
-/// An ingested (or staged) batch on its way to its acknowledgement ([`acknowledge`]).
-pub struct Ingested {
-    entry: Arc<TableEntry>,
-    /// The PutResult metadata, without `durable_address`.
-    metadata: serde_json::Value,
-    /// The log address the batch is durable at (`None`: nothing to wait for).
-    durable_at: Option<LogAddress>,
-    /// The records' addresses, withdrawn if the batch cannot be made durable; empty for
-    /// a writer batch (its serial is taken: a resend is skipped, so its records stay).
-    addresses: Vec<LogAddress>,
-}
-
-/// Ingests one DoPut batch (a `json` column of Utf8, LargeUtf8, Binary or LargeBinary,
-/// one record per row) into `entry`'s table, as writer `{"writer","serial"}` batch
-/// (exactly once) or staged into a transaction if `metadata` says so. `number` is the
-/// batch's position in its stream, for messages.
-///
-/// # Errors
-/// `INVALID_ARGUMENT` for a batch without a usable `json` column or with null rows, a
-/// record the table rejects (`on_invalid_json = reject`) naming its row; engine errors.
-pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &BatchMetadata, number: usize) -> Result<Ingested, OpsError> {
-    let records = json_records(batch)?;
-    let with_context = |error: OpsError| error.context(format_args!("table {:?}, DoPut batch {number}", entry.name));
-    entry.check_memory_for_ingest().map_err(with_context)?;
-    let ops = record_ops(batch).map_err(with_context)?;
-    if let Some(transaction) = &metadata.transaction {
-        let (staged, skipped) = entry.transactions.stage(&entry.table, transaction, &records, &ops).map_err(with_context)?;
-        let metadata = json!({
-            "batch": number,
-            "transaction": transaction,
-            "staged": staged,
-            "records": 0,
-            "skipped": skipped.len(),
-            "skipped_examples": skipped.iter().take(10).map(|(i, m)| json!({"row": i, "error": m})).collect::<Vec<_>>(),
-        });
-        return Ok(Ingested { entry: Arc::clone(entry), metadata, durable_at: None, addresses: Vec::new() });
-    }
-    let started = Instant::now();
-    let result = match (&metadata.writer, metadata.serial) {
-        (Some(writer), Some(serial)) => entry.table.ingest_ops_as(WriterBatch { writer, serial }, &records, &ops),
-        _ => entry.table.ingest_ops(&records, &ops),
-    };
-    let report = result.map_err(|e| with_context(OpsError::from_engine(&e)))?;
-    metrics::counter!("shoal_ingested_records_total", "table" => entry.name.clone()).increment(report.records as u64);
-    metrics::counter!("shoal_ingested_bytes_total", "table" => entry.name.clone()).increment(report.payload_bytes as u64);
-    metrics::counter!("shoal_skipped_records_total", "table" => entry.name.clone()).increment(report.skipped as u64);
-    metrics::histogram!("shoal_ingest_batch_seconds", "table" => entry.name.clone()).record(started.elapsed().as_secs_f64());
-    let mut reply = json!({
-        "batch": number,
-        "records": report.records,
-        "skipped": report.skipped,
-        "skipped_examples": report.skipped_examples.iter().map(|(i, m)| json!({"row": i, "error": m})).collect::<Vec<_>>(),
-        "first_address": report.first_address,
-        "last_address": report.last_address,
-        "end_address": report.end_address,
-    });
-    if let (Some(writer), Some(serial)) = (&metadata.writer, metadata.serial) {
-        reply["writer"] = json!(writer);
-        reply["serial"] = json!(serial);
-        reply["duplicate"] = json!(report.duplicate);
-    }
-    // A duplicate was ingested earlier: it is durable once everything so far is.
-    let durable_at = if report.duplicate { entry.table.tail_address() } else { report.end_address };
-    let addresses = if metadata.writer.is_some() { Vec::new() } else { report.addresses };
-    Ok(Ingested { entry: Arc::clone(entry), metadata: reply, durable_at: Some(durable_at), addresses })
-}
-
-/// Waits, under the `group_commit` and `fsync` policies, until the batch is durable;
-/// then returns its PutResult metadata (JSON), with the table's durable address.
-///
-/// # Errors
-/// When the batch does not become durable within 60 s (e.g. the device fails).
-pub fn acknowledge(ingested: Ingested) -> Result<serde_json::Value, OpsError> {
-    acknowledge_while(ingested, &|| true)
-}
-
-/// As [`acknowledge`], but stops waiting (`CANCELLED`) as soon as `keep_waiting` says
-/// no: the client that sent the batch went away.
-///
-/// # Errors
-/// As [`acknowledge`].
-pub fn acknowledge_while(ingested: Ingested, keep_waiting: &dyn Fn() -> bool) -> Result<serde_json::Value, OpsError> {
-    let Ingested { entry, mut metadata, durable_at, addresses } = ingested;
-    let table = &entry.table;
-    if let Some(address) = durable_at {
-        wait_acknowledgeable(table, address, keep_waiting).map_err(|e| {
-            let status = OpsError::from_engine(&e);
-            if matches!(e, shoal_core::Error::Cancelled(_)) {
-                return status;
-            }
-            // Not acknowledged, so not visible: a resend must not duplicate it.
-            let withdrawal = table.withdraw(&addresses);
-            let lasting = withdrawal.not_lasting.map_or_else(String::new, |why| {
-                format!(" (but those already on the device come back after a restart: the list of withdrawn records failed: {why})")
-            });
-            status.context(format_args!(
-                "table {:?}: the batch could not be made durable ({} of its records withdrawn{lasting}; resend it, \
-                 with a writer serial for exactly once)",
-                entry.name, withdrawal.records
-            ))
-        })?;
-    }
-    metadata["durable_address"] = json!(table.durable_address());
-    Ok(metadata)
-}
-
-/// Waits until writes ending at `address` may be acknowledged under the table's
-/// durability policy: at once under `none`; once `address` is durable under
-/// `group_commit` and `fsync` (at most 60 s; `CANCELLED` as soon as `keep_waiting` says no).
-///
-/// # Errors
-/// As `Table::wait_durable_while`.
-fn wait_acknowledgeable(table: &shoal_core::table::Table, address: LogAddress, keep_waiting: &dyn Fn() -> bool) -> Result<(), shoal_core::Error> {
-    if address > LogAddress::ZERO && table.config().durability != DurabilityPolicy::None {
-        table.wait_durable_while(address, Duration::from_secs(60), keep_waiting)?;
-    }
-    Ok(())
-}
-
-/// Runs the action `name` (one of [`ACTIONS`]) with its JSON `body`; returns its JSON
-/// result.
-///
-/// # Errors
-/// `INVALID_ARGUMENT` for an unknown action or a malformed body (the message names the
-/// key), `NOT_FOUND` for unknown tables or PSFs, and the engine's errors as statuses.
-pub fn run_action(catalog: &Catalog, name: &str, body: &[u8]) -> Result<serde_json::Value, OpsError> {
-    run_action_while(catalog, name, body, &|| true)
-}
-
-/// As [`run_action`]; a long wait in the action (`make_durable`) asks `keep_waiting`
-/// every few milliseconds and gives up (`CANCELLED`) when it says no, e.g. because the
-/// client went away (hardening issue, item 7: abandoned waits held threads for 60 s).
-///
-/// # Errors
-/// As [`run_action`].
-pub fn run_action_while(catalog: &Catalog, name: &str, body: &[u8], keep_waiting: &dyn Fn() -> bool) -> Result<serde_json::Value, OpsError> {
-    run_action_within(catalog, name, body, keep_waiting, MAX_EXPR_BYTES)
-}
-
-/// As [`run_action_while`], a `filter` in the body (`delete`) held to `filter_bytes`
-/// ([`MAX_EXPR_BYTES`] for a client's action, [`MAX_RENDERED_EXPR_BYTES`] for the
-/// rendered condition of a SQL `DELETE` or an action a node of the cluster sent on).
-///
-/// # Errors
-/// As [`run_action`].
-pub fn run_action_within(
-    catalog: &Catalog,
-    name: &str,
-    body: &[u8],
-    keep_waiting: &dyn Fn() -> bool,
-    filter_bytes: usize,
-) -> Result<serde_json::Value, OpsError> {
-    match name {
-        "create_table" => {
-            let request: CreateTable = parse_body("create_table", body)?;
-            let created = catalog.create(&request)?;
-            Ok(json!({"created": created, "name": request.name}))
-        }
-        "alter_table" => {
-            let request: AlterTable = parse_body("alter_table", body)?;
-            let previous = catalog.alter_retention(&request.table, request.retention)?;
-            Ok(json!({"table": request.table, "retention": request.retention, "previous_retention": previous}))
-        }
-        "drop_table" => {
-            let request: TableRef = parse_body("drop_table", body)?;
-            catalog.drop_table(&request.table)?;
-            Ok(json!({"dropped": true, "name": request.table}))
-        }
-        "register_psf" => {
-            let request: RegisterPsf = parse_body("register_psf", body)?;
-            let entry = catalog.get(&request.table)?;
-            let psf = entry.table.register_psf(&request.name, &request.spec).map_err(|e| OpsError::from_engine(&e))?;
-            tracing::info!(table = %request.table, psf = %psf.name, address = psf.safe_register_address().get(), "PSF registered");
-            Ok(psf_json(&psf))
-        }
-        "deregister_psf" => {
-            let request: DeregisterPsf = parse_body("deregister_psf", body)?;
-            let entry = catalog.get(&request.table)?;
-            let psf = entry.table.deregister_psf(&request.name).map_err(|e| OpsError::from_engine(&e))?;
-            Ok(psf_json(&psf))
-        }
-        "list_psfs" => {
-            let request: TableRef = parse_body("list_psfs", body)?;
-            let entry = catalog.get(&request.table)?;
-            Ok(serde_json::Value::Array(entry.table.psfs().all().iter().map(|p| psf_json(p)).collect()))
-        }
-        "stats" => {
-            let request: TableRef = parse_body("stats", body)?;
-            let entry = catalog.get(&request.table)?;
-            let mut stats = serde_json::to_value(entry.table.stats()).unwrap_or_default();
-            stats["table"] = json!(request.table);
-            stats["psfs"] = json!(entry.table.psfs().all().len());
-            stats["reserved_bytes"] = json!(entry.table.reserved_bytes());
-            Ok(stats)
-        }
-        "delete" => {
-            let request: DeleteRows = parse_body("delete", body)?;
-            let entry = catalog.get(&request.table)?;
-            let filter = request.filter.as_deref().map(|f| parse_expr_within(f, filter_bytes)).transpose().map_err(|e| OpsError::from_engine(&e))?;
-            let report = entry.table.delete_where(filter.as_ref()).map_err(|e| OpsError::from_engine(&e))?;
-            metrics::counter!("shoal_deleted_rows_total", "table" => entry.name.clone()).increment(report.deleted);
-            wait_acknowledgeable(&entry.table, report.end_address, keep_waiting).map_err(|e| OpsError::from_engine(&e))?;
-            Ok(json!({
-                "table": request.table,
-                "deleted": report.deleted,
-                "end_address": report.end_address,
-                "durable_address": entry.table.durable_address(),
-            }))
-        }
-        "truncate" => {
-            let request: Truncate = parse_body("truncate", body)?;
-            let rule = request.rule()?;
-            let entry = catalog.get(&request.table)?;
-            let report = entry.table.truncate(rule).map_err(|e| OpsError::from_engine(&e))?;
-            let mut answer = serde_json::to_value(&report).unwrap_or_default();
-            answer["table"] = json!(request.table);
-            Ok(answer)
-        }
-        "compact" => {
-            let request: Compact = parse_body("compact", body)?;
-            let wait = request.wait_ms.unwrap_or(30_000);
-            if wait > crate::protocol::MAX_COMPACT_WAIT_MS {
-                return Err(OpsError::invalid_argument(format!(
-                    "compact: wait_ms {wait} is above {} (10 minutes)",
-                    crate::protocol::MAX_COMPACT_WAIT_MS
-                )));
-            }
-            let entry = catalog.get(&request.table)?;
-            let report = entry
-                .table
-                .compact_log(request.until_address.unwrap_or(LogAddress::MAX), Duration::from_millis(wait))
-                .map_err(|e| OpsError::from_engine(&e).context(format!("compact {:?}", request.table)))?;
-            metrics::counter!("shoal_compacted_versions_total", "table" => entry.name.clone()).increment(report.truncate.versions_copied);
-            let mut answer = serde_json::to_value(&report).unwrap_or_default();
-            answer["table"] = json!(request.table);
-            Ok(answer)
-        }
-        "make_durable" => {
-            let request: MakeDurable = parse_body("make_durable", body)?;
-            let entry = catalog.get(&request.table)?;
-            if !entry.table.has_storage() {
-                return Err(OpsError::failed_precondition(format!(
-                    "table {:?} is in memory (the daemon runs --in-memory): nothing can be made durable",
-                    request.table
-                )));
-            }
-            let tail = entry.table.tail_address();
-            let address = request.address.unwrap_or(tail);
-            if address > tail {
-                // Nothing would ever make it durable but records yet to come: refuse
-                // rather than hold a thread until the wait times out.
-                return Err(OpsError::out_of_range(format!(
-                    "make_durable: address {address} is beyond the tail of table {} ({tail}); \
-                     ask for an address that was written (a PutResult's end or durable address)",
-                    request.table
-                )));
-            }
-            let _slot = DurableWaitSlot::take()?;
-            let durable = entry.table.wait_durable_while(address, Duration::from_secs(60), keep_waiting).map_err(|e| OpsError::from_engine(&e))?;
-            Ok(json!({"table": request.table, "durable_address": durable}))
-        }
-        "writer_status" => {
-            let request: WriterRef = parse_body("writer_status", body)?;
-            let entry = catalog.get(&request.table)?;
-            let status = entry.table.writer_status(&request.writer);
-            Ok(json!({
-                "table": request.table,
-                "writer": status.writer,
-                "last_serial": status.last_serial,
-                "last_durable_serial": status.last_durable_serial,
-                "durable_address": entry.table.durable_address(),
-            }))
-        }
-        "begin_transaction" | "prepare_transaction" | "commit_transaction" | "abort_transaction" => {
-            let request: TransactionRef = parse_body(name, body)?;
-            let entry = catalog.get(&request.table)?;
-            let transactions = &entry.transactions;
-            let info = match name {
-                "begin_transaction" => transactions.begin(&request.transaction),
-                "prepare_transaction" => transactions.prepare(&request.transaction),
-                "commit_transaction" => transactions.commit(&entry.table, &request.transaction),
-                _ => transactions.abort(&request.transaction),
-            }?;
-            tracing::debug!(table = %request.table, transaction = %request.transaction, state = ?info.state, "{name}");
-            Ok(serde_json::to_value(&info).unwrap_or_default())
-        }
-        "list_transactions" => {
-            let request: TableRef = parse_body("list_transactions", body)?;
-            let entry = catalog.get(&request.table)?;
-            Ok(serde_json::to_value(entry.transactions.list()).unwrap_or_default())
-        }
-        "checkpoint" => {
-            let request: TableRef = parse_body("checkpoint", body)?;
-            let entry = catalog.get(&request.table)?;
-            let state = entry.table.checkpoint().map_err(|e| OpsError::from_engine(&e))?;
-            Ok(json!({
-                "table": request.table,
-                "flushed_until_address": state.log_end_address,
-                "schema_observed_until": state.schema_observed_until,
-                "index_checkpoint": state.index,
-            }))
-        }
-        other => Err(OpsError::invalid_argument(format!(
-            "unknown action {other:?}; known actions: {}",
-            ACTIONS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-        ))),
-    }
-}
-
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::ingest::{acknowledge, ingest_batch};
+    use arrow_array::StringArray;
     use shoal_core::psf::parse_expr;
 
     #[test]

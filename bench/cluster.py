@@ -1,5 +1,6 @@
-"""The scale-out issue's targets, measured side by side in one run on this machine: one daemon
-holding a table against three daemons (a cluster on loopback) holding it sharded by `id`.
+"""The targets of a sharded table (bench/README.md, "A table sharded over three daemons"),
+measured side by side in one run on this machine: one daemon holding a table against three
+daemons (a cluster on loopback) holding it sharded by `id`.
 
 * ingestion: DoPut of the same records — into the single daemon (one stream); into node 0 of
   the cluster, which splits each batch by the shard key and forwards two thirds of it (a plain

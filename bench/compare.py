@@ -1,6 +1,5 @@
-"""shoal against what users would pick instead, on the same machine in the same run
-(issue #7): ingestion MB/s and the latency of five queries of FishStore's GitHub
-workload, for
+"""shoal against what users would pick instead, on the same machine in the same run:
+ingestion MB/s and the latency of five queries of FishStore's GitHub workload, for
 
 * shoal over Arrow Flight from pyarrow (release daemon, `serve --in-memory`): DoPut
   ingestion with the six GitHub PSFs registered first, queries by GetFlightInfo + DoGet
@@ -159,7 +158,7 @@ def run_shoal(records, lines, mb, args, out):
                 "type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'")
             out["shoal Flight"]["Q5"] = query("payload.size > 5", sel)
             out["shoal Flight"]["Q7"] = query(None, group_by=["type"])
-            # Not one of the issue's queries: the cost of a Flight query that finds nothing
+            # Not one of the workload's queries: the cost of a Flight query that finds nothing
             # along a PSF chain (GetFlightInfo + DoGet round trips, planning), to read the
             # latencies above against.
             out["shoal Flight"]["Q0"] = query("actor.id = -1", sel)
@@ -560,7 +559,7 @@ def report(out, meta, skipped, path_md, path_png, spark_text=None):
     shoal = out.get("shoal Flight", {})
     col, on, off = shoal.get("columnar"), shoal.get("ingest"), shoal.get("ingest columnar off")
     if col and on and off:
-        lines += ["", "### Columnar tier (issue 16)", "",
+        lines += ["", "### Columnar tier", "",
                   "| figure | value |", "|---|---:|",
                   f"| DoPut MB/s, tier off | {off['mbps']:.0f} |",
                   f"| DoPut MB/s, tier on (compactor beside ingestion) | {on['mbps']:.0f} ({on['mbps'] / off['mbps']:.2f}x off) |",

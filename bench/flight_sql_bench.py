@@ -1,4 +1,4 @@
-"""Flight SQL through ADBC against shoal's own query path, in the same run (issue 23's target):
+"""Flight SQL through ADBC against shoal's own query path, in the same run:
 a point lookup through ADBC (a statement, and a prepared statement with a parameter) against
 the native one-call query (one DoGet whose ticket is the JSON command), and a full result
 through ADBC against pyarrow.flight reading every endpoint of the same query.

@@ -1,5 +1,5 @@
-"""Re-runs the hardening issue's outside probes that are too long or need too much of the
-machine for CI, against the release daemon, and writes a Markdown report:
+"""Re-runs the daemon's outside probes (hostile load, a full disk) that are too long or need
+too much of the machine for CI, against the release daemon, and writes a Markdown report:
 
 * `concurrency`: `--clients` (200) pyarrow Flight clients for `--seconds` (120), each in its
   own thread with its own connection, looping over DoPut batches (writer serials, so exactly
@@ -10,11 +10,11 @@ machine for CI, against the release daemon, and writes a Markdown report:
 * `full-disk`: the data directory on a small tmpfs (`--disk-mb`, 96; needs root to mount),
   a durable table (`group_commit`) fed until the disk is full. It holds when the records
   visible are exactly the acknowledged ones while the disk is full, after a SIGKILL and
-  restart on the full disk, and after space returns and ingestion resumes (the issue's probe
-  saw 7,000 refused records visible, 312 after a restart).
+  restart on the full disk, and after space returns and ingestion resumes (before the fix,
+  this probe saw 7,000 refused records visible, 312 after a restart).
 
-The other probes of the issue are CI tests (`flight-server/tests/e2e/test_hardening.py`, one
-per item, and the JSONTestSuite test in `test_daemon.py`); twenty SIGKILLs under DoPut are
+The other probes are CI tests (`flight-server/tests/e2e/test_hardening.py`, one test per
+probe, and the JSONTestSuite test in `test_daemon.py`); twenty SIGKILLs under DoPut are
 `bench/soak.py --minutes 5 --kill-every 15`.
 
     cargo build --release --locked -p shoal-server

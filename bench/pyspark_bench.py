@@ -1,9 +1,10 @@
-"""Issue 5's target queries from PySpark, the analysts' client: the point lookup through the
-`actor_id` projection PSF returning whole events (Q3, 641 columns) and two columns (Q3n), and
-the 1.8 %-selective registered predicate (Q2), over shoal through the daemon, over
-`spark.read.json` of the same NDJSON with schema inference and with the schema given, and over
-that DataFrame `cache()`d (Spark's own floor), timed the two ways PySpark users fetch a result:
-`spark.sql(q).collect()` (Python `Row`s, pickled from the JVM) and `.toPandas()` (Arrow).
+"""The Spark targets' queries (bench/README.md, "Spark and PySpark") from PySpark, the analysts'
+client: the point lookup through the `actor_id` projection PSF returning whole events (Q3, 641
+columns) and two columns (Q3n), and the 1.8 %-selective registered predicate (Q2), over shoal
+through the daemon, over `spark.read.json` of the same NDJSON with schema inference and with the
+schema given, and over that DataFrame `cache()`d (Spark's own floor), timed the two ways PySpark
+users fetch a result: `spark.sql(q).collect()` (Python `Row`s, pickled from the JVM) and
+`.toPandas()` (Arrow).
 
     scripts/spark-venv.sh                                      # .venv-spark: PySpark 3.5, pyarrow, pandas, pytest
     mvn -B -ntp -pl spark-connector -am package -DskipTests    # the shaded connector jar
@@ -14,7 +15,7 @@ Data: data/github/events.ndjson repeated to --target-mb (ids unique per copy, as
 bench/flight_bench.py), written to one NDJSON file for Spark and sent to the daemon through
 DoPut after FishStore's six GitHub PSFs are registered. Every query runs once untimed on every
 system, then --reps rounds in which each system runs it once (systems interleaved); medians and
-min-max in ms, the ratios, and the issue's targets (>= 20x the JSON reader for the point lookups,
+min-max in ms, the ratios, and the targets (>= 20x the JSON reader for the point lookups,
 >= 5x for Q2, within 1.5x of the cached DataFrame). Each system's row count and sorted ids must
 equal the cached DataFrame's, or the script fails. bench/spark_bench.sh measures the same
 queries from the JVM (collectAsList and the spark-sql shell's path).
@@ -133,7 +134,7 @@ def main():
                         t = times[system]
                         print(f"{name if i == 0 else '':42} {fetch_name if i == 0 else '':11} {system:14} {statistics.median(t):10.0f} "
                               f"{f'{min(t):.0f}-{max(t):.0f}':>14} {len(answers[system]):6}")
-            print(f"\ntargets (issue 5, ~1 GB, local[2]); this run: {size / 1e6:.0f} MB")
+            print(f"\ntargets (~1 GB, local[2]); this run: {size / 1e6:.0f} MB")
             for name, _, faster in queries:
                 for fetch_name in FETCHES:
                     m = medians[(name, fetch_name)]

@@ -1,6 +1,6 @@
-"""Soak test of the daemon (hardening issue): mixed load for `--minutes` (default 10) with a
-SIGKILL and restart every `--kill-every` seconds (default 60), sampling the daemon's memory,
-threads and file descriptors, then checking that every acknowledged record is there, once.
+"""Soak test of the daemon: mixed load for `--minutes` (default 10) with a SIGKILL and restart
+every `--kill-every` seconds (default 60), sampling the daemon's memory, threads and file
+descriptors, then checking that every acknowledged record is there, once.
 
     cargo build --release --locked -p shoal-server
     .venv/bin/python bench/soak.py [--minutes 10] [--kill-every 60] [--out bench/results/soak-results.md]

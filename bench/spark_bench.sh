@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Issue 5's Spark benchmark: FishStore's GitHub queries in Spark SQL (local[2]) over shoal through
-# the daemon (grpc://), over shoal embedded in Spark's JVM (embedded:DIR), over spark.read.json of
-# the same NDJSON with schema inference and with the schema given, and over the same DataFrame
-# cached in Spark's memory; prints medians, min-max, ratios, a breakdown of shoal's time and the
-# issue's targets (spark-connector/src/test/java/dev/shoal/spark/SparkQueryBench.java says what
-# is measured how).
+# The Spark benchmark: FishStore's GitHub queries in Spark SQL (local[2]) over shoal through the
+# daemon (grpc://), over shoal embedded in Spark's JVM (embedded:DIR), over spark.read.json of the
+# same NDJSON with schema inference and with the schema given, and over the same DataFrame cached in
+# Spark's memory; prints medians, min-max, ratios, a breakdown of shoal's time and the targets
+# (bench/README.md, "Spark and PySpark";
+# spark-connector/src/test/java/dev/shoal/spark/SparkQueryBench.java says what is measured how).
 #
 #   bench/spark_bench.sh [COPIES=5] [REPS=3]
 #

@@ -86,7 +86,7 @@ timing_table() {
 }
 
 # --- Tests executed -----------------------------------------------------------------------
-# Counted from what ran (issue 45: a drop must be explained, never hidden): Rust from cargo
+# Counted from what ran (so that a drop in the count shows, to be explained): Rust from cargo
 # test's "test result" lines, pytest from its summary, the JVM from the Surefire and Failsafe
 # reports this run wrote (newer than the marker touched before Maven started).
 cargo_test_log="$tmp_dir/cargo-test.log" pytest_log="$tmp_dir/pytest.log" maven_marker="$tmp_dir/maven-started"
@@ -308,10 +308,10 @@ else
 fi
 
 step "Fuzzing: a short pass of each fuzz target (cargo-fuzz, nightly; SHOAL_FUZZ_SECONDS, default 15 s each, 0 skips)"
-# The time-boxed smoke run the hardening issue asks of CI: it builds fuzz/ (with sanitizers, in
-# a target directory kept under ~/.cache between runs and clones: scripts/fuzz.sh) and runs
-# expr, ingest and protocol from corpora seeded from the test data. Longer campaigns:
-# scripts/fuzz.sh 1200 (see README, "Fuzzing").
+# A time-boxed smoke run, so that every CI run builds the fuzz targets and catches shallow
+# crashes: it builds fuzz/ (with sanitizers, in a target directory kept under ~/.cache between
+# runs and clones: scripts/fuzz.sh) and runs expr, ingest and protocol from corpora seeded from
+# the test data. Longer campaigns: scripts/fuzz.sh 1200 (see README, "Fuzzing").
 if [[ "${SHOAL_FUZZ_SECONDS:-15}" != 0 ]]; then
   phase "fuzz (${SHOAL_FUZZ_SECONDS:-15} s per target)"
   fuzz_times="$tmp_dir/fuzz-times.tsv"

@@ -48,6 +48,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::cluster::reads::{BatchStream, Endpoints, TicketRoute};
 use crate::cluster::{Cluster, ShardedTable};
 use crate::limits::{Admission, Caller};
+use crate::put::{self, Places, PutBatch, PIPELINE_DEPTH};
 use crate::rpc::{blocking, planned_info, status, stream_rows, BoxedStream};
 
 /// The Flight SQL actions the service answers (beside shoal's own, in `ListActions`).
@@ -377,7 +378,7 @@ impl ShoalSqlService {
         planned_info(&planned.schema, planned.endpoints.into_iter(), descriptor, planned.total_records, planned.metadata).map(Response::new)
     }
 
-    /// Plans a statement over the shards of the sharded `table` (scale-out issue, item 3):
+    /// Plans a statement over the shards of the sharded `table`:
     /// a statement whose result needs no one place (no sort, offset or `GROUP BY`) gets
     /// every shard's endpoints at their nodes' locations, each answering the table's merged
     /// schema shaped by the statement; one with a limit or aggregates gets one fan-in
@@ -704,22 +705,37 @@ impl ShoalSqlService {
         let catalog = Arc::clone(&self.catalog);
         let table = ingest.table.clone();
         let entry = blocking(move || prepare_ingest_table(&catalog, &table, options.if_not_exist, options.if_exists)).await?;
-        let mut batches = FlightRecordBatchStream::new_from_flight_data(messages.map_err(FlightError::from));
+        // The put pipeline (crate::put), fed each batch as DoPut's `json` column.
+        let mut places = Places::new(&self.puts, caller);
+        let (work_sender, work) = tokio::sync::mpsc::channel::<Result<PutBatch, Status>>(PIPELINE_DEPTH);
+        let mut answers = put::ingest_in_order(work, || false);
+        tokio::spawn(async move {
+            let mut batches = FlightRecordBatchStream::new_from_flight_data(messages.map_err(FlightError::from));
+            let mut number = 0usize;
+            while let Some(batch) = batches.next().await {
+                let item = match batch.map_err(Status::from) {
+                    Ok(batch) => match blocking(move || json_batch(&batch)).await {
+                        Ok(batch) => places.for_batch().await.map(|place| PutBatch {
+                            entry: Arc::clone(&entry),
+                            batch,
+                            metadata: BatchMetadata::default(),
+                            number,
+                            place: Some(place),
+                        }),
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                };
+                number += 1;
+                let failed = item.is_err();
+                if work_sender.send(item).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
         let mut records = 0i64;
-        let mut number = 0usize;
-        while let Some(batch) = batches.next().await {
-            let batch = batch.map_err(Status::from)?;
-            let entry = Arc::clone(&entry);
-            let place = self.puts.enter(caller).await?;
-            let written = blocking(move || {
-                let _place = place;
-                let batch = json_batch(&batch)?;
-                let ingested = ops::ingest_batch(&entry, &batch, &BatchMetadata::default(), number)?;
-                ops::acknowledge(ingested)
-            })
-            .await?;
-            records += written["records"].as_i64().unwrap_or(0);
-            number += 1;
+        while let Some(answer) = answers.recv().await {
+            records += answer?["records"].as_i64().unwrap_or(0);
         }
         Ok(records)
     }

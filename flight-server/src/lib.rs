@@ -7,5 +7,6 @@ pub mod cluster;
 pub mod config;
 pub mod flight_sql;
 pub mod limits;
+mod put;
 pub mod rpc;
 pub mod service;

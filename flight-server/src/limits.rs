@@ -1,5 +1,5 @@
 //! What one caller may hold of the daemon, so that a stalled or hostile one costs others
-//! nothing (the hardening issue "Hostile callers and slow clients"):
+//! nothing:
 //!
 //! - [`Admission`]: places among the calls of one kind that run at once (scans: `DoGet`;
 //!   ingestion: `DoPut`), given in arrival order, with at most `per_connection` of them held

@@ -21,20 +21,17 @@ use futures::{StreamExt, TryStreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use shoal_ops::catalog::{Catalog, TableEntry};
-use shoal_ops::ops::{self, Ingested, TicketScan, ACTIONS};
+use shoal_ops::ops::{self, TicketScan, ACTIONS};
 use shoal_ops::protocol::BatchMetadata;
 
 use crate::auth::{Authenticator, Credentials};
-use crate::limits::{self, Admission, AdmissionLimits, Caller, Place, Stop};
+use crate::limits::{self, Admission, AdmissionLimits, Caller, Stop};
 use crate::cluster::reads::TicketRoute;
 use crate::cluster::{caller_of, Cluster};
+use crate::put::{self, PutBatch, Places, PIPELINE_DEPTH};
 use crate::rpc::{blocking, planned_info, status, stream_rows, BoxedStream};
 use crate::flight_sql::{self, ShoalSqlService};
 
-/// Batches of one DoPut stream that may wait between decoding and ingestion, and
-/// acknowledgements that may wait to be sent: enough to keep both stages busy, small
-/// enough to bound the memory a stream holds (batches are typically a few MB).
-const PUT_PIPELINE_DEPTH: usize = 4;
 
 /// How long an ingesting stream waits for a place among the running ones before it is
 /// refused with `RESOURCE_EXHAUSTED`.
@@ -303,13 +300,9 @@ impl FlightService for ShoalFlightService {
     }
 
     async fn do_put(&self, request: Request<Streaming<FlightData>>) -> Result<Response<Self::DoPutStream>, Status> {
-        // Three stages, so that receiving and decoding batch n+1 and waiting for batch
-        // n-1 to become durable overlap with ingesting batch n: this task decodes
-        // FlightData into record batches; a blocking worker ingests them in order; an
-        // acknowledger waits for durability (per the table's policy) and answers each
-        // batch with its PutResult. A failure of any stage travels through the same
-        // ordered queues, so the client sees the results of every batch before it, then
-        // the error, and nothing after it.
+        // The put pipeline (crate::put): this task decodes FlightData into batches, the
+        // pipeline ingests and acknowledges them in order, a second task answers each with
+        // its PutResult.
         // The first message's descriptor says what the stream is: a path [table] (shoal's
         // ingestion) or a Flight SQL command (bulk ingest, parameters of a prepared statement).
         let caller = self.caller(&request);
@@ -331,46 +324,16 @@ impl FlightService for ShoalFlightService {
             let permit = self.puts.enter(caller).await?;
             return Ok(Response::new(cluster.put(&self.catalog, sharded, limits::idle_guarded(messages, idle, "DoPut"), permit)));
         }
-        // A place among the ingesting streams is held while a batch of this stream is in
-        // flight (from its arrival until its result is queued), not while the client is
-        // silent: a stream left open without sending costs no place.
-        let puts = Arc::clone(&self.puts);
         let catalog = Arc::clone(&self.catalog);
+        let mut places = Places::new(&self.puts, caller);
         let mut decoder = FlightDataDecoder::new(limits::idle_guarded(messages, idle, "DoPut").map_err(FlightError::from));
-        let (outlet, results) = limits::outlet::<Result<PutResult, Status>>(PUT_PIPELINE_DEPTH, idle, "DoPut", Err);
-        let (work_sender, mut work) = tokio::sync::mpsc::channel::<Result<PutWork, Status>>(PUT_PIPELINE_DEPTH);
-        let (ack_sender, mut acks) = tokio::sync::mpsc::channel::<Result<(Ingested, Arc<Place>), Status>>(PUT_PIPELINE_DEPTH);
+        let (outlet, results) = limits::outlet::<Result<PutResult, Status>>(PIPELINE_DEPTH, idle, "DoPut", Err);
+        let (work_sender, work) = tokio::sync::mpsc::channel::<Result<PutBatch, Status>>(PIPELINE_DEPTH);
+        // A client that went away closes the stream of results: durability waits stop.
+        let mut answers = put::ingest_in_order(work, outlet.gone_check());
         tokio::spawn(async move {
-            let mut number = 0usize;
-            while let Some(item) = work.recv().await {
-                let result = match item {
-                    Ok(PutWork { entry, batch, metadata, place }) => {
-                        blocking(move || ops::ingest_batch(&entry, &batch, &metadata, number)).await.map(|ingested| (ingested, place))
-                    }
-                    Err(status) => Err(status),
-                };
-                number += 1;
-                let failed = result.is_err();
-                if ack_sender.send(result).await.is_err() || failed {
-                    return;
-                }
-            }
-        });
-        tokio::spawn(async move {
-            while let Some(item) = acks.recv().await {
-                let result = match item {
-                    Ok((ingested, place)) => {
-                        // A client that went away closes the stream of results: stop waiting.
-                        let gone = outlet.gone_check();
-                        blocking(move || {
-                            let _place = place;
-                            ops::acknowledge_while(ingested, &|| !gone())
-                        })
-                        .await
-                        .map(|metadata| PutResult { app_metadata: metadata.to_string().into() })
-                    }
-                    Err(status) => Err(status),
-                };
+            while let Some(answer) = answers.recv().await {
+                let result = answer.map(|metadata| PutResult { app_metadata: metadata.to_string().into() });
                 let failed = result.is_err();
                 match outlet.send(result).await {
                     Ok(()) if !failed => {}
@@ -383,7 +346,7 @@ impl FlightService for ShoalFlightService {
         });
         tokio::spawn(async move {
             let mut entry: Option<Arc<TableEntry>> = None;
-            let mut place: std::sync::Weak<Place> = std::sync::Weak::new();
+            let mut number = 0usize;
             while let Some(message) = decoder.next().await {
                 let item: Result<Option<(RecordBatch, BatchMetadata)>, Status> = (|| {
                     let message = message.map_err(Status::from)?;
@@ -401,17 +364,10 @@ impl FlightService for ShoalFlightService {
                 })();
                 let item = match (item, &entry) {
                     (Ok(None), _) => continue,
-                    (Ok(Some((batch, metadata))), Some(entry)) => {
-                        // The stream's place while a batch of it is in flight, else a new one.
-                        let held = match place.upgrade() {
-                            Some(held) => Ok(held),
-                            None => puts.enter(caller).await.map(Arc::new),
-                        };
-                        held.map(|held| {
-                            place = Arc::downgrade(&held);
-                            PutWork { entry: Arc::clone(entry), batch, metadata, place: held }
-                        })
-                    }
+                    (Ok(Some((batch, metadata))), Some(entry)) => places.for_batch().await.map(|place| {
+                        number += 1;
+                        PutBatch { entry: Arc::clone(entry), batch, metadata, number: number - 1, place: Some(place) }
+                    }),
                     (Ok(Some(_)), None) => Err(Status::internal("a DoPut batch before its table")),
                     (Err(status), _) => Err(status),
                 };
@@ -483,11 +439,3 @@ impl FlightService for ShoalFlightService {
     }
 }
 
-/// One decoded DoPut batch on its way to ingestion.
-struct PutWork {
-    entry: Arc<TableEntry>,
-    batch: RecordBatch,
-    metadata: BatchMetadata,
-    /// The stream's place among the ingesting streams, shared by its batches in flight.
-    place: Arc<Place>,
-}

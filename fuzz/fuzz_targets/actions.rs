@@ -1,9 +1,9 @@
 //! Every action body against an on-disk catalog, checking where files land: a name that
-//! becomes a path (a table's directory, a transaction's staging file, a checkpoint) must stay
-//! inside the data directory's `tables/<valid table name>/`, and nothing outside it may be
-//! written or removed (the issue "Hostile callers and slow clients", item 1: a `cluster_define`
-//! name `../tables/victim/table` overwrote another table's metadata). After each input the
-//! fuzzer walks its root: an entry outside the allowed places, or a missing sentinel, panics.
+//! becomes a path (a table's directory, a transaction's staging file, a checkpoint) must
+//! stay inside the data directory's `tables/<valid table name>/`, and nothing outside it
+//! may be written or removed (a `cluster_define` name `../tables/victim/table` once
+//! overwrote another table's metadata). After each input the fuzzer walks its root: an
+//! entry outside the allowed places, or a missing sentinel, panics.
 #![no_main]
 
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! The `[cluster]` section of the daemon's config file: a static membership list, the same
-//! on every node, and which node this one is (scale-out issue, item 1).
+//! on every node, and which node this one is.
 
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! Scale-out: a table sharded over several daemons (the scale-out issue). A static
+//! Scale-out: a table sharded over several daemons. A static
 //! membership list ([`ClusterConfig`]), the same on every node; sharded tables whose shards
 //! are ordinary tables spread over the nodes ([`shards`]); actions that fan out to every
 //! shard (this file); plans whose endpoints carry the location of the node that holds

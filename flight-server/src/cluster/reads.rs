@@ -1,4 +1,4 @@
-//! Reads of a sharded table (scale-out issue, item 3): `GetFlightInfo` on any node plans
+//! Reads of a sharded table: `GetFlightInfo` on any node plans
 //! every shard on the node that holds it and answers every shard's endpoints, each with
 //! the **location** of that node (Flight's own mechanism: a client reads each endpoint
 //! there, in parallel). Any node also serves any shard's ticket (it forwards the stream),

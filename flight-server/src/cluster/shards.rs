@@ -1,5 +1,5 @@
 //! Sharded tables: their definitions (the shard map), kept by every node, and the routing
-//! of a record to its shard by its shard key (scale-out issue, items 2 and 4).
+//! of a record to its shard by its shard key.
 //!
 //! Shard `i` of table `T` is an ordinary table named `T.shard-i` on node `i mod N` (`N`:
 //! the number of nodes when `T` was made); it keeps its own log, PSFs, safe boundaries and

@@ -1,4 +1,4 @@
-//! Ingestion into a sharded table through any node (scale-out issue, item 4): the node
+//! Ingestion into a sharded table through any node: the node
 //! splits each DoPut batch by the records' shard key ([`ShardedTable::shard_of`]),
 //! ingests the rows of the shards it holds and forwards the others over one DoPut stream
 //! per shard to the nodes holding them; a batch is acknowledged once every shard it
@@ -9,7 +9,7 @@
 //! table commits it on every shard).
 //!
 //! Up to [`PIPELINE_DEPTH`] batches are in flight at once: each shard's rows go down its
-//! lane in order (a blocking ingestion worker for a shard held here, a DoPut stream for a
+//! lane in order (the put pipeline, `crate::put`, for a shard held here, a DoPut stream for a
 //! remote one, whose acknowledgements come back in order), and the batches are answered in
 //! order. It is still the slower way in (one more hop, every record's shard key read);
 //! writers that know the shard map can send each record to its node directly.
@@ -29,16 +29,14 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Status, Streaming};
 
-use shoal_ops::catalog::Catalog;
+use shoal_ops::catalog::{Catalog, TableEntry};
 use shoal_ops::ops;
 use shoal_ops::protocol::BatchMetadata;
 
 use super::{Cluster, ShardedTable};
 use crate::limits::Stop;
+use crate::put::{self, PutBatch, PIPELINE_DEPTH};
 use crate::rpc::{status, BoxedStream};
-
-/// Batches of one stream that may be between splitting and their acknowledgement.
-const PIPELINE_DEPTH: usize = 4;
 
 /// A shard's part of a batch: the shard, its rows, and the batch's row of each of them
 /// (`None`: the whole batch, or an empty part).
@@ -47,21 +45,15 @@ type Part = (usize, RecordBatch, Option<Vec<u32>>);
 /// A shard's answer to its part of a batch, when it comes.
 type PartReply = oneshot::Receiver<Result<Value, Status>>;
 
-/// One part for a shard held here: ingested in order by the lane's worker.
-struct LocalPart {
-    part: RecordBatch,
-    metadata: BatchMetadata,
-    number: usize,
-    reply: oneshot::Sender<Result<Value, Status>>,
-}
+/// The queue of parts waiting for their answers, which come back in order.
+type Waiting = mpsc::UnboundedSender<oneshot::Sender<Result<Value, Status>>>;
 
 /// Where one shard's rows of a stream go.
 enum Lane {
-    /// A shard held here: its blocking ingestion worker.
-    Local(mpsc::Sender<LocalPart>),
-    /// A DoPut stream to the node holding the shard, and the queue of parts waiting for
-    /// their acknowledgement (which come back in order).
-    Remote { sender: mpsc::Sender<FlightData>, waiting: mpsc::UnboundedSender<oneshot::Sender<Result<Value, Status>>> },
+    /// A shard held here: the put pipeline into its table ([`crate::put`]).
+    Local { entry: Arc<TableEntry>, work: mpsc::Sender<Result<PutBatch, Status>>, waiting: Waiting },
+    /// A DoPut stream to the node holding the shard.
+    Remote { sender: mpsc::Sender<FlightData>, waiting: Waiting },
 }
 
 impl Cluster {
@@ -230,24 +222,23 @@ impl Cluster {
         let name = table.shard_table(shard);
         if node == self.me {
             let entry = catalog.get(&name).map_err(status)?;
-            let (sender, mut parts) = mpsc::channel::<LocalPart>(PIPELINE_DEPTH);
-            tokio::task::spawn_blocking(move || {
-                // In order: a writer's serials must reach the table in order.
-                while let Some(LocalPart { part, metadata, number, reply }) = parts.blocking_recv() {
-                    match ops::ingest_batch(&entry, &part, &metadata, number) {
-                        Ok(ingested) => {
-                            // Waiting for durability may overlap the next batch's ingestion.
-                            tokio::task::spawn_blocking(move || {
-                                let _ = reply.send(ops::acknowledge(ingested).map_err(status));
-                            });
-                        }
-                        Err(e) => {
-                            let _ = reply.send(Err(status(e)));
-                        }
+            let (work, batches) = mpsc::channel::<Result<PutBatch, Status>>(PIPELINE_DEPTH);
+            // The routed stream holds its place for its life: the parts hold none. Its
+            // durability waits end with the stream (no client waits on this lane alone).
+            let mut answers = put::ingest_in_order(batches, || false);
+            let (waiting, mut waiters) = mpsc::unbounded_channel::<oneshot::Sender<Result<Value, Status>>>();
+            tokio::spawn(async move {
+                // The pipeline answers the parts in the order they were sent.
+                while let Some(waiter) = waiters.recv().await {
+                    let answer = answers.recv().await.unwrap_or_else(|| Err(Status::internal("the shard's ingestion stopped before it answered the batch")));
+                    let failed = answer.is_err();
+                    let _ = waiter.send(answer);
+                    if failed {
+                        return; // the waiters behind it see their sender dropped
                     }
                 }
             });
-            return Ok(Lane::Local(sender));
+            return Ok(Lane::Local { entry, work, waiting });
         }
         let (sender, receiver) = mpsc::channel::<FlightData>(4 * PIPELINE_DEPTH);
         let mut first: FlightData = SchemaAsIpc::new(schema, &arrow_ipc::writer::IpcWriteOptions::default()).into();
@@ -342,11 +333,13 @@ fn record_of_the_batch(message: &str, rows: &[u32]) -> String {
 async fn send_part(lane: &Lane, schema: &SchemaRef, part: RecordBatch, metadata: &BatchMetadata, raw: &[u8], number: usize) -> PartReply {
     let (reply, answer) = oneshot::channel();
     match lane {
-        Lane::Local(worker) => {
-            let work = LocalPart { part, metadata: metadata.clone(), number, reply };
-            if let Err(mpsc::error::SendError(work)) = worker.send(work).await {
-                let _ = work.reply.send(Err(Status::internal("the shard's ingestion worker stopped")));
+        Lane::Local { entry, work, waiting } => {
+            if waiting.send(reply).is_err() {
+                return answer; // the answers stopped: the reply was dropped, the part fails
             }
+            let batch = PutBatch { entry: Arc::clone(entry), batch: part, metadata: metadata.clone(), number, place: None };
+            // A pipeline that stopped answers the waiting parts (or drops their replies).
+            let _ = work.send(Ok(batch)).await;
         }
         Lane::Remote { sender, waiting } => {
             let messages = match arrow_flight::utils::batches_to_flight_data(schema, [&part]) {

@@ -1,6 +1,5 @@
-"""A table sharded over three daemons (the scale-out issue): three `shoal serve` processes
-on loopback, one membership list; every answer is compared with one daemon holding the
-same records."""
+"""A table sharded over three daemons: three `shoal serve` processes on loopback, one
+membership list; every answer is compared with one daemon holding the same records."""
 
 import json
 import secrets

@@ -1,6 +1,7 @@
-"""The columnar tier through the daemon (issue 16): queries over compacted data agree with
-a pure-Python oracle and with a table whose tier is off; the plan shows the columnar scans;
-after a SIGKILL with a damaged file, the daemon gives the same answers and rebuilds it."""
+"""The columnar tier through the daemon: queries over compacted data agree with a
+pure-Python oracle and with a table whose tier is off; the plan shows the columnar
+scans; after a SIGKILL with a damaged file, the daemon gives the same answers and
+rebuilds it."""
 
 import json
 import signal

@@ -1,7 +1,7 @@
-"""Following a table by log address (streaming reads, issue 24 item 1): answers that start
-where the previous one was complete (`complete_until` in the plan) return every record
-exactly once while another client ingests, through PSF chains and full scans; `_address`
-gives each row its record's address; `durable_only` stops at the durable address."""
+"""Following a table by log address (streaming reads): answers that start where the
+previous one was complete (`complete_until` in the plan) return every record exactly
+once while another client ingests, through PSF chains and full scans; `_address` gives
+each row its record's address; `durable_only` stops at the durable address."""
 
 import json
 import threading

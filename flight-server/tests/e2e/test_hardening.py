@@ -1,6 +1,6 @@
-"""Regression tests of the hardening issue: the probes that took the daemon down, hid
-data or held resources, re-run against the real `shoal` binary with a pyarrow client.
-Each failed before its fix."""
+"""Regression tests of outside probes that took the daemon down, hid data or held
+resources, re-run against the real `shoal` binary with a pyarrow client. Each failed
+before its fix."""
 
 import json
 import signal
@@ -27,7 +27,7 @@ def records(n: int, start: int = 0) -> list[str]:
 
 
 def test_huge_filters_are_refused_and_the_daemon_lives(daemon):
-    """Item 1: `" AND ".join(["id >= 0"] * 3000)` overflowed a worker's stack (SIGABRT)."""
+    """`" AND ".join(["id >= 0"] * 3000)` overflowed a worker's stack (SIGABRT)."""
     client = daemon.client()
     action(client, "create_table", {"name": "t"})
     put(client, "t", records(10))
@@ -52,7 +52,7 @@ def test_huge_filters_are_refused_and_the_daemon_lives(daemon):
 
 
 def test_sigkill_after_a_checkpoint_of_an_open_page_keeps_every_record_queryable(tmp_path):
-    """Item 2: after checkpoint + SIGKILL, count(*) said 2,000 but the schema was empty,
+    """After checkpoint + SIGKILL, count(*) said 2,000 but the schema was empty,
     SELECT * returned nothing and `columns: ["id"]` was an unknown column."""
     data = tmp_path / "data"
     d = Daemon(data)
@@ -75,7 +75,7 @@ def test_sigkill_after_a_checkpoint_of_an_open_page_keeps_every_record_queryable
 
 
 def test_in_memory_table_refuses_what_does_not_fit_and_keeps_what_it_acknowledged(start_daemon):
-    """Item 3: with --in-memory and a ring smaller than the data, 15,648 of 60,000
+    """With --in-memory and a ring smaller than the data, 15,648 of 60,000
     acknowledged records were left, the plan still saying exact."""
     d = start_daemon("--in-memory", "--memory-budget-mb", "1")
     client = d.client()
@@ -133,7 +133,7 @@ def test_in_memory_transactions_stage_at_most_what_their_table_can_hold(start_da
 
 
 def test_keys_that_need_quoting_do_not_break_whole_record_queries(daemon):
-    """Item 4: one `{"a.b": 1}` made every query without columns fail with INTERNAL."""
+    """One `{"a.b": 1}` made every query without columns fail with INTERNAL."""
     client = daemon.client()
     action(client, "create_table", {"name": "t"})
     put(client, "t", ['{"id": 1}', '{"a.b": 2}', '{"foo bar": 3}', '{"": 4}'])
@@ -146,7 +146,7 @@ def test_keys_that_need_quoting_do_not_break_whole_record_queries(daemon):
 
 
 def test_sigterm_with_a_put_stream_open_exits_after_the_grace_period(start_daemon):
-    """Item 6: SIGTERM while a client held a DoPut stream open: the daemon still ran and
+    """SIGTERM while a client held a DoPut stream open: the daemon still ran and
     acknowledged batches 30 s later. Now: the grace period, then cancel, flush, exit 0."""
     d = start_daemon("--shutdown-grace-secs", "2")
     client = d.client()
@@ -169,7 +169,7 @@ def test_sigterm_with_a_put_stream_open_exits_after_the_grace_period(start_daemo
 
 
 def test_durability_waits_are_bounded(start_daemon):
-    """Item 7: make_durable for an address never reached held a thread for 60 s each."""
+    """make_durable for an address never reached held a thread for 60 s each."""
     d = start_daemon()
     client = d.client()
     action(client, "create_table", {"name": "t"})
@@ -191,7 +191,7 @@ def test_durability_waits_are_bounded(start_daemon):
 
 
 def test_abandoned_durability_waits_end_with_their_clients(start_daemon):
-    """Item 7: a make_durable whose client gave up kept its thread and its place among
+    """A make_durable whose client gave up kept its thread and its place among
     the 64 waits for 60 s, so 64 abandoned calls shut every later one out."""
     d = start_daemon()
     client = d.client()
@@ -259,7 +259,7 @@ def test_concurrent_scans_are_bounded_and_wait_for_a_place(start_daemon, tmp_pat
     ],
 )
 def test_settings_out_of_range_stop_the_start_naming_the_setting(tmp_path, flag, value, message):
-    """Item 8: `group_commit_ms = 2^64-1` was accepted, then every DoPut hung."""
+    """`group_commit_ms = 2^64-1` was accepted, then every DoPut hung."""
     result = subprocess.run(
         [str(shoal_binary()), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"), flag, value],
         capture_output=True,
@@ -271,7 +271,7 @@ def test_settings_out_of_range_stop_the_start_naming_the_setting(tmp_path, flag,
 
 
 def test_long_inputs_echoed_in_errors_stay_invalid_argument(daemon):
-    """Item 8: errors that echoed ~16 KB of input arrived as RESOURCE_EXHAUSTED
+    """Errors that echoed ~16 KB of input arrived as RESOURCE_EXHAUSTED
     'metadata size exceeds hard limit' instead of the real error."""
     client = daemon.client()
     action(client, "create_table", {"name": "t"})
@@ -291,7 +291,7 @@ def test_long_inputs_echoed_in_errors_stay_invalid_argument(daemon):
 
 
 def test_bearer_token_from_a_file(start_daemon, tmp_path):
-    """Item 8: the token was only a flag (visible in `ps`)."""
+    """The token was only a flag (visible in `ps`)."""
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-from-file\n")
     d = start_daemon("--auth-token-file", str(token_file))
@@ -309,7 +309,7 @@ def rss_bytes(pid: int) -> int:
 
 
 def test_empty_tables_cost_little_and_their_number_and_memory_are_bounded(start_daemon, tmp_path):
-    """Item 5: about 272 MB resident per empty table (ring populated up front; 4.4 MiB
+    """About 272 MB resident per empty table (ring populated up front; 4.4 MiB
     now: one 4 MiB frame and the index buckets touched); nothing
     capped the number of tables or the memory they reserve."""
     d = start_daemon()
@@ -336,7 +336,7 @@ def test_empty_tables_cost_little_and_their_number_and_memory_are_bounded(start_
 
 
 def test_a_keyed_tables_key_index_cannot_grow_past_the_memory_limit(tmp_path):
-    """Item 5 (global memory budget): a keyed table's key index grows with every new key,
+    """Global memory budget: a keyed table's key index grows with every new key,
     after `create_table` checked the daemon's limit; nothing refused that growth. Now a
     keyed table's batches are refused with RESOURCE_EXHAUSTED once the daemon's tables
     reserve more than max_memory_bytes, and every key acknowledged before is there."""

@@ -1,9 +1,9 @@
-"""Keyed tables through the daemon (issue 18): `create_table` with a `primary_key`, DoPut
-batches with an `op` column (upsert, delete, merge), queries that see each key's latest
-version (full scans, index scans on the key and on a PSF, aggregates, time travel by
-`to_address`), clear errors for bad keys and ops, SIGKILL recovery of every
-acknowledged operation, exactly once (also when the kill lands in a log compaction), and
-log compaction (`compact`, retention) that keeps every live row."""
+"""Keyed tables through the daemon: `create_table` with a `primary_key`, DoPut batches
+with an `op` column (upsert, delete, merge), queries that see each key's latest version
+(full scans, index scans on the key and on a PSF, aggregates, time travel by
+`to_address`), clear errors for bad keys and ops, SIGKILL recovery of every acknowledged
+operation, exactly once (also when the kill lands in a log compaction), and log
+compaction (`compact`, retention) that keeps every live row."""
 
 import json
 import random

@@ -1,4 +1,4 @@
-"""Operations (issue 19, item 6): the gRPC health service on the Flight port."""
+"""Operations: the gRPC health service on the Flight port."""
 
 import grpc
 import pytest

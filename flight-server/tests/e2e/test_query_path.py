@@ -1,5 +1,5 @@
-"""The query path (query-path issue): exact limits over every endpoint, raw JSON output,
-one-call DoGet (the query command as the ticket), and tickets that carry their plan."""
+"""The query path: exact limits over every endpoint, raw JSON output, one-call DoGet
+(the query command as the ticket), and tickets that carry their plan."""
 
 import json
 import subprocess

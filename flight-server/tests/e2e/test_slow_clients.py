@@ -1,9 +1,9 @@
-"""Slow and stalled clients cost others nothing (the issue "Hostile callers and slow clients",
-item 3): DoPut streams left open and silent hold no place among the ingesting streams and are
-ended after `stream_idle_timeout_secs`; unread DoGet streams hold at most half the scan places
-(per connection) and are ended likewise, their places going to waiting scans; a scan that
-waits longer than `scan_wait_timeout_ms` is refused naming the limit; connections that dribble
-their HTTP/2 preface are closed after `handshake_timeout_secs`. Each against the real daemon."""
+"""Slow and stalled clients cost others nothing: DoPut streams left open and silent hold no
+place among the ingesting streams and are ended after `stream_idle_timeout_secs`; unread DoGet
+streams hold at most half the scan places (per connection) and are ended likewise, their places
+going to waiting scans; a scan that waits longer than `scan_wait_timeout_ms` is refused naming
+the limit; connections that dribble their HTTP/2 preface are closed after
+`handshake_timeout_secs`. Each against the real daemon."""
 
 import json
 import socket

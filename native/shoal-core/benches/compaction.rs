@@ -1,12 +1,13 @@
-//! The compactor's work per columnar file (issue 16's "compaction ≥ 300 MB/s of JSON per
-//! core"): GitHub Archive events, repeated to one file's worth of log (64 MiB, ~33,000
-//! records, ~690 paths), shredded into columns and encoded as Parquet by the compactor's own
-//! `write_file`, on one thread with nothing else running — the rate `shoal-bench --cases
-//! compaction` measures beside ingestion, without its noise.
+//! The compactor's work per columnar file (target: "compaction ≥ 300 MB/s of JSON per
+//! core", bench/README.md, "Columnar tier"): GitHub Archive events, repeated to one
+//! file's worth of log (64 MiB, ~33,000 records, ~690 paths), shredded into columns and
+//! encoded as Parquet by the compactor's own `write_file`, on one thread with nothing
+//! else running — the rate `shoal-bench --cases compaction` measures beside ingestion,
+//! without its noise.
 //!
 //! A second case writes the same records as one file per event `type` (14 files, each
 //! with only its own rows' paths): what files partitioned by record shape would cost —
-//! an experiment for issue 16's rate target, not what the compactor does.
+//! an experiment for the compaction rate target, not what the compactor does.
 //!
 //! Data: `scripts/fetch-data.sh` writes `data/github/events.ndjson`; another file can be
 //! given with `SHOAL_GITHUB_EVENTS`. Run:

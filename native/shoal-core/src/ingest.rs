@@ -480,11 +480,11 @@ impl Table {
 }
 
 impl Table {
-    /// Refuses a batch before writing anything while the log device fails (e.g. the
-    /// disk is full) in a table whose writes are acknowledged only once durable: they
-    /// could not be, and records accepted into memory would be visible although their
-    /// writer was told they failed (hardening issue, item 8: 7,000 such rows on a full
-    /// disk). Tables with `durability = none` keep accepting into memory.
+    /// Refuses a batch before writing anything while the log device fails (e.g. the disk
+    /// is full) in a table whose writes are acknowledged only once durable: they could
+    /// not be, and records accepted into memory would be visible although their writer
+    /// was told they failed (7,000 such rows on a full disk before this check). Tables
+    /// with `durability = none` keep accepting into memory.
     ///
     /// # Errors
     /// The device's error ([`Error::Io`], e.g. `ENOSPC`).

@@ -1,8 +1,8 @@
 //! Anonymous memory that costs nothing until it is used: the page ring of the hybrid log
 //! and the hash index's main buckets are mapped zero-filled by the kernel and faulted in
 //! as they are touched (or, for the ring, frame by frame in one call), so that an empty
-//! table holds a few MiB instead of its whole memory budget (hardening issue, item 5:
-//! 272 MB resident per empty table when both were populated at creation).
+//! table holds a few MiB instead of its whole memory budget (it was 272 MB resident per
+//! empty table when both were populated at creation).
 
 use std::marker::PhantomData;
 use std::ops::Deref;

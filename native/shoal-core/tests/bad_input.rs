@@ -1,6 +1,6 @@
-//! Invalid JSON never reaches the log and never disturbs what is already there
-//! (DESIGN.md, Parser: "never a crash, never a half-written record"), checked with every
-//! file of JSONTestSuite (<https://github.com/nst/JSONTestSuite>, `test_parsing/`):
+//! Invalid JSON never reaches the log and never disturbs what is already there (a record
+//! is accepted iff it is exactly one JSON value: docs/design.md, "Parser"), checked with
+//! every file of JSONTestSuite (<https://github.com/nst/JSONTestSuite>, `test_parsing/`):
 //! `n_*` files must be rejected, `y_*` files accepted, `i_*` files (implementation
 //! defined) may go either way but must not panic.
 //!
@@ -443,10 +443,10 @@ fn the_log_records_fast_inference_agrees_with_observe_on_every_valid_file() {
     assert!(compared > 90, "only {compared} valid files");
 }
 
-/// Regression (hardening issue, item 4): one record with a top-level key that needs
-/// quoting in a path (`a.b`, `foo bar`, the empty key) made every query without columns
-/// fail ("Record batch schema does not match input schema"): the announced schema named
-/// the column by its key, the batches by the quoted path. Both now name it by the key.
+/// Regression: one record with a top-level key that needs quoting in a path (`a.b`,
+/// `foo bar`, the empty key) made every query without columns fail ("Record batch schema
+/// does not match input schema"): the announced schema named the column by its key, the
+/// batches by the quoted path. Both now name it by the key.
 #[test]
 fn keys_that_need_quoting_do_not_break_whole_record_scans() {
     let table = Table::create(TableConfig::in_memory(16 << 20)).expect("table");

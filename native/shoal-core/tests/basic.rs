@@ -155,9 +155,9 @@ fn schema_between_batches_counts_each_record_once_and_matches_a_fresh_observatio
     assert_eq!(schema.arrow_schema(), oracle.arrow_schema());
 }
 
-/// Regression (hardening issue, item 3): an in-memory table whose ring was smaller than
-/// the data evicted acknowledged records (15,648 of 60,000 left, scans still "exact").
-/// Now a batch that does not fit is refused whole, and every acknowledged record stays.
+/// Regression: an in-memory table whose ring was smaller than the data evicted
+/// acknowledged records (15,648 of 60,000 left, scans still "exact"). Now a batch that
+/// does not fit is refused whole, and every acknowledged record stays.
 #[test]
 fn in_memory_table_refuses_a_batch_that_does_not_fit_and_loses_nothing_acknowledged() {
     let mut config = TableConfig::in_memory(8 << 12);

@@ -1,7 +1,7 @@
-//! The columnar tier (issue 16): every query gives the same rows with the tier on and
-//! off — on GitHub events and on records made to break it (types that change between
-//! records and between files, fields that appear late, nulls vs missing, nesting past
-//! the depth limit, arrays of objects, unicode keys, numbers beyond i64, JSONTestSuite's
+//! The columnar tier: every query gives the same rows with the tier on and off — on
+//! GitHub events and on records made to break it (types that change between records and
+//! between files, fields that appear late, nulls vs missing, nesting past the depth
+//! limit, arrays of objects, unicode keys, numbers beyond i64, JSONTestSuite's
 //! must-accept objects) — and its files are rebuilt when damaged, and go with retention.
 
 mod common;

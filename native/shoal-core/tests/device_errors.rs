@@ -69,11 +69,11 @@ fn disk_full_stops_ingestion_with_a_clear_error_and_ingestion_resumes_when_space
     assert_eq!(count(&table), acknowledged);
 }
 
-/// Hardening issue, item 8: on a full disk, batches of a durable table that could not be
-/// made durable stayed visible (7,000 rows; 312 after a restart), so a resend without
-/// writer serials duplicated them. Now a batch is refused before anything is written
-/// while the device fails, and the records of a batch that failed to become durable are
-/// withdrawn, in memory and in what is later flushed.
+/// Regression: on a full disk, batches of a durable table that could not be made durable
+/// stayed visible (7,000 rows; 312 after a restart), so a resend without writer serials
+/// duplicated them. Now a batch is refused before anything is written while the device
+/// fails, and the records of a batch that failed to become durable are withdrawn, in
+/// memory and in what is later flushed.
 #[test]
 fn batches_that_cannot_be_made_durable_are_refused_or_withdrawn() {
     use shoal_core::table::DurabilityPolicy;
@@ -122,11 +122,11 @@ fn batches_that_cannot_be_made_durable_are_refused_or_withdrawn() {
     assert_eq!(count(&table), 200);
 }
 
-/// Hardening issue, item 8, the rest: records of a failed batch that a flush had written
-/// before the disk filled were withdrawn in memory only, so they came back once their
-/// page was read from the device (its frame reused, or after a restart: 312 rows in the
-/// probe). Now their addresses are listed on the device (`withdrawn.bin`, preallocated so
-/// that a full disk takes the list) and device reads return them invalid.
+/// Regression, the lasting half of withdrawal: records of a failed batch that a flush had
+/// written before the disk filled were withdrawn in memory only, so they came back once
+/// their page was read from the device (its frame reused, or after a restart: 312 rows in
+/// the full-disk probe). Now their addresses are listed on the device (`withdrawn.bin`,
+/// preallocated so that a full disk takes the list) and device reads return them invalid.
 #[test]
 fn records_withdrawn_after_their_page_was_flushed_stay_withdrawn_when_read_back() {
     withdraw_a_batch_whose_first_pages_were_flushed(false);

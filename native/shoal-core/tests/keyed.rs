@@ -1,13 +1,13 @@
-//! Keyed tables (issue 18): random sequences of upserts, deletes and merges — repeated
-//! keys, keys that come back after a delete, merges that add, change and remove nested
-//! fields — against a dictionary oracle. After every batch, every kind of query (full
-//! scans, index scans on the key and on a secondary PSF, filters no PSF covers, pushed
-//! aggregates, the key index's counts) equals the oracle; at the end, queries at every
-//! earlier snapshot (`to_address`, time travel) equal the oracle of that moment, and so do
-//! they after the table is closed and recovered. Pages are small and the memory budget
-//! tiny, so versions and chains reach the segment files. Log compactions at random points
-//! (roll to tail) change nothing a query sees, drop every obsolete version below them,
-//! and refuse time travel below their snapshot horizon.
+//! Keyed tables: random sequences of upserts, deletes and merges — repeated keys, keys
+//! that come back after a delete, merges that add, change and remove nested fields —
+//! against a dictionary oracle. After every batch, every kind of query (full scans, index
+//! scans on the key and on a secondary PSF, filters no PSF covers, pushed aggregates, the
+//! key index's counts) equals the oracle; at the end, queries at every earlier snapshot
+//! (`to_address`, time travel) equal the oracle of that moment, and so do they after the
+//! table is closed and recovered. Pages are small and the memory budget tiny, so versions
+//! and chains reach the segment files. Log compactions at random points (roll to tail)
+//! change nothing a query sees, drop every obsolete version below them, and refuse time
+//! travel below their snapshot horizon.
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;

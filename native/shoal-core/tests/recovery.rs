@@ -119,9 +119,9 @@ fn reopened_table_has_every_record_psf_and_chain() {
     check_against_oracle(&table, &records);
 }
 
-/// Regression (hardening issue, item 2): a checkpoint taken while the first page was
-/// still open covers no record (`schema_observed_until` = the first address); after a
-/// crash, recovery must infer the schema and count the records of that page again.
+/// Regression: a checkpoint taken while the first page was still open covers no record
+/// (`schema_observed_until` = the first address); after a crash, recovery must infer the
+/// schema and count the records of that page again.
 #[test]
 fn crash_after_checkpoint_of_an_open_page_keeps_schema_and_counts() {
     let dir = tempfile::tempdir().expect("dir");

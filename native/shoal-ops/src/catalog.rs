@@ -34,10 +34,10 @@ impl TableEntry {
     /// Refuses a batch (or a transaction's staging) of a keyed table while the tables of
     /// the daemon reserve more than its memory limit (`max_memory_bytes`): a keyed table's
     /// key index grows with every new key and version (`stats.keys.memory_bytes`), so
-    /// its ingestion is where the reservation of existing tables grows (hardening issue,
-    /// item 5). The check comes before the batch, so the limit is passed by at most the
-    /// batches in flight. Append-only tables' ingestion reserves nothing new (their ring
-    /// and index are reserved at creation) and is not checked.
+    /// its ingestion is where the reservation of existing tables grows. The check comes
+    /// before the batch, so the limit is passed by at most the batches in flight.
+    /// Append-only tables' ingestion reserves nothing new (their ring and index are
+    /// reserved at creation) and is not checked.
     ///
     /// # Errors
     /// `RESOURCE_EXHAUSTED` naming the limit, the reservation and this table's key index

@@ -1,7 +1,7 @@
 //! The operations' error: a protocol error class and a message (`docs/protocol.md`,
 //! "Errors"). The Flight service maps the class onto the gRPC status code of the same
-//! name (in one place, `flight-server/src/service.rs`); the embedded mode hands the
-//! class's name to the JVM.
+//! name (in one place, `status` in `flight-server/src/rpc.rs`); the embedded mode
+//! hands the class's name to the JVM.
 
 use std::fmt;
 

@@ -38,8 +38,8 @@
 //!   half-updated table against an append-only table of the same live rows (Perseid's
 //!   validation overhead); a primary-key lookup against a PSF point lookup of one record.
 //!
-//! * `compaction` — the columnar tier's compactor (issue 16's "≥ 300 MB/s of JSON per
-//!   core"): the records ingested into a disk table (no PSF), then timed until every
+//! * `compaction` — the columnar tier's compactor (target: ≥ 300 MB/s of JSON per
+//!   core): the records ingested into a disk table (no PSF), then timed until every
 //!   flushed page is in a columnar file; reported as MB of JSON per second of compactor
 //!   time (summed over its threads, `--compactor-threads`, one by default) and of its
 //!   threads' CPU time, the Parquet bytes as a share of the JSON, how long after ingestion
@@ -843,7 +843,8 @@ fn keyed_bench_ingest(records: &[&[u8]], keyed: bool, budget: usize) -> BoxResul
     Ok((table, start.elapsed()))
 }
 
-/// Issue 18's targets, as ratios to append-only tables measured in the same run.
+/// The keyed tables' targets (bench/README.md, "Engine (`shoal-bench`)"), as ratios to
+/// append-only tables measured in the same run.
 fn keyed_section(records: &[&[u8]], budget: usize, reps: usize) -> BoxResult<()> {
     let half = &records[..records.len() / 2];
     // The second half of this stream re-upserts the first half's keys.

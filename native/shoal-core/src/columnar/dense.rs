@@ -3,10 +3,10 @@
 //! full length (zeroed: nulls) at the path's first value of that type, and each value is
 //! written at its row. A sparse path costs its values, not the file's rows: padding every
 //! column with a null per row, and growing every column's buffers by doubling, was the
-//! larger half of the compactor's pass before (bench/README.md, "Issue 16: compaction,
-//! columns built whole") — GitHub events spread ~690 paths over ~33,000 rows per file,
-//! ~43 values a row. Arrays' items, whose count is not known before, are kept as [`Cell`]s
-//! and built the same way at the end.
+//! larger half of the compactor's pass before (bench/README.md, "Columnar tier": columns
+//! allocated whole, nulls not padded per row) — GitHub events spread ~690 paths over
+//! ~33,000 rows per file, ~43 values a row. Arrays' items, whose count is not known
+//! before, are kept as [`Cell`]s and built the same way at the end.
 
 use std::sync::Arc;
 

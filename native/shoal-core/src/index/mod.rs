@@ -76,7 +76,7 @@ impl EntrySlot<'_> {
 /// The hash index: a power-of-two array of buckets plus overflow buckets.
 pub struct HashIndex {
     /// Main buckets, zero-filled by the kernel as they are first touched: an empty
-    /// table's index (2^18 buckets, 16 MiB) takes almost no memory (hardening item 5).
+    /// table's index (2^18 buckets, 16 MiB) takes almost no memory.
     buckets: ZeroedArray<HashBucket>,
     /// The main buckets were faulted in, at the first insert: random hashing touches
     /// them all soon after, one read fault and one write fault per page otherwise

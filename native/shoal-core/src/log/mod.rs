@@ -129,16 +129,15 @@ pub struct HybridLog {
     /// frame faulted in (zero-filled by the kernel) in one call shortly before the first
     /// page that uses it opens (`populated_until_page`), so that an empty table holds one
     /// frame, not its whole budget (it held all of it with `MAP_POPULATE` at creation:
-    /// 272 MB per empty table, hardening issue item 5). Faulting frames in page by page
-    /// as records arrive made the first pass through the ring 1.5–2× slower
-    /// (`shoal-bench`, 200 MB: 625–966 against 1300–1650 MB/s; with transparent huge
-    /// pages, 292–1485 MB/s, compaction stalls included); one `madvise` per frame from the
-    /// writer, 25–35% slower; from the flush thread ahead of the tail (with the index
-    /// populated at its first insert), 0.91–0.99× the populated-at-creation ring.
-    /// Zeroing memory from the allocator (`alloc_zeroed` of page-aligned frames: the
-    /// kernel's zeroing on each fault, then a `memset`) zeroed it twice: a daemon's first
-    /// `create_table` with a 1 GiB ring took 2.6 s that way and 1.2 s mapped (one run each,
-    /// on a noisy machine).
+    /// 272 MB resident per empty table). Faulting frames in page by page as records
+    /// arrive made the first pass through the ring 1.5–2× slower (`shoal-bench`, 200 MB:
+    /// 625–966 against 1300–1650 MB/s; with transparent huge pages, 292–1485 MB/s,
+    /// compaction stalls included); one `madvise` per frame from the writer, 25–35%
+    /// slower; from the flush thread ahead of the tail (with the index populated at its
+    /// first insert), 0.91–0.99× the populated-at-creation ring. Zeroing memory from the
+    /// allocator (`alloc_zeroed` of page-aligned frames: the kernel's zeroing on each
+    /// fault, then a `memset`) zeroed it twice: a daemon's first `create_table` with a
+    /// 1 GiB ring took 2.6 s that way and 1.2 s mapped (one run each, on a noisy machine).
     ring: AnonymousMemory,
     /// First-pass pages below this one have their frame populated (or being populated):
     /// the flush thread populates [`POPULATE_AHEAD_PAGES`] ahead of the tail so that
@@ -518,13 +517,14 @@ impl HybridLog {
         !self.device.is_null()
     }
 
-    /// Makes the withdrawal of in-memory records lasting (hardening issue, item 8):
-    /// `in_memory` are records whose in-memory header the caller has just marked invalid,
-    /// `on_device` records below the head address; those a flush may have written valid
-    /// — every one of `on_device`, and those of `in_memory` below `flushed_until` once the
-    /// flush under way (if any) has finished — are listed in the device's withdrawn
-    /// records (`withdrawn.bin`), so that reads from the device return them invalid. Returns
-    /// the addresses listed, sorted. No-op on the null device.
+    /// Makes the withdrawal of in-memory records lasting (a batch that could not be made
+    /// durable, e.g. on a full disk): `in_memory` are records whose in-memory header the
+    /// caller has just marked invalid, `on_device` records below the head address; those
+    /// a flush may have written valid — every one of `on_device`, and those of
+    /// `in_memory` below `flushed_until` once the flush under way (if any) has finished —
+    /// are listed in the device's withdrawn records (`withdrawn.bin`), so that reads from
+    /// the device return them invalid. Returns the addresses listed, sorted. No-op on the
+    /// null device.
     ///
     /// # Errors
     /// [`Error::Io`] when the list cannot be written and synced (then the records stay

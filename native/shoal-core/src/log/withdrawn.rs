@@ -1,16 +1,16 @@
 //! Records withdrawn after they may have reached the device: the lasting half of
-//! [`crate::table::Table::withdraw`] (hardening issue, item 8).
+//! [`crate::table::Table::withdraw`].
 //!
 //! A batch that cannot be made durable (the disk is full) is withdrawn: its records'
 //! headers get the invalid bit in memory, and every page flushed afterwards carries it.
 //! Pages of the batch flushed *before* the failure hold the records as written, valid,
 //! and would come back when they are read from the device (after their frame is reused,
-//! or after a restart: 312 such rows in the hardening probe). Rewriting those pages in
-//! place would be a torn-page risk on the very pages that were durable; instead their
-//! addresses are kept in `withdrawn.bin` beside the segment files, and every read from
-//! the device sets the invalid bit of a listed record in the bytes it returns (a whole
-//! page after its checksum was checked), so scans, chain walks, the columnar compactor
-//! and recovery skip the record as they skip one withdrawn in memory.
+//! or after a restart: 312 such rows in the full-disk probe, `bench/probe.py`). Rewriting
+//! those pages in place would be a torn-page risk on the very pages that were durable;
+//! instead their addresses are kept in `withdrawn.bin` beside the segment files, and
+//! every read from the device sets the invalid bit of a listed record in the bytes it
+//! returns (a whole page after its checksum was checked), so scans, chain walks, the
+//! columnar compactor and recovery skip the record as they skip one withdrawn in memory.
 //!
 //! The file is written before it is needed: created with [`PREALLOCATED_BYTES`] of
 //! zeros, so that adding entries overwrites blocks the file already has and works on a

@@ -141,8 +141,8 @@ impl Table {
     }
 
     /// As [`Table::wait_durable`], but gives up as soon as `keep_waiting` (asked every
-    /// few milliseconds) says no, e.g. when the client that waits went away (hardening
-    /// issue, item 7).
+    /// few milliseconds) says no, e.g. when the client that waits went away, so that its
+    /// thread is not held until `timeout`.
     ///
     /// # Errors
     /// As [`Table::wait_durable`]; [`Error::Cancelled`] when `keep_waiting` said no.

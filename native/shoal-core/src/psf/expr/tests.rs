@@ -28,9 +28,9 @@ fn on_small_stack<T: Send + 'static>(stack_bytes: usize, f: impl FnOnce() -> T +
     std::thread::Builder::new().stack_size(stack_bytes).spawn(f).unwrap().join().unwrap()
 }
 
-/// Regression (hardening issue, item 1): `" AND ".join(["id >= 0"] * 3000)` overflowed
-/// a server thread's stack. Chains up to the operator limit parse on a 1 MiB stack
-/// (half a tokio worker's) in a debug build; longer ones are refused by name.
+/// Regression: `" AND ".join(["id >= 0"] * 3000)` overflowed a server thread's stack.
+/// Chains up to the operator limit parse on a 1 MiB stack (half a tokio worker's) in a
+/// debug build; longer ones are refused by name.
 #[test]
 fn long_operator_chains_parse_within_a_small_stack_or_are_refused() {
     let terms = MAX_EXPR_OPERATORS / 2; // each term is one `>=` and one connective

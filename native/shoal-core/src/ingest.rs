@@ -13,8 +13,8 @@ use std::sync::atomic::Ordering;
 use crate::error::{Error, Result};
 use crate::keys::{Keyed, RecordOp};
 use crate::parser::ParsedBatch;
-use crate::psf::{PsfId, ValuePlacement};
-use crate::record::{record_size, KeyPointer, RecordHeader, ValueMode, KEY_POINTER_SIZE, MAX_KEY_POINTERS, RECORD_PREFIX};
+use crate::psf::{PsfId, PsfSnapshot, ValuePlacement};
+use crate::record::{record_size, KeyPointer, RecordHeader, RecordLayout, ValueMode, MAX_KEY_POINTERS};
 use crate::table::{InvalidJsonPolicy, Table};
 use crate::LogAddress;
 
@@ -63,6 +63,18 @@ struct PendingKeyPointer {
     mode: ValueMode,
     word: u64,
     hash: u64,
+}
+
+/// A batch ready to append ([`Table::prepare_batch`]): its records, and their key
+/// pointers, value regions and keys side by side (each record holds ranges into them).
+struct PreparedBatch<'a> {
+    pending: Vec<PendingRecord<'a>>,
+    key_pointers: Vec<PendingKeyPointer>,
+    value_regions: Vec<u8>,
+    keys: Vec<u8>,
+    /// The records skipped so far (`on_invalid_json = skip`); the rest of the report is
+    /// the append's.
+    report: IngestReport,
 }
 
 struct PendingRecord<'a> {
@@ -286,6 +298,21 @@ impl Table {
         self.refuse_if_not_durable()?;
         let psf_guard = self.psfs.epoch().protect();
         let snapshot = self.psfs.snapshot();
+        let prepared = self.prepare_batch(&snapshot, records, ops, keyed)?;
+        let report = self.append_batch(&snapshot, prepared, keyed)?;
+        drop(psf_guard);
+        self.count_ingested(&report);
+        Ok(report)
+    }
+
+    /// The side-effect-free half of ingestion (FishStore §6: parse, then PSF evaluation):
+    /// every record's key pointers, value region and key, and the records skipped with
+    /// their reasons. Nothing is allocated or written.
+    ///
+    /// # Errors
+    /// A record that is not valid JSON, lacks its primary key (`on_invalid_json = reject`)
+    /// or is larger than a page allows.
+    fn prepare_batch<'a>(&self, snapshot: &PsfSnapshot, records: &[&'a [u8]], ops: &[RecordOp], keyed: Option<&Keyed>) -> Result<PreparedBatch<'a>> {
         let mut parser = self.take_parser();
         let mut parsed = ParsedBatch::default();
         parsed.reset(snapshot.fields.len());
@@ -374,7 +401,17 @@ impl Table {
                 key: key_start..keys.len(),
             });
         }
+        Ok(PreparedBatch { pending, key_pointers, value_regions, keys, report })
+    }
 
+    /// The other half: allocates each prepared record on the log, writes it
+    /// ([`RecordLayout`]), links its key pointers into their chains (Algorithm 1) and makes
+    /// it visible; a keyed table's key index learns each record before it is visible.
+    ///
+    /// # Errors
+    /// The log's (a failing device, no room) or a full hash index.
+    fn append_batch(&self, snapshot: &PsfSnapshot, prepared: PreparedBatch<'_>, keyed: Option<&Keyed>) -> Result<IngestReport> {
+        let PreparedBatch { pending, key_pointers, value_regions, keys, mut report } = prepared;
         // A failing device with a full memory ring: stop here, before anything is written.
         let _room = self.log.check_room(pending.iter().map(|r| r.size).sum())?;
         // In flight from here until the last record's visible bit (`completion.rs`).
@@ -399,14 +436,10 @@ impl Table {
             // SAFETY: `allocate` gave this thread [address, address + size) in an
             // in-memory page, and the page cannot be flushed or evicted while `guard`
             // is held (it is not refreshed until the record is complete).
+            let layout = RecordLayout::new(kps.len(), region.len(), record.payload.len());
             unsafe {
                 self.log.write_header(address, header);
                 let base = self.log.memory_ptr(address);
-                #[allow(clippy::cast_possible_truncation)]
-                {
-                    base.add(8).cast::<u32>().write_unaligned(record.payload.len() as u32);
-                    base.add(12).cast::<u32>().write_unaligned(region.len() as u32);
-                }
                 word0_templates.clear();
                 for (i, kp) in kps.iter().enumerate() {
                     #[allow(clippy::cast_possible_truncation)]
@@ -420,18 +453,13 @@ impl Table {
                     }
                     .encode();
                     word0_templates.push(words[0]);
-                    let at = base.add(RECORD_PREFIX + i * KEY_POINTER_SIZE).cast::<u64>();
-                    at.add(1).write(words[1]);
-                    at.add(2).write(words[2]);
-                    at.write(words[0]);
+                    layout.write_key_pointer(base, i, words);
                 }
-                let region_at = base.add(RECORD_PREFIX + kps.len() * KEY_POINTER_SIZE);
-                std::ptr::copy_nonoverlapping(region.as_ptr(), region_at, region.len());
-                std::ptr::copy_nonoverlapping(record.payload.as_ptr(), region_at.add(region.len()), record.payload.len());
+                layout.write_body(base, region, record.payload);
             }
             let mut linked = true;
             for (i, kp) in kps.iter().enumerate() {
-                let kp_address = address + (RECORD_PREFIX + i * KEY_POINTER_SIZE) as u64;
+                let kp_address = KeyPointer::address_in(address, i);
                 let slot = match self.index.find_or_create_entry(kp.hash) {
                     Ok(slot) => slot,
                     Err(e) => {
@@ -466,8 +494,6 @@ impl Table {
             report.payload_bytes += record.payload.len();
         }
         drop(guard);
-        drop(psf_guard);
-        self.count_ingested(&report);
         Ok(report)
     }
 

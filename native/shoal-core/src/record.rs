@@ -40,6 +40,7 @@
 //! previous address hold the address of a key pointer; the record starts
 //! `16 + 24 × index` bytes before it.
 
+use crate::address::LogAddress;
 use crate::value::tag;
 
 /// Size of the fixed record prefix (header and the two lengths), in bytes.
@@ -210,8 +211,22 @@ impl KeyPointer {
 
     /// Byte offset of this key pointer from the start of its record.
     #[must_use]
-    pub fn offset_in_record(index: usize) -> usize {
+    pub const fn offset_in_record(index: usize) -> usize {
         RECORD_PREFIX + index * KEY_POINTER_SIZE
+    }
+
+    /// The log address of key pointer `index` of the record at `record` (what chains and
+    /// the hash index hold).
+    #[must_use]
+    pub fn address_in(record: LogAddress, index: usize) -> LogAddress {
+        record + Self::offset_in_record(index) as u64
+    }
+
+    /// The log address of the record holding the key pointer at `address` whose index is
+    /// `index` (the inverse of [`Self::address_in`]).
+    #[must_use]
+    pub fn record_of(address: LogAddress, index: usize) -> LogAddress {
+        address - Self::offset_in_record(index) as u64
     }
 
     /// Writes the value's canonical encoding into `out` given the record's value region
@@ -254,7 +269,69 @@ impl KeyPointer {
 /// Total encoded size of a record, padded to 8 bytes.
 #[must_use]
 pub fn record_size(key_pointers: usize, value_region: usize, payload: usize) -> usize {
-    (RECORD_PREFIX + key_pointers * KEY_POINTER_SIZE + value_region + payload + 7) & !7
+    RecordLayout::new(key_pointers, value_region, payload).size()
+}
+
+/// The writer beside [`RecordView`]: one record's parts and where each goes (the layout
+/// at the top of this module). The header is the caller's (it is written first, as a
+/// record in flight, and last, visible or invalid, by the log's protocol); this writes
+/// the lengths, the key pointers, the value region and the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordLayout {
+    key_pointers: usize,
+    value_region: usize,
+    payload: usize,
+}
+
+impl RecordLayout {
+    /// A record of `key_pointers` key pointers, a value region of `value_region` bytes and
+    /// a payload of `payload` bytes.
+    #[must_use]
+    pub const fn new(key_pointers: usize, value_region: usize, payload: usize) -> Self {
+        Self { key_pointers, value_region, payload }
+    }
+
+    /// Its size in bytes, padding included ([`record_size`]).
+    #[must_use]
+    pub const fn size(self) -> usize {
+        (RECORD_PREFIX + self.key_pointers * KEY_POINTER_SIZE + self.value_region + self.payload + 7) & !7
+    }
+
+    /// Writes the two lengths, then the value region and the payload after the key
+    /// pointers' room (the key pointers themselves: [`Self::write_key_pointer`]).
+    ///
+    /// # Safety
+    /// `base` is the start of [`Self::size`] writable bytes, 8-byte aligned, that no other
+    /// thread reads or writes meanwhile; `value_region` and `payload` have this layout's
+    /// lengths, which fit in a `u32` each (checked by the caller against the page size).
+    pub unsafe fn write_body(self, base: *mut u8, value_region: &[u8], payload: &[u8]) {
+        debug_assert_eq!((value_region.len(), payload.len()), (self.value_region, self.payload));
+        #[allow(clippy::cast_possible_truncation)]
+        // SAFETY: per the contract, [base, base + size) is ours; 8 and 12 are within the prefix.
+        unsafe {
+            base.add(8).cast::<u32>().write_unaligned(self.payload as u32);
+            base.add(12).cast::<u32>().write_unaligned(self.value_region as u32);
+            let region_at = base.add(KeyPointer::offset_in_record(self.key_pointers));
+            std::ptr::copy_nonoverlapping(value_region.as_ptr(), region_at, value_region.len());
+            std::ptr::copy_nonoverlapping(payload.as_ptr(), region_at.add(value_region.len()), payload.len());
+        }
+    }
+
+    /// Writes key pointer `index` ([`KeyPointer::encode`]'s words), word 0 (the chain's
+    /// previous address, which a linking CAS replaces) last.
+    ///
+    /// # Safety
+    /// As [`Self::write_body`]; `index` is below the layout's key pointer count.
+    pub unsafe fn write_key_pointer(self, base: *mut u8, index: usize, words: [u64; 3]) {
+        debug_assert!(index < self.key_pointers);
+        // SAFETY: per the contract; key pointers are 8-byte aligned within an aligned record.
+        unsafe {
+            let at = base.add(KeyPointer::offset_in_record(index)).cast::<u64>();
+            at.add(1).write(words[1]);
+            at.add(2).write(words[2]);
+            at.write(words[0]);
+        }
+    }
 }
 
 /// A read-only view of one encoded record.

@@ -41,7 +41,7 @@ use crate::ingest::property_hash;
 use crate::log::device::{Device, PageCommit, PageState};
 use crate::log::{DeviceConfig, HybridLog, FIRST_ADDRESS};
 use crate::psf::{PsfKind, NOT_YET};
-use crate::record::{KEY_POINTER_SIZE, RECORD_PREFIX};
+use crate::record::KeyPointer;
 use crate::log::device::SegmentFiles;
 use crate::record::RecordHeader;
 use crate::schema::{InferredSchema, MAX_SCHEMA_FIELDS};
@@ -450,8 +450,8 @@ fn replay_log(
                 if !kp.canonical_value(view.value_region(), view.payload(), &mut canonical) {
                     continue;
                 }
-                let kp_address = address + (RECORD_PREFIX + i * KEY_POINTER_SIZE) as u64;
-                match index.raise_entry(property_hash(kp.psf_id, &canonical), kp_address) {
+                let kp_address = KeyPointer::address_in(LogAddress::new(address), i);
+                match index.raise_entry(property_hash(kp.psf_id, &canonical), kp_address.get()) {
                     Ok(()) => report.key_pointers += 1,
                     Err(e) => failure = Some(e),
                 }

@@ -81,7 +81,7 @@ impl Table {
         while address != LogAddress::ZERO && address >= self.log.begin_address() {
             let Some(bytes) = reader.read(address, KEY_POINTER_SIZE)? else { return Ok(versions) };
             let kp = KeyPointer::decode(super::words(bytes));
-            let record_address = address - KeyPointer::offset_in_record(usize::from(kp.index)) as u64;
+            let record_address = KeyPointer::record_of(address, usize::from(kp.index));
             if kp.psf_id == psf && record_address < snapshot {
                 if let Some(record) = reader.read_record(record_address)? {
                     let view = RecordView::new(record).ok_or_else(|| super::corrupt(record_address, "key chain record"))?;

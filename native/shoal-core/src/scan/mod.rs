@@ -821,7 +821,7 @@ impl Table {
                             }
                         },
                     };
-                    let record_address = address - KeyPointer::offset_in_record(usize::from(kp.index)) as u64;
+                    let record_address = KeyPointer::record_of(address, usize::from(kp.index));
                     // A record is in a range when its address is (its key pointers lie above it).
                     let in_range = (scan.from..scan.to).contains(&record_address) && kp.psf_id == property.psf_id;
                     // A keyed table's superseded version is dropped before it is read.

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::ingest::IngestReport;
-use crate::record::{record_size, RecordHeader, RECORD_PREFIX};
+use crate::record::{record_size, RecordHeader, RecordLayout};
 use crate::table::Table;
 use crate::LogAddress;
 
@@ -199,10 +199,7 @@ impl Table {
         // page, which cannot be flushed or evicted while `guard` is held.
         unsafe {
             self.log.write_header(address, RecordHeader::new(size as u32, 0, 0));
-            let base = self.log.memory_ptr(address);
-            base.add(8).cast::<u32>().write_unaligned(body.len() as u32);
-            base.add(12).cast::<u32>().write_unaligned(0);
-            std::ptr::copy_nonoverlapping(body.as_ptr(), base.add(RECORD_PREFIX), body.len());
+            RecordLayout::new(0, 0, body.len()).write_body(self.log.memory_ptr(address), &[], &body);
             self.log.write_header(address, RecordHeader::control(size as u32));
         }
         Ok(address + size as u64)

@@ -49,6 +49,7 @@ use crate::cluster::reads::{BatchStream, Endpoints, TicketRoute};
 use crate::cluster::{Cluster, ShardedTable};
 use crate::limits::{Admission, Caller};
 use crate::put::{self, Places, PutBatch, PIPELINE_DEPTH};
+use crate::route::{Route, Router};
 use crate::rpc::{blocking, planned_info, status, stream_rows, BoxedStream};
 
 /// The Flight SQL actions the service answers (beside shoal's own, in `ListActions`).
@@ -342,33 +343,34 @@ pub struct ShoalSqlService {
     catalog: Arc<Catalog>,
     scans: Arc<Admission>,
     puts: Arc<Admission>,
-    /// The cluster this daemon is a node of, if any: statements naming a sharded table are
-    /// planned over its shards (`cluster/reads.rs`).
-    cluster: Option<Arc<Cluster>>,
+    /// Where a statement's table lives: here, or sharded over the nodes of this daemon's
+    /// cluster (statements naming it are planned over its shards, `cluster/reads.rs`).
+    router: Router,
 }
 
 impl ShoalSqlService {
     pub(crate) fn new(catalog: Arc<Catalog>, scans: Arc<Admission>, puts: Arc<Admission>) -> Self {
-        Self { catalog, scans, puts, cluster: None }
+        Self { catalog, scans, puts, router: Router::default() }
     }
 
     /// Statements naming a sharded table of `cluster` are planned and run over its shards.
     pub(crate) fn set_cluster(&mut self, cluster: Arc<Cluster>) {
-        self.cluster = Some(cluster);
+        self.router = Router::new(Some(cluster));
     }
 
-    /// The cluster and the sharded table `table`, when this daemon is a node of a cluster
-    /// and `table` is one of its sharded tables.
-    fn sharded(&self, table: &str) -> Option<(&Arc<Cluster>, Arc<ShardedTable>)> {
-        let cluster = self.cluster.as_ref()?;
-        Some((cluster, cluster.map().get(table)?))
+    /// The cluster and the sharded table `table`, when it is one ([`Router::route`]).
+    fn sharded(&self, table: &str) -> Option<(Arc<Cluster>, Arc<ShardedTable>)> {
+        match self.router.route(table) {
+            Route::Sharded(cluster, sharded) => Some((cluster, sharded)),
+            Route::Local => None,
+        }
     }
 
     async fn statement_info(&self, text: String, parameters: Vec<Literal>, descriptor: FlightDescriptor) -> Result<Response<FlightInfo>, Status> {
-        if self.cluster.is_some() {
+        if self.router.cluster().is_some() {
             let statement = sql::parse_sql(&text, Parameters::Bound(&parameters)).map_err(status)?;
             if let Some((cluster, table)) = self.sharded(&statement.command.table) {
-                return self.sharded_statement_info(cluster, &table, text, &parameters, statement, descriptor).await.map(Response::new);
+                return self.sharded_statement_info(&cluster, &table, text, &parameters, statement, descriptor).await.map(Response::new);
             }
         }
         let catalog = Arc::clone(&self.catalog);
@@ -434,7 +436,7 @@ impl ShoalSqlService {
     /// The result schema of a statement (see [`statement_schema`]), over the shards when it
     /// names a sharded table.
     async fn result_schema(&self, text: String, parameters: Vec<Literal>) -> Result<SchemaRef, Status> {
-        if self.cluster.is_some() {
+        if self.router.cluster().is_some() {
             let statement = if parameters.is_empty() { sql::parse_unbound(&text) } else { sql::parse_sql(&text, Parameters::Bound(&parameters)) };
             let statement = statement.map_err(status)?;
             if let Some((cluster, table)) = self.sharded(&statement.command.table) {
@@ -454,7 +456,7 @@ impl ShoalSqlService {
     /// The parameter schema of a statement ([`sql::parameter_schema`]), typed by the
     /// merged schema of a sharded table's shards when it names one.
     async fn parameter_schema(&self, text: String) -> Result<Schema, Status> {
-        if self.cluster.is_some() {
+        if self.router.cluster().is_some() {
             let Some((name, fields)) = sql::parameter_fields(&text).map_err(status)? else { return Ok(Schema::empty()) };
             if let Some((cluster, table)) = self.sharded(&name) {
                 let schema = cluster.schema(&self.catalog, &table).await?;
@@ -521,7 +523,7 @@ impl ShoalSqlService {
                 let parameters = parameters.iter().map(json_literal).collect::<Result<Vec<_>, _>>()?;
                 let statement = sql::parse_sql(&text, Parameters::Bound(&parameters)).map_err(status)?;
                 if let Some((cluster, table)) = self.sharded(&statement.command.table) {
-                    return self.run_sharded_statement(cluster, &table, statement, caller).await;
+                    return self.run_sharded_statement(&cluster, &table, statement, caller).await;
                 }
                 if statement.explain {
                     let catalog = Arc::clone(&self.catalog);
@@ -533,7 +535,7 @@ impl ShoalSqlService {
                 (command, statement.shape)
             }
         };
-        if let Some(cluster) = &self.cluster {
+        if let Some(cluster) = self.router.cluster() {
             match cluster.route_ticket(&ticket) {
                 TicketRoute::Local => {}
                 TicketRoute::Forward { node, table, shard } => {
@@ -620,7 +622,7 @@ impl ShoalSqlService {
     /// `DELETE FROM <table> [WHERE …]` ([`sql::parse_sql_delete`]): the `delete` action on
     /// a keyed table; returns the rows deleted.
     async fn delete(&self, text: String) -> Result<i64, Status> {
-        if self.cluster.is_some() {
+        if self.router.cluster().is_some() {
             let delete = sql::parse_sql_delete(&text, sql::Parameters::Bound(&[])).map_err(status)?;
             if let Some((cluster, table)) = self.sharded(&delete.table) {
                 // On every shard; the answer holds each shard's.
@@ -700,7 +702,7 @@ impl ShoalSqlService {
         let messages = crate::limits::idle_guarded(messages, self.puts.idle(caller), "DoPut");
         if let Some((cluster, table)) = self.sharded(&ingest.table) {
             let permit = self.puts.enter(caller).await?;
-            return self.ingest_sharded(cluster, table, options.if_exists, messages, permit).await;
+            return self.ingest_sharded(&cluster, table, options.if_exists, messages, permit).await;
         }
         let catalog = Arc::clone(&self.catalog);
         let table = ingest.table.clone();
@@ -914,7 +916,7 @@ impl FlightSqlService for ShoalSqlService {
     }
 
     async fn do_get_statement(&self, ticket: TicketStatementQuery, request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
-        self.run_handle(Handle::decode(&ticket.statement_handle, "the statement ticket")?, crate::cluster::caller_of(self.cluster.as_deref(), &request)).await
+        self.run_handle(Handle::decode(&ticket.statement_handle, "the statement ticket")?, self.router.caller(&request)).await
     }
 
     async fn do_get_prepared_statement(
@@ -922,7 +924,7 @@ impl FlightSqlService for ShoalSqlService {
         query: CommandPreparedStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<BoxedStream<FlightData>>, Status> {
-        self.run_handle(Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")?, crate::cluster::caller_of(self.cluster.as_deref(), &request)).await
+        self.run_handle(Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")?, self.router.caller(&request)).await
     }
 
     async fn do_get_catalogs(&self, query: CommandGetCatalogs, _request: Request<Ticket>) -> Result<Response<BoxedStream<FlightData>>, Status> {
@@ -947,12 +949,12 @@ impl FlightSqlService for ShoalSqlService {
             .await
             .map_err(|e| Status::internal(format!("listing tables: {e}")))?;
         for listing in listings {
-            if self.cluster.as_ref().is_some_and(|c| c.map().shard_of_table(&listing.name).is_some()) {
+            if self.router.is_shard_table(&listing.name) {
                 continue; // a shard's own table: listed as its sharded table
             }
             builder.append(CATALOG_NAME, SCHEMA_NAME, &listing.name, "TABLE", &listing.schema).map_err(|e| Status::internal(e.to_string()))?;
         }
-        if let Some(cluster) = &self.cluster {
+        if let Some(cluster) = self.router.cluster() {
             // Each sharded table once, with its merged schema when asked for (none when a
             // shard is out of reach: a listing does not fail because one node is down).
             let tables = cluster.map().all();

@@ -8,5 +8,6 @@ pub mod config;
 pub mod flight_sql;
 pub mod limits;
 mod put;
+mod route;
 pub mod rpc;
 pub mod service;

@@ -27,7 +27,8 @@ use shoal_ops::protocol::BatchMetadata;
 use crate::auth::{Authenticator, Credentials};
 use crate::limits::{self, Admission, AdmissionLimits, Caller, Stop};
 use crate::cluster::reads::TicketRoute;
-use crate::cluster::{caller_of, Cluster};
+use crate::cluster::Cluster;
+use crate::route::{Route, Router};
 use crate::put::{self, PutBatch, Places, PIPELINE_DEPTH};
 use crate::rpc::{blocking, planned_info, status, stream_rows, BoxedStream};
 use crate::flight_sql::{self, ShoalSqlService};
@@ -68,9 +69,9 @@ pub struct ShoalFlightService {
     /// Arrow Flight SQL on the same port: commands, tickets and actions of Flight SQL
     /// are handed to it (`flight_sql.rs`).
     sql: ShoalSqlService,
-    /// The cluster this daemon is a node of, if any: sharded tables' plans, reads,
-    /// writes and actions go through it (`cluster/`).
-    cluster: Option<Arc<Cluster>>,
+    /// Where a request's table lives: here, or sharded over the nodes of this daemon's
+    /// cluster (whose plans, reads, writes and actions go through `cluster/`).
+    router: Router,
 }
 
 impl ShoalFlightService {
@@ -91,30 +92,23 @@ impl ShoalFlightService {
         let scans = Arc::new(Admission::new(&scans, "scans (DoGet)", "max_concurrent_scans", "scan_wait_timeout_ms"));
         let puts = Arc::new(Admission::new(&puts, "ingesting streams (DoPut)", "max_concurrent_puts", "30 s"));
         let sql = ShoalSqlService::new(Arc::clone(&catalog), Arc::clone(&scans), Arc::clone(&puts));
-        Self { catalog, auth, scans, puts, sql, cluster: None }
+        Self { catalog, auth, scans, puts, sql, router: Router::default() }
     }
 
     /// The service as a node of `cluster`.
     #[must_use]
     pub fn with_cluster(mut self, cluster: Arc<Cluster>) -> Self {
         self.sql.set_cluster(Arc::clone(&cluster));
-        self.cluster = Some(cluster);
+        self.router = Router::new(Some(cluster));
         self
     }
 
     /// Who makes `request` ([`Caller`]): a node of this daemon's cluster when it carries the
     /// cluster's secret, else a client at its peer address.
     fn caller<T>(&self, request: &Request<T>) -> Caller {
-        caller_of(self.cluster.as_deref(), request)
-    }
-
-    /// The sharded table a query command or descriptor path names, if any.
-    fn sharded(&self, table: Option<&str>) -> Option<(&Arc<Cluster>, Arc<crate::cluster::ShardedTable>)> {
-        let cluster = self.cluster.as_ref()?;
-        Some((cluster, cluster.map().get(table?)?))
+        self.router.caller(request)
     }
 }
-
 
 /// The table a JSON query command names (`None`: not a JSON object with a `table`).
 fn command_table(command: &[u8]) -> Option<(String, serde_json::Map<String, serde_json::Value>)> {
@@ -204,7 +198,7 @@ impl FlightService for ShoalFlightService {
         for listing in ops::list_tables(&self.catalog) {
             // A sharded table is listed once, by its own name (below); its shards' tables
             // here stay readable by name but are not listed.
-            if self.cluster.as_ref().is_some_and(|c| c.map().shard_of_table(&listing.name).is_some()) {
+            if self.router.is_shard_table(&listing.name) {
                 continue;
             }
             let info = FlightInfo::new()
@@ -216,7 +210,7 @@ impl FlightService for ShoalFlightService {
                 .with_app_metadata(serde_json::to_string(&listing.stats).unwrap_or_default());
             infos.push(Ok(info));
         }
-        if let Some(cluster) = &self.cluster {
+        if let Some(cluster) = self.router.cluster() {
             let tables = cluster.map().all();
             let entries = futures::future::join_all(tables.iter().map(|table| cluster.list_entry(&self.catalog, table))).await;
             infos.extend(entries.into_iter().map(Ok));
@@ -230,8 +224,8 @@ impl FlightService for ShoalFlightService {
         }
         let caller = self.caller(&request);
         let descriptor = request.into_inner();
-        if let Some((table, body)) = self.cluster.as_ref().and_then(|_| command_table(&descriptor.cmd)) {
-            if let Some((cluster, sharded)) = self.sharded(Some(&table)) {
+        if let Some((table, body)) = self.router.cluster().and_then(|_| command_table(&descriptor.cmd)) {
+            if let Route::Sharded(cluster, sharded) = self.router.route(&table) {
                 // The shards' nodes take the filter as a node's (the longer limit).
                 caller.check_filter("GetFlightInfo command", &body)?;
                 return cluster.plan(&self.catalog, &sharded, body, descriptor).await.map(Response::new);
@@ -254,7 +248,7 @@ impl FlightService for ShoalFlightService {
             return self.sql.command_schema(&request.get_ref().cmd).await.map(Response::new);
         }
         let table = table_from_descriptor(request.get_ref())?;
-        let schema = if let Some((cluster, sharded)) = self.sharded(Some(&table)) {
+        let schema = if let Route::Sharded(cluster, sharded) = self.router.route(&table) {
             cluster.schema(&self.catalog, &sharded).await?
         } else {
             let catalog = Arc::clone(&self.catalog);
@@ -274,7 +268,7 @@ impl FlightService for ShoalFlightService {
         let catalog = Arc::clone(&self.catalog);
         let caller = self.caller(&request);
         let ticket = request.into_inner().ticket;
-        if let Some(cluster) = &self.cluster {
+        if let Some(cluster) = self.router.cluster() {
             let scans = self.scans.for_caller(caller);
             match cluster.route_ticket(&ticket) {
                 TicketRoute::Local => {}
@@ -320,7 +314,7 @@ impl FlightService for ShoalFlightService {
         if let Some(command) = descriptor.as_ref().map(|d| d.cmd.clone()).filter(|cmd| flight_sql::is_flight_sql(cmd)) {
             return self.sql.do_put_command(&command, messages, caller).await;
         }
-        if let Some((cluster, sharded)) = self.sharded(descriptor.as_ref().and_then(|d| d.path.first()).map(String::as_str)) {
+        if let Some(Route::Sharded(cluster, sharded)) = descriptor.as_ref().and_then(|d| d.path.first()).map(|table| self.router.route(table)) {
             let permit = self.puts.enter(caller).await?;
             return Ok(Response::new(cluster.put(&self.catalog, sharded, limits::idle_guarded(messages, idle, "DoPut"), permit)));
         }
@@ -385,18 +379,18 @@ impl FlightService for ShoalFlightService {
             return FlightService::do_action(&self.sql, request).await;
         }
         if crate::cluster::is_node_action(&request.get_ref().r#type)
-            && !self.cluster.as_ref().is_some_and(|cluster| cluster.is_node(request.metadata()))
+            && !self.router.cluster().is_some_and(|cluster| cluster.is_node(request.metadata()))
         {
             metrics::counter!("shoal_cluster_refused_node_calls_total").increment(1);
             return Err(Status::permission_denied(format!(
                 "{} is a call between the nodes of a cluster: it needs the cluster's secret (cluster.secret), which this call did not carry{}",
                 request.get_ref().r#type,
-                if self.cluster.is_some() { "" } else { " (and this daemon is no node of a cluster)" }
+                if self.router.cluster().is_some() { "" } else { " (and this daemon is no node of a cluster)" }
             )));
         }
         let caller = self.caller(&request);
         let action = request.into_inner();
-        match &self.cluster {
+        match self.router.cluster() {
             Some(cluster) => {
                 if let Ok(serde_json::Value::Object(body)) = serde_json::from_slice(&action.body) {
                     // A sharded table's or another node's action: the nodes take its filter

@@ -13,6 +13,11 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// The first address a record can have (the log's first page starts with this many
+/// unused bytes); addresses below it stay unused so that 0 can mean "no address" in
+/// chains and index entries.
+pub const FIRST_ADDRESS: u64 = 64;
+
 /// A position in the hybrid log's address space, in bytes (FASTER §5.1). Ordered as the
 /// log is: a lower address was allocated earlier. In JSON (protocol bodies, plans,
 /// checkpoints) it is a plain number, as before it had a type.
@@ -31,7 +36,7 @@ impl LogAddress {
     pub const ZERO: LogAddress = LogAddress(0);
     /// The first address a record can have: the log's first page starts with this many
     /// unused bytes. A begin address above it means the log's head was truncated.
-    pub const FIRST: LogAddress = LogAddress(crate::record::FIRST_ADDRESS);
+    pub const FIRST: LogAddress = LogAddress(FIRST_ADDRESS);
     /// The largest address: "unbounded" as a range end, "not yet" as a boundary.
     pub const MAX: LogAddress = LogAddress(u64::MAX);
 

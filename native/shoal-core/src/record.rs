@@ -405,10 +405,7 @@ impl<'a> RecordView<'a> {
 
 const _: () = assert!(KEY_POINTER_SIZE == 3 * 8);
 
-/// The first address a record can have (the log's first page starts with this many
-/// unused bytes); addresses below it stay unused so that 0 can mean "no address" in
-/// chains and index entries.
-pub const FIRST_ADDRESS: u64 = 64;
+pub use crate::address::FIRST_ADDRESS;
 
 /// The records of a page's bytes in address order (FishStore §5.2's layout): each item is
 /// the record's offset in the page and its view. The walk starts at offset 0 (an empty

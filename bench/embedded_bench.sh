@@ -24,10 +24,12 @@ data="$repo_root/data/github/events.ndjson"
 [[ -f "$data" ]] || scripts/fetch-data.sh
 echo "profile: $profile (daemon and JNI library alike)"
 
-mvn -B -ntp -q -pl embedded -am test-compile -Dshoal.cargo.skip=true -Dshoal.cargo.profile="$cargo_profile"
 classpath_file="$(mktemp)"
 trap 'rm -f "$classpath_file"' EXIT
-mvn -B -ntp -q -pl embedded dependency:build-classpath -Dmdep.includeScope=test -Dmdep.outputFile="$classpath_file"
+# One reactor run: shoal-client (a dependency of shoal-embedded) resolves to its build here; the
+# embedded module, last in the reactor, writes the classpath file last.
+mvn -B -ntp -q -pl embedded -am test-compile dependency:build-classpath -Dshoal.cargo.skip=true -Dshoal.cargo.profile="$cargo_profile" \
+  -Dmdep.includeScope=test -Dmdep.outputFile="$classpath_file"
 
 java --add-opens=java.base/java.nio=ALL-UNNAMED -Dio.netty.tryReflectionSetAccessible=true \
   -Dshoal.jni.library="$lib" \

@@ -14,12 +14,6 @@ use shoal_ops::catalog::{validate_table_name, Catalog};
 use shoal_ops::config::EngineConfig;
 use shoal_ops::ops;
 
-const ACTIONS: [&str; 18] = [
-    "create_table", "drop_table", "alter_table", "register_psf", "deregister_psf", "list_psfs", "stats", "delete", "truncate",
-    "compact", "make_durable", "writer_status", "begin_transaction", "prepare_transaction", "commit_transaction",
-    "abort_transaction", "list_transactions", "checkpoint",
-];
-
 /// Most tables kept between inputs (the others are dropped after each input).
 const KEEP_TABLES: usize = 8;
 
@@ -81,7 +75,8 @@ fn check(fixture: &Fixture) {
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, body)) = data.split_first() else { return };
     let fixture = fixture().lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let action = ACTIONS[usize::from(selector) % ACTIONS.len()];
+    // The protocol's actions, as the daemon declares them (their table's order).
+    let action = ops::ACTIONS[usize::from(selector) % ops::ACTIONS.len()].name;
     let _ = ops::run_action(&fixture.catalog, action, body);
     check(&fixture);
     let extra: Vec<String> = fixture.catalog.list().iter().map(|e| e.name.clone()).filter(|n| n != "t").skip(KEEP_TABLES).collect();

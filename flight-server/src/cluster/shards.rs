@@ -210,7 +210,7 @@ where
 /// The routing hash of a record's shard key values (`None`: the path is absent): 64-bit
 /// FNV-1a over each value — a string's UTF-8 bytes, any other value's compact JSON text
 /// (`null` when absent) — with a 0x1F byte between values. Stable across versions and
-/// languages: the connectors compute the same (`dev.shoal.cluster.ShardRouting`) to send
+/// languages: the connectors compute the same (`dev.shoal.client.ShardRouting`) to send
 /// records to their shard's node directly.
 fn hash_key_values(values: &[Option<&Value>]) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;

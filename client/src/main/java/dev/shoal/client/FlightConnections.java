@@ -44,7 +44,7 @@ import org.apache.arrow.memory.RootAllocator;
  * <p>A connection's channels run on a Netty event loop and an executor of its own (daemon threads
  * named {@code shoal-flight-HOST:PORT-*}), which its close ends: gRPC's JVM-wide shared event
  * loops and their {@code grpc-shared-destroyer} thread would outlive it, keeping the class loader
- * of whatever thread first connected (issue 19).
+ * of whatever thread first connected.
  */
 public final class FlightConnections {
   /** How long a close waits for each step (channels, event loop, executor, threads), in seconds. */

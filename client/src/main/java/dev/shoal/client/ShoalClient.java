@@ -21,9 +21,9 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * <ul>
  *   <li>{@link FlightShoalClient}: a daemon over Arrow Flight ({@code grpc://host:port}, {@code
  *       grpc+tls://host:port}, {@code host:port}), on a pooled connection ({@link FlightConnections});
- *   <li>{@link EmbeddedShoalClient}: the engine inside this JVM through JNI ({@code
- *       embedded:/path/to/data}), which answers with the same plans, tickets, bodies and status
- *       codes.
+ *   <li>{@code dev.shoal.embedded.EmbeddedShoalClient}: the engine inside this JVM through JNI
+ *       ({@code embedded:/path/to/data}), which answers with the same plans, tickets, bodies and
+ *       status codes. It is shoal-embedded's {@link ShoalTransport}, found on the class path.
  * </ul>
  *
  * <p>Reads yield Arrow {@link VectorSchemaRoot} batches in the transport's own buffers (no copy).
@@ -44,11 +44,19 @@ public interface ShoalClient extends AutoCloseable {
    *
    * @throws IllegalArgumentException on a malformed endpoint (naming option {@code endpoint})
    * @throws RuntimeException what {@code options.errors} makes of a failure to open the embedded
-   *     engine (request {@link EmbeddedShoalClient#OPEN})
+   *     engine (request {@link ShoalClientException#OPEN}), also when no transport of embedded
+   *     endpoints is on the class path (shoal-embedded; status {@link ShoalStatus#CLIENT})
    */
   static ShoalClient open(String endpoint, ShoalClientOptions options) {
     if (ShoalEndpoint.isEmbedded(endpoint)) {
-      return EmbeddedShoalClient.open(endpoint, options);
+      ShoalEndpoint.embeddedPath(endpoint); // a malformed endpoint is an IllegalArgumentException, as always
+      ShoalTransport transport;
+      try {
+        transport = ShoalTransports.of(ShoalEndpoint.EMBEDDED_SCHEME);
+      } catch (IllegalStateException e) {
+        throw options.fail(new ShoalClientException(null, e.getMessage(), ShoalClientException.OPEN, null, endpoint, e));
+      }
+      return transport.open(endpoint, options);
     }
     return new FlightShoalClient(endpoint, options);
   }

@@ -5,13 +5,16 @@ package dev.shoal.client;
  * {@code DoPut}, {@code action create_table}, {@code open} for opening an embedded engine), on
  * which table (or none) at which endpoint, and shoal's status code and message. The message reads
  * {@code shoal <request> on table '<table>' at <endpoint> failed (<CODE>): <detail>}. The cause is
- * the transport's own exception (a {@code FlightRuntimeException}, a {@code
- * ShoalEmbeddedException}).
+ * the transport's own exception (a {@code FlightRuntimeException}, a {@link
+ * ShoalTransportException} such as the embedded engine's {@code ShoalEmbeddedException}).
  *
  * <p>Connectors turn these into their own errors with advice ({@link ShoalClientOptions#errors}).
  */
 public class ShoalClientException extends RuntimeException {
   private static final long serialVersionUID = 1L;
+
+  /** The request name of opening an embedded engine, in {@link #request()}. */
+  public static final String OPEN = "open";
 
   private final String code;
   private final String detail;

@@ -48,8 +48,8 @@ public record ShoalClientOptions(
     return new ShoalClientOptions(token, null, Map.of(), DEFAULT_EMBEDDED_KEEP_ALIVE_MS, DEFAULT_IDLE_CLOSE_MS, null);
   }
 
-  /** The caller's exception for {@code failure}. */
-  RuntimeException fail(ShoalClientException failure) {
+  /** The caller's exception for {@code failure} (what {@link #errors} makes of it; a transport throws this). */
+  public RuntimeException fail(ShoalClientException failure) {
     RuntimeException translated = errors.apply(failure);
     return translated == null ? failure : translated;
   }

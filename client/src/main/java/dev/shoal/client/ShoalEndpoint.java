@@ -15,7 +15,8 @@ import java.util.Set;
  *       shoal daemon over Arrow Flight ({@link FlightShoalClient});
  *   <li>{@code embedded:/path/to/data} (also {@code embedded:///path/to/data}, or {@code
  *       embedded:relative/path}, resolved against the working directory of the JVM that opens it):
- *       the shoal engine inside that JVM through JNI ({@link EmbeddedShoalClient}).
+ *       the shoal engine inside that JVM through JNI ({@code dev.shoal.embedded.EmbeddedShoalClient},
+ *       shoal-embedded's {@link ShoalTransport}).
  * </ul>
  *
  * <p>Malformed values are {@link IllegalArgumentException}s naming option {@code endpoint}; {@link

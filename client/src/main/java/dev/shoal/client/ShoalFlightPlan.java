@@ -18,7 +18,11 @@ public final class ShoalFlightPlan {
   private final JsonNode metadata;
   private final List<Endpoint> endpoints;
 
-  ShoalFlightPlan(String shard, Schema schema, JsonNode metadata, List<Endpoint> endpoints) {
+  /**
+   * @param shard the endpoint (a shard's location, or an embedded directory) that planned it
+   * @param metadata the plan JSON, or null
+   */
+  public ShoalFlightPlan(String shard, Schema schema, JsonNode metadata, List<Endpoint> endpoints) {
     this.shard = shard;
     this.schema = schema;
     this.metadata = metadata == null ? NullNode.getInstance() : metadata;
@@ -35,7 +39,7 @@ public final class ShoalFlightPlan {
      * @param location where to {@code DoGet} the ticket, or null for the shard that planned it
      * @param metadata the endpoint's plan JSON ({@code index_scans}, {@code full_scans}), or null
      */
-    Endpoint(byte[] ticket, URI location, JsonNode metadata) {
+    public Endpoint(byte[] ticket, URI location, JsonNode metadata) {
       this.ticket = ticket;
       this.location = location;
       this.metadata = metadata == null ? NullNode.getInstance() : metadata;

@@ -2,7 +2,6 @@ package dev.shoal.client;
 
 import java.util.Locale;
 import org.apache.arrow.flight.FlightRuntimeException;
-import dev.shoal.embedded.ShoalEmbeddedException;
 
 /**
  * The status of a failed shoal request, the same vocabulary for both transports: gRPC's status
@@ -65,8 +64,8 @@ public enum ShoalStatus {
 
   /**
    * The code name of the first shoal answer in {@code error}'s cause chain, as the transport said
-   * it (a {@link ShoalClientException}'s, a Flight status's or an embedded engine's); null for an
-   * error of the client side.
+   * it (a {@link ShoalClientException}'s, a Flight status's or a {@link ShoalTransportException}'s,
+   * e.g. the embedded engine's); null for an error of the client side.
    */
   public static String codeOf(Throwable error) {
     for (Throwable t = error; t != null; t = t.getCause()) {
@@ -77,8 +76,8 @@ public enum ShoalStatus {
         }
       } else if (t instanceof FlightRuntimeException) {
         return ((FlightRuntimeException) t).status().code().name();
-      } else if (t instanceof ShoalEmbeddedException) {
-        return ((ShoalEmbeddedException) t).code();
+      } else if (t instanceof ShoalTransportException) {
+        return ((ShoalTransportException) t).code();
       }
       if (t.getCause() == t) {
         break;

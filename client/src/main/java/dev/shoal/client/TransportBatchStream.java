@@ -6,9 +6,10 @@ import org.apache.arrow.vector.VectorSchemaRoot;
  * What both transports' {@link ShoalBatchStream}s share: whether the stream was read to its end,
  * and the rule that an error while closing counts only for a stream read to its end (closing one
  * early cancels it, which the transport may report as an error). A transport supplies how to load
- * the next batch, the current root, how to close, and its failure for an exception.
+ * the next batch, the current root, how to close, and its failure for an exception. Public for
+ * the transports outside this package ({@link ShoalTransport}).
  */
-abstract class TransportBatchStream implements ShoalBatchStream {
+public abstract class TransportBatchStream implements ShoalBatchStream {
   private boolean finished;
 
   /** Loads the next batch; false at the end. */

@@ -56,7 +56,7 @@ class FlightConnectionsTest {
   /**
    * A connection's threads are its own and end with it: gRPC's shared event loops and its
    * {@code grpc-shared-destroyer} thread would outlive it, holding the class loader of the thread
-   * that first connected (issue 19).
+   * that first connected.
    */
   @Test
   void a_closed_connection_leaves_no_thread_behind() throws Exception {
@@ -85,7 +85,7 @@ class FlightConnectionsTest {
 
   /**
    * With an idle time of 0 (the Flink connector's), the last release closes the connection and
-   * waits for its threads: nothing of it outlives the job that used it (issue 19).
+   * waits for its threads: nothing of it outlives the job that used it.
    */
   @Test
   void without_idle_time_the_last_release_closes_the_connection_and_its_threads() {

@@ -1,16 +1,14 @@
 package dev.shoal.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.net.URI;
 import java.nio.file.Path;
-import org.apache.arrow.flight.CallStatus;
 import org.junit.jupiter.api.Test;
 
-/** Endpoint values and the status vocabulary of both transports. */
+/** Endpoint values (the status vocabulary of both transports: shoal-embedded's ShoalStatusTest). */
 class ShoalEndpointTest {
 
   @Test
@@ -28,20 +26,15 @@ class ShoalEndpointTest {
     }
   }
 
+  /** The client alone has no embedded transport (shoal-embedded registers it): opening one says so, naming the jar. */
   @Test
-  void both_spellings_of_a_status_classify_alike() {
-    assertEquals(ShoalStatus.DEADLINE_EXCEEDED, ShoalStatus.named("TIMED_OUT"));
-    assertEquals(ShoalStatus.PERMISSION_DENIED, ShoalStatus.named("UNAUTHORIZED"));
-    assertEquals(ShoalStatus.CLIENT, ShoalStatus.of(new IllegalStateException("no answer")));
-    assertEquals(ShoalStatus.UNKNOWN, ShoalStatus.named("SOMETHING_NEW"));
-    assertTrue(ShoalStatus.isTransient(CallStatus.TIMED_OUT.toRuntimeException()));
-    assertTrue(ShoalStatus.isTransient(new dev.shoal.embedded.ShoalEmbeddedException("doPut", "RESOURCE_EXHAUSTED", "disk full")));
-    assertFalse(ShoalStatus.isTransient(CallStatus.NOT_FOUND.toRuntimeException()));
-    assertFalse(ShoalStatus.named("FAILED_PRECONDITION").isRetryableAction());
-    assertFalse(ShoalStatus.CLOSED.isRetryableAction());
-    assertTrue(ShoalStatus.INTERNAL.isRetryableAction(), "make_durable's 'not durable after 60 s' is retried");
-    ShoalClientException wrapped = new ShoalClientException("NOT_FOUND", "no table 'x'", "GetSchema", "x", "grpc://h:1",
-        CallStatus.UNAVAILABLE.toRuntimeException());
-    assertEquals(ShoalStatus.NOT_FOUND, ShoalStatus.of(new RuntimeException(wrapped)), "the client's own code comes first");
+  void without_shoal_embedded_an_embedded_endpoint_is_a_client_error_of_open() {
+    ShoalClientException e = assertThrows(ShoalClientException.class,
+        () -> ShoalClient.open("embedded:/tmp/shoal-no-transport", ShoalClientOptions.withToken(null)));
+    assertEquals(ShoalClientException.OPEN, e.request());
+    assertEquals(ShoalStatus.CLIENT, e.status());
+    assertTrue(e.getMessage().contains("shoal-embedded"), e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> ShoalClient.open("embedded:", ShoalClientOptions.withToken(null)),
+        "a malformed endpoint stays an IllegalArgumentException");
   }
 }

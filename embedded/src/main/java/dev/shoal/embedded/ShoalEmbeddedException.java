@@ -2,6 +2,8 @@ package dev.shoal.embedded;
 
 import java.util.Objects;
 
+import dev.shoal.client.ShoalTransportException;
+
 /**
  * An error of embedded shoal: every failing call of {@link ShoalEmbedded} (and of the natives in
  * {@link ShoalNative}, which construct it from native code) throws one.
@@ -21,8 +23,11 @@ import java.util.Objects;
  *
  * <p>{@link #getMessage()} reads {@code "<operation>: <CODE>: <message>"}, e.g. {@code "action
  * register_psf: ALREADY_EXISTS: PSF \"actor_id\" already exists in table \"events\""}.
+ *
+ * <p>It is the client's {@link ShoalTransportException}, so that shoal's Java client reads its code
+ * ({@code ShoalStatus}) like any transport's.
  */
-public class ShoalEmbeddedException extends RuntimeException {
+public class ShoalEmbeddedException extends ShoalTransportException {
   private static final long serialVersionUID = 1L;
 
   /** Code of a call on a store or stream that was closed (or never opened). */
@@ -84,6 +89,7 @@ public class ShoalEmbeddedException extends RuntimeException {
    *
    * @return e.g. {@code "INVALID_ARGUMENT"}, {@code "NOT_FOUND"}, {@link #CLOSED}, {@link #PANIC}
    */
+  @Override
   public String code() {
     return code;
   }
@@ -93,6 +99,7 @@ public class ShoalEmbeddedException extends RuntimeException {
    *
    * @return the engine's (or the Java side's) message
    */
+  @Override
   public String detail() {
     return detail;
   }

@@ -1,9 +1,9 @@
 package dev.shoal.flink;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.shoal.client.testing.EmbeddedDirectory;
 import dev.shoal.client.testing.TargetMode;
 import dev.shoal.embedded.ShoalEmbedded;
+import dev.shoal.embedded.testing.EmbeddedDirectory;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;

@@ -1,7 +1,6 @@
 package dev.shoal.flink;
 
 import java.util.List;
-
 import dev.shoal.client.testing.TargetMode;
 
 /**
@@ -43,7 +42,7 @@ public interface ShoalTarget {
    * once its shoal stopped: the test runs leave nothing in {@code java.io.tmpdir}).
    */
   static void deleteTree(java.nio.file.Path root) {
-    dev.shoal.client.testing.EmbeddedDirectory.deleteTree(root);
+    dev.shoal.embedded.testing.EmbeddedDirectory.deleteTree(root);
   }
 
 }

@@ -12,17 +12,17 @@ import java.net.Socket;
  * listens on it, so clients get "connection refused" (gRPC UNAVAILABLE) - a transient outage the
  * sink must ride out with retries.
  */
-final class TcpForwarder implements AutoCloseable {
+public final class TcpForwarder implements AutoCloseable {
   private final int port;
   private final int target;
   private ServerSocket server;
 
-  TcpForwarder(int port, int target) {
+  public TcpForwarder(int port, int target) {
     this.port = port;
     this.target = target;
   }
 
-  void open() throws IOException {
+  public void open() throws IOException {
     server = new ServerSocket(port, 50, InetAddress.getLoopbackAddress());
     Thread accept = new Thread(() -> {
       while (!server.isClosed()) {

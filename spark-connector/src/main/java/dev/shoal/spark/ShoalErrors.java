@@ -2,7 +2,6 @@ package dev.shoal.spark;
 
 import java.net.URI;
 
-import dev.shoal.client.EmbeddedShoalClient;
 import dev.shoal.client.ShoalClientException;
 import dev.shoal.client.ShoalEndpoint;
 
@@ -61,7 +60,7 @@ final class ShoalErrors {
         return new ShoalException(where + " failed: the daemon is unreachable (" + detail
             + "). Check option 'endpoint' (grpc://host:port of a running `shoal serve`).", code, cause);
       case FAILED_PRECONDITION:
-        if (embedded && request.equals(EmbeddedShoalClient.OPEN)) {
+        if (embedded && request.equals(ShoalClientException.OPEN)) {
           return new ShoalException(where + " failed: " + detail + ". Option 'endpoint' " + endpoint + " opens the data"
               + " directory inside this JVM, which needs the directory for itself: a directory held by a running daemon"
               + " (or another JVM) cannot be opened (its LOCK file) - read it through the daemon's grpc://host:port"
@@ -80,7 +79,7 @@ final class ShoalErrors {
           return new ShoalException(where + " failed: " + detail + ". The column is in no record of table '" + table
               + "': remove it from the query or from the schema given with .schema(...).", code, cause);
         }
-        if (embedded && request.equals(EmbeddedShoalClient.OPEN)) {
+        if (embedded && request.equals(ShoalClientException.OPEN)) {
           return new ShoalException(where + " failed: " + detail + ". Check the options "
               + ShoalOptions.EMBEDDED_CONFIG_PREFIX + "* (the daemon's configuration keys, docs/configuration.md).",
               code, cause);

@@ -13,7 +13,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.shoal.client.ShoalClient;
 import dev.shoal.client.ShoalEndpoint;
 import dev.shoal.client.ShoalFlightPlan;
-import dev.shoal.cluster.ShardRouting;
+import dev.shoal.client.ShardRouting;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.CompositeReadLimit;

@@ -3,37 +3,30 @@ package dev.shoal.spark;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.shoal.client.RoutedPut;
+import dev.shoal.client.ShardRouting;
 import dev.shoal.client.ShoalClient;
 import dev.shoal.client.ShoalEndpoint;
-import dev.shoal.cluster.ShardRouting;
 
 /**
  * A write task's {@code DoPut} into a table sharded by key over a cluster of daemons, routed by
- * key (option {@code write.route-by-key}; docs/deployment.md): each batch is split by {@link
- * ShardRouting} (the daemon's own hash), and each shard's part goes down one {@code DoPut} stream
- * into the shard's table ({@code T.shard-i}) at the node holding it - opened the first time the
- * shard has rows - the parts of a batch in parallel; {@link #send} returns once every part is
- * acknowledged. A record whose key the routing cannot spell goes to the sharded table at the
- * task's endpoint, which routes it. No node forwards what this writer sends.
+ * key (option {@code write.route-by-key}; docs/deployment.md) through the client's {@link
+ * RoutedPut}: each batch is split by {@link ShardRouting} (the daemon's own hash), and each
+ * shard's part goes down one {@code DoPut} stream into the shard's table ({@code T.shard-i}) at
+ * the node holding it - opened the first time the shard has rows - the parts of a batch in
+ * parallel; {@link #send} returns once every part is acknowledged. A record whose key the routing
+ * cannot spell goes to the sharded table at the task's endpoint, which routes it. No node
+ * forwards what this writer sends. What is Spark's here: the streams kept open across batches,
+ * and the errors as {@link ShoalException}s.
  */
 final class ShoalShardedPut implements ShoalRecordStream {
-  private final ShoalClient entry;
-  private final ShardRouting routing;
-  private final ShoalOptions options;
-  /** Connections to the other nodes, by location (the entry's own location reuses it). */
-  private final Map<String, ShoalClient> nodes = new LinkedHashMap<>();
-  /** The open stream of each shard (index: shard; the last: the records routed by the entry node). */
+  private final RoutedPut routed;
+  /** The open stream of each part (index: shard; the last: the records routed by the entry node). */
   private final ShoalClient.Put[] streams;
-  private final ExecutorService senders;
   private long records;
 
   /**
@@ -44,94 +37,40 @@ final class ShoalShardedPut implements ShoalRecordStream {
     if (!options.writeRouteByKey() || ShoalEndpoint.isEmbedded(entry.endpoint())) {
       return null;
     }
-    JsonNode cluster;
-    try {
-      cluster = entry.action("cluster", ShoalClient.JSON.createObjectNode(), options.table());
-    } catch (ShoalException e) {
-      if ("INVALID_ARGUMENT".equals(e.code()) || "UNIMPLEMENTED".equals(e.code())) {
-        return null; // a daemon older than clusters: no sharded tables
-      }
-      throw e;
-    }
-    ShardRouting routing = cluster == null ? null : ShardRouting.of(cluster, options.table());
-    return routing == null ? null : new ShoalShardedPut(entry, routing, options);
+    ShardRouting routing = RoutedPut.routingOf(entry, options.table());
+    return routing == null ? null
+        : new ShoalShardedPut(new RoutedPut(entry, routing, location -> options.connect(URI.create(location))));
   }
 
-  private ShoalShardedPut(ShoalClient entry, ShardRouting routing, ShoalOptions options) {
-    this.entry = entry;
-    this.routing = routing;
-    this.options = options;
-    this.streams = new ShoalClient.Put[routing.shards().size() + 1];
-    this.senders = Executors.newCachedThreadPool(runnable -> {
-      Thread t = new Thread(runnable, "shoal-shard-put-" + routing.table());
-      t.setDaemon(true);
-      return t;
-    });
+  private ShoalShardedPut(RoutedPut routed) {
+    this.routed = routed;
+    this.streams = new ShoalClient.Put[routed.routing().shards().size() + 1];
   }
 
-  /** The stream of {@code part} (a shard, or the last: through the entry node), opened on first use. */
-  private synchronized ShoalClient.Put stream(int part) {
-    if (streams[part] == null) {
-      if (part == routing.shards().size()) {
-        streams[part] = entry.startPut(routing.table());
-      } else {
-        ShardRouting.Shard shard = routing.shards().get(part);
-        ShoalClient node = shard.location().equals(entry.endpoint().toString())
-            ? entry
-            : nodes.computeIfAbsent(shard.location(), location -> options.connect(URI.create(location)));
-        streams[part] = node.startPut(shard.table());
-      }
+  /** The stream of {@code part} (a shard's, or the last: through the entry node), opened on first use. */
+  private synchronized ShoalClient.Put stream(RoutedPut.Part<String> part) {
+    if (streams[part.index()] == null) {
+      streams[part.index()] = part.node().startPut(part.table());
     }
-    return streams[part];
+    return streams[part.index()];
   }
 
   @Override
   public JsonNode send(List<String> batch) {
-    int unroutable = routing.shards().size();
-    List<List<String>> parts = new ArrayList<>(unroutable + 1);
-    for (int i = 0; i <= unroutable; i++) {
-      parts.add(new ArrayList<>());
-    }
-    for (String record : batch) {
-      int shard = routing.shardOf(record.getBytes(StandardCharsets.UTF_8));
-      parts.get(shard == ShardRouting.UNROUTABLE ? unroutable : shard).add(record);
-    }
-    List<Integer> touched = new ArrayList<>();
-    for (int i = 0; i <= unroutable; i++) {
-      if (!parts.get(i).isEmpty()) {
-        touched.add(i);
-      }
-    }
-    if (touched.size() == 1) {
-      int part = touched.get(0);
-      stream(part).send(parts.get(part));
-    } else {
-      List<Future<JsonNode>> pending = new ArrayList<>();
-      for (int part : touched) {
-        pending.add(senders.submit(() -> stream(part).send(parts.get(part))));
-      }
-      RuntimeException failure = null;
-      for (Future<JsonNode> future : pending) {
-        try {
-          future.get();
-        } catch (ExecutionException e) {
-          Throwable cause = e.getCause();
-          if (failure == null) {
-            failure = cause instanceof RuntimeException r ? r
-                : new ShoalException("shoal DoPut on table '" + routing.table() + "' failed: " + cause, cause);
-          }
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          pending.forEach(f -> f.cancel(true));
-          throw new ShoalException("shoal DoPut on table '" + routing.table() + "' interrupted", e);
-        }
-      }
-      if (failure != null) {
-        throw failure;
-      }
+    ShardRouting routing = routed.routing();
+    List<JsonNode> acknowledged;
+    try {
+      acknowledged = routed.send(batch, record -> routing.shardOf(record.getBytes(StandardCharsets.UTF_8)),
+          part -> stream(part).send(part.records()));
+    } catch (ExecutionException e) {
+      Throwable cause = e.getCause();
+      throw new ShoalException("shoal DoPut on table '" + routing.table() + "' failed: " + cause, cause);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new ShoalException("shoal DoPut on table '" + routing.table() + "' interrupted", e);
     }
     records += batch.size();
-    return ShoalClient.JSON.createObjectNode().put("records", batch.size()).put("shards", touched.size());
+    return ShoalClient.JSON.createObjectNode().put("records", batch.size()).put("shards", acknowledged.size());
   }
 
   @Override
@@ -154,12 +93,7 @@ final class ShoalShardedPut implements ShoalRecordStream {
    */
   @Override
   public void close() {
-    senders.shutdownNow();
-    try {
-      senders.awaitTermination(30, java.util.concurrent.TimeUnit.SECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
+    routed.stop();
     RuntimeException failure = null;
     List<AutoCloseable> closing = new ArrayList<>();
     for (ShoalClient.Put stream : streams) {
@@ -167,7 +101,7 @@ final class ShoalShardedPut implements ShoalRecordStream {
         closing.add(stream);
       }
     }
-    closing.addAll(nodes.values());
+    closing.add(routed);
     for (AutoCloseable resource : closing) {
       try {
         resource.close();

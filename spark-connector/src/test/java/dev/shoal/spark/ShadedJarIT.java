@@ -37,7 +37,7 @@ class ShadedJarIT {
           "dev/shoal/embedded/native/linux-x86_64/libshoal_jni.so",
           "org/apache/arrow/c/jni/JniWrapper.class",
           "org/apache/arrow/c/Data.class",
-          "dev/shoal/spark/shaded/dev/shoal/client/EmbeddedShoalClient.class"}) {
+          "dev/shoal/embedded/EmbeddedShoalClient.class"}) {
         ZipEntry e = jar.getEntry(entry);
         assertNotNull(e, entry + " is in the shaded jar");
       }
@@ -48,6 +48,19 @@ class ShadedJarIT {
           .filter(n -> n.startsWith("dev/shoal/spark/shaded/") && (n.contains("/arrow/c/") || n.contains("dev/shoal/embedded")))
           .collect(Collectors.toList());
       assertTrue(relocatedNative.isEmpty(), "relocated classes that native code binds by name: " + relocatedNative);
+    }
+  }
+
+  /** The client finds embedded mode's transport through its service file, under the relocated interface's name. */
+  @Test
+  void the_embedded_transport_is_registered_for_the_relocated_client() throws Exception {
+    try (ZipFile jar = jar()) {
+      ZipEntry services = jar.getEntry("META-INF/services/dev.shoal.spark.shaded.dev.shoal.client.ShoalTransport");
+      assertNotNull(services, "the relocated client's transport service file is in the shaded jar");
+      String text = new String(jar.getInputStream(services).readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+      assertTrue(text.contains("dev.shoal.embedded.EmbeddedTransport"), text);
+      assertNotNull(jar.getEntry("dev/shoal/embedded/EmbeddedTransport.class"));
+      assertNull(jar.getEntry("META-INF/services/dev.shoal.client.ShoalTransport"), "no service file under the unrelocated name");
     }
   }
 

@@ -22,7 +22,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 /**
  * {@link ShoalDifferentialTest} against a table sharded over three daemons ({@link
  * ShoalCluster}): Spark reads every shard's endpoints at their nodes' locations, and every answer
- * is still exactly {@code spark.read.json}'s (the scale-out issue's differential queries).
+ * is still exactly {@code spark.read.json}'s.
  */
 class ShoalDifferentialClusterTest extends ShoalDifferentialTest {
   @RegisterExtension

@@ -3,7 +3,7 @@ package dev.shoal.spark;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
-import dev.shoal.client.testing.EmbeddedDirectory;
+import dev.shoal.embedded.testing.EmbeddedDirectory;
 import dev.shoal.client.testing.TargetMode;
 
 /**
@@ -71,7 +71,7 @@ interface ShoalTarget extends AutoCloseable {
    * once its shoal stopped: the test runs leave nothing in {@code java.io.tmpdir}).
    */
   static void deleteTree(java.nio.file.Path root) {
-    dev.shoal.client.testing.EmbeddedDirectory.deleteTree(root);
+    dev.shoal.embedded.testing.EmbeddedDirectory.deleteTree(root);
   }
 
 }

@@ -31,7 +31,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.storage.RDDInfo;
 
 /**
- * Issue 5's Spark benchmark (run by {@code bench/spark_bench.sh}): FishStore's GitHub queries in
+ * The Spark benchmark (run by {@code bench/spark_bench.sh}): FishStore's GitHub queries in
  * Spark SQL, local[2], over
  *
  * <ul>
@@ -63,7 +63,8 @@ import org.apache.spark.storage.RDDInfo;
  * whether the results agree (row count and an order-independent hash of {@code id}). Then the
  * ratios, a breakdown of shoal's time (GetFlightInfo and DoGet measured with the connector's
  * client, without Spark; Spark's own cost of a job measured on a cached two-row DataFrame), and
- * the issue's targets. The target queries (Q3, Q3n, Q2) are also timed the way the spark-sql
+ * the targets (bench/README.md, "Spark and PySpark"). The target queries (Q3, Q3n, Q2) are also
+ * timed the way the spark-sql
  * shell runs a statement ({@code HiveResult.hiveResultString} of the executed plan: rows printed
  * as text through Spark's interpreted converters), which does not generate a {@code Row}
  * deserializer for the result's schema as {@code collectAsList} does; the targets are reported
@@ -398,7 +399,7 @@ public final class SparkQueryBench extends ShoalSparkTestBase {
         shellMedians.put(q.name(), med);
       }
 
-      System.out.printf(Locale.ROOT, "%ntargets (issue 5, ~1 GB, local[2]); this run: %.0f MB%n", bytes / 1e6);
+      System.out.printf(Locale.ROOT, "%ntargets (~1 GB, local[2]); this run: %.0f MB%n", bytes / 1e6);
       Map<String, Map<String, double[]>> paths = new LinkedHashMap<>();
       paths.put("collectAsList (Java/Scala Rows)", medians);
       paths.put("the spark-sql shell's path", shellMedians);

@@ -1,7 +1,7 @@
 package dev.shoal.flink.table;
 
-import dev.shoal.flink.ShoalOperation;
-import dev.shoal.flink.ShoalOperationExtractor;
+import dev.shoal.flink.sink.ShoalOperation;
+import dev.shoal.flink.sink.ShoalOperationExtractor;
 import org.apache.flink.table.data.RowData;
 
 /**

@@ -1,7 +1,7 @@
 package dev.shoal.flink.table;
 
-import dev.shoal.flink.ShoalSinkBuilder;
 import java.util.Objects;
+import dev.shoal.flink.sink.ShoalSinkBuilder;
 import org.apache.flink.api.common.serialization.SerializationSchema;
 import org.apache.flink.table.connector.ChangelogMode;
 import org.apache.flink.table.connector.format.EncodingFormat;
@@ -13,7 +13,7 @@ import org.apache.flink.table.types.DataType;
 /**
  * The planner's view of a shoal table: append-only, or an upsert sink when the table has a
  * primary key; each row becomes one JSON document through the table's encoding format and goes to
- * a {@link dev.shoal.flink.ShoalSink} (with its operation, for an upsert sink).
+ * a {@link dev.shoal.flink.sink.ShoalSink} (with its operation, for an upsert sink).
  */
 public class ShoalDynamicSink implements DynamicTableSink {
 

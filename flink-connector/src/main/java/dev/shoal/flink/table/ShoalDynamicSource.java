@@ -1,10 +1,10 @@
 package dev.shoal.flink.table;
 
-import dev.shoal.flink.ShoalSourceBuilder;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import dev.shoal.flink.source.ShoalSourceBuilder;
 import org.apache.flink.api.common.serialization.DeserializationSchema;
 import org.apache.flink.table.api.ValidationException;
 import org.apache.flink.table.connector.ChangelogMode;
@@ -23,9 +23,9 @@ import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.RowType;
 
 /**
- * The planner's view of a shoal table as a source: a scan ({@link dev.shoal.flink.ShoalSource},
+ * The planner's view of a shoal table as a source: a scan ({@link dev.shoal.flink.source.ShoalSource},
  * bounded or following the tail by {@code scan.bounded}) and a lookup join ({@link
- * dev.shoal.flink.ShoalLookupFunction}: the latest record per key). Records are read as they were
+ * dev.shoal.flink.lookup.ShoalLookupFunction}: the latest record per key). Records are read as they were
  * put and decoded by the table's {@code format}.
  *
  * <p>Filters that have an exact translation ({@link ShoalFilters}) are pushed to shoal, ANDed with
@@ -99,7 +99,7 @@ public class ShoalDynamicSource
     try {
       // Only 'scan.filter' (the subset the table stands for): a pushed filter would pick the latest
       // record that matches it, where the join wants the latest record, then the filter (Flink's).
-      dev.shoal.flink.ShoalLookupFunction function =
+      dev.shoal.flink.lookup.ShoalLookupFunction function =
           builder.setDeserializer(decoder).setFilter(filter).buildLookupFunction(paths, types);
       return cache == null
           ? LookupFunctionProvider.of(function)

@@ -1,38 +1,38 @@
 package dev.shoal.flink.table;
 
-import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_INTERVAL;
-import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_MAX_BYTES;
-import static dev.shoal.flink.ShoalConnectorOptions.BUFFER_FLUSH_MAX_ROWS;
-import static dev.shoal.flink.ShoalConnectorOptions.CREATE_TABLE;
-import static dev.shoal.flink.ShoalConnectorOptions.ROUTE_BY_KEY;
-import static dev.shoal.flink.ShoalConnectorOptions.DELIVERY_GUARANTEE;
-import static dev.shoal.flink.ShoalConnectorOptions.EMBEDDED_CONFIG_PREFIX;
-import static dev.shoal.flink.ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE;
-import static dev.shoal.flink.ShoalConnectorOptions.ENDPOINT;
-import static dev.shoal.flink.ShoalConnectorOptions.FORMAT;
-import static dev.shoal.flink.ShoalConnectorOptions.MAX_BUFFERED_REQUESTS;
-import static dev.shoal.flink.ShoalConnectorOptions.MAX_IN_FLIGHT_REQUESTS;
-import static dev.shoal.flink.ShoalConnectorOptions.MAX_RETRIES;
-import static dev.shoal.flink.ShoalConnectorOptions.REQUEST_TIMEOUT;
-import static dev.shoal.flink.ShoalConnectorOptions.RETRY_INITIAL_BACKOFF;
-import static dev.shoal.flink.ShoalConnectorOptions.RETRY_MAX_BACKOFF;
-import static dev.shoal.flink.ShoalConnectorOptions.SCAN_BOUNDED;
-import static dev.shoal.flink.ShoalConnectorOptions.SCAN_DURABLE_ONLY;
-import static dev.shoal.flink.ShoalConnectorOptions.SCAN_FAIL_ON_DATA_LOSS;
-import static dev.shoal.flink.ShoalConnectorOptions.SCAN_FILTER;
-import static dev.shoal.flink.ShoalConnectorOptions.SCAN_POLL_INTERVAL;
-import static dev.shoal.flink.ShoalConnectorOptions.SCAN_REQUEST_TIMEOUT;
-import static dev.shoal.flink.ShoalConnectorOptions.SCAN_SPLIT_SIZE;
-import static dev.shoal.flink.ShoalConnectorOptions.SCAN_STARTUP_ADDRESS;
-import static dev.shoal.flink.ShoalConnectorOptions.SCAN_STARTUP_MODE;
-import static dev.shoal.flink.ShoalConnectorOptions.TABLE;
-import static dev.shoal.flink.ShoalConnectorOptions.TOKEN;
-import static dev.shoal.flink.ShoalConnectorOptions.TRANSACTIONAL_ID_PREFIX;
+import static dev.shoal.flink.table.ShoalConnectorOptions.BUFFER_FLUSH_INTERVAL;
+import static dev.shoal.flink.table.ShoalConnectorOptions.BUFFER_FLUSH_MAX_BYTES;
+import static dev.shoal.flink.table.ShoalConnectorOptions.BUFFER_FLUSH_MAX_ROWS;
+import static dev.shoal.flink.table.ShoalConnectorOptions.CREATE_TABLE;
+import static dev.shoal.flink.table.ShoalConnectorOptions.ROUTE_BY_KEY;
+import static dev.shoal.flink.table.ShoalConnectorOptions.DELIVERY_GUARANTEE;
+import static dev.shoal.flink.table.ShoalConnectorOptions.EMBEDDED_CONFIG_PREFIX;
+import static dev.shoal.flink.table.ShoalConnectorOptions.EMBEDDED_KEEP_ALIVE;
+import static dev.shoal.flink.table.ShoalConnectorOptions.ENDPOINT;
+import static dev.shoal.flink.table.ShoalConnectorOptions.FORMAT;
+import static dev.shoal.flink.table.ShoalConnectorOptions.MAX_BUFFERED_REQUESTS;
+import static dev.shoal.flink.table.ShoalConnectorOptions.MAX_IN_FLIGHT_REQUESTS;
+import static dev.shoal.flink.table.ShoalConnectorOptions.MAX_RETRIES;
+import static dev.shoal.flink.table.ShoalConnectorOptions.REQUEST_TIMEOUT;
+import static dev.shoal.flink.table.ShoalConnectorOptions.RETRY_INITIAL_BACKOFF;
+import static dev.shoal.flink.table.ShoalConnectorOptions.RETRY_MAX_BACKOFF;
+import static dev.shoal.flink.table.ShoalConnectorOptions.SCAN_BOUNDED;
+import static dev.shoal.flink.table.ShoalConnectorOptions.SCAN_DURABLE_ONLY;
+import static dev.shoal.flink.table.ShoalConnectorOptions.SCAN_FAIL_ON_DATA_LOSS;
+import static dev.shoal.flink.table.ShoalConnectorOptions.SCAN_FILTER;
+import static dev.shoal.flink.table.ShoalConnectorOptions.SCAN_POLL_INTERVAL;
+import static dev.shoal.flink.table.ShoalConnectorOptions.SCAN_REQUEST_TIMEOUT;
+import static dev.shoal.flink.table.ShoalConnectorOptions.SCAN_SPLIT_SIZE;
+import static dev.shoal.flink.table.ShoalConnectorOptions.SCAN_STARTUP_ADDRESS;
+import static dev.shoal.flink.table.ShoalConnectorOptions.SCAN_STARTUP_MODE;
+import static dev.shoal.flink.table.ShoalConnectorOptions.TABLE;
+import static dev.shoal.flink.table.ShoalConnectorOptions.TOKEN;
+import static dev.shoal.flink.table.ShoalConnectorOptions.TRANSACTIONAL_ID_PREFIX;
 
-import dev.shoal.flink.ShoalSink;
-import dev.shoal.flink.ShoalSinkBuilder;
-import dev.shoal.flink.ShoalSource;
-import dev.shoal.flink.ShoalSourceBuilder;
+import dev.shoal.flink.sink.ShoalSink;
+import dev.shoal.flink.sink.ShoalSinkBuilder;
+import dev.shoal.flink.source.ShoalSource;
+import dev.shoal.flink.source.ShoalSourceBuilder;
 import org.apache.flink.api.common.serialization.DeserializationSchema;
 import org.apache.flink.table.connector.format.DecodingFormat;
 import org.apache.flink.table.connector.source.DynamicTableSource;
@@ -64,7 +64,7 @@ import org.apache.flink.table.factories.SerializationFormatFactory;
  * <p>Rows are serialised by the format named in {@code 'format'}, discovered through {@link
  * FactoryUtil} (normally Flink's own {@code json}; any format that writes one JSON document per
  * row works, e.g. {@code raw} over a single STRING column of JSON text). The options are in
- * {@link dev.shoal.flink.ShoalConnectorOptions}. Without a primary key the sink is append-only
+ * {@link dev.shoal.flink.table.ShoalConnectorOptions}. Without a primary key the sink is append-only
  * (insert-only changelog). With {@code PRIMARY KEY (...) NOT ENFORCED} it is an upsert sink of a
  * keyed shoal table (created with that key by {@code 'sink.create-table'}): {@code INSERT} and
  * {@code UPDATE_AFTER} rows upsert their key, {@code DELETE} rows delete it, {@code UPDATE_BEFORE}

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
-import dev.shoal.flink.ShoalDaemon;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.File;
@@ -20,11 +19,12 @@ import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import dev.shoal.embedded.ShoalEmbedded;
-import dev.shoal.flink.EmbeddedShoal;
 import java.util.jar.JarEntry;
 import java.util.jar.JarFile;
 import java.util.stream.IntStream;
+import dev.shoal.embedded.ShoalEmbedded;
+import dev.shoal.flink.EmbeddedShoal;
+import dev.shoal.flink.ShoalDaemon;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -86,8 +86,8 @@ class ShadedConnectorJarIT {
       }
       assertEquals(List.of(), outside, "classes outside dev/shoal/flink/ and flink-connector-base");
       for (String expected : List.of(
-          "dev/shoal/flink/ShoalSink.class",
-          "dev/shoal/flink/ShoalExactlyOnceSink.class",
+          "dev/shoal/flink/sink/ShoalSink.class",
+          "dev/shoal/flink/sink/ShoalExactlyOnceSink.class",
           "dev/shoal/flink/table/ShoalDynamicTableFactory.class",
           "org/apache/flink/connector/base/sink/AsyncSinkBase.class",
           "dev/shoal/flink/shaded/org/apache/arrow/flight/FlightClient.class",
@@ -117,8 +117,8 @@ class ShadedConnectorJarIT {
       // Embedded mode: the classes native code binds by name keep their packages, the native
       // libraries are there, and the classes use the relocated Arrow (and Jackson).
       for (String expected : List.of(
-          "dev/shoal/flink/EndpointTableClient.class",
-          "dev/shoal/flink/shaded/dev/shoal/client/EmbeddedShoalClient.class",
+          "dev/shoal/flink/common/EndpointTableClient.class",
+          "dev/shoal/embedded/EmbeddedShoalClient.class",
           "dev/shoal/embedded/ShoalEmbedded.class",
           "dev/shoal/embedded/ShoalNative.class",
           "dev/shoal/embedded/ShoalEmbeddedException.class",
@@ -229,9 +229,9 @@ class ShadedConnectorJarIT {
     Throwable[] failure = new Throwable[1];
     Thread task = new Thread(() -> {
       try {
-        Class<?> clientClass = Class.forName("dev.shoal.flink.EndpointTableClient", true, loader);
+        Class<?> clientClass = Class.forName("dev.shoal.flink.common.EndpointTableClient", true, loader);
         assertTrue(clientClass.getClassLoader() == loader, "the connector comes from the job's class loader");
-        Class<?> optionsClass = Class.forName("dev.shoal.flink.ShoalClientOptions", true, loader);
+        Class<?> optionsClass = Class.forName("dev.shoal.flink.common.ShoalClientOptions", true, loader);
         java.lang.reflect.Method options = optionsClass.getDeclaredMethod("of", String.class, java.time.Duration.class);
         options.setAccessible(true);
         java.lang.reflect.Method open = clientClass.getDeclaredMethod("open", String.class, String.class, optionsClass);

@@ -1,8 +1,8 @@
 package dev.shoal.flink.packaging;
 
-import dev.shoal.flink.ShoalSink;
 import java.util.ArrayList;
 import java.util.List;
+import dev.shoal.flink.sink.ShoalSink;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.table.api.EnvironmentSettings;

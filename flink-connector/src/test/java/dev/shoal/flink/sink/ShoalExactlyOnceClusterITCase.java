@@ -1,0 +1,69 @@
+package dev.shoal.flink.sink;
+
+import static dev.shoal.flink.sink.ShoalSinkITCase.counts;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.shoal.client.testing.TargetMode;
+import dev.shoal.flink.ShoalDaemon;
+import dev.shoal.flink.ShoalMode;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link ShoalExactlyOnceITCase} against a table sharded over three daemons ({@link ShoalCluster}),
+ * the sink writing through node 0 — its transactions span the shards a checkpoint touched — plus a
+ * node killed (SIGKILL) part-way through an exactly-once job and started again on its port and
+ * data directory: every event ends up in the table exactly once.
+ */
+@ShoalMode(TargetMode.CLUSTER)
+class ShoalExactlyOnceClusterITCase extends ShoalExactlyOnceITCase {
+
+  @Test
+  void aNodeKilledAndRestartedDuringAnExactlyOnceJob() throws Exception {
+    String table = "cluster_restart";
+    SHOAL.createTable(table, "reject");
+    ShoalExactlyOnceDaemonITCase.Slow.HALFWAY = new CountDownLatch(1);
+    ShoalExactlyOnceDaemonITCase.Slow.SEEN.set(0);
+    StreamExecutionEnvironment env = environment(20);
+    env.enableCheckpointing(200);
+    ShoalSinkITCase.events(env)
+        .map(new ShoalExactlyOnceDaemonITCase.Slow(4000)).name("slow")
+        .sinkTo(sink(table, DeliveryGuarantee.EXACTLY_ONCE).build()).name("shoal-sink");
+    CompletableFuture<JobExecutionResult> job = CompletableFuture.supplyAsync(() -> {
+      try {
+        return env.execute("github events -> sharded shoal (exactly once), node 2 restarted");
+      } catch (Exception e) {
+        throw new RuntimeException(e);
+      }
+    });
+    assertTrue(ShoalExactlyOnceDaemonITCase.Slow.HALFWAY.await(120, TimeUnit.SECONDS), "the job got part-way");
+    SHOAL.cluster().node(2).kill();
+    Thread.sleep(1000); // batches and commits touching shard 2 fail meanwhile
+    SHOAL.cluster().node(2).restart();
+    job.get(240, TimeUnit.SECONDS);
+
+    List<String> expected = ShoalDaemon.eventIds();
+    List<String> written = SHOAL.column(table, "id");
+    Set<String> missing = new HashSet<>(expected);
+    missing.removeAll(new HashSet<>(written));
+    List<JsonNode> transactions = transactions(table);
+    System.out.printf("exactly once across a node restart: %d written (%d duplicates), transactions %s%n",
+        written.size(), written.size() - expected.size(), states(transactions));
+    assertEquals(Set.of(), missing, "no event id is missing");
+    assertEquals(counts(expected), counts(written), "every event id exactly once");
+    JsonNode stats = ShoalExactlyOnceITCase.JSON.readTree(SHOAL.action("stats", "{\"table\":\"" + table + "\"}"));
+    for (JsonNode shard : stats.get("shards")) {
+      assertTrue(shard.get("records").asLong() > 0, "every shard holds records: " + stats);
+    }
+  }
+}

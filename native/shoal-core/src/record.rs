@@ -211,6 +211,7 @@ impl KeyPointer {
 
     /// Byte offset of this key pointer from the start of its record.
     #[must_use]
+    #[inline]
     pub const fn offset_in_record(index: usize) -> usize {
         RECORD_PREFIX + index * KEY_POINTER_SIZE
     }
@@ -218,6 +219,7 @@ impl KeyPointer {
     /// The log address of key pointer `index` of the record at `record` (what chains and
     /// the hash index hold).
     #[must_use]
+    #[inline]
     pub fn address_in(record: LogAddress, index: usize) -> LogAddress {
         record + Self::offset_in_record(index) as u64
     }
@@ -225,6 +227,7 @@ impl KeyPointer {
     /// The log address of the record holding the key pointer at `address` whose index is
     /// `index` (the inverse of [`Self::address_in`]).
     #[must_use]
+    #[inline]
     pub fn record_of(address: LogAddress, index: usize) -> LogAddress {
         address - Self::offset_in_record(index) as u64
     }
@@ -287,12 +290,14 @@ impl RecordLayout {
     /// A record of `key_pointers` key pointers, a value region of `value_region` bytes and
     /// a payload of `payload` bytes.
     #[must_use]
+    #[inline]
     pub const fn new(key_pointers: usize, value_region: usize, payload: usize) -> Self {
         Self { key_pointers, value_region, payload }
     }
 
     /// Its size in bytes, padding included ([`record_size`]).
     #[must_use]
+    #[inline]
     pub const fn size(self) -> usize {
         (RECORD_PREFIX + self.key_pointers * KEY_POINTER_SIZE + self.value_region + self.payload + 7) & !7
     }
@@ -304,6 +309,7 @@ impl RecordLayout {
     /// `base` is the start of [`Self::size`] writable bytes, 8-byte aligned, that no other
     /// thread reads or writes meanwhile; `value_region` and `payload` have this layout's
     /// lengths, which fit in a `u32` each (checked by the caller against the page size).
+    #[inline]
     pub unsafe fn write_body(self, base: *mut u8, value_region: &[u8], payload: &[u8]) {
         debug_assert_eq!((value_region.len(), payload.len()), (self.value_region, self.payload));
         #[allow(clippy::cast_possible_truncation)]
@@ -322,6 +328,7 @@ impl RecordLayout {
     ///
     /// # Safety
     /// As [`Self::write_body`]; `index` is below the layout's key pointer count.
+    #[inline]
     pub unsafe fn write_key_pointer(self, base: *mut u8, index: usize, words: [u64; 3]) {
         debug_assert!(index < self.key_pointers);
         // SAFETY: per the contract; key pointers are 8-byte aligned within an aligned record.

@@ -8,7 +8,7 @@ compares two runs seconds apart).
 
 Build the old binary from a worktree, e.g.
     git worktree add /tmp/shoal-old <commit> &&
-    (cd /tmp/shoal-old && CARGO_TARGET_DIR=/tmp/shoal-old-target cargo build --release --bin shoal-bench)
+    (cd /tmp/shoal-old && CARGO_TARGET_DIR=/tmp/shoal-old-target cargo build --release -p shoal-bench)
 
 Figures compared: each ingestion case's median MB/s (ratio new ÷ old: above 1 is faster) and
 each query's median milliseconds per path and table (ratio new ÷ old: below 1 is faster).

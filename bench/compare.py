@@ -682,7 +682,7 @@ def main():
 
     if not args.no_build:
         print("building release binaries ...", flush=True)
-        subprocess.run(["cargo", "build", "--release", "--locked", "-p", "shoal-server", "-p", "shoal-core",
+        subprocess.run(["cargo", "build", "--release", "--locked", "-p", "shoal-server", "-p", "shoal-bench",
                         "--bin", "shoal", "--bin", "shoal-bench"], cwd=REPO, check=True)
         if args.spark:  # bench/spark_bench.sh's embedded mode loads target/release/libshoal_jni.so
             subprocess.run(["cargo", "build", "--release", "--locked", "-p", "shoal-jni"], cwd=REPO, check=True)

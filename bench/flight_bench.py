@@ -144,7 +144,7 @@ def main():
     args = parser.parse_args()
 
     print("building release binaries ...", flush=True)
-    subprocess.run(["cargo", "build", "--release", "--locked", "-p", "shoal-server", "-p", "shoal-core", "--bin", "shoal",
+    subprocess.run(["cargo", "build", "--release", "--locked", "-p", "shoal-server", "-p", "shoal-bench", "--bin", "shoal",
                     "--bin", "shoal-bench"], cwd=REPO, check=True)
     lines = [l for l in (REPO / "data/github/events.ndjson").read_text(encoding="utf-8").splitlines() if l.strip()]
     records, size = replicated(lines, args.target_mb * 10**6)

@@ -50,7 +50,7 @@
 //! MB are 10^6 bytes of record payload (the JSON text, without newlines).
 //!
 //! ```text
-//! cargo run --release -p shoal-core --bin shoal-bench -- [--input data/github/events.ndjson]
+//! cargo run --release -p shoal-bench -- [--input data/github/events.ndjson]
 //!     [--repeat N | --target-mb 200] [--reps 3] [--threads 1,2] [--disk-memory-mb 64]
 //!     [--dir /tmp] [--cases memcpy,parser,memory,disk,nopsf,query,durability,recovery,keyed]
 //! ```

@@ -301,7 +301,7 @@ impl Table {
         let prepared = self.prepare_batch(&snapshot, records, ops, keyed)?;
         let report = self.append_batch(&snapshot, prepared, keyed)?;
         drop(psf_guard);
-        self.count_ingested(&report);
+        self.count_ingested(report.records, report.payload_bytes, report.skipped);
         Ok(report)
     }
 
@@ -496,13 +496,6 @@ impl Table {
         drop(guard);
         Ok(report)
     }
-
-    /// Adds a batch's counts to the table's counters ([`Table::stats`]).
-    pub(crate) fn count_ingested(&self, report: &IngestReport) {
-        self.records.fetch_add(report.records as u64, Ordering::Relaxed);
-        self.payload_bytes.fetch_add(report.payload_bytes as u64, Ordering::Relaxed);
-        self.skipped.fetch_add(report.skipped as u64, Ordering::Relaxed);
-    }
 }
 
 impl Table {
@@ -621,7 +614,7 @@ impl Table {
                 (in_memory.len(), Some(error.to_string()))
             }
         };
-        self.records.fetch_sub(records as u64, std::sync::atomic::Ordering::Relaxed);
+        self.count_withdrawn(records);
         if let Some(keyed) = &self.keyed {
             // After the listing: a version read back from the device is then seen invalid.
             if let Err(error) = self.revalidate_withdrawn(keyed, &keys) {

@@ -25,7 +25,6 @@
 //! (the rest of a partly filled last page is closed with a filler, by appends), or in that
 //! page when it held no record.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -179,8 +178,7 @@ impl Table {
         report.records = records;
         table.sessions.restore(&replay.last_serials);
         report.writers = replay.last_serials.len();
-        table.records.store(records, Ordering::Relaxed);
-        table.payload_bytes.store(payload_bytes, Ordering::Relaxed);
+        table.restore_counts(records, payload_bytes);
         report.end_address = replay.end_address;
         report.tail_address = tail;
         if let Some(keyed) = &table.keyed {

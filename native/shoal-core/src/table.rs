@@ -97,9 +97,11 @@ pub struct Table {
     parsers: Mutex<Vec<Box<dyn RecordParser>>>,
     /// Batches being written ([`Table::complete_until`]).
     pub(crate) in_flight: InFlight,
-    pub(crate) records: AtomicU64,
-    pub(crate) payload_bytes: AtomicU64,
-    pub(crate) skipped: AtomicU64,
+    /// The table's counters ([`Table::stats`]): changed only through
+    /// [`Table::count_ingested`], [`Table::count_withdrawn`] and [`Table::restore_counts`].
+    records: AtomicU64,
+    payload_bytes: AtomicU64,
+    skipped: AtomicU64,
     /// A keyed table's key and key index ([`crate::keys`]).
     pub(crate) keyed: Option<Keyed>,
 }
@@ -111,6 +113,27 @@ impl std::fmt::Debug for Table {
 }
 
 impl Table {
+    /// Adds a batch's counts (records and payload bytes ingested, records skipped) to the
+    /// table's counters ([`Table::stats`]).
+    pub(crate) fn count_ingested(&self, records: usize, payload_bytes: usize, skipped: usize) {
+        self.records.fetch_add(records as u64, Ordering::Relaxed);
+        self.payload_bytes.fetch_add(payload_bytes as u64, Ordering::Relaxed);
+        self.skipped.fetch_add(skipped as u64, Ordering::Relaxed);
+    }
+
+    /// Takes `records` withdrawn records (a batch that could not be made durable) off the
+    /// record count.
+    pub(crate) fn count_withdrawn(&self, records: usize) {
+        self.records.fetch_sub(records as u64, Ordering::Relaxed);
+    }
+
+    /// Sets the counters recovery found by replaying the log (records and payload bytes;
+    /// skipped records are not in the log, so they start again at 0).
+    pub(crate) fn restore_counts(&self, records: u64, payload_bytes: u64) {
+        self.records.store(records, Ordering::Relaxed);
+        self.payload_bytes.store(payload_bytes, Ordering::Relaxed);
+    }
+
     /// Creates an empty table. On a directory device, writes its metadata
     /// (`table.json`, see [`crate::checkpoint`]) there first.
     ///

@@ -66,7 +66,8 @@ pub struct ActionSpec {
     pub description: &'static str,
     /// How a cluster answers it for a sharded table.
     pub sharded: ShardedAnswer,
-    handler: fn(&Catalog, &[u8], ActionCall<'_>) -> Result<Value, OpsError>,
+    /// Called with the catalog, the action's name (for messages), its body and the call.
+    handler: fn(&Catalog, &str, &[u8], ActionCall<'_>) -> Result<Value, OpsError>,
 }
 
 impl std::fmt::Debug for ActionSpec {
@@ -141,25 +142,25 @@ pub static ACTIONS: &[ActionSpec] = &[
         name: "begin_transaction",
         description: r#"{"table", "transaction"} → opens a transaction; DoPut batches with app_metadata {"transaction"} are staged in it"#,
         sharded: ShardedAnswer::Transaction,
-        handler: |catalog, body, _| transaction(catalog, body, Step::Begin),
+        handler: |catalog, name, body, _| transaction(catalog, name, body, Step::Begin),
     },
     ActionSpec {
         name: "prepare_transaction",
         description: r#"{"table", "transaction"} → syncs its staged records"#,
         sharded: ShardedAnswer::Transaction,
-        handler: |catalog, body, _| transaction(catalog, body, Step::Prepare),
+        handler: |catalog, name, body, _| transaction(catalog, name, body, Step::Prepare),
     },
     ActionSpec {
         name: "commit_transaction",
         description: r#"{"table", "transaction"} → ingests its staged records exactly once, durably; idempotent"#,
         sharded: ShardedAnswer::Transaction,
-        handler: |catalog, body, _| transaction(catalog, body, Step::Commit),
+        handler: |catalog, name, body, _| transaction(catalog, name, body, Step::Commit),
     },
     ActionSpec {
         name: "abort_transaction",
         description: r#"{"table", "transaction"} → drops its staged records; idempotent"#,
         sharded: ShardedAnswer::Transaction,
-        handler: |catalog, body, _| transaction(catalog, body, Step::Abort),
+        handler: |catalog, name, body, _| transaction(catalog, name, body, Step::Abort),
     },
     ActionSpec {
         name: "list_transactions",
@@ -191,7 +192,7 @@ pub fn run_action(catalog: &Catalog, name: &str, body: &[u8]) -> Result<Value, O
 /// As [`run_action`]; `CANCELLED` when `call.keep_waiting` said no during a wait.
 pub fn run_action_with(catalog: &Catalog, name: &str, body: &[u8], call: ActionCall<'_>) -> Result<Value, OpsError> {
     match ActionSpec::find(name) {
-        Some(action) => (action.handler)(catalog, body, call),
+        Some(action) => (action.handler)(catalog, action.name, body, call),
         None => Err(OpsError::invalid_argument(format!(
             "unknown action {name:?}; known actions: {}",
             ACTIONS.iter().map(|a| a.name).collect::<Vec<_>>().join(", ")
@@ -246,47 +247,47 @@ fn engine(error: &shoal_core::Error) -> OpsError {
     OpsError::from_engine(error)
 }
 
-fn create_table(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: CreateTable = parse_body("create_table", body)?;
+fn create_table(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: CreateTable = parse_body(name, body)?;
     let created = catalog.create(&request)?;
     Ok(json!({"created": created, "name": request.name}))
 }
 
-fn alter_table(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: AlterTable = parse_body("alter_table", body)?;
+fn alter_table(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: AlterTable = parse_body(name, body)?;
     let previous = catalog.alter_retention(&request.table, request.retention)?;
     Ok(json!({"table": request.table, "retention": request.retention, "previous_retention": previous}))
 }
 
-fn drop_table(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: TableRef = parse_body("drop_table", body)?;
+fn drop_table(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: TableRef = parse_body(name, body)?;
     catalog.drop_table(&request.table)?;
     Ok(json!({"dropped": true, "name": request.table}))
 }
 
-fn register_psf(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: RegisterPsf = parse_body("register_psf", body)?;
+fn register_psf(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: RegisterPsf = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
     let psf = entry.table.register_psf(&request.name, &request.spec).map_err(|e| engine(&e))?;
     tracing::info!(table = %request.table, psf = %psf.name, address = psf.safe_register_address().get(), "PSF registered");
     Ok(psf_json(&psf))
 }
 
-fn deregister_psf(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: DeregisterPsf = parse_body("deregister_psf", body)?;
+fn deregister_psf(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: DeregisterPsf = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
     let psf = entry.table.deregister_psf(&request.name).map_err(|e| engine(&e))?;
     Ok(psf_json(&psf))
 }
 
-fn list_psfs(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: TableRef = parse_body("list_psfs", body)?;
+fn list_psfs(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: TableRef = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
     Ok(Value::Array(entry.table.psfs().all().iter().map(|p| psf_json(p)).collect()))
 }
 
-fn stats(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: TableRef = parse_body("stats", body)?;
+fn stats(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: TableRef = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
     let mut stats = serde_json::to_value(entry.table.stats()).unwrap_or_default();
     stats["table"] = json!(request.table);
@@ -295,8 +296,8 @@ fn stats(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, Ops
     Ok(stats)
 }
 
-fn delete(catalog: &Catalog, body: &[u8], call: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: DeleteRows = parse_body("delete", body)?;
+fn delete(catalog: &Catalog, name: &str, body: &[u8], call: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: DeleteRows = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
     let filter = request.filter.as_deref().map(|f| parse_expr_within(f, call.filter_bytes)).transpose().map_err(|e| engine(&e))?;
     let report = entry.table.delete_where(filter.as_ref()).map_err(|e| engine(&e))?;
@@ -310,8 +311,8 @@ fn delete(catalog: &Catalog, body: &[u8], call: ActionCall<'_>) -> Result<Value,
     }))
 }
 
-fn truncate(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: Truncate = parse_body("truncate", body)?;
+fn truncate(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: Truncate = parse_body(name, body)?;
     let rule = request.rule()?;
     let entry = catalog.get(&request.table)?;
     let report = entry.table.truncate(rule).map_err(|e| engine(&e))?;
@@ -320,8 +321,8 @@ fn truncate(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, 
     Ok(answer)
 }
 
-fn compact(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: Compact = parse_body("compact", body)?;
+fn compact(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: Compact = parse_body(name, body)?;
     let wait = request.wait_ms.unwrap_or(30_000);
     if wait > crate::protocol::MAX_COMPACT_WAIT_MS {
         return Err(OpsError::invalid_argument(format!(
@@ -340,8 +341,8 @@ fn compact(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, O
     Ok(answer)
 }
 
-fn make_durable(catalog: &Catalog, body: &[u8], call: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: MakeDurable = parse_body("make_durable", body)?;
+fn make_durable(catalog: &Catalog, name: &str, body: &[u8], call: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: MakeDurable = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
     if !entry.table.has_storage() {
         return Err(OpsError::failed_precondition(format!(
@@ -365,8 +366,8 @@ fn make_durable(catalog: &Catalog, body: &[u8], call: ActionCall<'_>) -> Result<
     Ok(json!({"table": request.table, "durable_address": durable}))
 }
 
-fn writer_status(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: WriterRef = parse_body("writer_status", body)?;
+fn writer_status(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: WriterRef = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
     let status = entry.table.writer_status(&request.writer);
     Ok(json!({
@@ -387,13 +388,7 @@ enum Step {
     Abort,
 }
 
-fn transaction(catalog: &Catalog, body: &[u8], step: Step) -> Result<Value, OpsError> {
-    let name = match step {
-        Step::Begin => "begin_transaction",
-        Step::Prepare => "prepare_transaction",
-        Step::Commit => "commit_transaction",
-        Step::Abort => "abort_transaction",
-    };
+fn transaction(catalog: &Catalog, name: &str, body: &[u8], step: Step) -> Result<Value, OpsError> {
     let request: TransactionRef = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
     let transactions = &entry.transactions;
@@ -407,14 +402,14 @@ fn transaction(catalog: &Catalog, body: &[u8], step: Step) -> Result<Value, OpsE
     Ok(serde_json::to_value(&info).unwrap_or_default())
 }
 
-fn list_transactions(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: TableRef = parse_body("list_transactions", body)?;
+fn list_transactions(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: TableRef = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
     Ok(serde_json::to_value(entry.transactions.list()).unwrap_or_default())
 }
 
-fn checkpoint(catalog: &Catalog, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
-    let request: TableRef = parse_body("checkpoint", body)?;
+fn checkpoint(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
+    let request: TableRef = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
     let state = entry.table.checkpoint().map_err(|e| engine(&e))?;
     Ok(json!({

@@ -1,20 +1,32 @@
 """SQL through Arrow Flight SQL with ADBC: no shoal-specific client code.
 
 `adbc-driver-flightsql` (pip) speaks Flight SQL to the daemon's port: bulk ingest, queries whose
-WHERE the planner maps onto PSFs, prepared statements with parameters, table metadata, and
-DELETE on a keyed table. See docs/sql.md for what SQL is accepted.
+WHERE the planner maps onto PSFs, a prepared statement with a parameter, EXPLAIN and table
+metadata. See docs/sql.md for what SQL is accepted (DELETE on a keyed table included: a keyed
+table is made with the create_table action, as in keyed.py).
 
-Start a daemon first:   target/release/shoal serve --data-dir /tmp/shoal-demo
-Then run:               python examples/python/flight_sql.py [grpc://127.0.0.1:50051]
+Install:  pip install -r examples/python/requirements.txt
+Daemon:   cargo build --release -p shoal-server
+          target/release/shoal serve --data-dir /tmp/shoal-demo    (listens on 127.0.0.1:50051)
+Run:      python examples/python/flight_sql.py [ENDPOINT]
+
+ENDPOINT defaults to $SHOAL_ENDPOINT, else grpc://127.0.0.1:50051 (a daemon started without
+--auth-token, --basic-auth or TLS; docs/sql.md shows the driver's options for them). Run
+again, the script's bulk ingest replaces the table `people_sql` (mode="replace"), so every run
+prints the same answers.
 """
 
-import sys
+import argparse
+import os
 import warnings
 
 import adbc_driver_flightsql.dbapi as flightsql
 import pyarrow as pa
 
-location = sys.argv[1] if len(sys.argv) > 1 else "grpc://127.0.0.1:50051"
+parser = argparse.ArgumentParser(description="SQL through Arrow Flight SQL with ADBC.")
+parser.add_argument("endpoint", nargs="?", default=os.environ.get("SHOAL_ENDPOINT", "grpc://127.0.0.1:50051"),
+                    help="the daemon's Flight address (default: $SHOAL_ENDPOINT, else %(default)s)")
+location = parser.parse_args().endpoint
 # (Flight SQL has no transactions: the DB-API wrapper warns that autocommit stays on.)
 warnings.filterwarnings("ignore", message="Cannot disable autocommit")
 

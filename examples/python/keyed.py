@@ -5,18 +5,27 @@ A table created with a `primary_key` keeps one live version per key: a DoPut bat
 each key's latest version, `to_address` queries the table as it was at a log address, and the
 `compact` action drops the versions that updates and deletes left behind.
 
-Start a daemon first:   target/release/shoal serve --data-dir /tmp/shoal-demo
-Then run:               python examples/python/keyed.py [grpc://127.0.0.1:50051]
+Install:  pip install -r examples/python/requirements.txt
+Daemon:   cargo build --release -p shoal-server
+          target/release/shoal serve --data-dir /tmp/shoal-demo    (listens on 127.0.0.1:50051)
+Run:      python examples/python/keyed.py [ENDPOINT]
+
+ENDPOINT defaults to $SHOAL_ENDPOINT, else grpc://127.0.0.1:50051 (a daemon started without
+--auth-token, --basic-auth or TLS). Run again, the script drops the table `tickets` it made the
+last time and starts over, so every run prints the same answers.
 """
 
+import argparse
 import json
-import sys
+import os
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
-location = sys.argv[1] if len(sys.argv) > 1 else "grpc://127.0.0.1:50051"
-client = flight.FlightClient(location)
+parser = argparse.ArgumentParser(description="A keyed table: upserts, merge patches, deletes, time travel, compaction.")
+parser.add_argument("endpoint", nargs="?", default=os.environ.get("SHOAL_ENDPOINT", "grpc://127.0.0.1:50051"),
+                    help="the daemon's Flight address (default: $SHOAL_ENDPOINT, else %(default)s)")
+client = flight.FlightClient(parser.parse_args().endpoint)
 
 
 def action(name, body):
@@ -40,8 +49,9 @@ def rows(table, **command):
     return {d["id"]: d for d in map(json.loads, client.do_get(ticket).read_all().column("json").to_pylist())}
 
 
-if "tickets" in [p.decode() for i in client.list_flights() for p in i.descriptor.path]:
-    action("drop_table", {"name": "tickets"})
+# A fresh table on every run: drop the one an earlier run left (ListFlights lists the tables).
+if "tickets" in [p.decode() for info in client.list_flights() for p in info.descriptor.path]:
+    print(action("drop_table", {"name": "tickets"}))
 action("create_table", {"name": "tickets", "primary_key": "id"})
 
 put("tickets", [("upsert", {"id": i, "status": "open", "owner": {"name": f"u{i}"}}) for i in range(5)])

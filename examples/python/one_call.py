@@ -4,18 +4,27 @@
 ticket that *is* the query command (the same JSON as GetFlightInfo's) plans and answers in one.
 `"output": "json"` returns each record's bytes exactly as they were put, in a `json` column.
 
-Start a daemon first:   target/release/shoal serve --data-dir /tmp/shoal-demo
-Then run:               python examples/python/one_call.py [grpc://127.0.0.1:50051]
+Install:  pip install -r examples/python/requirements.txt
+Daemon:   cargo build --release -p shoal-server
+          target/release/shoal serve --data-dir /tmp/shoal-demo    (listens on 127.0.0.1:50051)
+Run:      python examples/python/one_call.py [ENDPOINT]
+
+ENDPOINT defaults to $SHOAL_ENDPOINT, else grpc://127.0.0.1:50051 (a daemon started without
+--auth-token, --basic-auth or TLS). Run again, the script drops the table `lookups` it made the
+last time and starts over, so every run prints the same answers.
 """
 
+import argparse
 import json
-import sys
+import os
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
-location = sys.argv[1] if len(sys.argv) > 1 else "grpc://127.0.0.1:50051"
-client = flight.FlightClient(location)
+parser = argparse.ArgumentParser(description="Point lookups in one DoGet: the query command as the ticket.")
+parser.add_argument("endpoint", nargs="?", default=os.environ.get("SHOAL_ENDPOINT", "grpc://127.0.0.1:50051"),
+                    help="the daemon's Flight address (default: $SHOAL_ENDPOINT, else %(default)s)")
+client = flight.FlightClient(parser.parse_args().endpoint)
 
 
 def action(name, body):
@@ -28,9 +37,11 @@ def one_call(command):
     return client.do_get(flight.Ticket(json.dumps(command).encode())).read_all()
 
 
-action("create_table", {"name": "lookups", "if_not_exists": True})
-action("register_psf", {"table": "lookups", "name": "login", "kind": "projection", "field": "actor.login"}) \
-    if not any(p["name"] == "login" for p in action("list_psfs", {"table": "lookups"})) else None
+# A fresh table on every run: drop the one an earlier run left (ListFlights lists the tables).
+if "lookups" in [p.decode() for info in client.list_flights() for p in info.descriptor.path]:
+    print(action("drop_table", {"name": "lookups"}))
+action("create_table", {"name": "lookups"})
+action("register_psf", {"table": "lookups", "name": "login", "kind": "projection", "field": "actor.login"})
 
 schema = pa.schema([("json", pa.string())])
 lines = [json.dumps({"id": i, "actor": {"login": f"user{i % 50}"}, "note": "caf\u00e9"}) for i in range(1000)]

@@ -1,17 +1,27 @@
-"""A complete shoal session from Python with pyarrow.flight.
+"""A complete shoal session from Python with pyarrow.flight: create a table, ingest JSON
+records, register a PSF, plan a query and read its rows.
 
-Start a daemon first:   target/release/shoal serve --data-dir /tmp/shoal-demo
-Then run:               python examples/python/quickstart.py [grpc://127.0.0.1:50051]
+Install:  pip install -r examples/python/requirements.txt
+Daemon:   cargo build --release -p shoal-server
+          target/release/shoal serve --data-dir /tmp/shoal-demo    (listens on 127.0.0.1:50051)
+Run:      python examples/python/quickstart.py [ENDPOINT]
+
+ENDPOINT defaults to $SHOAL_ENDPOINT, else grpc://127.0.0.1:50051 (a daemon started without
+--auth-token, --basic-auth or TLS). Run again, the script drops the table `quickstart` it made
+the last time and starts over, so every run prints the same answers.
 """
 
+import argparse
 import json
-import sys
+import os
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
-location = sys.argv[1] if len(sys.argv) > 1 else "grpc://127.0.0.1:50051"
-client = flight.FlightClient(location)
+parser = argparse.ArgumentParser(description="A complete shoal session: table, ingest, PSF, query.")
+parser.add_argument("endpoint", nargs="?", default=os.environ.get("SHOAL_ENDPOINT", "grpc://127.0.0.1:50051"),
+                    help="the daemon's Flight address (default: $SHOAL_ENDPOINT, else %(default)s)")
+client = flight.FlightClient(parser.parse_args().endpoint)
 
 
 def action(name, body):
@@ -20,24 +30,33 @@ def action(name, body):
     return json.loads(result.body.to_pybytes())
 
 
-print(action("create_table", {"name": "quickstart", "if_not_exists": True}))
+# A fresh table on every run: drop the one an earlier run left (ListFlights lists the tables).
+if "quickstart" in [p.decode() for info in client.list_flights() for p in info.descriptor.path]:
+    print(action("drop_table", {"name": "quickstart"}))
+print(action("create_table", {"name": "quickstart"}))
 
-# Ingest: one JSON record per row of a column named "json"; one PutResult per batch.
-schema = pa.schema([("json", pa.string())])
-records = [
+
+def put(records):
+    """DoPut: one JSON record per row of a column named "json"; one PutResult per batch."""
+    schema = pa.schema([("json", pa.string())])
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path("quickstart"), schema)
+    writer.write_batch(pa.record_batch([pa.array([json.dumps(r) for r in records])], schema=schema))
+    print("ack:", json.loads(reader.read().to_pybytes()))
+    writer.close()
+
+
+put([
     {"id": 1, "type": "PushEvent", "actor": {"login": "alice"}},
     {"id": 2, "type": "IssuesEvent", "actor": {"login": "bob"}, "payload": {"action": "opened"}},
     {"id": 3, "type": "PushEvent", "actor": {"login": "carol"}},
-]
-writer, reader = client.do_put(flight.FlightDescriptor.for_path("quickstart"), schema)
-writer.write_batch(pa.record_batch([pa.array([json.dumps(r) for r in records])], schema=schema))
-print("ack:", json.loads(reader.read().to_pybytes()))
-writer.close()
+])
 
 # A PSF: from its safe register address on, `type = ...` is answered from its chains.
 print(action("register_psf", {"table": "quickstart", "name": "by_type", "kind": "projection", "field": "type"}))
+put([{"id": 4, "type": "PushEvent", "actor": {"login": "dave"}}])
 
-# Query: plan with GetFlightInfo, read every endpoint with DoGet.
+# Query: plan with GetFlightInfo (an index scan of the PSF's chains from its safe register
+# address, a full scan of the log before it), read every endpoint with DoGet.
 command = {"table": "quickstart", "filter": "type = 'PushEvent'", "columns": ["id", "actor.login"]}
 info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
 print("plan:", json.dumps(json.loads(info.app_metadata)["plan"], indent=2))

@@ -238,28 +238,3 @@ def _error(client, body: bytes) -> str:
     with pytest.raises(pa.ArrowInvalid) as error:
         client.do_get(flight.Ticket(body)).read_all()
     return str(error.value)
-
-
-def test_the_python_examples_run_against_the_daemon(daemon):
-    import sys
-
-    from conftest import REPO
-
-    outputs = {}
-    for example in ["quickstart.py", "one_call.py", "keyed.py", "flight_sql.py"]:
-        out = subprocess.run(
-            [sys.executable, str(REPO / "examples" / "python" / example), daemon.location],
-            capture_output=True, text=True, timeout=120,
-        )
-        assert out.returncode == 0, (example, out.stdout, out.stderr)
-        outputs[example] = out.stdout
-    out = outputs["one_call.py"]
-    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    assert len(lines) == 5 and all(r["actor"]["login"] == "user7" and r["note"] == "caf\u00e9" for r in lines)
-    assert "20 rows" in out and "'count(*)': 1000" in out
-    keyed = outputs["keyed.py"]
-    assert "1 {'id': 1, 'status': 'closed'}" in keyed and "4 {'id': 4, 'status': 'new'}" in keyed, keyed
-    assert "open: [0, 2]" in keyed and "-> [0, 1, 2, 3, 4]" in keyed and "live rows 4" in keyed, keyed
-    sql = outputs["flight_sql.py"]
-    assert "Oslo: [(1, 34), (3, 45)]" in sql and "('Oslo', 2, 39.5)" in sql and "older than 40: [3, 4]" in sql, sql
-    assert "'full_scan'" in sql and "people_sql" in sql, sql

@@ -1,7 +1,7 @@
 //! The CLI's Flight client commands: they talk to a running daemon exactly as any
 //! other Flight client would.
 
-use std::io::{BufRead, BufReader, Read, Write as _};
+use std::io::{Read, Write as _};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +13,8 @@ use arrow_flight::{Action, FlightClient, FlightDescriptor};
 use arrow_schema::{DataType, Field, Schema};
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
+
+use crate::ingest_input::InputFormat;
 
 /// Where the daemon is.
 #[derive(clap::Args, Clone)]
@@ -50,7 +52,12 @@ pub struct IngestArgs {
     /// merge patch onto the key's latest version) [default: upsert].
     #[arg(long, value_enum)]
     op: Option<IngestOp>,
-    /// NDJSON file, or `-` for standard input.
+    /// The input's form: NDJSON, JSON documents or an array of records, CSV with a header
+    /// (`auto`: by the `.csv` extension and the first characters).
+    #[arg(long, value_enum, default_value_t = InputFormat::Auto)]
+    format: InputFormat,
+    /// Input file (NDJSON, JSON documents, a JSON array of records, or CSV), or `-` for
+    /// standard input.
     input: PathBuf,
 }
 
@@ -370,28 +377,74 @@ pub fn run(future: impl std::future::Future<Output = Result<(), String>>) -> Res
         .block_on(future)
 }
 
-async fn connect(connection: &Connection) -> Result<FlightClient, String> {
-    let tls = connection.endpoint.starts_with("grpc+tls://");
-    let uri = connection
-        .endpoint
-        .replacen("grpc+tls://", "https://", 1)
-        .replacen("grpc://", "http://", 1)
-        .replacen("grpc+tcp://", "http://", 1);
-    let mut endpoint = tonic::transport::Endpoint::from_shared(uri.clone())
-        .map_err(|e| format!("invalid endpoint {:?}: {e}", connection.endpoint))?;
-    if tls {
-        let mut config = tonic::transport::ClientTlsConfig::new();
-        if let Some(ca) = &connection.tls_ca {
-            let pem = std::fs::read(ca).map_err(|e| format!("cannot read {}: {e}", ca.display()))?;
-            config = config.ca_certificate(tonic::transport::Certificate::from_pem(pem));
+/// The endpoint as a URI tonic takes (`http://` or `https://`), whether it speaks TLS, and
+/// its host: `grpc://`, `grpc+tcp://`, `grpc+tls://` (Arrow Flight's schemes), or a bare
+/// `HOST:PORT` (plain gRPC, as `grpc://`).
+///
+/// # Errors
+/// An unknown scheme, or no port.
+fn endpoint_uri(endpoint: &str) -> Result<(String, bool, String), String> {
+    let (tls, rest) = match endpoint.split_once("://") {
+        Some(("grpc+tls", rest)) => (true, rest),
+        Some(("grpc" | "grpc+tcp", rest)) => (false, rest),
+        Some((scheme, _)) => {
+            return Err(format!("endpoint {endpoint:?}: unknown scheme {scheme:?} (use grpc://HOST:PORT, grpc+tls://HOST:PORT, or HOST:PORT)"))
         }
-        endpoint = endpoint.tls_config(config).map_err(|e| format!("TLS configuration: {e}"))?;
+        None => (false, endpoint),
+    };
+    let rest = rest.trim_end_matches('/');
+    let Some((host, port)) = rest.rsplit_once(':').filter(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) else {
+        return Err(format!("endpoint {endpoint:?}: expected HOST:PORT (e.g. grpc://127.0.0.1:50051 or 127.0.0.1:50051)"));
+    };
+    Ok((format!("http://{host}:{port}"), tls, host.to_owned()))
+}
+
+/// A failed connection's message: the error and each of its causes (tonic's own says only
+/// "transport error"), with a hint for the usual ones.
+fn connect_error(endpoint: &str, error: &dyn std::error::Error) -> String {
+    let mut causes = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !causes.iter().any(|c| c.contains(&text)) {
+            causes.push(text);
+        }
+        source = cause.source();
     }
-    let channel = endpoint
+    let all = causes.join(": ");
+    let lower = all.to_lowercase();
+    let hint = if lower.contains("connection refused") {
+        "nothing listens there: is `shoal serve` running, on this port?"
+    } else if lower.contains("certificate") || lower.contains("unknownissuer") || lower.contains("notvalidforname") {
+        "the server's TLS certificate was not accepted: pass the certificate (or its CA) with --tls-ca, and connect by a name it holds"
+    } else if lower.contains("timed out") || lower.contains("deadline") {
+        "no answer in time: check the address, the port and any firewall"
+    } else if lower.contains("invalid http version") || lower.contains("corrupt") || lower.contains("frame") || lower.contains("received fatal alert") {
+        "the server speaks another protocol: grpc+tls:// for a daemon with --tls-cert, grpc:// otherwise"
+    } else if lower.contains("dns") || lower.contains("lookup") || lower.contains("resolve") || lower.contains("name or service not known") {
+        "the host name does not resolve"
+    } else {
+        "is `shoal serve` running there?"
+    };
+    format!("cannot connect to {endpoint}: {all} ({hint})")
+}
+
+async fn connect(connection: &Connection) -> Result<FlightClient, String> {
+    let (uri, tls, host) = endpoint_uri(&connection.endpoint)?;
+    if connection.tls_ca.is_some() && !tls {
+        return Err(format!("--tls-ca is for grpc+tls:// endpoints; {} is plain gRPC", connection.endpoint));
+    }
+    let endpoint = tonic::transport::Endpoint::from_shared(uri)
+        .map_err(|e| format!("invalid endpoint {:?}: {e}", connection.endpoint))?
         .tcp_nodelay(true)
-        .connect()
-        .await
-        .map_err(|e| format!("cannot connect to {}: {e} (is `shoal serve` running?)", connection.endpoint))?;
+        .connect_timeout(std::time::Duration::from_secs(10));
+    let channel = if tls {
+        let config = crate::tls_client::client_config(connection.tls_ca.as_deref())?;
+        crate::tls_client::connect(endpoint, config, &host).await
+    } else {
+        endpoint.connect().await
+    };
+    let channel = channel.map_err(|e| connect_error(&connection.endpoint, &e))?;
     let mut client = FlightClient::new(channel);
     if let Some(token) = &connection.token {
         client.add_header("authorization", &format!("Bearer {token}")).map_err(|e| e.to_string())?;
@@ -408,6 +461,13 @@ async fn connect(connection: &Connection) -> Result<FlightClient, String> {
 
 fn flight_error(context: &str, error: FlightError) -> String {
     match error {
+        FlightError::Tonic(status) if status.code() == tonic::Code::Unauthenticated => format!(
+            "{context}: {} (Unauthenticated: give the daemon's credentials with --token / SHOAL_AUTH_TOKEN or --basic-auth USER:PASSWORD)",
+            status.message()
+        ),
+        FlightError::Tonic(status) if matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Unknown) && std::error::Error::source(&*status).is_some() => {
+            connect_error(context, &*status)
+        }
         FlightError::Tonic(status) => format!("{context}: {} ({:?})", status.message(), status.code()),
         other => format!("{context}: {other}"),
     }
@@ -555,10 +615,63 @@ pub async fn checkpoint(args: CheckpointArgs) -> Result<(), String> {
 /// `shoal ingest`: reads NDJSON, sends batches through DoPut, shows progress and MB/s.
 pub async fn ingest(args: IngestArgs) -> Result<(), String> {
     let mut client = connect(&args.connection).await?;
-    if args.create {
-        action(&mut client, "create_table", &json!({"name": args.table, "if_not_exists": true})).await?;
+    let created = if args.create {
+        let answer = action(&mut client, "create_table", &json!({"name": args.table, "if_not_exists": true})).await?;
+        answer["created"].as_bool() == Some(true)
+    } else {
+        false
+    };
+    let result = ingest_into(&mut client, &args).await;
+    if result.is_err() && created {
+        // `--create` made the table for this input: a failed ingest leaves nothing behind.
+        match action(&mut client, "drop_table", &json!({"table": args.table})).await {
+            Ok(_) => eprintln!("dropped table {:?}, which --create made for this input", args.table),
+            Err(e) => eprintln!("table {:?}, made by --create, could not be dropped: {e}", args.table),
+        }
     }
-    let (reader, total): (Box<dyn Read + Send>, Option<u64>) = if args.input.as_os_str() == "-" {
+    result
+}
+
+/// The lines of the records of recent batches, by batch number (the daemon names a bad
+/// record by batch and row): the batches in flight, and some.
+#[derive(Default)]
+struct BatchLines {
+    batches: std::collections::BTreeMap<usize, Vec<u64>>,
+}
+
+impl BatchLines {
+    const KEPT: usize = 64;
+
+    fn add(&mut self, batch: usize, lines: Vec<u64>) {
+        self.batches.insert(batch, lines);
+        while self.batches.len() > Self::KEPT {
+            self.batches.pop_first();
+        }
+    }
+
+    fn line(&self, batch: usize, row: usize) -> Option<u64> {
+        self.batches.get(&batch).and_then(|lines| lines.get(row)).copied()
+    }
+
+    /// `message` with "DoPut batch B: record R of the batch" read as the input's line.
+    fn locate(&self, input: &str, message: &str) -> String {
+        let number_after = |text: &str, key: &str| -> Option<usize> {
+            let at = text.find(key)? + key.len();
+            text[at..].split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+        };
+        match (number_after(message, "DoPut batch "), number_after(message, "record ")) {
+            (Some(batch), Some(row)) => match self.line(batch, row) {
+                Some(line) => format!("{input}:{line}: {message}"),
+                None => message.to_owned(),
+            },
+            _ => message.to_owned(),
+        }
+    }
+}
+
+async fn ingest_into(client: &mut FlightClient, args: &IngestArgs) -> Result<(), String> {
+    let stdin = args.input.as_os_str() == "-";
+    let (reader, total): (Box<dyn Read + Send>, Option<u64>) = if stdin {
         (Box::new(std::io::stdin()), None)
     } else {
         let file = std::fs::File::open(&args.input).map_err(|e| format!("cannot open {}: {e}", args.input.display()))?;
@@ -582,39 +695,53 @@ pub async fn ingest(args: IngestArgs) -> Result<(), String> {
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
     let batch_records = args.batch_records.max(1);
     let read_schema = Arc::clone(&schema);
-    let input_name = args.input.display().to_string();
+    let input_name = if stdin { "standard input".to_owned() } else { args.input.display().to_string() };
+    let path = (!stdin).then(|| args.input.clone());
+    let format = args.format;
     let reader_progress = progress.clone();
+    let lines = Arc::new(std::sync::Mutex::new(BatchLines::default()));
+    let batch_lines = Arc::clone(&lines);
+    let name = input_name.clone();
     let reading = tokio::task::spawn_blocking(move || -> Result<(u64, u64), String> {
-        let mut lines = BufReader::with_capacity(1 << 20, reader);
-        let (mut records, mut bytes) = (0u64, 0u64);
+        let mut records = 0u64;
         let mut batch: Vec<String> = Vec::with_capacity(batch_records);
-        let mut line = String::new();
-        let mut line_number = 0u64;
-        loop {
-            line.clear();
-            let read = lines.read_line(&mut line).map_err(|e| format!("{input_name}: line {}: {e}", line_number + 1))?;
-            line_number += 1;
-            bytes += read as u64;
-            reader_progress.set_position(bytes);
-            let trimmed = line.trim_end_matches(['\n', '\r']);
-            if !trimmed.trim().is_empty() {
-                batch.push(trimmed.to_owned());
+        let mut origins: Vec<u64> = Vec::with_capacity(batch_records);
+        let mut number = 0usize;
+        let mut failed: Option<String> = None;
+        let mut send = |batch: &mut Vec<String>, origins: &mut Vec<u64>| -> bool {
+            records += batch.len() as u64;
+            let rows = batch.len();
+            let mut columns: Vec<arrow_array::ArrayRef> = vec![Arc::new(StringArray::from(std::mem::take(batch)))];
+            if let Some(op) = op {
+                columns.push(Arc::new(StringArray::from(vec![op.as_str(); rows])));
             }
-            if batch.len() >= batch_records || (read == 0 && !batch.is_empty()) {
-                records += batch.len() as u64;
-                let rows = batch.len();
-                let mut columns: Vec<arrow_array::ArrayRef> = vec![Arc::new(StringArray::from(std::mem::take(&mut batch)))];
-                if let Some(op) = op {
-                    columns.push(Arc::new(StringArray::from(vec![op.as_str(); rows])));
-                }
-                let batch = RecordBatch::try_new(Arc::clone(&read_schema), columns).map_err(|e| e.to_string())?;
-                if sender.blocking_send(Ok(batch)).is_err() {
-                    break;
+            batch_lines.lock().map(|mut l| l.add(number, std::mem::take(origins))).ok();
+            number += 1;
+            match RecordBatch::try_new(Arc::clone(&read_schema), columns) {
+                Ok(batch) => sender.blocking_send(Ok(batch)).is_ok(),
+                Err(e) => {
+                    failed = Some(e.to_string());
+                    false
                 }
             }
-            if read == 0 {
-                break;
-            }
+        };
+        let bytes = crate::ingest_input::read_records(
+            reader,
+            &name,
+            path.as_deref(),
+            format,
+            &mut |record| {
+                batch.push(record.text);
+                origins.push(record.line);
+                batch.len() < batch_records || send(&mut batch, &mut origins)
+            },
+            &|bytes| reader_progress.set_position(bytes),
+        )?;
+        if !batch.is_empty() {
+            send(&mut batch, &mut origins);
+        }
+        if let Some(error) = failed {
+            return Err(error);
         }
         Ok((records, bytes))
     });
@@ -623,25 +750,41 @@ pub async fn ingest(args: IngestArgs) -> Result<(), String> {
         .with_schema(schema)
         .with_flight_descriptor(Some(FlightDescriptor::new_path(vec![args.table.clone()])))
         .build(tokio_stream::wrappers::ReceiverStream::new(receiver));
-    let mut results = client.do_put(data).await.map_err(|e| flight_error("DoPut", e))?;
-    let (mut acked, mut skipped, mut last_address) = (0u64, 0u64, 0u64);
-    while let Some(result) = results.next().await {
-        let result = result.map_err(|e| flight_error(&format!("DoPut into {}", args.table), e))?;
-        let metadata: Value = serde_json::from_slice(&result.app_metadata).unwrap_or_default();
-        acked += metadata["records"].as_u64().unwrap_or(0);
-        skipped += metadata["skipped"].as_u64().unwrap_or(0);
-        last_address = metadata["last_address"].as_u64().unwrap_or(last_address);
-        progress.set_message(format!("{acked} records"));
-    }
-    let (records, bytes) = reading.await.map_err(|e| e.to_string())??;
+    let put = async {
+        let mut results = client.do_put(data).await.map_err(|e| flight_error("DoPut", e))?;
+        let (mut acked, mut skipped, mut last_address) = (0u64, 0u64, None::<u64>);
+        while let Some(result) = results.next().await {
+            let result = result.map_err(|e| flight_error(&format!("DoPut into {}", args.table), e))?;
+            let metadata: Value = serde_json::from_slice(&result.app_metadata).unwrap_or_default();
+            acked += metadata["records"].as_u64().unwrap_or(0);
+            skipped += metadata["skipped"].as_u64().unwrap_or(0);
+            if let Some(address) = metadata["last_address"].as_u64() {
+                last_address = Some(address);
+            }
+            let batch = metadata["batch"].as_u64().and_then(|b| usize::try_from(b).ok()).unwrap_or(0);
+            for example in metadata["skipped_examples"].as_array().into_iter().flatten().take(3) {
+                let row = example["row"].as_u64().and_then(|r| usize::try_from(r).ok()).unwrap_or(0);
+                let line = lines.lock().ok().and_then(|l| l.line(batch, row));
+                let place = line.map_or_else(|| format!("batch {batch}, row {row}"), |line| format!("{input_name}:{line}"));
+                progress.suspend(|| eprintln!("skipped {place}: {}", example["error"].as_str().unwrap_or("")));
+            }
+            progress.set_message(format!("{acked} records"));
+        }
+        Ok::<_, String>((acked, skipped, last_address))
+    };
+    let put = put.await;
+    let read = reading.await.map_err(|e| e.to_string())?;
     progress.finish_and_clear();
+    let ((acked, skipped, last_address), (records, bytes)) = match (put, read) {
+        (Err(e), _) => return Err(lines.lock().map_or(e.clone(), |l| l.locate(&input_name, &e))),
+        (Ok(_), Err(e)) => return Err(e),
+        (Ok(put), Ok(read)) => (put, read),
+    };
     let seconds = started.elapsed().as_secs_f64().max(1e-9);
     #[allow(clippy::cast_precision_loss)]
     let rate = bytes as f64 / seconds / 1e6;
-    println!(
-        "ingested {acked} of {records} records ({skipped} skipped, {bytes} bytes) into {} in {seconds:.2} s: {rate:.1} MB/s; last address {last_address}",
-        args.table
-    );
+    let last = last_address.map_or_else(String::new, |a| format!("; last address {a}"));
+    println!("ingested {acked} of {records} records ({skipped} skipped, {bytes} bytes) into {} in {seconds:.2} s: {rate:.1} MB/s{last}", args.table);
     Ok(())
 }
 

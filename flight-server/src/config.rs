@@ -14,7 +14,9 @@ pub use shoal_ops::config::{check_range, Durability, EngineConfig};
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default)]
 pub struct ServerConfig {
-    /// Address of the Flight service. Default `127.0.0.1:50051`.
+    /// Address of the Flight service, `HOST:PORT` (an IP address or a host name, resolved
+    /// at start: [`socket_address`]). Default `127.0.0.1:50051`.
+    #[serde(deserialize_with = "deserialize_socket_address")]
     pub listen: SocketAddr,
     /// The engine's settings (data directory, table defaults and bounds).
     #[serde(flatten)]
@@ -26,7 +28,9 @@ pub struct ServerConfig {
     /// `USER:PASSWORD`: if set, calls may authenticate with HTTP basic credentials, and a
     /// Flight handshake with them returns a session bearer token.
     pub basic_auth: Option<String>,
-    /// Address of the Prometheus metrics endpoint (`/metrics`); unset: no endpoint.
+    /// Address of the Prometheus metrics endpoint (`/metrics`), `HOST:PORT` as `listen`;
+    /// unset: no endpoint.
+    #[serde(deserialize_with = "deserialize_optional_socket_address")]
     pub metrics_listen: Option<SocketAddr>,
     /// PEM certificate chain; with `tls_key`, the service speaks TLS (`grpc+tls://`).
     pub tls_cert: Option<PathBuf>,
@@ -91,6 +95,42 @@ impl Default for ServerConfig {
             unknown: BTreeMap::new(),
         }
     }
+}
+
+/// A listen address from `HOST:PORT`: an IP address (`127.0.0.1:50051`, `[::1]:50051`,
+/// `0.0.0.0:50051`) or a host name resolved now (`localhost:50051`: its first IPv4 address,
+/// else its first address, as clients connecting to the name try IPv4 first).
+///
+/// # Errors
+/// The text and what is wrong: no port, a port that is no number, a name that does not
+/// resolve.
+pub fn socket_address(text: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(address) = text.parse::<SocketAddr>() {
+        return Ok(address);
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!("{text:?} is not HOST:PORT (e.g. 127.0.0.1:50051 or localhost:50051)"));
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!("{text:?} is not HOST:PORT (e.g. 127.0.0.1:50051 or localhost:50051): the port must be a number up to 65535"));
+    }
+    let addresses: Vec<SocketAddr> = text.to_socket_addrs().map_err(|e| format!("cannot resolve {host:?} (in {text:?}): {e}"))?.collect();
+    addresses
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addresses.first())
+        .copied()
+        .ok_or_else(|| format!("{host:?} (in {text:?}) resolves to no address"))
+}
+
+fn deserialize_socket_address<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    socket_address(&text).map_err(serde::de::Error::custom)
+}
+
+fn deserialize_optional_socket_address<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<SocketAddr>, D::Error> {
+    Option::<String>::deserialize(deserializer)?.map(|text| socket_address(&text).map_err(serde::de::Error::custom)).transpose()
 }
 
 /// The CLI's parser of a durability name (`none`, `group_commit`, `fsync`; `--help` and
@@ -193,6 +233,22 @@ mod tests {
         let daemon: std::collections::BTreeSet<String> = server.difference(&engine).cloned().collect();
         let named: std::collections::BTreeSet<String> = shoal_ops::config::DAEMON_SETTINGS.iter().map(|s| (*s).to_owned()).collect();
         assert_eq!(daemon, named);
+    }
+
+    #[test]
+    fn listen_addresses_take_ip_addresses_and_host_names() {
+        assert_eq!(socket_address("127.0.0.1:7000").unwrap(), SocketAddr::from(([127, 0, 0, 1], 7000)));
+        assert_eq!(socket_address("[::1]:7000").unwrap().port(), 7000);
+        let local = socket_address("localhost:7000").unwrap();
+        assert!(local.ip().is_loopback() && local.port() == 7000, "{local}");
+        for (text, expected) in [("localhost", "not HOST:PORT"), ("localhost:http", "port must be a number"), (":7000", "not HOST:PORT")] {
+            let error = socket_address(text).unwrap_err();
+            assert!(error.contains(expected) && error.contains(text), "{text}: {error}");
+        }
+        let error = socket_address("no-such-host.invalid:7000").unwrap_err();
+        assert!(error.contains("cannot resolve \"no-such-host.invalid\""), "{error}");
+        let config: ServerConfig = toml::from_str("listen = \"localhost:7001\"\nmetrics_listen = \"localhost:7002\"\n").unwrap();
+        assert!(config.listen.ip().is_loopback() && config.metrics_listen.unwrap().port() == 7002);
     }
 
     #[test]

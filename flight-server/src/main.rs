@@ -2,6 +2,8 @@
 //! (`shoal ingest`, `shoal psf`, `shoal query`, `shoal stats`).
 
 mod client;
+mod ingest_input;
+mod tls_client;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -66,8 +68,8 @@ struct ServeArgs {
     /// TOML config file (keys as in docs/configuration.md).
     #[arg(long, env = "SHOAL_CONFIG")]
     config: Option<PathBuf>,
-    /// Flight listen address [default: 127.0.0.1:50051].
-    #[arg(long, env = "SHOAL_LISTEN")]
+    /// Flight listen address, HOST:PORT (IP address or host name) [default: 127.0.0.1:50051].
+    #[arg(long, env = "SHOAL_LISTEN", value_parser = shoal_server::config::socket_address)]
     listen: Option<SocketAddr>,
     /// Data directory [default: ./shoal-data].
     #[arg(long, env = "SHOAL_DATA_DIR")]
@@ -108,8 +110,8 @@ struct ServeArgs {
     /// environment variable or the config file: flags show in `ps`).
     #[arg(long, env = "SHOAL_BASIC_AUTH")]
     basic_auth: Option<String>,
-    /// Serve Prometheus metrics at http://ADDR/metrics.
-    #[arg(long, env = "SHOAL_METRICS_LISTEN")]
+    /// Serve Prometheus metrics at http://ADDR/metrics (HOST:PORT, IP address or host name).
+    #[arg(long, env = "SHOAL_METRICS_LISTEN", value_parser = shoal_server::config::socket_address)]
     metrics_listen: Option<SocketAddr>,
     /// Most endpoints per query plan [default: 4].
     #[arg(long, env = "SHOAL_ENDPOINTS_PER_QUERY")]
@@ -542,6 +544,9 @@ async fn update_gauges(catalog: Arc<Catalog>) {
             metrics::gauge!("shoal_log_flushed_until_address", "table" => name.clone()).set(stats.flushed_until_address.get() as f64);
             metrics::gauge!("shoal_log_observed_until_address", "table" => name.clone()).set(stats.observed_until_address.get() as f64);
             metrics::gauge!("shoal_index_bytes", "table" => name.clone()).set(stats.index_bytes as f64);
+            metrics::gauge!("shoal_memory_reserved_bytes", "table" => name.clone()).set(stats.memory.reserved_bytes as f64);
+            metrics::gauge!("shoal_memory_bound_bytes", "table" => name.clone()).set(stats.memory.bound_bytes as f64);
+            metrics::gauge!("shoal_log_bytes_in_memory", "table" => name.clone()).set(stats.memory.log_bytes_in_memory as f64);
             metrics::gauge!("shoal_records", "table" => name.clone()).set(stats.records as f64);
             let columnar = &stats.columnar;
             metrics::gauge!("shoal_columnar_files", "table" => name.clone()).set(columnar.files as f64);

@@ -459,12 +459,16 @@ impl Cluster {
     }
 }
 
-/// A peer's status code, `UNAVAILABLE` for a connection that failed or broke (tonic reports
-/// those as `UNKNOWN` / `CANCELLED` with a transport message).
+/// A peer's status code, `UNAVAILABLE` for a connection that failed or broke. tonic reports
+/// those as `UNKNOWN` / `CANCELLED` made on this side of the connection: the status carries
+/// the transport error as its source (a peer's own answer never does), or — when the status
+/// was rebuilt on the way — a transport message (hyper's "operation was canceled" when the
+/// peer dies with the request in flight).
 fn broken_code(status: &Status) -> Code {
     let message = status.message();
+    let local = std::error::Error::source(status).is_some();
     let broken = matches!(status.code(), Code::Unknown | Code::Cancelled)
-        && ["transport", "connect", "closed", "reset", "broken pipe"].iter().any(|m| message.contains(m));
+        && (local || ["transport", "connect", "closed", "reset", "broken pipe", "operation was canceled"].iter().any(|m| message.contains(m)));
     if broken { Code::Unavailable } else { status.code() }
 }
 
@@ -623,5 +627,24 @@ pub(crate) fn caller_of<T>(cluster: Option<&Cluster>, request: &Request<T>) -> c
         crate::limits::Caller::NODE
     } else {
         crate::limits::Caller::client(request.remote_addr())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_connection_is_unavailable_and_a_peers_answer_keeps_its_code() {
+        // Made on this side of the connection (the transport error is the source).
+        let local = Status::from_error(Box::new(std::io::Error::other("peer went away")));
+        assert_eq!(local.code(), Code::Unknown);
+        assert_eq!(broken_code(&local), Code::Unavailable);
+        // Rebuilt statuses, recognised by their transport message.
+        assert_eq!(broken_code(&Status::cancelled("operation was canceled")), Code::Unavailable);
+        assert_eq!(broken_code(&Status::unknown("transport error")), Code::Unavailable);
+        // A peer's own answers.
+        assert_eq!(broken_code(&Status::cancelled("the query was cancelled by its caller")), Code::Cancelled);
+        assert_eq!(broken_code(&Status::not_found("no table \"x\"")), Code::NotFound);
     }
 }

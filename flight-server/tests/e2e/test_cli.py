@@ -4,7 +4,7 @@ import json
 import subprocess
 import urllib.request
 
-from conftest import free_port, github_events, shoal_binary
+from conftest import action, free_port, github_events, query, self_signed_cert, shoal_binary
 
 
 def cli(daemon, *args: str, stdin: str | None = None) -> str:
@@ -172,3 +172,83 @@ def test_table_management_commands_and_completions(daemon, tmp_path):
     for shell, marker in (("bash", "complete -F"), ("zsh", "#compdef shoal"), ("fish", "complete -c shoal")):
         script = subprocess.run([str(shoal_binary()), "completions", shell], capture_output=True, text=True, check=True).stdout
         assert marker in script and "drop-table" in script, shell
+
+
+def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(shoal_binary()), *args], input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def test_the_cli_connects_the_first_time(start_daemon, tmp_path):
+    """The first hour: `--endpoint HOST:PORT` without a scheme, an `openssl req -x509`
+    certificate (a CA certificate) that pyarrow accepts, `serve --listen localhost:…`, and
+    failures that name their cause instead of "transport error"."""
+    plain = start_daemon(listen="localhost:0")
+    assert run_cli("tables", "--endpoint", f"127.0.0.1:{plain.port}").returncode == 0
+    assert run_cli("tables", "--endpoint", f"localhost:{plain.port}").returncode == 0
+    bad = run_cli("tables", "--endpoint", "http://127.0.0.1:1")
+    assert bad.returncode != 0 and 'unknown scheme "http"' in bad.stderr, bad.stderr
+    refused = run_cli("tables", "--endpoint", f"127.0.0.1:{free_port()}")
+    assert refused.returncode != 0 and "Connection refused" in refused.stderr and "nothing listens there" in refused.stderr, refused.stderr
+
+    cert, key = self_signed_cert(tmp_path)
+    tls = start_daemon("--tls-cert", str(cert), "--tls-key", str(key), "--auth-token", "s3cret", scheme="grpc+tls", host="localhost")
+    for host in ("localhost", "127.0.0.1"):
+        ok = run_cli("tables", "--endpoint", f"grpc+tls://{host}:{tls.port}", "--tls-ca", str(cert), "--token", "s3cret")
+        assert ok.returncode == 0, ok.stderr
+    # The certificate not given: the check is named, and what to do.
+    untrusted = run_cli("tables", "--endpoint", f"grpc+tls://localhost:{tls.port}", "--token", "s3cret")
+    assert untrusted.returncode != 0 and "certificate" in untrusted.stderr and "--tls-ca" in untrusted.stderr, untrusted.stderr
+    # Trusted, but for another name: refused.
+    other = tmp_path / "other"
+    other.mkdir()
+    other_cert, _ = self_signed_cert(other)
+    wrong = run_cli("tables", "--endpoint", f"grpc+tls://localhost:{tls.port}", "--tls-ca", str(other_cert), "--token", "s3cret")
+    assert wrong.returncode != 0 and "certificate" in wrong.stderr, wrong.stderr
+    # No credentials: said so, with the flags that give them.
+    anonymous = run_cli("tables", "--endpoint", f"grpc+tls://localhost:{tls.port}", "--tls-ca", str(cert))
+    assert anonymous.returncode != 0 and "Unauthenticated" in anonymous.stderr and "--token" in anonymous.stderr, anonymous.stderr
+
+
+def test_ingest_takes_json_as_people_have_it(daemon, tmp_path):
+    """The first hour: a JSON array file was stored as one record, pretty-printed JSON and CSV
+    failed with simdjson's "fatal and unrecoverable error", errors named "batch 0: record 1",
+    and a failed `ingest --create` left its empty table behind."""
+    client = daemon.client()
+
+    def ids(table):
+        result, _, _ = query(client, {"table": table, "columns": ["id"]})
+        return sorted(result.column("id").to_pylist())
+
+    array = tmp_path / "array.json"
+    array.write_text(json.dumps([{"id": 1, "a": [1, 2]}, {"id": 2, "a": {"b": "]"}}], indent=1))
+    out = cli(daemon, "ingest", "--table", "arr", "--create", str(array))
+    assert "ingested 2 of 2 records" in out, out
+    assert ids("arr") == [1, 2]
+
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text("\n".join(json.dumps({"id": i, "nested": {"x": i}}, indent=2) for i in range(3)) + '{"id": 3}{"id": 4}\n')
+    assert "ingested 5 of 5 records" in cli(daemon, "ingest", "--table", "pretty", "--create", str(pretty))
+    assert ids("pretty") == [0, 1, 2, 3, 4]
+
+    table_csv = tmp_path / "people.csv"
+    table_csv.write_text("id,name,score,active\n1,ana,2.5,true\n2,bo,,false\n")
+    assert "ingested 2 of 2 records" in cli(daemon, "ingest", "--table", "people", "--create", str(table_csv))
+    result, _, _ = query(client, {"table": "people", "columns": ["id", "name", "score", "active"]})
+    rows = sorted(result.to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 1, "name": "ana", "score": 2.5, "active": True}, {"id": 2, "name": "bo", "score": None, "active": False}]
+
+    # A syntax error in a pretty file: file, line and column, and the line's text.
+    broken = tmp_path / "broken.json"
+    broken.write_text('{\n  "id": 1\n}\n{\n  "id": 2,\n  "name": "x" "y"\n}\n')
+    failed = run_cli("ingest", "--table", "broken", "--create", str(broken), "--endpoint", daemon.location)
+    assert failed.returncode != 0
+    assert f"{broken}:6:" in failed.stderr and '"name": "x" "y"' in failed.stderr, failed.stderr
+    assert "dropped table" in failed.stderr, failed.stderr
+    # A record the table rejects, in NDJSON: the input's line, not "batch 0: record 1".
+    action(client, "create_table", {"name": "strict", "on_invalid_json": "reject"})
+    lines = tmp_path / "lines.ndjson"
+    lines.write_text('{"id": 1}\n\n{"id": 2\n{"id": 3}\n')
+    rejected = run_cli("ingest", "--table", "strict", str(lines), "--endpoint", daemon.location)
+    assert rejected.returncode != 0 and f"{lines}:3: " in rejected.stderr, rejected.stderr
+    tables = cli(daemon, "tables").split()
+    assert "broken" not in tables and "strict" in tables, tables

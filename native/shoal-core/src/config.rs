@@ -147,19 +147,29 @@ impl TableConfig {
         self
     }
 
-    /// The memory a table with this configuration reserves when it is made, in bytes: its
-    /// page ring (the memory budget rounded down to whole pages, at least 4), its hash
-    /// index's main buckets (64 bytes each), the inferred schema's bound
-    /// ([`crate::schema::SCHEMA_RESERVED_BYTES`]) and the columnar tier's decoded-column cache
-    /// (`columnar.cache_bytes`, when the tier is on). See [`crate::Table::reserved_bytes`]
-    /// for what it adds as it fills.
+    /// The most memory a table with this configuration reserves for its page ring, index,
+    /// schema and cache, in bytes, once full: its page ring (the memory budget rounded down
+    /// to whole pages, at least 4), its hash index's main buckets (64 bytes each), the
+    /// inferred schema's bound ([`crate::schema::SCHEMA_RESERVED_BYTES`]) and the columnar
+    /// tier's decoded-column cache (`columnar.cache_bytes`, when the tier is on). A keyed
+    /// table's key index and an in-memory table's Parquet files come on top
+    /// ([`crate::Table::reserved_bytes`]).
     #[must_use]
-    pub fn reserved_bytes(&self) -> u64 {
+    pub fn memory_bound_bytes(&self) -> u64 {
         let columnar = if self.columnar.enabled { self.columnar.cache_bytes } else { 0 };
         crate::log::HybridLog::ring_bytes_for(&self.log)
             + (64u64 << self.index_size_bits)
             + crate::schema::SCHEMA_RESERVED_BYTES
             + columnar
+    }
+
+    /// The memory a table with this configuration reserves when it is made, before it holds
+    /// a record, in bytes: the frame of its first log page (one page). The rest is reserved
+    /// as the table fills ([`crate::Table::reserved_bytes`],
+    /// [`crate::Table::memory_growth_for`]).
+    #[must_use]
+    pub fn empty_reserved_bytes(&self) -> u64 {
+        1u64 << self.log.page_size_bits.min(30)
     }
 
     /// A table whose log pages are flushed to segment files in `dir`.

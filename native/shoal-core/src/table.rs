@@ -69,6 +69,30 @@ pub struct TableStats {
     /// A keyed table's key index ([`crate::keys`]); absent for an append-only table.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keys: Option<KeyStats>,
+    /// The table's memory: what it reserves now and what holds data.
+    pub memory: MemoryStats,
+}
+
+/// A table's memory, in bytes ([`Table::memory_stats`]): reserved as it fills, up to its
+/// bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MemoryStats {
+    /// Counted against a daemon's memory limit ([`Table::reserved_bytes`]).
+    pub reserved_bytes: u64,
+    /// Log bytes held in the ring (from the head, or the begin address, to the tail): the
+    /// records in memory.
+    pub log_bytes_in_memory: u64,
+    /// The ring's frames populated so far (whole pages; at most the memory budget).
+    pub log_populated_bytes: u64,
+    /// The hash index's buckets in memory (0 until the first record is indexed).
+    pub index_bytes: u64,
+    /// The columnar tier's decoded columns as cached, and an in-memory table's files.
+    pub columnar_bytes: u64,
+    /// A keyed table's key index.
+    pub key_index_bytes: u64,
+    /// The most the table reserves once full ([`TableConfig::memory_bound_bytes`], with
+    /// the key index as it is now).
+    pub bound_bytes: u64,
 }
 
 /// A FishStore instance: ingest JSON records, register PSFs, scan subsets.
@@ -371,21 +395,51 @@ impl Table {
         self.log.ring_bytes()
     }
 
-    /// The memory this table reserves, in bytes: its page ring, its hash index's main
-    /// buckets (64 bytes each), the inferred schema's bound
-    /// ([`crate::schema::SCHEMA_RESERVED_BYTES`]), the columnar tier's decoded-column cache
-    /// budget (`columnar.cache_bytes`) and, in an in-memory table, its Parquet files, and a
-    /// keyed table's key index as it is now (it grows with the keys; log compaction bounds
-    /// its superseded-versions table). [`TableConfig::reserved_bytes`] is the same before
-    /// the table exists (without files and keys).
+    /// The memory this table reserves now, in bytes, counted against a daemon's memory
+    /// limit: it grows as the table fills, from one log page for an empty table
+    /// ([`TableConfig::empty_reserved_bytes`]) up to [`TableConfig::memory_bound_bytes`]
+    /// plus what a keyed table's key index and an in-memory table's files hold. The parts:
+    /// the page ring's frames populated so far (one per page, on the log's first pass
+    /// through the ring), the hash index's main buckets once the first record is indexed
+    /// (64 bytes each) and its overflow buckets, the inferred schema's bound
+    /// ([`crate::schema::SCHEMA_RESERVED_BYTES`]) once the table has held a record, the
+    /// columnar tier's decoded columns as cached and an in-memory table's Parquet files,
+    /// and a keyed table's key index as it is now.
     #[must_use]
     pub fn reserved_bytes(&self) -> u64 {
         let key_index = self.keyed.as_ref().map_or(0, |k| k.index.memory_bytes());
-        self.log.ring_bytes()
-            + self.index.bucket_count() as u64 * 64
-            + crate::schema::SCHEMA_RESERVED_BYTES
-            + self.columnar.reserved_bytes()
-            + key_index
+        let schema = if self.payload_bytes.load(Ordering::Relaxed) > 0 { crate::schema::SCHEMA_RESERVED_BYTES } else { 0 };
+        self.log.populated_bytes() + self.index.populated_bytes() + schema + self.columnar.reserved_bytes() + key_index
+    }
+
+    /// The bytes [`Self::reserved_bytes`] may grow by when a batch of `bytes` of records is
+    /// ingested: the log frames its pages populate, the hash index's main buckets at the
+    /// first record indexed (a table with PSFs or a primary key), the schema's bound at the
+    /// first record. 0 for a table that went once through its ring (its memory does not
+    /// grow with records, except a keyed table's key index). An estimate from above: the
+    /// frames of a page of slack and of the flush thread's populating ahead count too.
+    #[must_use]
+    pub fn memory_growth_for(&self, bytes: usize) -> u64 {
+        let indexes = self.keyed.is_some() || !self.psfs.all().is_empty();
+        let index = if indexes { self.index.populated_growth() } else { 0 };
+        let schema = if self.payload_bytes.load(Ordering::Relaxed) == 0 { crate::schema::SCHEMA_RESERVED_BYTES } else { 0 };
+        self.log.populated_growth_for(bytes) + index + schema
+    }
+
+    /// The table's memory ([`MemoryStats`]).
+    #[must_use]
+    pub fn memory_stats(&self) -> MemoryStats {
+        let in_memory = self.log.tail_address().bytes_since(self.log.head_address().max(self.log.begin_address()));
+        let key_index = self.keyed.as_ref().map_or(0, |k| k.index.memory_bytes());
+        MemoryStats {
+            reserved_bytes: self.reserved_bytes(),
+            log_bytes_in_memory: in_memory,
+            log_populated_bytes: self.log.populated_bytes(),
+            index_bytes: self.index.populated_bytes(),
+            columnar_bytes: self.columnar.reserved_bytes(),
+            key_index_bytes: key_index,
+            bound_bytes: self.config.memory_bound_bytes() + key_index,
+        }
     }
 
     /// Stops the log's flush thread after it has flushed every closed page, without a
@@ -541,6 +595,7 @@ impl Table {
                 snapshot_horizon: k.snapshots.horizon(),
                 ..k.index.stats()
             }),
+            memory: self.memory_stats(),
         }
     }
 

@@ -213,3 +213,38 @@ fn dropped_tables_let_their_threads_end() {
     }
     assert!(now <= before + 40, "{now} threads after 200 dropped tables, {before} before");
 }
+
+#[test]
+fn a_table_reserves_memory_as_it_fills_up_to_its_bound() {
+    // A ring of 4 frames of 64 KiB, no columnar tier: bound = ring + index + schema bound.
+    let mut config = TableConfig::in_memory(4 << 16);
+    config.log.page_size_bits = 16;
+    config.columnar.enabled = false;
+    let table = Table::create(config.clone()).unwrap();
+    let page = 1u64 << 16;
+    // Empty: one frame, nothing else; the bound is what it may reach.
+    assert_eq!(table.reserved_bytes(), config.empty_reserved_bytes());
+    assert_eq!(config.empty_reserved_bytes(), page);
+    assert_eq!(config.memory_bound_bytes(), 4 * page + (64 << config.index_size_bits) + shoal_core::schema::SCHEMA_RESERVED_BYTES);
+    // A first batch may grow the ring by a frame of slack (the next page's) and takes the schema's bound;
+    // no PSF and no key: no index.
+    let growth = table.memory_growth_for(1000);
+    assert_eq!(growth, page + shoal_core::schema::SCHEMA_RESERVED_BYTES);
+    table.ingest(&[br#"{"id": 1}"#.as_slice()]).unwrap();
+    let reserved = table.reserved_bytes();
+    assert!(reserved >= page + shoal_core::schema::SCHEMA_RESERVED_BYTES && reserved <= page + growth, "{:?}", table.memory_stats());
+    // A PSF: the index is reserved at its first record.
+    table.register_psf("by_id", &PsfSpec::Projection { field: "id".into() }).unwrap();
+    assert!(table.memory_growth_for(100) >= 64 << config.index_size_bits);
+    // Filled past the ring (it discards no record: records stay while the ring holds them).
+    let text = format!(r#"{{"id": 2, "pad": "{}"}}"#, "x".repeat(2000));
+    for _ in 0..80 {
+        table.ingest(&[text.as_bytes()]).unwrap();
+    }
+    let memory = table.memory_stats();
+    // Three pages written; the flush thread may have populated the fourth frame ahead.
+    assert!((3 * page..=4 * page).contains(&memory.log_populated_bytes), "{memory:?}");
+    assert_eq!(memory.index_bytes, 64 << config.index_size_bits, "{memory:?}");
+    assert!(memory.reserved_bytes <= memory.bound_bytes, "{memory:?}");
+    assert!(memory.log_bytes_in_memory > 160_000, "{memory:?}");
+}

@@ -21,7 +21,7 @@ pub struct TableEntry {
     pub table: Arc<Table>,
     /// Its transactions (staged records of two-phase-commit writers).
     pub transactions: Transactions,
-    /// The daemon's memory limit, which a keyed table's ingestion checks.
+    /// The daemon's memory limit, which ingestion checks as the table fills.
     memory: MemoryLimit,
 }
 
@@ -31,31 +31,45 @@ impl TableEntry {
         Ok(Self { name, table, transactions, memory })
     }
 
-    /// Refuses a batch (or a transaction's staging) of a keyed table while the tables of
-    /// the daemon reserve more than its memory limit (`max_memory_bytes`): a keyed table's
-    /// key index grows with every new key and version (`stats.keys.memory_bytes`), so
-    /// its ingestion is where the reservation of existing tables grows. The check comes
-    /// before the batch, so the limit is passed by at most the batches in flight.
-    /// Append-only tables' ingestion reserves nothing new (their ring and index are
-    /// reserved at creation) and is not checked.
+    /// Refuses a batch (or a transaction's staging) of `bytes` of records that would take
+    /// the memory the daemon's tables reserve past its limit (`max_memory_bytes`). A
+    /// table's reservation grows as it fills ([`Table::reserved_bytes`]): its log's frames
+    /// on the first pass through its page ring, its hash index at the first record indexed,
+    /// its schema at the first record ([`Table::memory_growth_for`]), and a keyed table's
+    /// key index with every new key and version (`stats.keys.memory_bytes`). A batch that
+    /// grows nothing — a table whose ring is populated, without a key index — is never
+    /// refused; a keyed table's batches are refused while the tables reserve more than the
+    /// limit. The check comes before the batch, so the limit is passed by at most the
+    /// batches in flight.
     ///
     /// # Errors
-    /// `RESOURCE_EXHAUSTED` naming the limit, the reservation and this table's key index
+    /// `RESOURCE_EXHAUSTED` naming the limit, the reservation and what this table needs
     /// (the caller adds the table's name).
-    pub fn check_memory_for_ingest(&self) -> Result<(), OpsError> {
-        if self.table.config().primary_key.is_empty() {
+    pub fn check_memory_for_ingest(&self, bytes: usize) -> Result<(), OpsError> {
+        let growth = self.table.memory_growth_for(bytes);
+        let keyed = !self.table.config().primary_key.is_empty();
+        if growth == 0 && !keyed {
             return Ok(());
         }
         let reserved = self.memory.reserved_bytes();
-        if reserved <= self.memory.limit {
+        let limit = self.memory.limit;
+        if growth > 0 && reserved.saturating_add(growth) > limit {
+            let memory = self.table.memory_stats();
+            return Err(OpsError::resource_exhausted(format!(
+                "this batch needs up to {growth} more bytes of memory (the table reserves {} of its {} bytes as it fills: \
+                 log frames, index, schema, cache), and the daemon's tables reserve {reserved} of its limit of {limit} bytes \
+                 (max_memory_bytes): drop a table, create tables with a smaller memory_budget_bytes, or raise the limit",
+                memory.reserved_bytes, memory.bound_bytes
+            )));
+        }
+        if !keyed || reserved <= limit {
             return Ok(());
         }
         let keys = self.table.stats().keys.unwrap_or_default();
         Err(OpsError::resource_exhausted(format!(
-            "the daemon's tables reserve {reserved} bytes, over its limit of {} (max_memory_bytes), and this keyed table's \
+            "the daemon's tables reserve {reserved} bytes, over its limit of {limit} (max_memory_bytes), and this keyed table's \
              key index holds {} bytes for {} keys: its batches are refused until memory is freed (compact this table, drop \
              a table, or raise the limit)",
-            self.memory.limit,
             keys.memory_bytes,
             keys.keys
         )))
@@ -270,13 +284,16 @@ impl Catalog {
         Ok(true)
     }
 
-    /// Refuses a new table beyond `max_tables`, or whose reservation would take the
-    /// tables' reserved memory past the limit (`max_memory_bytes`). A table reserves its
-    /// ring (`memory_budget_bytes` in whole pages), its index (`2^index_size_bits` buckets
-    /// of 64 bytes), both faulted in as they are used, its schema's bound and its columnar
-    /// tier's decoded-column cache (`columnar.cache_bytes`); a table that exists also counts
-    /// a keyed table's key index and an in-memory table's Parquet files as they are now
-    /// (`Table::reserved_bytes`).
+    /// Refuses a new table beyond `max_tables`, one whose reservation when made would take
+    /// the tables' reserved memory past the limit (`max_memory_bytes`), or one whose page
+    /// ring, index, schema and cache alone could never fit in the limit. A table reserves
+    /// as it fills ([`Table::reserved_bytes`]): made, one log page
+    /// ([`TableConfig::empty_reserved_bytes`]); full, its ring (`memory_budget_bytes` in
+    /// whole pages), its index (`2^index_size_bits` buckets of 64 bytes), its schema's
+    /// bound and its columnar tier's decoded-column cache (`columnar.cache_bytes`)
+    /// ([`TableConfig::memory_bound_bytes`]), and a keyed table's key index and an
+    /// in-memory table's Parquet files as they are. A table that cannot grow is refused
+    /// its batches then ([`TableEntry::check_memory_for_ingest`]).
     fn check_capacity(&self, tables: &BTreeMap<String, Arc<TableEntry>>, name: &str, config: &TableConfig) -> Result<(), OpsError> {
         if tables.len() >= self.config.max_tables {
             return Err(OpsError::resource_exhausted(format!(
@@ -285,13 +302,21 @@ impl Catalog {
                 tables.len()
             )));
         }
-        let reserved: u64 = tables.values().map(|e| e.table.reserved_bytes()).sum();
-        let wanted = config.reserved_bytes();
         let limit = self.config.memory_limit_bytes();
+        let bound = config.memory_bound_bytes();
+        if bound > limit {
+            return Err(OpsError::resource_exhausted(format!(
+                "table {}: its page ring, index, schema and columnar cache take up to {bound} bytes once full, more than this \
+                 daemon's limit of {limit} (max_memory_bytes): ask for a smaller memory_budget_bytes, or raise the limit",
+                crate::protocol::quoted(name)
+            )));
+        }
+        let reserved: u64 = tables.values().map(|e| e.table.reserved_bytes()).sum();
+        let wanted = config.empty_reserved_bytes();
         if reserved.saturating_add(wanted) > limit {
             return Err(OpsError::resource_exhausted(format!(
-                "table {}: its page ring, index, schema and columnar cache need {wanted} bytes; the {} tables reserve {reserved} of this daemon's \
-                 {limit} (max_memory_bytes): drop a table, ask for a smaller memory_budget_bytes, or raise the limit",
+                "table {}: it needs {wanted} bytes when made (one log page); the {} tables reserve {reserved} of this daemon's \
+                 {limit} (max_memory_bytes): drop a table, or raise the limit",
                 crate::protocol::quoted(name),
                 tables.len()
             )));

@@ -104,8 +104,8 @@ pub struct ColumnarConfig {
     /// than `file_log_bytes` is compacted. Default 1,000.
     pub idle_ms: u64,
     /// Bytes of decoded columns (Arrow arrays) kept in memory for later scans, least
-    /// recently used evicted first; 0 decodes every scan's columns afresh. Reserved in the
-    /// table's memory from its creation ([`crate::Table::reserved_bytes`]). Default 64 MiB (the columns that `bench/compare.py`'s
+    /// recently used evicted first; 0 decodes every scan's columns afresh. Counted in the
+    /// table's memory as it fills ([`crate::Table::reserved_bytes`]). Default 64 MiB (the columns that `bench/compare.py`'s
     /// queries read of 1 GB of GitHub events take ~40 MB).
     pub cache_bytes: u64,
     /// Compactor threads of the table (1 – [`MAX_COMPACTOR_THREADS`]): each compacts the
@@ -788,17 +788,16 @@ pub(crate) struct ColumnarStore {
 }
 
 impl ColumnarStore {
-    /// The memory the tier reserves, in bytes: its decoded-column cache's budget
-    /// (`cache_bytes`, whether or not it is filled yet: like the page ring, it is reserved
-    /// when the table is made), and an in-memory table's files, whose Parquet bytes live in
-    /// memory. None when the tier is off.
+    /// The memory the tier holds, in bytes: its decoded-column cache as it is filled (at
+    /// most `cache_bytes`, plus the files' footers), and an in-memory table's files, whose
+    /// Parquet bytes live in memory. None when the tier is off.
     pub(crate) fn reserved_bytes(&self) -> u64 {
         if !self.config.enabled {
             return 0;
         }
         let in_memory_files =
             if self.dir.is_none() { self.files.read().iter().map(|f| f.parquet_bytes).sum::<u64>() } else { 0 };
-        self.config.cache_bytes.max(self.decoded.used_bytes() + self.decoded.footer_bytes()) + in_memory_files
+        self.decoded.used_bytes() + self.decoded.footer_bytes() + in_memory_files
     }
 
     /// The store of a table: empty for an in-memory table (`table_dir` `None`), else the

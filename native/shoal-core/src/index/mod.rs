@@ -139,6 +139,21 @@ impl HashIndex {
         (self.buckets.len() + chunks * OVERFLOW_CHUNK) * 64
     }
 
+    /// Memory the index holds now, in bytes: its main buckets once they were faulted in
+    /// (at the first insert; 0 before), and its overflow buckets' chunks.
+    #[must_use]
+    pub fn populated_bytes(&self) -> u64 {
+        let main = if self.populated.load(Ordering::Relaxed) { self.buckets.len() as u64 * 64 } else { 0 };
+        let chunks = self.overflow_chunks.iter().filter(|c| !c.load(Ordering::Relaxed).is_null()).count();
+        main + (chunks * OVERFLOW_CHUNK * 64) as u64
+    }
+
+    /// Bytes the next insert faults in: the main buckets until the first insert, then 0.
+    #[must_use]
+    pub fn populated_growth(&self) -> u64 {
+        if self.populated.load(Ordering::Relaxed) { 0 } else { self.buckets.len() as u64 * 64 }
+    }
+
     fn overflow_bucket(&self, pointer: u64) -> &HashBucket {
         let index = (pointer - 1) as usize;
         let chunk = self.overflow_chunks[index / OVERFLOW_CHUNK].load(Ordering::Acquire);

@@ -569,6 +569,32 @@ impl HybridLog {
         self.frame_count * self.page_size as u64
     }
 
+    /// The bytes of the ring's frames populated so far (faulted in for the log's first
+    /// pass through the ring): what the log's pages hold of memory now. An empty log holds
+    /// one frame; a log that went once through its ring, all of [`Self::ring_bytes`].
+    #[must_use]
+    pub fn populated_bytes(&self) -> u64 {
+        let claimed = self.populated_until_page.load(Ordering::Relaxed).saturating_sub(self.first_page);
+        claimed.min(self.frame_count) * self.page_size as u64
+    }
+
+    /// The bytes of frames a batch of `bytes` of records may populate beyond
+    /// [`Self::populated_bytes`]: the frames of its pages and of one page more (the fillers
+    /// that close pages take less than a page per page), and those the flush thread then
+    /// populates ahead of the tail ([`Self::populate_ahead`]), at most the whole ring. 0
+    /// once every frame is populated: the log's memory does not grow any more.
+    #[must_use]
+    pub fn populated_growth_for(&self, bytes: usize) -> u64 {
+        let claimed = self.populated_until_page.load(Ordering::Relaxed).saturating_sub(self.first_page);
+        if claimed >= self.frame_count {
+            return 0;
+        }
+        let end_page = self.page_of(self.tail_address() + bytes as u64);
+        let last = (end_page + 1).max(end_page + POPULATE_AHEAD_PAGES.min(end_page - self.first_page));
+        let wanted = (last + 1).saturating_sub(self.first_page).min(self.frame_count);
+        wanted.saturating_sub(claimed) * self.page_size as u64
+    }
+
     /// The ring size a log with `config` gets: the memory budget rounded down to whole
     /// pages, at least 4.
     #[must_use]

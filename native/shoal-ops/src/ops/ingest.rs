@@ -93,7 +93,7 @@ pub struct Ingested {
 pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &BatchMetadata, number: usize) -> Result<Ingested, OpsError> {
     let records = json_records(batch)?;
     let with_context = |error: OpsError| error.context(format_args!("table {:?}, DoPut batch {number}", entry.name));
-    entry.check_memory_for_ingest().map_err(with_context)?;
+    entry.check_memory_for_ingest(records.iter().map(|r| r.len()).sum()).map_err(with_context)?;
     let ops = record_ops(batch).map_err(with_context)?;
     if let Some(transaction) = &metadata.transaction {
         let (staged, skipped) = entry.transactions.stage(&entry.table, transaction, &records, &ops).map_err(with_context)?;

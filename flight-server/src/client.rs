@@ -33,6 +33,13 @@ pub struct Connection {
     tls_ca: Option<PathBuf>,
 }
 
+impl Connection {
+    /// The daemon's address as given (`--endpoint`).
+    pub(crate) fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+}
+
 /// `shoal ingest`.
 #[derive(clap::Args)]
 pub struct IngestArgs {
@@ -401,7 +408,7 @@ fn endpoint_uri(endpoint: &str) -> Result<(String, bool, String), String> {
 
 /// A failed connection's message: the error and each of its causes (tonic's own says only
 /// "transport error"), with a hint for the usual ones.
-fn connect_error(endpoint: &str, error: &dyn std::error::Error) -> String {
+pub(crate) fn connect_error(endpoint: &str, error: &dyn std::error::Error) -> String {
     let mut causes = vec![error.to_string()];
     let mut source = error.source();
     while let Some(cause) = source {
@@ -429,7 +436,12 @@ fn connect_error(endpoint: &str, error: &dyn std::error::Error) -> String {
     format!("cannot connect to {endpoint}: {all} ({hint})")
 }
 
-async fn connect(connection: &Connection) -> Result<FlightClient, String> {
+/// A channel to the daemon of `connection` and the headers every call carries (its
+/// credentials).
+///
+/// # Errors
+/// The endpoint or credentials malformed, or the connection failed ([`connect_error`]).
+pub(crate) async fn connect_channel(connection: &Connection) -> Result<(tonic::transport::Channel, Vec<(&'static str, String)>), String> {
     let (uri, tls, host) = endpoint_uri(&connection.endpoint)?;
     if connection.tls_ca.is_some() && !tls {
         return Err(format!("--tls-ca is for grpc+tls:// endpoints; {} is plain gRPC", connection.endpoint));
@@ -445,16 +457,25 @@ async fn connect(connection: &Connection) -> Result<FlightClient, String> {
         endpoint.connect().await
     };
     let channel = channel.map_err(|e| connect_error(&connection.endpoint, &e))?;
-    let mut client = FlightClient::new(channel);
+    let mut headers = Vec::new();
     if let Some(token) = &connection.token {
-        client.add_header("authorization", &format!("Bearer {token}")).map_err(|e| e.to_string())?;
+        headers.push(("authorization", format!("Bearer {token}")));
     }
     if let Some(credentials) = &connection.basic_auth {
         if !credentials.contains(':') {
             return Err("--basic-auth must be USER:PASSWORD".to_owned());
         }
         let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, credentials);
-        client.add_header("authorization", &format!("Basic {encoded}")).map_err(|e| e.to_string())?;
+        headers.push(("authorization", format!("Basic {encoded}")));
+    }
+    Ok((channel, headers))
+}
+
+async fn connect(connection: &Connection) -> Result<FlightClient, String> {
+    let (channel, headers) = connect_channel(connection).await?;
+    let mut client = FlightClient::new(channel);
+    for (key, value) in headers {
+        client.add_header(key, &value).map_err(|e| e.to_string())?;
     }
     Ok(client)
 }
@@ -905,7 +926,7 @@ fn output_name(path: Option<&PathBuf>) -> String {
 }
 
 /// Writes every row in `format` (not `table`): arrow-json, arrow-csv or an Arrow IPC file.
-fn write_rows(format: OutputFormat, schema: &Arc<Schema>, batches: &[RecordBatch], out: &mut dyn std::io::Write) -> Result<(), String> {
+pub(crate) fn write_rows(format: OutputFormat, schema: &Arc<Schema>, batches: &[RecordBatch], out: &mut dyn std::io::Write) -> Result<(), String> {
     let e = |e: arrow_schema::ArrowError| e.to_string();
     match format {
         OutputFormat::Table => unreachable!("the table format is printed by query()"),

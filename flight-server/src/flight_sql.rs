@@ -161,6 +161,9 @@ enum Handle {
     /// One endpoint of a planned statement: shoal's ticket (the plan of its range) and the
     /// shape of the result.
     Scan { ticket: Value, shape: ResultShape },
+    /// The answer of an update statement sent as a query (run when it was planned): the rows
+    /// it changed.
+    Updated { rows_affected: i64 },
 }
 
 impl Handle {
@@ -205,6 +208,11 @@ fn json_literal(value: &Value) -> Result<Literal, Status> {
 }
 
 /// The result of `EXPLAIN`: one row per step of the plan.
+/// The answer of an update statement sent as a query: one row, `rows_affected` (Int64).
+fn updated_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("rows_affected", DataType::Int64, false)]))
+}
+
 fn explain_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![Field::new("plan_step", DataType::Utf8, false), Field::new("detail", DataType::Utf8, false)]))
 }
@@ -367,6 +375,13 @@ impl ShoalSqlService {
     }
 
     async fn statement_info(&self, text: String, parameters: Vec<Literal>, descriptor: FlightDescriptor) -> Result<Response<FlightInfo>, Status> {
+        if sql::is_update(&text) && parameters.is_empty() {
+            // DB-API's `cursor.execute("DELETE …")` sends it as a query: run it as the update
+            // it is, and answer one row, the rows it changed.
+            let rows_affected = self.delete(text).await?;
+            let ticket = statement_ticket(&Handle::Updated { rows_affected })?;
+            return single_endpoint_info(&updated_schema(), ticket, descriptor);
+        }
         if self.router.cluster().is_some() {
             let statement = sql::parse_sql(&text, Parameters::Bound(&parameters)).map_err(status)?;
             if let Some((cluster, table)) = self.sharded(&statement.command.table) {
@@ -492,7 +507,7 @@ impl ShoalSqlService {
             Command::CommandStatementQuery(query) => statement(query.query, Vec::new()).await?,
             Command::CommandPreparedStatementQuery(query) => match Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")? {
                 Handle::Statement { sql: text, parameters } => statement(text, parameters).await?,
-                Handle::Scan { .. } => return Err(Status::invalid_argument("the prepared statement handle is a ticket's, not a prepared statement's")),
+                Handle::Scan { .. } | Handle::Updated { .. } => return Err(Status::invalid_argument("the prepared statement handle is a ticket's, not a prepared statement's")),
             },
             Command::CommandGetCatalogs(query) => query.into_builder().schema(),
             Command::CommandGetDbSchemas(query) => query.into_builder().schema(),
@@ -518,6 +533,12 @@ impl ShoalSqlService {
     /// `caller`: who asks (one connection holds at most half the scan places).
     async fn run_handle(&self, handle: Handle, caller: Caller) -> Result<Response<BoxedStream<FlightData>>, Status> {
         let (ticket, shape) = match handle {
+            Handle::Updated { rows_affected } => {
+                let schema = updated_schema();
+                let column: ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![rows_affected]));
+                let batch = RecordBatch::try_new(Arc::clone(&schema), vec![column]).map_err(FlightError::Arrow);
+                return Ok(batch_stream(schema, batch));
+            }
             Handle::Scan { ticket, shape } => (serde_json::to_vec(&ticket).map_err(|e| Status::internal(e.to_string()))?, shape),
             Handle::Statement { sql: text, parameters } => {
                 let parameters = parameters.iter().map(json_literal).collect::<Result<Vec<_>, _>>()?;
@@ -867,7 +888,7 @@ impl FlightSqlService for ShoalSqlService {
                 let parameters = parameters.iter().map(json_literal).collect::<Result<Vec<_>, _>>()?;
                 self.statement_info(text, parameters, request.into_inner()).await
             }
-            Handle::Scan { .. } => Err(Status::invalid_argument("the prepared statement handle is a ticket's, not a prepared statement's")),
+            Handle::Scan { .. } | Handle::Updated { .. } => Err(Status::invalid_argument("the prepared statement handle is a ticket's, not a prepared statement's")),
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod client;
 mod ingest_input;
+mod sql_shell;
 mod tls_client;
 
 use std::net::SocketAddr;
@@ -36,6 +37,8 @@ enum Command {
     Psf(client::PsfArgs),
     /// Run a query and print its rows and plan.
     Query(client::QueryArgs),
+    /// SQL over Flight SQL: an interactive shell (\dt, \d TABLE, \timing), or -c STATEMENT.
+    Sql(sql_shell::SqlArgs),
     /// Print table statistics (all tables when --table is absent).
     Stats(client::StatsArgs),
     /// Create a table.
@@ -329,6 +332,7 @@ fn main() -> std::process::ExitCode {
         Command::Ingest(args) => client::run(client::ingest(args)),
         Command::Psf(args) => client::run(client::psf(args)),
         Command::Query(args) => client::run(client::query(args)),
+        Command::Sql(args) => client::run(sql_shell::sql(args)),
         Command::Stats(args) => client::run(client::stats(args)),
         Command::CreateTable(args) => client::run(client::create_table(args)),
         Command::Tables(args) => client::run(client::tables(args)),

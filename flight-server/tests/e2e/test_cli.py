@@ -252,3 +252,33 @@ def test_ingest_takes_json_as_people_have_it(daemon, tmp_path):
     assert rejected.returncode != 0 and f"{lines}:3: " in rejected.stderr, rejected.stderr
     tables = cli(daemon, "tables").split()
     assert "broken" not in tables and "strict" in tables, tables
+
+
+def test_sql_runs_statements_and_catalog_commands(daemon, tmp_path):
+    """The first hour: the CLI had no SQL. `shoal sql -c`, statements on standard input with
+    backslash commands, every output format, a DELETE answering the rows it changed, and an
+    error naming the statement."""
+    client = daemon.client()
+    action(client, "create_table", {"name": "users", "primary_key": "id"})
+    path = tmp_path / "users.ndjson"
+    path.write_text("".join(json.dumps({"id": i, "team": "ab"[i % 2], "score": i * 10}) + "\n" for i in range(6)))
+    cli(daemon, "ingest", "--table", "users", str(path))
+
+    out = cli(daemon, "sql", "-c", "SELECT team, count(*) AS n FROM users GROUP BY team ORDER BY team")
+    assert "| team | n |" in out.replace("  ", " ") or ("team" in out and "| a" in out), out
+    assert "(2 rows)" in out, out
+    rows = [json.loads(line) for line in cli(daemon, "sql", "--format", "jsonl", "-c", "SELECT id FROM users WHERE score >= 30 ORDER BY id").splitlines()]
+    assert rows == [{"id": 3}, {"id": 4}, {"id": 5}]
+    assert cli(daemon, "sql", "--format", "csv", "-c", "SELECT id, team FROM users WHERE id = 1").splitlines() == ["id,team", "1,b"]
+    deleted = json.loads(cli(daemon, "sql", "--format", "json", "-c", "DELETE FROM users WHERE team = 'a'"))
+    assert deleted == [{"rows_affected": 3}]
+
+    script = "\\dt\n\\d users\nSELECT count(*)\n  AS n FROM users;\nSELECT max(score) AS top FROM users;\n"
+    out = cli(daemon, "sql", "--format", "jsonl", stdin=script)
+    lines = out.splitlines()
+    assert lines[0] == "users", out
+    assert any(line.startswith("id ") and "Int64" in line for line in lines), out
+    assert '{"n":3}' in lines and '{"top":50}' in lines, out
+
+    failed = run_cli("sql", "-c", "SELECT nope( FROM users", "--endpoint", daemon.location)
+    assert failed.returncode != 0 and "SELECT nope( FROM" in failed.stderr, failed.stderr

@@ -322,7 +322,11 @@ impl SegmentFiles {
         let proof = PageCommit::slot_bytes(&hasher, len);
         let file = self.file(segment)?;
         let write = |bytes: &[u8], at: usize| self.write_at(&file, bytes, offset + at as u64).map_err(|e| Error::io(path(), e));
-        write(bytes, commit.len)?;
+        // A page closed early (shutdown, checkpoint, a flush request) ends in a filler of
+        // zeros: those left to the file's hole take no disk (they read back as the zeros the
+        // proof's checksum covers).
+        let written = sparse_prefix(&file, bytes, offset + commit.len as u64);
+        write(&bytes[..written], commit.len)?;
         if commit.slot.is_none() {
             // The first write of the page: the footer whole, the other slot empty, so
             // that the file reaches the page's end.
@@ -550,3 +554,44 @@ impl SegmentFiles {
         Ok(newest_old.map(|segment| (segment + 1) * self.pages_per_segment))
     }
 }
+/// Trailing zeros of a page write at least this long are left to the segment file's hole
+/// where it has one ([`sparse_prefix`]).
+pub(crate) const SPARSE_ZEROS_BYTES: usize = 64 << 10;
+
+/// How much of `bytes`, to be written at file offset `at`, must be written: all of it,
+/// unless it ends in at least [`SPARSE_ZEROS_BYTES`] of zeros whose whole file blocks
+/// (4 KiB) hold no data yet (`lseek(SEEK_DATA)`: a hole, which reads as zeros) — then up
+/// to the first such block. A file system without `SEEK_DATA`, or any doubt, writes all.
+fn sparse_prefix(file: &File, bytes: &[u8], at: u64) -> usize {
+    const BLOCK: u64 = 4096;
+    let zeros = bytes.iter().rev().take_while(|&&b| b == 0).count();
+    if zeros < SPARSE_ZEROS_BYTES {
+        return bytes.len();
+    }
+    let data_end = at + (bytes.len() - zeros) as u64;
+    let hole_from = data_end.div_ceil(BLOCK) * BLOCK;
+    let end = at + bytes.len() as u64;
+    if hole_from >= end {
+        return bytes.len();
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let Ok(from) = libc::off_t::try_from(hole_from) else { return bytes.len() };
+        // SAFETY: lseek on a descriptor this `File` owns; it moves the file position,
+        // which positioned writes and reads (pwrite/pread) do not use.
+        let next_data = unsafe { libc::lseek(file.as_raw_fd(), from, libc::SEEK_DATA) };
+        let hole = if next_data < 0 {
+            std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO)
+        } else {
+            u64::try_from(next_data).is_ok_and(|d| d >= end)
+        };
+        if hole {
+            return usize::try_from(hole_from - at).unwrap_or(bytes.len());
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = file;
+    bytes.len()
+}
+

@@ -796,6 +796,13 @@ impl HybridLog {
             let filler = RecordHeader::filler((capacity - offset) as u32);
             // SAFETY: [offset, capacity) of the open page is owned by the closing thread.
             unsafe { self.write_header(self.page_start(page) + offset, filler) };
+            // A long filler (a page closed early) in a frame an older page used: zeros, as in
+            // a fresh frame, so that its flush leaves them to the segment file's hole.
+            let rest = (capacity - offset - HEADER_SIZE) as usize;
+            if page >= self.first_page + self.frame_count && rest >= device::SPARSE_ZEROS_BYTES {
+                // SAFETY: as above; the bytes after the filler's header lie within the frame.
+                unsafe { std::ptr::write_bytes(self.memory_ptr(self.page_start(page) + offset + HEADER_SIZE), 0, rest) };
+            }
         }
         self.open_page(page + 1, guard)?;
         self.tail.store((page + 1) << 32, Ordering::Release);

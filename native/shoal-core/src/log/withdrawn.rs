@@ -38,9 +38,10 @@ use crate::LogAddress;
 /// The file's name in the log's directory.
 pub const WITHDRAWN_FILE: &str = "withdrawn.bin";
 
-/// Bytes of zeros a new file is written with: room for about 130,000 addresses in
-/// entries appended without new space.
-pub const PREALLOCATED_BYTES: u64 = 1 << 20;
+/// Bytes of zeros a new file is written with: room for about 32,000 addresses in entries
+/// appended without new space (a withdrawal on a full disk lists only the records a failed
+/// flush may have written; an empty table's directory stays under 1 MiB on disk).
+pub const PREALLOCATED_BYTES: u64 = 256 << 10;
 
 /// "WDRN": the entry adds its addresses.
 const ADD_MAGIC: u32 = 0x5744_524E;

@@ -210,6 +210,15 @@ pub fn parse_sql(text: &str, parameters: Parameters<'_>) -> Result<SqlStatement,
     lowered
 }
 
+/// True when `text` is a data-changing statement (its first word is `DELETE`), which a
+/// client may send as a query (DB-API's `cursor.execute`): it runs as an update then
+/// ([`parse_sql_delete`]) and answers the rows it changed.
+#[must_use]
+pub fn is_update(text: &str) -> bool {
+    text.trim_start().get(..6).is_some_and(|word| word.eq_ignore_ascii_case("delete"))
+        && text.trim_start()[6..].starts_with(|c: char| c.is_whitespace())
+}
+
 /// A `DELETE` statement (Flight SQL's `CommandStatementUpdate`): the `delete` action's
 /// table and filter (SQL's `DELETE FROM t WHERE …` on a keyed table).
 #[derive(Debug, Clone, PartialEq, Eq)]

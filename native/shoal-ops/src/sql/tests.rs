@@ -338,6 +338,9 @@ fn delete_statements_become_the_delete_action_and_other_changes_are_refused_by_n
     let filter = delete.filter.unwrap();
     assert!(filter.contains("status") && filter.contains("closed") && filter.contains('3'), "{filter}");
     assert_eq!(parse_sql_delete("DELETE FROM users", Parameters::Bound(&[])).unwrap(), SqlDelete { table: "users".into(), filter: None });
+    for (text, update) in [("DELETE FROM users", true), ("  delete\nfrom users", true), ("SELECT 1", false), ("deleted", false), ("DELETE", false)] {
+        assert_eq!(super::is_update(text), update, "{text}");
+    }
     for (text, named) in [
         ("UPDATE users SET n = 1", "UPDATE is not supported"),
         ("INSERT INTO users VALUES (1)", "INSERT is not supported"),

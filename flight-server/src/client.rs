@@ -45,9 +45,13 @@ impl Connection {
 pub struct IngestArgs {
     #[command(flatten)]
     connection: Connection,
-    /// Table name.
-    #[arg(long)]
-    table: String,
+    /// TABLE INPUT: the table, then the input file (NDJSON, JSON documents, a JSON array of
+    /// records, or CSV) or `-` for standard input; with `--table`, the input alone.
+    #[arg(value_name = "TABLE INPUT", num_args = 1..=2, required = true)]
+    positional: Vec<String>,
+    /// The table (the older spelling of the positional TABLE).
+    #[arg(long = "table", value_name = "TABLE")]
+    table_flag: Option<String>,
     /// Create the table if it does not exist.
     #[arg(long)]
     create: bool,
@@ -63,9 +67,46 @@ pub struct IngestArgs {
     /// (`auto`: by the `.csv` extension and the first characters).
     #[arg(long, value_enum, default_value_t = InputFormat::Auto)]
     format: InputFormat,
-    /// Input file (NDJSON, JSON documents, a JSON array of records, or CSV), or `-` for
-    /// standard input.
-    input: PathBuf,
+}
+
+impl IngestArgs {
+    /// The table and the input: `TABLE INPUT`, or `--table TABLE INPUT`.
+    ///
+    /// # Errors
+    /// Neither form, naming both.
+    fn target(&self) -> Result<(String, PathBuf), String> {
+        match (&self.table_flag, self.positional.as_slice()) {
+            (Some(table), [input]) => Ok((table.clone(), PathBuf::from(input))),
+            (None, [table, input]) => Ok((table.clone(), PathBuf::from(input))),
+            _ => Err("shoal ingest takes TABLE INPUT (or --table TABLE INPUT): e.g. shoal ingest events events.ndjson".to_owned()),
+        }
+    }
+}
+
+/// A table named positionally (`shoal query events`) or, as before, with `--table`.
+#[derive(clap::Args, Clone)]
+pub struct TableArg {
+    /// Table name.
+    #[arg(value_name = "TABLE")]
+    positional: Option<String>,
+    /// Table name (the older spelling of the positional TABLE).
+    #[arg(long = "table", value_name = "TABLE", conflicts_with = "positional")]
+    flag: Option<String>,
+}
+
+impl TableArg {
+    /// The table, if one was named.
+    fn name(&self) -> Option<&str> {
+        self.positional.as_deref().or(self.flag.as_deref())
+    }
+
+    /// The table.
+    ///
+    /// # Errors
+    /// None named: how to name one, for `command`.
+    fn required(&self, command: &str) -> Result<String, String> {
+        self.name().map(ToOwned::to_owned).ok_or_else(|| format!("{command} needs a table: shoal {command} TABLE …"))
+    }
 }
 
 /// `shoal ingest --op`: the operation of every record of a keyed table.
@@ -102,9 +143,8 @@ pub struct PsfArgs {
 enum PsfCommand {
     /// Register a PSF (exactly one of --projection, --predicate, --range, --composite).
     Add {
-        /// Table name.
-        #[arg(long)]
-        table: String,
+        #[command(flatten)]
+        table: TableArg,
         /// PSF name.
         #[arg(long)]
         name: String,
@@ -126,15 +166,13 @@ enum PsfCommand {
     },
     /// List PSFs with their safe boundaries.
     List {
-        /// Table name.
-        #[arg(long)]
-        table: String,
+        #[command(flatten)]
+        table: TableArg,
     },
     /// Deregister a PSF.
     Drop {
-        /// Table name.
-        #[arg(long)]
-        table: String,
+        #[command(flatten)]
+        table: TableArg,
         /// PSF name.
         #[arg(long)]
         name: String,
@@ -161,9 +199,8 @@ pub enum OutputFormat {
 pub struct QueryArgs {
     #[command(flatten)]
     connection: Connection,
-    /// Table name.
-    #[arg(long)]
-    table: String,
+    #[command(flatten)]
+    table: TableArg,
     /// Filter (SQL expression over dotted paths).
     #[arg(long, conflicts_with = "filter_file")]
     filter: Option<String>,
@@ -183,6 +220,10 @@ pub struct QueryArgs {
     /// At most this many rows.
     #[arg(long)]
     limit: Option<usize>,
+    /// Print the whole plan (JSON: index, columnar and full scans, the planner's reason) instead
+    /// of its one-line summary.
+    #[arg(long)]
+    plan: bool,
     /// Print at most this many rows (the count is always exact).
     #[arg(long, default_value_t = 20)]
     show: usize,
@@ -258,6 +299,16 @@ pub struct TablesArgs {
     connection: Connection,
 }
 
+/// `shoal cluster`.
+#[derive(clap::Args)]
+pub struct ClusterArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// Print the `cluster` action's answer (JSON) instead of the summary.
+    #[arg(long)]
+    json: bool,
+}
+
 /// `shoal checkpoint`.
 #[derive(clap::Args)]
 pub struct CheckpointArgs {
@@ -272,9 +323,9 @@ pub struct CheckpointArgs {
 pub struct StatsArgs {
     #[command(flatten)]
     connection: Connection,
-    /// Table name (default: every table).
-    #[arg(long)]
-    table: Option<String>,
+    /// Table name (default: every table); `--table` is its older spelling.
+    #[command(flatten)]
+    table: TableArg,
 }
 
 /// What a table does with a record that is not valid JSON.
@@ -480,6 +531,15 @@ async fn connect(connection: &Connection) -> Result<FlightClient, String> {
     Ok(client)
 }
 
+/// A daemon's message in the CLI's words: the action to run becomes the command
+/// (`create it with the create_table action` → `create it with shoal create-table NAME`).
+fn cli_words(message: &str) -> String {
+    const ACTION: &str = "(create it with the create_table action)";
+    let Some(at) = message.find(ACTION) else { return message.to_owned() };
+    let name = message[..at].split('"').nth(1).unwrap_or("NAME");
+    format!("{}(create it with `shoal create-table {name}`){}", &message[..at], &message[at + ACTION.len()..])
+}
+
 fn flight_error(context: &str, error: FlightError) -> String {
     match error {
         FlightError::Tonic(status) if status.code() == tonic::Code::Unauthenticated => format!(
@@ -489,7 +549,7 @@ fn flight_error(context: &str, error: FlightError) -> String {
         FlightError::Tonic(status) if matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Unknown) && std::error::Error::source(&*status).is_some() => {
             connect_error(context, &*status)
         }
-        FlightError::Tonic(status) => format!("{context}: {} ({:?})", status.message(), status.code()),
+        FlightError::Tonic(status) => format!("{context}: {} ({:?})", cli_words(status.message()), status.code()),
         other => format!("{context}: {other}"),
     }
 }
@@ -578,6 +638,55 @@ pub async fn tables(args: TablesArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// `shoal cluster`: the nodes of the daemon's cluster (each asked whether it answers, with the
+/// same credentials), then each sharded table's shards and the node holding each.
+pub async fn cluster(args: ClusterArgs) -> Result<(), String> {
+    let mut client = connect(&args.connection).await?;
+    let described = action(&mut client, "cluster", &json!({})).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&described).unwrap_or_default());
+        return Ok(());
+    }
+    let Some(me) = described["node_id"].as_u64() else {
+        println!("{} is a single daemon, not a node of a cluster (no [cluster] in its config: docs/deployment.md)", args.connection.endpoint);
+        return Ok(());
+    };
+    let nodes = described["nodes"].as_array().cloned().unwrap_or_default();
+    println!("{} nodes; this is node {me}", nodes.len());
+    for node in &nodes {
+        let location = node["location"].as_str().unwrap_or("");
+        let id = node["id"].as_u64().unwrap_or(0);
+        let state = if id == me {
+            "up (answered this call)".to_owned()
+        } else {
+            let peer = Connection { endpoint: location.to_owned(), ..args.connection.clone() };
+            match tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                let mut peer = connect(&peer).await?;
+                action(&mut peer, "cluster", &json!({})).await
+            })
+            .await
+            {
+                Ok(Ok(_)) => "up".to_owned(),
+                Ok(Err(e)) => format!("DOWN: {e}"),
+                Err(_) => "DOWN: no answer in 5 s".to_owned(),
+            }
+        };
+        println!("  node {id}  {location}  {state}");
+    }
+    let tables = described["tables"].as_array().cloned().unwrap_or_default();
+    if tables.is_empty() {
+        println!("no sharded tables (create one: shoal create-table NAME --shard-key PATH)");
+    }
+    for table in &tables {
+        let key: Vec<&str> = table["shard_key"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        println!("table {}: {} shards by {}", table["name"].as_str().unwrap_or(""), table["shards"], key.join(", "));
+        for shard in table["shard_map"].as_array().into_iter().flatten() {
+            println!("  shard {}  {}  on node {} ({})", shard["shard"], shard["table"].as_str().unwrap_or(""), shard["node"], shard["location"].as_str().unwrap_or(""));
+        }
+    }
+    Ok(())
+}
+
 /// `shoal drop-table`.
 pub async fn drop_table(args: TableNameArgs) -> Result<(), String> {
     let mut client = connect(&args.connection).await?;
@@ -635,19 +744,20 @@ pub async fn checkpoint(args: CheckpointArgs) -> Result<(), String> {
 
 /// `shoal ingest`: reads NDJSON, sends batches through DoPut, shows progress and MB/s.
 pub async fn ingest(args: IngestArgs) -> Result<(), String> {
+    let (table, input) = args.target()?;
     let mut client = connect(&args.connection).await?;
     let created = if args.create {
-        let answer = action(&mut client, "create_table", &json!({"name": args.table, "if_not_exists": true})).await?;
+        let answer = action(&mut client, "create_table", &json!({"name": table, "if_not_exists": true})).await?;
         answer["created"].as_bool() == Some(true)
     } else {
         false
     };
-    let result = ingest_into(&mut client, &args).await;
+    let result = ingest_into(&mut client, &args, &table, &input).await;
     if result.is_err() && created {
         // `--create` made the table for this input: a failed ingest leaves nothing behind.
-        match action(&mut client, "drop_table", &json!({"table": args.table})).await {
-            Ok(_) => eprintln!("dropped table {:?}, which --create made for this input", args.table),
-            Err(e) => eprintln!("table {:?}, made by --create, could not be dropped: {e}", args.table),
+        match action(&mut client, "drop_table", &json!({"table": table})).await {
+            Ok(_) => eprintln!("dropped table {table:?}, which --create made for this input"),
+            Err(e) => eprintln!("table {table:?}, made by --create, could not be dropped: {e}"),
         }
     }
     result
@@ -690,12 +800,12 @@ impl BatchLines {
     }
 }
 
-async fn ingest_into(client: &mut FlightClient, args: &IngestArgs) -> Result<(), String> {
-    let stdin = args.input.as_os_str() == "-";
+async fn ingest_into(client: &mut FlightClient, args: &IngestArgs, table: &str, input: &std::path::Path) -> Result<(), String> {
+    let stdin = input.as_os_str() == "-";
     let (reader, total): (Box<dyn Read + Send>, Option<u64>) = if stdin {
         (Box::new(std::io::stdin()), None)
     } else {
-        let file = std::fs::File::open(&args.input).map_err(|e| format!("cannot open {}: {e}", args.input.display()))?;
+        let file = std::fs::File::open(input).map_err(|e| format!("cannot open {}: {e}", input.display()))?;
         let size = file.metadata().ok().map(|m| m.len());
         (Box::new(file), size)
     };
@@ -716,8 +826,8 @@ async fn ingest_into(client: &mut FlightClient, args: &IngestArgs) -> Result<(),
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(4);
     let batch_records = args.batch_records.max(1);
     let read_schema = Arc::clone(&schema);
-    let input_name = if stdin { "standard input".to_owned() } else { args.input.display().to_string() };
-    let path = (!stdin).then(|| args.input.clone());
+    let input_name = if stdin { "standard input".to_owned() } else { input.display().to_string() };
+    let path = (!stdin).then(|| input.to_path_buf());
     let format = args.format;
     let reader_progress = progress.clone();
     let lines = Arc::new(std::sync::Mutex::new(BatchLines::default()));
@@ -769,13 +879,13 @@ async fn ingest_into(client: &mut FlightClient, args: &IngestArgs) -> Result<(),
     let started = Instant::now();
     let data = FlightDataEncoderBuilder::new()
         .with_schema(schema)
-        .with_flight_descriptor(Some(FlightDescriptor::new_path(vec![args.table.clone()])))
+        .with_flight_descriptor(Some(FlightDescriptor::new_path(vec![table.to_owned()])))
         .build(tokio_stream::wrappers::ReceiverStream::new(receiver));
     let put = async {
         let mut results = client.do_put(data).await.map_err(|e| flight_error("DoPut", e))?;
         let (mut acked, mut skipped, mut last_address) = (0u64, 0u64, None::<u64>);
         while let Some(result) = results.next().await {
-            let result = result.map_err(|e| flight_error(&format!("DoPut into {}", args.table), e))?;
+            let result = result.map_err(|e| flight_error(&format!("DoPut into {table}"), e))?;
             let metadata: Value = serde_json::from_slice(&result.app_metadata).unwrap_or_default();
             acked += metadata["records"].as_u64().unwrap_or(0);
             skipped += metadata["skipped"].as_u64().unwrap_or(0);
@@ -805,7 +915,7 @@ async fn ingest_into(client: &mut FlightClient, args: &IngestArgs) -> Result<(),
     #[allow(clippy::cast_precision_loss)]
     let rate = bytes as f64 / seconds / 1e6;
     let last = last_address.map_or_else(String::new, |a| format!("; last address {a}"));
-    println!("ingested {acked} of {records} records ({skipped} skipped, {bytes} bytes) into {} in {seconds:.2} s: {rate:.1} MB/s{last}", args.table);
+    println!("ingested {acked} of {records} records ({skipped} skipped, {bytes} bytes) into {table} in {seconds:.2} s: {rate:.1} MB/s{last}");
     Ok(())
 }
 
@@ -814,7 +924,7 @@ pub async fn psf(args: PsfArgs) -> Result<(), String> {
     let mut client = connect(&args.connection).await?;
     let result = match args.command {
         PsfCommand::Add { table, name, projection, predicate, range, boundaries, composite } => {
-            let mut body = json!({"table": table, "name": name});
+            let mut body = json!({"table": table.required("psf add")?, "name": name});
             if let Some(field) = projection {
                 body["kind"] = json!("projection");
                 body["field"] = json!(field);
@@ -833,8 +943,8 @@ pub async fn psf(args: PsfArgs) -> Result<(), String> {
             }
             action(&mut client, "register_psf", &body).await?
         }
-        PsfCommand::List { table } => action(&mut client, "list_psfs", &json!({"table": table})).await?,
-        PsfCommand::Drop { table, name } => action(&mut client, "deregister_psf", &json!({"table": table, "name": name})).await?,
+        PsfCommand::List { table } => action(&mut client, "list_psfs", &json!({"table": table.required("psf list")?})).await?,
+        PsfCommand::Drop { table, name } => action(&mut client, "deregister_psf", &json!({"table": table.required("psf drop")?, "name": name})).await?,
     };
     println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
     Ok(())
@@ -848,7 +958,7 @@ pub async fn query(args: QueryArgs) -> Result<(), String> {
         return query_raw(&mut client, &args, started).await;
     }
     let filter = filter_text(&args)?;
-    let command = json!({"table": args.table, "filter": filter, "columns": args.columns, "limit": args.limit});
+    let command = json!({"table": args.table.required("query")?, "filter": filter, "columns": args.columns, "limit": args.limit});
     let info = client
         .get_flight_info(FlightDescriptor::new_cmd(command.to_string()))
         .await
@@ -892,10 +1002,74 @@ pub async fn query(args: QueryArgs) -> Result<(), String> {
         text.push('\n');
     }
     text.push_str(&format!("{rows} rows in {:.1} ms\n", elapsed.as_secs_f64() * 1e3));
-    text.push_str(&format!("plan: {}\n", serde_json::to_string_pretty(&metadata["plan"]).unwrap_or_default()));
+    if args.plan {
+        text.push_str(&format!("plan: {}\n", serde_json::to_string_pretty(&metadata).unwrap_or_default()));
+    } else {
+        text.push_str(&format!("plan: {} (--plan for the whole plan)\n", plan_line(&metadata)));
+    }
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .map_err(|e| format!("writing to {}: {e}", output_name(args.output.as_ref())))
+}
+
+/// A query plan's metadata (`GetFlightInfo`'s `app_metadata`) in one line: the index scans
+/// (PSFs and log ranges), columnar scans (row groups skipped) and full scans, with the bytes of
+/// log each covers; for a sharded table, each shard's on its node.
+fn plan_line(metadata: &Value) -> String {
+    if let Some(shards) = metadata["shards"].as_array() {
+        let pruned = metadata["pruned_shards"].as_u64().unwrap_or(0);
+        let parts: Vec<String> = shards
+            .iter()
+            .map(|s| format!("shard {} on node {}: {}", s["shard"], s["node"], plan_line(&s["plan"])))
+            .collect();
+        let pruned = if pruned > 0 { format!(", {pruned} pruned by the shard key") } else { String::new() };
+        return format!("sharded over {} shards{pruned}; {}", shards.len(), parts.join("; "));
+    }
+    let plan = &metadata["plan"];
+    if plan.is_null() {
+        return "none".to_owned();
+    }
+    let bytes = |ranges: &Value| -> (usize, u64) {
+        let ranges = ranges.as_array().map(Vec::as_slice).unwrap_or_default();
+        let total = ranges.iter().map(|r| r["to"].as_u64().unwrap_or(0).saturating_sub(r["from"].as_u64().unwrap_or(0))).sum();
+        (ranges.len(), total)
+    };
+    let size = |bytes: u64| -> String {
+        #[allow(clippy::cast_precision_loss)]
+        let mb = bytes as f64 / 1e6;
+        if mb >= 1.0 { format!("{mb:.1} MB") } else { format!("{bytes} bytes") }
+    };
+    let ranges = |n: usize| if n == 1 { "1 range".to_owned() } else { format!("{n} ranges") };
+    let mut parts = Vec::new();
+    let (n, total) = bytes(&plan["index_scans"]);
+    if n > 0 {
+        let mut psfs: Vec<String> = plan["index_scans"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["psfs"].as_array().into_iter().flatten().filter_map(Value::as_str).map(ToOwned::to_owned))
+            .collect();
+        psfs.sort();
+        psfs.dedup();
+        parts.push(format!("index scan on PSF {} over {} of log ({})", psfs.join(", "), size(total), ranges(n)));
+    }
+    let (n, total) = bytes(&plan["columnar_scans"]);
+    if n > 0 {
+        let groups = &plan["columnar_row_groups"];
+        let skipped = match (groups["total"].as_u64(), groups["skipped"].as_u64()) {
+            (Some(all), Some(skipped)) => format!(", {skipped} of {all} row groups skipped"),
+            _ => String::new(),
+        };
+        parts.push(format!("columnar scan over {} of log ({}{skipped})", size(total), ranges(n)));
+    }
+    let (n, total) = bytes(&plan["full_scans"]);
+    if n > 0 {
+        parts.push(format!("full scan over {} of log ({})", size(total), ranges(n)));
+    }
+    if parts.is_empty() {
+        return "nothing to scan".to_owned();
+    }
+    parts.join("; ")
 }
 
 /// The query's filter: `--filter`, or the text of `--filter-file` (`-`: standard input), trimmed.
@@ -977,7 +1151,7 @@ pub(crate) fn write_rows(format: OutputFormat, schema: &Arc<Schema>, batches: &[
 /// `"output": "json"`; writes each record's bytes and a newline to stdout as batches arrive.
 async fn query_raw(client: &mut FlightClient, args: &QueryArgs, started: Instant) -> Result<(), String> {
     use std::io::Write as _;
-    let command = json!({"table": args.table, "filter": filter_text(args)?, "limit": args.limit, "output": "json"});
+    let command = json!({"table": args.table.required("query")?, "filter": filter_text(args)?, "limit": args.limit, "output": "json"});
     let ticket = arrow_flight::Ticket::new(command.to_string());
     let mut stream = client.do_get(ticket).await.map_err(|e| flight_error("DoGet", e))?;
     let mut out = output(args.output.as_ref())?;
@@ -1002,8 +1176,8 @@ async fn query_raw(client: &mut FlightClient, args: &QueryArgs, started: Instant
 /// `shoal stats`.
 pub async fn stats(args: StatsArgs) -> Result<(), String> {
     let mut client = connect(&args.connection).await?;
-    let tables: Vec<String> = match args.table {
-        Some(table) => vec![table],
+    let tables: Vec<String> = match args.table.name() {
+        Some(table) => vec![table.to_owned()],
         None => table_names(&mut client).await?,
     };
     for table in tables {

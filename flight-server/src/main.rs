@@ -47,6 +47,8 @@ enum Command {
     AlterTable(client::AlterTableArgs),
     /// List the tables, one name per line.
     Tables(client::TablesArgs),
+    /// The daemon's cluster: its nodes (up or down), sharded tables and where each shard lives.
+    Cluster(client::ClusterArgs),
     /// Drop a table and its data.
     DropTable(client::TableNameArgs),
     /// Delete the rows of a keyed table that match a filter (SQL's DELETE FROM … WHERE).
@@ -317,7 +319,10 @@ impl ServeArgs {
 
 fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only on a terminal, and never with NO_COLOR set (no-color.org): a log file or
+    // a container's log collector gets plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
     if format == "json" {
         builder.json().init();
     } else {
@@ -332,6 +337,7 @@ fn main() -> std::process::ExitCode {
         Command::Ingest(args) => client::run(client::ingest(args)),
         Command::Psf(args) => client::run(client::psf(args)),
         Command::Query(args) => client::run(client::query(args)),
+        Command::Cluster(args) => client::run(client::cluster(args)),
         Command::Sql(args) => client::run(sql_shell::sql(args)),
         Command::Stats(args) => client::run(client::stats(args)),
         Command::CreateTable(args) => client::run(client::create_table(args)),

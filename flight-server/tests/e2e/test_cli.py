@@ -32,13 +32,18 @@ def test_ingest_psf_query_and_stats_commands(daemon, tmp_path):
     listed = json.loads(cli(daemon, "psf", "list", "--table", "events"))
     assert [p["name"] for p in listed] == ["opened"]
     out = cli(daemon, "query", "--table", "events", "--filter", "type = 'IssuesEvent' AND payload.action = 'opened'",
-              "--columns", "id,actor.login", "--show", "3")
+              "--columns", "id,actor.login", "--show", "3", "--plan")
     expected = sum(
         1 for e in events + events[:100]
         if (r := json.loads(e))["type"] == "IssuesEvent" and r["payload"].get("action") == "opened"
     )
     assert f"\n{expected} rows in" in "\n" + out
     assert '"index_scans"' in out and '"opened"' in out
+    # By default, the plan in one line.
+    out = cli(daemon, "query", "--table", "events", "--filter", "type = 'IssuesEvent' AND payload.action = 'opened'", "--show", "0")
+    line = next(l for l in out.splitlines() if l.startswith("plan: "))
+    assert "index scan on PSF opened over" in line and "--plan" in line, out
+    assert "full scan over" in line or "columnar scan over" in line, out
     stats = json.loads(cli(daemon, "stats", "--table", "events"))
     assert stats["records"] == 1600
     dropped = json.loads(cli(daemon, "psf", "drop", "--table", "events", "--name", "opened"))
@@ -187,6 +192,8 @@ def test_the_cli_connects_the_first_time(start_daemon, tmp_path):
     assert run_cli("tables", "--endpoint", f"localhost:{plain.port}").returncode == 0
     bad = run_cli("tables", "--endpoint", "http://127.0.0.1:1")
     assert bad.returncode != 0 and 'unknown scheme "http"' in bad.stderr, bad.stderr
+    missing = run_cli("query", "--table", "nope", "--endpoint", f"127.0.0.1:{plain.port}")
+    assert missing.returncode != 0 and "create it with `shoal create-table nope`" in missing.stderr, missing.stderr
     refused = run_cli("tables", "--endpoint", f"127.0.0.1:{free_port()}")
     assert refused.returncode != 0 and "Connection refused" in refused.stderr and "nothing listens there" in refused.stderr, refused.stderr
 
@@ -224,6 +231,14 @@ def test_ingest_takes_json_as_people_have_it(daemon, tmp_path):
     out = cli(daemon, "ingest", "--table", "arr", "--create", str(array))
     assert "ingested 2 of 2 records" in out, out
     assert ids("arr") == [1, 2]
+    # The table first, in every command (the first hour: --table in some, positional in others).
+    assert " into pos in " in cli(daemon, "ingest", "pos", str(array), "--create")
+    assert [json.loads(l)["id"] for l in cli(daemon, "query", "pos", "--columns", "id", "--format", "jsonl").splitlines()] == [1, 2]
+    assert json.loads(cli(daemon, "stats", "pos"))["records"] == 2
+    assert json.loads(cli(daemon, "psf", "add", "pos", "--name", "by_id", "--projection", "id"))["name"] == "by_id"
+    assert [p["name"] for p in json.loads(cli(daemon, "psf", "list", "pos"))] == ["by_id"]
+    both = run_cli("query", "pos", "--table", "arr", "--endpoint", daemon.location)
+    assert both.returncode != 0 and "cannot be used with" in both.stderr, both.stderr
 
     pretty = tmp_path / "pretty.json"
     pretty.write_text("\n".join(json.dumps({"id": i, "nested": {"x": i}}, indent=2) for i in range(3)) + '{"id": 3}{"id": 4}\n')

@@ -4,13 +4,14 @@ membership list; every answer is compared with one daemon holding the same recor
 import json
 import secrets
 import signal
+import subprocess
 from collections import Counter
 
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conftest import Daemon, action, dig, free_port, github_events, put, query, string_literals
+from conftest import Daemon, action, dig, free_port, github_events, put, query, shoal_binary, string_literals
 
 
 class Cluster:
@@ -245,6 +246,15 @@ def test_a_node_down_fails_queries_by_name_and_its_records_come_back(cluster):
 
     cluster.daemons[2].process.send_signal(signal.SIGKILL)
     cluster.daemons[2].process.wait(30)
+    # `shoal cluster` (the first hour: there was no cluster command) shows who is down.
+    shown = subprocess.run([str(shoal_binary()), "cluster", "--endpoint", cluster.daemons[0].location],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "3 nodes; this is node 0", shown.stdout
+    assert f"  node 1  grpc://127.0.0.1:{cluster.ports[1]}  up" in lines, shown.stdout
+    assert any(l.startswith(f"  node 2  grpc://127.0.0.1:{cluster.ports[2]}  DOWN: ") for l in lines), shown.stdout
+    assert "table events: 3 shards by id" in lines and any("on node 2" in l for l in lines), shown.stdout
     with pytest.raises(flight.FlightUnavailableError, match=r"shard 2 on node 2 \(grpc://127.0.0.1:%d\)" % cluster.ports[2]):
         client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"table": "events", "columns": ["id"]})))
     with pytest.raises(flight.FlightUnavailableError, match="shard 2 on node 2"):

@@ -36,17 +36,25 @@ pub enum SqlAggregate {
     Sum,
     /// `avg(column)` of a numeric column: `Float64`.
     Avg,
+    /// `count(DISTINCT column)`: the column's distinct non-null values, `Int64`. Computed by
+    /// the grouping only (also without `GROUP BY`: one group), never by the scan.
+    #[serde(rename = "count_distinct")]
+    CountDistinct,
 }
 
-impl From<SqlAggregate> for shoal_core::scan::AggregateFunction {
-    /// The scan's own function for the SQL one (the scan computes every one of them).
-    fn from(function: SqlAggregate) -> Self {
-        match function {
-            SqlAggregate::Count => Self::Count,
-            SqlAggregate::Min => Self::Min,
-            SqlAggregate::Max => Self::Max,
-            SqlAggregate::Sum => Self::Sum,
-            SqlAggregate::Avg => Self::Avg,
+impl SqlAggregate {
+    /// The scan's own function for the SQL one: every one but `count(DISTINCT …)`, which
+    /// the grouping computes.
+    #[must_use]
+    pub fn pushed(self) -> Option<shoal_core::scan::AggregateFunction> {
+        use shoal_core::scan::AggregateFunction as F;
+        match self {
+            Self::Count => Some(F::Count),
+            Self::Min => Some(F::Min),
+            Self::Max => Some(F::Max),
+            Self::Sum => Some(F::Sum),
+            Self::Avg => Some(F::Avg),
+            Self::CountDistinct => None,
         }
     }
 }
@@ -73,6 +81,7 @@ impl SqlAggregate {
             Self::Max => "max",
             Self::Sum => "sum",
             Self::Avg => "avg",
+            Self::CountDistinct => "count",
         }
     }
 }
@@ -92,7 +101,8 @@ impl AggregateCall {
     /// The aggregate's output name: `count(*)`, `sum(payload.size)`.
     #[must_use]
     pub fn name(&self) -> String {
-        format!("{}({})", self.function.name(), self.column.as_deref().unwrap_or("*"))
+        let distinct = if self.function == SqlAggregate::CountDistinct { "DISTINCT " } else { "" };
+        format!("{}({distinct}{})", self.function.name(), self.column.as_deref().unwrap_or("*"))
     }
 }
 
@@ -116,7 +126,13 @@ enum Accumulator {
     SumInt { column: usize, sums: Vec<Option<i128>> },
     SumFloat { column: usize, sums: Vec<Option<f64>> },
     Avg { column: usize, float: bool, sums: Vec<(f64, i64)> },
+    /// Each group's distinct values of the column, in arrow-row's encoding.
+    CountDistinct { column: usize, converter: RowConverter, sets: Vec<foldhash::HashSet<Box<[u8]>>> },
 }
+
+/// The most distinct values `count(DISTINCT …)` holds over all groups of one query
+/// (10,000,000); beyond it the query is `RESOURCE_EXHAUSTED`.
+pub const MAX_DISTINCT_VALUES: usize = 10_000_000;
 
 /// The groups of one `Utf8` key: each group's number by the key's bytes, and the null
 /// key's group ([`Grouper`]'s `text_key`).
@@ -180,6 +196,11 @@ impl Grouper {
             let max = call.function == SqlAggregate::Max;
             let (accumulator, output_type) = match (call.function, &data_type) {
                 (SqlAggregate::Count, _) => (Accumulator::Count { column: Some(column), counts: Vec::new() }, DataType::Int64),
+                (SqlAggregate::CountDistinct, DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_) | DataType::Map(..)) => return Err(wrong()),
+                (SqlAggregate::CountDistinct, _) => {
+                    let converter = RowConverter::new(vec![SortField::new(data_type.clone())]).map_err(|e| invalid(format!("{name}: {e}")))?;
+                    (Accumulator::CountDistinct { column, converter, sets: Vec::new() }, DataType::Int64)
+                }
                 (SqlAggregate::Min | SqlAggregate::Max, DataType::Int64) => (Accumulator::MinMaxInt { column, max, values: Vec::new() }, DataType::Int64),
                 (SqlAggregate::Min | SqlAggregate::Max, DataType::Float64) => (Accumulator::MinMaxFloat { column, max, values: Vec::new() }, DataType::Float64),
                 (SqlAggregate::Min | SqlAggregate::Max, DataType::Boolean) => (Accumulator::MinMaxBool { column, max, values: Vec::new() }, DataType::Boolean),
@@ -192,7 +213,7 @@ impl Grouper {
                 _ => return Err(wrong()),
             };
             accumulators.push(accumulator);
-            fields.push(Field::new(name, output_type, call.function != SqlAggregate::Count));
+            fields.push(Field::new(name, output_type, !matches!(call.function, SqlAggregate::Count | SqlAggregate::CountDistinct)));
         }
         let text_key = (keys.len() == 1 && input.field(keys[0]).data_type() == &DataType::Utf8).then(|| (HashMap::default(), None));
         let mut grouper = Self {
@@ -240,6 +261,7 @@ impl Grouper {
                 Accumulator::SumInt { sums, .. } => sums.push(None),
                 Accumulator::SumFloat { sums, .. } => sums.push(None),
                 Accumulator::Avg { sums, .. } => sums.push((0.0, 0)),
+                Accumulator::CountDistinct { sets, .. } => sets.push(foldhash::HashSet::default()),
             }
         }
         Ok(group)
@@ -268,7 +290,18 @@ impl Grouper {
             groups
         };
         for accumulator in &mut self.accumulators {
-            update(accumulator, batch, &groups);
+            update(accumulator, batch, &groups)?;
+        }
+        let distinct: usize = self
+            .accumulators
+            .iter()
+            .map(|a| if let Accumulator::CountDistinct { sets, .. } = a { sets.iter().map(foldhash::HashSet::len).sum() } else { 0 })
+            .sum();
+        if distinct > MAX_DISTINCT_VALUES {
+            return Err(OpsError::new(
+                ErrorClass::ResourceExhausted,
+                format!("count(DISTINCT …) holds more than {MAX_DISTINCT_VALUES} distinct values: narrow the WHERE, or group by coarser keys"),
+            ));
         }
         Ok(())
     }
@@ -331,6 +364,9 @@ impl Grouper {
                 Accumulator::Avg { sums, .. } => {
                     Arc::new(Float64Array::from(sums.iter().map(|&(sum, n)| (n > 0).then(|| sum / n as f64)).collect::<Vec<_>>()))
                 }
+                Accumulator::CountDistinct { sets, .. } => {
+                    Arc::new(Int64Array::from(sets.iter().map(|set| i64::try_from(set.len()).unwrap_or(i64::MAX)).collect::<Vec<_>>()))
+                }
             });
         }
         let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(self.group_count));
@@ -339,8 +375,11 @@ impl Grouper {
 }
 
 /// Adds each row's value of the accumulator's column to its group.
+///
+/// # Errors
+/// Arrow's row encoding failing, as `INTERNAL`.
 #[allow(clippy::cast_precision_loss)]
-fn update(accumulator: &mut Accumulator, batch: &RecordBatch, groups: &[usize]) {
+fn update(accumulator: &mut Accumulator, batch: &RecordBatch, groups: &[usize]) -> Result<(), OpsError> {
     fn extreme<T: PartialOrd + Clone>(slot: &mut Option<T>, value: T, max: bool) {
         let better = match slot {
             None => true,
@@ -424,5 +463,18 @@ fn update(accumulator: &mut Accumulator, batch: &RecordBatch, groups: &[usize]) 
                 }
             }
         }
+        Accumulator::CountDistinct { column, converter, sets } => {
+            let array = batch.column(*column);
+            let rows = converter.convert_columns(&[Arc::clone(array)]).map_err(|e| OpsError::internal(e.to_string()))?;
+            for (row, &g) in groups.iter().enumerate() {
+                if array.is_valid(row) {
+                    let encoded = rows.row(row);
+                    if !sets[g].contains(encoded.as_ref()) {
+                        sets[g].insert(encoded.as_ref().into());
+                    }
+                }
+            }
+        }
     }
+    Ok(())
 }

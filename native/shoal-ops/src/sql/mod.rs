@@ -72,6 +72,20 @@ pub struct ResultShape {
     /// At most this many rows (after the offset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// `HAVING`: the groups kept (after grouping, before the sort).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub having: Option<Having>,
+}
+
+/// `HAVING`'s condition over the groups: the filter language's text, and for each path it
+/// names, the grouping's column it reads (a group key, an aggregate, or a select-list alias
+/// of either).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Having {
+    /// The condition (filter language), over the paths of `columns`.
+    pub filter: String,
+    /// (a path as the filter names it, the grouping's column).
+    pub columns: Vec<(String, String)>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
@@ -404,9 +418,6 @@ fn lower_query(text: &str, query: &sql::Query, explain: bool) -> Result<SqlState
     if distinct && !group_keys.is_empty() {
         return refuse("SELECT DISTINCT with GROUP BY");
     }
-    if select.having.is_some() {
-        return refuse("HAVING");
-    }
     if select.prewhere.is_some()
         || select.qualify.is_some()
         || !select.named_window.is_empty()
@@ -423,6 +434,9 @@ fn lower_query(text: &str, query: &sql::Query, explain: bool) -> Result<SqlState
     let mut command = QueryCommand { table, filter: filter.map(|f| f.to_string()), ..QueryCommand::default() };
     let mut shape = ResultShape::default();
     lower_projection(text, &select.projection, group_keys, distinct, &mut command, &mut shape)?;
+    if let Some(condition) = &select.having {
+        lower_having(text, condition, &mut command, &mut shape)?;
+    }
     if let Some(order_by) = &query.order_by {
         lower_order_by(text, order_by, &mut command, &mut shape)?;
     }
@@ -495,16 +509,24 @@ fn lower_aggregate(text: &str, e: &sql::Expr) -> Result<Option<AggregateCall>, O
         "avg" => SqlAggregate::Avg,
         _ => return Err(invalid(text, format!("unknown or unsupported function `{}`", echo(&e.to_string())))),
     };
-    if list.duplicate_treatment.is_some()
+    let distinct = matches!(list.duplicate_treatment, Some(sql::DuplicateTreatment::Distinct));
+    if distinct && function_kind != SqlAggregate::Count {
+        return Err(invalid(text, format!("`{}`: DISTINCT is supported in count(DISTINCT path) only", echo(&e.to_string()))));
+    }
+    let function_kind = if distinct { SqlAggregate::CountDistinct } else { function_kind };
+    if matches!(list.duplicate_treatment, Some(sql::DuplicateTreatment::All))
         || !list.clauses.is_empty()
         || function.filter.is_some()
         || function.over.is_some()
         || !function.within_group.is_empty()
     {
-        return Err(invalid(text, format!("`{}`: DISTINCT, FILTER, OVER and other clauses are not supported", echo(&e.to_string()))));
+        return Err(invalid(text, format!("`{}`: ALL, FILTER, OVER and other clauses are not supported", echo(&e.to_string()))));
     }
     let column = match list.args.as_slice() {
         [sql::FunctionArg::Unnamed(sql::FunctionArgExpr::Wildcard)] if function_kind == SqlAggregate::Count => None,
+        [sql::FunctionArg::Unnamed(sql::FunctionArgExpr::Wildcard)] if function_kind == SqlAggregate::CountDistinct => {
+            return Err(invalid(text, "count(DISTINCT *) is not supported: count(DISTINCT path)"))
+        }
         [sql::FunctionArg::Unnamed(sql::FunctionArgExpr::Expr(arg))] => {
             Some(lower_field(arg, text, &format!("{name}()")).map_err(|e| engine_error(text, &e))?.to_string())
         }
@@ -513,10 +535,84 @@ fn lower_aggregate(text: &str, e: &sql::Expr) -> Result<Option<AggregateCall>, O
     Ok(Some(AggregateCall { function: function_kind, column }))
 }
 
+/// The name a `HAVING` condition gives the grouping's aggregate number `index`.
+fn having_column(index: usize) -> String {
+    format!("having_aggregate_{index}")
+}
+
+/// `HAVING <condition>` of a grouped query: each aggregate call in it becomes the grouping's
+/// column of that aggregate (one the select list does not have is computed too), and the
+/// condition is lowered like a `WHERE` over the group keys, the aggregates and the select
+/// list's aliases.
+///
+/// # Errors
+/// `INVALID_ARGUMENT`: no `GROUP BY`, a condition the filter language does not evaluate, or a
+/// path that is none of those.
+fn lower_having(text: &str, condition: &sql::Expr, command: &mut QueryCommand, shape: &mut ResultShape) -> Result<(), OpsError> {
+    let Some(grouping) = shape.group_by.as_mut() else {
+        return Err(invalid(text, "HAVING needs GROUP BY (a WHERE filters the records before any aggregate)"));
+    };
+    let rewritten = rewrite_having(text, condition, &mut grouping.aggregates)?;
+    let expr = lower_condition(&rewritten, text).map_err(|e| engine_error(text, &e))?;
+    for column in grouping.aggregates.iter().filter_map(|c| c.column.clone()) {
+        if !command.columns.contains(&column) {
+            command.columns.push(column);
+        }
+    }
+    let path = |name: &str| shoal_core::FieldPath::parse(name).map(|p| p.to_string()).ok();
+    let mut columns: Vec<(String, String)> = Vec::new();
+    for (i, call) in grouping.aggregates.iter().enumerate() {
+        columns.extend(path(&having_column(i)).map(|p| (p, call.name())));
+    }
+    for key in &grouping.keys {
+        columns.extend(path(key).map(|p| (p, key.clone())));
+    }
+    for (column, output) in shape.projection.iter().flatten() {
+        if let Some(alias) = path(output).filter(|a| !columns.iter().any(|(p, _)| p == a)) {
+            columns.push((alias, column.clone()));
+        }
+    }
+    if let Some(unknown) = expr.fields().iter().map(ToString::to_string).find(|f| !columns.iter().any(|(p, _)| p == f)) {
+        return Err(invalid(text, format!("HAVING names `{unknown}`, which is not a GROUP BY key, an aggregate or a select-list alias")));
+    }
+    shape.having = Some(Having { filter: expr.to_string(), columns });
+    Ok(())
+}
+
+/// `condition` with each aggregate call replaced by the name of its column in the grouping
+/// ([`having_column`]), `aggregates` extended with calls it did not have.
+fn rewrite_having(text: &str, condition: &sql::Expr, aggregates: &mut Vec<AggregateCall>) -> Result<sql::Expr, OpsError> {
+    use sql::Expr as E;
+    let mut again = |e: &sql::Expr| rewrite_having(text, e, aggregates).map(Box::new);
+    Ok(match condition {
+        E::Function(_) => match lower_aggregate(text, condition)? {
+            Some(call) => {
+                let index = match aggregates.iter().position(|c| *c == call) {
+                    Some(index) => index,
+                    None => {
+                        aggregates.push(call);
+                        aggregates.len() - 1
+                    }
+                };
+                E::Identifier(sql::Ident::new(having_column(index)))
+            }
+            None => condition.clone(),
+        },
+        E::BinaryOp { left, op, right } => E::BinaryOp { left: again(left)?, op: op.clone(), right: again(right)? },
+        E::UnaryOp { op, expr } => E::UnaryOp { op: *op, expr: again(expr)? },
+        E::Nested(inner) => E::Nested(again(inner)?),
+        E::IsNull(inner) => E::IsNull(again(inner)?),
+        E::IsNotNull(inner) => E::IsNotNull(again(inner)?),
+        E::Between { expr, negated, low, high } => E::Between { expr: again(expr)?, negated: *negated, low: low.clone(), high: high.clone() },
+        E::InList { expr, list, negated } => E::InList { expr: again(expr)?, list: list.clone(), negated: *negated },
+        other => other.clone(),
+    })
+}
+
 /// The scan's own aggregate for a call: without `GROUP BY` every one (`count`, `min`,
 /// `max`, `sum`, `avg`) is computed next to the data.
-fn pushed_aggregate(call: &AggregateCall) -> AggregateSpec {
-    AggregateSpec { function: call.function.into(), column: call.column.clone() }
+fn pushed_aggregate(call: &AggregateCall) -> Option<AggregateSpec> {
+    Some(AggregateSpec { function: call.function.pushed()?, column: call.column.clone() })
 }
 
 /// The keys of `GROUP BY`: dotted paths.
@@ -593,7 +689,10 @@ fn lower_projection(
     } else {
         group_keys
     };
-    let grouped = !group_keys.is_empty();
+    // count(DISTINCT …) is the grouping's (the scan does not compute it): without GROUP BY,
+    // one group of every row.
+    let distinct_count = calls.iter().any(|c| c.function == SqlAggregate::CountDistinct);
+    let grouped = !group_keys.is_empty() || (distinct_count && paths.is_empty() && !wildcard);
     if grouped {
         if wildcard {
             return Err(invalid(text, "SELECT * with GROUP BY: name the group keys and aggregates"));
@@ -613,7 +712,7 @@ fn lower_projection(
         if !paths.is_empty() {
             return Err(invalid(text, "aggregates and columns cannot be mixed without GROUP BY: add GROUP BY <the columns>"));
         }
-        command.aggregates = calls.iter().map(pushed_aggregate).collect();
+        command.aggregates = calls.iter().filter_map(pushed_aggregate).collect();
     } else {
         command.columns = paths;
     }
@@ -671,8 +770,7 @@ fn order_column(text: &str, e: &sql::Expr, command: &mut QueryCommand, shape: &R
     }
     if let Some(call) = lower_aggregate(text, e)? {
         let name = call.name();
-        let spec = pushed_aggregate(&call);
-        let pushed = command.aggregates.iter().any(|a| a.function == spec.function && a.column == spec.column);
+        let pushed = pushed_aggregate(&call).is_some_and(|spec| command.aggregates.iter().any(|a| a.function == spec.function && a.column == spec.column));
         let grouped = shape.group_by.as_ref().is_some_and(|g| g.aggregates.contains(&call));
         if pushed || grouped {
             return Ok(name);

@@ -148,7 +148,11 @@ impl Shaper {
     /// Arrow errors as `INTERNAL`.
     pub fn finish(&mut self) -> Result<Option<RecordBatch>, OpsError> {
         if let Some(mut grouper) = self.grouper.take() {
-            let groups = self.push(grouper.finish()?)?;
+            let mut groups = grouper.finish()?;
+            if let Some(having) = &self.shape.having {
+                groups = keep_having(having, &groups)?;
+            }
+            let groups = self.push(groups)?;
             if self.sort.is_empty() {
                 return Ok(groups);
             }
@@ -184,6 +188,42 @@ impl Shaper {
         )
         .map_err(arrow_error)
     }
+}
+
+/// The groups `having` keeps: its condition evaluated on each group's row (SQL's
+/// three-valued logic: a condition that is unknown drops the group).
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a condition that does not parse (a ticket not made by this
+/// server); Arrow errors as `INTERNAL`.
+fn keep_having(having: &super::Having, groups: &RecordBatch) -> Result<RecordBatch, OpsError> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float64Type, Int64Type};
+    use shoal_core::FieldValue;
+    let expr = shoal_core::psf::parse_expr(&having.filter).map_err(|e| OpsError::invalid_argument(format!("HAVING: {e}")))?;
+    let columns: Vec<(String, Option<&ArrayRef>)> = having.columns.iter().map(|(path, column)| (path.clone(), groups.column_by_name(column))).collect();
+    fn value(array: &ArrayRef, row: usize) -> FieldValue<'_> {
+        if array.is_null(row) {
+            return FieldValue::Null;
+        }
+        match array.data_type() {
+            DataType::Int64 => FieldValue::Int(array.as_primitive::<Int64Type>().value(row)),
+            DataType::Float64 => FieldValue::Float(array.as_primitive::<Float64Type>().value(row)),
+            DataType::Boolean => FieldValue::Bool(array.as_boolean().value(row)),
+            DataType::Utf8 => FieldValue::Str(std::borrow::Cow::Borrowed(array.as_string::<i32>().value(row))),
+            _ => FieldValue::Missing,
+        }
+    }
+    let keep: arrow_array::BooleanArray = (0..groups.num_rows())
+        .map(|row| {
+            let lookup = |path: &shoal_core::FieldPath| {
+                let name = path.to_string();
+                columns.iter().find(|(p, _)| *p == name).and_then(|(_, a)| *a).map_or(FieldValue::Missing, |a| value(a, row))
+            };
+            Some(expr.eval_with(&lookup) == Some(true))
+        })
+        .collect();
+    arrow_select::filter::filter_record_batch(groups, &keep).map_err(arrow_error)
 }
 
 fn arrow_error(error: ArrowError) -> OpsError {

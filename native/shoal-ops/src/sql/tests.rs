@@ -100,11 +100,12 @@ fn explain_and_parameters() {
 #[test]
 fn what_the_engine_cannot_do_is_refused_by_name() {
     for (text, named) in [
-        ("SELECT type, count(*) FROM e GROUP BY type HAVING count(*) > 1", "HAVING"),
+        ("SELECT count(*) FROM e HAVING count(*) > 1", "HAVING needs GROUP BY"),
+        ("SELECT type, count(*) FROM e GROUP BY type HAVING actor.login = 'x'", "not a GROUP BY key"),
         ("SELECT type, actor, count(*) FROM e GROUP BY type", "`actor` must be a GROUP BY key"),
         ("SELECT * FROM e GROUP BY type", "SELECT *"),
         ("SELECT type FROM e GROUP BY type ORDER BY id", "order by a key"),
-        ("SELECT count(DISTINCT type) FROM e", "DISTINCT"),
+        ("SELECT avg(DISTINCT size) FROM e", "DISTINCT"),
         ("SELECT type, count(*) FROM e GROUP BY ROLLUP (type)", "ROLLUP"),
         ("SELECT DISTINCT * FROM e", "DISTINCT takes paths"),
         ("SELECT DISTINCT count(*) FROM e", "DISTINCT takes paths"),
@@ -293,6 +294,52 @@ fn a_shaper_groups_then_sorts_and_limits() {
         .collect();
     // a: 3 rows (sizes 1, 3, null); b: 2 (null, 4); null type: 2 (5, 7); c: 1. Ties by key; nulls last.
     assert_eq!(rows, vec!["a|3|2|4|2.0|1|a", "b|2|1|4|4.0|4|b", "|2|2|12|6.0|5|"]);
+}
+
+#[test]
+fn having_keeps_the_groups_its_condition_holds_for() {
+    // An aggregate of the select list (by its call and by its alias), one only HAVING names
+    // (computed, not shown), and a group key.
+    let s = parse("SELECT type AS t, count(*) AS n FROM e GROUP BY type HAVING count(*) >= 2 AND n < 4 AND max(payload.size) > 3 AND type IS NOT NULL ORDER BY n DESC");
+    let grouping = s.shape.group_by.as_ref().unwrap();
+    assert_eq!(grouping.aggregates.iter().map(AggregateCall::name).collect::<Vec<_>>(), vec!["count(*)", "max(payload.size)"]);
+    assert_eq!(s.command.columns, vec!["type", "payload.size"]);
+    let mut shaper = Shaper::new(&s.shape, &typed_batch(&[], &[]).schema()).unwrap();
+    assert_eq!(shaper.schema().fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>(), vec!["t", "n"]);
+    shaper.push(typed_batch(&[Some("a"), Some("b"), None, Some("a")], &[Some(1), None, Some(5), Some(3)])).unwrap();
+    shaper.push(typed_batch(&[Some("c"), Some("b"), Some("a"), None], &[Some(2), Some(4), None, Some(7)])).unwrap();
+    let out = shaper.finish().unwrap().unwrap();
+    // a: 3 rows, max 3 (not > 3); b: 2 rows, max 4: kept; null type: 2 rows, max 7, but its key
+    // is null; c: 1 row.
+    let kept: Vec<String> = (0..out.num_rows()).map(|r| arrow_cast::display::array_value_to_string(out.column(0), r).unwrap()).collect();
+    assert_eq!(kept, vec!["b"]);
+}
+
+#[test]
+fn count_distinct_counts_distinct_non_null_values_with_and_without_group_by() {
+    let rows = |text: &str| -> Vec<String> {
+        let s = parse(text);
+        let mut shaper = Shaper::new(&s.shape, &typed_batch(&[], &[]).schema()).unwrap();
+        shaper.push(typed_batch(&[Some("a"), Some("b"), None, Some("a")], &[Some(1), None, Some(5), Some(1)])).unwrap();
+        shaper.push(typed_batch(&[Some("c"), Some("b"), Some("a"), None], &[Some(2), Some(4), Some(3), Some(5)])).unwrap();
+        let out = shaper.finish().unwrap().unwrap();
+        (0..out.num_rows())
+            .map(|r| (0..out.num_columns()).map(|c| arrow_cast::display::array_value_to_string(out.column(c), r).unwrap()).collect::<Vec<_>>().join("|"))
+            .collect()
+    };
+    // Without GROUP BY: one group (the scan does not compute it), next to count(*).
+    let s = parse("SELECT count(DISTINCT type) AS kinds, count(*) FROM e");
+    assert!(s.command.aggregates.is_empty() && s.shape.group_by.as_ref().unwrap().keys.is_empty());
+    assert_eq!(rows("SELECT count(DISTINCT type) AS kinds, count(*) FROM e"), vec!["3|8"]);
+    // Per group: a's sizes 1, 1, 3; b's null, 4; null type's 5, 5; c's 2.
+    assert_eq!(
+        rows("SELECT type, count(DISTINCT payload.size) FROM e GROUP BY type ORDER BY type"),
+        vec!["a|2", "b|1", "c|1", "|1"]
+    );
+    assert_eq!(parse("SELECT count(DISTINCT type) FROM e").shape.projection.unwrap()[0].1, "count(DISTINCT type)");
+    for (text, named) in [("SELECT sum(DISTINCT x) FROM e", "count(DISTINCT path) only"), ("SELECT count(DISTINCT *) FROM e", "count(DISTINCT *)")] {
+        assert!(refused(text).contains(named), "{text}: {}", refused(text));
+    }
 }
 
 #[test]

@@ -374,11 +374,11 @@ impl ShoalSqlService {
         }
     }
 
-    async fn statement_info(&self, text: String, parameters: Vec<Literal>, descriptor: FlightDescriptor) -> Result<Response<FlightInfo>, Status> {
+    async fn statement_info(&self, text: String, parameters: Vec<Literal>, descriptor: FlightDescriptor, caller: Caller) -> Result<Response<FlightInfo>, Status> {
         if sql::is_update(&text) && parameters.is_empty() {
             // DB-API's `cursor.execute("DELETE …")` sends it as a query: run it as the update
             // it is, and answer one row, the rows it changed.
-            let rows_affected = self.delete(text).await?;
+            let rows_affected = self.update(text, caller).await?;
             let ticket = statement_ticket(&Handle::Updated { rows_affected })?;
             return single_endpoint_info(&updated_schema(), ticket, descriptor);
         }
@@ -624,7 +624,7 @@ impl ShoalSqlService {
                 if update.transaction_id.is_some() {
                     return Err(Status::invalid_argument("transactions are not supported"));
                 }
-                let record_count = self.delete(update.query).await?;
+                let record_count = self.update(update.query, caller).await?;
                 Ok(put_result(DoPutUpdateResult { record_count }.encode_to_vec()))
             }
             Command::CommandPreparedStatementUpdate(update) => {
@@ -633,11 +633,41 @@ impl ShoalSqlService {
                 let Handle::Statement { sql: text, .. } = Handle::decode(&update.prepared_statement_handle, "the prepared statement handle")? else {
                     return Err(Status::invalid_argument("the prepared statement handle is a ticket's, not a prepared statement's"));
                 };
-                let record_count = self.delete(text).await?;
+                let record_count = self.update(text, caller).await?;
                 Ok(put_result(DoPutUpdateResult { record_count }.encode_to_vec()))
             }
             other => Err(Status::invalid_argument(format!("DoPut does not take the Flight SQL command {}", other.type_url()))),
         }
+    }
+
+    /// An update statement: an `INSERT` ([`Self::insert`]) or a `DELETE` ([`Self::delete`]);
+    /// returns the rows it wrote or deleted.
+    async fn update(&self, text: String, caller: Caller) -> Result<i64, Status> {
+        if sql::is_insert(&text) {
+            return self.insert(text, caller).await;
+        }
+        self.delete(text).await
+    }
+
+    /// `INSERT INTO <table> [(<columns>)] VALUES (…), …` ([`sql::parse_sql_insert`]): its
+    /// records written as one bulk-ingest batch into the existing table (a keyed table
+    /// upserts them; a sharded one routes them by shard key), acknowledged as a `DoPut` is
+    /// (durable when the table's durability says so); returns the records written.
+    async fn insert(&self, text: String, caller: Caller) -> Result<i64, Status> {
+        let insert = blocking(move || sql::parse_sql_insert(&text)).await?;
+        let schema = Arc::new(Schema::new(vec![Field::new("json", DataType::Utf8, false)]));
+        let column: ArrayRef = Arc::new(StringArray::from(insert.records));
+        let batch = RecordBatch::try_new(schema, vec![column]).map_err(|e| Status::internal(e.to_string()))?;
+        let data = FlightDataEncoderBuilder::new().build(futures::stream::iter([Ok(batch)])).map_err(Status::from);
+        let command = CommandStatementIngest {
+            table: insert.table,
+            table_definition_options: Some(arrow_flight::sql::TableDefinitionOptions {
+                if_not_exist: TableNotExistOption::Fail as i32,
+                if_exists: TableExistsOption::Append as i32,
+            }),
+            ..CommandStatementIngest::default()
+        };
+        self.ingest(command, data, caller).await
     }
 
     /// `DELETE FROM <table> [WHERE …]` ([`sql::parse_sql_delete`]): the `delete` action on
@@ -706,7 +736,12 @@ impl ShoalSqlService {
     /// A place among the ingesting streams is held per batch (from its arrival to its
     /// acknowledgement; one connection holds at most half of them), and a stream that sends
     /// nothing for `stream_idle_timeout_secs` is ended.
-    async fn ingest(&self, ingest: CommandStatementIngest, messages: Peekable<Streaming<FlightData>>, caller: Caller) -> Result<i64, Status> {
+    async fn ingest(
+        &self,
+        ingest: CommandStatementIngest,
+        messages: impl futures::Stream<Item = Result<FlightData, Status>> + Send + 'static,
+        caller: Caller,
+    ) -> Result<i64, Status> {
         if ingest.temporary {
             return Err(Status::invalid_argument("bulk ingest into a temporary table is not supported"));
         }
@@ -875,7 +910,8 @@ impl FlightSqlService for ShoalSqlService {
         if query.transaction_id.is_some() {
             return Err(Status::invalid_argument("transactions are not supported"));
         }
-        self.statement_info(query.query, Vec::new(), request.into_inner()).await
+        let caller = self.router.caller(&request);
+        self.statement_info(query.query, Vec::new(), request.into_inner(), caller).await
     }
 
     async fn get_flight_info_prepared_statement(
@@ -886,7 +922,8 @@ impl FlightSqlService for ShoalSqlService {
         match Handle::decode(&query.prepared_statement_handle, "the prepared statement handle")? {
             Handle::Statement { sql: text, parameters } => {
                 let parameters = parameters.iter().map(json_literal).collect::<Result<Vec<_>, _>>()?;
-                self.statement_info(text, parameters, request.into_inner()).await
+                let caller = self.router.caller(&request);
+                self.statement_info(text, parameters, request.into_inner(), caller).await
             }
             Handle::Scan { .. } | Handle::Updated { .. } => Err(Status::invalid_argument("the prepared statement handle is a ticket's, not a prepared statement's")),
         }
@@ -1070,22 +1107,25 @@ impl FlightSqlService for ShoalSqlService {
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
 }
 
-/// A `DELETE` prepared as an update statement (the JDBC driver prepares every statement,
-/// and runs one whose result schema is empty as an update): checked now, run by
-/// `CommandPreparedStatementUpdate`. `None` when `text` is not a `DELETE`.
+/// A `DELETE` or `INSERT` prepared as an update statement (the JDBC driver prepares every
+/// statement, and runs one whose result schema is empty as an update): checked now, run by
+/// `CommandPreparedStatementUpdate`. `None` when `text` is neither.
 ///
 /// # Errors
 /// `INVALID_ARGUMENT` for a `DELETE` that does not parse, or that has parameters (put the
 /// values in the statement).
 fn prepared_delete(text: &str) -> Result<Option<ActionCreatePreparedStatementResult>, Status> {
-    let first_word = text.trim_start().split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or_default();
-    if !first_word.eq_ignore_ascii_case("delete") {
+    if !sql::is_update(text) {
         return Ok(None);
     }
     if sql::count_placeholders(text).map_err(status)? > 0 {
-        return Err(Status::invalid_argument("a DELETE with parameters cannot be prepared: put the values in the statement"));
+        return Err(Status::invalid_argument("a DELETE or INSERT with parameters cannot be prepared: put the values in the statement"));
     }
-    sql::parse_sql_delete(text, Parameters::Bound(&[])).map_err(status)?;
+    if sql::is_insert(text) {
+        sql::parse_sql_insert(text).map_err(status)?;
+    } else {
+        sql::parse_sql_delete(text, Parameters::Bound(&[])).map_err(status)?;
+    }
     Ok(Some(ActionCreatePreparedStatementResult {
         prepared_statement_handle: Handle::statement(text.to_owned(), &[]).encode()?,
         dataset_schema: bytes::Bytes::new(),

@@ -444,6 +444,16 @@ def test_flight_sql_reads_a_sharded_table_as_one_daemon_holding_its_records(clus
     assert stats["keys"]["live"] == 40 and stats["keys"]["keys"] == 60 and stats["records"] >= 60
     listed = {f.descriptor.path[0].decode(): f for f in cluster.client(1).list_flights()}
     assert listed["users"].total_records == 40
+    with flightsql.connect(cluster.daemons[0].location) as conn, conn.cursor() as cur:
+        # INSERT … VALUES, routed by the shard key through this node (an upsert by key).
+        cur.execute("INSERT INTO users (id, status) VALUES (1, 'open'), (1000, 'new'), (1001, 'new')")
+        assert cur.fetchall() == [(3,)]
+        cur.execute("SELECT count(*) FROM users WHERE status = 'new' OR id = 1")
+        assert cur.fetchone()[0] == 3
+        cur.adbc_statement.set_sql_query("DELETE FROM users WHERE status = 'new' AND id >= 1000")
+        assert cur.adbc_statement.execute_update() == 2
+        cur.execute("SELECT count(*) FROM users")
+        assert cur.fetchone()[0] == 40
 
     # The statement limit holds what the client sent (1 MiB), on every shard: a condition the
     # coordinator renders past 1 MiB is planned and deleted by every shard's node. A client's own

@@ -365,6 +365,22 @@ def test_keyed_tables_report_their_primary_key_and_take_delete_statements(start_
         assert cur.fetchall() == [("a", 2)]
         with pytest.raises(adbc_driver_manager.Error, match="keyed table"):
             cur.execute("DELETE FROM plain")
+        # INSERT … VALUES (the first hour: refused): named columns (a NULL leaves its key out),
+        # or each row's JSON; as a query (DB-API) or an update (ADBC); an upsert by key.
+        cur.execute("INSERT INTO users (tenant, id, status, score) VALUES ('c', 1, 'new', 1.5), ('a', 2, NULL, -3)")
+        assert cur.fetchall() == [(2,)]
+        cur.adbc_statement.set_sql_query("""INSERT INTO shoal.public.users VALUES ('{"tenant": "d", "id": 9, "tags": ["x"]}')""")
+        assert cur.adbc_statement.execute_update() == 1
+        cur.execute("SELECT tenant, id, status, score FROM users ORDER BY tenant, id")
+        assert cur.fetchall() == [("a", 2, None, -3.0), ("c", 1, "new", 1.5), ("d", 9, None, None)]
+        for statement, named in [
+            ("INSERT INTO users SELECT * FROM users", "INSERT … SELECT is not supported"),
+            ("INSERT INTO users (id) VALUES (1, 2)", "row 1 has 2 values for 1 columns"),
+            ("INSERT INTO users VALUES ('[1]')", "not an object"),
+            ("INSERT INTO nowhere (id) VALUES (1)", "nowhere"),
+        ]:
+            with pytest.raises(adbc_driver_manager.Error, match=re.escape(named)):
+                cur.execute(statement)
     assert d.alive()
 
 

@@ -224,13 +224,111 @@ pub fn parse_sql(text: &str, parameters: Parameters<'_>) -> Result<SqlStatement,
     lowered
 }
 
-/// True when `text` is a data-changing statement (its first word is `DELETE`), which a
-/// client may send as a query (DB-API's `cursor.execute`): it runs as an update then
-/// ([`parse_sql_delete`]) and answers the rows it changed.
+/// True when `text` is a data-changing statement (its first word is `DELETE` or `INSERT`),
+/// which a client may send as a query (DB-API's `cursor.execute`): it runs as an update then
+/// ([`parse_sql_delete`], [`parse_sql_insert`]) and answers the rows it changed.
 #[must_use]
 pub fn is_update(text: &str) -> bool {
-    text.trim_start().get(..6).is_some_and(|word| word.eq_ignore_ascii_case("delete"))
-        && text.trim_start()[6..].starts_with(|c: char| c.is_whitespace())
+    let text = text.trim_start();
+    ["delete", "insert"].iter().any(|word| {
+        text.get(..word.len()).is_some_and(|w| w.eq_ignore_ascii_case(word)) && text[word.len()..].starts_with(char::is_whitespace)
+    })
+}
+
+/// True when `text` is an `INSERT` (see [`is_update`]).
+#[must_use]
+pub fn is_insert(text: &str) -> bool {
+    let text = text.trim_start();
+    text.get(..6).is_some_and(|w| w.eq_ignore_ascii_case("insert")) && text[6..].starts_with(char::is_whitespace)
+}
+
+/// An `INSERT` statement: the records it writes, as JSON texts, and the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlInsert {
+    /// The table.
+    pub table: String,
+    /// One JSON object per row of `VALUES`.
+    pub records: Vec<String>,
+}
+
+/// Parses `INSERT INTO <table> (<column>, …) VALUES (<literal>, …), …` — each row a record
+/// of those keys (a `NULL` leaves its key out) — or `INSERT INTO <table> VALUES ('<JSON
+/// object>'), …` — each row's one string the record itself. Literals are those of the
+/// filter language (`NULL`, `TRUE`/`FALSE`, numbers, `'strings'`). A trailing `;` is
+/// allowed.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming the construct: `INSERT … SELECT`, `ON CONFLICT`, `RETURNING`,
+/// a row of another length than the column list, a value that is no literal, a string that
+/// is not a JSON object (without a column list), or a statement past the size limits.
+pub fn parse_sql_insert(text: &str) -> Result<SqlInsert, OpsError> {
+    let statement = parse_statement(text, Parameters::Bound(&[]))?;
+    let Statement::Insert(insert) = &statement else {
+        return Err(invalid(text, "not an INSERT statement"));
+    };
+    if insert.or.is_some() || insert.ignore || insert.overwrite || insert.replace_into || insert.on.is_some() || insert.returning.is_some()
+        || insert.output.is_some() || !insert.assignments.is_empty() || insert.partitioned.is_some() || insert.settings.is_some()
+        || insert.format_clause.is_some() || insert.insert_alias.is_some()
+    {
+        return Err(invalid(text, "INSERT takes INTO <table> [(<columns>)] VALUES (…), … only (no ON CONFLICT, RETURNING, SET, OVERWRITE)"));
+    }
+    let sql::TableObject::TableName(name) = &insert.table else {
+        return Err(invalid(text, "INSERT INTO takes a table name"));
+    };
+    let table = lower_table_name(text, name)?;
+    let columns: Vec<String> = insert
+        .columns
+        .iter()
+        .map(|c| match c.0.as_slice() {
+            [part] => part.as_ident().map(|i| i.value.clone()).ok_or_else(|| invalid(text, format!("`{c}` is not a column name"))),
+            _ => Err(invalid(text, format!("`{c}`: a column is one name (a key of the record)"))),
+        })
+        .collect::<Result<_, _>>()?;
+    let Some(source) = &insert.source else { return Err(invalid(text, "INSERT needs VALUES (…)")) };
+    let sql::SetExpr::Values(values) = source.body.as_ref() else {
+        return Err(invalid(
+            text,
+            "INSERT … SELECT is not supported: run the SELECT, and write its rows with bulk ingest (adbc_ingest) or DoPut",
+        ));
+    };
+    let mut records = Vec::with_capacity(values.rows.len());
+    for (number, row) in values.rows.iter().enumerate() {
+        let literals = row
+            .iter()
+            .map(|e| shoal_core::psf::expr::lower_literal(e, text, "VALUES").map_err(|err| engine_error(text, &err)))
+            .collect::<Result<Vec<_>, _>>()?;
+        if columns.is_empty() {
+            let [Literal::Str(json)] = literals.as_slice() else {
+                return Err(invalid(
+                    text,
+                    format!("row {}: without a column list a row is one string, the record's JSON (or name the columns: INSERT INTO t (a, b) VALUES (1, 'x'))", number + 1),
+                ));
+            };
+            match serde_json::from_str::<serde_json::Value>(json) {
+                Ok(serde_json::Value::Object(_)) => records.push(json.clone()),
+                Ok(_) => return Err(invalid(text, format!("row {}: the string is JSON but not an object", number + 1))),
+                Err(e) => return Err(invalid(text, format!("row {}: the string is not JSON ({e})", number + 1))),
+            }
+            continue;
+        }
+        if literals.len() != columns.len() {
+            return Err(invalid(text, format!("row {} has {} values for {} columns", number + 1, literals.len(), columns.len())));
+        }
+        let mut record = serde_json::Map::new();
+        for (column, literal) in columns.iter().zip(literals) {
+            let value = match literal {
+                Literal::Null => continue,
+                Literal::Bool(b) => serde_json::Value::Bool(b),
+                Literal::Int(i) => serde_json::Value::from(i),
+                Literal::Float(f) => serde_json::Number::from_f64(f).map_or(serde_json::Value::Null, serde_json::Value::Number),
+                Literal::Str(s) => serde_json::Value::String(s),
+            };
+            record.insert(column.clone(), value);
+        }
+        records.push(serde_json::Value::Object(record).to_string());
+    }
+    dismantle_statement(statement);
+    Ok(SqlInsert { table, records })
 }
 
 /// A `DELETE` statement (Flight SQL's `CommandStatementUpdate`): the `delete` action's
@@ -482,6 +580,11 @@ fn lower_table(text: &str, tables: &[sql::TableWithJoins]) -> Result<String, Ops
     if !with_hints.is_empty() || !partitions.is_empty() || !index_hints.is_empty() {
         return Err(invalid(text, "table hints and partitions are not supported"));
     }
+    lower_table_name(text, name)
+}
+
+/// A table's name, optionally qualified by the catalog and schema.
+fn lower_table_name(text: &str, name: &sql::ObjectName) -> Result<String, OpsError> {
     let parts = name.0.iter().map(|part| part.as_ident().map(|i| i.value.clone())).collect::<Option<Vec<_>>>();
     let Some(parts) = parts else { return Err(invalid(text, format!("`{name}` is not a table name"))) };
     match parts.as_slice() {

@@ -431,3 +431,28 @@ fn one_text_key_groups_as_the_row_encoding_does() {
     assert_eq!(one.1.iter().sum::<i64>(), keys.len() as i64);
     assert!(one.0.contains(&None) && one.0.contains(&Some(String::new())), "{:?}", one.0);
 }
+
+#[test]
+fn insert_values_become_json_records() {
+    use super::{is_insert, is_update, parse_sql_insert};
+    let insert = parse_sql_insert("INSERT INTO shoal.public.t (id, name, score, ok, gone) VALUES (1, 'a''b', -2.5, TRUE, NULL), (2, 'c', 3, FALSE, 1);").unwrap();
+    assert_eq!(insert.table, "t");
+    assert_eq!(
+        insert.records,
+        vec![r#"{"id":1,"name":"a'b","ok":true,"score":-2.5}"#, r#"{"gone":1,"id":2,"name":"c","ok":false,"score":3}"#]
+    );
+    let json = parse_sql_insert(r#"insert into t values ('{"id": 1, "tags": ["x"]}')"#).unwrap();
+    assert_eq!(json.records, vec![r#"{"id": 1, "tags": ["x"]}"#]);
+    assert!(is_insert("  INSERT INTO t VALUES (1)") && is_update("insert\tinto t") && !is_insert("inserted"));
+    for (text, named) in [
+        ("INSERT INTO t SELECT * FROM u", "INSERT … SELECT"),
+        ("INSERT INTO t (a) VALUES (1, 2)", "row 1 has 2 values for 1 columns"),
+        ("INSERT INTO t VALUES (1)", "without a column list"),
+        ("INSERT INTO t VALUES ('{not json')", "not JSON"),
+        ("INSERT INTO t (a) VALUES (b)", "VALUES needs a literal"),
+        ("INSERT INTO t (a) VALUES (1) RETURNING a", "no ON CONFLICT, RETURNING"),
+    ] {
+        let error = parse_sql_insert(text).unwrap_err().to_string();
+        assert!(error.contains(named), "{text}: {error}");
+    }
+}

@@ -49,7 +49,7 @@ use crate::value::FieldValue;
 use display::write_sql_string;
 pub use eval::BoundExpr;
 pub use sql::{
-    count_operators, dismantle, echo, lower_condition, lower_field, parse_expr, parse_expr_within, ECHO_LIMIT, MAX_EXPR_BYTES,
+    count_operators, dismantle, echo, lower_condition, lower_field, lower_literal, parse_expr, parse_expr_within, ECHO_LIMIT, MAX_EXPR_BYTES,
     MAX_EXPR_OPERATORS, MAX_RENDERED_EXPR_BYTES,
 };
 

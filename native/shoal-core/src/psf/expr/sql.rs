@@ -112,6 +112,16 @@ pub fn lower_condition(condition: &sql::Expr, text: &str) -> Result<Expr> {
     Ok(Lowering { text }.condition(condition)?.normalize())
 }
 
+/// The literal a SQL expression is (`NULL`, `TRUE`, `42`, `-1.5`, `'text'`), `construct`
+/// naming what needs it in the error.
+///
+/// # Errors
+/// [`Error::InvalidExpression`] when `e` is no literal (a path, an operator, a call…) or a
+/// kind of literal the filter language has not, naming it and its position in `text`.
+pub fn lower_literal(e: &sql::Expr, text: &str, construct: &str) -> Result<Literal> {
+    Lowering { text }.literal_of(e, construct)
+}
+
 /// The dotted path that a SQL expression names (`actor.login`, `payload."a.b"`, keywords
 /// such as `type` or `date` as keys), `construct` naming what needs it in the error.
 ///

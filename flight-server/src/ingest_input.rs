@@ -134,7 +134,7 @@ pub fn read_records(
             Some(Err(error)) => return Err(located(&error)),
             Some(Ok(value)) => {
                 progress(bytes.get());
-                if !emit(Record { text: value.get().to_owned(), line }) {
+                if !emit(Record { text: compact(value.get()), line }) {
                     return Ok(bytes.get());
                 }
             }
@@ -143,8 +143,8 @@ pub fn read_records(
 }
 
 /// True when `text` (the input's first lines) starts with a JSON document that is not one
-/// whole line: pretty-printed (its first value spans lines, or does not end within `text`)
-/// or concatenated on a line (`{…}{…}`). A first line that is a whole value, or that is no
+/// whole line: pretty-printed (its first value spans lines, does not end within `text`, or
+/// has a mistake past its first line) or concatenated on a line (`{…}{…}`). A first line that is a whole value, or that is no
 /// JSON at all, means NDJSON: its records go to the daemon as they are (the table's
 /// `on_invalid_json` decides about a bad one).
 fn starts_documents(text: &str) -> bool {
@@ -154,7 +154,9 @@ fn starts_documents(text: &str) -> bool {
     }
     match serde_json::Deserializer::from_str(text).into_iter::<serde::de::IgnoredAny>().next() {
         Some(Ok(_)) => true,
-        Some(Err(error)) => error.is_eof(),
+        // A first value that runs past its first line (even to an error: a pretty document
+        // with a mistake in it) is a document; an error on the first line, a bad NDJSON line.
+        Some(Err(error)) => error.is_eof() || error.line() > 1,
         None => false,
     }
 }
@@ -199,11 +201,34 @@ impl<'de> Visitor<'de> for &mut Elements<'_, '_> {
             let line = self.lines.get() + 1;
             let Some(value) = seq.next_element::<Box<RawValue>>()? else { return Ok(()) };
             (self.progress)(self.bytes.get());
-            if !(self.emit)(Record { text: value.get().to_owned(), line }) {
+            if !(self.emit)(Record { text: compact(value.get()), line }) {
                 return Err(A::Error::custom("stopped"));
             }
         }
     }
+}
+
+/// A JSON value's text without the whitespace between its tokens (a pretty-printed record
+/// becomes one line, as NDJSON's are: `query --raw` writes records one per line). Keys keep
+/// their order and strings their bytes; `raw` is valid JSON (serde_json checked it).
+fn compact(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in raw.chars() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// `name:line:column: message`, and the line's text around the column for a file.
@@ -263,4 +288,37 @@ fn read_csv(mut input: impl Read, name: &str, emit: &mut dyn FnMut(Record) -> bo
     }
     progress(bytes.len() as u64);
     Ok(bytes.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pretty_record_becomes_one_line_with_its_strings_whole() {
+        let pretty = "{\n  \"b\": [1, 2],\n  \"a\": \"x \\\" y\\\\\",\n  \"c\": {\"d\": \"\\n\"}\n}";
+        assert_eq!(compact(pretty), r#"{"b":[1,2],"a":"x \" y\\","c":{"d":"\n"}}"#);
+    }
+
+    #[test]
+    fn inputs_are_read_in_the_form_they_have() {
+        let read = |text: &str, format: InputFormat| {
+            let mut records = Vec::new();
+            read_records(Box::new(std::io::Cursor::new(text.as_bytes().to_vec())), "input", None, format, &mut |r| {
+                records.push((r.line, r.text));
+                true
+            }, &|_| {})
+            .map(|_| records)
+        };
+        let lines = read("{\"a\": 1}\n\nnot json\n{\"a\": 2}\n", InputFormat::Auto).unwrap();
+        assert_eq!(lines, vec![(1, r#"{"a": 1}"#.to_owned()), (3, "not json".to_owned()), (4, r#"{"a": 2}"#.to_owned())]);
+        let array = read("\n[{\"a\": 1},\n {\"a\": [2]}]\n", InputFormat::Auto).unwrap();
+        assert_eq!(array.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>(), vec![r#"{"a":1}"#, r#"{"a":[2]}"#]);
+        let documents = read("{\n  \"a\": 1\n}\n{\"a\": 2}{\"a\": 3}\n", InputFormat::Auto).unwrap();
+        assert_eq!(documents.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>(), vec![r#"{"a":1}"#, r#"{"a":2}"#, r#"{"a":3}"#]);
+        let error = read("{\n  \"a\": 1,\n  \"b\" 2\n}\n", InputFormat::Auto).unwrap_err();
+        assert!(error.starts_with("input:3:"), "{error}");
+        let csv = read("id,name,ok\n1,x,true\n2,,false\n", InputFormat::Csv).unwrap();
+        assert_eq!(csv, vec![(2, r#"{"id":1,"name":"x","ok":true}"#.to_owned()), (3, r#"{"id":2,"ok":false}"#.to_owned())]);
+    }
 }

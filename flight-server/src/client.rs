@@ -224,6 +224,14 @@ pub struct QueryArgs {
     /// of its one-line summary.
     #[arg(long)]
     plan: bool,
+    /// Aggregates computed next to the data, one row: `count`, `count:PATH`, `min:PATH`,
+    /// `max:PATH`, `sum:PATH`, `avg:PATH` (comma-separated; docs/protocol.md "Aggregates").
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["columns", "raw"])]
+    aggregate: Vec<String>,
+    /// Time travel: the table as it was at this log address (records below it; e.g. a
+    /// `stats` tail_address noted earlier).
+    #[arg(long)]
+    to_address: Option<u64>,
     /// Print at most this many rows (the count is always exact).
     #[arg(long, default_value_t = 20)]
     show: usize,
@@ -958,7 +966,14 @@ pub async fn query(args: QueryArgs) -> Result<(), String> {
         return query_raw(&mut client, &args, started).await;
     }
     let filter = filter_text(&args)?;
-    let command = json!({"table": args.table.required("query")?, "filter": filter, "columns": args.columns, "limit": args.limit});
+    let mut command = json!({"table": args.table.required("query")?, "filter": filter, "columns": args.columns, "limit": args.limit});
+    if !args.aggregate.is_empty() {
+        command["aggregates"] = Value::Array(args.aggregate.iter().map(|a| aggregate_spec(a)).collect::<Result<_, _>>()?);
+        command.as_object_mut().map(|c| c.remove("columns"));
+    }
+    if let Some(address) = args.to_address {
+        command["to_address"] = json!(address);
+    }
     let info = client
         .get_flight_info(FlightDescriptor::new_cmd(command.to_string()))
         .await
@@ -1010,6 +1025,26 @@ pub async fn query(args: QueryArgs) -> Result<(), String> {
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .map_err(|e| format!("writing to {}: {e}", output_name(args.output.as_ref())))
+}
+
+/// One `--aggregate`: `FUNCTION` (only `count`) or `FUNCTION:PATH`, as the query command's
+/// `{"function", "column"}`.
+///
+/// # Errors
+/// An unknown function, or one other than `count` without a path.
+fn aggregate_spec(text: &str) -> Result<Value, String> {
+    let (function, column) = match text.split_once(':') {
+        Some((function, column)) => (function.trim().to_ascii_lowercase(), Some(column.trim())),
+        None => (text.trim().to_ascii_lowercase(), None),
+    };
+    if !["count", "min", "max", "sum", "avg"].contains(&function.as_str()) {
+        return Err(format!("--aggregate {text:?}: the functions are count, min, max, sum and avg (e.g. count, sum:payload.size)"));
+    }
+    match column {
+        Some(column) => Ok(json!({"function": function, "column": column})),
+        None if function == "count" => Ok(json!({"function": "count"})),
+        None => Err(format!("--aggregate {text:?}: {function} needs a path: {function}:PATH")),
+    }
 }
 
 /// A query plan's metadata (`GetFlightInfo`'s `app_metadata`) in one line: the index scans
@@ -1151,7 +1186,10 @@ pub(crate) fn write_rows(format: OutputFormat, schema: &Arc<Schema>, batches: &[
 /// `"output": "json"`; writes each record's bytes and a newline to stdout as batches arrive.
 async fn query_raw(client: &mut FlightClient, args: &QueryArgs, started: Instant) -> Result<(), String> {
     use std::io::Write as _;
-    let command = json!({"table": args.table.required("query")?, "filter": filter_text(args)?, "limit": args.limit, "output": "json"});
+    let mut command = json!({"table": args.table.required("query")?, "filter": filter_text(args)?, "limit": args.limit, "output": "json"});
+    if let Some(address) = args.to_address {
+        command["to_address"] = json!(address);
+    }
     let ticket = arrow_flight::Ticket::new(command.to_string());
     let mut stream = client.do_get(ticket).await.map_err(|e| flight_error("DoGet", e))?;
     let mut out = output(args.output.as_ref())?;

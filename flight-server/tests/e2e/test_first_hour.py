@@ -68,6 +68,10 @@ def test_the_first_hour(tmp_path):
         assert missing.returncode != 0 and "create it with `shoal create-table evnets`" in missing.stderr, missing.stderr
         stats = json.loads(shoal("stats", "events", endpoint=endpoint).stdout)
         assert stats["records"] == 500 and stats["memory"]["reserved_bytes"] < stats["memory"]["bound_bytes"], stats
+        # Aggregates and time travel in `query`: the table now, and as it was at that tail.
+        shoal("ingest", "events", str(tmp_path / "array.json"), endpoint=endpoint)
+        count = lambda *more: json.loads(shoal("query", "events", "--aggregate", "count,max:id", "--format", "jsonl", *more, endpoint=endpoint).stdout)
+        assert count()["count(*)"] == 503 and count("--to-address", str(stats["tail_address"]))["count(*)"] == 500
     finally:
         daemon.stop()
 

@@ -361,7 +361,8 @@ pub fn plan_scan(filter: Option<&Expr>, psfs: &[Arc<Psf>], from: LogAddress, to:
     let index_to = covered_to.min(to);
     if index_from >= index_to {
         return full(format!(
-            "PSFs {names:?} cover [{covered_from}, {covered_to}), outside the requested range: full scan"
+            "PSFs {names:?} cover [{covered_from}, {}) (the records ingested since they were registered), outside the requested range: full scan",
+            shown_bound(covered_to)
         ));
     }
     let mut full_scans = Vec::new();
@@ -384,5 +385,15 @@ pub fn plan_scan(filter: Option<&Expr>, psfs: &[Arc<Psf>], from: LogAddress, to:
         columnar_row_groups: None,
         reason,
         snapshot: None,
+    }
+}
+
+/// A coverage bound as users read it: the address, or `tail` for an open end (a PSF still
+/// registered covers everything ingested from now on, up to [`LogAddress::MAX`]).
+fn shown_bound(address: LogAddress) -> String {
+    if address == LogAddress::MAX {
+        "tail".to_owned()
+    } else {
+        address.to_string()
     }
 }

@@ -55,6 +55,10 @@ def test_the_first_hour(tmp_path):
         feather = tmp_path / "pushes.arrow"
         shoal("query", "events", "--filter", filter_, "--columns", "id", "--format", "arrow", "-o", str(feather), endpoint=endpoint)
         assert sorted(pa.ipc.open_file(pa.memory_map(str(feather))).read_all().column("id").to_pylist()) == pushes
+        # LIKE with % anywhere and ILIKE (the first hour: only 'prefix%').
+        bots = sorted(json.loads(e)["id"] for e in events if "bot" in json.loads(e)["actor"]["login"].lower())
+        lines = shoal("query", "events", "--filter", "actor.login ILIKE '%BOT%'", "--columns", "id", "--format", "jsonl", endpoint=endpoint).stdout
+        assert bots and sorted(json.loads(l)["id"] for l in lines.splitlines()) == bots
         raw = shoal("query", "array", "--raw", endpoint=endpoint).stdout
         assert sorted(json.loads(l)["id"] for l in raw.splitlines()) == sorted(r["id"] for r in records)
 

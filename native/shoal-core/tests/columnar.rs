@@ -161,6 +161,7 @@ fn github_events_give_the_same_rows_with_the_tier_on_and_off() {
         "payload.size > 5",
         "payload.size >= 2 OR payload.action IS NULL",
         "actor.login LIKE 'a%'",
+        "actor.login LIKE '%a_b%' OR repo.name ILIKE '%GO%'",
         "NOT (type IN ('WatchEvent', 'ForkEvent'))",
         "payload.pull_request.head.repo.language = 'C++'",
         "payload.public",

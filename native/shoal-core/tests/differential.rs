@@ -67,6 +67,8 @@ fn fixture() -> Option<&'static Fixture> {
                 "payload.size = 1".to_owned(),
                 "actor.id > 20000000".to_owned(),
                 "repo.name LIKE 'a%'".to_owned(),
+                "repo.name LIKE '%-%'".to_owned(),
+                "actor.login ILIKE '%BOT%'".to_owned(),
                 "type = 'IssuesEvent' AND payload.action = 'opened'".to_owned(),
             ];
             for record in records.iter().step_by(97).take(12) {

@@ -122,6 +122,21 @@ pub(crate) fn evaluate<'a>(expr: &Expr, view: &dyn Fn(&FieldPath) -> PathView<'a
             }
             out
         }
+        Expr::Pattern { path, pieces, case_insensitive, negated } => {
+            let mut out = vec![UNKNOWN; rows];
+            if let Some(strings) = view(path).strings {
+                for_valid(strings, |i| {
+                    let value = strings.value(i);
+                    let matched = if *case_insensitive {
+                        crate::psf::expr::like_matches(pieces, &value.to_lowercase())
+                    } else {
+                        crate::psf::expr::like_matches(pieces, value)
+                    };
+                    out[i] = tri(matched != *negated);
+                });
+            }
+            out
+        }
         Expr::Field(path) => {
             let mut out = vec![UNKNOWN; rows];
             if let Some(bools) = view(path).bools {

@@ -107,6 +107,11 @@ pub fn oracle(expr: &Expr, record: &serde_json::Value) -> Option<bool> {
             let s = lookup(record, path)?.as_str()?;
             Some(s.starts_with(prefix.as_str()) != *negated)
         }
+        Expr::Pattern { path, pieces, case_insensitive, negated } => {
+            let s = lookup(record, path)?.as_str()?;
+            let s = if *case_insensitive { s.to_lowercase() } else { s.to_owned() };
+            Some(shoal_core::psf::expr::like_matches(pieces, &s) != *negated)
+        }
         #[allow(unreachable_patterns)]
         _ => panic!("oracle does not know {expr:?}"),
     }

@@ -109,6 +109,7 @@ fn collect_parameter_fields(expr: &shoal_core::psf::Expr, sentinels: &[Literal],
         Expr::Cmp { path, value, .. } => note(path, value),
         Expr::In { path, list, .. } => list.iter().for_each(|value| note(path, value)),
         Expr::Like { path, prefix, .. } => note(path, &Literal::Str(prefix.clone())),
+        Expr::Pattern { path, .. } => note(path, &Literal::Str(String::new())),
         Expr::IsNull { .. } | Expr::Field(_) | Expr::Const(_) => {}
     }
 }

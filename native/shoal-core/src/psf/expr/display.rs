@@ -82,6 +82,35 @@ impl fmt::Display for Expr {
                 }
                 Ok(())
             }
+            Expr::Pattern { path, pieces, case_insensitive, negated } => {
+                write_sql_path(f, path)?;
+                f.write_str(match (*negated, *case_insensitive) {
+                    (false, false) => " LIKE ",
+                    (true, false) => " NOT LIKE ",
+                    (false, true) => " ILIKE ",
+                    (true, true) => " NOT ILIKE ",
+                })?;
+                let needs_escape = pieces.iter().any(|p| matches!(p, super::LikePiece::Char('%' | '_' | LIKE_ESCAPE)));
+                let mut pattern = String::with_capacity(pieces.len() + 2);
+                for piece in pieces {
+                    match piece {
+                        super::LikePiece::Char(c) => {
+                            if needs_escape && matches!(*c, '%' | '_' | LIKE_ESCAPE) {
+                                pattern.push(LIKE_ESCAPE);
+                            }
+                            pattern.push(*c);
+                        }
+                        super::LikePiece::One => pattern.push('_'),
+                        super::LikePiece::Many => pattern.push('%'),
+                    }
+                }
+                write_sql_string(f, &pattern)?;
+                if needs_escape {
+                    f.write_str(" ESCAPE ")?;
+                    write_sql_string(f, &LIKE_ESCAPE.to_string())?;
+                }
+                Ok(())
+            }
             Expr::Field(path) => write_sql_path(f, path),
             Expr::Const(b) => f.write_str(if *b { "TRUE" } else { "FALSE" }),
         }

@@ -31,6 +31,7 @@ impl Expr {
             Expr::In { path, list, negated } => eval_in(&lookup(path), list, *negated),
             Expr::IsNull { path, negated } => Some(lookup(path).is_null() != *negated),
             Expr::Like { path, prefix, negated } => eval_like(&lookup(path), prefix, *negated),
+            Expr::Pattern { path, pieces, case_insensitive, negated } => eval_pattern(&lookup(path), pieces, *case_insensitive, *negated),
             Expr::Field(path) => eval_field(&lookup(path)),
             Expr::Const(b) => Some(*b),
         }
@@ -52,6 +53,14 @@ fn eval_in(field: &FieldValue<'_>, list: &[Literal], negated: bool) -> Option<bo
 fn eval_like(field: &FieldValue<'_>, prefix: &str, negated: bool) -> Option<bool> {
     match field {
         FieldValue::Str(s) => Some(s.starts_with(prefix) != negated),
+        _ => None,
+    }
+}
+
+pub(crate) fn eval_pattern(field: &FieldValue<'_>, pieces: &[super::LikePiece], case_insensitive: bool, negated: bool) -> Option<bool> {
+    match field {
+        FieldValue::Str(s) if case_insensitive => Some(super::like_matches(pieces, &s.to_lowercase()) != negated),
+        FieldValue::Str(s) => Some(super::like_matches(pieces, s) != negated),
         _ => None,
     }
 }
@@ -118,6 +127,7 @@ enum Node {
     In { field: usize, list: Box<[Literal]>, negated: bool },
     IsNull { field: usize, negated: bool },
     Like { field: usize, prefix: Box<str>, negated: bool },
+    Pattern { field: usize, pieces: Box<[super::LikePiece]>, case_insensitive: bool, negated: bool },
     Field(usize),
     Const(bool),
 }
@@ -139,6 +149,12 @@ impl Node {
             Expr::Like { path, prefix, negated } => {
                 Node::Like { field: fields.insert(path), prefix: prefix.as_str().into(), negated: *negated }
             }
+            Expr::Pattern { path, pieces, case_insensitive, negated } => Node::Pattern {
+                field: fields.insert(path),
+                pieces: pieces.clone().into_boxed_slice(),
+                case_insensitive: *case_insensitive,
+                negated: *negated,
+            },
             Expr::Field(path) => Node::Field(fields.insert(path)),
             Expr::Const(b) => Node::Const(*b),
         }
@@ -154,6 +170,7 @@ impl Node {
             Node::In { field, list, negated } => eval_in(value(*field), list, *negated),
             Node::IsNull { field, negated } => Some(value(*field).is_null() != *negated),
             Node::Like { field, prefix, negated } => eval_like(value(*field), prefix, *negated),
+            Node::Pattern { field, pieces, case_insensitive, negated } => eval_pattern(value(*field), pieces, *case_insensitive, *negated),
             Node::Field(field) => eval_field(value(*field)),
             Node::Const(b) => Some(*b),
         }

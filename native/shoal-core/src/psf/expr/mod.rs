@@ -190,6 +190,51 @@ impl fmt::Display for CmpOp {
 // The expression tree
 // ---------------------------------------------------------------------------------------
 
+/// One piece of a LIKE pattern ([`Expr::Pattern`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LikePiece {
+    /// The character itself.
+    Char(char),
+    /// `_`: any one character.
+    One,
+    /// `%`: any run of characters, empty included.
+    Many,
+}
+
+/// Whether `text` matches `pieces` (SQL's LIKE): the usual wildcard match, `%` backtracking
+/// to the last one seen — linear in `text` times the pattern's length at worst.
+#[must_use]
+pub fn like_matches(pieces: &[LikePiece], text: &str) -> bool {
+    let chars: Vec<char> = text.chars().collect();
+    let (mut p, mut t) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while t < chars.len() {
+        match pieces.get(p) {
+            Some(LikePiece::Many) => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(LikePiece::One) => {
+                p += 1;
+                t += 1;
+            }
+            Some(LikePiece::Char(c)) if *c == chars[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                Some((star_p, star_t)) => {
+                    p = star_p + 1;
+                    t = star_t + 1;
+                    star = Some((star_p, star_t + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pieces[p.min(pieces.len())..].iter().all(|piece| *piece == LikePiece::Many)
+}
+
 /// A filter or boolean-predicate PSF: a condition over the fields of one record.
 ///
 /// [`parse_expr`] returns the [normalised](Expr::normalize) form: `And`/`Or` are flat
@@ -234,14 +279,28 @@ pub enum Expr {
         negated: bool,
     },
     /// `path [NOT] LIKE 'prefix%'`: a prefix match on strings; unknown when the field is
-    /// not a string. Other patterns (`%` or `_` elsewhere) are not supported; a pattern
-    /// without wildcards parses as [`CmpOp::Eq`].
+    /// not a string. Other patterns are [`Expr::Pattern`]; a pattern without wildcards
+    /// parses as [`CmpOp::Eq`].
     Like {
         /// The field tested.
         path: FieldPath,
         /// The prefix the string must start with (may be empty).
         prefix: String,
         /// `NOT LIKE`.
+        negated: bool,
+    },
+    /// `path [NOT] LIKE|ILIKE pattern` with `%` (any run of characters) and `_` (one
+    /// character) anywhere (SQL's LIKE; `ILIKE` compares lowercased): unknown when the
+    /// field is not a string. Evaluated on each record (no PSF answers it); a prefix
+    /// pattern is [`Expr::Like`].
+    Pattern {
+        /// The field tested.
+        path: FieldPath,
+        /// The pattern (lowercased for `ILIKE`).
+        pieces: Vec<LikePiece>,
+        /// `ILIKE`: the string is lowercased before it is matched.
+        case_insensitive: bool,
+        /// `NOT LIKE` / `NOT ILIKE`.
         negated: bool,
     },
     /// A bare field used as a condition (`payload.public`): its value when it is a JSON
@@ -290,6 +349,7 @@ impl Expr {
             Expr::In { path, list, negated } => Expr::In { path, list, negated: !negated },
             Expr::IsNull { path, negated } => Expr::IsNull { path, negated: !negated },
             Expr::Like { path, prefix, negated } => Expr::Like { path, prefix, negated: !negated },
+            Expr::Pattern { path, pieces, case_insensitive, negated } => Expr::Pattern { path, pieces, case_insensitive, negated: !negated },
             field @ Expr::Field(_) => Expr::Not(Box::new(field)),
             Expr::Const(b) => Expr::Const(!b),
         }
@@ -315,6 +375,7 @@ impl Expr {
             | Expr::In { path, .. }
             | Expr::IsNull { path, .. }
             | Expr::Like { path, .. }
+            | Expr::Pattern { path, .. }
             | Expr::Field(path) => visit(path),
             Expr::Const(_) => {}
         }

@@ -319,7 +319,13 @@ impl Lowering<'_> {
                 if *any {
                     return Err(self.unsupported("LIKE ANY is not supported", e));
                 }
-                self.like(*negated, expr, pattern, escape_char.as_deref())
+                self.like(*negated, false, expr, pattern, escape_char.as_deref())
+            }
+            sql::Expr::ILike { negated, any, expr, pattern, escape_char } => {
+                if *any {
+                    return Err(self.unsupported("ILIKE ANY is not supported", e));
+                }
+                self.like(*negated, true, expr, pattern, escape_char.as_deref())
             }
             sql::Expr::Value(v) => match &v.value {
                 Value::Boolean(b) => Ok(Expr::Const(*b)),
@@ -347,10 +353,17 @@ impl Lowering<'_> {
         }
     }
 
-    /// `expr [NOT] LIKE pattern [ESCAPE c]`, where the pattern is a string literal with
-    /// `%` only at its end.
-    fn like(&self, negated: bool, expr: &sql::Expr, pattern: &sql::Expr, escape: Option<&sql::Expr>) -> Result<Expr> {
-        let construct = if negated { "NOT LIKE" } else { "LIKE" };
+    /// `expr [NOT] LIKE|ILIKE pattern [ESCAPE c]`, the pattern a string literal: a prefix
+    /// pattern (`'abc%'`) is [`Expr::Like`] (PSFs and columnar statistics use it), one without
+    /// wildcards an equality, any other [`Expr::Pattern`]; `ILIKE` is always a pattern, its
+    /// pattern lowercased.
+    fn like(&self, negated: bool, case_insensitive: bool, expr: &sql::Expr, pattern: &sql::Expr, escape: Option<&sql::Expr>) -> Result<Expr> {
+        let construct = match (negated, case_insensitive) {
+            (false, false) => "LIKE",
+            (true, false) => "NOT LIKE",
+            (false, true) => "ILIKE",
+            (true, true) => "NOT ILIKE",
+        };
         let path = self.field_of(expr, construct)?;
         let Literal::Str(text) = self.literal_of(pattern, construct)? else {
             return Err(self.unsupported(&format!("the pattern of {construct} must be a string"), pattern));
@@ -362,14 +375,16 @@ impl Lowering<'_> {
                 _ => return Err(self.unsupported("ESCAPE takes a string of exactly one character", e)),
             },
         };
+        let general = |text: &str| {
+            like_pieces(text, escape)
+                .ok_or_else(|| self.unsupported(&format!("the pattern of {construct} ends with its escape character"), pattern))
+        };
+        if case_insensitive {
+            let pieces = general(&text.to_lowercase())?;
+            return Ok(Expr::Pattern { path, pieces, case_insensitive, negated });
+        }
         let Some((prefix, wildcard)) = like_prefix(&text, escape) else {
-            return Err(self.unsupported(
-                &format!(
-                    "only prefix patterns ('abc%') are supported by {construct}; \
-                     `%` may appear only at the end and `_` not at all"
-                ),
-                pattern,
-            ));
+            return Ok(Expr::Pattern { path, pieces: general(&text)?, case_insensitive, negated });
         };
         Ok(if wildcard {
             Expr::Like { path, prefix, negated }
@@ -496,7 +511,6 @@ impl Lowering<'_> {
             sql::Expr::IsDistinctFrom(..) | sql::Expr::IsNotDistinctFrom(..) => {
                 "IS [NOT] DISTINCT FROM is not supported"
             }
-            sql::Expr::ILike { .. } => "ILIKE is not supported (LIKE is case-sensitive)",
             sql::Expr::SimilarTo { .. } | sql::Expr::RLike { .. } => {
                 "regular expressions are not supported (use LIKE 'prefix%')"
             }
@@ -589,6 +603,22 @@ fn is_literal_syntax(e: &sql::Expr) -> bool {
 /// Splits a `LIKE` pattern into its literal prefix and whether it ended in `%`
 /// (`'ab%'` → `("ab", true)`, `'ab'` → `("ab", false)`; trailing `%%` count as one).
 /// `None` when a `%` is followed by anything but `%`, or when `_` is used unescaped.
+/// The pieces of a LIKE pattern: `%`, `_`, and characters (an escaped `%` or `_` is a
+/// character). `None` when the pattern ends with the escape character.
+fn like_pieces(pattern: &str, escape: Option<char>) -> Option<Vec<super::LikePiece>> {
+    let mut pieces = Vec::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        pieces.push(match c {
+            c if Some(c) == escape => super::LikePiece::Char(chars.next()?),
+            '%' => super::LikePiece::Many,
+            '_' => super::LikePiece::One,
+            c => super::LikePiece::Char(c),
+        });
+    }
+    Some(pieces)
+}
+
 fn like_prefix(pattern: &str, escape: Option<char>) -> Option<(String, bool)> {
     let mut prefix = String::with_capacity(pattern.len());
     let mut chars = pattern.chars();

@@ -279,44 +279,40 @@ fn sql_error(statement: &str, error: &dyn std::fmt::Display) -> String {
 /// True when `text` ends with a `;` outside quotes (a statement is complete).
 fn ends_statement(text: &str) -> bool {
     let trimmed = text.trim_end();
-    trimmed.ends_with(';') && !in_quotes(trimmed)
+    let (semicolons, open_quote) = semicolons(trimmed);
+    !open_quote && semicolons.last().is_some_and(|&at| at + 1 == trimmed.len())
 }
 
-/// True when `text` ends inside a quoted string or identifier.
-fn in_quotes(text: &str) -> bool {
+/// The byte offsets of the `;`s of `text` outside quotes (`'…'` strings, `"…"` identifiers;
+/// a doubled quote closes and reopens, so it stays inside), and whether `text` ends inside a
+/// quote.
+fn semicolons(text: &str) -> (Vec<usize>, bool) {
+    let mut found = Vec::new();
     let mut quote: Option<char> = None;
-    for c in text.chars() {
+    for (at, c) in text.char_indices() {
         match quote {
             Some(q) if c == q => quote = None,
             Some(_) => {}
             None if c == '\'' || c == '"' => quote = Some(c),
+            None if c == ';' => found.push(at),
             None => {}
         }
     }
-    quote.is_some()
+    (found, quote.is_some())
 }
 
-/// The statements of `text`, split at `;` outside quotes (`'…'` strings, `"…"`
-/// identifiers; a doubled quote stays inside), trimmed, empty ones left out.
+/// The statements of `text`, split at `;` outside quotes ([`semicolons`]), trimmed, empty
+/// ones left out.
 fn split_statements(text: &str) -> Vec<String> {
-    let mut statements = Vec::new();
-    let mut current = String::new();
-    let mut quote: Option<char> = None;
-    for c in text.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None if c == '\'' || c == '"' => quote = Some(c),
-            None if c == ';' => {
-                statements.push(std::mem::take(&mut current));
-                continue;
-            }
-            None => {}
-        }
-        current.push(c);
+    let (cuts, _) = semicolons(text);
+    let mut statements = Vec::with_capacity(cuts.len() + 1);
+    let mut from = 0;
+    for cut in cuts {
+        statements.push(&text[from..cut]);
+        from = cut + 1;
     }
-    statements.push(current);
-    statements.into_iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect()
+    statements.push(&text[from..]);
+    statements.into_iter().map(str::trim).filter(|s| !s.is_empty()).map(ToOwned::to_owned).collect()
 }
 
 #[cfg(test)]

@@ -420,8 +420,10 @@ impl Table {
     /// frames of a page of slack and of the flush thread's populating ahead count too.
     #[must_use]
     pub fn memory_growth_for(&self, bytes: usize) -> u64 {
-        let indexes = self.keyed.is_some() || !self.psfs.all().is_empty();
-        let index = if indexes { self.index.populated_growth() } else { 0 };
+        // Once the index is populated (every batch after the first indexed one), nothing to
+        // look up: the PSF list is read only before that.
+        let unpopulated = self.index.populated_growth();
+        let index = if unpopulated > 0 && (self.keyed.is_some() || !self.psfs.all().is_empty()) { unpopulated } else { 0 };
         let schema = if self.payload_bytes.load(Ordering::Relaxed) == 0 { crate::schema::SCHEMA_RESERVED_BYTES } else { 0 };
         self.log.populated_growth_for(bytes) + index + schema
     }

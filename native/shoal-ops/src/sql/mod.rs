@@ -229,17 +229,19 @@ pub fn parse_sql(text: &str, parameters: Parameters<'_>) -> Result<SqlStatement,
 /// ([`parse_sql_delete`], [`parse_sql_insert`]) and answers the rows it changed.
 #[must_use]
 pub fn is_update(text: &str) -> bool {
-    let text = text.trim_start();
-    ["delete", "insert"].iter().any(|word| {
-        text.get(..word.len()).is_some_and(|w| w.eq_ignore_ascii_case(word)) && text[word.len()..].starts_with(char::is_whitespace)
-    })
+    starts_with_keyword(text, "delete") || is_insert(text)
 }
 
 /// True when `text` is an `INSERT` (see [`is_update`]).
 #[must_use]
 pub fn is_insert(text: &str) -> bool {
+    starts_with_keyword(text, "insert")
+}
+
+/// True when the first word of `text` is `keyword` (any case), followed by whitespace.
+fn starts_with_keyword(text: &str, keyword: &str) -> bool {
     let text = text.trim_start();
-    text.get(..6).is_some_and(|w| w.eq_ignore_ascii_case("insert")) && text[6..].starts_with(char::is_whitespace)
+    text.get(..keyword.len()).is_some_and(|w| w.eq_ignore_ascii_case(keyword)) && text[keyword.len()..].starts_with(char::is_whitespace)
 }
 
 /// An `INSERT` statement: the records it writes, as JSON texts, and the table.

@@ -9,7 +9,7 @@ use std::time::Instant;
 use arrow_array::{RecordBatch, StringArray};
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
-use arrow_flight::{Action, FlightClient, FlightDescriptor};
+use arrow_flight::{Action, FlightClient, FlightDescriptor, FlightInfo};
 use arrow_schema::{DataType, Field, Schema};
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
@@ -204,6 +204,11 @@ pub struct QueryArgs {
     /// Filter (SQL expression over dotted paths).
     #[arg(long, conflicts_with = "filter_file")]
     filter: Option<String>,
+    /// A whole SQL statement instead of TABLE, --filter, --columns and --aggregate (`SELECT
+    /// … FROM TABLE …`, as `shoal sql` takes it: docs/sql.md), sent over Flight SQL; its rows
+    /// are printed as for any query (every --format, -o, --show, the plan line).
+    #[arg(long, conflicts_with_all = ["positional", "flag", "filter", "filter_file", "columns", "limit", "aggregate", "to_address", "raw"])]
+    sql: Option<String>,
     /// Read the filter from this file, or from standard input with `-`.
     #[arg(long)]
     filter_file: Option<PathBuf>,
@@ -960,6 +965,24 @@ pub async fn psf(args: PsfArgs) -> Result<(), String> {
 
 /// `shoal query`: plans, reads every endpoint, prints rows, count, plan and time.
 pub async fn query(args: QueryArgs) -> Result<(), String> {
+    if let Some(text) = &args.sql {
+        let started = Instant::now();
+        let (channel, headers) = connect_channel(&args.connection).await?;
+        let mut client = arrow_flight::sql::client::FlightSqlServiceClient::new(channel);
+        for (key, value) in headers {
+            client.set_header(key, value);
+        }
+        let failed = |e: &dyn std::fmt::Display| sql_error(text, e);
+        let info = client.execute(text.clone(), None).await.map_err(|e| failed(&e))?;
+        let mut batches = Vec::new();
+        for endpoint in &info.endpoint {
+            let Some(ticket) = endpoint.ticket.clone() else { continue };
+            let stream = client.do_get(ticket).await.map_err(|e| failed(&e))?;
+            let mut part: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| failed(&e))?;
+            batches.append(&mut part);
+        }
+        return print_query(&args, &info, &batches, started);
+    }
     let mut client = connect(&args.connection).await?;
     let started = Instant::now();
     if args.raw {
@@ -978,7 +1001,6 @@ pub async fn query(args: QueryArgs) -> Result<(), String> {
         .get_flight_info(FlightDescriptor::new_cmd(command.to_string()))
         .await
         .map_err(|e| flight_error("GetFlightInfo", e))?;
-    let metadata: Value = serde_json::from_slice(&info.app_metadata).unwrap_or_default();
     let mut batches = Vec::new();
     for endpoint in &info.endpoint {
         let Some(ticket) = endpoint.ticket.clone() else { continue };
@@ -986,15 +1008,34 @@ pub async fn query(args: QueryArgs) -> Result<(), String> {
         let mut part: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| flight_error("DoGet", e))?;
         batches.append(&mut part);
     }
+    print_query(&args, &info, &batches, started)
+}
+
+/// A failed statement's message: the server's, without the transport's wrapping.
+pub(crate) fn sql_error(statement: &str, error: &dyn std::fmt::Display) -> String {
+    let text = error.to_string();
+    // arrow-flight's SQL client wraps a status as `Tonic error: code: '…', message: "…"`.
+    let message = match text.split_once("message: \"") {
+        Some((_, rest)) => rest.strip_suffix('"').unwrap_or(rest).replace("\\\"", "\""),
+        None => text,
+    };
+    let first = statement.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+    format!("{first} …: {message}")
+}
+
+/// Prints a query's rows as `args` asks (format, `-o`, `--show`), then the count, the time
+/// since `started` and the plan from `info`'s metadata.
+fn print_query(args: &QueryArgs, info: &FlightInfo, batches: &[RecordBatch], started: Instant) -> Result<(), String> {
+    let metadata: Value = serde_json::from_slice(&info.app_metadata).unwrap_or_default();
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let elapsed = started.elapsed();
     if args.format != OutputFormat::Table {
         let schema = match batches.first() {
             Some(batch) => batch.schema(),
-            None => Arc::new(info.try_decode_schema().map_err(|e| format!("GetFlightInfo: the schema cannot be read: {e}"))?),
+            None => Arc::new(info.clone().try_decode_schema().map_err(|e| format!("GetFlightInfo: the schema cannot be read: {e}"))?),
         };
         let mut out = output(args.output.as_ref())?;
-        write_rows(args.format, &schema, &batches, &mut out).and_then(|()| out.flush().map_err(|e| e.to_string())).map_err(|e| {
+        write_rows(args.format, &schema, batches, &mut out).and_then(|()| out.flush().map_err(|e| e.to_string())).map_err(|e| {
             format!("writing {} rows to {}: {e}", format!("{:?}", args.format).to_lowercase(), output_name(args.output.as_ref()))
         })?;
         eprintln!("{rows} rows in {:.1} ms", elapsed.as_secs_f64() * 1e3);
@@ -1003,7 +1044,7 @@ pub async fn query(args: QueryArgs) -> Result<(), String> {
     let mut out = output(args.output.as_ref())?;
     let mut shown = Vec::new();
     let mut left = args.show.min(rows);
-    for batch in &batches {
+    for batch in batches {
         if left == 0 {
             break;
         }

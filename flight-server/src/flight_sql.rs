@@ -649,16 +649,13 @@ impl ShoalSqlService {
         self.delete(text).await
     }
 
-    /// `INSERT INTO <table> [(<columns>)] VALUES (…), …` ([`sql::parse_sql_insert`]): its
-    /// records written as one bulk-ingest batch into the existing table (a keyed table
+    /// `INSERT INTO <table> [(<columns>)] VALUES (…), …` or `INSERT INTO <table> SELECT …`
+    /// ([`sql::parse_sql_insert`]): its records (the query's rows, each a JSON object of its
+    /// columns) written as bulk ingest into the existing table (a keyed table
     /// upserts them; a sharded one routes them by shard key), acknowledged as a `DoPut` is
     /// (durable when the table's durability says so); returns the records written.
     async fn insert(&self, text: String, caller: Caller) -> Result<i64, Status> {
         let insert = blocking(move || sql::parse_sql_insert(&text)).await?;
-        let schema = Arc::new(Schema::new(vec![Field::new("json", DataType::Utf8, false)]));
-        let column: ArrayRef = Arc::new(StringArray::from(insert.records));
-        let batch = RecordBatch::try_new(schema, vec![column]).map_err(|e| Status::internal(e.to_string()))?;
-        let data = FlightDataEncoderBuilder::new().build(futures::stream::iter([Ok(batch)])).map_err(Status::from);
         let command = CommandStatementIngest {
             table: insert.table,
             table_definition_options: Some(arrow_flight::sql::TableDefinitionOptions {
@@ -667,6 +664,16 @@ impl ShoalSqlService {
             }),
             ..CommandStatementIngest::default()
         };
+        if let Some(select) = insert.select {
+            // The query's rows as they would stream to a client, written as bulk ingest
+            // writes any batch (`json_batch`: one JSON object per row).
+            let rows = self.run_handle(Handle::statement(select, &[]), caller).await?.into_inner();
+            return self.ingest(command, rows, caller).await;
+        }
+        let schema = Arc::new(Schema::new(vec![Field::new("json", DataType::Utf8, false)]));
+        let column: ArrayRef = Arc::new(StringArray::from(insert.records));
+        let batch = RecordBatch::try_new(schema, vec![column]).map_err(|e| Status::internal(e.to_string()))?;
+        let data = FlightDataEncoderBuilder::new().build(futures::stream::iter([Ok(batch)])).map_err(Status::from);
         self.ingest(command, data, caller).await
     }
 

@@ -9,7 +9,7 @@
 //!   one record).
 //! - **CSV with a header row**: each row a record of the header's fields, numbers and
 //!   booleans typed by Arrow's CSV schema inference (the first 1,000 rows), the rest strings,
-//!   empty cells left out.
+//!   empty cells left out; read as a stream, as the other forms are.
 //!
 //! `auto` (the default) takes CSV for a `.csv` file, an array when the input's first
 //! character is `[`, JSON documents when its first value is not one whole line
@@ -38,6 +38,9 @@ pub enum InputFormat {
     /// CSV with a header row.
     Csv,
 }
+
+/// The CSV rows whose values decide each column's type (Arrow's schema inference).
+const CSV_INFERRED_ROWS: usize = 1000;
 
 /// Non-blank lines `auto` reads to tell NDJSON from pretty-printed documents.
 const SNIFFED_LINES: usize = 8;
@@ -259,17 +262,25 @@ fn excerpt(line: &str, column: usize) -> String {
 
 /// CSV with a header: Arrow's reader with an inferred schema, each row written as a JSON
 /// object (null cells left out).
-fn read_csv(mut input: impl Read, name: &str, emit: &mut dyn FnMut(Record) -> bool, progress: &dyn Fn(u64)) -> Result<u64, String> {
-    let mut bytes = Vec::new();
-    input.read_to_end(&mut bytes).map_err(|e| format!("{name}: {e}"))?;
+fn read_csv(mut input: impl BufRead, name: &str, emit: &mut dyn FnMut(Record) -> bool, progress: &dyn Fn(u64)) -> Result<u64, String> {
+    // The header and the rows the types are inferred from are read first and read again
+    // by the reader; the rest streams (a file of any size is never whole in memory).
+    let mut head = Vec::new();
+    for _ in 0..=CSV_INFERRED_ROWS {
+        if input.read_until(b'\n', &mut head).map_err(|e| format!("{name}: {e}"))? == 0 {
+            break;
+        }
+    }
     let format = arrow_csv::reader::Format::default().with_header(true);
     let (schema, _) = format
-        .infer_schema(std::io::Cursor::new(&bytes), Some(1000))
+        .infer_schema(std::io::Cursor::new(&head), Some(CSV_INFERRED_ROWS))
         .map_err(|e| format!("{name}: not CSV with a header row: {e}"))?;
+    let bytes = Rc::new(Cell::new(0u64));
+    let counting = Counting { inner: std::io::Cursor::new(head).chain(input), bytes: Rc::clone(&bytes), lines: Rc::new(Cell::new(0)) };
     let reader = arrow_csv::ReaderBuilder::new(Arc::new(schema))
         .with_format(format)
         .with_batch_size(4096)
-        .build(std::io::Cursor::new(&bytes))
+        .build(counting)
         .map_err(|e| format!("{name}: {e}"))?;
     let mut line = 1u64;
     for batch in reader {
@@ -281,13 +292,13 @@ fn read_csv(mut input: impl Read, name: &str, emit: &mut dyn FnMut(Record) -> bo
         for row in text.lines() {
             line += 1;
             if !emit(Record { text: row.to_owned(), line }) {
-                return Ok(bytes.len() as u64);
+                return Ok(bytes.get());
             }
         }
-        progress(bytes.len() as u64 * line / (line + 1));
+        progress(bytes.get());
     }
-    progress(bytes.len() as u64);
-    Ok(bytes.len() as u64)
+    progress(bytes.get());
+    Ok(bytes.get())
 }
 
 #[cfg(test)]
@@ -320,5 +331,12 @@ mod tests {
         assert!(error.starts_with("input:3:"), "{error}");
         let csv = read("id,name,ok\n1,x,true\n2,,false\n", InputFormat::Csv).unwrap();
         assert_eq!(csv, vec![(2, r#"{"id":1,"name":"x","ok":true}"#.to_owned()), (3, r#"{"id":2,"ok":false}"#.to_owned())]);
+        // Past the rows the types come from, the rest streams with those types.
+        let long: String = std::iter::once("n,s\n".to_owned()).chain((0..2500).map(|i| format!("{i},\"a\nb{i}\"\n"))).collect();
+        let rows = read(&long, InputFormat::Csv).unwrap();
+        assert_eq!(rows.len(), 2500);
+        assert_eq!(rows[2499].1, r#"{"n":2499,"s":"a\nb2499"}"#);
+        let late = format!("{long}x,y\n");
+        assert!(read(&late, InputFormat::Csv).unwrap_err().contains("after line"), "a value of another type past the inferred rows");
     }
 }

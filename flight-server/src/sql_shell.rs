@@ -19,7 +19,7 @@ use arrow_flight::sql::CommandGetTables;
 use futures::TryStreamExt;
 use tonic::transport::Channel;
 
-use crate::client::{connect_channel, write_rows, Connection, OutputFormat};
+use crate::client::{connect_channel, sql_error, write_rows, Connection, OutputFormat};
 
 /// `shoal sql`.
 #[derive(clap::Args)]
@@ -262,18 +262,6 @@ impl Shell {
         }
         Ok(tables)
     }
-}
-
-/// A failed statement's message: the server's, without the transport's wrapping.
-fn sql_error(statement: &str, error: &dyn std::fmt::Display) -> String {
-    let text = error.to_string();
-    // arrow-flight's SQL client wraps a status as `Tonic error: code: '…', message: "…"`.
-    let message = match text.split_once("message: \"") {
-        Some((_, rest)) => rest.strip_suffix('"').unwrap_or(rest).replace("\\\"", "\""),
-        None => text,
-    };
-    let first = statement.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
-    format!("{first} …: {message}")
 }
 
 /// True when `text` ends with a `;` outside quotes (a statement is complete).

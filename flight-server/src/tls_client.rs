@@ -7,8 +7,8 @@
 //!   (`basicConstraints CA:TRUE`); webpki refuses a CA certificate as the server's own
 //!   ("CaUsedAsEndEntity") even when it is the very certificate the user trusts, which
 //!   OpenSSL and BoringSSL accept. Here a server certificate that is byte for byte one of the
-//!   certificates given with `--tls-ca` is accepted when it names the host (its validity
-//!   period is not checked then, as for any pinned certificate).
+//!   certificates given with `--tls-ca` is accepted when it names the host and is within its
+//!   validity period.
 //! - **Without `--tls-ca`** the system's roots are trusted (`SSL_CERT_FILE`, else the
 //!   usual bundle paths), as gRPC does; tonic without a root feature trusted none.
 //!
@@ -72,7 +72,9 @@ impl ServerCertVerifier for TrustedOrPinned {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         match self.webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
-            Err(error) if self.pinned.iter().any(|c| c.as_ref() == end_entity.as_ref()) => {
+            // webpki checks the certificate's own validity period before its basic
+            // constraints: an expired or not yet valid pinned certificate fails with that.
+            Err(error) if !outside_validity(&error) && self.pinned.iter().any(|c| c.as_ref() == end_entity.as_ref()) => {
                 let parsed = rustls::server::ParsedCertificate::try_from(end_entity).map_err(|_| error)?;
                 rustls::client::verify_server_name(&parsed, server_name)?;
                 Ok(ServerCertVerified::assertion())
@@ -92,6 +94,15 @@ impl ServerCertVerifier for TrustedOrPinned {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.webpki.supported_verify_schemes()
     }
+}
+
+/// Whether webpki refused a certificate for its validity period (expired, not yet valid).
+fn outside_validity(error: &rustls::Error) -> bool {
+    use rustls::CertificateError as E;
+    matches!(
+        error,
+        rustls::Error::InvalidCertificate(E::Expired | E::ExpiredContext { .. } | E::NotValidYet | E::NotValidYetContext { .. })
+    )
 }
 
 /// A rustls client configuration for the CLI: HTTP/2 by ALPN, the certificates of `ca`
@@ -147,4 +158,57 @@ pub async fn connect(
         }
     });
     endpoint.connect_with_connector(service).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A certificate `openssl req -x509` makes (a CA certificate) for `localhost`, valid
+    /// for a day from now, trusted as `--tls-ca`.
+    fn self_signed() -> (TrustedOrPinned, CertificateDer<'static>) {
+        let dir = std::env::temp_dir().join(format!("shoal-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        let made = std::process::Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"])
+            .args(["-addext", "subjectAltName=DNS:localhost", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("openssl (the e2e tests make their certificates with it too)");
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        let certificate = trusted_certificates(Some(&cert)).unwrap().remove(0);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let verifier = TrustedOrPinned {
+            webpki: WebPkiServerVerifier::builder_with_provider(
+                Arc::new({
+                    let mut roots = rustls::RootCertStore::empty();
+                    roots.add(certificate.clone()).unwrap();
+                    roots
+                }),
+                Arc::new(rustls::crypto::ring::default_provider()),
+            )
+            .build()
+            .unwrap(),
+            pinned: vec![certificate.clone()],
+        };
+        (verifier, certificate)
+    }
+
+    #[test]
+    fn a_pinned_ca_certificate_is_the_servers_own_within_its_validity_and_name() {
+        let (verifier, certificate) = self_signed();
+        let now = UnixTime::now();
+        let localhost = ServerName::try_from("localhost").unwrap();
+        assert!(verifier.verify_server_cert(&certificate, &[], &localhost, &[], now).is_ok());
+        let other = ServerName::try_from("example.com").unwrap();
+        assert!(verifier.verify_server_cert(&certificate, &[], &other, &[], now).is_err(), "another host name");
+        let later = UnixTime::since_unix_epoch(std::time::Duration::from_secs(now.as_secs() + 3 * 86_400));
+        let expired = verifier.verify_server_cert(&certificate, &[], &localhost, &[], later).unwrap_err();
+        assert!(outside_validity(&expired), "{expired}");
+        let earlier = UnixTime::since_unix_epoch(std::time::Duration::from_secs(now.as_secs() - 3 * 86_400));
+        assert!(outside_validity(&verifier.verify_server_cert(&certificate, &[], &localhost, &[], earlier).unwrap_err()));
+    }
 }

@@ -68,6 +68,13 @@ def test_the_first_hour(tmp_path):
         for e in events:
             counts[json.loads(e)["type"]] = counts.get(json.loads(e)["type"], 0) + 1
         assert [json.loads(l) for l in out.splitlines()] == [{"type": t, "n": n} for t, n in sorted(counts.items(), key=lambda kv: -kv[1]) if n > 10]
+        # `query --sql`: a statement with query's output (formats, the plan line).
+        out = shoal("query", "--sql", f"SELECT id FROM events WHERE {filter_}", "--format", "jsonl", endpoint=endpoint).stdout
+        assert sorted(json.loads(l)["id"] for l in out.splitlines()) == pushes
+        out = shoal("query", "--sql", f"SELECT count(*) FROM events WHERE {filter_}", endpoint=endpoint).stdout
+        assert f"| {len(pushes)} " in out and "1 rows in" in out and "plan: " in out, out
+        both = shoal("query", "events", "--sql", "SELECT 1", endpoint=endpoint, ok=False)
+        assert both.returncode == 2 and "--sql" in both.stderr, both.stderr
         missing = shoal("query", "evnets", endpoint=endpoint, ok=False)
         assert missing.returncode != 0 and "create it with `shoal create-table evnets`" in missing.stderr, missing.stderr
         stats = json.loads(shoal("stats", "events", endpoint=endpoint).stdout)

@@ -373,8 +373,22 @@ def test_keyed_tables_report_their_primary_key_and_take_delete_statements(start_
         assert cur.adbc_statement.execute_update() == 1
         cur.execute("SELECT tenant, id, status, score FROM users ORDER BY tenant, id")
         assert cur.fetchall() == [("a", 2, None, -3.0), ("c", 1, "new", 1.5), ("d", 9, None, None)]
+        # INSERT … SELECT: the query's rows, each a record of its columns (nulls left out);
+        # AS names the keys; a table into itself reads what was there when it was planned.
+        cur.execute("SELECT tenant, id, status, score FROM users ORDER BY tenant, id")
+        before = cur.fetchall()
+        cur.execute("INSERT INTO plain SELECT * FROM users WHERE id < 5")
+        assert cur.fetchall() == [(2,)]
+        cur.execute("INSERT INTO plain SELECT tenant AS who, score FROM users WHERE tenant = 'c'")
+        assert cur.fetchall() == [(1,)]
+        cur.execute("INSERT INTO plain SELECT * FROM plain")
+        assert cur.fetchall() == [(3,)]
+        cur.execute("SELECT tenant, id, status, score, who FROM plain ORDER BY tenant, id, who")
+        copied = [(t, i, s, sc, None) for t, i, s, sc in before if i < 5] + [(None, None, None, 1.5, "c")]
+        assert sorted(cur.fetchall(), key=repr) == sorted(copied * 2, key=repr)
         for statement, named in [
-            ("INSERT INTO users SELECT * FROM users", "INSERT … SELECT is not supported"),
+            ("INSERT INTO users (id) SELECT id FROM users", "INSERT … SELECT takes no column list"),
+            ("INSERT INTO users SELECT * FROM nowhere", "nowhere"),
             ("INSERT INTO users (id) VALUES (1, 2)", "row 1 has 2 values for 1 columns"),
             ("INSERT INTO users VALUES ('[1]')", "not an object"),
             ("INSERT INTO nowhere (id) VALUES (1)", "nowhere"),

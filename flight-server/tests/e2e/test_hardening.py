@@ -418,6 +418,35 @@ def test_a_batch_that_needs_memory_past_the_limit_is_refused_and_a_full_ring_kee
     assert d.alive()
 
 
+def test_cached_columns_yield_their_memory_to_data(start_daemon):
+    """The columnar tier's cache of decoded columns counts in the memory the tables reserve,
+    but only as long as data does not need it: a batch that would pass max_memory_bytes lets
+    the caches go first (the largest first) and is taken; the cold table still answers."""
+    from test_columnar import SMALL_FILES, wait_compacted
+    d = start_daemon("--max-memory-mb", "48")
+    client = d.client()
+    # a: ring 16 MiB + schema 5 MiB + a cache of up to 16 MiB; b: 16 + 5 MiB, no cache.
+    action(client, "create_table", {"name": "a", "memory_budget_bytes": 16 << 20, "index_size_bits": 10, "columnar": {**SMALL_FILES, "cache_bytes": 16 << 20}})
+    action(client, "create_table", {"name": "b", "memory_budget_bytes": 16 << 20, "columnar": {"enabled": False}})
+    pad = "x" * 1000
+    filler = [json.dumps({"id": i, "pad": pad}) for i in range(40_000)]
+    put(client, "a", filler, batch=2000)
+    wait_compacted(client, "a")
+    for _ in range(2):
+        rows, _, _ = query(client, {"table": "a", "filter": "id >= 0", "columns": ["id", "pad"]})
+        assert rows.num_rows == 40_000
+    cached = action(client, "stats", {"table": "a"})["memory"]["columnar_bytes"]
+    assert cached > 8 << 20, action(client, "stats", {"table": "a"})["memory"]
+    # b fills its ring: 21 MiB more, which fits only once a's cache is let go.
+    put(client, "b", filler[:20_000], batch=2000)
+    memory = action(client, "stats", {"table": "b"})["memory"]
+    assert memory["log_populated_bytes"] == 16 << 20, memory
+    assert action(client, "stats", {"table": "a"})["memory"]["columnar_bytes"] < cached - (4 << 20)
+    count = query(client, {"table": "a", "aggregates": [{"function": "count"}]})[0]
+    assert count.column(0).to_pylist() == [40_000]
+    assert d.alive()
+
+
 def test_a_keyed_tables_key_index_cannot_grow_past_the_memory_limit(start_daemon):
     """Global memory budget: a keyed table's key index grows with every new key,
     after `create_table` checked the daemon's limit; nothing refused that growth. Now a

@@ -428,6 +428,14 @@ impl Table {
         self.log.populated_growth_for(bytes) + index + schema
     }
 
+    /// Lets go of the memory the table holds only to be faster — the columnar tier's cache
+    /// of decoded columns and parsed footers — when the daemon's memory is wanted for data
+    /// (a batch that would pass the memory limit); scans fill it again. Returns the bytes
+    /// freed (they leave [`Self::reserved_bytes`] at once).
+    pub fn release_cache(&self) -> u64 {
+        self.columnar.release_cache()
+    }
+
     /// The table's memory ([`MemoryStats`]).
     #[must_use]
     pub fn memory_stats(&self) -> MemoryStats {

@@ -39,8 +39,10 @@ impl TableEntry {
     /// key index with every new key and version (`stats.keys.memory_bytes`). A batch that
     /// grows nothing — a table whose ring is populated, without a key index — is never
     /// refused; a keyed table's batches are refused while the tables reserve more than the
-    /// limit. The check comes before the batch, so the limit is passed by at most the
-    /// batches in flight.
+    /// limit. Before a batch is refused, the tables' caches of decoded columns are let go
+    /// ([`Table::release_cache`], the largest first, until enough is freed): memory held
+    /// only for speed yields to data. The check comes before the batch, so the limit is
+    /// passed by at most the batches in flight.
     ///
     /// # Errors
     /// `RESOURCE_EXHAUSTED` naming the limit, the reservation and what this table needs
@@ -51,8 +53,15 @@ impl TableEntry {
         if growth == 0 && !keyed {
             return Ok(());
         }
-        let reserved = self.memory.reserved_bytes();
+        let mut reserved = self.memory.reserved_bytes();
         let limit = self.memory.limit;
+        if (growth > 0 && reserved.saturating_add(growth) > limit) || (keyed && reserved > limit) {
+            // Data first: the tables' caches yield before a batch is refused.
+            let wanted = reserved.saturating_add(growth).saturating_sub(limit);
+            if self.memory.release_caches(wanted) > 0 {
+                reserved = self.memory.reserved_bytes();
+            }
+        }
         if growth > 0 && reserved.saturating_add(growth) > limit {
             let memory = self.table.memory_stats();
             return Err(OpsError::resource_exhausted(format!(
@@ -95,6 +104,28 @@ impl MemoryLimit {
         let Some(tables) = self.tables.upgrade() else { return 0 };
         let Ok(tables) = tables.try_read() else { return 0 };
         tables.values().map(|e| e.table.reserved_bytes()).sum()
+    }
+
+    /// Lets go of the tables' caches ([`Table::release_cache`]), the largest first, until
+    /// `wanted` bytes are freed or none is left; returns the bytes freed (0 while the
+    /// catalog's lock is taken, as in [`Self::reserved_bytes`]).
+    fn release_caches(&self, wanted: u64) -> u64 {
+        let Some(tables) = self.tables.upgrade() else { return 0 };
+        let Ok(tables) = tables.try_read() else { return 0 };
+        let mut cached: Vec<(u64, &Arc<TableEntry>)> =
+            tables.values().map(|e| (e.table.memory_stats().columnar_bytes, e)).filter(|(bytes, _)| *bytes > 0).collect();
+        cached.sort_by_key(|(bytes, _)| std::cmp::Reverse(*bytes));
+        let mut freed = 0;
+        for (_, entry) in cached {
+            if freed >= wanted {
+                break;
+            }
+            freed += entry.table.release_cache();
+        }
+        if freed > 0 {
+            tracing::info!(freed_bytes = freed, "memory limit: the tables' caches of decoded columns let go for data");
+        }
+        freed
     }
 }
 

@@ -174,6 +174,17 @@ impl DecodedColumns {
         state.used = before - freed;
     }
 
+    /// Lets go of every array and parsed footer held (the daemon's memory is needed for
+    /// data: [`crate::Table::release_cache`]); returns the bytes freed. Scans refill it.
+    pub(crate) fn release(&self) -> u64 {
+        let footers = std::mem::take(&mut *self.footers.lock()).1;
+        let mut state = self.state.lock();
+        let arrays = state.used;
+        state.entries.clear();
+        state.used = 0;
+        arrays + footers
+    }
+
     /// Bytes of arrays held.
     pub(crate) fn used_bytes(&self) -> u64 {
         self.state.lock().used
@@ -256,6 +267,10 @@ mod tests {
         // A file's arrays go with it.
         cache.forget(1);
         assert_eq!(cache.used_bytes(), one);
+        let kept = DecodedColumns::new(4 * one);
+        kept.insert(1, 0, 0, &array(1000));
+        assert_eq!((kept.release(), kept.used_bytes()), (one, 0));
+        assert!(kept.get(1, 0, 0).is_none());
         assert!(cache.get(2, 0, 0).is_some());
         // Capacity 0 keeps nothing.
         let none = DecodedColumns::new(0);

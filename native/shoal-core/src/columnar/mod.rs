@@ -800,6 +800,12 @@ impl ColumnarStore {
         self.decoded.used_bytes() + self.decoded.footer_bytes() + in_memory_files
     }
 
+    /// Lets go of the decoded-column cache ([`DecodedColumns::release`]); returns the bytes
+    /// freed.
+    pub(crate) fn release_cache(&self) -> u64 {
+        self.decoded.release()
+    }
+
     /// The store of a table: empty for an in-memory table (`table_dir` `None`), else the
     /// files of `<table_dir>/columnar` that check out against the manifest and lie within
     /// `[begin, tail)` of the recovered log (the others are deleted, to be compacted again).

@@ -244,23 +244,28 @@ fn starts_with_keyword(text: &str, keyword: &str) -> bool {
     text.get(..keyword.len()).is_some_and(|w| w.eq_ignore_ascii_case(keyword)) && text[keyword.len()..].starts_with(char::is_whitespace)
 }
 
-/// An `INSERT` statement: the records it writes, as JSON texts, and the table.
+/// An `INSERT` statement: the table, and the records it writes as JSON texts or the query
+/// whose rows it writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqlInsert {
     /// The table.
     pub table: String,
-    /// One JSON object per row of `VALUES`.
+    /// One JSON object per row of `VALUES` (empty for `INSERT … SELECT`).
     pub records: Vec<String>,
+    /// `INSERT INTO <table> SELECT …`: the `SELECT`, as SQL text (a statement [`parse_sql`]
+    /// takes); each row it answers is written as a JSON object of its columns (nulls left out).
+    pub select: Option<String>,
 }
 
 /// Parses `INSERT INTO <table> (<column>, …) VALUES (<literal>, …), …` — each row a record
 /// of those keys (a `NULL` leaves its key out) — or `INSERT INTO <table> VALUES ('<JSON
 /// object>'), …` — each row's one string the record itself. Literals are those of the
-/// filter language (`NULL`, `TRUE`/`FALSE`, numbers, `'strings'`). A trailing `;` is
-/// allowed.
+/// filter language (`NULL`, `TRUE`/`FALSE`, numbers, `'strings'`) — or `INSERT INTO <table>
+/// SELECT …`, whose query is returned as text in [`SqlInsert::select`] (the caller runs it:
+/// its columns name the keys; `AS` renames them). A trailing `;` is allowed.
 ///
 /// # Errors
-/// `INVALID_ARGUMENT` naming the construct: `INSERT … SELECT`, `ON CONFLICT`, `RETURNING`,
+/// `INVALID_ARGUMENT` naming the construct: a column list with `SELECT`, `ON CONFLICT`, `RETURNING`,
 /// a row of another length than the column list, a value that is no literal, a string that
 /// is not a JSON object (without a column list), or a statement past the size limits.
 pub fn parse_sql_insert(text: &str) -> Result<SqlInsert, OpsError> {
@@ -287,11 +292,17 @@ pub fn parse_sql_insert(text: &str) -> Result<SqlInsert, OpsError> {
         })
         .collect::<Result<_, _>>()?;
     let Some(source) = &insert.source else { return Err(invalid(text, "INSERT needs VALUES (…)")) };
-    let sql::SetExpr::Values(values) = source.body.as_ref() else {
-        return Err(invalid(
-            text,
-            "INSERT … SELECT is not supported: run the SELECT, and write its rows with bulk ingest (adbc_ingest) or DoPut",
-        ));
+    let values = match source.body.as_ref() {
+        sql::SetExpr::Values(values) => values,
+        sql::SetExpr::Select(_) | sql::SetExpr::Query(_) => {
+            if !columns.is_empty() {
+                return Err(invalid(text, "INSERT … SELECT takes no column list: name the keys in the SELECT (SELECT a AS x, …)"));
+            }
+            let select = source.to_string();
+            dismantle_statement(statement);
+            return Ok(SqlInsert { table, records: Vec::new(), select: Some(select) });
+        }
+        _ => return Err(invalid(text, "INSERT takes VALUES (…), … or a SELECT")),
     };
     let mut records = Vec::with_capacity(values.rows.len());
     for (number, row) in values.rows.iter().enumerate() {
@@ -330,7 +341,7 @@ pub fn parse_sql_insert(text: &str) -> Result<SqlInsert, OpsError> {
         records.push(serde_json::Value::Object(record).to_string());
     }
     dismantle_statement(statement);
-    Ok(SqlInsert { table, records })
+    Ok(SqlInsert { table, records, select: None })
 }
 
 /// A `DELETE` statement (Flight SQL's `CommandStatementUpdate`): the `delete` action's

@@ -444,8 +444,11 @@ fn insert_values_become_json_records() {
     let json = parse_sql_insert(r#"insert into t values ('{"id": 1, "tags": ["x"]}')"#).unwrap();
     assert_eq!(json.records, vec![r#"{"id": 1, "tags": ["x"]}"#]);
     assert!(is_insert("  INSERT INTO t VALUES (1)") && is_update("insert\tinto t") && !is_insert("inserted"));
+    let select = parse_sql_insert("INSERT INTO t SELECT id, actor.login AS login FROM u WHERE type = 'PushEvent' LIMIT 3;").unwrap();
+    assert_eq!((select.table.as_str(), select.records.len()), ("t", 0));
+    assert_eq!(select.select.as_deref(), Some("SELECT id, actor.login AS login FROM u WHERE type = 'PushEvent' LIMIT 3"));
     for (text, named) in [
-        ("INSERT INTO t SELECT * FROM u", "INSERT … SELECT"),
+        ("INSERT INTO t (a) SELECT a FROM u", "INSERT … SELECT takes no column list"),
         ("INSERT INTO t (a) VALUES (1, 2)", "row 1 has 2 values for 1 columns"),
         ("INSERT INTO t VALUES (1)", "without a column list"),
         ("INSERT INTO t VALUES ('{not json')", "not JSON"),

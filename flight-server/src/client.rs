@@ -515,8 +515,8 @@ pub(crate) async fn connect_channel(connection: &Connection) -> Result<(tonic::t
         .tcp_nodelay(true)
         .connect_timeout(std::time::Duration::from_secs(10));
     let channel = if tls {
-        let config = crate::tls_client::client_config(connection.tls_ca.as_deref())?;
-        crate::tls_client::connect(endpoint, config, &host).await
+        let config = shoal_server::tls_client::client_config(connection.tls_ca.as_deref())?;
+        shoal_server::tls_client::connect(endpoint, config, &host).await
     } else {
         endpoint.connect().await
     };

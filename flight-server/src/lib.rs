@@ -11,3 +11,4 @@ mod put;
 mod route;
 pub mod rpc;
 pub mod service;
+pub mod tls_client;

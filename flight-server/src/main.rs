@@ -4,7 +4,6 @@
 mod client;
 mod ingest_input;
 mod sql_shell;
-mod tls_client;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -187,6 +186,9 @@ struct ServeArgs {
     /// A file whose content (trimmed) is the cluster's secret ([cluster] secret_file).
     #[arg(long, env = "SHOAL_CLUSTER_SECRET_FILE")]
     cluster_secret_file: Option<PathBuf>,
+    /// PEM certificate(s) this node trusts when it calls a grpc+tls:// node ([cluster] tls_ca) [default: the system's roots].
+    #[arg(long, env = "SHOAL_CLUSTER_TLS_CA")]
+    cluster_tls_ca: Option<PathBuf>,
     /// Log format: `text` or `json`.
     #[arg(long, env = "SHOAL_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -300,6 +302,9 @@ impl ServeArgs {
         }
         if self.node_id.is_some() {
             config.cluster.node_id = self.node_id;
+        }
+        if self.cluster_tls_ca.is_some() {
+            config.cluster.tls_ca.clone_from(&self.cluster_tls_ca);
         }
         if self.cluster_secret.is_some() {
             config.cluster.secret.clone_from(&self.cluster_secret);

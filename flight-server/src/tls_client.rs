@@ -1,6 +1,7 @@
-//! The CLI's TLS connections (`grpc+tls://`): the certificates and checks a pyarrow client
-//! (gRPC C++ over BoringSSL) accepts, so that a setup that works from Python works from
-//! `shoal` too.
+//! The TLS connections the daemon and its CLI make (`grpc+tls://`: the CLI's, and a cluster
+//! node's to the others): the certificates and checks a pyarrow client (gRPC C++ over
+//! BoringSSL) accepts, so that a setup that works from Python works from `shoal` and
+//! between nodes too.
 //!
 //! Two differences from tonic's own TLS (rustls with webpki) matter to a first setup:
 //! - **A self-signed certificate made with `openssl req -x509`** is marked a CA
@@ -132,6 +133,35 @@ pub fn client_config(ca: Option<&Path>) -> Result<rustls::ClientConfig, String> 
     Ok(config)
 }
 
+/// A connector for tonic's `Endpoint`: TCP to the URI's host and port, then TLS with
+/// `config`, the certificate checked against `host`.
+fn connector(
+    config: Arc<rustls::ClientConfig>,
+    host: &str,
+) -> impl tower::Service<
+    tonic::codegen::http::Uri,
+    Response = hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
+    Error = std::io::Error,
+    Future = impl Send,
+> + Clone
+       + Send
+       + 'static {
+    let connector = tokio_rustls::TlsConnector::from(config);
+    let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']').to_owned())
+        .unwrap_or_else(|_| ServerName::try_from("invalid.invalid".to_owned()).expect("a valid name"));
+    tower::service_fn(move |uri: tonic::codegen::http::Uri| {
+        let (connector, name) = (connector.clone(), name.clone());
+        async move {
+            let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_owned();
+            let port = uri.port_u16().unwrap_or(443);
+            let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+            tcp.set_nodelay(true)?;
+            let stream = connector.connect(name, tcp).await?;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+        }
+    })
+}
+
 /// Connects a channel to `host:port` over TLS with `config`, checking the certificate
 /// against `host`. The channel's URI is `http://` (the TLS is this connector's, not
 /// tonic's).
@@ -143,21 +173,13 @@ pub async fn connect(
     config: rustls::ClientConfig,
     host: &str,
 ) -> Result<tonic::transport::Channel, tonic::transport::Error> {
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']').to_owned())
-        .unwrap_or_else(|_| ServerName::try_from("invalid.invalid".to_owned()).expect("a valid name"));
-    let service = tower::service_fn(move |uri: tonic::codegen::http::Uri| {
-        let (connector, name) = (connector.clone(), name.clone());
-        async move {
-            let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_owned();
-            let port = uri.port_u16().unwrap_or(443);
-            let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
-            tcp.set_nodelay(true)?;
-            let stream = connector.connect(name, tcp).await?;
-            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-        }
-    });
-    endpoint.connect_with_connector(service).await
+    endpoint.connect_with_connector(connector(Arc::new(config), host)).await
+}
+
+/// As [`connect`], connecting on first use (a cluster's channel to another node; the
+/// endpoint's URI is `http://host:port`).
+pub fn connect_lazy(endpoint: tonic::transport::Endpoint, config: Arc<rustls::ClientConfig>, host: &str) -> tonic::transport::Channel {
+    endpoint.connect_with_connector_lazy(connector(config, host))
 }
 
 #[cfg(test)]

@@ -29,7 +29,9 @@ pub struct ClusterConfig {
     /// `SHOAL_NODE_ID`.
     pub node_id: Option<usize>,
     /// PEM certificate(s) this node trusts when it calls a `grpc+tls://` node (default:
-    /// the system's roots).
+    /// the system's roots); checked as the CLI checks a server (a certificate given here is
+    /// accepted as the node's own, as `openssl req -x509` makes one: [`crate::tls_client`]).
+    /// Environment: `SHOAL_CLUSTER_TLS_CA`, flag `--cluster-tls-ca`.
     pub tls_ca: Option<PathBuf>,
     /// The secret the nodes share: every call a node makes to another carries it, and the
     /// calls only nodes make (`cluster_define`, `cluster_forget`) are refused without it,

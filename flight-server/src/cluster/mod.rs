@@ -89,7 +89,9 @@ pub struct Cluster {
     /// The cluster's secret (`cluster.secret`), sent in [`SECRET_HEADER`] on every call to
     /// another node and required of the node actions ([`is_node_action`]).
     secret: MetadataValue<Ascii>,
-    tls_ca: Option<tonic::transport::Certificate>,
+    /// The TLS client configuration of calls to `grpc+tls://` nodes (`cluster.tls_ca`, else
+    /// the system's roots: [`crate::tls_client`]); `None` when no node is one.
+    tls: Option<Arc<rustls::ClientConfig>>,
     map: ShardMap,
     channels: Mutex<HashMap<usize, Channel>>,
     /// Round-robin position for tables without a shard key (spread by batch).
@@ -124,18 +126,18 @@ impl Cluster {
         }
         .map(|value| value.parse::<MetadataValue<Ascii>>().map_err(|_| "the credentials are not ASCII".to_owned()))
         .transpose()?;
-        let tls_ca = config
-            .tls_ca
-            .as_ref()
-            .map(|path| std::fs::read(path).map_err(|e| format!("cannot read cluster.tls_ca {}: {e}", path.display())))
-            .transpose()?
-            .map(tonic::transport::Certificate::from_pem);
+        let tls = if config.nodes.iter().any(|n| n.starts_with("grpc+tls://")) {
+            let tls = crate::tls_client::client_config(config.tls_ca.as_deref()).map_err(|e| format!("cluster.tls_ca: {e}"))?;
+            Some(Arc::new(tls))
+        } else {
+            None
+        };
         Ok(Self {
             me,
             nodes: config.nodes.clone(),
             authorization,
             secret,
-            tls_ca,
+            tls,
             map: ShardMap::open(map_dir)?,
             channels: Mutex::new(HashMap::new()),
             spread: AtomicUsize::new(0),
@@ -171,20 +173,20 @@ impl Cluster {
             return Ok(FlightServiceClient::new(channel.clone()).max_decoding_message_size(256 << 20).max_encoding_message_size(256 << 20));
         }
         let location = self.location(node);
-        let (uri, tls) = match location.strip_prefix("grpc+tls://") {
-            Some(rest) => (format!("https://{rest}"), true),
-            None => (location.replacen("grpc://", "http://", 1), false),
+        let tls = location.strip_prefix("grpc+tls://");
+        let uri = match tls {
+            Some(rest) => format!("http://{rest}"),
+            None => location.replacen("grpc://", "http://", 1),
         };
         let unavailable = |e: &dyn std::fmt::Display| Status::unavailable(format!("node {node} ({location}): {e}"));
-        let mut endpoint = Endpoint::from_shared(uri).map_err(|e| unavailable(&e))?.tcp_nodelay(true).connect_timeout(Duration::from_secs(10));
-        if tls {
-            let mut config = tonic::transport::ClientTlsConfig::new().with_enabled_roots();
-            if let Some(ca) = &self.tls_ca {
-                config = config.ca_certificate(ca.clone());
+        let endpoint = Endpoint::from_shared(uri).map_err(|e| unavailable(&e))?.tcp_nodelay(true).connect_timeout(Duration::from_secs(10));
+        let channel = match (tls, &self.tls) {
+            (Some(_), Some(config)) => {
+                let host = endpoint.uri().host().unwrap_or_default().to_owned();
+                crate::tls_client::connect_lazy(endpoint, Arc::clone(config), &host)
             }
-            endpoint = endpoint.tls_config(config).map_err(|e| unavailable(&e))?;
-        }
-        let channel = endpoint.connect_lazy();
+            _ => endpoint.connect_lazy(),
+        };
         channels.insert(node, channel.clone());
         Ok(FlightServiceClient::new(channel).max_decoding_message_size(256 << 20).max_encoding_message_size(256 << 20))
     }

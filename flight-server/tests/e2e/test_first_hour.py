@@ -117,3 +117,23 @@ def test_the_first_hour(tmp_path):
     finally:
         for d in cluster:
             d.stop()
+
+    # The same over TLS: each node calls the other with the `openssl req -x509` certificate
+    # trusted (--cluster-tls-ca), and the CLI with --tls-ca.
+    ports = [free_port(), free_port()]
+    nodes = ",".join(f"grpc+tls://127.0.0.1:{p}" for p in ports)
+    tls_cluster = [Daemon(tmp_path / f"tls{i}", "--cluster-nodes", nodes, "--node-id", str(i), "--cluster-secret", secret,
+                          "--tls-cert", str(cert), "--tls-key", str(key), "--cluster-tls-ca", str(cert),
+                          scheme="grpc+tls", listen=f"127.0.0.1:{p}") for i, p in enumerate(ports)]
+    try:
+        first, second = (f"grpc+tls://127.0.0.1:{p}" for p in ports)
+        shoal("create-table", "sharded", "--shard-key", "id", "--tls-ca", str(cert), endpoint=first)
+        out = shoal("ingest", "sharded", str(ndjson), "--tls-ca", str(cert), endpoint=second).stdout
+        assert "ingested 500 of 500 records" in out, out
+        shown = shoal("cluster", "--tls-ca", str(cert), endpoint=first).stdout.splitlines()
+        assert sum(" up" in l for l in shown) == 2, shown
+        out = shoal("query", "sharded", "--aggregate", "count", "--format", "jsonl", "--tls-ca", str(cert), endpoint=first).stdout
+        assert json.loads(out)["count(*)"] == 500, out
+    finally:
+        for d in tls_cluster:
+            d.stop()

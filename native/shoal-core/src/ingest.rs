@@ -44,11 +44,7 @@ pub struct IngestReport {
     pub addresses: Vec<LogAddress>,
 }
 
-/// Hash of a property `(psf, canonical value)`; selects the bucket and tag.
-#[must_use]
-pub fn property_hash(psf: PsfId, canonical: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64_with_seed(canonical, u64::from(psf))
-}
+pub use crate::psf::property_hash;
 
 /// How many records ahead of the one being linked the hash buckets of its key pointers
 /// are prefetched: enough to cover a miss to memory (~100 ns) with the work of writing

@@ -172,6 +172,10 @@ impl Table {
             })
             .collect();
         table.psfs.restore(restored);
+        // Backfills asked for before: their runs that still hold, and the rest resumed.
+        if let Err(error) = table.backfill.resume(&table.psfs.all()) {
+            tracing::warn!(%error, "the PSFs' backfills could not be resumed; they cover what they index from now on");
+        }
         for (psf, count) in table.psfs.all().iter().zip(key_pointer_counts) {
             psf.add_key_pointers(count);
         }

@@ -116,6 +116,8 @@ pub struct Table {
     checkpoint_lock: Mutex<()>,
     /// The columnar tier's files and compactor.
     pub(crate) columnar: Arc<ColumnarStore>,
+    /// PSFs' backfills: sorted runs of the records below their safe register addresses.
+    pub(crate) backfill: Arc<crate::psf::backfill::Backfill>,
     /// Writer sessions (exactly-once batches).
     pub(crate) sessions: Sessions,
     parsers: Mutex<Vec<Box<dyn RecordParser>>>,
@@ -262,6 +264,7 @@ impl Table {
             tracing::warn!(%error, "columnar files holding withdrawn records could not be dropped at open; they are not read");
         }
         crate::columnar::start_compactor(&columnar, &log)?;
+        let backfill = crate::psf::backfill::Backfill::new(dir.as_deref(), Arc::clone(&log));
         Ok(Arc::new(Self {
             retention: Mutex::new(config.retention),
             config,
@@ -274,6 +277,7 @@ impl Table {
             meta_lock: Mutex::new(()),
             checkpoint_lock: Mutex::new(()),
             columnar,
+            backfill,
             sessions: Sessions::default(),
             parsers: Mutex::new(Vec::new()),
             in_flight: InFlight::default(),
@@ -457,6 +461,7 @@ impl Table {
     /// [`Error::Closed`]. The columnar compactor is stopped first (joined), so that it
     /// writes no file into a directory that is being deleted.
     pub fn shutdown(&self) {
+        self.backfill.shutdown();
         self.columnar.shutdown();
         self.log.shutdown();
     }
@@ -545,8 +550,31 @@ impl Table {
         self.psfs.register(name, kind, || self.log.tail_address(), |all| self.write_meta(all))
     }
 
+    /// [`Self::register_psf`], then, with `backfill`, the PSF's backfill started: the
+    /// records already in the log (`[begin, safe register address)`) are indexed in the
+    /// background ([`crate::psf::backfill`]), and its coverage grows down to the begin
+    /// address as they are ([`Psf::coverage`], [`Self::backfill_progress`]). Without
+    /// records below the PSF there is nothing to backfill.
+    ///
+    /// # Errors
+    /// As [`Self::register_psf`]; [`Error::Io`] when the backfill's marker cannot be
+    /// written (the PSF stays registered, forward only).
+    pub fn register_psf_with(&self, name: &str, spec: &PsfSpec, backfill: bool) -> Result<Arc<Psf>> {
+        let psf = self.register_psf(name, spec)?;
+        if backfill {
+            self.backfill.start(&psf)?;
+        }
+        Ok(psf)
+    }
+
+    /// The progress of PSF `id`'s backfill, if one was asked for.
+    #[must_use]
+    pub fn backfill_progress(&self, id: crate::psf::PsfId) -> Option<crate::psf::backfill::BackfillProgress> {
+        self.backfill.progress(id)
+    }
+
     /// Deregisters a PSF; returns it with its safe deregister address. Its chains stay
-    /// usable for the log range it covered.
+    /// usable for the log range they covered; a backfill stops and its runs are deleted.
     ///
     /// # Errors
     /// [`Error::PsfNotFound`].
@@ -557,7 +585,10 @@ impl Table {
                 reason: "it indexes the table's primary key and cannot be deregistered".into(),
             });
         }
-        self.psfs.deregister(name, || self.log.tail_address(), |all| self.write_meta(all))
+        let psf = self.psfs.deregister(name, || self.log.tail_address(), |all| self.write_meta(all))?;
+        // Its backfill stops, and its runs go: it covers what its chains hold.
+        self.backfill.forget(&psf);
+        Ok(psf)
     }
 
     /// The inferred schema: pages merged by the log's observer once flushed, plus the
@@ -682,6 +713,7 @@ impl Table {
     /// As [`Self::checkpoint`].
     pub fn close(&self) -> Result<()> {
         let result = self.flush().and_then(|_| self.checkpoint()).map(|_| ());
+        self.backfill.shutdown();
         self.columnar.shutdown();
         self.log.shutdown();
         result
@@ -693,6 +725,7 @@ impl Drop for Table {
     /// flushed and observed the closed pages) instead of keeping its log, ring and
     /// threads alive.
     fn drop(&mut self) {
+        self.backfill.shutdown();
         self.columnar.shutdown();
         self.log.release_threads();
     }

@@ -157,6 +157,11 @@ pub struct RegisterPsf {
     pub table: String,
     /// PSF name (unique among the table's registered PSFs).
     pub name: String,
+    /// Whether the records already in the table are indexed too, in the background
+    /// (`Table::register_psf_with`; default `true`); `false` keeps FishStore's PSF, which
+    /// covers what is ingested from its registration on.
+    #[serde(default)]
+    pub backfill: Option<bool>,
     /// The definition.
     #[serde(flatten)]
     pub spec: PsfSpec,

@@ -2,6 +2,7 @@
 //! head, whole pages for scans (FASTER §4: reads below the head go to storage).
 
 use super::*;
+use crate::record::RecordView;
 
 impl HybridLog {
     /// The `len` bytes at `address` in place, without a copy, when they are in memory
@@ -120,4 +121,54 @@ impl HybridLog {
             None
         }
     }
+}
+
+impl HybridLog {
+    /// Copies page `page` and returns the addresses and payload ranges (within `out`) of
+    /// its visible records in `[from, to)` (a record is in the range when its address is;
+    /// invalid records and a keyed table's tombstones are left out). Waits for records whose ingestion is in flight.
+    pub(crate) fn page_records(&self, page: u64, from: LogAddress, to: LogAddress, out: &mut Vec<u8>) -> Result<Vec<(LogAddress, std::ops::Range<usize>)>> {
+        let page_start = self.page_start(page);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        'copy: loop {
+            let Some(end) = self.read_page(page, out)? else { return Ok(Vec::new()) };
+            let mut records = Vec::new();
+            let mut offset = if page == 0 { crate::log::FIRST_ADDRESS as usize } else { 0 };
+            // A record is in the range when its address is.
+            while offset + 8 <= end && page_start + (offset as u64) < to {
+                let header = crate::record::RecordHeader(u64::from_le_bytes(
+                    out[offset..offset + 8].try_into().map_err(|_| corrupt(page_start + offset as u64, "header"))?,
+                ));
+                if header.is_filler() {
+                    break;
+                }
+                let complete = header.is_visible() || header.is_invalid();
+                if !complete {
+                    // Allocated but not yet written or linked: wait for its writer.
+                    if std::time::Instant::now() > deadline {
+                        return Err(Error::AddressNotReadable {
+                            address: page_start + offset as u64,
+                            reason: "a record stayed in flight for 5 s".into(),
+                        });
+                    }
+                    std::thread::yield_now();
+                    continue 'copy;
+                }
+                let view = RecordView::new(&out[offset..]).ok_or_else(|| corrupt(page_start + offset as u64, "page record"))?;
+                let address = page_start + offset as u64;
+                // A keyed table's tombstone (empty payload) is never a match.
+                if header.is_visible() && !header.is_invalid() && address >= from && !view.payload().is_empty() {
+                    let payload = view.payload();
+                    let start = payload.as_ptr() as usize - out.as_ptr() as usize;
+                    records.push((address, start..start + payload.len()));
+                }
+                offset += header.size();
+            }
+            return Ok(records);
+        }
+    }
+}
+
+fn corrupt(address: LogAddress, what: &str) -> Error {
+    Error::AddressNotReadable { address, reason: format!("{what} does not decode (corrupt log?)") }
 }

@@ -14,7 +14,10 @@
 //! address*: every record at or above it is indexed. Deregistration records the tail
 //! before unpublishing as the *safe deregister address*: every record between the two
 //! boundaries is indexed, so index scans are exact there and full scans cover the rest.
+//! Below the safe register address, a PSF's [`backfill`] indexes the records that were
+//! there before it, into sorted runs beside the log (not in FishStore).
 
+pub mod backfill;
 pub mod expr;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -167,7 +170,18 @@ pub struct Psf {
     pub kind: PsfKind,
     safe_register: AtomicU64,
     safe_deregister: AtomicU64,
+    /// Where the PSF's backfill has reached ([`backfill`]): every record in
+    /// `[backfilled_from, safe register address)` is in its sorted runs. [`NOT_YET`] without
+    /// a backfill.
+    backfilled_from: AtomicU64,
     key_pointers: AtomicU64,
+}
+
+/// Hash of a property `(psf, canonical value)`; selects the bucket and tag of its chain
+/// (FishStore §4), and orders a backfill's runs.
+#[must_use]
+pub fn property_hash(psf: PsfId, canonical: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(canonical, u64::from(psf))
 }
 
 /// Value of an unset safe register address (registration still in PREPARE).
@@ -193,11 +207,26 @@ impl Psf {
         self.safe_deregister_address() == NOT_YET
     }
 
-    /// The log range `[from, to)` in which this PSF's chains are complete, if any.
+    /// The log range `[from, to)` in which this PSF is complete, if any: its chains from
+    /// the safe register address up, and below it the records its backfill has indexed
+    /// ([`Self::backfilled_from`]).
     #[must_use]
     pub fn coverage(&self) -> Option<(LogAddress, LogAddress)> {
-        let from = self.safe_register_address();
-        (from != NOT_YET).then(|| (from, self.safe_deregister_address()))
+        let register = self.safe_register_address();
+        (register != NOT_YET).then(|| (register.min(self.backfilled_from()), self.safe_deregister_address()))
+    }
+
+    /// The lowest address the PSF's backfill has indexed from ([`backfill`]: the records
+    /// in `[backfilled_from, safe register address)` are in its sorted runs, not in its
+    /// chains); [`NOT_YET`] when nothing was backfilled.
+    #[must_use]
+    pub fn backfilled_from(&self) -> LogAddress {
+        LogAddress::new(self.backfilled_from.load(Ordering::Acquire))
+    }
+
+    /// Publishes the backfill's progress ([`NOT_YET`]: none, its runs are gone).
+    pub(crate) fn set_backfilled_from(&self, address: LogAddress) {
+        self.backfilled_from.store(address.get(), Ordering::Release);
     }
 
     /// Number of key pointers written for this PSF.
@@ -319,22 +348,30 @@ pub struct PsfSnapshot {
 }
 
 impl PsfSnapshot {
+    /// The evaluator of `psf` alone (active or not), with its fields of interest: a
+    /// backfill evaluates one PSF over records ingested before it existed.
+    #[must_use]
+    pub fn of_one(psf: &Arc<Psf>) -> (ActivePsf, FieldSet) {
+        let mut fields = FieldSet::new();
+        let evaluator = Self::evaluator(psf, &mut fields);
+        (ActivePsf { psf: Arc::clone(psf), evaluator }, fields)
+    }
+
+    fn evaluator(psf: &Psf, fields: &mut FieldSet) -> Evaluator {
+        match &psf.kind {
+            PsfKind::Projection { field } => Evaluator::Projection(fields.insert(field)),
+            PsfKind::Predicate { expr } => Evaluator::Predicate(expr.bind(fields)),
+            PsfKind::Range { field, boundaries } => Evaluator::Range(fields.insert(field), boundaries.clone()),
+            PsfKind::Composite { fields: paths } => Evaluator::Composite(paths.iter().map(|p| fields.insert(p)).collect()),
+        }
+    }
+
     fn build(version: u64, psfs: &[Arc<Psf>]) -> Self {
         let mut fields = FieldSet::new();
         let active = psfs
             .iter()
             .filter(|p| p.is_active())
-            .map(|psf| {
-                let evaluator = match &psf.kind {
-                    PsfKind::Projection { field } => Evaluator::Projection(fields.insert(field)),
-                    PsfKind::Predicate { expr } => Evaluator::Predicate(expr.bind(&mut fields)),
-                    PsfKind::Range { field, boundaries } => Evaluator::Range(fields.insert(field), boundaries.clone()),
-                    PsfKind::Composite { fields: paths } => {
-                        Evaluator::Composite(paths.iter().map(|p| fields.insert(p)).collect())
-                    }
-                };
-                ActivePsf { psf: Arc::clone(psf), evaluator }
-            })
+            .map(|psf| ActivePsf { psf: Arc::clone(psf), evaluator: Self::evaluator(psf, &mut fields) })
             .collect();
         Self { version, active, fields }
     }
@@ -460,6 +497,7 @@ impl PsfRegistry {
                 kind,
                 safe_register: AtomicU64::new(NOT_YET.get()),
                 safe_deregister: AtomicU64::new(NOT_YET.get()),
+                backfilled_from: AtomicU64::new(NOT_YET.get()),
                 key_pointers: AtomicU64::new(0),
             });
             all.push(Arc::clone(&psf));
@@ -495,6 +533,7 @@ impl PsfRegistry {
                 kind,
                 safe_register: AtomicU64::new(register.get()),
                 safe_deregister: AtomicU64::new(deregister.get()),
+                backfilled_from: AtomicU64::new(NOT_YET.get()),
                 key_pointers: AtomicU64::new(0),
             }));
         }

@@ -416,7 +416,7 @@ impl Table {
             let written: u64 = psfs
                 .iter()
                 .filter(|psf| scan.properties.iter().any(|p| p.psf_id == psf.id))
-                .map(|psf| psf.key_pointer_count())
+                .map(|psf| psf.key_pointer_count() + self.backfill.progress(psf.id).map_or(0, |p| p.entries))
                 .sum();
             if written < cap {
                 continue;
@@ -560,14 +560,25 @@ impl Table {
         Ok(bound)
     }
 
-    /// Number of key pointers of `property` in `[from, to)`, counting at most `cap`.
+    /// Number of records of `property` in `[from, to)` — key pointers on its chain, and
+    /// entries of its PSF's backfill runs below the safe register address — counting at
+    /// most `cap`.
     #[must_use]
     pub fn chain_length(&self, property: &PropertyKey, from: LogAddress, to: LogAddress, cap: u64) -> u64 {
         let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
-        let Some(head) = self.index.find_entry(hash) else { return 0 };
+        // Below the safe register address: the backfill's runs.
+        let register = self.psfs.get(property.psf_id).map_or(LogAddress::ZERO, |p| p.safe_register_address());
+        let mut count = 0;
+        for run in self.backfill.runs(property.psf_id, from, to.min(register)) {
+            count += run.count(hash, from, to.min(register), cap - count).unwrap_or(0);
+            if count >= cap {
+                return count;
+            }
+        }
+        let from = from.max(register);
+        let Some(head) = self.index.find_entry(hash) else { return count };
         let mut address = LogAddress::new(head);
         let mut reader = LogReader::new(&self.log);
-        let mut count = 0;
         while address != LogAddress::ZERO && address >= from && address >= self.log.begin_address() && count < cap {
             let Ok(Some(bytes)) = reader.read(address, KEY_POINTER_SIZE) else { break };
             let kp = KeyPointer::decode(words(bytes));
@@ -783,8 +794,10 @@ impl Table {
         let mut ready: Vec<RecordBatch> = Vec::new();
         let epoch = self.log.epoch();
         let mut chains = scan.properties.iter();
-        // The chain being walked and the next address on it.
-        let mut cursor: Option<(&PropertyKey, LogAddress)> = None;
+        // The chain being walked, the next address on it and where the chain part of the
+        // range starts: at the PSF's safe register address (its backfill's runs index
+        // what lies below: `backfilled_scan`).
+        let mut cursor: Option<(&PropertyKey, LogAddress, LogAddress)> = None;
         loop {
             let mut walked = false;
             let flow = {
@@ -794,7 +807,7 @@ impl Table {
                 let mut candidate_walks: Vec<bool> = Vec::new();
                 let mut reads = 0;
                 while reads < EPOCH_REFRESH_READS && candidates.len() < chunk_rows {
-                    let (property, address) = match cursor {
+                    let (property, address, chain_from) = match cursor {
                         Some(at) => at,
                         None => {
                             let Some(property) = chains.next() else {
@@ -802,10 +815,11 @@ impl Table {
                                 break;
                             };
                             let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
-                            (property, LogAddress::new(self.index.find_entry(hash).unwrap_or(0)))
+                            let register = self.psfs.get(property.psf_id).map_or(LogAddress::ZERO, |p| p.safe_register_address());
+                            (property, LogAddress::new(self.index.find_entry(hash).unwrap_or(0)), scan.from.max(register))
                         }
                     };
-                    if address == LogAddress::ZERO || address < scan.from || address < self.log.begin_address() {
+                    if address == LogAddress::ZERO || address < chain_from || address < self.log.begin_address() {
                         cursor = None;
                         continue;
                     }
@@ -823,7 +837,7 @@ impl Table {
                     };
                     let record_address = KeyPointer::record_of(address, usize::from(kp.index));
                     // A record is in a range when its address is (its key pointers lie above it).
-                    let in_range = (scan.from..scan.to).contains(&record_address) && kp.psf_id == property.psf_id;
+                    let in_range = (chain_from..scan.to).contains(&record_address) && kp.psf_id == property.psf_id;
                     // A keyed table's superseded version is dropped before it is read.
                     let verdict = match &projector.validator {
                         Some(validator) if in_range => validator.by_address(record_address),
@@ -876,7 +890,7 @@ impl Table {
                     if kp.previous >= address.get() {
                         return Err(corrupt(address, "chain goes forward"));
                     }
-                    cursor = Some((property, LogAddress::new(kp.previous)));
+                    cursor = Some((property, LogAddress::new(kp.previous), chain_from));
                 }
                 let payloads: Vec<&[u8]> = candidates
                     .iter()
@@ -899,10 +913,83 @@ impl Table {
                     return Ok(ControlFlow::Break(()));
                 }
             }
-            if flow.is_break() || walked {
+            if flow.is_break() {
                 return Ok(flow);
             }
+            if walked {
+                return self.backfilled_scan(scan, reader, projector, sink);
+            }
         }
+    }
+
+    /// The part of an index scan below its PSFs' safe register addresses: the records
+    /// their backfills indexed ([`crate::psf::backfill`]), found in the sorted runs by the
+    /// properties' hashes, read by address (highest first, as a chain walk reads them) and
+    /// re-checked like every candidate.
+    ///
+    /// # Errors
+    /// A run that fails its checksum (its backfill then makes it again); device errors.
+    fn backfilled_scan(
+        &self,
+        scan: &IndexScanPlan,
+        reader: &mut LogReader<'_>,
+        projector: &mut Projector<'_>,
+        sink: &mut dyn FnMut(RecordBatch) -> Result<ControlFlow<()>>,
+    ) -> Result<ControlFlow<()>> {
+        let mut addresses = Vec::new();
+        for property in &scan.properties {
+            let Some(psf) = self.psfs.get(property.psf_id) else { continue };
+            let to = scan.to.min(psf.safe_register_address());
+            if scan.from >= to {
+                continue;
+            }
+            let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
+            for run in self.backfill.runs(property.psf_id, scan.from, to) {
+                run.lookup(hash, scan.from, to, &mut addresses)?;
+            }
+        }
+        if addresses.is_empty() {
+            return Ok(ControlFlow::Continue(()));
+        }
+        addresses.sort_unstable_by(|a, b| b.cmp(a));
+        addresses.dedup();
+        projector.stats.chain_entries += addresses.len() as u64;
+        let chunk_rows = projector.batch_rows.clamp(64, 4096);
+        let mut copied = Vec::new();
+        for chunk in addresses.chunks(chunk_rows) {
+            copied.clear();
+            let mut ranges = Vec::with_capacity(chunk.len());
+            let mut found = Vec::with_capacity(chunk.len());
+            let mut walks = Vec::with_capacity(chunk.len());
+            for &address in chunk {
+                let verdict = match &projector.validator {
+                    Some(validator) => validator.by_address(address),
+                    None => crate::keys::Verdict::Live,
+                };
+                if verdict == crate::keys::Verdict::Superseded {
+                    projector.stats.versions_skipped += 1;
+                    continue;
+                }
+                let Some(record) = reader.read_record(address)? else { continue };
+                let view = RecordView::new(record).ok_or_else(|| corrupt(address, "backfilled record"))?;
+                let header = view.header();
+                if !header.is_visible() || header.is_invalid() || view.payload().is_empty() {
+                    continue;
+                }
+                let start = copied.len();
+                copied.extend_from_slice(view.payload());
+                ranges.push(start..copied.len());
+                found.push(address);
+                walks.push(verdict == crate::keys::Verdict::Walk);
+            }
+            let payloads: Vec<&[u8]> = ranges.iter().map(|r| &copied[r.clone()]).collect();
+            projector.stats.index_candidates += payloads.len() as u64;
+            projector.stats.record_bytes += payloads.iter().map(|p| p.len() as u64).sum::<u64>();
+            if projector.process(&payloads, &found, &walks, true, sink)?.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
     }
 
     /// Reads every page overlapping `range` and processes its visible records.
@@ -920,7 +1007,7 @@ impl Table {
         let last_page = self.log.page_of(range.to - 1);
         for page in first_page..=last_page {
             let page_start = self.log.page_start(page);
-            let mut records = self.page_records(page, range, &mut page_bytes)?;
+            let mut records = self.log.page_records(page, range.from, range.to, &mut page_bytes)?;
             projector.stats.full_scan_records += records.len() as u64;
             let mut walks = Vec::new();
             if let Some(validator) = &projector.validator {
@@ -946,49 +1033,6 @@ impl Table {
             }
         }
         Ok(ControlFlow::Continue(()))
-    }
-
-    /// Copies page `page` and returns the addresses and payload ranges (within `out`) of
-    /// its visible records in `range`. Waits for records whose ingestion is in flight.
-    fn page_records(&self, page: u64, range: LogRange, out: &mut Vec<u8>) -> Result<Vec<(LogAddress, std::ops::Range<usize>)>> {
-        let page_start = self.log.page_start(page);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        'copy: loop {
-            let Some(end) = self.log.read_page(page, out)? else { return Ok(Vec::new()) };
-            let mut records = Vec::new();
-            let mut offset = if page == 0 { crate::log::FIRST_ADDRESS as usize } else { 0 };
-            // A record is in the range when its address is.
-            while offset + 8 <= end && page_start + (offset as u64) < range.to {
-                let header = crate::record::RecordHeader(u64::from_le_bytes(
-                    out[offset..offset + 8].try_into().map_err(|_| corrupt(page_start + offset as u64, "header"))?,
-                ));
-                if header.is_filler() {
-                    break;
-                }
-                let complete = header.is_visible() || header.is_invalid();
-                if !complete {
-                    // Allocated but not yet written or linked: wait for its writer.
-                    if std::time::Instant::now() > deadline {
-                        return Err(Error::AddressNotReadable {
-                            address: page_start + offset as u64,
-                            reason: "a record stayed in flight for 5 s".into(),
-                        });
-                    }
-                    std::thread::yield_now();
-                    continue 'copy;
-                }
-                let view = RecordView::new(&out[offset..]).ok_or_else(|| corrupt(page_start + offset as u64, "page record"))?;
-                let address = page_start + offset as u64;
-                // A keyed table's tombstone (empty payload) is never a match.
-                if header.is_visible() && !header.is_invalid() && address >= range.from && !view.payload().is_empty() {
-                    let payload = view.payload();
-                    let start = payload.as_ptr() as usize - out.as_ptr() as usize;
-                    records.push((address, start..start + payload.len()));
-                }
-                offset += header.size();
-            }
-            return Ok(records);
-        }
     }
 }
 

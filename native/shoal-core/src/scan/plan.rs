@@ -361,7 +361,7 @@ pub fn plan_scan(filter: Option<&Expr>, psfs: &[Arc<Psf>], from: LogAddress, to:
     let index_to = covered_to.min(to);
     if index_from >= index_to {
         return full(format!(
-            "PSFs {names:?} cover [{covered_from}, {}) (the records ingested since they were registered), outside the requested range: full scan",
+            "PSFs {names:?} cover [{covered_from}, {}) (the records ingested since they were registered, and those their backfill has reached), outside the requested range: full scan",
             shown_bound(covered_to)
         ));
     }

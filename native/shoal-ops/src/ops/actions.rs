@@ -101,7 +101,7 @@ pub static ACTIONS: &[ActionSpec] = &[
     },
     ActionSpec {
         name: "register_psf",
-        description: r#"{"table", "name", "kind": "projection"|"predicate"|"range"|"composite", "field"|"expr"|"fields", "boundaries"?} → PSF with safe register address"#,
+        description: r#"{"table", "name", "kind": "projection"|"predicate"|"range"|"composite", "field"|"expr"|"fields", "boundaries"?, "backfill"?} → PSF with safe register address; the records already there are indexed in the background unless "backfill": false"#,
         sharded: ShardedAnswer::PerShard,
         handler: register_psf,
     },
@@ -229,9 +229,23 @@ impl Drop for DurableWaitSlot {
     }
 }
 
-fn psf_json(psf: &shoal_core::psf::Psf) -> Value {
+/// A PSF as `register_psf`, `deregister_psf` and `list_psfs` answer it: its definition,
+/// boundaries, the log range it covers (`to` is `"tail"` while it is registered) and its
+/// backfill's progress, if one was asked for.
+fn psf_json(psf: &shoal_core::psf::Psf, table: &shoal_core::table::Table) -> Value {
     let (register, deregister) = (psf.safe_register_address(), psf.safe_deregister_address());
     let spec = serde_json::to_value(psf.kind.to_spec()).unwrap_or_default();
+    let bound = |address: shoal_core::LogAddress| if address == shoal_core::psf::NOT_YET { json!("tail") } else { json!(address) };
+    let backfill = table.backfill_progress(psf.id).map(|p| {
+        json!({
+            "backfilled_from": p.backfilled_from,
+            "target": p.target,
+            "done": p.done,
+            "bytes_per_second": p.bytes_per_second.round(),
+            "runs": p.runs,
+            "entries": p.entries,
+        })
+    });
     json!({
         "id": psf.id,
         "name": psf.name,
@@ -239,7 +253,9 @@ fn psf_json(psf: &shoal_core::psf::Psf) -> Value {
         "active": psf.is_active(),
         "safe_register_address": (register != shoal_core::psf::NOT_YET).then_some(register),
         "safe_deregister_address": (deregister != shoal_core::psf::NOT_YET).then_some(deregister),
+        "coverage": psf.coverage().map(|(from, to)| json!({"from": from, "to": bound(to)})),
         "key_pointers": psf.key_pointer_count(),
+        "backfill": backfill,
     })
 }
 
@@ -268,22 +284,23 @@ fn drop_table(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> 
 fn register_psf(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
     let request: RegisterPsf = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
-    let psf = entry.table.register_psf(&request.name, &request.spec).map_err(|e| engine(&e))?;
-    tracing::info!(table = %request.table, psf = %psf.name, address = psf.safe_register_address().get(), "PSF registered");
-    Ok(psf_json(&psf))
+    let backfill = request.backfill.unwrap_or(true);
+    let psf = entry.table.register_psf_with(&request.name, &request.spec, backfill).map_err(|e| engine(&e))?;
+    tracing::info!(table = %request.table, psf = %psf.name, address = psf.safe_register_address().get(), backfill, "PSF registered");
+    Ok(psf_json(&psf, &entry.table))
 }
 
 fn deregister_psf(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
     let request: DeregisterPsf = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
     let psf = entry.table.deregister_psf(&request.name).map_err(|e| engine(&e))?;
-    Ok(psf_json(&psf))
+    Ok(psf_json(&psf, &entry.table))
 }
 
 fn list_psfs(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {
     let request: TableRef = parse_body(name, body)?;
     let entry = catalog.get(&request.table)?;
-    Ok(Value::Array(entry.table.psfs().all().iter().map(|p| psf_json(p)).collect()))
+    Ok(Value::Array(entry.table.psfs().all().iter().map(|p| psf_json(p, &entry.table)).collect()))
 }
 
 fn stats(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Result<Value, OpsError> {

@@ -163,6 +163,13 @@ enum PsfCommand {
         /// Composite projection: comma-separated dotted paths.
         #[arg(long, group = "kind", value_delimiter = ',')]
         composite: Vec<String>,
+        /// Index only what is ingested from now on (FishStore's PSF), not the records already
+        /// in the table (by default they are indexed in the background: its backfill).
+        #[arg(long, conflicts_with = "wait")]
+        no_backfill: bool,
+        /// Wait until the backfill covers the whole table, with a progress bar on a terminal.
+        #[arg(long)]
+        wait: bool,
     },
     /// List PSFs with their safe boundaries.
     List {
@@ -177,6 +184,34 @@ enum PsfCommand {
         #[arg(long)]
         name: String,
     },
+}
+
+/// `shoal psf add --wait`: polls `list_psfs` until PSF `name`'s backfill is done, showing
+/// its progress (log bytes indexed of those below the PSF) on a terminal; returns the PSF.
+async fn wait_for_backfill(client: &mut FlightClient, table: &str, name: &str) -> Result<Value, String> {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("backfill {msg} [{elapsed_precise}] {bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_message(name.to_owned());
+    loop {
+        let psfs = action(client, "list_psfs", &json!({"table": table})).await?;
+        let Some(psf) = psfs.as_array().and_then(|all| all.iter().find(|p| p["name"] == name && p["active"] == true)).cloned() else {
+            bar.abandon();
+            return Err(format!("PSF {name:?} of table {table:?} was deregistered while its backfill ran"));
+        };
+        let backfill = &psf["backfill"];
+        if backfill.is_null() || backfill["done"] == true {
+            bar.finish();
+            return Ok(psf);
+        }
+        let register = psf["safe_register_address"].as_u64().unwrap_or(0);
+        let (from, target) = (backfill["backfilled_from"].as_u64().unwrap_or(register), backfill["target"].as_u64().unwrap_or(0));
+        bar.set_length(register.saturating_sub(target));
+        bar.set_position(register.saturating_sub(from));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 /// How `shoal query` writes its rows.
@@ -936,8 +971,9 @@ async fn ingest_into(client: &mut FlightClient, args: &IngestArgs, table: &str, 
 pub async fn psf(args: PsfArgs) -> Result<(), String> {
     let mut client = connect(&args.connection).await?;
     let result = match args.command {
-        PsfCommand::Add { table, name, projection, predicate, range, boundaries, composite } => {
-            let mut body = json!({"table": table.required("psf add")?, "name": name});
+        PsfCommand::Add { table, name, projection, predicate, range, boundaries, composite, no_backfill, wait } => {
+            let table = table.required("psf add")?;
+            let mut body = json!({"table": table, "name": name, "backfill": !no_backfill});
             if let Some(field) = projection {
                 body["kind"] = json!("projection");
                 body["field"] = json!(field);
@@ -954,7 +990,12 @@ pub async fn psf(args: PsfArgs) -> Result<(), String> {
             } else {
                 return Err("give one of --projection, --predicate, --range or --composite".into());
             }
-            action(&mut client, "register_psf", &body).await?
+            let registered = action(&mut client, "register_psf", &body).await?;
+            if wait {
+                wait_for_backfill(&mut client, &table, &name).await?
+            } else {
+                registered
+            }
         }
         PsfCommand::List { table } => action(&mut client, "list_psfs", &json!({"table": table.required("psf list")?})).await?,
         PsfCommand::Drop { table, name } => action(&mut client, "deregister_psf", &json!({"table": table.required("psf drop")?, "name": name})).await?,

@@ -40,7 +40,8 @@ def test_github_events_with_psfs_registered_part_way_match_a_python_oracle(daemo
     assert all(a["first_address"] <= a["last_address"] for a in acks)
     boundaries = {}
     for psf in GITHUB_PSFS:
-        result = action(client, "register_psf", {"table": "events", **psf})
+        # Forward only (FishStore's PSF): index scans above the boundary, full scans below.
+        result = action(client, "register_psf", {"table": "events", **psf, "backfill": False})
         boundaries[psf["name"]] = result["safe_register_address"]
         assert result["safe_register_address"] >= acks[-1]["last_address"]
     put(client, "events", events[half:])
@@ -238,7 +239,7 @@ def test_pushed_aggregates_are_final_or_partial_and_match_the_python_oracle(daem
     # Small pages so that a partial query splits into several endpoints.
     action(client, "create_table", {"name": "agg", "page_size_bits": 18})
     put(client, "agg", events[:1500])
-    action(client, "register_psf", {"table": "agg", "name": "type", "kind": "projection", "field": "type"})
+    action(client, "register_psf", {"table": "agg", "name": "type", "kind": "projection", "field": "type", "backfill": False})
     put(client, "agg", events[1500:])
     aggregates = [
         {"function": "count"},
@@ -307,7 +308,7 @@ def test_group_by_answers_one_row_per_group_final_or_partial_like_the_python_ora
     client = daemon.client()
     action(client, "create_table", {"name": "grp", "page_size_bits": 18})
     put(client, "grp", events[:1500])
-    action(client, "register_psf", {"table": "grp", "name": "type", "kind": "projection", "field": "type"})
+    action(client, "register_psf", {"table": "grp", "name": "type", "kind": "projection", "field": "type", "backfill": False})
     put(client, "grp", events[1500:])
     aggregates = [{"function": "count"}, {"function": "sum", "column": "payload.size"},
                   {"function": "max", "column": "actor.login"}]
@@ -373,7 +374,7 @@ def test_endpoints_keep_chain_walks_whole_and_split_full_scans(daemon):
     client = daemon.client()
     action(client, "create_table", {"name": "ep", "page_size_bits": 18})
     put(client, "ep", events[:1500])
-    action(client, "register_psf", {"table": "ep", "name": "type", "kind": "projection", "field": "type"})
+    action(client, "register_psf", {"table": "ep", "name": "type", "kind": "projection", "field": "type", "backfill": False})
     put(client, "ep", events[1500:])
 
     def ranges(info):

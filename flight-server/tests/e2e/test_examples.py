@@ -54,11 +54,12 @@ def test_quickstart_runs_twice(daemon):
     assert [(a["records"], a["skipped"]) for a in acks] == [(3, 0), (1, 0)], first
     psf = ast.literal_eval(lines[2])
     assert psf["name"] == "by_type" and psf["safe_register_address"] == acks[0]["end_address"], first
-    # The plan: the PSF's chains from its safe register address, a full scan of the log before.
+    # The plan: one index scan over the whole table (the backfill covers the records the PSF
+    # found), no full scan.
     start = first.index("plan: ") + len("plan: ")
     plan = json.loads(first[start: first.index("\n}\n", start) + 2])
-    assert [(s["from"], s["psfs"]) for s in plan["index_scans"]] == [(psf["safe_register_address"], ["by_type"])], first
-    assert [(s["from"], s["to"]) for s in plan["full_scans"]] == [(64, psf["safe_register_address"])], first
+    assert [(s["from"], s["psfs"]) for s in plan["index_scans"]] == [(64, ["by_type"])], first
+    assert plan["full_scans"] == [], first
     rows = ast.literal_eval(lines[-1])
     assert sorted((r["id"], r["actor.login"]) for r in rows) == [(1, "alice"), (3, "carol"), (4, "dave")], first
     assert second == dropped("quickstart") + first

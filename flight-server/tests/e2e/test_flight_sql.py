@@ -38,7 +38,7 @@ def events_daemon(start_daemon):
             reader.read()
             writer.done_writing()
         if half == 0:
-            action(client, "register_psf", {"table": "events", "name": "type", "kind": "projection", "field": "type"}, options=BASIC)
+            action(client, "register_psf", {"table": "events", "name": "type", "kind": "projection", "field": "type", "backfill": False}, options=BASIC)
     d.records = [json.loads(r) for r in records]
     d.native = client
     return d

@@ -26,8 +26,10 @@
 //! only; a file `psf-<id>.backfill` marks a PSF whose backfill was asked for. At open, the
 //! runs that chain down from the (recovered) safe register address are kept, the others
 //! deleted, and the backfill goes on from where they end (a crash loses at most the run
-//! being made). A run is made only of pages the log has flushed, so no address in it can
-//! be taken by another record after a crash.
+//! being made). A run never outlives the records it points at: recovery clamps a safe
+//! register address to the recovered tail, and a run chains only when it ends at that
+//! address, so after a crash that lost records below it (whose addresses new records then
+//! take) every run of the PSF is deleted and made again.
 //!
 //! One thread per table makes the runs, started when a backfill is asked for or resumed,
 //! ending when none is left, at the observer's lowered priority ([`crate::log::OBSERVER_NICE`])
@@ -583,12 +585,12 @@ impl Backfill {
     }
 
     /// The next run of `psf`: the records of the (at most) [`RUN_PAGES`] pages below where
-    /// its coverage starts, once the log has flushed them. `None` when they are not
-    /// flushed yet. Returns the run and the log bytes it indexes.
+    /// its coverage starts. Returns the run and the log bytes it indexes; `None` when the
+    /// PSF covers nothing or the thread is stopping.
     fn make_run(&self, psf: &Arc<Psf>, parser: &mut dyn crate::parser::RecordParser, page: &mut Vec<u8>) -> Result<Option<(Arc<Run>, u64)>> {
         let Some((to, _)) = psf.coverage() else { return Ok(None) };
         let begin = self.log.begin_address();
-        if self.log.has_storage() && self.log.flushed_until() < to {
+        if to <= begin {
             return Ok(None);
         }
         let last_page = self.log.page_of(LogAddress::new(to.get() - 1));

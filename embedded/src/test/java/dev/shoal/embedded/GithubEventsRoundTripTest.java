@@ -60,7 +60,8 @@ class GithubEventsRoundTripTest {
     for (int from = 0; from < lines.size(); from += BATCH) {
       if (from == half) {
         planBeforeRegistration = shoal.plan(TABLE, "actor.id = " + actorBothHalves, List.of("id"), null);
-        psf = shoal.registerPsf(TABLE, "actor_id", Map.of("kind", "projection", "field", "actor.id"));
+        // Forward only (FishStore's PSF): index scans above its boundary, full scans below.
+        psf = shoal.registerPsf(TABLE, "actor_id", Map.of("kind", "projection", "field", "actor.id", "backfill", false));
       }
       List<String> batch = lines.subList(from, Math.min(lines.size(), from + BATCH));
       puts.add((from / BATCH) % 2 == 0 ? shoal.ingest(TABLE, batch) : ingestAsArrow(batch));

@@ -71,7 +71,11 @@ abstract class ShoalSparkTestBase {
     }
   }
 
+  /**
+   * A PSF as FishStore has it: forward only ({@code "backfill": false}), so that the tests'
+   * tables, half ingested before their PSFs, plan index scans and full scans side by side.
+   */
   static ObjectNode psf(String table, String name, String kind) {
-    return ShoalClient.JSON.createObjectNode().put("table", table).put("name", name).put("kind", kind);
+    return ShoalClient.JSON.createObjectNode().put("table", table).put("name", name).put("kind", kind).put("backfill", false);
   }
 }

@@ -136,16 +136,20 @@ public final class GithubEventsJob {
       say("warning: the stream ended before %,d events were in: PSFs registered after it", threshold);
       registered = register(admin, table, records, total);
     }
+    // The records before the PSFs' registration are indexed in the background (their backfill).
+    long coveredFrom = admin.waitForBackfills(table, java.time.Duration.ofMinutes(5));
+    say("PSFs backfilled: they cover the whole table, from log address %,d", coveredFrom);
     long tail = stats.path("tail_address").asLong();
     System.out.printf(Locale.ROOT, "summary: flink: %,d events into table '%s' in %.1f s (start-up included; parallelism %d, "
         + "at-least-once)%n", total, table, seconds, parallelism);
     System.out.printf(Locale.ROOT, "summary: flink: the table holds %,d records; log tail at address %,d%n", records, tail);
     long low = registered.values().stream().mapToLong(Long::longValue).min().orElse(0);
     long high = registered.values().stream().mapToLong(Long::longValue).max().orElse(0);
-    System.out.printf(Locale.ROOT, "summary: psfs: %d registered %s the stream ran, indexed from log address %s: %s%n",
+    System.out.printf(Locale.ROOT, "summary: psfs: %d registered %s the stream ran, indexed from log address %s "
+        + "(and backfilled from %,d): %s%n",
         registered.size(), registeredWhileRunning ? "while" : "AFTER",
         low == high ? String.format(Locale.ROOT, "%,d", low) : String.format(Locale.ROOT, "%,d-%,d", low, high),
-        String.join(", ", registered.keySet()));
+        coveredFrom, String.join(", ", registered.keySet()));
     return 0;
   }
 

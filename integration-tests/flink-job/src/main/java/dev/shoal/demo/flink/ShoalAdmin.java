@@ -62,6 +62,35 @@ final class ShoalAdmin implements AutoCloseable {
     return action("register_psf", body);
   }
 
+  /**
+   * Waits until the backfill of every registered PSF of {@code table} is done (they cover the
+   * records ingested before them too: docs/protocol.md, register_psf); returns the lowest
+   * address they cover from.
+   */
+  long waitForBackfills(String table, java.time.Duration timeout) throws InterruptedException {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (true) {
+      JsonNode psfs = action("list_psfs", JSON.createObjectNode().put("table", table));
+      boolean done = true;
+      long from = Long.MAX_VALUE;
+      for (JsonNode psf : psfs) {
+        if (!psf.path("active").asBoolean()) {
+          continue;
+        }
+        JsonNode backfill = psf.path("backfill");
+        done &= backfill.isNull() || backfill.isMissingNode() || backfill.path("done").asBoolean();
+        from = Math.min(from, psf.path("coverage").path("from").asLong());
+      }
+      if (done) {
+        return from;
+      }
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException("the PSFs' backfills of " + table + " did not finish in " + timeout + ": " + psfs);
+      }
+      Thread.sleep(100);
+    }
+  }
+
   @Override
   public void close() throws InterruptedException {
     client.close();

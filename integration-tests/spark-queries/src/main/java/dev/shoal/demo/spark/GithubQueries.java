@@ -172,7 +172,7 @@ public final class GithubQueries {
     System.exit(ok ? 0 : 1);
   }
 
-  /** "index scans: PSF x" / "full scans only", from the scans' descriptions. */
+  /** "index scan (PSF x)" (+ "full scans" where the plan has some) / "full scans only", from the scans' descriptions. */
   static String accessSummary(List<String> scans) {
     List<String> psfs = new ArrayList<>();
     for (String scan : scans) {
@@ -183,7 +183,8 @@ public final class GithubQueries {
         }
       }
     }
-    return psfs.isEmpty() ? "full scans only" : "index scan (PSF " + String.join(", ", psfs) + ") + full scan of the earlier log";
+    boolean full = scans.stream().anyMatch(scan -> scan.matches("(?s).*full scans \\[\\[.*"));
+    return psfs.isEmpty() ? "full scans only" : "index scan (PSF " + String.join(", ", psfs) + ")" + (full ? " + full scans" : "");
   }
 
   private static String shorten(String text, int width) {

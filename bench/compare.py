@@ -158,6 +158,7 @@ def run_shoal(records, lines, mb, args, out):
                 "type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'")
             out["shoal Flight"]["Q5"] = query("payload.size > 5", sel)
             out["shoal Flight"]["Q7"] = query(None, group_by=["type"])
+            out["shoal Flight"]["backfill"] = backfill(client, schema, batches, len(records), actor, args, table)
             # Not one of the workload's queries: the cost of a Flight query that finds nothing
             # along a PSF chain (GetFlightInfo + DoGet round trips, planning), to read the
             # latencies above against.
@@ -213,6 +214,52 @@ def run_shoal(records, lines, mb, args, out):
     else:
         print("could not parse shoal-bench's output:\n" + rest[0])
     return actor
+
+
+def backfill(client, schema, batches, records, actor, args, loaded_after):
+    """PSF backfill (docs/design.md, "PSF backfill"): the records loaded into a table without
+    PSFs, then the six GitHub PSFs registered — their backfills index what is there, one PSF
+    after the other on the table's backfill thread. Returns the wall time until all six are
+    done, each PSF's rate (log bytes per second of the backfill thread: one core), and Q3 over
+    this table against Q3 over `loaded_after` (the PSFs registered before the records)."""
+    table = "loaded_before"
+    action(client, "create_table", {"name": table})
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), schema)
+    for batch in batches:
+        writer.write_batch(batch)
+    writer.done_writing()
+    assert drain_acks(reader) == records
+    writer.close()
+    stats = action(client, "stats", {"table": table})
+    log_bytes = stats["tail_address"] - stats["begin_address"]
+    start = time.perf_counter()
+    for psf in PSFS:
+        action(client, "register_psf", {"table": table, **psf})
+    while True:
+        psfs = [p for p in action(client, "list_psfs", {"table": table}) if p["active"]]
+        if all(p["backfill"] and p["backfill"]["done"] for p in psfs):
+            break
+        time.sleep(0.02)
+    wall = time.perf_counter() - start
+    rates = [p["backfill"]["bytes_per_second"] / 1e6 for p in psfs]
+
+    def q3(name):
+        command = json.dumps({"table": name, "filter": f"actor.id = {actor}"})
+
+        def run():
+            info = client.get_flight_info(flight.FlightDescriptor.for_command(command))
+            return sum(client.do_get(e.ticket).read_all().num_rows for e in info.endpoints)
+
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(command))
+        plan = json.loads(info.app_metadata)["plan"]
+        return timed(run, args.query_reps), [(s["psfs"], s["from"]) for s in plan["index_scans"]], len(plan["full_scans"])
+
+    (before, before_plan, before_full), (after, _, _) = q3(table), q3(loaded_after)
+    action(client, "drop_table", {"name": table})
+    return {"log_mb": log_bytes / 1e6, "wall_s": wall, "psfs": len(psfs), "per_psf_mb_s": statistics.median(rates),
+            "per_psf_mb_s_min": min(rates), "per_psf_mb_s_max": max(rates),
+            "q3_before_s": before[0], "q3_after_s": after[0], "q3_rows": (before[3], after[3]),
+            "q3_before_plan": f"index scans {before_plan}, {before_full} full scans"}
 
 
 def process_rss_mb(pid):
@@ -593,6 +640,19 @@ def report(out, meta, skipped, path_md, path_png, spark_text=None):
                 rows = f"{rows} (shoal: {base[q]['rows']}!)"
             lines.append(f"| {q} {text} | {name} | {ms(f['median_s'])} | {ms(f['min_s'])}-{ms(f['max_s'])} | "
                          f"{rows} | {ratio} | {f['detail']} |")
+    fill = out.get("shoal Flight", {}).get("backfill")
+    if fill:
+        lines += ["", "### PSF backfill (the six GitHub PSFs registered over a loaded table)", "",
+                  "| figure | value |", "|---|---:|",
+                  f"| log indexed | {fill['log_mb']:.0f} MB per PSF |",
+                  f"| all six backfilled (wall; one thread, one PSF after the other) | {fill['wall_s']:.2f} s = "
+                  f"{fill['log_mb'] * fill['psfs'] / fill['wall_s']:.0f} MB/s of log |",
+                  f"| one PSF's rate, MB of log per second of the backfill thread (median, min-max) | "
+                  f"{fill['per_psf_mb_s']:.0f} ({fill['per_psf_mb_s_min']:.0f}-{fill['per_psf_mb_s_max']:.0f}) |",
+                  f"| Q3 over data loaded before registration (backfilled) | {ms(fill['q3_before_s'])} ms, "
+                  f"{fill['q3_rows'][0]} rows; {fill['q3_before_plan']} |",
+                  f"| Q3 over data loaded after registration (chains) | {ms(fill['q3_after_s'])} ms, {fill['q3_rows'][1]} rows |",
+                  f"| before / after | {fill['q3_before_s'] / fill['q3_after_s']:.2f}x |"]
     q6 = out.get("Q6")
     if q6:
         lines += ["", f"### Q6: the recurring query (FishStore Fig. 16e), shoal over Flight", "",

@@ -154,12 +154,13 @@ enum PsfCommand {
         /// Boolean predicate: a SQL expression.
         #[arg(long, group = "kind")]
         predicate: Option<String>,
-        /// Range PSF: a numeric field (with --boundaries).
+        /// Range PSF: a field bucketed by --boundaries (numbers, or strings in byte order).
         #[arg(long, group = "kind", requires = "boundaries")]
         range: Option<String>,
-        /// Ascending bucket boundaries for --range, comma separated.
+        /// Ascending bucket boundaries for --range, comma separated: numbers, or strings
+        /// (e.g. hours of RFC 3339 timestamps: 2021-07-21T10,2021-07-21T11).
         #[arg(long, value_delimiter = ',')]
-        boundaries: Vec<f64>,
+        boundaries: Vec<String>,
         /// Composite projection: comma-separated dotted paths.
         #[arg(long, group = "kind", value_delimiter = ',')]
         composite: Vec<String>,
@@ -983,7 +984,12 @@ pub async fn psf(args: PsfArgs) -> Result<(), String> {
             } else if let Some(field) = range {
                 body["kind"] = json!("range");
                 body["field"] = json!(field);
-                body["boundaries"] = json!(boundaries);
+                // All numbers: a numeric range; otherwise string boundaries.
+                let numbers: Option<Vec<f64>> = boundaries.iter().map(|b| b.trim().parse().ok()).collect();
+                body["boundaries"] = match numbers {
+                    Some(numbers) => json!(numbers),
+                    None => json!(boundaries),
+                };
             } else if !composite.is_empty() {
                 body["kind"] = json!("composite");
                 body["fields"] = json!(composite);

@@ -44,8 +44,10 @@ fn fixture() -> Option<&'static Fixture> {
                 ("type", PsfSpec::Projection { field: "type".into() }),
                 ("login", PsfSpec::Projection { field: "actor.login".into() }),
                 ("opened_issues", PsfSpec::Predicate { expr: "type = 'IssuesEvent' AND payload.action = 'opened'".into() }),
-                ("push_size", PsfSpec::Range { field: "payload.size".into(), boundaries: vec![1.0, 2.0, 5.0, 10.0] }),
+                ("push_size", PsfSpec::Range { field: "payload.size".into(), boundaries: vec![1.0, 2.0, 5.0, 10.0].into() }),
                 ("repo_type", PsfSpec::Composite { fields: vec!["repo.name".into(), "type".into()] }),
+                // String boundaries: the minutes of these events' RFC 3339 `created_at` (11:00 to 11:06).
+                ("minute", PsfSpec::Range { field: "created_at".into(), boundaries: MINUTES.map(str::to_owned).to_vec().into() }),
             ];
             for (name, spec) in &psfs {
                 table.register_psf(name, spec).expect("register");
@@ -70,6 +72,10 @@ fn fixture() -> Option<&'static Fixture> {
                 "repo.name LIKE '%-%'".to_owned(),
                 "actor.login ILIKE '%BOT%'".to_owned(),
                 "type = 'IssuesEvent' AND payload.action = 'opened'".to_owned(),
+                "created_at >= '2018-01-01T11:02:00Z' AND created_at < '2018-01-01T11:04:00Z'".to_owned(),
+                "created_at BETWEEN '2018-01-01T11:03:10Z' AND '2018-01-01T11:03:50Z'".to_owned(),
+                "created_at < '2018-01-01T11:01:30Z'".to_owned(),
+                "created_at > '2018-01-01T11:05'".to_owned(),
             ];
             for record in records.iter().step_by(97).take(12) {
                 let ty = record["type"].as_str().unwrap_or("none");
@@ -85,6 +91,9 @@ fn fixture() -> Option<&'static Fixture> {
         })
         .as_ref()
 }
+
+/// The boundaries of the `minute` range PSF.
+const MINUTES: [&str; 6] = ["2018-01-01T11:01", "2018-01-01T11:02", "2018-01-01T11:03", "2018-01-01T11:04", "2018-01-01T11:05", "2018-01-01T11:06"];
 
 fn ids_of(table: &Table, filter: &Expr, full_scan_only: bool) -> Vec<String> {
     let request = ScanRequest {
@@ -177,6 +186,17 @@ fn plans_use_each_psf_kind_within_its_safe_boundaries() {
         assert_eq!(plan.full_scans.len(), 1, "records before registration are full-scanned");
         assert_eq!(plan.full_scans[0].to, registered);
     }
+    // A string range bounded on both sides reads the buckets between the bounds only (11:03,
+    // and the one holding 11:04:00Z), fewer than either bound alone; disjoint bounds prove
+    // that nothing matches.
+    let bounded = "created_at >= '2018-01-01T11:03:00Z' AND created_at < '2018-01-01T11:04:00Z'";
+    let plan = table.plan(&ScanRequest { filter: Some(parse_expr(bounded).expect("parse")), ..ScanRequest::default() });
+    assert!(!plan.index_scans.is_empty() && plan.index_scans[0].psfs == vec!["minute".to_owned()], "{plan:?}");
+    let buckets: Vec<&str> = plan.index_scans[0].properties.iter().map(|p| p.value.as_str()).collect();
+    assert_eq!(buckets, ["bucket 3", "bucket 4"], "{plan:?}");
+    let disjoint = "created_at > '2018-01-01T11:05' AND created_at < '2018-01-01T11:01'";
+    let plan = table.plan(&ScanRequest { filter: Some(parse_expr(disjoint).expect("parse")), ..ScanRequest::default() });
+    assert!(plan.index_scans[0].properties.is_empty() && plan.reason.contains("matches no record"), "{plan:?}");
     // PushEvents are over half of the records: the planner prefers a full scan.
     let plan = table.plan(&ScanRequest { filter: Some(parse_expr("type = 'PushEvent'").expect("parse")), ..ScanRequest::default() });
     assert!(plan.index_scans.is_empty(), "{plan:?}");

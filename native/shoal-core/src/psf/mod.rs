@@ -50,13 +50,15 @@ pub enum PsfKind {
         /// The expression (normalised).
         expr: Expr,
     },
-    /// A numeric field split at ascending boundaries `b0 < b1 < … < bk`: bucket 0 holds
-    /// values `< b0`, bucket `i` values in `[b(i-1), b(i))`, bucket `k+1` values `≥ bk`.
+    /// A field split at ascending boundaries `b0 < b1 < … < bk`: bucket 0 holds values
+    /// `< b0`, bucket `i` values in `[b(i-1), b(i))`, bucket `k+1` values `≥ bk`. Numeric
+    /// boundaries bucket numbers; string boundaries bucket strings in byte order (the filter
+    /// language's string order: RFC 3339 timestamps in one offset, `Z`, sort as time).
     Range {
-        /// The numeric field.
+        /// The field.
         field: FieldPath,
-        /// Ascending, finite boundaries.
-        boundaries: Vec<f64>,
+        /// Ascending boundaries (numbers finite).
+        boundaries: Boundaries,
     },
     /// A tuple of fields: one chain per distinct tuple of non-null scalar values.
     Composite {
@@ -84,8 +86,8 @@ pub enum PsfSpec {
     Range {
         /// Dotted path.
         field: String,
-        /// Ascending boundaries.
-        boundaries: Vec<f64>,
+        /// Ascending boundaries: all numbers, or all strings.
+        boundaries: Boundaries,
     },
     /// See [`PsfKind::Composite`].
     Composite {
@@ -107,11 +109,17 @@ impl PsfKind {
             PsfSpec::Projection { field } => PsfKind::Projection { field: FieldPath::parse(field)? },
             PsfSpec::Predicate { expr } => PsfKind::Predicate { expr: parse_expr(expr)? },
             PsfSpec::Range { field, boundaries } => {
-                if boundaries.is_empty() {
+                if boundaries.len() == 0 {
                     return Err(invalid("a range PSF needs at least one boundary".into()));
                 }
-                if boundaries.iter().any(|b| !b.is_finite()) || boundaries.windows(2).any(|w| w[0] >= w[1]) {
-                    return Err(invalid(format!("boundaries must be finite and strictly ascending, got {boundaries:?}")));
+                let ascending = match boundaries {
+                    Boundaries::Numbers(b) => b.iter().all(|b| b.is_finite()) && b.windows(2).all(|w| w[0] < w[1]),
+                    Boundaries::Strings(b) => b.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()),
+                };
+                if !ascending {
+                    return Err(invalid(format!(
+                        "boundaries must be strictly ascending (numbers finite; strings in byte order), got {boundaries:?}"
+                    )));
                 }
                 PsfKind::Range { field: FieldPath::parse(field)?, boundaries: boundaries.clone() }
             }
@@ -148,15 +156,64 @@ impl PsfKind {
     }
 }
 
-/// The bucket of `value` for a range PSF with `boundaries`, or `None` if not numeric.
-#[must_use]
-pub fn range_bucket(boundaries: &[f64], value: &FieldValue<'_>) -> Option<u32> {
-    let v = value.as_f64()?;
-    if v.is_nan() {
-        return None;
+/// A range PSF's boundaries: numbers, or strings compared byte-wise. In JSON, an array of
+/// numbers or of strings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Boundaries {
+    /// Numeric boundaries: numbers are bucketed, other values have no bucket.
+    Numbers(Vec<f64>),
+    /// String boundaries: strings are bucketed in byte order, other values have none.
+    Strings(Vec<String>),
+}
+
+impl Boundaries {
+    /// How many boundaries (the buckets are one more).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        match self {
+            Boundaries::Numbers(b) => b.len(),
+            Boundaries::Strings(b) => b.len(),
+        }
     }
+
+    /// True when there is none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl From<Vec<f64>> for Boundaries {
+    fn from(boundaries: Vec<f64>) -> Self {
+        Boundaries::Numbers(boundaries)
+    }
+}
+
+impl From<Vec<String>> for Boundaries {
+    fn from(boundaries: Vec<String>) -> Self {
+        Boundaries::Strings(boundaries)
+    }
+}
+
+/// The bucket of `value` for a range PSF with `boundaries`, or `None` if the value is not of
+/// their type (a number for numeric boundaries, a string for string ones).
+#[must_use]
+pub fn range_bucket(boundaries: &Boundaries, value: &FieldValue<'_>) -> Option<u32> {
     #[allow(clippy::cast_possible_truncation)]
-    Some(boundaries.partition_point(|b| *b <= v) as u32)
+    match (boundaries, value) {
+        (Boundaries::Numbers(boundaries), value) => {
+            let v = value.as_f64()?;
+            if v.is_nan() {
+                return None;
+            }
+            Some(boundaries.partition_point(|b| *b <= v) as u32)
+        }
+        (Boundaries::Strings(boundaries), FieldValue::Str(s)) => {
+            Some(boundaries.partition_point(|b| b.as_bytes() <= s.as_bytes()) as u32)
+        }
+        (Boundaries::Strings(_), _) => None,
+    }
 }
 
 /// A registered PSF with its safe boundaries and chain statistics.
@@ -255,7 +312,7 @@ impl Psf {
 enum Evaluator {
     Projection(usize),
     Predicate(BoundExpr),
-    Range(usize, Vec<f64>),
+    Range(usize, Boundaries),
     Composite(Vec<usize>),
 }
 
@@ -570,7 +627,7 @@ mod tests {
 
     #[test]
     fn range_buckets_follow_the_boundaries() {
-        let b = [0.0, 100.0, 1000.0];
+        let b = Boundaries::from(vec![0.0, 100.0, 1000.0]);
         let bucket = |v: FieldValue<'_>| range_bucket(&b, &v);
         assert_eq!(bucket(FieldValue::Int(-1)), Some(0));
         assert_eq!(bucket(FieldValue::Int(0)), Some(1));
@@ -578,14 +635,27 @@ mod tests {
         assert_eq!(bucket(FieldValue::Int(100)), Some(2));
         assert_eq!(bucket(FieldValue::Int(5000)), Some(3));
         assert_eq!(bucket(FieldValue::Str("5".into())), None);
+        let hours = Boundaries::from(vec!["2021-07-21T10".to_owned(), "2021-07-21T11".to_owned()]);
+        let bucket = |v: FieldValue<'_>| range_bucket(&hours, &v);
+        assert_eq!(bucket(FieldValue::Str("2021-07-21T09:59:59Z".into())), Some(0));
+        assert_eq!(bucket(FieldValue::Str("2021-07-21T10".into())), Some(1));
+        assert_eq!(bucket(FieldValue::Str("2021-07-21T10:30:00Z".into())), Some(1));
+        assert_eq!(bucket(FieldValue::Str("2021-07-21T11:00:00Z".into())), Some(2));
+        assert_eq!(bucket(FieldValue::Int(5)), None);
     }
 
     #[test]
     fn specs_are_validated_and_round_trip() {
-        let spec = PsfSpec::Range { field: "user.followers_count".into(), boundaries: vec![0.0, 100.0] };
+        let spec = PsfSpec::Range { field: "user.followers_count".into(), boundaries: vec![0.0, 100.0].into() };
         assert_eq!(PsfKind::from_spec("r", &spec).unwrap().to_spec(), spec);
-        let bad = PsfSpec::Range { field: "a".into(), boundaries: vec![5.0, 1.0] };
+        let bad = PsfSpec::Range { field: "a".into(), boundaries: vec![5.0, 1.0].into() };
         assert!(matches!(PsfKind::from_spec("r", &bad), Err(Error::InvalidPsf { .. })));
+        let strings: PsfSpec = serde_json::from_str(r#"{"kind":"range","field":"created_at","boundaries":["2021-07-21T10","2021-07-21T11"]}"#).unwrap();
+        assert!(matches!(&strings, PsfSpec::Range { boundaries: Boundaries::Strings(b), .. } if b.len() == 2));
+        assert_eq!(serde_json::to_string(&strings).unwrap(), r#"{"kind":"range","field":"created_at","boundaries":["2021-07-21T10","2021-07-21T11"]}"#);
+        let unordered = PsfSpec::Range { field: "a".into(), boundaries: vec!["b".to_owned(), "a".to_owned()].into() };
+        assert!(matches!(PsfKind::from_spec("r", &unordered), Err(Error::InvalidPsf { .. })));
+        assert!(serde_json::from_str::<PsfSpec>(r#"{"kind":"range","field":"a","boundaries":[1,"b"]}"#).is_err());
         let one = PsfSpec::Composite { fields: vec!["a".into()] };
         assert!(matches!(PsfKind::from_spec("c", &one), Err(Error::InvalidPsf { .. })));
         let json = r#"{"kind":"predicate","expr":"type = 'IssuesEvent'"}"#;

@@ -269,12 +269,12 @@ fn term_path(term: &Expr, psfs: &[Arc<Psf>]) -> Option<AccessPath> {
 
 fn range_path(path: &crate::path::FieldPath, op: CmpOp, value: &Literal, psfs: &[Arc<Psf>]) -> Option<AccessPath> {
     let literal = value.as_field_value();
-    literal.as_f64()?;
     for psf in usable(psfs) {
         if let PsfKind::Range { field, boundaries } = &psf.kind {
             if field != path {
                 continue;
             }
+            // A literal of another type than the boundaries has no bucket: no path.
             let at = range_bucket(boundaries, &literal)?;
             #[allow(clippy::cast_possible_truncation)]
             let last = boundaries.len() as u32;
@@ -284,17 +284,52 @@ fn range_path(path: &crate::path::FieldPath, op: CmpOp, value: &Literal, psfs: &
                 CmpOp::Gt | CmpOp::GtEq => at..=last,
                 CmpOp::NotEq => return None,
             };
-            let keys = buckets
-                .map(|b| {
-                    let mut canonical = Vec::new();
-                    encode_bucket(b, &mut canonical);
-                    key(psf, canonical, format!("bucket {b}"))
-                })
-                .collect();
-            return Some(AccessPath::single(psf, keys));
+            return Some(bucket_path(psf, buckets));
         }
     }
     None
+}
+
+/// The chains of `buckets` of the range PSF `psf`.
+fn bucket_path(psf: &Arc<Psf>, buckets: std::ops::RangeInclusive<u32>) -> AccessPath {
+    let keys = buckets
+        .map(|b| {
+            let mut canonical = Vec::new();
+            encode_bucket(b, &mut canonical);
+            key(psf, canonical, format!("bucket {b}"))
+        })
+        .collect();
+    AccessPath::single(psf, keys)
+}
+
+/// A range PSF whose field the conjunction bounds from below and above (`a <= x AND x < b`,
+/// `BETWEEN`): the buckets between the two bounds, fewer than either side's alone; none when
+/// the bounds exclude each other.
+fn bounded_range_paths(terms: &[&Expr], psfs: &[Arc<Psf>]) -> Vec<AccessPath> {
+    let mut paths = Vec::new();
+    for psf in usable(psfs) {
+        let PsfKind::Range { field, boundaries } = &psf.kind else { continue };
+        #[allow(clippy::cast_possible_truncation)]
+        let (mut low, mut high) = (0u32, boundaries.len() as u32);
+        let (mut below, mut above) = (false, false);
+        for term in terms {
+            let Expr::Cmp { path, op, value } = term else { continue };
+            if path != field {
+                continue;
+            }
+            let Some(at) = range_bucket(boundaries, &value.as_field_value()) else { continue };
+            match op {
+                CmpOp::Gt | CmpOp::GtEq => (low, below) = (low.max(at), true),
+                CmpOp::Lt | CmpOp::LtEq => (high, above) = (high.min(at), true),
+                CmpOp::Eq => (low, high, below, above) = (low.max(at), high.min(at), true, true),
+                CmpOp::NotEq => {}
+            }
+        }
+        if below && above {
+            paths.push(if low <= high { bucket_path(psf, low..=high) } else { AccessPath::single(psf, Vec::new()) });
+        }
+    }
+    paths
 }
 
 /// The best access path for a conjunction (or a single term).
@@ -330,8 +365,9 @@ fn conjunction_path(expr: &Expr, psfs: &[Arc<Psf>]) -> Option<AccessPath> {
             }
         }
     }
-    // 3. Any single indexable term; prefer the one with fewest chains.
-    terms.iter().filter_map(|t| term_path(t, psfs)).min_by_key(|p| p.properties.len())
+    // 3. Any single indexable term, or a range PSF's field bounded on both sides; prefer the
+    // one with fewest chains.
+    terms.iter().filter_map(|t| term_path(t, psfs)).chain(bounded_range_paths(&terms, psfs)).min_by_key(|p| p.properties.len())
 }
 
 /// Plans a scan of `[from, to)` for `filter` over the table's PSFs.

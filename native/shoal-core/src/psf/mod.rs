@@ -109,7 +109,7 @@ impl PsfKind {
             PsfSpec::Projection { field } => PsfKind::Projection { field: FieldPath::parse(field)? },
             PsfSpec::Predicate { expr } => PsfKind::Predicate { expr: parse_expr(expr)? },
             PsfSpec::Range { field, boundaries } => {
-                if boundaries.len() == 0 {
+                if boundaries.is_empty() {
                     return Err(invalid("a range PSF needs at least one boundary".into()));
                 }
                 let ascending = match boundaries {

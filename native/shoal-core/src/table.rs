@@ -567,6 +567,13 @@ impl Table {
         Ok(psf)
     }
 
+    /// Holds the backfill thread (no run is made) until called with `false` (engine
+    /// internals: tests, feature `internals`).
+    #[cfg(feature = "internals")]
+    pub fn hold_backfill(&self, held: bool) {
+        self.backfill.hold(held);
+    }
+
     /// The progress of PSF `id`'s backfill, if one was asked for.
     #[must_use]
     pub fn backfill_progress(&self, id: crate::psf::PsfId) -> Option<crate::psf::backfill::BackfillProgress> {

@@ -175,3 +175,44 @@ fn a_backfill_stopped_by_a_drop_resumes_at_the_next_open() {
     wait_backfilled(&table);
     assert!(check(&table, &records) >= 6);
 }
+
+/// The `[from, to)` ranges of PSF `psf`'s run files.
+fn run_ranges(dir: &Path, psf: u32) -> Vec<(u64, u64)> {
+    let mut ranges: Vec<(u64, u64)> = std::fs::read_dir(dir.join("backfill"))
+        .expect("runs")
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let rest = name.strip_prefix(&format!("psf-{psf}-"))?.strip_suffix(".run")?.to_owned();
+            let (from, to) = rest.split_once('-')?;
+            Some((from.parse().ok()?, to.parse().ok()?))
+        })
+        .collect();
+    ranges.sort_unstable();
+    ranges
+}
+
+#[test]
+fn psfs_registered_apart_meet_and_go_on_in_one_pass() {
+    let Some(lines) = events() else { return };
+    let records: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).expect("json")).collect();
+    let dir = tempfile::tempdir().expect("dir");
+    let table = Table::create(config(dir.path())).expect("create");
+    ingest(&table, &lines[..2_000]);
+    // Both backfills under way at once (the first would be done before the second began).
+    table.hold_backfill(true);
+    let first = table.register_psf_with("type", &psfs()[0].1, true).expect("register");
+    ingest(&table, &lines[2_000..2_600]);
+    let second = table.register_psf_with("login", &psfs()[1].1, true).expect("register");
+    ingest(&table, &lines[2_600..]);
+    table.hold_backfill(false);
+    wait_backfilled(&table);
+    check(&table, &records);
+    // The later PSF's runs stop at the earlier one's start, and below it the two PSFs' runs
+    // cover the same ranges (made in one pass).
+    let (earlier, later) = (run_ranges(dir.path(), first.id), run_ranges(dir.path(), second.id));
+    let start = first.safe_register_address().get();
+    assert!(later.iter().any(|&(from, _)| from == start), "{later:?} meets {start}");
+    let below: Vec<_> = later.iter().filter(|&&(_, to)| to <= start).copied().collect();
+    assert_eq!(below, earlier.iter().filter(|&&(from, _)| from < start).copied().collect::<Vec<_>>());
+}

@@ -31,8 +31,9 @@
 //! address, so after a crash that lost records below it (whose addresses new records then
 //! take) every run of the PSF is deleted and made again.
 //!
-//! One thread per table makes the runs, started when a backfill is asked for or resumed,
-//! ending when none is left, at the observer's lowered priority ([`crate::log::OBSERVER_NICE`])
+//! One thread per table makes the runs — one pass over the pages for every PSF whose
+//! backfill starts at the same address (PSFs registered together) — started when a
+//! backfill is asked for or resumed, ending when none is left, at the observer's lowered priority ([`crate::log::OBSERVER_NICE`])
 //! so that ingestion keeps its pace; deregistering the PSF stops its backfill and deletes
 //! its runs.
 //!
@@ -263,6 +264,9 @@ impl Run {
     }
 }
 
+/// One pass's runs: each PSF of the group with its new run.
+type GroupRuns = Vec<(Arc<Psf>, Arc<Run>)>;
+
 /// A file of the backfill directory: its PSF, its run's `[from, to)` (`None`: the PSF's
 /// marker) and its path.
 type BackfillFile = (PsfId, Option<(u64, u64)>, PathBuf);
@@ -314,6 +318,8 @@ pub struct Backfill {
     state: Mutex<HashMap<PsfId, PsfBackfill>>,
     running: Mutex<bool>,
     stop: AtomicBool,
+    /// Tests: no run is made while set ([`Backfill::hold`]).
+    held: AtomicBool,
     wake: (StdMutex<bool>, Condvar),
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -328,6 +334,7 @@ impl Backfill {
             state: Mutex::new(HashMap::new()),
             running: Mutex::new(false),
             stop: AtomicBool::new(false),
+            held: AtomicBool::new(false),
             wake: (StdMutex::new(false), Condvar::new()),
             thread: Mutex::new(None),
         })
@@ -479,6 +486,13 @@ impl Backfill {
         })
     }
 
+    /// Holds the thread (no run is made) until called with `false`: tests that need two
+    /// backfills under way at once.
+    pub fn hold(&self, held: bool) {
+        self.held.store(held, Ordering::Release);
+        self.notify();
+    }
+
     /// Whether a backfill is still under way.
     #[must_use]
     pub fn busy(&self) -> bool {
@@ -525,7 +539,9 @@ impl Backfill {
         }
     }
 
-    /// The thread: one run at a time, of the PSF furthest from done, until none is left.
+    /// The thread: one pass at a time over the next [`RUN_PAGES`] pages below a group of PSFs
+    /// — every unfinished backfill that starts at the same address (PSFs registered together,
+    /// with no record ingested between them) — until none is left.
     fn work(self: &Arc<Self>) {
         let mut parser = crate::parser::default_parser();
         let mut page = Vec::new();
@@ -534,7 +550,11 @@ impl Backfill {
                 *self.running.lock() = false;
                 return;
             }
-            let next = {
+            if self.held.load(Ordering::Acquire) {
+                self.sleep(Duration::from_millis(5));
+                continue;
+            }
+            let (group, floor): (Vec<Arc<Psf>>, LogAddress) = {
                 let mut state = self.state.lock();
                 let begin = self.log.begin_address();
                 for backfill in state.values_mut() {
@@ -543,32 +563,39 @@ impl Backfill {
                         backfill.done = true;
                     }
                 }
-                let next = state.values().filter(|b| !b.done).find_map(|b| b.psf.clone());
-                if next.is_none() {
+                let pending: Vec<Arc<Psf>> = state.values().filter(|b| !b.done).filter_map(|b| b.psf.clone()).collect();
+                let Some(start) = pending.iter().filter_map(|p| p.coverage()).map(|(from, _)| from).max() else {
                     *self.running.lock() = false;
                     return;
-                }
-                next
+                };
+                // The next start below: this group's run ends there, so that the two groups
+                // meet and go on in one pass.
+                let floor = pending.iter().filter_map(|p| p.coverage()).map(|(from, _)| from).filter(|&f| f < start).max();
+                let group = pending.into_iter().filter(|p| p.coverage().is_some_and(|(from, _)| from == start)).collect();
+                (group, floor.unwrap_or(LogAddress::ZERO))
             };
-            let Some(psf) = next else { continue };
             let started = Instant::now();
-            match self.make_run(&psf, parser.as_mut(), &mut page) {
-                Ok(Some((run, bytes))) => {
+            match self.make_runs(&group, floor, parser.as_mut(), &mut page) {
+                Ok(Some((runs, bytes))) => {
+                    let busy = started.elapsed();
                     let mut state = self.state.lock();
-                    match state.get_mut(&psf.id) {
-                        Some(backfill) if psf.is_active() => {
-                            psf.set_backfilled_from(run.from);
-                            backfill.runs.push(run);
-                            backfill.bytes += bytes;
-                            backfill.busy += started.elapsed();
+                    for (psf, run) in runs {
+                        match state.get_mut(&psf.id) {
+                            Some(backfill) if psf.is_active() => {
+                                psf.set_backfilled_from(run.from);
+                                backfill.runs.push(run);
+                                backfill.bytes += bytes;
+                                backfill.busy += busy;
+                            }
+                            // Deregistered meanwhile: the run goes too.
+                            _ => run.delete(),
                         }
-                        // Deregistered meanwhile: the run goes too.
-                        _ => run.delete(),
                     }
                 }
                 Ok(None) => self.sleep(Duration::from_millis(20)),
                 Err(error) => {
-                    tracing::warn!(psf = %psf.name, %error, "a backfill run failed; retried in 1 s");
+                    let names: Vec<&str> = group.iter().map(|p| p.name.as_str()).collect();
+                    tracing::warn!(psfs = ?names, %error, "a backfill run failed; retried in 1 s");
                     self.sleep(Duration::from_secs(1));
                 }
             }
@@ -584,20 +611,31 @@ impl Backfill {
         *woken = false;
     }
 
-    /// The next run of `psf`: the records of the (at most) [`RUN_PAGES`] pages below where
-    /// its coverage starts. Returns the run and the log bytes it indexes; `None` when the
-    /// PSF covers nothing or the thread is stopping.
-    fn make_run(&self, psf: &Arc<Psf>, parser: &mut dyn crate::parser::RecordParser, page: &mut Vec<u8>) -> Result<Option<(Arc<Run>, u64)>> {
-        let Some((to, _)) = psf.coverage() else { return Ok(None) };
+    /// The next run of each PSF of `group` (their coverage starts at the same address): the
+    /// records of the (at most) [`RUN_PAGES`] pages below it, not below `floor` (another
+    /// group's start), read and parsed once (the union of their fields of interest). Returns
+    /// each PSF's run and the log bytes they index; `None` when they cover nothing or the
+    /// thread is stopping.
+    fn make_runs(
+        &self,
+        group: &[Arc<Psf>],
+        floor: LogAddress,
+        parser: &mut dyn crate::parser::RecordParser,
+        page: &mut Vec<u8>,
+    ) -> Result<Option<(GroupRuns, u64)>> {
+        let Some((to, _)) = group.first().and_then(|p| p.coverage()) else { return Ok(None) };
         let begin = self.log.begin_address();
         if to <= begin {
             return Ok(None);
         }
         let last_page = self.log.page_of(LogAddress::new(to.get() - 1));
         let first_page = last_page.saturating_sub(RUN_PAGES - 1).max(self.log.page_of(begin));
-        let from = self.log.page_start(first_page).max(begin);
-        let (evaluator, fields) = PsfSnapshot::of_one(psf);
-        let mut entries: Vec<(u64, u64)> = Vec::new();
+        let from = self.log.page_start(first_page).max(begin).max(floor);
+        let first_page = self.log.page_of(from);
+        // The group's evaluators over the union of their fields (a PSF deregistered since
+        // the group was chosen is left out).
+        let snapshot = PsfSnapshot::build(0, group);
+        let mut entries: Vec<Vec<(u64, u64)>> = vec![Vec::new(); snapshot.active.len()];
         let mut canonical = Vec::new();
         for number in first_page..=last_page {
             if self.stop.load(Ordering::Acquire) {
@@ -606,18 +644,24 @@ impl Backfill {
             let records = self.log.page_records(number, from, to, page)?;
             let payloads: Vec<&[u8]> = records.iter().map(|(_, range)| &page[range.clone()]).collect();
             let mut parsed = ParsedBatch::default();
-            parsed.reset(fields.len());
-            parser.parse_trusted_batch(&payloads, &fields, &mut parsed);
+            parsed.reset(snapshot.fields.len());
+            parser.parse_trusted_batch(&payloads, &snapshot.fields, &mut parsed);
             for (i, (address, _)) in records.iter().enumerate() {
                 let Ok(values) = parsed.record(i) else { continue };
-                if evaluator.evaluate(values, payloads[i], &mut canonical).is_some() {
-                    entries.push((super::property_hash(psf.id, &canonical), address.get()));
+                for (active, out) in snapshot.active.iter().zip(&mut entries) {
+                    if active.evaluate(values, payloads[i], &mut canonical).is_some() {
+                        out.push((super::property_hash(active.psf.id, &canonical), address.get()));
+                    }
                 }
             }
         }
-        entries.sort_unstable();
-        let run = Run::make(psf.id, from, to, &entries, self.dir.as_deref())?;
-        Ok(Some((Arc::new(run), to - from)))
+        let mut runs = Vec::with_capacity(entries.len());
+        for (active, mut entries) in snapshot.active.iter().zip(entries) {
+            entries.sort_unstable();
+            let run = Run::make(active.psf.id, from, to, &entries, self.dir.as_deref())?;
+            runs.push((Arc::clone(&active.psf), Arc::new(run)));
+        }
+        Ok(Some((runs, to - from)))
     }
 }
 

@@ -405,15 +405,6 @@ pub struct PsfSnapshot {
 }
 
 impl PsfSnapshot {
-    /// The evaluator of `psf` alone (active or not), with its fields of interest: a
-    /// backfill evaluates one PSF over records ingested before it existed.
-    #[must_use]
-    pub fn of_one(psf: &Arc<Psf>) -> (ActivePsf, FieldSet) {
-        let mut fields = FieldSet::new();
-        let evaluator = Self::evaluator(psf, &mut fields);
-        (ActivePsf { psf: Arc::clone(psf), evaluator }, fields)
-    }
-
     fn evaluator(psf: &Psf, fields: &mut FieldSet) -> Evaluator {
         match &psf.kind {
             PsfKind::Projection { field } => Evaluator::Projection(fields.insert(field)),
@@ -423,6 +414,8 @@ impl PsfSnapshot {
         }
     }
 
+    /// The active ones of `psfs` (ingestion's set; a backfill's group of PSFs) with their
+    /// evaluators over the union of their fields of interest.
     fn build(version: u64, psfs: &[Arc<Psf>]) -> Self {
         let mut fields = FieldSet::new();
         let active = psfs

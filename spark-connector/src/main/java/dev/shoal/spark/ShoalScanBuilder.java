@@ -151,7 +151,7 @@ public final class ShoalScanBuilder implements ScanBuilder, SupportsPushDownV2Fi
     String column = ((org.apache.spark.sql.connector.expressions.NamedReference) p.children()[0]).describe();
     for (Predicate other : pushed) {
       switch (other.name()) {
-        case "=": case "<": case "<=": case ">": case ">=": case "IN": case "STARTS_WITH":
+        case "=": case "<": case "<=": case ">": case ">=": case "IN": case "STARTS_WITH": case "ENDS_WITH": case "CONTAINS":
           for (org.apache.spark.sql.connector.expressions.Expression child : other.children()) {
             if (child instanceof org.apache.spark.sql.connector.expressions.NamedReference
                 && ((org.apache.spark.sql.connector.expressions.NamedReference) child).describe().equals(column)) {

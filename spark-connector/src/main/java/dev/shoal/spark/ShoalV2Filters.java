@@ -29,7 +29,10 @@ import org.apache.spark.unsafe.types.UTF8String;
  *       JSON type, Spark compares the text;</li>
  *   <li>literals must have the column's type family (numbers for numeric columns, strings for
  *       string columns, booleans for boolean columns), not be null, NaN or infinite;</li>
- *   <li>operators: {@code = <> < <= > >= IN IS_NULL IS_NOT_NULL STARTS_WITH AND OR NOT}.
+ *   <li>operators: {@code = <> < <= > >= IN IS_NULL IS_NOT_NULL STARTS_WITH ENDS_WITH CONTAINS AND OR
+ *       NOT} ({@code STARTS_WITH}, {@code ENDS_WITH} and {@code CONTAINS} — Spark's {@code LIKE
+ *       'x%'}, {@code LIKE '%x'}, {@code LIKE '%x%'} and {@code startsWith}/{@code endsWith}/{@code
+ *       contains} — become shoal's {@code LIKE} with the literal's {@code % _ \} escaped).
  *       {@code AND}, {@code OR} and {@code NOT} are translated only when all their children are.
  *       Both sides use SQL's three-valued logic, and a missing field is NULL in both.</li>
  * </ul>
@@ -75,7 +78,11 @@ public final class ShoalV2Filters {
       case "IN":
         return in(children, schema);
       case "STARTS_WITH":
-        return startsWith(children, schema);
+        return like(children, schema, "", "%");
+      case "ENDS_WITH":
+        return like(children, schema, "%", "");
+      case "CONTAINS":
+        return like(children, schema, "%", "%");
       default:
         return null;
     }
@@ -146,7 +153,8 @@ public final class ShoalV2Filters {
     return path(children[0]) + " IN (" + String.join(", ", values) + ")";
   }
 
-  private static String startsWith(Expression[] children, StructType schema) {
+  /** {@code column LIKE 'before' + literal (escaped) + 'after'} for a string column and literal. */
+  private static String like(Expression[] children, StructType schema, String before, String after) {
     if (children.length != 2) {
       return null;
     }
@@ -158,17 +166,17 @@ public final class ShoalV2Filters {
     if (!(value instanceof UTF8String)) {
       return null;
     }
-    String prefix = value.toString();
-    StringBuilder escaped = new StringBuilder();
+    String text = value.toString();
+    StringBuilder escaped = new StringBuilder(before);
     boolean needsEscape = false;
-    for (char c : prefix.toCharArray()) {
+    for (char c : text.toCharArray()) {
       if (c == '%' || c == '_' || c == '\\') {
         escaped.append('\\');
         needsEscape = true;
       }
       escaped.append(c);
     }
-    String pattern = quoteString(escaped + "%");
+    String pattern = quoteString(escaped + after);
     return path(children[0]) + " LIKE " + pattern + (needsEscape ? " ESCAPE '\\'" : "");
   }
 

@@ -83,6 +83,9 @@ abstract class ShoalDifferentialTest extends ShoalSparkTestBase {
         // STARTS_WITH, IS [NOT] NULL, nested and missing structs
         "SELECT id, repo.name FROM T WHERE repo.name LIKE 'Lombiq/%'",
         "SELECT id, org.login FROM T WHERE org.login IS NOT NULL AND org.login LIKE 'a%'",
+        // ENDS_WITH and CONTAINS (Spark's LIKE '%x', LIKE '%x%', contains()) as shoal's LIKE
+        "SELECT id, actor.login FROM T WHERE actor.login LIKE '%bot'",
+        "SELECT id, actor.login FROM T WHERE actor.login LIKE '%bot%' OR contains(repo.name, '-')",
         "SELECT org.login, count(*) AS n FROM T GROUP BY org.login",
         "SELECT id, payload.pull_request.head.repo.language FROM T WHERE payload.pull_request.head.repo.language = 'Java'",
         "SELECT id, payload.pull_request.merged FROM T WHERE type = 'PullRequestEvent' AND payload.pull_request.merged_at IS NULL",

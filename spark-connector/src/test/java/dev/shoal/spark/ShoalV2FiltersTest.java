@@ -111,6 +111,14 @@ class ShoalV2FiltersTest {
   }
 
   @Test
+  void ends_with_and_contains_become_like_patterns_with_escapes() {
+    assertEquals("\"actor\".\"login\" LIKE '%bot'", t(p("ENDS_WITH", col("actor", "login"), lit("bot"))));
+    assertEquals("\"actor\".\"login\" LIKE '%bot%'", t(p("CONTAINS", col("actor", "login"), lit("bot"))));
+    assertEquals("\"actor\".\"login\" LIKE '%a\\_b%' ESCAPE '\\'", t(p("CONTAINS", col("actor", "login"), lit("a_b"))));
+    assertNull(t(p("CONTAINS", col("payload", "size"), lit(1L))), "a numeric column stays in Spark");
+  }
+
+  @Test
   void and_or_not() {
     Predicate eq = p("=", col("type"), lit("IssuesEvent"));
     Predicate gt = p(">", col("payload", "size"), lit(1L));

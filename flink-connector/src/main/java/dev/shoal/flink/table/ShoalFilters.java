@@ -16,7 +16,9 @@ import org.apache.flink.table.types.logical.LogicalTypeFamily;
  * Flink SQL filters as shoal's filter language (docs/protocol.md, "Filters"), for {@code
  * SupportsFilterPushDown}: comparisons ({@code = <> < <= > >=}) of a column or nested field
  * ({@code actor.login}) with a literal of the same type family (character string, number,
- * boolean), {@code IS [NOT] NULL}, and {@code AND}/{@code OR}/{@code NOT} of those. Anything else
+ * boolean), {@code IS [NOT] NULL}, {@code LIKE} of a string column with a pattern literal that
+ * holds no backslash and has no {@code ESCAPE} ({@code %} and {@code _} mean the same in both),
+ * and {@code AND}/{@code OR}/{@code NOT} of those. Anything else
  * (functions, casts, comparisons across types) is not translated and stays with Flink. Column
  * paths are quoted segment by segment.
  */
@@ -48,6 +50,9 @@ final class ShoalFilters {
     if ((function == BuiltInFunctionDefinitions.IS_NULL || function == BuiltInFunctionDefinitions.IS_NOT_NULL) && args.size() == 1) {
       return path(args.get(0)).map(p -> "(" + p + (function == BuiltInFunctionDefinitions.IS_NULL ? " IS NULL)" : " IS NOT NULL)"));
     }
+    if (function == BuiltInFunctionDefinitions.LIKE) {
+      return like(args);
+    }
     String operator = operator(function);
     if (operator == null || args.size() != 2) {
       return Optional.empty();
@@ -62,6 +67,20 @@ final class ShoalFilters {
           .map(v -> "(" + right.get() + " " + mirrored(operator) + " " + v + ")");
     }
     return Optional.empty();
+  }
+
+  /** {@code column LIKE 'pattern'}: a string column, a pattern without backslash, no ESCAPE. */
+  private static Optional<String> like(List<ResolvedExpression> args) {
+    if (args.size() != 2 || !(args.get(1) instanceof ValueLiteralExpression pattern) || pattern.isNull()
+        || !args.get(0).getOutputDataType().getLogicalType().is(LogicalTypeFamily.CHARACTER_STRING)) {
+      return Optional.empty();
+    }
+    Optional<String> column = path(args.get(0));
+    Optional<String> text = pattern.getValueAs(String.class);
+    if (column.isEmpty() || text.isEmpty() || text.get().contains("\\")) {
+      return Optional.empty();
+    }
+    return Optional.of("(" + column.get() + " LIKE '" + text.get().replace("'", "''") + "')");
   }
 
   private static String operator(FunctionDefinition f) {

@@ -43,11 +43,26 @@ class ShoalFiltersTest {
   void comparisonsAcrossTypesAndUnknownFunctionsStayWithFlink() {
     assertEquals(Optional.empty(),
         ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, TYPE, new ValueLiteralExpression(5L))));
+    // A backslash (an escape in Flink's LIKE) or an ESCAPE argument stays with Flink.
     assertEquals(Optional.empty(),
-        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.LIKE, TYPE, new ValueLiteralExpression("P%"))));
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.LIKE, TYPE, new ValueLiteralExpression("P\\%%"))));
+    assertEquals(Optional.empty(), ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.LIKE, TYPE,
+        new ValueLiteralExpression("P!%%"), new ValueLiteralExpression("!"))));
+    assertEquals(Optional.empty(),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.UPPER, TYPE)));
     // One untranslatable side makes the whole OR untranslatable.
     assertEquals(Optional.empty(), ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.OR,
         call(BuiltInFunctionDefinitions.EQUALS, TYPE, new ValueLiteralExpression("a")),
-        call(BuiltInFunctionDefinitions.LIKE, TYPE, new ValueLiteralExpression("P%")))));
+        call(BuiltInFunctionDefinitions.LIKE, TYPE, new ValueLiteralExpression("P\\%")))));
+  }
+
+  @Test
+  void likeWithPercentAndUnderscoreAnywhereIsTranslated() {
+    assertEquals(Optional.of("(\"type\" LIKE '%Push%')"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.LIKE, TYPE, new ValueLiteralExpression("%Push%"))));
+    assertEquals(Optional.of("(\"type\" LIKE '_ush''s%Event')"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.LIKE, TYPE, new ValueLiteralExpression("_ush's%Event"))));
+    assertEquals(Optional.empty(),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.LIKE, SIZE, new ValueLiteralExpression("1%"))));
   }
 }

@@ -90,6 +90,8 @@ pub struct MemoryStats {
     pub columnar_bytes: u64,
     /// A keyed table's key index.
     pub key_index_bytes: u64,
+    /// PSFs' backfill runs: an in-memory table's entries, every run's fences.
+    pub backfill_bytes: u64,
     /// The most the table reserves once full ([`TableConfig::memory_bound_bytes`], with
     /// the key index as it is now).
     pub bound_bytes: u64,
@@ -408,12 +410,18 @@ impl Table {
     /// (64 bytes each) and its overflow buckets, the inferred schema's bound
     /// ([`crate::schema::SCHEMA_RESERVED_BYTES`]) once the table has held a record, the
     /// columnar tier's decoded columns as cached and an in-memory table's Parquet files,
-    /// and a keyed table's key index as it is now.
+    /// a keyed table's key index as it is now, and what PSFs' backfill runs hold (an
+    /// in-memory table's entries, every run's fences).
     #[must_use]
     pub fn reserved_bytes(&self) -> u64 {
         let key_index = self.keyed.as_ref().map_or(0, |k| k.index.memory_bytes());
         let schema = if self.payload_bytes.load(Ordering::Relaxed) > 0 { crate::schema::SCHEMA_RESERVED_BYTES } else { 0 };
-        self.log.populated_bytes() + self.index.populated_bytes() + schema + self.columnar.reserved_bytes() + key_index
+        self.log.populated_bytes()
+            + self.index.populated_bytes()
+            + schema
+            + self.columnar.reserved_bytes()
+            + key_index
+            + self.backfill.memory_bytes()
     }
 
     /// The bytes [`Self::reserved_bytes`] may grow by when a batch of `bytes` of records is
@@ -452,6 +460,7 @@ impl Table {
             index_bytes: self.index.populated_bytes(),
             columnar_bytes: self.columnar.reserved_bytes(),
             key_index_bytes: key_index,
+            backfill_bytes: self.backfill.memory_bytes(),
             bound_bytes: self.config.memory_bound_bytes() + key_index,
         }
     }

@@ -216,3 +216,29 @@ fn psfs_registered_apart_meet_and_go_on_in_one_pass() {
     let below: Vec<_> = later.iter().filter(|&&(_, to)| to <= start).copied().collect();
     assert_eq!(below, earlier.iter().filter(|&&(from, _)| from < start).copied().collect::<Vec<_>>());
 }
+
+#[test]
+fn an_in_memory_tables_runs_are_held_in_its_memory_and_counted() {
+    let Some(lines) = events() else { return };
+    let records: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).expect("json")).collect();
+    let mut config = TableConfig::default();
+    config.log.page_size_bits = 16;
+    config.log.memory_budget_bytes = 256 << 16;
+    config.index_size_bits = 12;
+    config.columnar.enabled = false;
+    let table = Table::create(config).expect("create");
+    ingest(&table, &lines);
+    let before = table.reserved_bytes();
+    for (name, spec) in psfs() {
+        table.register_psf_with(name, &spec, true).expect("register");
+    }
+    wait_backfilled(&table);
+    assert!(check(&table, &records) >= 6);
+    // 16 bytes per entry, in memory, counted against the daemon's limit.
+    let entries: u64 = table.psfs().all().iter().filter_map(|p| table.backfill_progress(p.id)).map(|p| p.entries).sum();
+    let held = table.memory_stats().backfill_bytes;
+    assert!(held >= 16 * entries && held < 16 * entries + 4096, "{held} bytes for {entries} entries");
+    assert!(table.reserved_bytes() >= before + held, "the runs are part of the reservation");
+    table.deregister_psf("type").expect("deregister");
+    assert!(table.memory_stats().backfill_bytes < held, "a deregistered PSF's runs are let go");
+}

@@ -143,6 +143,15 @@ impl Run {
         Ok((found.len() as u64).min(cap))
     }
 
+    /// The memory the run holds: its fences, and an in-memory table's entries.
+    fn memory_bytes(&self) -> u64 {
+        let entries = match &self.data {
+            RunData::Memory(bytes) => bytes.len(),
+            RunData::File { .. } => 0,
+        };
+        (entries + self.fences.len() * std::mem::size_of::<Fence>()) as u64
+    }
+
     fn block_range(&self, block: usize) -> std::ops::Range<usize> {
         let start = block * BLOCK_ENTRIES;
         let end = ((block + 1) * BLOCK_ENTRIES).min(usize::try_from(self.entries).unwrap_or(usize::MAX));
@@ -320,6 +329,8 @@ pub struct Backfill {
     stop: AtomicBool,
     /// Tests: no run is made while set ([`Backfill::hold`]).
     held: AtomicBool,
+    /// The memory the runs hold ([`Backfill::memory_bytes`]).
+    memory: std::sync::atomic::AtomicU64,
     wake: (StdMutex<bool>, Condvar),
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -335,6 +346,7 @@ impl Backfill {
             running: Mutex::new(false),
             stop: AtomicBool::new(false),
             held: AtomicBool::new(false),
+            memory: std::sync::atomic::AtomicU64::new(0),
             wake: (StdMutex::new(false), Condvar::new()),
             thread: Mutex::new(None),
         })
@@ -427,6 +439,7 @@ impl Backfill {
             if !chained.is_empty() {
                 psf.set_backfilled_from(at);
             }
+            self.memory.fetch_add(chained.iter().map(|r| r.memory_bytes()).sum(), Ordering::Relaxed);
             let done = at <= self.log.begin_address();
             state.insert(psf.id, PsfBackfill { psf: Some(Arc::clone(psf)), runs: chained, done, ..PsfBackfill::default() });
         }
@@ -451,6 +464,7 @@ impl Backfill {
         psf.set_backfilled_from(NOT_YET);
         if let Some(backfill) = removed {
             for run in &backfill.runs {
+                self.memory.fetch_sub(run.memory_bytes(), Ordering::Relaxed);
                 run.delete();
             }
         }
@@ -491,6 +505,13 @@ impl Backfill {
     pub fn hold(&self, held: bool) {
         self.held.store(held, Ordering::Release);
         self.notify();
+    }
+
+    /// The memory the runs hold, in bytes: an in-memory table's entries (16 bytes per record
+    /// with a property, per PSF) and every run's fences (12 bytes per 1,024 entries).
+    #[must_use]
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory.load(Ordering::Relaxed)
     }
 
     /// Whether a backfill is still under way.
@@ -583,6 +604,7 @@ impl Backfill {
                         match state.get_mut(&psf.id) {
                             Some(backfill) if psf.is_active() => {
                                 psf.set_backfilled_from(run.from);
+                                self.memory.fetch_add(run.memory_bytes(), Ordering::Relaxed);
                                 backfill.runs.push(run);
                                 backfill.bytes += bytes;
                                 backfill.busy += busy;

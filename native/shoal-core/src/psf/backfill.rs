@@ -460,8 +460,10 @@ impl Backfill {
     /// Stops the backfill of PSF `id` (deregistered) and deletes its runs and marker; its
     /// coverage goes back to its chains.
     pub fn forget(&self, psf: &Psf) {
-        let removed = self.state.lock().remove(&psf.id);
+        // Coverage first, then the runs: a scan that finds them gone sees the coverage gone
+        // too (`Table::backfilled_scan`), and fails instead of answering without them.
         psf.set_backfilled_from(NOT_YET);
+        let removed = self.state.lock().remove(&psf.id);
         if let Some(backfill) = removed {
             for run in &backfill.runs {
                 self.memory.fetch_sub(run.memory_bytes(), Ordering::Relaxed);

@@ -944,7 +944,15 @@ impl Table {
                 continue;
             }
             let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
-            for run in self.backfill.runs(property.psf_id, scan.from, to) {
+            let runs = self.backfill.runs(property.psf_id, scan.from, to);
+            // Read after the runs: a deregistration that deleted them reset it first.
+            if psf.coverage().is_none_or(|(from, _)| from > scan.from) {
+                return Err(Error::InvalidPlan(format!(
+                    "PSF {:?} was deregistered while the query ran (its backfill's runs are gone); plan the query again",
+                    psf.name
+                )));
+            }
+            for run in runs {
                 run.lookup(hash, scan.from, to, &mut addresses)?;
             }
         }

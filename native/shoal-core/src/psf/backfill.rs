@@ -168,7 +168,7 @@ impl Run {
                 file.read_exact_at(out, (HEADER_BYTES + range.start) as u64).map_err(|e| Error::io(path, e))?;
                 if crc32fast::hash(out) != self.fences[block].crc {
                     return Err(Error::InvalidConfig(format!(
-                        "{} is damaged (block {block} fails its checksum): the backfill makes it again",
+                        "{} is damaged (block {block} fails its checksum): it is made again; plan the query again",
                         path.display()
                     )));
                 }
@@ -473,6 +473,31 @@ impl Backfill {
         if let Some(dir) = &self.dir {
             let _ = std::fs::remove_file(dir.join(marker_name(psf.id)));
         }
+    }
+
+    /// A run of `psf` failed a block's checksum: it and the runs below it are deleted, the
+    /// PSF's coverage goes back to where the run ended (coverage first, as in
+    /// [`Self::forget`]), and the backfill makes them again.
+    pub fn damaged(self: &Arc<Self>, psf: &Arc<Psf>, run: &Run) {
+        let removed: Vec<Arc<Run>> = {
+            let mut state = self.state.lock();
+            let Some(backfill) = state.get_mut(&psf.id) else { return };
+            if !backfill.runs.iter().any(|r| r.from == run.from && r.to == run.to) {
+                return; // already dropped by another scan
+            }
+            let register = psf.safe_register_address();
+            psf.set_backfilled_from(if run.to >= register { NOT_YET } else { run.to });
+            let (kept, removed) = backfill.runs.drain(..).partition(|r| r.to > run.to);
+            backfill.runs = kept;
+            backfill.done = false;
+            removed
+        };
+        tracing::warn!(psf = %psf.name, from = run.from.get(), to = run.to.get(), runs = removed.len(), "a backfill run is damaged: it and the runs below it are made again");
+        for run in &removed {
+            self.memory.fetch_sub(run.memory_bytes(), Ordering::Relaxed);
+            run.delete();
+        }
+        self.ensure_worker();
     }
 
     /// The runs of PSF `id` that index records in `[from, to)`.

@@ -953,7 +953,11 @@ impl Table {
                 )));
             }
             for run in runs {
-                run.lookup(hash, scan.from, to, &mut addresses)?;
+                if let Err(error) = run.lookup(hash, scan.from, to, &mut addresses) {
+                    // A block that fails its checksum: the run is made again.
+                    self.backfill.damaged(&psf, &run);
+                    return Err(error);
+                }
             }
         }
         if addresses.is_empty() {

@@ -73,6 +73,8 @@ def test_a_backfill_covers_the_table_through_a_sigkill_and_psf_add_waits_for_it(
     try:
         client = second.client()
         # Resumed at open; records ingested while it runs; answers exact meanwhile.
+        pending = action(client, "stats", {"table": "ev"})["backfills"]
+        assert all(b["remaining_bytes"] > 0 and b["target"] == 64 for b in pending), pending
         put(client, "ev", events[4000:4500])
         check(client, records[:4500])
         # `shoal psf add --wait`: a new PSF, backfilled before the command returns.
@@ -87,6 +89,7 @@ def test_a_backfill_covers_the_table_through_a_sigkill_and_psf_add_waits_for_it(
             time.sleep(0.05)
         for psf in backfills(client).values():
             assert psf["coverage"]["from"] == 64 and psf["backfill"]["runs"] > 10, psf
+        assert action(client, "stats", {"table": "ev"})["backfills"] == []
         # The runs made before the kill were kept, not made again.
         assert made_before <= {p.name for p in runs_dir.glob("*.run")}, made_before
         logins = [records[i]["actor"]["login"] for i in (5, 1500, 3900)]

@@ -309,6 +309,20 @@ fn stats(catalog: &Catalog, name: &str, body: &[u8], _: ActionCall<'_>) -> Resul
     let mut stats = serde_json::to_value(entry.table.stats()).unwrap_or_default();
     stats["table"] = json!(request.table);
     stats["psfs"] = json!(entry.table.psfs().all().len());
+    // The backfills under way: what each PSF still has to index.
+    let backfills: Vec<Value> = entry
+        .table
+        .psfs()
+        .all()
+        .iter()
+        .filter(|p| p.is_active())
+        .filter_map(|p| entry.table.backfill_progress(p.id).filter(|b| !b.done).map(|b| (p, b)))
+        .map(|(p, b)| {
+            json!({"psf": p.name, "backfilled_from": b.backfilled_from, "target": b.target,
+                   "remaining_bytes": b.backfilled_from.bytes_since(b.target), "bytes_per_second": b.bytes_per_second.round()})
+        })
+        .collect();
+    stats["backfills"] = Value::Array(backfills);
     stats["reserved_bytes"] = json!(entry.table.reserved_bytes());
     Ok(stats)
 }

@@ -95,9 +95,7 @@ fn check(table: &Table, records: &[serde_json::Value]) -> usize {
 }
 
 fn run_files(dir: &Path, psf: u32) -> usize {
-    std::fs::read_dir(dir.join("backfill"))
-        .map(|entries| entries.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with(&format!("psf-{psf}-"))).count())
-        .unwrap_or(0)
+    run_ranges(dir, psf).len()
 }
 
 #[test]
@@ -141,12 +139,8 @@ fn a_psf_registered_over_records_comes_to_cover_them_and_answers_stay_exact() {
     }
     // A run damaged on disk is made again at the next open.
     let type_id = 0;
-    let damaged = std::fs::read_dir(dir.path().join("backfill"))
-        .expect("runs")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("psf-{type_id}-"))))
-        .expect("a run of type");
+    let (from, to) = run_ranges(dir.path(), type_id)[0];
+    let damaged = dir.path().join("backfill").join(format!("psf-{type_id}-{from}-{to}.run"));
     let mut bytes = std::fs::read(&damaged).expect("read");
     bytes[5] ^= 0x20;
     std::fs::write(&damaged, bytes).expect("write");
@@ -178,8 +172,8 @@ fn a_backfill_stopped_by_a_drop_resumes_at_the_next_open() {
 
 /// The `[from, to)` ranges of PSF `psf`'s run files.
 fn run_ranges(dir: &Path, psf: u32) -> Vec<(u64, u64)> {
-    let mut ranges: Vec<(u64, u64)> = std::fs::read_dir(dir.join("backfill"))
-        .expect("runs")
+    let Ok(entries) = std::fs::read_dir(dir.join("backfill")) else { return Vec::new() };
+    let mut ranges: Vec<(u64, u64)> = entries
         .filter_map(Result::ok)
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();

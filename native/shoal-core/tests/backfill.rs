@@ -82,9 +82,7 @@ fn check(table: &Table, records: &[serde_json::Value]) -> usize {
     let mut whole = 0;
     for filter in &filters {
         let expr = parse_expr(filter).expect("filter");
-        let mut expected: Vec<String> =
-            records.iter().filter(|r| common::oracle(&expr, r) == Some(true)).map(|r| r["id"].as_str().expect("id").to_owned()).collect();
-        expected.sort();
+        let expected = common::oracle_ids(records, &expr);
         let (planned, full) = common::planned_and_full_ids(table, filter);
         assert_eq!(full, expected, "full scan vs oracle: {filter}");
         assert_eq!(planned, expected, "planned scan vs oracle: {filter}");

@@ -135,13 +135,7 @@ fn index_scan_equals_full_scan_equals_serde_json_oracle() {
     runner
         .run(&filter_text(&fixture.atoms), |text| {
             let filter = parse_expr(&text).expect("generated filters parse");
-            let mut expected: Vec<String> = fixture
-                .records
-                .iter()
-                .filter(|r| common::oracle(&filter, r) == Some(true))
-                .map(|r| r["id"].as_str().expect("id").to_owned())
-                .collect();
-            expected.sort();
+            let expected = common::oracle_ids(&fixture.records, &filter);
             let planned = ids_of(&fixture.table, &filter, false);
             let full = ids_of(&fixture.table, &filter, true);
             prop_assert_eq!(&full, &expected, "full scan vs oracle for {}", text);
@@ -156,13 +150,7 @@ fn index_scan_equals_full_scan_equals_serde_json_oracle() {
         if !fixture.table.plan(&request).index_scans.is_empty() {
             used_index += 1;
         }
-        let mut expected: Vec<String> = fixture
-            .records
-            .iter()
-            .filter(|r| common::oracle(&filter, r) == Some(true))
-            .map(|r| r["id"].as_str().expect("id").to_owned())
-            .collect();
-        expected.sort();
+        let expected = common::oracle_ids(&fixture.records, &filter);
         assert_eq!(ids_of(&fixture.table, &filter, false), expected, "{atom}");
     }
     assert!(used_index >= 5, "only {used_index} atoms used an index scan");

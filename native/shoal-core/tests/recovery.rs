@@ -58,12 +58,7 @@ fn check_against_oracle(table: &Table, records: &[serde_json::Value]) {
     let mut indexed = 0;
     for filter in &filters {
         let expr = parse_expr(filter).expect("filter");
-        let mut expected: Vec<String> = records
-            .iter()
-            .filter(|r| common::oracle(&expr, r) == Some(true))
-            .map(|r| r["id"].as_str().expect("id").to_owned())
-            .collect();
-        expected.sort();
+        let expected = common::oracle_ids(records, &expr);
         let (planned, full) = ids(table, filter);
         assert_eq!(full, expected, "full scan vs oracle: {filter}");
         assert_eq!(planned, expected, "planned scan vs oracle: {filter}");

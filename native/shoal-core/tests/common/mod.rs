@@ -128,6 +128,14 @@ pub fn strings(batches: &[RecordBatch], column: usize) -> Vec<String> {
     out
 }
 
+/// The sorted `id`s of the `records` the serde_json oracle says `filter` is true for.
+pub fn oracle_ids(records: &[serde_json::Value], filter: &Expr) -> Vec<String> {
+    let mut ids: Vec<String> =
+        records.iter().filter(|r| oracle(filter, r) == Some(true)).map(|r| r["id"].as_str().expect("id").to_owned()).collect();
+    ids.sort();
+    ids
+}
+
 /// Ids (column `id`, sorted) of the records matching `filter`: by the table's own plan
 /// (index scans where PSFs cover the log) and by a full scan of the whole log.
 pub fn planned_and_full_ids(table: &shoal_core::table::Table, filter: &str) -> (Vec<String>, Vec<String>) {

@@ -191,6 +191,7 @@ fn literal_json(literal: &Literal) -> Value {
         Literal::Int(i) => Value::from(*i),
         Literal::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
         Literal::Str(s) => Value::String(s.clone()),
+        Literal::Timestamp(t) => serde_json::json!({ "timestamp_us": t }),
     }
 }
 
@@ -203,6 +204,9 @@ fn json_literal(value: &Value) -> Result<Literal, Status> {
             None => Literal::Float(n.as_f64().unwrap_or(f64::NAN)),
         },
         Value::String(s) => Literal::Str(s.clone()),
+        Value::Object(o) if o.len() == 1 && o.get("timestamp_us").is_some_and(Value::is_i64) => {
+            Literal::Timestamp(o["timestamp_us"].as_i64().unwrap_or_default())
+        }
         _ => return Err(Status::invalid_argument("a prepared statement's handle holds a parameter that is not a scalar")),
     })
 }

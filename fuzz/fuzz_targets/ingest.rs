@@ -21,7 +21,7 @@ fn table(policy: InvalidJsonPolicy) -> Arc<Table> {
     let table = Table::create(config).expect("table");
     table.register_psf("type", &PsfSpec::Projection { field: "type".into() }).expect("psf");
     table.register_psf("big", &PsfSpec::Predicate { expr: "a.b > 5 OR c LIKE 'x%'".into() }).expect("psf");
-    table.register_psf("size", &PsfSpec::Range { field: "n".into(), boundaries: vec![0.0, 10.0].into() }).expect("psf");
+    table.register_psf("size", &PsfSpec::range("n", vec![0.0, 10.0])).expect("psf");
     table
 }
 

@@ -95,7 +95,8 @@ impl ShardedTable {
                 #[allow(clippy::cast_possible_truncation)]
                 Literal::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => vec![Value::from(*f), Value::from(*f as i64)],
                 Literal::Float(f) => vec![Value::from(*f)],
-                Literal::Null => return None,
+                // An instant equals strings of many spellings: every shard may hold one.
+                Literal::Null | Literal::Timestamp(_) => return None,
             })
         };
         let mut candidates: Vec<Vec<Value>> = Vec::with_capacity(self.shard_key.len());

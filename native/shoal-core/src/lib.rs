@@ -100,6 +100,7 @@ pub mod scan;
 pub mod schema;
 pub mod session;
 pub mod table;
+pub mod timestamp;
 pub mod value;
 
 pub use address::LogAddress;

@@ -31,7 +31,7 @@ fn psfs() -> Vec<(&'static str, PsfSpec)> {
         ("type", PsfSpec::Projection { field: "type".into() }),
         ("login", PsfSpec::Projection { field: "actor.login".into() }),
         ("opened_issues", PsfSpec::Predicate { expr: "type = 'IssuesEvent' AND payload.action = 'opened'".into() }),
-        ("push_size", PsfSpec::Range { field: "payload.size".into(), boundaries: vec![1.0, 2.0, 5.0].into() }),
+        ("push_size", PsfSpec::range("payload.size", vec![1.0, 2.0, 5.0])),
         ("type_public", PsfSpec::Composite { fields: vec!["type".into(), "public".into()] }),
     ]
 }

@@ -44,10 +44,10 @@ fn fixture() -> Option<&'static Fixture> {
                 ("type", PsfSpec::Projection { field: "type".into() }),
                 ("login", PsfSpec::Projection { field: "actor.login".into() }),
                 ("opened_issues", PsfSpec::Predicate { expr: "type = 'IssuesEvent' AND payload.action = 'opened'".into() }),
-                ("push_size", PsfSpec::Range { field: "payload.size".into(), boundaries: vec![1.0, 2.0, 5.0, 10.0].into() }),
+                ("push_size", PsfSpec::range("payload.size", vec![1.0, 2.0, 5.0, 10.0])),
                 ("repo_type", PsfSpec::Composite { fields: vec!["repo.name".into(), "type".into()] }),
                 // String boundaries: the minutes of these events' RFC 3339 `created_at` (11:00 to 11:06).
-                ("minute", PsfSpec::Range { field: "created_at".into(), boundaries: MINUTES.map(str::to_owned).to_vec().into() }),
+                ("minute", PsfSpec::range("created_at", MINUTES.map(str::to_owned).to_vec())),
             ];
             for (name, spec) in &psfs {
                 table.register_psf(name, spec).expect("register");

@@ -82,7 +82,7 @@ fn concurrent_ingest_register_scan_finds_every_record_exactly_once() {
                 let specs = [
                     (format!("g{round}"), PsfSpec::Projection { field: "g".into() }),
                     (format!("t{round}"), PsfSpec::Predicate { expr: "t = 't3' AND v < 50".into() }),
-                    (format!("v{round}"), PsfSpec::Range { field: "v".into(), boundaries: vec![10.0, 50.0, 90.0].into() }),
+                    (format!("v{round}"), PsfSpec::range("v", vec![10.0, 50.0, 90.0])),
                     (format!("gt{round}"), PsfSpec::Composite { fields: vec!["g".into(), "t".into()] }),
                 ];
                 for (name, spec) in &specs {

@@ -208,6 +208,11 @@ fn compare(out: &mut [u8], view: &PathView<'_>, op: CmpOp, literal: &Literal) {
                 for_valid(bools, |i| out[i] = tri(op.holds(bools.value(i).cmp(b))));
             }
         }
+        Literal::Timestamp(t) => {
+            if let Some(strings) = view.strings {
+                for_valid(strings, |i| out[i] = holds(crate::timestamp::parse_timestamp(strings.value(i)).map(|v| v.cmp(t))));
+            }
+        }
     }
 }
 

@@ -401,6 +401,9 @@ impl ColumnarFile {
                 Some(LeafStatistics::Str(min, max)) => between(Some((*min).cmp(text.as_bytes())), Some((*max).cmp(text.as_bytes()))),
                 Some(_) => true,
             },
+            // Only strings name instants; their byte-wise statistics do not bound time (offsets,
+            // fractions and spacing reorder them), so a string column may always hold a match.
+            Literal::Timestamp(_) => !matches!(statistics(ScalarType::String), None | Some(LeafStatistics::Empty)),
             Literal::Bool(_) | Literal::Null => true,
         }
     }

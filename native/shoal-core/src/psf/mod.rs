@@ -30,6 +30,7 @@ use crate::epoch::LightEpoch;
 use crate::error::{Error, Result};
 use crate::parser::FieldSet;
 use crate::path::FieldPath;
+use crate::timestamp::{format_duration, format_timestamp, parse_duration, parse_timestamp, EpochUnit};
 use crate::value::{encode_bucket, encode_canonical, encode_composite, tag, FieldValue};
 use crate::LogAddress;
 pub use expr::{parse_expr, BoundExpr, CmpOp, Expr, Literal};
@@ -53,12 +54,13 @@ pub enum PsfKind {
     /// A field split at ascending boundaries `b0 < b1 < … < bk`: bucket 0 holds values
     /// `< b0`, bucket `i` values in `[b(i-1), b(i))`, bucket `k+1` values `≥ bk`. Numeric
     /// boundaries bucket numbers; string boundaries bucket strings in byte order (the filter
-    /// language's string order: RFC 3339 timestamps in one offset, `Z`, sort as time).
+    /// language's string order); timestamp buckets bucket instants (RFC 3339 strings, epoch
+    /// numbers in a unit) at given instants or every fixed width (`"bucket": "1h"`).
     Range {
         /// The field.
         field: FieldPath,
-        /// Ascending boundaries (numbers finite).
-        boundaries: Boundaries,
+        /// Its buckets.
+        buckets: RangeBuckets,
     },
     /// A tuple of fields: one chain per distinct tuple of non-null scalar values.
     Composite {
@@ -86,14 +88,60 @@ pub enum PsfSpec {
     Range {
         /// Dotted path.
         field: String,
-        /// Ascending boundaries: all numbers, or all strings.
-        boundaries: Boundaries,
+        /// Ascending boundaries: all numbers, or all strings. With `"type": "timestamp"`,
+        /// instants (RFC 3339 strings, or epoch numbers in `unit`); absent when `bucket` is given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        boundaries: Option<Boundaries>,
+        /// `"timestamp"`: the field's values are instants ([`crate::timestamp`]); absent: the
+        /// boundaries' type (numbers or strings).
+        #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+        value_type: Option<RangeType>,
+        /// A timestamp range's bucket width (`"1h"`, `"15m"`, `"1d"`;
+        /// [`crate::timestamp::parse_duration`]): buckets aligned to the epoch, instead of boundaries.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bucket: Option<String>,
+        /// A timestamp range's unit of epoch numbers: `"s"` (the default), `"ms"`, `"us"`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unit: Option<EpochUnit>,
     },
     /// See [`PsfKind::Composite`].
     Composite {
         /// Dotted paths.
         fields: Vec<String>,
     },
+}
+
+impl PsfSpec {
+    /// A numeric or string range PSF over `field` split at `boundaries`.
+    #[must_use]
+    pub fn range(field: &str, boundaries: impl Into<Boundaries>) -> Self {
+        PsfSpec::Range { field: field.to_owned(), boundaries: Some(boundaries.into()), value_type: None, bucket: None, unit: None }
+    }
+
+    /// A timestamp range PSF over `field` with buckets `width` wide (`"1h"`), aligned to the
+    /// epoch; epoch numbers read in `unit`.
+    #[must_use]
+    pub fn time_buckets(field: &str, width: &str, unit: EpochUnit) -> Self {
+        PsfSpec::Range {
+            field: field.to_owned(),
+            boundaries: None,
+            value_type: Some(RangeType::Timestamp),
+            bucket: Some(width.to_owned()),
+            unit: Some(unit),
+        }
+    }
+}
+
+/// The `"type"` of a range PSF's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RangeType {
+    /// Numbers (numeric boundaries).
+    Number,
+    /// Strings in byte order (string boundaries).
+    String,
+    /// Instants: RFC 3339 strings and epoch numbers ([`crate::timestamp`]).
+    Timestamp,
 }
 
 impl PsfKind {
@@ -108,20 +156,9 @@ impl PsfKind {
         Ok(match spec {
             PsfSpec::Projection { field } => PsfKind::Projection { field: FieldPath::parse(field)? },
             PsfSpec::Predicate { expr } => PsfKind::Predicate { expr: parse_expr(expr)? },
-            PsfSpec::Range { field, boundaries } => {
-                if boundaries.is_empty() {
-                    return Err(invalid("a range PSF needs at least one boundary".into()));
-                }
-                let ascending = match boundaries {
-                    Boundaries::Numbers(b) => b.iter().all(|b| b.is_finite()) && b.windows(2).all(|w| w[0] < w[1]),
-                    Boundaries::Strings(b) => b.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()),
-                };
-                if !ascending {
-                    return Err(invalid(format!(
-                        "boundaries must be strictly ascending (numbers finite; strings in byte order), got {boundaries:?}"
-                    )));
-                }
-                PsfKind::Range { field: FieldPath::parse(field)?, boundaries: boundaries.clone() }
+            PsfSpec::Range { field, boundaries, value_type, bucket, unit } => {
+                let buckets = RangeBuckets::from_spec(boundaries.as_ref(), *value_type, bucket.as_deref(), *unit).map_err(invalid)?;
+                PsfKind::Range { field: FieldPath::parse(field)?, buckets }
             }
             PsfSpec::Composite { fields } => {
                 if fields.len() < 2 {
@@ -138,9 +175,7 @@ impl PsfKind {
         match self {
             PsfKind::Projection { field } => PsfSpec::Projection { field: field.to_string() },
             PsfKind::Predicate { expr } => PsfSpec::Predicate { expr: expr.to_string() },
-            PsfKind::Range { field, boundaries } => {
-                PsfSpec::Range { field: field.to_string(), boundaries: boundaries.clone() }
-            }
+            PsfKind::Range { field, buckets } => buckets.to_spec(field.to_string()),
             PsfKind::Composite { fields } => PsfSpec::Composite { fields: fields.iter().map(ToString::to_string).collect() },
         }
     }
@@ -196,23 +231,156 @@ impl From<Vec<String>> for Boundaries {
     }
 }
 
-/// The bucket of `value` for a range PSF with `boundaries`, or `None` if the value is not of
-/// their type (a number for numeric boundaries, a string for string ones).
-#[must_use]
-pub fn range_bucket(boundaries: &Boundaries, value: &FieldValue<'_>) -> Option<u32> {
-    #[allow(clippy::cast_possible_truncation)]
-    match (boundaries, value) {
-        (Boundaries::Numbers(boundaries), value) => {
-            let v = value.as_f64()?;
-            if v.is_nan() {
-                return None;
+/// The buckets of a [`PsfKind::Range`]: bucket 0 below the first boundary, bucket `i` from
+/// boundary `i - 1` (included) to boundary `i` (excluded), the last one from the last boundary up.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RangeBuckets {
+    /// Numbers split at ascending finite boundaries; other values have no bucket.
+    Numbers(Vec<f64>),
+    /// Strings split at ascending boundaries in byte order; other values have no bucket.
+    Strings(Vec<String>),
+    /// Instants ([`crate::timestamp`]): strings naming one ([`parse_timestamp`]) and epoch
+    /// numbers in `unit`; other values (and strings naming no instant) have no bucket.
+    Time {
+        /// Where the buckets begin.
+        edges: TimeEdges,
+        /// The unit of epoch numbers.
+        unit: EpochUnit,
+    },
+}
+
+/// Where a timestamp range PSF's buckets begin.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TimeEdges {
+    /// At these ascending instants (microseconds since the epoch).
+    At(Vec<i64>),
+    /// Every `width` microseconds from the epoch: instant `t` is in bucket
+    /// `⌊t / width⌋ + 2³¹`, clamped to `u32` (`"1h"` buckets span ±245,000 years).
+    Every(i64),
+}
+
+/// At most this many chains are read for one range condition: a wider range of a timestamp
+/// PSF's fixed-width buckets (or of a PSF with thousands of boundaries) is scanned instead.
+pub const MAX_RANGE_CHAINS: u32 = 4096;
+
+impl RangeBuckets {
+    fn from_spec(boundaries: Option<&Boundaries>, value_type: Option<RangeType>, bucket: Option<&str>, unit: Option<EpochUnit>) -> std::result::Result<Self, String> {
+        if value_type != Some(RangeType::Timestamp) && (bucket.is_some() || unit.is_some()) {
+            return Err("`bucket` and `unit` belong to a range PSF with \"type\": \"timestamp\"".into());
+        }
+        let buckets = match (value_type, boundaries, bucket) {
+            (Some(RangeType::Timestamp), Some(_), Some(_)) => return Err("give `boundaries` or `bucket`, not both".into()),
+            (Some(RangeType::Timestamp), None, None) => {
+                return Err("a timestamp range PSF needs `boundaries` (instants) or `bucket` (a width such as \"1h\")".into())
             }
-            Some(boundaries.partition_point(|b| *b <= v) as u32)
+            (Some(RangeType::Timestamp), None, Some(width)) => {
+                RangeBuckets::Time { edges: TimeEdges::Every(parse_duration(width)?), unit: unit.unwrap_or_default() }
+            }
+            (Some(RangeType::Timestamp), Some(list), None) => {
+                let unit = unit.unwrap_or_default();
+                let edges = match list {
+                    Boundaries::Strings(b) => b
+                        .iter()
+                        .map(|text| parse_timestamp(text).ok_or_else(|| format!("boundary `{text}` is not a timestamp (RFC 3339, e.g. 2021-07-21T10:00:00Z)")))
+                        .collect::<std::result::Result<Vec<_>, _>>()?,
+                    Boundaries::Numbers(b) => b.iter().map(|n| unit.at(*n).ok_or_else(|| format!("boundary {n} is not a number"))).collect::<std::result::Result<Vec<_>, _>>()?,
+                };
+                RangeBuckets::Time { edges: TimeEdges::At(edges), unit }
+            }
+            (_, None, _) => return Err("a range PSF needs `boundaries`".into()),
+            (Some(RangeType::Number), Some(Boundaries::Strings(_)), _) | (Some(RangeType::String), Some(Boundaries::Numbers(_)), _) => {
+                return Err(format!("the boundaries are not of the PSF's type {value_type:?}"))
+            }
+            (_, Some(Boundaries::Numbers(b)), _) => RangeBuckets::Numbers(b.clone()),
+            (_, Some(Boundaries::Strings(b)), _) => RangeBuckets::Strings(b.clone()),
+        };
+        let (count, ascending) = match &buckets {
+            RangeBuckets::Numbers(b) => (b.len(), b.iter().all(|b| b.is_finite()) && b.windows(2).all(|w| w[0] < w[1])),
+            RangeBuckets::Strings(b) => (b.len(), b.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes())),
+            RangeBuckets::Time { edges: TimeEdges::At(b), .. } => (b.len(), b.windows(2).all(|w| w[0] < w[1])),
+            RangeBuckets::Time { edges: TimeEdges::Every(_), .. } => (1, true),
+        };
+        if count == 0 {
+            return Err("a range PSF needs at least one boundary".into());
         }
-        (Boundaries::Strings(boundaries), FieldValue::Str(s)) => {
-            Some(boundaries.partition_point(|b| b.as_bytes() <= s.as_bytes()) as u32)
+        if !ascending {
+            return Err(format!(
+                "boundaries must be strictly ascending (numbers finite; strings in byte order; timestamps in time), got {boundaries:?}"
+            ));
         }
-        (Boundaries::Strings(_), _) => None,
+        Ok(buckets)
+    }
+
+    fn to_spec(&self, field: String) -> PsfSpec {
+        match self {
+            RangeBuckets::Numbers(b) => PsfSpec::range(&field, b.clone()),
+            RangeBuckets::Strings(b) => PsfSpec::range(&field, b.clone()),
+            RangeBuckets::Time { edges, unit } => {
+                let (boundaries, bucket) = match edges {
+                    TimeEdges::At(b) => (Some(Boundaries::Strings(b.iter().map(|t| format_timestamp(*t)).collect())), None),
+                    TimeEdges::Every(width) => (None, Some(format_duration(*width))),
+                };
+                PsfSpec::Range { field, boundaries, value_type: Some(RangeType::Timestamp), bucket, unit: Some(*unit) }
+            }
+        }
+    }
+
+    /// The highest bucket number.
+    #[must_use]
+    #[allow(clippy::cast_possible_truncation)]
+    pub fn last(&self) -> u32 {
+        match self {
+            RangeBuckets::Numbers(b) => b.len() as u32,
+            RangeBuckets::Strings(b) => b.len() as u32,
+            RangeBuckets::Time { edges: TimeEdges::At(b), .. } => b.len() as u32,
+            RangeBuckets::Time { edges: TimeEdges::Every(_), .. } => u32::MAX,
+        }
+    }
+
+    /// The bucket of a record's value, or `None` if the value is not of the buckets' type (a
+    /// number for numeric boundaries, a string for string ones, an instant for timestamps).
+    #[must_use]
+    #[allow(clippy::cast_possible_truncation)]
+    pub fn bucket(&self, value: &FieldValue<'_>) -> Option<u32> {
+        match (self, value) {
+            (RangeBuckets::Numbers(boundaries), value) => {
+                let v = value.as_f64()?;
+                if v.is_nan() {
+                    return None;
+                }
+                Some(boundaries.partition_point(|b| *b <= v) as u32)
+            }
+            (RangeBuckets::Strings(boundaries), FieldValue::Str(s)) => {
+                Some(boundaries.partition_point(|b| b.as_bytes() <= s.as_bytes()) as u32)
+            }
+            (RangeBuckets::Strings(_), _) => None,
+            (RangeBuckets::Time { edges, .. }, FieldValue::Str(s)) => Some(edges.bucket(parse_timestamp(s)?)),
+            (RangeBuckets::Time { edges, unit }, value) => Some(edges.bucket(unit.at(value.as_f64()?)?)),
+        }
+    }
+
+    /// The bucket of a filter's literal: every value the filter language orders at or below
+    /// (above) the literal is in this bucket or a lower (higher) one. `None` when no value
+    /// the literal compares with has a bucket here: a string literal against timestamp buckets
+    /// (the filter compares strings as text, the buckets as instants), a timestamp literal
+    /// against numeric or string boundaries, `NULL` and booleans.
+    #[must_use]
+    pub fn literal_bucket(&self, literal: &Literal) -> Option<u32> {
+        match (self, literal) {
+            (RangeBuckets::Time { edges, .. }, Literal::Timestamp(t)) => Some(edges.bucket(*t)),
+            (RangeBuckets::Time { .. }, Literal::Str(_)) | (_, Literal::Timestamp(_)) => None,
+            (_, literal) => self.bucket(&literal.as_field_value()),
+        }
+    }
+}
+
+impl TimeEdges {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    fn bucket(&self, instant: i64) -> u32 {
+        match self {
+            TimeEdges::At(edges) => edges.partition_point(|e| *e <= instant) as u32,
+            TimeEdges::Every(width) => (instant.div_euclid(*width) + (1 << 31)).clamp(0, i64::from(u32::MAX)) as u32,
+        }
     }
 }
 
@@ -312,7 +480,7 @@ impl Psf {
 enum Evaluator {
     Projection(usize),
     Predicate(BoundExpr),
-    Range(usize, Boundaries),
+    Range(usize, RangeBuckets),
     Composite(Vec<usize>),
 }
 
@@ -347,7 +515,7 @@ impl ActivePsf {
                 canonical.push(tag::TRUE);
                 ValuePlacement::Inline(0)
             }),
-            Evaluator::Range(field, boundaries) => range_bucket(boundaries, &values[*field]).map(|bucket| {
+            Evaluator::Range(field, buckets) => buckets.bucket(&values[*field]).map(|bucket| {
                 encode_bucket(bucket, canonical);
                 ValuePlacement::Inline(u64::from(bucket))
             }),
@@ -409,7 +577,7 @@ impl PsfSnapshot {
         match &psf.kind {
             PsfKind::Projection { field } => Evaluator::Projection(fields.insert(field)),
             PsfKind::Predicate { expr } => Evaluator::Predicate(expr.bind(fields)),
-            PsfKind::Range { field, boundaries } => Evaluator::Range(fields.insert(field), boundaries.clone()),
+            PsfKind::Range { field, buckets } => Evaluator::Range(fields.insert(field), buckets.clone()),
             PsfKind::Composite { fields: paths } => Evaluator::Composite(paths.iter().map(|p| fields.insert(p)).collect()),
         }
     }
@@ -620,16 +788,16 @@ mod tests {
 
     #[test]
     fn range_buckets_follow_the_boundaries() {
-        let b = Boundaries::from(vec![0.0, 100.0, 1000.0]);
-        let bucket = |v: FieldValue<'_>| range_bucket(&b, &v);
+        let b = RangeBuckets::Numbers(vec![0.0, 100.0, 1000.0]);
+        let bucket = |v: FieldValue<'_>| b.bucket(&v);
         assert_eq!(bucket(FieldValue::Int(-1)), Some(0));
         assert_eq!(bucket(FieldValue::Int(0)), Some(1));
         assert_eq!(bucket(FieldValue::Float(99.9)), Some(1));
         assert_eq!(bucket(FieldValue::Int(100)), Some(2));
         assert_eq!(bucket(FieldValue::Int(5000)), Some(3));
         assert_eq!(bucket(FieldValue::Str("5".into())), None);
-        let hours = Boundaries::from(vec!["2021-07-21T10".to_owned(), "2021-07-21T11".to_owned()]);
-        let bucket = |v: FieldValue<'_>| range_bucket(&hours, &v);
+        let hours = RangeBuckets::Strings(vec!["2021-07-21T10".to_owned(), "2021-07-21T11".to_owned()]);
+        let bucket = |v: FieldValue<'_>| hours.bucket(&v);
         assert_eq!(bucket(FieldValue::Str("2021-07-21T09:59:59Z".into())), Some(0));
         assert_eq!(bucket(FieldValue::Str("2021-07-21T10".into())), Some(1));
         assert_eq!(bucket(FieldValue::Str("2021-07-21T10:30:00Z".into())), Some(1));
@@ -638,15 +806,56 @@ mod tests {
     }
 
     #[test]
+    fn timestamp_buckets_hold_instants_whatever_their_spelling() {
+        let spec: PsfSpec = serde_json::from_str(r#"{"kind":"range","field":"t","type":"timestamp","bucket":"1h","unit":"ms"}"#).unwrap();
+        let PsfKind::Range { buckets, .. } = PsfKind::from_spec("hour", &spec).unwrap() else { panic!() };
+        let bucket = |v: FieldValue<'_>| buckets.bucket(&v);
+        let ten = bucket(FieldValue::Str("2021-07-21T10:00:00Z".into())).unwrap();
+        assert_eq!(bucket(FieldValue::Str("2021-07-21T12:59:59.999+02:00".into())), Some(ten));
+        assert_eq!(bucket(FieldValue::Str("2021-07-21 10:30:00".into())), Some(ten));
+        assert_eq!(bucket(FieldValue::Int(1_626_861_600_000)), Some(ten));
+        assert_eq!(bucket(FieldValue::Float(1_626_865_199_999.0)), Some(ten));
+        assert_eq!(bucket(FieldValue::Str("2021-07-21T11:00:00Z".into())), Some(ten + 1));
+        assert_eq!(bucket(FieldValue::Str("2021-07-21T09:59:59Z".into())), Some(ten - 1));
+        assert_eq!(bucket(FieldValue::Str("yesterday".into())), None);
+        assert_eq!(bucket(FieldValue::Bool(true)), None);
+        // Planning: a timestamp literal has the instant's bucket; a string literal none (the
+        // filter orders strings as text); numbers their instant in the unit.
+        assert_eq!(buckets.literal_bucket(&Literal::Timestamp(1_626_861_600_000_000)), Some(ten));
+        assert_eq!(buckets.literal_bucket(&Literal::Str("2021-07-21T10:00:00Z".into())), None);
+        assert_eq!(buckets.literal_bucket(&Literal::Int(1_626_861_600_000)), Some(ten));
+        assert_eq!(RangeBuckets::Numbers(vec![1.0]).literal_bucket(&Literal::Timestamp(0)), None);
+        assert_eq!(serde_json::to_string(&PsfKind::from_spec("hour", &spec).unwrap().to_spec()).unwrap(), r#"{"kind":"range","field":"t","type":"timestamp","bucket":"1h","unit":"ms"}"#);
+        let at: PsfSpec = serde_json::from_str(r#"{"kind":"range","field":"t","type":"timestamp","boundaries":["2021-07-21T10:00:00Z","2021-07-21 11:00:00"]}"#).unwrap();
+        let kind = PsfKind::from_spec("at", &at).unwrap();
+        let PsfKind::Range { buckets, .. } = &kind else { panic!() };
+        assert_eq!(buckets.bucket(&FieldValue::Str("2021-07-21T10:59:59Z".into())), Some(1));
+        assert_eq!(buckets.bucket(&FieldValue::Int(1_626_865_200)), Some(2));
+        assert_eq!(PsfKind::from_spec("at", &kind.to_spec()).unwrap(), kind);
+        for bad in [
+            r#"{"kind":"range","field":"t","type":"timestamp"}"#,
+            r#"{"kind":"range","field":"t","type":"timestamp","bucket":"1h","boundaries":["2021-07-21"]}"#,
+            r#"{"kind":"range","field":"t","type":"timestamp","bucket":"1y"}"#,
+            r#"{"kind":"range","field":"t","type":"timestamp","boundaries":["not a time"]}"#,
+            r#"{"kind":"range","field":"t","type":"timestamp","boundaries":["2021-07-22","2021-07-21"]}"#,
+            r#"{"kind":"range","field":"t","boundaries":[1],"bucket":"1h"}"#,
+            r#"{"kind":"range","field":"t","type":"number","boundaries":["a"]}"#,
+        ] {
+            let spec: PsfSpec = serde_json::from_str(bad).unwrap();
+            assert!(matches!(PsfKind::from_spec("r", &spec), Err(Error::InvalidPsf { .. })), "{bad}");
+        }
+    }
+
+    #[test]
     fn specs_are_validated_and_round_trip() {
-        let spec = PsfSpec::Range { field: "user.followers_count".into(), boundaries: vec![0.0, 100.0].into() };
+        let spec = PsfSpec::range("user.followers_count", vec![0.0, 100.0]);
         assert_eq!(PsfKind::from_spec("r", &spec).unwrap().to_spec(), spec);
-        let bad = PsfSpec::Range { field: "a".into(), boundaries: vec![5.0, 1.0].into() };
+        let bad = PsfSpec::range("a", vec![5.0, 1.0]);
         assert!(matches!(PsfKind::from_spec("r", &bad), Err(Error::InvalidPsf { .. })));
         let strings: PsfSpec = serde_json::from_str(r#"{"kind":"range","field":"created_at","boundaries":["2021-07-21T10","2021-07-21T11"]}"#).unwrap();
-        assert!(matches!(&strings, PsfSpec::Range { boundaries: Boundaries::Strings(b), .. } if b.len() == 2));
+        assert!(matches!(&strings, PsfSpec::Range { boundaries: Some(Boundaries::Strings(b)), .. } if b.len() == 2));
         assert_eq!(serde_json::to_string(&strings).unwrap(), r#"{"kind":"range","field":"created_at","boundaries":["2021-07-21T10","2021-07-21T11"]}"#);
-        let unordered = PsfSpec::Range { field: "a".into(), boundaries: vec!["b".to_owned(), "a".to_owned()].into() };
+        let unordered = PsfSpec::range("a", vec!["b".to_owned(), "a".to_owned()]);
         assert!(matches!(PsfKind::from_spec("r", &unordered), Err(Error::InvalidPsf { .. })));
         assert!(serde_json::from_str::<PsfSpec>(r#"{"kind":"range","field":"a","boundaries":[1,"b"]}"#).is_err());
         let one = PsfSpec::Composite { fields: vec!["a".into()] };

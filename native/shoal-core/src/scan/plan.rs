@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::psf::{range_bucket, CmpOp, Expr, Literal, Psf, PsfId, PsfKind, NOT_YET};
+use crate::psf::{MAX_RANGE_CHAINS, CmpOp, Expr, Literal, Psf, PsfId, PsfKind, NOT_YET};
 use crate::LogAddress;
 use crate::value::{encode_bucket, encode_canonical, encode_composite, tag, FieldValue};
 
@@ -202,7 +202,8 @@ fn key(psf: &Psf, canonical: Vec<u8>, value: String) -> PropertyKey {
 
 fn literal_key(psf: &Psf, literal: &Literal) -> Option<PropertyKey> {
     let value = literal.as_field_value();
-    if matches!(value, FieldValue::Null) {
+    // A timestamp equals strings of many spellings: no one value's chain holds them all.
+    if matches!(value, FieldValue::Null) || matches!(literal, Literal::Timestamp(_)) {
         return None;
     }
     let mut canonical = Vec::new();
@@ -268,30 +269,32 @@ fn term_path(term: &Expr, psfs: &[Arc<Psf>]) -> Option<AccessPath> {
 }
 
 fn range_path(path: &crate::path::FieldPath, op: CmpOp, value: &Literal, psfs: &[Arc<Psf>]) -> Option<AccessPath> {
-    let literal = value.as_field_value();
     for psf in usable(psfs) {
-        if let PsfKind::Range { field, boundaries } = &psf.kind {
-            if field != path {
-                continue;
-            }
-            // A literal of another type than the boundaries has no bucket: no path.
-            let at = range_bucket(boundaries, &literal)?;
-            #[allow(clippy::cast_possible_truncation)]
-            let last = boundaries.len() as u32;
-            let buckets = match op {
-                CmpOp::Eq => at..=at,
-                CmpOp::Lt | CmpOp::LtEq => 0..=at,
-                CmpOp::Gt | CmpOp::GtEq => at..=last,
-                CmpOp::NotEq => return None,
-            };
-            return Some(bucket_path(psf, buckets));
+        let PsfKind::Range { field, buckets } = &psf.kind else { continue };
+        if field != path {
+            continue;
+        }
+        // A literal the buckets cannot place (another type) gives no path through this PSF.
+        let Some(at) = buckets.literal_bucket(value) else { continue };
+        let chains = match op {
+            CmpOp::Eq => at..=at,
+            CmpOp::Lt | CmpOp::LtEq => 0..=at,
+            CmpOp::Gt | CmpOp::GtEq => at..=buckets.last(),
+            CmpOp::NotEq => return None,
+        };
+        if let Some(path) = bucket_path(psf, chains) {
+            return Some(path);
         }
     }
     None
 }
 
-/// The chains of `buckets` of the range PSF `psf`.
-fn bucket_path(psf: &Arc<Psf>, buckets: std::ops::RangeInclusive<u32>) -> AccessPath {
+/// The chains of `buckets` of the range PSF `psf`; `None` when they are more than
+/// [`MAX_RANGE_CHAINS`] (a scan reads such a range faster than thousands of chains).
+fn bucket_path(psf: &Arc<Psf>, buckets: std::ops::RangeInclusive<u32>) -> Option<AccessPath> {
+    if buckets.end().saturating_sub(*buckets.start()) >= MAX_RANGE_CHAINS {
+        return None;
+    }
     let keys = buckets
         .map(|b| {
             let mut canonical = Vec::new();
@@ -299,7 +302,7 @@ fn bucket_path(psf: &Arc<Psf>, buckets: std::ops::RangeInclusive<u32>) -> Access
             key(psf, canonical, format!("bucket {b}"))
         })
         .collect();
-    AccessPath::single(psf, keys)
+    Some(AccessPath::single(psf, keys))
 }
 
 /// A range PSF whose field the conjunction bounds from below and above (`a <= x AND x < b`,
@@ -308,16 +311,15 @@ fn bucket_path(psf: &Arc<Psf>, buckets: std::ops::RangeInclusive<u32>) -> Access
 fn bounded_range_paths(terms: &[&Expr], psfs: &[Arc<Psf>]) -> Vec<AccessPath> {
     let mut paths = Vec::new();
     for psf in usable(psfs) {
-        let PsfKind::Range { field, boundaries } = &psf.kind else { continue };
-        #[allow(clippy::cast_possible_truncation)]
-        let (mut low, mut high) = (0u32, boundaries.len() as u32);
+        let PsfKind::Range { field, buckets } = &psf.kind else { continue };
+        let (mut low, mut high) = (0u32, buckets.last());
         let (mut below, mut above) = (false, false);
         for term in terms {
             let Expr::Cmp { path, op, value } = term else { continue };
             if path != field {
                 continue;
             }
-            let Some(at) = range_bucket(boundaries, &value.as_field_value()) else { continue };
+            let Some(at) = buckets.literal_bucket(value) else { continue };
             match op {
                 CmpOp::Gt | CmpOp::GtEq => (low, below) = (low.max(at), true),
                 CmpOp::Lt | CmpOp::LtEq => (high, above) = (high.min(at), true),
@@ -326,7 +328,11 @@ fn bounded_range_paths(terms: &[&Expr], psfs: &[Arc<Psf>]) -> Vec<AccessPath> {
             }
         }
         if below && above {
-            paths.push(if low <= high { bucket_path(psf, low..=high) } else { AccessPath::single(psf, Vec::new()) });
+            if low > high {
+                paths.push(AccessPath::single(psf, Vec::new()));
+            } else if let Some(path) = bucket_path(psf, low..=high) {
+                paths.push(path);
+            }
         }
     }
     paths
@@ -355,7 +361,7 @@ fn conjunction_path(expr: &Expr, psfs: &[Arc<Psf>]) -> Option<AccessPath> {
                     })
                 })
                 .collect();
-            if let Some(literals) = literals {
+            if let Some(literals) = literals.filter(|l| !l.iter().any(|l| matches!(l, Literal::Timestamp(_)))) {
                 let values: Vec<FieldValue<'_>> = literals.iter().map(|l| l.as_field_value()).collect();
                 let mut canonical = Vec::new();
                 if encode_composite(values.iter(), &mut canonical) {

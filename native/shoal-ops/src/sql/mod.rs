@@ -201,6 +201,11 @@ fn literal_tokens(value: &Literal, span: sqlparser::tokenizer::Span) -> Vec<Toke
         Literal::Float(f) if *f < 0.0 => vec![at(Token::Minus), at(Token::Number(format!("{:?}", -f), false))],
         Literal::Float(f) => vec![at(Token::Number(format!("{f:?}"), false))],
         Literal::Str(s) => vec![at(Token::SingleQuotedString(s.clone()))],
+        Literal::Timestamp(t) => vec![
+            at(Token::make_keyword("TIMESTAMP")),
+            at(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space)),
+            at(Token::SingleQuotedString(shoal_core::timestamp::format_timestamp(*t))),
+        ],
     }
 }
 
@@ -335,6 +340,8 @@ pub fn parse_sql_insert(text: &str) -> Result<SqlInsert, OpsError> {
                 Literal::Int(i) => serde_json::Value::from(i),
                 Literal::Float(f) => serde_json::Number::from_f64(f).map_or(serde_json::Value::Null, serde_json::Value::Number),
                 Literal::Str(s) => serde_json::Value::String(s),
+                // JSON has no timestamp: the instant as RFC 3339 text, which compares as it.
+                Literal::Timestamp(t) => serde_json::Value::String(shoal_core::timestamp::format_timestamp(t)),
             };
             record.insert(column.clone(), value);
         }

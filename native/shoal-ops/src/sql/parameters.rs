@@ -118,7 +118,7 @@ fn collect_parameter_fields(expr: &shoal_core::psf::Expr, sentinels: &[Literal],
 ///
 /// # Errors
 /// `INVALID_ARGUMENT` for a type that has no literal in the filter language (lists,
-/// structs, binary, dates…) or a non-finite float, naming the parameter.
+/// structs, binary, times of day…) or a non-finite float, naming the parameter.
 pub fn parameter_literal(array: &dyn Array, row: usize, number: usize) -> Result<Literal, OpsError> {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{
@@ -154,9 +154,29 @@ pub fn parameter_literal(array: &dyn Array, row: usize, number: usize) -> Result
         DataType::Utf8 => Literal::Str(array.as_string::<i32>().value(row).to_owned()),
         DataType::LargeUtf8 => Literal::Str(array.as_string::<i64>().value(row).to_owned()),
         DataType::Utf8View => Literal::Str(array.as_string_view().value(row).to_owned()),
+        // Arrow's timestamps count from the epoch in UTC (without a zone: read as UTC).
+        DataType::Timestamp(unit, _) => {
+            use arrow_array::types::{TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType};
+            use arrow_schema::TimeUnit;
+            let micros = match unit {
+                TimeUnit::Second => array.as_primitive::<TimestampSecondType>().value(row).checked_mul(1_000_000),
+                TimeUnit::Millisecond => array.as_primitive::<TimestampMillisecondType>().value(row).checked_mul(1_000),
+                TimeUnit::Microsecond => Some(array.as_primitive::<TimestampMicrosecondType>().value(row)),
+                TimeUnit::Nanosecond => Some(array.as_primitive::<TimestampNanosecondType>().value(row).div_euclid(1_000)),
+            };
+            Literal::Timestamp(micros.ok_or_else(|| OpsError::invalid_argument(format!("parameter {number}: the timestamp is out of range")))?)
+        }
+        DataType::Date32 => {
+            let days = array.as_primitive::<arrow_array::types::Date32Type>().value(row);
+            Literal::Timestamp(i64::from(days) * 86_400 * 1_000_000)
+        }
+        DataType::Date64 => {
+            let millis = array.as_primitive::<arrow_array::types::Date64Type>().value(row);
+            Literal::Timestamp(millis.checked_mul(1_000).ok_or_else(|| OpsError::invalid_argument(format!("parameter {number}: the date is out of range")))?)
+        }
         other => {
             return Err(OpsError::invalid_argument(format!(
-                "parameter {number} is of type {other}; bind a boolean, integer, float or string"
+                "parameter {number} is of type {other}; bind a boolean, integer, float, string, timestamp or date"
             )))
         }
     })

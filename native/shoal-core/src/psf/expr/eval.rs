@@ -43,7 +43,7 @@ impl Expr {
 // ---------------------------------------------------------------------------------------
 
 fn eval_cmp(field: &FieldValue<'_>, op: CmpOp, value: &Literal) -> Option<bool> {
-    field.sql_cmp(&value.as_field_value()).map(|ordering| op.holds(ordering))
+    value.compare(field).map(|ordering| op.holds(ordering))
 }
 
 fn eval_in(field: &FieldValue<'_>, list: &[Literal], negated: bool) -> Option<bool> {

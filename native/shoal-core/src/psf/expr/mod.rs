@@ -44,6 +44,7 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use crate::path::FieldPath;
+use crate::timestamp::{format_timestamp, parse_timestamp};
 use crate::value::FieldValue;
 
 use display::write_sql_string;
@@ -70,19 +71,41 @@ pub enum Literal {
     Float(f64),
     /// A single-quoted string (`'IssuesEvent'`, `''''` for a single quote).
     Str(String),
+    /// `TIMESTAMP '2021-07-21T10:00:00Z'` (also `DATE '…'`, `CAST('…' AS TIMESTAMP)`): an
+    /// instant in microseconds since the Unix epoch, UTC ([`crate::timestamp`]). A field
+    /// compares with it as the instant its string names ([`parse_timestamp`]): `Z` and offsets,
+    /// fractions and a missing offset (UTC) all compare as time, not as text. Numbers, other
+    /// strings and other types are unknown against it.
+    Timestamp(i64),
 }
 
 impl Literal {
     /// The literal as a field value, so it compares with [`FieldValue::sql_cmp`].
-    /// Borrows strings; never allocates.
+    /// Borrows strings; never allocates. A [`Literal::Timestamp`] has no JSON value and is
+    /// [`FieldValue::Missing`] (compares with nothing): use [`Literal::compare`].
     #[must_use]
     pub fn as_field_value(&self) -> FieldValue<'_> {
         match self {
+            Literal::Timestamp(_) => FieldValue::Missing,
             Literal::Null => FieldValue::Null,
             Literal::Bool(b) => FieldValue::Bool(*b),
             Literal::Int(i) => FieldValue::Int(*i),
             Literal::Float(f) => FieldValue::Float(*f),
             Literal::Str(s) => FieldValue::Str(Cow::Borrowed(s)),
+        }
+    }
+}
+
+impl Literal {
+    /// How `field` compares with this literal in the filter language: [`FieldValue::sql_cmp`],
+    /// and for a [`Literal::Timestamp`] the instant of a string field ([`parse_timestamp`]).
+    /// `None` is unknown (null, missing, another type, a string that names no instant).
+    #[must_use]
+    pub fn compare(&self, field: &FieldValue<'_>) -> Option<Ordering> {
+        match (self, field) {
+            (Literal::Timestamp(t), FieldValue::Str(s)) => parse_timestamp(s).map(|v| v.cmp(t)),
+            (Literal::Timestamp(_), _) => None,
+            _ => field.sql_cmp(&self.as_field_value()),
         }
     }
 }
@@ -103,6 +126,7 @@ impl fmt::Display for Literal {
             // a `.` or an exponent.
             Literal::Float(x) => write!(f, "{x:?}"),
             Literal::Str(s) => write_sql_string(f, s),
+            Literal::Timestamp(t) => write!(f, "TIMESTAMP '{}'", format_timestamp(*t)),
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::path::FieldPath;
 
 use super::{CmpOp, Expr, Literal};
+use crate::timestamp::{parse_timestamp, EpochUnit};
 
 /// Parses and [normalises](Expr::normalize) a filter or PSF expression.
 ///
@@ -222,6 +223,9 @@ pub fn echo(text: &str) -> Cow<'_, str> {
 /// One side of a comparison.
 enum Operand {
     Field(FieldPath),
+    /// `CAST(field AS TIMESTAMP)`: the field compared as an instant, so a string literal on
+    /// the other side is read as a timestamp.
+    TimeField(FieldPath),
     Literal(Literal),
 }
 
@@ -300,14 +304,21 @@ impl Lowering<'_> {
             }
             sql::Expr::InList { expr, list, negated } => {
                 let construct = if *negated { "NOT IN" } else { "IN" };
-                let path = self.field_of(expr, construct)?;
-                let list = list.iter().map(|item| self.literal_of(item, construct)).collect::<Result<_>>()?;
+                let (path, as_time) = self.compared_field(expr, construct)?;
+                let list = list
+                    .iter()
+                    .map(|item| self.literal_of(item, construct).and_then(|l| if as_time { self.instant(l, item) } else { Ok(l) }))
+                    .collect::<Result<_>>()?;
                 Ok(Expr::In { path, list, negated: *negated })
             }
             sql::Expr::Between { expr, negated, low, high } => {
                 let construct = if *negated { "NOT BETWEEN" } else { "BETWEEN" };
-                let path = self.field_of(expr, construct)?;
-                let (low, high) = (self.literal_of(low, construct)?, self.literal_of(high, construct)?);
+                let (path, as_time) = self.compared_field(expr, construct)?;
+                let (mut low_value, mut high_value) = (self.literal_of(low, construct)?, self.literal_of(high, construct)?);
+                if as_time {
+                    (low_value, high_value) = (self.instant(low_value, low)?, self.instant(high_value, high)?);
+                }
+                let (low, high) = (low_value, high_value);
                 let bound = |op: CmpOp, value: Literal| Expr::Cmp { path: path.clone(), op, value };
                 Ok(if *negated {
                     Expr::Or(vec![bound(CmpOp::Lt, low), bound(CmpOp::Gt, high)])
@@ -344,7 +355,13 @@ impl Lowering<'_> {
         match (self.operand(left)?, self.operand(right)?) {
             (Operand::Field(path), Operand::Literal(value)) => Ok(Expr::Cmp { path, op, value }),
             (Operand::Literal(value), Operand::Field(path)) => Ok(Expr::Cmp { path, op: op.flipped(), value }),
-            (Operand::Field(_), Operand::Field(_)) => {
+            (Operand::TimeField(path), Operand::Literal(value)) => {
+                Ok(Expr::Cmp { path, op, value: self.instant(value, right)? })
+            }
+            (Operand::Literal(value), Operand::TimeField(path)) => {
+                Ok(Expr::Cmp { path, op: op.flipped(), value: self.instant(value, left)? })
+            }
+            (Operand::Field(_) | Operand::TimeField(_), Operand::Field(_) | Operand::TimeField(_)) => {
                 Err(self.unsupported("comparison between two fields is not supported", whole))
             }
             (Operand::Literal(_), Operand::Literal(_)) => {
@@ -396,9 +413,14 @@ impl Lowering<'_> {
     }
 
     fn operand(&self, e: &sql::Expr) -> Result<Operand> {
+        if let Some(field) = timestamp_cast(e) {
+            return self.field_of(field, "CAST(… AS TIMESTAMP)").map(Operand::TimeField);
+        }
         match e {
             sql::Expr::Nested(inner) => self.operand(inner),
-            sql::Expr::Value(_) | sql::Expr::UnaryOp { .. } if is_literal_syntax(e) => {
+            sql::Expr::Value(_) | sql::Expr::UnaryOp { .. } | sql::Expr::TypedString(_) | sql::Expr::Cast { .. }
+                if is_literal_syntax(e) =>
+            {
                 self.literal_of(e, "a comparison").map(Operand::Literal)
             }
             sql::Expr::BinaryOp { op, .. } if comparison_op(op).is_some() || is_connective(op) => {
@@ -443,10 +465,50 @@ impl Lowering<'_> {
         FieldPath::from_segments(segments).map_err(|err| self.error(format!("{err}{}", self.at(e.span()))))
     }
 
+    /// The field of `IN`/`BETWEEN`, and whether it is `CAST(field AS TIMESTAMP)` (its
+    /// literals then read as timestamps).
+    fn compared_field(&self, e: &sql::Expr, construct: &str) -> Result<(FieldPath, bool)> {
+        match timestamp_cast(e) {
+            Some(field) => Ok((self.field_of(field, construct)?, true)),
+            None => Ok((self.field_of(e, construct)?, false)),
+        }
+    }
+
+    /// A literal compared with `CAST(field AS TIMESTAMP)`: a timestamp as it is, a string
+    /// read as one ([`parse_timestamp`]), `NULL` as it is; anything else is refused.
+    fn instant(&self, value: Literal, e: &sql::Expr) -> Result<Literal> {
+        match value {
+            Literal::Str(text) => parse_timestamp(&text).map(Literal::Timestamp).ok_or_else(|| self.not_a_timestamp(&text, e)),
+            Literal::Timestamp(_) | Literal::Null => Ok(value),
+            _ => Err(self.unsupported("a timestamp compares with a TIMESTAMP literal or a string naming an instant", e)),
+        }
+    }
+
+    fn not_a_timestamp(&self, text: &str, e: &sql::Expr) -> Error {
+        self.unsupported(
+            &format!("'{}' is not a timestamp (RFC 3339, e.g. '2021-07-21T10:00:00Z', '2021-07-21 10:00:00', '2021-07-21')", echo(text)),
+            e,
+        )
+    }
+
     /// A literal; `construct` names what needs it, for the error message.
     fn literal_of(&self, e: &sql::Expr, construct: &str) -> Result<Literal> {
         match e {
             sql::Expr::Nested(inner) => self.literal_of(inner, construct),
+            sql::Expr::TypedString(typed) if is_timestamp_type(&typed.data_type) => {
+                let text = match &typed.value.value {
+                    Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.as_str(),
+                    _ => return Err(self.unsupported("a TIMESTAMP literal takes a quoted string", e)),
+                };
+                parse_timestamp(text).map(Literal::Timestamp).ok_or_else(|| self.not_a_timestamp(text, e))
+            }
+            sql::Expr::Cast { expr, data_type, format: None, .. } if is_timestamp_type(data_type) && is_literal_syntax(expr) => {
+                match self.literal_of(expr, construct)? {
+                    Literal::Int(seconds) => Ok(EpochUnit::S.at(seconds as f64).map_or(Literal::Null, Literal::Timestamp)),
+                    Literal::Float(seconds) => Ok(EpochUnit::S.at(seconds).map_or(Literal::Null, Literal::Timestamp)),
+                    other => self.instant(other, expr),
+                }
+            }
             sql::Expr::Value(v) => match &v.value {
                 Value::Null => Ok(Literal::Null),
                 Value::Boolean(b) => Ok(Literal::Bool(*b)),
@@ -473,6 +535,7 @@ impl Lowering<'_> {
                     _ => Err(self.unsupported_operator(sign, e)),
                 }
             }
+            sql::Expr::TypedString(_) | sql::Expr::Cast { .. } => Err(self.unsupported_construct(e)),
             _ => Err(self.unsupported(&format!("{construct} needs a literal here"), e)),
         }
     }
@@ -501,8 +564,13 @@ impl Lowering<'_> {
                 "subqueries are not supported"
             }
             sql::Expr::Case { .. } => "CASE expressions are not supported",
-            sql::Expr::Cast { .. } | sql::Expr::Convert { .. } => "casts are not supported",
-            sql::Expr::TypedString(_) => "typed literals are not supported (compare with a plain literal)",
+            sql::Expr::Cast { data_type: sql::DataType::Date, .. } => {
+                "CAST(… AS DATE) is not supported (compare with TIMESTAMPs: `f >= TIMESTAMP '2021-07-21' AND f < TIMESTAMP '2021-07-22'`)"
+            }
+            sql::Expr::Cast { .. } | sql::Expr::Convert { .. } => {
+                "casts are not supported, but for CAST(field AS TIMESTAMP) compared with a literal"
+            }
+            sql::Expr::TypedString(_) => "typed literals are not supported, but for TIMESTAMP and DATE '…'",
             sql::Expr::Interval(_) => "intervals are not supported",
             sql::Expr::IsTrue(_) | sql::Expr::IsNotTrue(_) | sql::Expr::IsFalse(_) | sql::Expr::IsNotFalse(_) => {
                 "IS [NOT] TRUE/FALSE is not supported (use the field or `field = TRUE`)"
@@ -590,9 +658,35 @@ fn spine_depth(e: &sql::Expr) -> usize {
     depth
 }
 
+/// `DATE`, `TIMESTAMP` (with or without a time zone), `DATETIME`: the types whose literals
+/// and casts read as [`Literal::Timestamp`].
+fn is_timestamp_type(data_type: &sql::DataType) -> bool {
+    matches!(
+        data_type,
+        sql::DataType::Date | sql::DataType::Timestamp(..) | sql::DataType::TimestampNtz(_) | sql::DataType::Datetime(_)
+    )
+}
+
+/// The field `e` casts to a timestamp (`CAST(created_at AS TIMESTAMP)`, `created_at::timestamp`),
+/// if it is such a cast of something that is not a literal.
+fn timestamp_cast(e: &sql::Expr) -> Option<&sql::Expr> {
+    match e {
+        sql::Expr::Nested(inner) => timestamp_cast(inner),
+        sql::Expr::Cast { expr, data_type: sql::DataType::Timestamp(..) | sql::DataType::TimestampNtz(_) | sql::DataType::Datetime(_), format: None, .. }
+            if !is_literal_syntax(expr) =>
+        {
+            Some(expr)
+        }
+        _ => None,
+    }
+}
+
 fn is_literal_syntax(e: &sql::Expr) -> bool {
     match e {
         sql::Expr::Value(_) => true,
+        sql::Expr::Nested(inner) => is_literal_syntax(inner),
+        sql::Expr::TypedString(_) => true,
+        sql::Expr::Cast { expr, .. } => is_literal_syntax(expr),
         sql::Expr::UnaryOp { op: UnaryOperator::Minus | UnaryOperator::Plus, expr } => {
             matches!(expr.as_ref(), sql::Expr::Value(sql::ValueWithSpan { value: Value::Number(..), .. }))
         }

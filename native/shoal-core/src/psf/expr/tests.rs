@@ -405,7 +405,12 @@ fn unsupported_constructs_are_rejected_naming_the_construct_and_position() {
         ("a IN (SELECT b FROM t)", "subqueries are not supported"),
         ("CASE WHEN a THEN 1 END = 1", "CASE expressions are not supported"),
         ("CAST(a AS INT) = 1", "casts are not supported"),
-        ("a = DATE '2020-01-01'", "typed literals are not supported"),
+        ("a = INTERVAL '1' DAY", "intervals are not supported"),
+        ("a = TIME '10:00:00'", "typed literals are not supported, but for TIMESTAMP and DATE"),
+        ("a > TIMESTAMP 'yesterday'", "'yesterday' is not a timestamp (RFC 3339"),
+        ("CAST(a AS TIMESTAMP) > 'soon'", "'soon' is not a timestamp"),
+        ("CAST(a AS TIMESTAMP) > 5", "a timestamp compares with a TIMESTAMP literal or a string"),
+        ("CAST(a AS DATE) = DATE '2020-01-01'", "CAST(… AS DATE) is not supported"),
         ("a[0] = 1", "array subscripts are not supported"),
         ("a IS TRUE", "IS [NOT] TRUE/FALSE is not supported"),
         ("a IS DISTINCT FROM 1", "IS [NOT] DISTINCT FROM is not supported"),
@@ -424,6 +429,46 @@ fn unsupported_constructs_are_rejected_naming_the_construct_and_position() {
         let reason = rejection(text);
         assert!(reason.contains(expected), "{text:?}: {reason:?} does not contain {expected:?}");
     }
+}
+
+#[test]
+fn timestamps_parse_display_and_compare_as_instants() {
+    const TEN: i64 = 1_626_861_600_000_000; // 2021-07-21T10:00:00Z
+    let ten = Literal::Timestamp(TEN);
+    for text in [
+        "created_at >= TIMESTAMP '2021-07-21T10:00:00Z'",
+        "created_at >= TIMESTAMP '2021-07-21 12:00:00+02:00'",
+        "created_at >= CAST('2021-07-21T10:00:00' AS TIMESTAMP)",
+        "CAST(created_at AS TIMESTAMP) >= '2021-07-21T10:00:00Z'",
+        "created_at::timestamp >= '2021-07-21 10:00:00'",
+        "TIMESTAMP '2021-07-21T10:00:00Z' <= created_at",
+        "created_at >= CAST(1626861600 AS TIMESTAMP)",
+    ] {
+        assert_eq!(parse(text), cmp("created_at", CmpOp::GtEq, ten.clone()), "{text}");
+    }
+    assert_eq!(parse("d = DATE '2021-07-21'"), cmp("d", CmpOp::Eq, Literal::Timestamp(TEN - 36_000_000_000)));
+    let between = parse("CAST(t AS TIMESTAMP) BETWEEN '2021-07-21T10:00:00Z' AND TIMESTAMP '2021-07-21T11:00:00Z'");
+    assert_eq!(between, Expr::And(vec![cmp("t", CmpOp::GtEq, ten.clone()), cmp("t", CmpOp::LtEq, Literal::Timestamp(TEN + 3_600_000_000))]));
+    assert_eq!(parse("CAST(t AS TIMESTAMP) IN ('2021-07-21T10:00:00Z', NULL)"), Expr::In { path: path("t"), list: vec![ten.clone(), Literal::Null], negated: false });
+    // A string compared without a cast stays a string comparison (byte order).
+    assert_eq!(parse("t >= '2021-07-21T10:00:00Z'"), cmp("t", CmpOp::GtEq, str_lit("2021-07-21T10:00:00Z")));
+    // Display reads back.
+    let e = parse("t > TIMESTAMP '2021-07-21T10:00:00.25Z' AND t < TIMESTAMP '2021-07-21 11:00:00'");
+    assert_eq!(e.to_string(), "t > TIMESTAMP '2021-07-21T10:00:00.250Z' AND t < TIMESTAMP '2021-07-21T11:00:00Z'");
+    assert_eq!(parse(&e.to_string()), e);
+    // Any spelling of the same instant compares equal; other types are unknown.
+    let at_ten = parse("t = TIMESTAMP '2021-07-21T10:00:00Z'");
+    for same in ["2021-07-21T10:00:00Z", "2021-07-21T12:00:00+02:00", "2021-07-21 10:00:00", "2021-07-21T10:00:00.000000Z"] {
+        assert_eq!(eval(&at_ten, &[("t", FieldValue::Str(Cow::Owned(same.to_owned())))]), Some(true), "{same}");
+    }
+    let after = parse("t > TIMESTAMP '2021-07-21T10:00:00Z'");
+    // Byte order says "2021-07-21T09:30:00-01:00" < "2021-07-21T10…"; time order says after.
+    assert_eq!(eval(&after, &[("t", s("2021-07-21T09:30:00-01:00"))]), Some(true));
+    assert_eq!(eval(&after, &[("t", s("2021-07-21T10:30:00+01:00"))]), Some(false));
+    for unknown in [s("not a time"), FieldValue::Int(1_626_861_601), FieldValue::Null, FieldValue::Missing, FieldValue::Bool(true)] {
+        assert_eq!(eval(&after, &[("t", unknown.clone())]), None, "{unknown:?}");
+    }
+    assert_eq!(eval(&parse("NOT t > TIMESTAMP '2021-07-21T10:00:00Z'"), &[("t", s("2021-07-21T09:00:00Z"))]), Some(true));
 }
 
 #[test]

@@ -1,0 +1,165 @@
+//! Timestamps of the filter language and of timestamp range PSFs: instants as microseconds
+//! since the Unix epoch (UTC), read from RFC 3339 strings and from epoch numbers in a unit.
+//!
+//! JSON has no timestamp type: event data carries time as RFC 3339 text
+//! (`"2021-07-21T10:00:00Z"`, GitHub's `created_at`) or as an epoch number (`1626861600`,
+//! `1626861600000`). Byte-wise string order is time order only while every value has the
+//! same shape and offset; comparing instants is exact for any mix. [`parse_timestamp`] reads
+//! the shapes Arrow's (and Spark's) cast of a string to a timestamp reads.
+
+use serde::{Deserialize, Serialize};
+
+/// Microseconds in a second.
+pub const MICROS_PER_SECOND: i64 = 1_000_000;
+
+/// The instant `text` names, in microseconds since 1970-01-01T00:00:00Z, or `None` when it is
+/// no timestamp or lies outside the years 1677–2262. Arrow's cast of a string to a timestamp
+/// reads it (`arrow_cast::parse::string_to_timestamp_nanos`, Spark's `to_timestamp` model): RFC
+/// 3339 with `T` or a space, an optional fraction and offset (none: UTC), or a bare date (its
+/// midnight, UTC). Fractions beyond microseconds are truncated toward the past.
+#[must_use]
+pub fn parse_timestamp(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    // Every accepted shape starts with a four-digit year and a dash: most non-timestamps
+    // (names, ids, numbers) are turned away before the parse.
+    if bytes.len() < 10 || !bytes[..4].iter().all(u8::is_ascii_digit) || bytes[4] != b'-' {
+        return None;
+    }
+    arrow_cast::parse::string_to_timestamp_nanos(text).ok().map(|nanos| nanos.div_euclid(1_000))
+}
+
+/// RFC 3339 text of an instant in microseconds, in UTC with `Z`, with as many fraction
+/// digits as it needs (none, 3 or 6): `2021-07-21T10:00:00Z`, `2021-07-21T10:00:00.250Z`.
+/// [`parse_timestamp`] reads it back as the same instant. Instants chrono cannot represent
+/// (beyond year ±262,000) print as the number of microseconds.
+#[must_use]
+pub fn format_timestamp(micros: i64) -> String {
+    match arrow_array::temporal_conversions::timestamp_us_to_datetime(micros) {
+        Some(instant) => instant.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string(),
+        None => format!("{micros}us"),
+    }
+}
+
+/// The unit of epoch numbers (`1626861600` seconds, `1626861600000` milliseconds) a timestamp
+/// range PSF reads: a number `n` is the instant `n` units after 1970-01-01T00:00:00Z.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EpochUnit {
+    /// Seconds (Unix time; what SQL's `CAST(number AS TIMESTAMP)` reads), the default.
+    #[default]
+    S,
+    /// Milliseconds (JavaScript's `Date.now()`, Kafka and Flink record timestamps).
+    Ms,
+    /// Microseconds.
+    Us,
+}
+
+impl EpochUnit {
+    /// Microseconds per unit.
+    #[must_use]
+    pub fn micros(self) -> i64 {
+        match self {
+            EpochUnit::S => MICROS_PER_SECOND,
+            EpochUnit::Ms => 1_000,
+            EpochUnit::Us => 1,
+        }
+    }
+
+    /// The instant of the epoch number `value` in this unit, in microseconds, saturating at
+    /// the `i64` range; `None` for NaN. Monotone: `a <= b` gives `at(a) <= at(b)`, so a range
+    /// PSF's bucket of a number never contradicts the filter language's numeric order.
+    #[must_use]
+    #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+    pub fn at(self, value: f64) -> Option<i64> {
+        // `as` from f64 saturates and is monotone; one rounding (the product) keeps it so.
+        (!value.is_nan()).then(|| (value * self.micros() as f64) as i64)
+    }
+}
+
+/// A duration written as a number and a unit (`"1h"`, `"15m"`, `"30s"`, `"500ms"`, `"1d"`,
+/// `"1w"`), in microseconds.
+///
+/// # Errors
+/// A message naming what was expected, for text that is not a positive whole number followed
+/// by one of `us`, `ms`, `s`, `m`, `h`, `d`, `w`.
+pub fn parse_duration(text: &str) -> std::result::Result<i64, String> {
+    let digits = text.trim().bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.trim().split_at(digits);
+    let per = match unit.trim() {
+        "us" => 1,
+        "ms" => 1_000,
+        "s" => MICROS_PER_SECOND,
+        "m" | "min" => 60 * MICROS_PER_SECOND,
+        "h" => 3_600 * MICROS_PER_SECOND,
+        "d" => 86_400 * MICROS_PER_SECOND,
+        "w" => 7 * 86_400 * MICROS_PER_SECOND,
+        _ => return Err(format!("`{text}` is not a duration: a whole number and one of us, ms, s, m, h, d, w (`1h`, `15m`)")),
+    };
+    match number.parse::<i64>().ok().and_then(|n| n.checked_mul(per)) {
+        Some(micros) if micros > 0 => Ok(micros),
+        _ => Err(format!("`{text}` is not a positive duration within ±292,000 years")),
+    }
+}
+
+/// [`parse_duration`]'s text for a width in microseconds: the largest unit that divides it.
+#[must_use]
+pub fn format_duration(micros: i64) -> String {
+    for (unit, per) in [("w", 7 * 86_400 * MICROS_PER_SECOND), ("d", 86_400 * MICROS_PER_SECOND), ("h", 3_600 * MICROS_PER_SECOND),
+        ("m", 60 * MICROS_PER_SECOND), ("s", MICROS_PER_SECOND), ("ms", 1_000)]
+    {
+        if micros % per == 0 {
+            return format!("{}{unit}", micros / per);
+        }
+    }
+    format!("{micros}us")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEN: i64 = 1_626_861_600 * MICROS_PER_SECOND; // 2021-07-21T10:00:00Z
+
+    #[test]
+    fn the_shapes_engines_cast_are_read_as_instants() {
+        assert_eq!(parse_timestamp("2021-07-21T10:00:00Z"), Some(TEN));
+        assert_eq!(parse_timestamp("2021-07-21 10:00:00Z"), Some(TEN));
+        assert_eq!(parse_timestamp("2021-07-21T12:00:00+02:00"), Some(TEN));
+        assert_eq!(parse_timestamp("2021-07-21T09:30:00-00:30"), Some(TEN));
+        assert_eq!(parse_timestamp("2021-07-21T10:00:00.25Z"), Some(TEN + 250_000));
+        assert_eq!(parse_timestamp("2021-07-21T10:00:00.123456789Z"), Some(TEN + 123_456));
+        assert_eq!(parse_timestamp("2021-07-21T10:00:00"), Some(TEN));
+        assert_eq!(parse_timestamp("2021-07-21 10:00:00.5"), Some(TEN + 500_000));
+        assert_eq!(parse_timestamp("2021-07-21"), Some(TEN - 10 * 3_600 * MICROS_PER_SECOND));
+        assert_eq!(parse_timestamp("1969-12-31T23:59:59Z"), Some(-MICROS_PER_SECOND));
+        for no in ["", "2021", "abc", "2021-13-01T00:00:00Z", "2021-02-30", "2021-07-21T25:00:00Z", "2021-07-21X10:00:00",
+            "1626861600", "2021-07-21T10:00:00Zjunk", "+2021-07-21", "3000-01-01T00:00:00Z"]
+        {
+            assert_eq!(parse_timestamp(no), None, "{no}");
+        }
+    }
+
+    #[test]
+    fn formatted_instants_read_back() {
+        for micros in [TEN, TEN + 250_000, TEN + 1, -MICROS_PER_SECOND, 0] {
+            assert_eq!(parse_timestamp(&format_timestamp(micros)), Some(micros), "{}", format_timestamp(micros));
+        }
+        assert_eq!(format_timestamp(TEN), "2021-07-21T10:00:00Z");
+    }
+
+    #[test]
+    fn durations_and_units() {
+        assert_eq!(parse_duration("1h"), Ok(3_600 * MICROS_PER_SECOND));
+        assert_eq!(parse_duration("15m"), Ok(900 * MICROS_PER_SECOND));
+        assert_eq!(parse_duration("500ms"), Ok(500_000));
+        assert!(parse_duration("0h").is_err() && parse_duration("h").is_err() && parse_duration("1y").is_err());
+        assert!(parse_duration("99999999999999w").is_err());
+        for text in ["1h", "15m", "1d", "2w", "90s", "500ms", "7us"] {
+            assert_eq!(format_duration(parse_duration(text).unwrap()), text);
+        }
+        assert_eq!(EpochUnit::Ms.at(1_626_861_600_000.0), Some(TEN));
+        assert_eq!(EpochUnit::S.at(1.5), Some(1_500_000));
+        assert_eq!(EpochUnit::S.at(f64::NAN), None);
+        assert_eq!(EpochUnit::Us.at(1e300), Some(i64::MAX));
+    }
+}

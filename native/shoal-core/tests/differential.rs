@@ -48,6 +48,8 @@ fn fixture() -> Option<&'static Fixture> {
                 ("repo_type", PsfSpec::Composite { fields: vec!["repo.name".into(), "type".into()] }),
                 // String boundaries: the minutes of these events' RFC 3339 `created_at` (11:00 to 11:06).
                 ("minute", PsfSpec::range("created_at", MINUTES.map(str::to_owned).to_vec())),
+                // The same field as instants, in buckets of 10 s from the epoch.
+                ("instant", PsfSpec::time_buckets("created_at", "10s", shoal_core::timestamp::EpochUnit::S)),
             ];
             for (name, spec) in &psfs {
                 table.register_psf(name, spec).expect("register");
@@ -76,6 +78,10 @@ fn fixture() -> Option<&'static Fixture> {
                 "created_at BETWEEN '2018-01-01T11:03:10Z' AND '2018-01-01T11:03:50Z'".to_owned(),
                 "created_at < '2018-01-01T11:01:30Z'".to_owned(),
                 "created_at > '2018-01-01T11:05'".to_owned(),
+                "created_at >= TIMESTAMP '2018-01-01T11:02:00Z' AND created_at < TIMESTAMP '2018-01-01 11:04:00'".to_owned(),
+                "CAST(created_at AS TIMESTAMP) BETWEEN '2018-01-01T12:03:10+01:00' AND '2018-01-01T11:03:50Z'".to_owned(),
+                "created_at = TIMESTAMP '2018-01-01T11:03:07Z'".to_owned(),
+                "created_at < TIMESTAMP '2018-01-01T11:01:30Z'".to_owned(),
             ];
             for record in records.iter().step_by(97).take(12) {
                 let ty = record["type"].as_str().unwrap_or("none");
@@ -185,6 +191,20 @@ fn plans_use_each_psf_kind_within_its_safe_boundaries() {
     let disjoint = "created_at > '2018-01-01T11:05' AND created_at < '2018-01-01T11:01'";
     let plan = table.plan(&ScanRequest { filter: Some(parse_expr(disjoint).expect("parse")), ..ScanRequest::default() });
     assert!(plan.index_scans[0].properties.is_empty() && plan.reason.contains("matches no record"), "{plan:?}");
+    // A timestamp range reads the 10-second buckets between its instants (those from 11:03:00,
+    // 11:03:10 and 11:03:20); one side alone would be unbounded (more than MAX_RANGE_CHAINS
+    // chains), so no path is used.
+    let hours = "created_at >= TIMESTAMP '2018-01-01T11:03:05Z' AND created_at <= TIMESTAMP '2018-01-01T12:03:25+01:00'";
+    let plan = table.plan(&ScanRequest { filter: Some(parse_expr(hours).expect("parse")), ..ScanRequest::default() });
+    assert!(!plan.index_scans.is_empty() && plan.index_scans[0].psfs == vec!["instant".to_owned()], "{plan:?}");
+    assert_eq!(plan.index_scans[0].properties.len(), 3, "{plan:?}");
+    let one_sided = "created_at >= TIMESTAMP '2018-01-01T11:03:00Z'";
+    let plan = table.plan(&ScanRequest { filter: Some(parse_expr(one_sided).expect("parse")), ..ScanRequest::default() });
+    assert!(plan.index_scans.is_empty(), "{plan:?}");
+    // A string literal is compared as text: the timestamp buckets do not serve it.
+    let text = "created_at >= '2018-01-01T11:03:00Z' AND created_at < '2018-01-01T11:03:30Z'";
+    let plan = table.plan(&ScanRequest { filter: Some(parse_expr(text).expect("parse")), ..ScanRequest::default() });
+    assert!(plan.index_scans.iter().all(|scan| scan.psfs != vec!["instant".to_owned()]), "{plan:?}");
     // PushEvents are over half of the records: the planner prefers a full scan.
     let plan = table.plan(&ScanRequest { filter: Some(parse_expr("type = 'PushEvent'").expect("parse")), ..ScanRequest::default() });
     assert!(plan.index_scans.is_empty(), "{plan:?}");

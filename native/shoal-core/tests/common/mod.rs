@@ -44,8 +44,27 @@ fn compare(value: &serde_json::Value, literal: &Literal) -> Option<Ordering> {
             None => n.as_f64()?.partial_cmp(&(*l as f64)),
         },
         (Value::Number(n), Literal::Float(l)) => n.as_f64()?.partial_cmp(l),
+        (Value::String(s), Literal::Timestamp(l)) => Some(utc_micros(s)?.cmp(l)),
         _ => None,
     }
+}
+
+/// Microseconds since the epoch of `YYYY-MM-DDTHH:MM:SSZ` (the one shape GitHub Archive
+/// writes), counted here with the civil-calendar day formula rather than the engine's parser.
+fn utc_micros(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z' {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (y, m) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * m + 2) / 5 + d - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    Some(((days * 24 + num(11..13)?) * 60 + num(14..16)?) * 60_000_000 + num(17..19)? * 1_000_000)
 }
 
 fn holds(op: CmpOp, ordering: Ordering) -> bool {

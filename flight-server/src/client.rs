@@ -154,13 +154,26 @@ enum PsfCommand {
         /// Boolean predicate: a SQL expression.
         #[arg(long, group = "kind")]
         predicate: Option<String>,
-        /// Range PSF: a field bucketed by --boundaries (numbers, or strings in byte order).
-        #[arg(long, group = "kind", requires = "boundaries")]
+        /// Range PSF: a field bucketed by --boundaries (numbers, or strings in byte order), or
+        /// with --timestamp by instants (--boundaries or --bucket).
+        #[arg(long, group = "kind")]
         range: Option<String>,
         /// Ascending bucket boundaries for --range, comma separated: numbers, or strings
-        /// (e.g. hours of RFC 3339 timestamps: 2021-07-21T10,2021-07-21T11).
-        #[arg(long, value_delimiter = ',')]
+        /// (e.g. hours of RFC 3339 timestamps: 2021-07-21T10,2021-07-21T11), or with
+        /// --timestamp instants (2021-07-21T10:00:00Z,2021-07-21T11:00:00Z).
+        #[arg(long, value_delimiter = ',', conflicts_with = "bucket")]
         boundaries: Vec<String>,
+        /// --range over instants: RFC 3339 strings (any offset or spelling) and epoch numbers
+        /// (in --unit), compared as time by `field >= TIMESTAMP '…'` filters.
+        #[arg(long, requires = "range")]
+        timestamp: bool,
+        /// --timestamp buckets of a fixed width from the epoch instead of --boundaries:
+        /// 1h, 15m, 1d, 30s, …
+        #[arg(long, requires = "timestamp")]
+        bucket: Option<String>,
+        /// --timestamp: the unit of epoch numbers (s, ms or us; default s).
+        #[arg(long, requires = "timestamp", value_parser = ["s", "ms", "us"])]
+        unit: Option<String>,
         /// Composite projection: comma-separated dotted paths.
         #[arg(long, group = "kind", value_delimiter = ',')]
         composite: Vec<String>,
@@ -972,7 +985,7 @@ async fn ingest_into(client: &mut FlightClient, args: &IngestArgs, table: &str, 
 pub async fn psf(args: PsfArgs) -> Result<(), String> {
     let mut client = connect(&args.connection).await?;
     let result = match args.command {
-        PsfCommand::Add { table, name, projection, predicate, range, boundaries, composite, no_backfill, wait } => {
+        PsfCommand::Add { table, name, projection, predicate, range, boundaries, timestamp, bucket, unit, composite, no_backfill, wait } => {
             let table = table.required("psf add")?;
             let mut body = json!({"table": table, "name": name, "backfill": !no_backfill});
             if let Some(field) = projection {
@@ -984,12 +997,24 @@ pub async fn psf(args: PsfArgs) -> Result<(), String> {
             } else if let Some(field) = range {
                 body["kind"] = json!("range");
                 body["field"] = json!(field);
-                // All numbers: a numeric range; otherwise string boundaries.
-                let numbers: Option<Vec<f64>> = boundaries.iter().map(|b| b.trim().parse().ok()).collect();
-                body["boundaries"] = match numbers {
-                    Some(numbers) => json!(numbers),
-                    None => json!(boundaries),
-                };
+                if boundaries.is_empty() && bucket.is_none() {
+                    return Err("--range needs --boundaries (or, with --timestamp, --bucket)".into());
+                }
+                if timestamp {
+                    body["type"] = json!("timestamp");
+                    body["unit"] = json!(unit.unwrap_or_else(|| "s".to_owned()));
+                    if let Some(width) = bucket {
+                        body["bucket"] = json!(width);
+                    }
+                }
+                if !boundaries.is_empty() {
+                    // All numbers: a numeric range (epoch numbers with --timestamp); otherwise strings.
+                    let numbers: Option<Vec<f64>> = boundaries.iter().map(|b| b.trim().parse().ok()).collect();
+                    body["boundaries"] = match numbers {
+                        Some(numbers) => json!(numbers),
+                        None => json!(boundaries.iter().map(|b| b.trim()).collect::<Vec<_>>()),
+                    };
+                }
             } else if !composite.is_empty() {
                 body["kind"] = json!("composite");
                 body["fields"] = json!(composite);

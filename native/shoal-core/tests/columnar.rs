@@ -167,6 +167,7 @@ fn github_events_give_the_same_rows_with_the_tier_on_and_off() {
         "payload.public",
         "public",
         "repo.id > 20000000 AND payload.size IS NOT NULL",
+        "created_at >= TIMESTAMP '2018-01-01T12:02:00+01:00' AND CAST(created_at AS TIMESTAMP) < '2018-01-01 11:03:30'",
     ];
     let outputs = [
         Output::Columns(vec!["id", "actor.login"]),

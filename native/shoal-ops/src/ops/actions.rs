@@ -101,7 +101,7 @@ pub static ACTIONS: &[ActionSpec] = &[
     },
     ActionSpec {
         name: "register_psf",
-        description: r#"{"table", "name", "kind": "projection"|"predicate"|"range"|"composite", "field"|"expr"|"fields", "boundaries"?, "backfill"?} → PSF with safe register address; the records already there are indexed in the background unless "backfill": false"#,
+        description: r#"{"table", "name", "kind": "projection"|"predicate"|"range"|"composite", "field"|"expr"|"fields", "boundaries"?, "type"?: "timestamp", "bucket"?: "1h", "unit"?: "s"|"ms"|"us", "backfill"?} → PSF with safe register address; the records already there are indexed in the background unless "backfill": false"#,
         sharded: ShardedAnswer::PerShard,
         handler: register_psf,
     },

@@ -1,9 +1,15 @@
 package dev.shoal.spark;
 
 import java.math.BigDecimal;
+import java.time.Instant;
+import java.time.ZoneId;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
+import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.List;
 
+import org.apache.spark.sql.connector.expressions.Cast;
 import org.apache.spark.sql.connector.expressions.Expression;
 import org.apache.spark.sql.connector.expressions.Literal;
 import org.apache.spark.sql.connector.expressions.NamedReference;
@@ -15,6 +21,7 @@ import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.types.TimestampType;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
@@ -35,6 +42,13 @@ import org.apache.spark.unsafe.types.UTF8String;
  *       contains} — become shoal's {@code LIKE} with the literal's {@code % _ \} escaped).
  *       {@code AND}, {@code OR} and {@code NOT} are translated only when all their children are.
  *       Both sides use SQL's three-valued logic, and a missing field is NULL in both.</li>
+ *   <li>timestamps: a string column compared with a timestamp ({@code created_at >= TIMESTAMP
+ *       '2021-07-21 10:00:00'}, which Spark analyses as {@code CAST(created_at AS TIMESTAMP) >= …}),
+ *       or in {@code IN}, becomes shoal's {@code created_at >= TIMESTAMP '2021-07-21T10:00:00Z'}:
+ *       both read RFC 3339 strings as instants. Pushed only while {@code spark.sql.session.timeZone}
+ *       is UTC (a string without an offset is then UTC for both), and only where Spark hands the
+ *       cast to the source (Spark 4; Spark 3.5 with {@code spark.sql.ansi.enabled}). Spark also
+ *       reads partial spellings ({@code '2021-07'}) that shoal's RFC 3339 reading does not.</li>
  * </ul>
  * {@link #translate} returns null for a predicate that must stay in Spark.
  */
@@ -99,11 +113,16 @@ public final class ShoalV2Filters {
     String flipped = flip(op);
     Expression left = children[0];
     Expression right = children[1];
-    if (left instanceof Literal && right instanceof NamedReference) {
+    if (left instanceof Literal && (right instanceof NamedReference || right instanceof Cast)) {
       Expression swap = left;
       left = right;
       right = swap;
       op = flipped;
+    }
+    if (left instanceof Cast) {
+      String column = timestampColumn((Cast) left, schema);
+      String literal = right instanceof Literal ? timestampLiteral((Literal<?>) right) : null;
+      return column == null || literal == null ? null : column + " " + op + " " + literal;
     }
     StructField field = leaf(left, schema);
     if (field == null || !(right instanceof Literal)) {
@@ -135,8 +154,9 @@ public final class ShoalV2Filters {
     if (children.length < 2) {
       return null;
     }
-    StructField field = leaf(children[0], schema);
-    if (field == null) {
+    String timestamps = children[0] instanceof Cast ? timestampColumn((Cast) children[0], schema) : null;
+    StructField field = timestamps == null ? leaf(children[0], schema) : null;
+    if (field == null && timestamps == null) {
       return null;
     }
     List<String> values = new ArrayList<>();
@@ -144,13 +164,14 @@ public final class ShoalV2Filters {
       if (!(children[i] instanceof Literal)) {
         return null;
       }
-      String literal = literal((Literal<?>) children[i], field.dataType());
+      Literal<?> value = (Literal<?>) children[i];
+      String literal = timestamps != null ? timestampLiteral(value) : literal(value, field.dataType());
       if (literal == null) {
         return null;
       }
       values.add(literal);
     }
-    return path(children[0]) + " IN (" + String.join(", ", values) + ")";
+    return (timestamps != null ? timestamps : path(children[0])) + " IN (" + String.join(", ", values) + ")";
   }
 
   /** {@code column LIKE 'before' + literal (escaped) + 'after'} for a string column and literal. */
@@ -228,6 +249,36 @@ public final class ShoalV2Filters {
       return plain.contains(".") ? plain : plain + ".0";
     }
     return null;
+  }
+
+  /**
+   * The path of {@code CAST(column AS TIMESTAMP)} over a string column, when the session's time
+   * zone is UTC; else null.
+   */
+  private static String timestampColumn(Cast cast, StructType schema) {
+    if (!(cast.dataType() instanceof TimestampType) || !sessionIsUtc()) {
+      return null;
+    }
+    StructField field = leaf(cast.expression(), schema);
+    return field != null && field.dataType() instanceof StringType ? path(cast.expression()) : null;
+  }
+
+  /** {@code TIMESTAMP '2021-07-21T10:00:00Z'} for a timestamp literal (microseconds, UTC); else null. */
+  static String timestampLiteral(Literal<?> literal) {
+    if (!(literal.dataType() instanceof TimestampType) || !(literal.value() instanceof Long)) {
+      return null;
+    }
+    Instant instant = Instant.EPOCH.plus((Long) literal.value(), ChronoUnit.MICROS);
+    return "TIMESTAMP '" + DateTimeFormatter.ISO_INSTANT.format(instant) + "'";
+  }
+
+  private static boolean sessionIsUtc() {
+    String zone = org.apache.spark.sql.internal.SQLConf.get().sessionLocalTimeZone();
+    try {
+      return ZoneId.of(zone).normalized().equals(ZoneOffset.UTC);
+    } catch (RuntimeException e) {
+      return false;
+    }
   }
 
   private static String quoteString(String s) {

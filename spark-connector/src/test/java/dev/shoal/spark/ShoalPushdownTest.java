@@ -38,6 +38,7 @@ abstract class ShoalPushdownTest extends ShoalSparkTestBase {
     ObjectNode size = psf("pushdown", "size", "range").put("field", "payload.size");
     size.putArray("boundaries").add(1).add(5).add(20);
     registerPsf(endpoint, size);
+    registerPsf(endpoint, psf("pushdown", "minute", "range").put("field", "created_at").put("type", "timestamp").put("bucket", "1m"));
     ingest(endpoint, "pushdown", events.subList(2000, 4000), 500);
     spark = spark(endpoint);
     spark.conf().set("spark.sql.catalog.pd", ShoalCatalog.class.getName());
@@ -87,6 +88,25 @@ abstract class ShoalPushdownTest extends ShoalSparkTestBase {
   void explain_shows_the_range_psf_for_a_bucketed_field() {
     String plan = explain("SELECT id FROM pd.pushdown WHERE payload.size >= 5 AND payload.size < 20");
     assertTrue(plan.contains("PSFs [size]"), plan);
+  }
+
+  @Test
+  void a_timestamp_range_over_a_string_column_uses_the_timestamp_psf() {
+    // Spark 3.5 hands a column's cast to the source only in ANSI mode (Spark 4's default).
+    String ansi = spark.conf().get("spark.sql.ansi.enabled");
+    spark.conf().set("spark.sql.ansi.enabled", "true");
+    try {
+      String where = "created_at >= TIMESTAMP '2018-01-01 11:05:00' AND created_at < TIMESTAMP '2018-01-01 11:07:00'";
+      String plan = explain("SELECT id FROM pd.pushdown WHERE " + where);
+      assertTrue(plan.contains("\"created_at\" >= TIMESTAMP '2018-01-01T11:05:00Z'"), plan);
+      assertTrue(plan.contains("PSFs [minute]"), plan);
+      assertFalse(plan.contains("Filter "), "the pushed range is exact: " + plan);
+      long expected = spark.read().json(eventsPath().toString()).limit(4000).where(where).count();
+      assertTrue(expected > 100, "the range holds events: " + expected);
+      assertEquals(expected, spark.sql("SELECT id FROM pd.pushdown WHERE " + where).count());
+    } finally {
+      spark.conf().set("spark.sql.ansi.enabled", ansi);
+    }
   }
 
   @Test

@@ -43,10 +43,13 @@ abstract class ShoalSparkTestBase {
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.adaptive.enabled", "false")
+        // Timestamp filters are pushed in a UTC session (ShoalV2Filters).
+        .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.catalog.shoal", ShoalCatalog.class.getName())
         .getOrCreate()
         .newSession();
+    session.conf().set("spark.sql.session.timeZone", "UTC");
     session.conf().set("spark.sql.catalog.shoal", ShoalCatalog.class.getName());
     session.conf().set("spark.sql.catalog.shoal.endpoint", endpoint);
     return session;

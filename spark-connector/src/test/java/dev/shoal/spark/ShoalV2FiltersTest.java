@@ -56,6 +56,40 @@ class ShoalV2FiltersTest {
     return ShoalV2Filters.translate(predicate, SCHEMA);
   }
 
+  private static Expression timestamp(String instant) {
+    long micros = java.time.temporal.ChronoUnit.MICROS.between(java.time.Instant.EPOCH, java.time.Instant.parse(instant));
+    return LiteralValue.apply(micros, DataTypes.TimestampType);
+  }
+
+  private static Expression asTimestamp(Expression column) {
+    return new org.apache.spark.sql.connector.expressions.Cast(column, DataTypes.TimestampType);
+  }
+
+  @Test
+  void string_columns_cast_to_timestamps_compare_as_instants_in_a_utc_session() {
+    org.apache.spark.sql.internal.SQLConf conf = org.apache.spark.sql.internal.SQLConf.get();
+    String before = conf.sessionLocalTimeZone();
+    try {
+      conf.setConfString("spark.sql.session.timeZone", "UTC");
+      assertEquals("\"type\" >= TIMESTAMP '2021-07-21T10:00:00Z'",
+          t(p(">=", asTimestamp(col("type")), timestamp("2021-07-21T10:00:00Z"))));
+      assertEquals("\"actor\".\"login\" < TIMESTAMP '2021-07-21T10:00:00.250Z'",
+          t(p(">", timestamp("2021-07-21T10:00:00.250Z"), asTimestamp(col("actor", "login")))));
+      assertEquals("\"type\" IN (TIMESTAMP '2021-07-21T10:00:00Z', TIMESTAMP '1969-12-31T23:59:59Z')",
+          t(p("IN", asTimestamp(col("type")), timestamp("2021-07-21T10:00:00Z"), timestamp("1969-12-31T23:59:59Z"))));
+      assertNull(t(p(">=", asTimestamp(col("a.b")), timestamp("2021-07-21T10:00:00Z"))), "a number cast to a timestamp");
+      assertNull(t(p(">=", asTimestamp(col("mixed")), timestamp("2021-07-21T10:00:00Z"))), "JSON text");
+      assertNull(t(p(">=", new org.apache.spark.sql.connector.expressions.Cast(col("type"), DataTypes.DateType),
+          LiteralValue.apply(18829, DataTypes.DateType))), "a cast to a date truncates");
+      assertNull(t(p(">=", asTimestamp(col("type")), lit("2021-07-21"))), "a string literal");
+      conf.setConfString("spark.sql.session.timeZone", "America/New_York");
+      assertNull(t(p(">=", asTimestamp(col("type")), timestamp("2021-07-21T10:00:00Z"))),
+          "Spark reads a string without an offset in the session's zone, shoal in UTC");
+    } finally {
+      conf.setConfString("spark.sql.session.timeZone", before);
+    }
+  }
+
   @Test
   void equality_on_a_top_level_string() {
     assertEquals("\"type\" = 'PushEvent'", t(p("=", col("type"), lit("PushEvent"))));

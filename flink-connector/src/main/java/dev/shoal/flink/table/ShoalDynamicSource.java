@@ -45,6 +45,8 @@ public class ShoalDynamicSource
   /** Flink's partial lookup cache ('lookup.cache' = 'PARTIAL'), or null. */
   private final org.apache.flink.table.connector.source.lookup.cache.LookupCache cache;
   private DataType producedDataType;
+  /** The session's {@code table.local-time-zone}: how Flink reads a TIMESTAMP literal against an LTZ column. */
+  private final java.time.ZoneId sessionZone;
   private final List<String> pushedFilters = new ArrayList<>();
 
   ShoalDynamicSource(
@@ -53,8 +55,10 @@ public class ShoalDynamicSource
       DataType physicalDataType,
       String filter,
       String tableName,
-      org.apache.flink.table.connector.source.lookup.cache.LookupCache cache) {
+      org.apache.flink.table.connector.source.lookup.cache.LookupCache cache,
+      java.time.ZoneId sessionZone) {
     this.builder = builder;
+    this.sessionZone = sessionZone;
     this.cache = cache;
     this.format = format;
     this.producedDataType = physicalDataType;
@@ -113,7 +117,7 @@ public class ShoalDynamicSource
   public Result applyFilters(List<ResolvedExpression> filters) {
     List<ResolvedExpression> accepted = new ArrayList<>();
     for (ResolvedExpression expression : filters) {
-      Optional<String> translated = ShoalFilters.toShoal(expression);
+      Optional<String> translated = ShoalFilters.toShoal(expression, sessionZone);
       if (translated.isPresent()) {
         pushedFilters.add(translated.get());
         accepted.add(expression);
@@ -134,7 +138,7 @@ public class ShoalDynamicSource
 
   @Override
   public DynamicTableSource copy() {
-    ShoalDynamicSource copy = new ShoalDynamicSource(builder, format, producedDataType, filter, tableName, cache);
+    ShoalDynamicSource copy = new ShoalDynamicSource(builder, format, producedDataType, filter, tableName, cache, sessionZone);
     copy.pushedFilters.addAll(pushedFilters);
     return copy;
   }

@@ -223,7 +223,15 @@ public class ShoalDynamicTableFactory implements DynamicTableSinkFactory, Dynami
           + ": 'lookup.cache' = 'FULL' is not supported by shoal (use 'PARTIAL' or 'NONE')");
     }
     return new ShoalDynamicSource(builder, format, context.getPhysicalRowDataType(),
-        options.getOptional(SCAN_FILTER).orElse(null), context.getObjectIdentifier().asSummaryString(), cache);
+        options.getOptional(SCAN_FILTER).orElse(null), context.getObjectIdentifier().asSummaryString(), cache,
+        sessionZone(context.getConfiguration()));
+  }
+
+  /** The session's {@code table.local-time-zone} ("default": the JVM's zone, as Flink reads it). */
+  private static java.time.ZoneId sessionZone(ReadableConfig config) {
+    String zone = config.get(org.apache.flink.table.api.config.TableConfigOptions.LOCAL_TIME_ZONE);
+    return org.apache.flink.table.api.config.TableConfigOptions.LOCAL_TIME_ZONE.defaultValue().equals(zone)
+        ? java.time.ZoneId.systemDefault() : java.time.ZoneId.of(zone);
   }
 
   /** Each {@code embedded.config.KEY} option of the table, as (KEY, value). */

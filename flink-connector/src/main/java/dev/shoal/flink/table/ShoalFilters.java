@@ -1,6 +1,11 @@
 package dev.shoal.flink.table;
 
 import java.math.BigDecimal;
+import java.time.Instant;
+import java.time.LocalDateTime;
+import java.time.ZoneId;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
 import java.util.List;
 import java.util.Optional;
 import org.apache.flink.table.expressions.CallExpression;
@@ -18,7 +23,12 @@ import org.apache.flink.table.types.logical.LogicalTypeFamily;
  * ({@code actor.login}) with a literal of the same type family (character string, number,
  * boolean), {@code IS [NOT] NULL}, {@code LIKE} of a string column with a pattern literal that
  * holds no backslash and has no {@code ESCAPE} ({@code %} and {@code _} mean the same in both),
- * and {@code AND}/{@code OR}/{@code NOT} of those. Anything else
+ * and {@code AND}/{@code OR}/{@code NOT} of those. A {@code TIMESTAMP} or {@code TIMESTAMP_LTZ}
+ * column (the JSON format reads its RFC 3339 / SQL strings) compared with a timestamp literal
+ * becomes shoal's {@code TIMESTAMP '…Z'} comparison, which reads the strings as instants: an LTZ
+ * column's literal is the instant Flink reads it as (a {@code TIMESTAMP '…'} literal in the session's
+ * {@code table.local-time-zone}); a {@code TIMESTAMP} column's literal and its strings without an
+ * offset are both read in UTC, so their order is Flink's. Anything else
  * (functions, casts, comparisons across types) is not translated and stays with Flink. Column
  * paths are quoted segment by segment.
  */
@@ -26,8 +36,16 @@ final class ShoalFilters {
 
   private ShoalFilters() {}
 
-  /** The filter text of {@code expression}, or empty when it has no exact translation. */
+  /** {@link #toShoal(ResolvedExpression, ZoneId)} in a UTC session. */
   static Optional<String> toShoal(ResolvedExpression expression) {
+    return toShoal(expression, ZoneOffset.UTC);
+  }
+
+  /**
+   * The filter text of {@code expression}, or empty when it has no exact translation; {@code
+   * sessionZone} is the session's {@code table.local-time-zone}.
+   */
+  static Optional<String> toShoal(ResolvedExpression expression, ZoneId sessionZone) {
     if (!(expression instanceof CallExpression call)) {
       return Optional.empty();
     }
@@ -36,7 +54,7 @@ final class ShoalFilters {
     if (function == BuiltInFunctionDefinitions.AND || function == BuiltInFunctionDefinitions.OR) {
       StringBuilder out = new StringBuilder("(");
       for (int i = 0; i < args.size(); i++) {
-        Optional<String> part = toShoal(args.get(i));
+        Optional<String> part = toShoal(args.get(i), sessionZone);
         if (part.isEmpty()) {
           return Optional.empty();
         }
@@ -45,7 +63,7 @@ final class ShoalFilters {
       return Optional.of(out.append(')').toString());
     }
     if (function == BuiltInFunctionDefinitions.NOT && args.size() == 1) {
-      return toShoal(args.get(0)).map(inner -> "(NOT " + inner + ")");
+      return toShoal(args.get(0), sessionZone).map(inner -> "(NOT " + inner + ")");
     }
     if ((function == BuiltInFunctionDefinitions.IS_NULL || function == BuiltInFunctionDefinitions.IS_NOT_NULL) && args.size() == 1) {
       return path(args.get(0)).map(p -> "(" + p + (function == BuiltInFunctionDefinitions.IS_NULL ? " IS NULL)" : " IS NOT NULL)"));
@@ -59,11 +77,11 @@ final class ShoalFilters {
     }
     Optional<String> left = path(args.get(0));
     if (left.isPresent() && args.get(1) instanceof ValueLiteralExpression literal) {
-      return literal(literal, args.get(0).getOutputDataType().getLogicalType()).map(v -> "(" + left.get() + " " + operator + " " + v + ")");
+      return literal(literal, args.get(0).getOutputDataType().getLogicalType(), sessionZone).map(v -> "(" + left.get() + " " + operator + " " + v + ")");
     }
     Optional<String> right = path(args.get(1));
     if (right.isPresent() && args.get(0) instanceof ValueLiteralExpression literal) {
-      return literal(literal, args.get(1).getOutputDataType().getLogicalType())
+      return literal(literal, args.get(1).getOutputDataType().getLogicalType(), sessionZone)
           .map(v -> "(" + right.get() + " " + mirrored(operator) + " " + v + ")");
     }
     return Optional.empty();
@@ -133,10 +151,25 @@ final class ShoalFilters {
   }
 
   /** The literal when its type family is the column's, else empty (the comparison stays with Flink). */
-  private static Optional<String> literal(ValueLiteralExpression literal, LogicalType column) {
+  private static Optional<String> literal(ValueLiteralExpression literal, LogicalType column, ZoneId sessionZone) {
     LogicalType type = literal.getOutputDataType().getLogicalType();
     if (literal.isNull()) {
       return Optional.empty(); // `x = NULL` is never true; Flink knows
+    }
+    if (column.is(org.apache.flink.table.types.logical.LogicalTypeRoot.TIMESTAMP_WITH_LOCAL_TIME_ZONE)) {
+      if (type.is(org.apache.flink.table.types.logical.LogicalTypeRoot.TIMESTAMP_WITH_LOCAL_TIME_ZONE)) {
+        return literal.getValueAs(Instant.class).map(ShoalFilters::timestamp);
+      }
+      if (type.is(org.apache.flink.table.types.logical.LogicalTypeRoot.TIMESTAMP_WITHOUT_TIME_ZONE)) {
+        return literal.getValueAs(LocalDateTime.class).map(t -> timestamp(t.atZone(sessionZone).toInstant()));
+      }
+      return Optional.empty();
+    }
+    if (column.is(org.apache.flink.table.types.logical.LogicalTypeRoot.TIMESTAMP_WITHOUT_TIME_ZONE)) {
+      if (type.is(org.apache.flink.table.types.logical.LogicalTypeRoot.TIMESTAMP_WITHOUT_TIME_ZONE)) {
+        return literal.getValueAs(LocalDateTime.class).map(t -> timestamp(t.toInstant(ZoneOffset.UTC)));
+      }
+      return Optional.empty();
     }
     if (type.is(LogicalTypeFamily.CHARACTER_STRING) && column.is(LogicalTypeFamily.CHARACTER_STRING)) {
       return literal.getValueAs(String.class).map(s -> "'" + s.replace("'", "''") + "'");
@@ -149,5 +182,10 @@ final class ShoalFilters {
       return literal.getValueAs(Boolean.class).map(b -> b ? "TRUE" : "FALSE");
     }
     return Optional.empty();
+  }
+
+  /** shoal's timestamp literal: {@code TIMESTAMP '2021-07-21T10:00:00Z'}. */
+  private static String timestamp(Instant instant) {
+    return "TIMESTAMP '" + DateTimeFormatter.ISO_INSTANT.format(instant) + "'";
   }
 }

@@ -40,6 +40,28 @@ class ShoalFiltersTest {
   }
 
   @Test
+  void timestampColumnsCompareWithTimestampLiteralsAsInstants() {
+    FieldReferenceExpression ltz = new FieldReferenceExpression("created_at", DataTypes.TIMESTAMP_LTZ(3), 0, 3);
+    FieldReferenceExpression local = new FieldReferenceExpression("at", DataTypes.TIMESTAMP(3), 0, 4);
+    assertEquals(Optional.of("(\"created_at\" >= TIMESTAMP '2018-01-01T11:05:00Z')"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.GREATER_THAN_OR_EQUAL, ltz,
+            new ValueLiteralExpression(java.time.Instant.parse("2018-01-01T11:05:00Z"), DataTypes.TIMESTAMP_LTZ(3).notNull()))));
+    assertEquals(Optional.of("(\"at\" > TIMESTAMP '2018-01-01T11:05:00.250Z')"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.LESS_THAN,
+            new ValueLiteralExpression(java.time.LocalDateTime.parse("2018-01-01T11:05:00.250"), DataTypes.TIMESTAMP(3).notNull()), local)));
+    // A TIMESTAMP literal against an LTZ column is read in the session's zone, as Flink reads it.
+    assertEquals(Optional.of("(\"created_at\" >= TIMESTAMP '2018-01-01T10:05:00Z')"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.GREATER_THAN_OR_EQUAL, ltz,
+            new ValueLiteralExpression(java.time.LocalDateTime.parse("2018-01-01T11:05:00"), DataTypes.TIMESTAMP(0).notNull())),
+            java.time.ZoneId.of("Europe/Paris")));
+    // An LTZ literal against a TIMESTAMP column: stays with Flink.
+    assertEquals(Optional.empty(), ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.GREATER_THAN_OR_EQUAL, local,
+        new ValueLiteralExpression(java.time.Instant.parse("2018-01-01T11:05:00Z"), DataTypes.TIMESTAMP_LTZ(3).notNull()))));
+    assertEquals(Optional.empty(), ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, TYPE,
+        new ValueLiteralExpression(java.time.LocalDateTime.parse("2018-01-01T11:05:00"), DataTypes.TIMESTAMP(3).notNull()))));
+  }
+
+  @Test
   void comparisonsAcrossTypesAndUnknownFunctionsStayWithFlink() {
     assertEquals(Optional.empty(),
         ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, TYPE, new ValueLiteralExpression(5L))));

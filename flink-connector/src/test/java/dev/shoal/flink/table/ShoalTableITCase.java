@@ -141,6 +141,52 @@ abstract class ShoalTableITCase {
     assertEquals(counts(expected), counts(read));
   }
 
+  /**
+   * A TIMESTAMP_LTZ column over RFC 3339 strings (the JSON format's ISO-8601 standard): a time
+   * range is pushed as shoal's TIMESTAMP comparison (a timestamp range PSF, backfilled over the
+   * records written before it, can serve it), and the rows equal the file's.
+   */
+  @Test
+  void aTimestampRangeIsPushedAndServedByATimestampPsf() throws Exception {
+    SHOAL.createTable("sql_time", "reject");
+    StreamTableEnvironment tEnv = tableEnvironment();
+    tEnv.getConfig().set("table.local-time-zone", "UTC");
+    tEnv.executeSql("CREATE TABLE github_times (id STRING, created_at STRING) WITH ('connector' = 'filesystem', 'path' = '"
+        + ShoalDaemon.events().toAbsolutePath().toUri() + "', 'format' = 'json')");
+    tEnv.executeSql(shoalTable("time_sink", "sql_time", "id STRING, created_at STRING",
+        ", 'token' = '" + TOKEN + "', 'sink.delivery-guarantee' = 'at-least-once'"));
+    tEnv.executeSql("INSERT INTO time_sink SELECT * FROM github_times").await();
+    SHOAL.action("register_psf", "{\"table\": \"sql_time\", \"name\": \"minute\", \"kind\": \"range\", "
+        + "\"field\": \"created_at\", \"type\": \"timestamp\", \"bucket\": \"1m\"}");
+    for (int i = 0; i < 200 && SHOAL.action("list_psfs", "{\"table\": \"sql_time\"}").contains("\"done\":false"); i++) {
+      Thread.sleep(50);
+    }
+    tEnv.executeSql(shoalTable("time_scan", "sql_time", "id STRING, created_at TIMESTAMP_LTZ(3)",
+        ", 'token' = '" + TOKEN + "', 'scan.bounded' = 'true', 'json.timestamp-format.standard' = 'ISO-8601'"));
+    String query = "SELECT id FROM time_scan WHERE created_at >= TIMESTAMP '2018-01-01 11:05:00' "
+        + "AND created_at < TIMESTAMP '2018-01-01 11:07:30'";
+    String plan = tEnv.explainSql(query);
+    assertTrue(plan.contains("filter=[and(>=(created_at, 2018-01-01 11:05:00), <(created_at, 2018-01-01 11:07:30))]"),
+        () -> "the range is pushed into the shoal source:\n" + plan);
+    List<String> read = new ArrayList<>();
+    try (CloseableIterator<Row> rows = tEnv.executeSql(query).collect()) {
+      rows.forEachRemaining(r -> read.add((String) r.getField(0)));
+    }
+    ObjectMapper mapper = new ObjectMapper();
+    List<String> expected = new ArrayList<>();
+    java.time.Instant from = java.time.Instant.parse("2018-01-01T11:05:00Z");
+    java.time.Instant to = java.time.Instant.parse("2018-01-01T11:07:30Z");
+    for (String line : Files.readAllLines(ShoalDaemon.events(), StandardCharsets.UTF_8)) {
+      JsonNode event = mapper.readTree(line);
+      java.time.Instant at = java.time.Instant.parse(event.get("created_at").asText());
+      if (!at.isBefore(from) && at.isBefore(to)) {
+        expected.add(event.get("id").asText());
+      }
+    }
+    assertTrue(expected.size() > 100, "the range selects a real subset: " + expected.size());
+    assertEquals(counts(expected), counts(read));
+  }
+
   /** {@code JOIN t FOR SYSTEM_TIME AS OF p.pt}: each key's latest record (highest log address), none for a missing key. */
   @Test
   void aLookupJoinReturnsTheLatestRecordOfEachKey() throws Exception {

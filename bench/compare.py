@@ -40,6 +40,7 @@ time.perf_counter.
 """
 
 import argparse
+import datetime
 import json
 import os
 import platform
@@ -69,7 +70,24 @@ QUERIES = {
     "Q4": "C++ pull requests (whole events)",
     "Q5": "payload.size > 5 (no PSF): id, actor.login",
     "Q7": "count per type (GROUP BY type, no filter)",
+    "Q8": "id, actor.login of one hour of created_at (a TIMESTAMP range)",
 }
+
+# Copy k of the sample (22 minutes of events) is moved k * SHIFT_MINUTES later: 1 GB spans a day.
+SHIFT_MINUTES = 30
+START = datetime.datetime(2018, 1, 1, 11, tzinfo=datetime.timezone.utc)
+
+
+def q8_hour(copies):
+    """The hour Q8 selects: the middle of the data's span (about two copies of the sample)."""
+    middle = START + datetime.timedelta(minutes=SHIFT_MINUTES * (copies // 2))
+    low = middle.replace(minute=0)
+    return low, low + datetime.timedelta(hours=1)
+
+
+def q8_where(copies):
+    low, high = q8_hour(copies)
+    return f"created_at >= TIMESTAMP '{low:%Y-%m-%dT%H:%M:%SZ}' AND created_at < TIMESTAMP '{high:%Y-%m-%dT%H:%M:%SZ}'"
 
 
 def timed(fn, reps, warm=True):
@@ -158,6 +176,14 @@ def run_shoal(records, lines, mb, args, out):
                 "type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'")
             out["shoal Flight"]["Q5"] = query("payload.size > 5", sel)
             out["shoal Flight"]["Q7"] = query(None, group_by=["type"])
+            # Q8: a timestamp range PSF of one-hour buckets, registered after the load (its
+            # backfill indexes the table before the timed runs).
+            action(client, "register_psf", {"table": table, "name": "hour", "kind": "range", "field": "created_at",
+                                            "type": "timestamp", "bucket": "1h"})
+            while not all((p["backfill"] or {}).get("done", True)
+                          for p in action(client, "list_psfs", {"table": table}) if p["active"]):
+                time.sleep(0.02)
+            out["shoal Flight"]["Q8"] = query(q8_where(args.copies), sel)
             out["shoal Flight"]["backfill"] = backfill(client, schema, batches, len(records), actor, args, table)
             # Not one of the workload's queries: the cost of a Flight query that finds nothing
             # along a PSF chain (GetFlightInfo + DoGet round trips, planning), to read the
@@ -451,6 +477,7 @@ def run_duckdb(path, mb, actor, args, out):
                        "AND payload.pull_request.head.repo.language = 'C++'")
     sys_["Q5"] = query("SELECT id, actor.login FROM events WHERE payload.size > 5")
     sys_["Q7"] = query("SELECT type, count(*) FROM events GROUP BY type")
+    sys_["Q8"] = query(f"SELECT id, actor.login FROM events WHERE {q8_where(args.copies)}")
     con.close()
 
 
@@ -570,6 +597,10 @@ def run_postgres(path, mb, actor, args, out, skipped):
             s["Q5"] = q("SELECT doc->>'id', doc->'actor'->>'login' FROM events "
                         "WHERE (doc->'payload'->>'size')::bigint > 5")
             s["Q7"] = q("SELECT doc->>'type', count(*) FROM events GROUP BY 1")
+            low, high = q8_hour(args.copies)
+            s["Q8"] = q("SELECT doc->>'id', doc->'actor'->>'login' FROM events "
+                        f"WHERE (doc->>'created_at')::timestamptz >= '{low.isoformat()}' "
+                        f"AND (doc->>'created_at')::timestamptz < '{high.isoformat()}'")
 
         print("  PostgreSQL queries with the indexes ...", flush=True)
         queries("PostgreSQL indexed", "indexed")
@@ -748,7 +779,8 @@ def main():
         if args.spark:  # bench/spark_bench.sh's embedded mode loads target/release/libshoal_jni.so
             subprocess.run(["cargo", "build", "--release", "--locked", "-p", "shoal-jni"], cwd=REPO, check=True)
     lines = [l for l in (REPO / "data/github/events.ndjson").read_text(encoding="utf-8").splitlines() if l.strip()]
-    records, size = replicated(lines, args.target_mb * 10**6)
+    records, size = replicated(lines, args.target_mb * 10**6, SHIFT_MINUTES)
+    args.copies = -(-len(records) // len(lines))
     mb = size / 1e6
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     meta = {"machine": f"{os.cpu_count()} cores (nproc), {mem:.1f} GiB RAM, {platform.platform()}",

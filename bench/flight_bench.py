@@ -13,6 +13,7 @@ cargo) and data/github/events.ndjson (scripts/fetch-data.sh).
 
 import argparse
 import json
+import datetime
 import re
 import statistics
 import subprocess
@@ -39,12 +40,29 @@ PSFS = [
 ID = re.compile(r'^\{"id":"(\d+)"')
 
 
-def replicated(lines, target_bytes):
-    """The events repeated until `target_bytes`, with the id made unique per copy."""
+CREATED_AT = re.compile(r'"created_at":"([^"]+)"')
+
+
+def replicated(lines, target_bytes, shift_minutes=0):
+    """The events repeated until `target_bytes`, with the id made unique per copy; with
+    `shift_minutes`, copy k's `created_at` moved k * shift_minutes later (the same RFC 3339
+    shape), so that the data spans hours instead of the sample's 22 minutes."""
     out, size, copy = [], 0, 0
+    shifts = {}
+
+    def shifted(match):
+        text = match.group(1)
+        if text not in shifts:
+            at = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+            shifts[text] = (at + datetime.timedelta(minutes=copy * shift_minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return '"created_at":"%s"' % shifts[text]
+
     while size < target_bytes:
+        shifts.clear()
         for line in lines:
             record = ID.sub(lambda m: '{"id":"%s%03d"' % (m.group(1), copy), line, count=1) if copy else line
+            if shift_minutes and copy:
+                record = CREATED_AT.sub(shifted, record, count=1)
             out.append(record)
             size += len(record)
             if size >= target_bytes:

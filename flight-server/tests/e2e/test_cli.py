@@ -46,6 +46,14 @@ def test_ingest_psf_query_and_stats_commands(daemon, tmp_path):
     line = next(l for l in out.splitlines() if l.startswith("plan: "))
     assert "index scan on PSF opened over" in line and "--plan" in line, out
     assert "full scan over" not in line, out  # the backfill covers the records before the PSF
+    # A timestamp range PSF of ten-second buckets; a TIMESTAMP range reads its chains.
+    minute = json.loads(cli(daemon, "psf", "add", "events", "--name", "tens", "--range", "created_at", "--timestamp",
+                            "--bucket", "10s", "--wait"))
+    assert minute["definition"] == {"kind": "range", "field": "created_at", "type": "timestamp", "bucket": "10s", "unit": "s"}
+    window = "created_at >= TIMESTAMP '2018-01-01T11:01:10Z' AND created_at < TIMESTAMP '2018-01-01 11:01:30'"
+    out = cli(daemon, "query", "events", "--filter", window, "--show", "0")
+    in_window = sum(1 for e in events + events[:100] if "2018-01-01T11:01:10Z" <= json.loads(e)["created_at"] < "2018-01-01T11:01:30Z")
+    assert f"\n{in_window} rows in" in "\n" + out and "index scan on PSF tens" in out, out
     stats = json.loads(cli(daemon, "stats", "--table", "events"))
     assert stats["records"] == 1600
     dropped = json.loads(cli(daemon, "psf", "drop", "--table", "events", "--name", "opened"))

@@ -25,7 +25,43 @@ pub fn parse_timestamp(text: &str) -> Option<i64> {
     if bytes.len() < 10 || !bytes[..4].iter().all(u8::is_ascii_digit) || bytes[4] != b'-' {
         return None;
     }
+    if let Some(micros) = canonical_micros(bytes) {
+        return Some(micros);
+    }
     arrow_cast::parse::string_to_timestamp_nanos(text).ok().map(|nanos| nanos.div_euclid(1_000))
+}
+
+/// The instant of `YYYY-MM-DDTHH:MM:SSZ` — the shape most event data writes (GitHub Archive's
+/// `created_at`) — read without the general parser: about ten times faster, and the same
+/// answer (tested against it). `None` for any other shape, and for a leap second (`:60`),
+/// which the general parser decides.
+fn canonical_micros(b: &[u8]) -> Option<i64> {
+    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z' {
+        return None;
+    }
+    let digits = |at: usize, count: usize| -> Option<i64> {
+        b[at..at + count].iter().try_fold(0i64, |n, d| d.is_ascii_digit().then(|| n * 10 + i64::from(d - b'0')))
+    };
+    let (year, month, day) = (digits(0, 4)?, digits(5, 2)?, digits(8, 2)?);
+    let (hour, minute, second) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if !(1..=month_days).contains(&day) || hour > 23 || minute > 59 || second > 59 || !(1677..=2262).contains(&year) {
+        return None;
+    }
+    // Days since 1970-01-01 of the proleptic Gregorian date (the civil-from-days inverse).
+    let (y, m) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + (153 * m + 2) / 5 + day - 1;
+    let days = era * 146_097 + day_of_era - 719_468;
+    Some(((days * 24 + hour) * 60 + minute) * 60 * MICROS_PER_SECOND + second * MICROS_PER_SECOND)
 }
 
 /// RFC 3339 text of an instant in microseconds, in UTC with `Z`, with as many fraction
@@ -137,6 +173,35 @@ mod tests {
         {
             assert_eq!(parse_timestamp(no), None, "{no}");
         }
+    }
+
+    #[test]
+    fn the_canonical_shape_reads_as_the_general_parser_reads_it() {
+        let general = |text: &str| arrow_cast::parse::string_to_timestamp_nanos(text).ok().map(|n| n.div_euclid(1_000));
+        let mut texts: Vec<String> = ["2018-01-01T11:00:00Z", "2000-02-29T23:59:59Z", "1900-02-29T00:00:00Z", "2021-02-29T00:00:00Z",
+            "1970-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "2262-04-11T23:47:16Z", "1677-09-21T00:12:44Z",
+            "2021-04-31T00:00:00Z", "2021-00-10T00:00:00Z", "2021-07-21T24:00:00Z", "2021-07-21T10:60:00Z", "2021-07-21T10:00:60Z",
+            "2021-07-2xT10:00:00Z", "2021-07-21T10:00:00z"]
+            .map(str::to_owned)
+            .to_vec();
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let pick = |n: u64, m: u64| (state / n) % m;
+            texts.push(format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", 1680 + pick(1, 580), 1 + pick(7, 12), 1 + pick(97, 31),
+                pick(1013, 24), pick(7919, 60), pick(104_729, 60)));
+        }
+        let mut fast = 0;
+        for text in &texts {
+            if let Some(micros) = canonical_micros(text.as_bytes()) {
+                assert_eq!(Some(micros), general(text), "{text}");
+                fast += 1;
+            }
+            assert_eq!(parse_timestamp(text), general(text), "{text}");
+        }
+        assert!(fast > 15_000, "{fast}");
     }
 
     #[test]

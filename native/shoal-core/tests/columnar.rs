@@ -240,13 +240,20 @@ fn several_compactor_threads_compact_every_record_once_and_give_the_same_rows() 
 fn row_groups_whose_statistics_rule_the_filter_out_are_skipped() {
     // Values that grow with the log (as timestamps and ids do), of several types per path
     // in places: each row group's minimum and maximum bound a narrow range.
+    // `at`: 10:00:00Z plus i seconds, every other one written at +05:00 — as text the two
+    // spellings interleave (byte-wise statistics bound nothing), as instants they grow.
+    let at = |i: u32| {
+        let (zone, shift) = if i % 2 == 0 { ("Z", 0) } else { ("+05:00", 5) };
+        let second = 36_000 + i;
+        format!("2021-07-21T{:02}:{:02}:{:02}{zone}", second / 3_600 + shift, second / 60 % 60, second % 60)
+    };
     let records: Vec<String> = (0..3_000)
         .map(|i| match i % 10 {
             // Floats, some beyond f64's range (parsed as infinity; answered as null on every path).
-            1 => format!(r#"{{"n": {i}, "s": "k{i:05}", "t": {i}, "f": {}}}"#, if i % 3 == 0 { "1e400".to_owned() } else { format!("{i}.25") }),
-            3 => format!(r#"{{"n": {i}.5, "s": "k{i:05}", "t": {i}}}"#),
-            7 => format!(r#"{{"n": "text", "s": {i}, "t": "k{i:05}"}}"#),
-            _ => format!(r#"{{"n": {i}, "s": "k{i:05}", "t": {i}, "b": true}}"#),
+            1 => format!(r#"{{"n": {i}, "s": "k{i:05}", "t": {i}, "f": {}, "at": "{}"}}"#, if i % 3 == 0 { "1e400".to_owned() } else { format!("{i}.25") }, at(i)),
+            3 => format!(r#"{{"n": {i}.5, "s": "k{i:05}", "t": {i}, "at": "{}"}}"#, at(i)),
+            7 => format!(r#"{{"n": "text", "s": {i}, "t": "k{i:05}", "at": {i}}}"#),
+            _ => format!(r#"{{"n": {i}, "s": "k{i:05}", "t": {i}, "b": true, "at": "{}"}}"#, at(i)),
         })
         .collect();
     let on = Table::create(config(None, true)).expect("table");
@@ -280,6 +287,11 @@ fn row_groups_whose_statistics_rule_the_filter_out_are_skipped() {
         ("b = TRUE AND n > 2900", true),
         ("n IS NULL", false),
         ("f > 0", false),
+        ("at >= TIMESTAMP '2021-07-21T10:49:10Z'", true),
+        ("at < TIMESTAMP '2021-07-21 10:01:40' AND n >= 0", true),
+        ("CAST(at AS TIMESTAMP) BETWEEN '2021-07-21T15:20:00+05:00' AND '2021-07-21T10:21:00Z'", true),
+        ("at = TIMESTAMP '2021-07-21T10:00:07Z' OR s = 'k02995'", true),
+        ("at > TIMESTAMP '2021-07-21T10:00:07Z'", false),
     ] {
         let (expected, _, _) = run(&off, Some(filter), &output, None);
         let (got, stats, reason) = run(&on, Some(filter), &output, None);

@@ -181,6 +181,63 @@ pub struct FileLayout {
 /// The Parquet key-value metadata key holding a file's [`FileLayout`] as JSON.
 pub const LAYOUT_METADATA_KEY: &str = "shoal.layout";
 
+/// The Parquet key-value metadata key holding a file's [`InstantStatistics`] as JSON.
+pub const INSTANTS_METADATA_KEY: &str = "shoal.instants";
+
+/// The instants the strings of a file's string columns name, per row group: the lowest and
+/// highest ([`crate::timestamp::parse_timestamp`], microseconds since the epoch) over the
+/// values that name one. A `TIMESTAMP` comparison can hold only for such values, so a row
+/// group whose range misses the literal's side is skipped — which byte-wise string statistics
+/// cannot decide (offsets and fractions reorder RFC 3339 text). A string column that is not
+/// listed holds no instant anywhere in the file; `null` for a row group: none there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstantStatistics {
+    /// Row groups of the file (a check against its footer).
+    pub row_groups: usize,
+    /// Leaf index of a string column → per row group, `[lowest, highest]` or `null`.
+    pub leaves: std::collections::BTreeMap<usize, Vec<Option<[i64; 2]>>>,
+}
+
+impl InstantStatistics {
+    /// Whether these statistics describe a file of `row_groups` row groups.
+    #[must_use]
+    pub fn fits(&self, row_groups: usize) -> bool {
+        self.row_groups == row_groups && self.leaves.values().all(|groups| groups.len() == row_groups)
+    }
+
+    /// The lowest and highest instant of string leaf `leaf` in `row_group`; `None` when it
+    /// names none there.
+    #[must_use]
+    pub fn range(&self, row_group: usize, leaf: usize) -> Option<(i64, i64)> {
+        let groups = self.leaves.get(&leaf)?;
+        groups.get(row_group).copied().flatten().map(|[low, high]| (low, high))
+    }
+
+    /// The statistics of string column `strings` (leaf `leaf`) cut into row groups of
+    /// `per_group` rows; nothing is added when no value names an instant.
+    pub fn add(&mut self, leaf: usize, strings: &arrow_array::StringArray, per_group: usize) {
+        use arrow_array::Array;
+        let mut groups = Vec::with_capacity(self.row_groups);
+        let mut any = false;
+        for start in (0..strings.len()).step_by(per_group.max(1)) {
+            let mut range: Option<[i64; 2]> = None;
+            for row in start..(start + per_group).min(strings.len()) {
+                if strings.is_null(row) {
+                    continue;
+                }
+                if let Some(t) = crate::timestamp::parse_timestamp(strings.value(row)) {
+                    range = Some(range.map_or([t, t], |[low, high]| [low.min(t), high.max(t)]));
+                }
+            }
+            any |= range.is_some();
+            groups.push(range);
+        }
+        if any {
+            self.leaves.insert(leaf, groups);
+        }
+    }
+}
+
 /// What a file holds for one path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolved<'l> {

@@ -181,6 +181,9 @@ pub struct ColumnarFile {
     /// footer itself is read again when the file is decoded (the last ones kept, within a
     /// quarter of `columnar.cache_bytes`: [`DecodedColumns::footer`]).
     statistics: Vec<Vec<LeafStatistics>>,
+    /// Per row group, the instants its string columns name (`TIMESTAMP` comparisons prune by
+    /// them); `None` for a file written without them, or whose entry does not fit its row groups.
+    instants: Option<layout::InstantStatistics>,
     /// Rows of each row group.
     row_group_rows: Vec<usize>,
     /// Lowest and highest `_address` of each row group.
@@ -207,6 +210,14 @@ impl ColumnarFile {
             .and_then(|kv| kv.value.clone())
             .ok_or_else(|| damaged("layout", &"missing from the footer"))?;
         let layout: FileLayout = serde_json::from_str(&layout_json).map_err(|e| damaged("layout", &e))?;
+        let instants = parquet
+            .file_metadata()
+            .key_value_metadata()
+            .and_then(|kv| kv.iter().find(|kv| kv.key == layout::INSTANTS_METADATA_KEY))
+            .and_then(|kv| kv.value.as_deref())
+            .map(|json| serde_json::from_str::<layout::InstantStatistics>(json).map_err(|e| damaged("instants", &e)))
+            .transpose()?
+            .filter(|i| i.fits(parquet.num_row_groups()));
         let leaves = parquet.file_metadata().schema_descr().num_columns();
         let in_range = |c: &Option<usize>| c.is_none_or(|c| c < leaves);
         let listed_in_range = |p: &layout::PathColumns| {
@@ -241,6 +252,7 @@ impl ColumnarFile {
             json_bytes: 0,
             layout,
             statistics,
+            instants,
             row_group_rows,
             row_group_addresses,
             checks: match &source {
@@ -308,20 +320,20 @@ impl ColumnarFile {
     /// columns count: a numeric literal's the int and float ones.
     pub(crate) fn may_match(&self, row_group: usize, filter: &crate::psf::Expr) -> bool {
         let group = &self.statistics[row_group];
-        self.may_match_with(filter, &|leaf| group.get(leaf).cloned().unwrap_or(LeafStatistics::Unknown))
+        self.may_match_with(row_group, filter, &|leaf| group.get(leaf).cloned().unwrap_or(LeafStatistics::Unknown))
     }
 
-    /// [`may_match`](Self::may_match) over the rows whose leaf columns' statistics
-    /// `statistics` gives (a row group's, or the pages' of a range of its rows).
-    fn may_match_with(&self, filter: &crate::psf::Expr, statistics: &dyn Fn(usize) -> LeafStatistics) -> bool {
+    /// [`may_match`](Self::may_match) over the rows of `row_group` whose leaf columns'
+    /// statistics `statistics` gives (the row group's, or the pages' of a range of its rows).
+    fn may_match_with(&self, row_group: usize, filter: &crate::psf::Expr, statistics: &dyn Fn(usize) -> LeafStatistics) -> bool {
         use crate::psf::Expr;
         match filter {
-            Expr::And(terms) => terms.iter().all(|term| self.may_match_with(term, statistics)),
-            Expr::Or(terms) => terms.iter().any(|term| self.may_match_with(term, statistics)),
-            Expr::Cmp { path, op, value } => self.comparison_may_hold(statistics, path, *op, value),
+            Expr::And(terms) => terms.iter().all(|term| self.may_match_with(row_group, term, statistics)),
+            Expr::Or(terms) => terms.iter().any(|term| self.may_match_with(row_group, term, statistics)),
+            Expr::Cmp { path, op, value } => self.comparison_may_hold(row_group, statistics, path, *op, value),
             // `a IN (l1, l2)` is `a = l1 OR a = l2`: true only where an element is equal.
             Expr::In { path, list, negated: false } => {
-                list.iter().any(|literal| self.comparison_may_hold(statistics, path, crate::psf::CmpOp::Eq, literal))
+                list.iter().any(|literal| self.comparison_may_hold(row_group, statistics, path, crate::psf::CmpOp::Eq, literal))
             }
             Expr::Like { path, prefix, negated: false } => self.prefix_may_match(statistics, path, prefix),
             Expr::Const(value) => *value,
@@ -348,6 +360,7 @@ impl ColumnarFile {
 
     fn comparison_may_hold(
         &self,
+        row_group: usize,
         leaf_statistics: &dyn Fn(usize) -> LeafStatistics,
         path: &crate::path::FieldPath,
         op: crate::psf::CmpOp,
@@ -401,9 +414,16 @@ impl ColumnarFile {
                 Some(LeafStatistics::Str(min, max)) => between(Some((*min).cmp(text.as_bytes())), Some((*max).cmp(text.as_bytes()))),
                 Some(_) => true,
             },
-            // Only strings name instants; their byte-wise statistics do not bound time (offsets,
-            // fractions and spacing reorder them), so a string column may always hold a match.
-            Literal::Timestamp(_) => !matches!(statistics(ScalarType::String), None | Some(LeafStatistics::Empty)),
+            // Only strings name instants. Their byte-wise statistics do not bound time (offsets,
+            // fractions and spacing reorder them): the instants the compactor read do.
+            Literal::Timestamp(t) => match (statistics(ScalarType::String), columns[ScalarType::String.slot()]) {
+                (None | Some(LeafStatistics::Empty), _) | (_, None) => false,
+                (Some(_), Some(leaf)) => match self.instants.as_ref().map(|i| i.range(row_group, leaf)) {
+                    None => true,
+                    Some(None) => false,
+                    Some(Some((min, max))) => between(Some(min.cmp(t)), Some(max.cmp(t))),
+                },
+            },
             Literal::Bool(_) | Literal::Null => true,
         }
     }
@@ -534,7 +554,7 @@ impl ColumnarFile {
                 Some((_, starts, statistics)) => statistics[starts.partition_point(|&s| s <= start) - 1].clone(),
                 None => LeafStatistics::Unknown,
             };
-            let keep = self.may_match_with(filter, &statistics);
+            let keep = self.may_match_with(row_group, filter, &statistics);
             if !keep {
                 skipped += end - start;
             }

@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
+use arrow_array::{Array, ArrayRef, RecordBatch, UInt64Array};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
-use super::layout::{FileLayout, ListColumn, PathColumns, ScalarType, LAYOUT_METADATA_KEY};
+use super::layout::{FileLayout, InstantStatistics, ListColumn, PathColumns, ScalarType, INSTANTS_METADATA_KEY, LAYOUT_METADATA_KEY};
 use super::shred::{ShreddedPath, Shredder};
 use super::{ColumnarCodec, ColumnarConfig};
 use crate::error::{Error, Result};
@@ -88,9 +88,19 @@ pub(crate) fn write_file(
         }
         layout.paths.push(entry);
     }
+    let per_group = row_group_rows(rows, config.row_group_rows);
+    // The instants the string columns name, per row group (`TIMESTAMP` comparisons prune by them).
+    let mut instants = InstantStatistics { row_groups: rows.div_ceil(per_group).max(1), ..InstantStatistics::default() };
+    for entry in &layout.paths {
+        let Some(leaf) = entry.columns[ScalarType::String.slot()] else { continue };
+        if let Some(strings) = arrays[leaf].as_any().downcast_ref::<arrow_array::StringArray>() {
+            instants.add(leaf, strings, per_group);
+        }
+    }
     let schema = Arc::new(Schema::new(schema_fields));
     let batch = RecordBatch::try_new(Arc::clone(&schema), arrays)?;
     let layout_json = serde_json::to_string(&layout).map_err(|e| columnar_error("encoding the layout", e))?;
+    let instants_json = serde_json::to_string(&instants).map_err(|e| columnar_error("encoding the instants", e))?;
     let compression = match config.codec {
         ColumnarCodec::Zstd => Compression::ZSTD(ZstdLevel::try_new(1).map_err(|e| columnar_error("zstd level", e))?),
         ColumnarCodec::Lz4 => Compression::LZ4_RAW,
@@ -98,10 +108,13 @@ pub(crate) fn write_file(
     };
     let properties = WriterProperties::builder()
         .set_compression(compression)
-        .set_max_row_group_row_count(Some(row_group_rows(rows, config.row_group_rows)))
+        .set_max_row_group_row_count(Some(per_group))
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_data_page_row_count_limit(super::PAGE_ROWS)
-        .set_key_value_metadata(Some(vec![KeyValue::new(LAYOUT_METADATA_KEY.to_owned(), layout_json)]))
+        .set_key_value_metadata(Some(vec![
+            KeyValue::new(LAYOUT_METADATA_KEY.to_owned(), layout_json),
+            KeyValue::new(INSTANTS_METADATA_KEY.to_owned(), instants_json),
+        ]))
         .build();
     let mut writer =
         ArrowWriter::try_new(Vec::new(), schema, Some(properties)).map_err(|e| columnar_error("starting a Parquet file", e))?;

@@ -36,6 +36,9 @@ pub const COLUMNAR_INDEX_SHARE: f64 = 0.01;
 /// Key pointers read from the head of an index scan's chains to estimate their density.
 const CHAIN_SAMPLE: usize = 1_024;
 
+/// Backfill-run entries counted per property when estimating an index scan's density.
+const MAX_RUN_COUNT: u64 = 1 << 20;
+
 impl Table {
     /// Moves the parts of `plan` that columnar files cover onto columnar scans: every
     /// full-scan range, and each index scan whose chains hold at least
@@ -109,13 +112,22 @@ impl Table {
 
     /// Estimated key pointers of `scan`'s chains within its range: counted exactly when a
     /// chain ends within [`CHAIN_SAMPLE`] entries, else extrapolated from the density
-    /// (entries per log byte) of its newest entries.
+    /// (entries per log byte) of its newest entries; below the PSF's safe register address,
+    /// its backfill runs' entries, counted (up to [`MAX_RUN_COUNT`] per property).
     fn estimate_chain_entries(&self, scan: &IndexScanPlan) -> f64 {
         let mut reader = LogReader::new(&self.log);
         let per_chain = (CHAIN_SAMPLE / scan.properties.len().max(1)).max(16);
         let mut total = 0.0;
         for property in &scan.properties {
             let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
+            let register = self.psfs.get(property.psf_id).map_or(LogAddress::ZERO, |p| p.safe_register_address());
+            let below = scan.to.min(register);
+            if scan.from < below {
+                #[allow(clippy::cast_precision_loss)]
+                {
+                    total += self.backfilled_count(property, scan.from, below, MAX_RUN_COUNT) as f64;
+                }
+            }
             let Some(head) = self.index.find_entry(hash) else { continue };
             let head = LogAddress::new(head);
             let (mut address, mut seen, mut in_range) = (head, 0usize, 0u64);

@@ -568,12 +568,9 @@ impl Table {
         let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
         // Below the safe register address: the backfill's runs.
         let register = self.psfs.get(property.psf_id).map_or(LogAddress::ZERO, |p| p.safe_register_address());
-        let mut count = 0;
-        for run in self.backfill.runs(property.psf_id, from, to.min(register)) {
-            count += run.count(hash, from, to.min(register), cap - count).unwrap_or(0);
-            if count >= cap {
-                return count;
-            }
+        let mut count = self.backfilled_count(property, from, to.min(register), cap);
+        if count >= cap {
+            return count;
         }
         let from = from.max(register);
         let Some(head) = self.index.find_entry(hash) else { return count };
@@ -589,6 +586,20 @@ impl Table {
                 break;
             }
             address = LogAddress::new(kp.previous);
+        }
+        count
+    }
+
+    /// Entries of `property` in `[from, to)` in its PSF's backfill runs (the records below its
+    /// safe register address), counting at most `cap`.
+    pub(crate) fn backfilled_count(&self, property: &PropertyKey, from: LogAddress, to: LogAddress, cap: u64) -> u64 {
+        let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
+        let mut count = 0;
+        for run in self.backfill.runs(property.psf_id, from, to) {
+            count += run.count(hash, from, to, cap - count).unwrap_or(0);
+            if count >= cap {
+                break;
+            }
         }
         count
     }

@@ -213,6 +213,7 @@ def run_shoal(records, lines, mb, args, out):
                 "Q5": one_call("payload.size > 5", sel),
                 "Q2": one_call("type = 'IssuesEvent' AND payload.action = 'opened'", sel),
                 "Q3": one_call(f"actor.id = {actor}", as_json=True),
+                "Q8": one_call(q8_where(args.copies), sel),
                 "Q4": one_call("type = 'PullRequestEvent' AND payload.pull_request.head.repo.language = 'C++'", as_json=True),
             }
             print("  Q6: the recurring query while ingestion runs ...", flush=True)

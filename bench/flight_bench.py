@@ -45,8 +45,8 @@ CREATED_AT = re.compile(r'"created_at":"([^"]+)"')
 
 def replicated(lines, target_bytes, shift_minutes=0):
     """The events repeated until `target_bytes`, with the id made unique per copy; with
-    `shift_minutes`, copy k's `created_at` moved k * shift_minutes later (the same RFC 3339
-    shape), so that the data spans hours instead of the sample's 22 minutes."""
+    `shift_minutes`, copy k's (top-level) `created_at` moved k * shift_minutes later (the same
+    RFC 3339 shape), so that the data spans hours instead of the sample's 22 minutes."""
     out, size, copy = [], 0, 0
     shifts = {}
 
@@ -62,7 +62,12 @@ def replicated(lines, target_bytes, shift_minutes=0):
         for line in lines:
             record = ID.sub(lambda m: '{"id":"%s%03d"' % (m.group(1), copy), line, count=1) if copy else line
             if shift_minutes and copy:
-                record = CREATED_AT.sub(shifted, record, count=1)
+                # The event's own `created_at` is its last (payloads nest others before it).
+                last = None
+                for last in CREATED_AT.finditer(record):
+                    pass
+                if last:
+                    record = record[:last.start()] + shifted(last) + record[last.end():]
             out.append(record)
             size += len(record)
             if size >= target_bytes:

@@ -91,7 +91,7 @@ impl PrimaryKey {
     #[must_use]
     pub fn psf_kind(fields: &[FieldPath]) -> PsfKind {
         match fields {
-            [field] => PsfKind::Projection { field: field.clone() },
+            [field] => PsfKind::Projection { field: field.clone(), function: None },
             _ => PsfKind::Composite { fields: fields.to_vec() },
         }
     }

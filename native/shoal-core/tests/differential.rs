@@ -48,6 +48,8 @@ fn fixture() -> Option<&'static Fixture> {
                 ("repo_type", PsfSpec::Composite { fields: vec!["repo.name".into(), "type".into()] }),
                 // String boundaries: the minutes of these events' RFC 3339 `created_at` (11:00 to 11:06).
                 ("minute", PsfSpec::range("created_at", MINUTES.map(str::to_owned).to_vec())),
+                // A projection of a function of a field.
+                ("login_lower", PsfSpec::Projection { field: "lower(actor.login)".into() }),
                 // The same field as instants, in buckets of 10 s from the epoch.
                 ("instant", PsfSpec::time_buckets("created_at", "10s", shoal_core::timestamp::EpochUnit::S)),
             ];
@@ -82,12 +84,18 @@ fn fixture() -> Option<&'static Fixture> {
                 "CAST(created_at AS TIMESTAMP) BETWEEN '2018-01-01T12:03:10+01:00' AND '2018-01-01T11:03:50Z'".to_owned(),
                 "created_at = TIMESTAMP '2018-01-01T11:03:07Z'".to_owned(),
                 "created_at < TIMESTAMP '2018-01-01T11:01:30Z'".to_owned(),
+                "length(repo.name) > 25".to_owned(),
+                "upper(payload.ref_type) = 'TAG'".to_owned(),
+                "array_contains(payload.issue.labels[*].name, 'bug')".to_owned(),
+                "payload.commits[*].distinct = FALSE".to_owned(),
+                "NOT array_contains(payload.issue.labels[*].name, 'enhancement')".to_owned(),
             ];
             for record in records.iter().step_by(97).take(12) {
                 let ty = record["type"].as_str().unwrap_or("none");
                 atoms.push(format!("type = {}", quote(ty)));
                 if let Some(login) = record["actor"]["login"].as_str() {
                     atoms.push(format!("actor.login = {}", quote(login)));
+                    atoms.push(format!("lower(actor.login) = {}", quote(&login.to_lowercase())));
                 }
                 if let Some(repo) = record["repo"]["name"].as_str() {
                     atoms.push(format!("repo.name = {} AND type = {}", quote(repo), quote(ty)));
@@ -171,6 +179,8 @@ fn plans_use_each_psf_kind_within_its_safe_boundaries() {
         ("type = 'IssuesEvent'", "type"),
         ("type = 'IssuesEvent' AND payload.action = 'opened'", "opened_issues"),
         ("payload.size >= 5", "push_size"),
+        ("lower(actor.login) = 'x'", "login_lower"),
+        ("lower(actor.login) IN ('x', 'y')", "login_lower"),
     ] {
         let plan = table.plan(&ScanRequest { filter: Some(parse_expr(filter).expect("parse")), ..ScanRequest::default() });
         assert_eq!(plan.index_scans.len(), 1, "{filter}: {plan:?}");

@@ -137,6 +137,19 @@ pub(crate) fn evaluate<'a>(expr: &Expr, view: &dyn Fn(&FieldPath) -> PathView<'a
             }
             out
         }
+        Expr::Function { function, path, op, value } => {
+            let mut out = vec![UNKNOWN; rows];
+            if let Some(strings) = view(path).strings {
+                for_valid(strings, |i| {
+                    let applied = function.apply(&FieldValue::Str(std::borrow::Cow::Borrowed(strings.value(i))));
+                    out[i] = value.compare(&applied).map_or(UNKNOWN, |o| tri(op.holds(o)));
+                });
+            }
+            out
+        }
+        // A path a file holds in columns holds no array in it (an array makes the path
+        // opaque, and the raw records are read): no row has an array to look in.
+        Expr::Contains { .. } => vec![UNKNOWN; rows],
         Expr::Field(path) => {
             let mut out = vec![UNKNOWN; rows];
             if let Some(bools) = view(path).bools {
@@ -210,7 +223,8 @@ fn compare(out: &mut [u8], view: &PathView<'_>, op: CmpOp, literal: &Literal) {
         }
         Literal::Timestamp(t) => {
             if let Some(strings) = view.strings {
-                for_valid(strings, |i| out[i] = holds(crate::timestamp::parse_timestamp(strings.value(i)).map(|v| v.cmp(t))));
+                let key = crate::timestamp::InstantKey::new(*t);
+                for_valid(strings, |i| out[i] = holds(key.compare(strings.value(i))));
             }
         }
     }

@@ -33,7 +33,7 @@ use crate::path::FieldPath;
 use crate::timestamp::{format_duration, format_timestamp, parse_duration, parse_timestamp, EpochUnit};
 use crate::value::{encode_bucket, encode_canonical, encode_composite, tag, FieldValue};
 use crate::LogAddress;
-pub use expr::{parse_expr, BoundExpr, CmpOp, Expr, Literal};
+pub use expr::{parse_expr, BoundExpr, CmpOp, Expr, Function, Literal};
 
 /// Identifier of a PSF within its table; never reused.
 pub type PsfId = u32;
@@ -41,10 +41,13 @@ pub type PsfId = u32;
 /// What a PSF computes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PsfKind {
-    /// The value of a field: one chain per distinct non-null scalar value.
+    /// The value of a field — or of a function of it (`lower(actor.login)`,
+    /// [`expr::Function`]) — : one chain per distinct non-null scalar value.
     Projection {
         /// The field.
         field: FieldPath,
+        /// The function applied to the field's value first, if any.
+        function: Option<expr::Function>,
     },
     /// A boolean expression: one chain, of the records where it is true.
     Predicate {
@@ -76,7 +79,7 @@ pub enum PsfKind {
 pub enum PsfSpec {
     /// See [`PsfKind::Projection`].
     Projection {
-        /// Dotted path.
+        /// Dotted path, or a function of one: `lower(actor.login)`, `upper(…)`, `length(…)`.
         field: String,
     },
     /// See [`PsfKind::Predicate`].
@@ -154,7 +157,14 @@ impl PsfKind {
     pub fn from_spec(name: &str, spec: &PsfSpec) -> Result<Self> {
         let invalid = |reason: String| Error::InvalidPsf { name: name.to_owned(), reason };
         Ok(match spec {
-            PsfSpec::Projection { field } => PsfKind::Projection { field: FieldPath::parse(field)? },
+            PsfSpec::Projection { field } => match projected_function(field) {
+                Some((name, inner)) => {
+                    let function = expr::Function::named(name)
+                        .ok_or_else(|| invalid(format!("`{name}` is not a function of a projection (lower, upper, length are)")))?;
+                    PsfKind::Projection { field: FieldPath::parse(inner)?, function: Some(function) }
+                }
+                None => PsfKind::Projection { field: FieldPath::parse(field)?, function: None },
+            },
             PsfSpec::Predicate { expr } => PsfKind::Predicate { expr: parse_expr(expr)? },
             PsfSpec::Range { field, boundaries, value_type, bucket, unit } => {
                 let buckets = RangeBuckets::from_spec(boundaries.as_ref(), *value_type, bucket.as_deref(), *unit).map_err(invalid)?;
@@ -173,7 +183,8 @@ impl PsfKind {
     #[must_use]
     pub fn to_spec(&self) -> PsfSpec {
         match self {
-            PsfKind::Projection { field } => PsfSpec::Projection { field: field.to_string() },
+            PsfKind::Projection { field, function: None } => PsfSpec::Projection { field: field.to_string() },
+            PsfKind::Projection { field, function: Some(function) } => PsfSpec::Projection { field: format!("{}({field})", function.name()) },
             PsfKind::Predicate { expr } => PsfSpec::Predicate { expr: expr.to_string() },
             PsfKind::Range { field, buckets } => buckets.to_spec(field.to_string()),
             PsfKind::Composite { fields } => PsfSpec::Composite { fields: fields.iter().map(ToString::to_string).collect() },
@@ -184,11 +195,19 @@ impl PsfKind {
     #[must_use]
     pub fn fields(&self) -> Vec<FieldPath> {
         match self {
-            PsfKind::Projection { field } | PsfKind::Range { field, .. } => vec![field.clone()],
+            PsfKind::Projection { field, .. } | PsfKind::Range { field, .. } => vec![field.clone()],
             PsfKind::Predicate { expr } => expr.fields(),
             PsfKind::Composite { fields } => fields.clone(),
         }
     }
+}
+
+/// `("lower", "actor.login")` for a projection's `lower(actor.login)`; `None` for a plain path.
+fn projected_function(text: &str) -> Option<(&str, &str)> {
+    let (name, rest) = text.trim().split_once('(')?;
+    let inner = rest.strip_suffix(')')?;
+    let name = name.trim();
+    (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some((name, inner.trim()))
 }
 
 /// A range PSF's boundaries: numbers, or strings compared byte-wise. In JSON, an array of
@@ -478,7 +497,7 @@ impl Psf {
 /// How an active PSF is evaluated against the fields of interest of a batch.
 #[derive(Debug, Clone)]
 enum Evaluator {
-    Projection(usize),
+    Projection(usize, Option<expr::Function>),
     Predicate(BoundExpr),
     Range(usize, RangeBuckets),
     Composite(Vec<usize>),
@@ -510,7 +529,8 @@ impl ActivePsf {
     pub fn evaluate(&self, values: &[FieldValue<'_>], payload: &[u8], canonical: &mut Vec<u8>) -> Option<ValuePlacement> {
         canonical.clear();
         match &self.evaluator {
-            Evaluator::Projection(field) => scalar_property(&values[*field], payload, canonical),
+            Evaluator::Projection(field, None) => scalar_property(&values[*field], payload, canonical),
+            Evaluator::Projection(field, Some(function)) => scalar_property(&function.apply(&values[*field]), payload, canonical),
             Evaluator::Predicate(expr) => (expr.eval(values) == Some(true)).then(|| {
                 canonical.push(tag::TRUE);
                 ValuePlacement::Inline(0)
@@ -575,7 +595,7 @@ pub struct PsfSnapshot {
 impl PsfSnapshot {
     fn evaluator(psf: &Psf, fields: &mut FieldSet) -> Evaluator {
         match &psf.kind {
-            PsfKind::Projection { field } => Evaluator::Projection(fields.insert(field)),
+            PsfKind::Projection { field, function } => Evaluator::Projection(fields.insert(field), *function),
             PsfKind::Predicate { expr } => Evaluator::Predicate(expr.bind(fields)),
             PsfKind::Range { field, buckets } => Evaluator::Range(fields.insert(field), buckets.clone()),
             PsfKind::Composite { fields: paths } => Evaluator::Composite(paths.iter().map(|p| fields.insert(p)).collect()),
@@ -868,7 +888,7 @@ mod tests {
     #[test]
     fn registration_sets_boundaries_in_order() {
         let registry = PsfRegistry::default();
-        let kind = PsfKind::Projection { field: FieldPath::parse("id").unwrap() };
+        let kind = PsfKind::Projection { field: FieldPath::parse("id").unwrap(), function: None };
         let psf = registry.register("by_id", kind.clone(), || LogAddress::new(640), |_| Ok(())).unwrap();
         assert_eq!(psf.coverage(), Some((LogAddress::new(640), NOT_YET)));
         assert!(matches!(registry.register("by_id", kind, || LogAddress::ZERO, |_| Ok(())), Err(Error::PsfExists(_))));

@@ -244,7 +244,7 @@ fn term_path(term: &Expr, psfs: &[Arc<Psf>]) -> Option<AccessPath> {
         }
         Expr::Cmp { path, op: CmpOp::Eq, value } => {
             for psf in usable(psfs) {
-                if let PsfKind::Projection { field } = &psf.kind {
+                if let PsfKind::Projection { field, function: None } = &psf.kind {
                     if field == path {
                         return Some(AccessPath::single(psf, vec![literal_key(psf, value)?]));
                     }
@@ -252,10 +252,17 @@ fn term_path(term: &Expr, psfs: &[Arc<Psf>]) -> Option<AccessPath> {
             }
             range_path(path, CmpOp::Eq, value, psfs)
         }
+        // A projection of the same function of the field: the literal's chain.
+        Expr::Function { function, path, op: CmpOp::Eq, value } => usable(psfs).find_map(|psf| match &psf.kind {
+            PsfKind::Projection { field, function: Some(f) } if field == path && f == function => {
+                Some(AccessPath::single(psf, vec![literal_key(psf, value)?]))
+            }
+            _ => None,
+        }),
         Expr::Cmp { path, op, value } if *op != CmpOp::NotEq => range_path(path, *op, value, psfs),
         Expr::In { path, list, negated: false } => {
             for psf in usable(psfs) {
-                if let PsfKind::Projection { field } = &psf.kind {
+                if let PsfKind::Projection { field, function: None } = &psf.kind {
                     if field == path {
                         let keys: Vec<_> = list.iter().filter_map(|l| literal_key(psf, l)).collect();
                         return Some(AccessPath::single(psf, keys));

@@ -131,6 +131,31 @@ pub fn oracle(expr: &Expr, record: &serde_json::Value) -> Option<bool> {
             let s = if *case_insensitive { s.to_lowercase() } else { s.to_owned() };
             Some(shoal_core::psf::expr::like_matches(pieces, &s) != *negated)
         }
+        Expr::Function { function, path, op, value } => {
+            let s = lookup(record, path)?.as_str()?;
+            let applied = match function {
+                shoal_core::psf::Function::Lower => serde_json::Value::String(s.to_lowercase()),
+                shoal_core::psf::Function::Upper => serde_json::Value::String(s.to_uppercase()),
+                shoal_core::psf::Function::Length => serde_json::Value::from(s.chars().count()),
+            };
+            Some(holds(*op, compare(&applied, value)?))
+        }
+        Expr::Contains { path, element, value, negated } => {
+            let items = lookup(record, path)?.as_array()?;
+            let mut unknown = false;
+            for item in items {
+                let picked = match element {
+                    Some(element) => lookup(item, element),
+                    None => Some(item),
+                };
+                match picked.and_then(|v| compare(v, value)) {
+                    Some(Ordering::Equal) => return Some(!negated),
+                    None => unknown = true,
+                    _ => {}
+                }
+            }
+            if unknown { None } else { Some(*negated) }
+        }
         #[allow(unreachable_patterns)]
         _ => panic!("oracle does not know {expr:?}"),
     }

@@ -175,6 +175,7 @@ fn tokenize(text: &str) -> Result<Vec<TokenWithSpan>, OpsError> {
     }
     Tokenizer::new(&GenericDialect {}, text)
         .tokenize_with_location()
+        .map(shoal_core::psf::expr::element_wildcards)
         .map_err(|e| syntax_error(text, &ParserError::from(e)))
 }
 

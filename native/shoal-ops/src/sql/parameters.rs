@@ -110,7 +110,9 @@ fn collect_parameter_fields(expr: &shoal_core::psf::Expr, sentinels: &[Literal],
         Expr::In { path, list, .. } => list.iter().for_each(|value| note(path, value)),
         Expr::Like { path, prefix, .. } => note(path, &Literal::Str(prefix.clone())),
         Expr::Pattern { path, .. } => note(path, &Literal::Str(String::new())),
-        Expr::IsNull { .. } | Expr::Field(_) | Expr::Const(_) => {}
+        // `lower(s) = ?`, `upper(s) = ?`: a string, as the field is.
+        Expr::Function { function: shoal_core::psf::Function::Lower | shoal_core::psf::Function::Upper, path, value, .. } => note(path, value),
+        Expr::Function { .. } | Expr::Contains { .. } | Expr::IsNull { .. } | Expr::Field(_) | Expr::Const(_) => {}
     }
 }
 

@@ -111,6 +111,20 @@ impl fmt::Display for Expr {
                 }
                 Ok(())
             }
+            Expr::Function { function, path, op, value } => {
+                write!(f, "{}(", function.name())?;
+                write_sql_path(f, path)?;
+                write!(f, ") {op} {value}")
+            }
+            Expr::Contains { path, element, value, negated } => {
+                f.write_str(if *negated { "NOT array_contains(" } else { "array_contains(" })?;
+                write_sql_path(f, path)?;
+                if let Some(element) = element {
+                    f.write_str("[*].")?;
+                    write_sql_path(f, element)?;
+                }
+                write!(f, ", {value})")
+            }
             Expr::Field(path) => write_sql_path(f, path),
             Expr::Const(b) => f.write_str(if *b { "TRUE" } else { "FALSE" }),
         }

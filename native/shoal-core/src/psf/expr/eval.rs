@@ -32,6 +32,8 @@ impl Expr {
             Expr::IsNull { path, negated } => Some(lookup(path).is_null() != *negated),
             Expr::Like { path, prefix, negated } => eval_like(&lookup(path), prefix, *negated),
             Expr::Pattern { path, pieces, case_insensitive, negated } => eval_pattern(&lookup(path), pieces, *case_insensitive, *negated),
+            Expr::Function { function, path, op, value } => eval_cmp(&function.apply(&lookup(path)), *op, value),
+            Expr::Contains { path, element, value, negated } => eval_contains(&lookup(path), element.as_ref(), value, *negated),
             Expr::Field(path) => eval_field(&lookup(path)),
             Expr::Const(b) => Some(*b),
         }
@@ -63,6 +65,29 @@ pub(crate) fn eval_pattern(field: &FieldValue<'_>, pieces: &[super::LikePiece], 
         FieldValue::Str(s) => Some(super::like_matches(pieces, s) != negated),
         _ => None,
     }
+}
+
+/// `array_contains` over the raw text of a JSON array (parsed here: arrays are not the
+/// hot path); `element` picks a field of each element.
+fn eval_contains(field: &FieldValue<'_>, element: Option<&FieldPath>, value: &Literal, negated: bool) -> Option<bool> {
+    let FieldValue::Array(text) = field else { return None };
+    let items: Vec<serde_json::Value> = serde_json::from_str(text).ok()?;
+    let pick = |item: &serde_json::Value| -> FieldValue<'static> {
+        let picked = match element {
+            None => Some(item),
+            Some(path) => path.segments().iter().try_fold(item, |v, key| v.as_object()?.get(key)),
+        };
+        match picked {
+            None => FieldValue::Missing,
+            Some(serde_json::Value::Null) => FieldValue::Null,
+            Some(serde_json::Value::Bool(b)) => FieldValue::Bool(*b),
+            Some(serde_json::Value::Number(n)) => n.as_i64().map_or_else(|| FieldValue::Float(n.as_f64().unwrap_or(f64::NAN)), FieldValue::Int),
+            Some(serde_json::Value::String(s)) => FieldValue::Str(std::borrow::Cow::Owned(s.clone())),
+            // Containers compare with no literal.
+            Some(_) => FieldValue::Missing,
+        }
+    };
+    kleene_or(&items, |item| eval_cmp(&pick(item), CmpOp::Eq, value)).map(|found| found != negated)
 }
 
 fn eval_field(field: &FieldValue<'_>) -> Option<bool> {
@@ -128,6 +153,8 @@ enum Node {
     IsNull { field: usize, negated: bool },
     Like { field: usize, prefix: Box<str>, negated: bool },
     Pattern { field: usize, pieces: Box<[super::LikePiece]>, case_insensitive: bool, negated: bool },
+    Function { function: super::Function, field: usize, op: CmpOp, value: Literal },
+    Contains { field: usize, element: Option<FieldPath>, value: Literal, negated: bool },
     Field(usize),
     Const(bool),
 }
@@ -155,6 +182,12 @@ impl Node {
                 case_insensitive: *case_insensitive,
                 negated: *negated,
             },
+            Expr::Function { function, path, op, value } => {
+                Node::Function { function: *function, field: fields.insert(path), op: *op, value: value.clone() }
+            }
+            Expr::Contains { path, element, value, negated } => {
+                Node::Contains { field: fields.insert(path), element: element.clone(), value: value.clone(), negated: *negated }
+            }
             Expr::Field(path) => Node::Field(fields.insert(path)),
             Expr::Const(b) => Node::Const(*b),
         }
@@ -171,6 +204,8 @@ impl Node {
             Node::IsNull { field, negated } => Some(value(*field).is_null() != *negated),
             Node::Like { field, prefix, negated } => eval_like(value(*field), prefix, *negated),
             Node::Pattern { field, pieces, case_insensitive, negated } => eval_pattern(value(*field), pieces, *case_insensitive, *negated),
+            Node::Function { function, field, op, value: literal } => eval_cmp(&function.apply(value(*field)), *op, literal),
+            Node::Contains { field, element, value: literal, negated } => eval_contains(value(*field), element.as_ref(), literal, *negated),
             Node::Field(field) => eval_field(value(*field)),
             Node::Const(b) => Some(*b),
         }

@@ -50,7 +50,7 @@ use crate::value::FieldValue;
 use display::write_sql_string;
 pub use eval::BoundExpr;
 pub use sql::{
-    count_operators, dismantle, echo, lower_condition, lower_field, lower_literal, parse_expr, parse_expr_within, ECHO_LIMIT, MAX_EXPR_BYTES,
+    count_operators, dismantle, echo, element_wildcards, lower_condition, lower_field, lower_literal, parse_expr, parse_expr_within, ECHO_LIMIT, MAX_EXPR_BYTES,
     MAX_EXPR_OPERATORS, MAX_RENDERED_EXPR_BYTES,
 };
 
@@ -210,6 +210,54 @@ impl fmt::Display for CmpOp {
     }
 }
 
+/// A scalar function of one field that a comparison may apply before comparing
+/// ([`Expr::Function`]): `lower(actor.login) = 'bob'`, `length(repo.name) > 20`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Function {
+    /// `lower(s)`: the string in lower case (Unicode); other values: unknown.
+    Lower,
+    /// `upper(s)`: the string in upper case (Unicode); other values: unknown.
+    Upper,
+    /// `length(s)` (also `char_length`, `character_length`): the string's length in
+    /// characters (Unicode scalar values), an integer; other values: unknown.
+    Length,
+}
+
+impl Function {
+    /// The function named `name` (any case), if the filter language has it.
+    #[must_use]
+    pub fn named(name: &str) -> Option<Function> {
+        match name.to_ascii_lowercase().as_str() {
+            "lower" | "lcase" => Some(Function::Lower),
+            "upper" | "ucase" => Some(Function::Upper),
+            "length" | "char_length" | "character_length" => Some(Function::Length),
+            _ => None,
+        }
+    }
+
+    /// Its SQL name (`lower`, `upper`, `length`).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Function::Lower => "lower",
+            Function::Upper => "upper",
+            Function::Length => "length",
+        }
+    }
+
+    /// The function of `value`: a string for `lower`/`upper`, an integer for `length`;
+    /// [`FieldValue::Missing`] (unknown in every comparison) when `value` is not a string.
+    #[must_use]
+    pub fn apply(self, value: &FieldValue<'_>) -> FieldValue<'static> {
+        let FieldValue::Str(text) = value else { return FieldValue::Missing };
+        match self {
+            Function::Lower => FieldValue::Str(Cow::Owned(text.to_lowercase())),
+            Function::Upper => FieldValue::Str(Cow::Owned(text.to_uppercase())),
+            Function::Length => FieldValue::Int(i64::try_from(text.chars().count()).unwrap_or(i64::MAX)),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The expression tree
 // ---------------------------------------------------------------------------------------
@@ -327,6 +375,34 @@ pub enum Expr {
         /// `NOT LIKE` / `NOT ILIKE`.
         negated: bool,
     },
+    /// `function(path) op value` (`lower(actor.login) = 'bob'`): the comparison of
+    /// [`Expr::Cmp`] with the field's value passed through `function` first (unknown when
+    /// the function has no value for it: a field that is not a string).
+    Function {
+        /// The function applied.
+        function: Function,
+        /// The field it is applied to.
+        path: FieldPath,
+        /// The operator.
+        op: CmpOp,
+        /// The constant the function's value is compared with.
+        value: Literal,
+    },
+    /// `array_contains(path, value)`, or with `element` `path[*].element = value`: whether
+    /// an element of the JSON array at `path` (its field `element`) equals `value`. As SQL's
+    /// `EXISTS` of those equalities: true if one is true; otherwise unknown if one is
+    /// unknown (a null element, an element of another type than the literal); otherwise
+    /// false. Unknown when `path` holds no array. `negated`: `NOT array_contains(…)`.
+    Contains {
+        /// The array's path.
+        path: FieldPath,
+        /// The path within each element compared (`[*].author.name`); `None`: the element.
+        element: Option<FieldPath>,
+        /// The constant looked for.
+        value: Literal,
+        /// `NOT array_contains(…)`.
+        negated: bool,
+    },
     /// A bare field used as a condition (`payload.public`): its value when it is a JSON
     /// boolean, otherwise unknown.
     Field(FieldPath),
@@ -374,6 +450,8 @@ impl Expr {
             Expr::IsNull { path, negated } => Expr::IsNull { path, negated: !negated },
             Expr::Like { path, prefix, negated } => Expr::Like { path, prefix, negated: !negated },
             Expr::Pattern { path, pieces, case_insensitive, negated } => Expr::Pattern { path, pieces, case_insensitive, negated: !negated },
+            Expr::Function { function, path, op, value } => Expr::Function { function, path, op: op.negated(), value },
+            Expr::Contains { path, element, value, negated } => Expr::Contains { path, element, value, negated: !negated },
             field @ Expr::Field(_) => Expr::Not(Box::new(field)),
             Expr::Const(b) => Expr::Const(!b),
         }
@@ -400,6 +478,8 @@ impl Expr {
             | Expr::IsNull { path, .. }
             | Expr::Like { path, .. }
             | Expr::Pattern { path, .. }
+            | Expr::Function { path, .. }
+            | Expr::Contains { path, .. }
             | Expr::Field(path) => visit(path),
             Expr::Const(_) => {}
         }

@@ -8,7 +8,7 @@ use std::fmt;
 use sqlparser::ast::{self as sql, BinaryOperator, Spanned, UnaryOperator, Value};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Span, Token, Tokenizer};
+use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Tokenizer};
 
 use crate::error::{Error, Result};
 use crate::path::FieldPath;
@@ -77,6 +77,7 @@ pub fn parse_expr_within(text: &str, max_bytes: usize) -> Result<Expr> {
     let tokens = Tokenizer::new(&dialect, text)
         .tokenize_with_location()
         .map_err(|e| lowering.syntax_error(&ParserError::from(e)))?;
+    let tokens = element_wildcards(tokens);
     let operators = tokens.iter().filter(|t| is_operator_token(&t.token)).count();
     if operators > MAX_EXPR_OPERATORS {
         return Err(lowering.error(format!(
@@ -226,6 +227,10 @@ enum Operand {
     /// `CAST(field AS TIMESTAMP)`: the field compared as an instant, so a string literal on
     /// the other side is read as a timestamp.
     TimeField(FieldPath),
+    /// `lower(field)`, `upper(field)`, `length(field)`.
+    Applied(super::Function, FieldPath),
+    /// `path[*].element`: each element of an array (only `=` compares it).
+    Elements(FieldPath, Option<FieldPath>),
     Literal(Literal),
 }
 
@@ -304,6 +309,18 @@ impl Lowering<'_> {
             }
             sql::Expr::InList { expr, list, negated } => {
                 let construct = if *negated { "NOT IN" } else { "IN" };
+                if let Operand::Applied(function, path) = self.operand(expr)? {
+                    // `f(a) IN (l1, l2)` is `f(a) = l1 OR f(a) = l2` (NOT IN: its negation).
+                    let terms = list
+                        .iter()
+                        .map(|item| {
+                            let value = self.literal_of(item, construct)?;
+                            Ok(Expr::Function { function, path: path.clone(), op: CmpOp::Eq, value })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    let any = Expr::Or(terms);
+                    return Ok(if *negated { Expr::Not(Box::new(any)) } else { any });
+                }
                 let (path, as_time) = self.compared_field(expr, construct)?;
                 let list = list
                     .iter()
@@ -342,6 +359,7 @@ impl Lowering<'_> {
                 Value::Boolean(b) => Ok(Expr::Const(*b)),
                 _ => Err(self.unsupported("a literal is not a condition (compare a field with it)", e)),
             },
+            sql::Expr::Function(_) if call(e).is_some_and(|(name, _)| name == "array_contains") => self.array_contains(e),
             sql::Expr::Identifier(_)
             | sql::Expr::CompoundIdentifier(_)
             | sql::Expr::CompoundFieldAccess { .. }
@@ -361,7 +379,18 @@ impl Lowering<'_> {
             (Operand::Literal(value), Operand::TimeField(path)) => {
                 Ok(Expr::Cmp { path, op: op.flipped(), value: self.instant(value, left)? })
             }
-            (Operand::Field(_) | Operand::TimeField(_), Operand::Field(_) | Operand::TimeField(_)) => {
+            (Operand::Applied(function, path), Operand::Literal(value)) => Ok(Expr::Function { function, path, op, value }),
+            (Operand::Literal(value), Operand::Applied(function, path)) => {
+                Ok(Expr::Function { function, path, op: op.flipped(), value })
+            }
+            (Operand::Elements(path, element), Operand::Literal(value)) | (Operand::Literal(value), Operand::Elements(path, element)) => {
+                if op == CmpOp::Eq {
+                    Ok(Expr::Contains { path, element, value, negated: false })
+                } else {
+                    Err(self.unsupported("`[*]` compares with `=` only (some element equals the literal)", whole))
+                }
+            }
+            (Operand::Field(_) | Operand::TimeField(_) | Operand::Applied(..) | Operand::Elements(..), _) => {
                 Err(self.unsupported("comparison between two fields is not supported", whole))
             }
             (Operand::Literal(_), Operand::Literal(_)) => {
@@ -416,6 +445,21 @@ impl Lowering<'_> {
         if let Some(field) = timestamp_cast(e) {
             return self.field_of(field, "CAST(… AS TIMESTAMP)").map(Operand::TimeField);
         }
+        if let Some((name, args)) = call(e) {
+            let Some(function) = super::Function::named(&name) else {
+                return Err(self.unsupported(
+                    &format!("function `{name}` is not supported (lower, upper, length, array_contains are)"),
+                    e,
+                ));
+            };
+            let [arg] = args.as_slice() else {
+                return Err(self.unsupported(&format!("{name}() takes one field"), e));
+            };
+            return self.field_of(arg, &format!("{name}()")).map(|path| Operand::Applied(function, path));
+        }
+        if let Some((path, element)) = self.elements(e)? {
+            return Ok(Operand::Elements(path, element));
+        }
         match e {
             sql::Expr::Nested(inner) => self.operand(inner),
             sql::Expr::Value(_) | sql::Expr::UnaryOp { .. } | sql::Expr::TypedString(_) | sql::Expr::Cast { .. }
@@ -437,6 +481,12 @@ impl Lowering<'_> {
         let segments: Vec<String> = match e {
             sql::Expr::Nested(inner) => return self.field_of(inner, construct),
             sql::Expr::Identifier(ident) => vec![ident.value.clone()],
+            sql::Expr::CompoundIdentifier(idents) if idents.iter().any(|i| i.value == ELEMENTS) => {
+                return Err(self.unsupported(
+                    &format!("{construct} cannot take `[*]` (use array_contains(path[*].field, literal) or path[*].field = literal)"),
+                    e,
+                ))
+            }
             sql::Expr::CompoundIdentifier(idents) => idents.iter().map(|i| i.value.clone()).collect(),
             sql::Expr::Function(_) => match keyword_field(e) {
                 Some(path) => return Ok(path),
@@ -463,6 +513,35 @@ impl Lowering<'_> {
             _ => return Err(self.unsupported_construct(e)),
         };
         FieldPath::from_segments(segments).map_err(|err| self.error(format!("{err}{}", self.at(e.span()))))
+    }
+
+    /// `array_contains(path, literal)` (`path` may be `array[*].element`).
+    fn array_contains(&self, e: &sql::Expr) -> Result<Expr> {
+        let Some((_, args)) = call(e) else { return Err(self.unsupported_construct(e)) };
+        let [array, value] = args.as_slice() else {
+            return Err(self.unsupported("array_contains() takes an array field and a literal", e));
+        };
+        let (path, element) = match self.elements(array)? {
+            Some(found) => found,
+            None => (self.field_of(array, "array_contains()")?, None),
+        };
+        Ok(Expr::Contains { path, element, value: self.literal_of(value, "array_contains()")?, negated: false })
+    }
+
+    /// `path[*]` or `path[*].element.path` (tokens rewritten by [`element_wildcards`]): the
+    /// array's path and the element's, if `e` is one.
+    fn elements(&self, e: &sql::Expr) -> Result<Option<(FieldPath, Option<FieldPath>)>> {
+        let sql::Expr::CompoundIdentifier(idents) = e else { return Ok(None) };
+        let Some(star) = idents.iter().position(|i| i.value == ELEMENTS) else { return Ok(None) };
+        if idents.iter().filter(|i| i.value == ELEMENTS).count() > 1 || star == 0 {
+            return Err(self.unsupported("one `[*]` is supported, after a field", e));
+        }
+        let at = |segments: &[sql::Ident]| {
+            FieldPath::from_segments(segments.iter().map(|i| i.value.clone()))
+                .map_err(|err| self.error(format!("{err}{}", self.at(e.span()))))
+        };
+        let element = if star + 1 < idents.len() { Some(at(&idents[star + 1..])?) } else { None };
+        Ok(Some((at(&idents[..star])?, element)))
     }
 
     /// The field of `IN`/`BETWEEN`, and whether it is `CAST(field AS TIMESTAMP)` (its
@@ -656,6 +735,62 @@ fn spine_depth(e: &sql::Expr) -> usize {
         }
     }
     depth
+}
+
+/// The path segment that stands for `[*]` between the tokenizer and the parser (sqlparser
+/// has no `[*]`): a quoted identifier no JSON key of a filter can spell (a control character).
+const ELEMENTS: &str = "\u{1}[*]";
+
+/// `a[*].b` rewritten as `a."\u{1}[*]".b` in a token stream, so that sqlparser reads it as
+/// a compound identifier whose marked segment [`Lowering::elements`] finds. Apply to the
+/// tokens of any text whose conditions are lowered ([`parse_expr`] does).
+#[must_use]
+pub fn element_wildcards(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        let star = matches!(
+            (&tokens[i].token, tokens.get(i + 1).map(|t| &t.token), tokens.get(i + 2).map(|t| &t.token)),
+            (Token::LBracket, Some(Token::Mul), Some(Token::RBracket))
+        );
+        if star && out.last().is_some_and(|t| matches!(t.token, Token::Word(_) | Token::RBracket)) {
+            let span = tokens[i].span;
+            out.push(TokenWithSpan { token: Token::Period, span });
+            out.push(TokenWithSpan { token: Token::make_word(ELEMENTS, Some('"')), span });
+            i += 3;
+        } else {
+            out.push(tokens[i].clone());
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The lowercased name and the plain arguments of a function call `name(a, b)` (no
+/// `DISTINCT`, `FILTER`, `OVER`, named arguments or wildcards), if `e` is one.
+fn call(e: &sql::Expr) -> Option<(String, Vec<&sql::Expr>)> {
+    let sql::Expr::Function(function) = e else { return None };
+    let sql::FunctionArguments::List(list) = &function.args else { return None };
+    if list.duplicate_treatment.is_some()
+        || !list.clauses.is_empty()
+        || function.filter.is_some()
+        || function.over.is_some()
+        || !function.within_group.is_empty()
+        || !matches!(function.parameters, sql::FunctionArguments::None)
+    {
+        return None;
+    }
+    let [name] = function.name.0.as_slice() else { return None };
+    let name = name.as_ident()?.value.to_ascii_lowercase();
+    let args = list
+        .args
+        .iter()
+        .map(|arg| match arg {
+            sql::FunctionArg::Unnamed(sql::FunctionArgExpr::Expr(expr)) => Some(expr),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((name, args))
 }
 
 /// `DATE`, `TIMESTAMP` (with or without a time zone), `DATETIME`: the types whose literals

@@ -400,7 +400,12 @@ fn unsupported_constructs_are_rejected_naming_the_construct_and_position() {
         ("a = b", "comparison between two fields is not supported: `a = b` at column 1"),
         ("x = 1 AND a.b < c.d", "comparison between two fields is not supported: `a.b < c.d` at column 11"),
         ("1 = 1", "comparison between two literals is not supported"),
-        ("lower(a) = 'x'", "function calls are not supported: `lower(a)`"),
+        ("soundex(a) = 'x'", "function `soundex` is not supported (lower, upper, length, array_contains are)"),
+        ("lower(a, b) = 'x'", "lower() takes one field"),
+        ("lower('x') = 'x'", "lower() needs a field here, not a literal"),
+        ("tags[*] > 1", "`[*]` compares with `=` only"),
+        ("array_contains(tags)", "array_contains() takes an array field and a literal"),
+        ("array_contains(tags, b)", "array_contains() needs a literal here"),
         ("a = (SELECT 1)", "subqueries are not supported"),
         ("a IN (SELECT b FROM t)", "subqueries are not supported"),
         ("CASE WHEN a THEN 1 END = 1", "CASE expressions are not supported"),
@@ -469,6 +474,55 @@ fn timestamps_parse_display_and_compare_as_instants() {
         assert_eq!(eval(&after, &[("t", unknown.clone())]), None, "{unknown:?}");
     }
     assert_eq!(eval(&parse("NOT t > TIMESTAMP '2021-07-21T10:00:00Z'"), &[("t", s("2021-07-21T09:00:00Z"))]), Some(true));
+}
+
+#[test]
+fn functions_and_array_membership_parse_display_and_evaluate() {
+    let lower = parse("lower(actor.login) = 'bob'");
+    assert_eq!(lower, Expr::Function { function: Function::Lower, path: path("actor.login"), op: CmpOp::Eq, value: str_lit("bob") });
+    assert_eq!(parse("'bob' = LOWER(actor.login)"), lower);
+    assert_eq!(parse(&lower.to_string()), lower);
+    for (text, record, expected) in [
+        ("lower(a) = 'bob'", s("BoB"), Some(true)),
+        ("upper(a) = 'ÉTÉ'", s("été"), Some(true)),
+        ("length(a) > 3", s("four"), Some(true)),
+        ("char_length(a) = 3", s("été"), Some(true)),
+        ("length(a) = 3", FieldValue::Int(123), None),
+        ("lower(a) = 'x'", FieldValue::Missing, None),
+        ("NOT lower(a) = 'bob'", s("BOB"), Some(false)),
+        ("lower(a) IN ('x', 'bob')", s("Bob"), Some(true)),
+        ("lower(a) NOT IN ('x', 'bob')", s("Bob"), Some(false)),
+    ] {
+        let e = parse(text);
+        assert_eq!(eval(&e, &[("a", record.clone())]), expected, "{text} on {record:?}");
+        assert_eq!(parse(&e.to_string()), e, "{text} reads back from {e}");
+    }
+    let contains = parse("array_contains(tags, 'x')");
+    assert_eq!(contains, Expr::Contains { path: path("tags"), element: None, value: str_lit("x"), negated: false });
+    let authors = parse("payload.commits[*].author.name = 'ann'");
+    assert_eq!(authors, Expr::Contains { path: path("payload.commits"), element: Some(path("author.name")), value: str_lit("ann"), negated: false });
+    assert_eq!(parse("array_contains(payload.commits[*].author.name, 'ann')"), authors);
+    for e in [&contains, &authors, &parse("NOT array_contains(tags, 2)")] {
+        assert_eq!(&parse(&e.to_string()), e, "{e}");
+    }
+    let array = |text: &'static str| FieldValue::Array(text);
+    for (e, record, expected) in [
+        (&contains, array(r#"["a", "x"]"#), Some(true)),
+        (&contains, array(r#"["a", "b"]"#), Some(false)),
+        (&contains, array(r#"["a", null]"#), None),
+        (&contains, array(r#"["a", 1]"#), None),
+        (&contains, array("[]"), Some(false)),
+        (&contains, s("x"), None),
+        (&contains, FieldValue::Missing, None),
+        (&parse("NOT array_contains(tags, 'x')"), array(r#"["a"]"#), Some(true)),
+        (&parse("array_contains(tags, 2)"), array("[1, 2.0]"), Some(true)),
+    ] {
+        assert_eq!(eval(e, &[("tags", record.clone())]), expected, "{e} on {record:?}");
+    }
+    let commits = array(r#"[{"author": {"name": "bo"}}, {"author": {"name": "ann"}}, {"sha": 1}]"#);
+    assert_eq!(eval(&authors, &[("payload.commits", commits)]), Some(true));
+    let others = array(r#"[{"author": {"name": "bo"}}, {"sha": 1}]"#);
+    assert_eq!(eval(&authors, &[("payload.commits", others)]), None, "a missing name is unknown");
 }
 
 #[test]

@@ -11,6 +11,7 @@ import java.util.List;
 
 import org.apache.spark.sql.connector.expressions.Cast;
 import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.GeneralScalarExpression;
 import org.apache.spark.sql.connector.expressions.Literal;
 import org.apache.spark.sql.connector.expressions.NamedReference;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
@@ -42,6 +43,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  *       contains} — become shoal's {@code LIKE} with the literal's {@code % _ \} escaped).
  *       {@code AND}, {@code OR} and {@code NOT} are translated only when all their children are.
  *       Both sides use SQL's three-valued logic, and a missing field is NULL in both.</li>
+ *   <li>functions: {@code LOWER(col)}, {@code UPPER(col)} of a string column compared with a
+ *       string, {@code LENGTH}/{@code CHAR_LENGTH(col)} with a number (characters, as shoal counts
+ *       them), where Spark hands them to the source as V2 expressions.</li>
  *   <li>timestamps: a string column compared with a timestamp ({@code created_at >= TIMESTAMP
  *       '2021-07-21 10:00:00'}, which Spark analyses as {@code CAST(created_at AS TIMESTAMP) >= …}),
  *       or in {@code IN}, becomes shoal's {@code created_at >= TIMESTAMP '2021-07-21T10:00:00Z'}:
@@ -113,11 +117,19 @@ public final class ShoalV2Filters {
     String flipped = flip(op);
     Expression left = children[0];
     Expression right = children[1];
-    if (left instanceof Literal && (right instanceof NamedReference || right instanceof Cast)) {
+    if (left instanceof Literal && (right instanceof NamedReference || right instanceof Cast || right instanceof GeneralScalarExpression)) {
       Expression swap = left;
       left = right;
       right = swap;
       op = flipped;
+    }
+    if (left instanceof GeneralScalarExpression) {
+      GeneralScalarExpression call = (GeneralScalarExpression) left;
+      String applied = function(call, schema);
+      boolean length = !call.name().equals("LOWER") && !call.name().equals("UPPER");
+      String literal = applied != null && right instanceof Literal
+          ? literal((Literal<?>) right, length ? org.apache.spark.sql.types.DataTypes.LongType : org.apache.spark.sql.types.DataTypes.StringType) : null;
+      return literal == null ? null : applied + " " + op + " " + literal;
     }
     if (left instanceof Cast) {
       String column = timestampColumn((Cast) left, schema);
@@ -249,6 +261,31 @@ public final class ShoalV2Filters {
       return plain.contains(".") ? plain : plain + ".0";
     }
     return null;
+  }
+
+  /** {@code lower(path)} for {@code LOWER(column)} of a string column (also UPPER, LENGTH); else null. */
+  private static String function(GeneralScalarExpression call, StructType schema) {
+    String name;
+    switch (call.name()) {
+      case "LOWER":
+        name = "lower";
+        break;
+      case "UPPER":
+        name = "upper";
+        break;
+      case "LENGTH":
+      case "CHAR_LENGTH":
+      case "CHARACTER_LENGTH":
+        name = "length";
+        break;
+      default:
+        return null;
+    }
+    if (call.children().length != 1) {
+      return null;
+    }
+    StructField field = leaf(call.children()[0], schema);
+    return field != null && field.dataType() instanceof StringType ? name + "(" + path(call.children()[0]) + ")" : null;
   }
 
   /**

@@ -97,8 +97,10 @@ abstract class ShoalDifferentialTest extends ShoalSparkTestBase {
         // lower case: " T" stands for the table)
         "SELECT id, created_at FROM T WHERE created_at >= timestamp '2018-01-01 11:10:00' AND created_at < timestamp '2018-01-01 11:12:30'",
         "SELECT id, payload.ref_type FROM T WHERE payload.ref_type = 'tag'",
-        // filters that stay in Spark (functions, field against field)
+        // functions shoal evaluates (pushed where Spark hands them to the source)
         "SELECT id, actor.login FROM T WHERE length(actor.login) > 20",
+        "SELECT id, actor.login FROM T WHERE lower(actor.login) = 'lombiqbot' OR upper(repo.name) LIKE 'LOMBIQ/%'",
+        // filters that stay in Spark (field against field)
         "SELECT id FROM T WHERE actor.display_login <> actor.login",
         // arrays of structs, whole structs, whole rows
         "SELECT id, payload.commits FROM T WHERE type = 'PushEvent' AND payload.size > 25",

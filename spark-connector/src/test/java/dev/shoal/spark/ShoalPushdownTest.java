@@ -110,6 +110,13 @@ abstract class ShoalPushdownTest extends ShoalSparkTestBase {
   }
 
   @Test
+  void lower_and_length_of_a_string_column_are_pushed() {
+    String plan = explain("SELECT id FROM pd.pushdown WHERE lower(actor.login) = 'lombiqbot' AND length(repo.name) > 10");
+    assertTrue(plan.contains("lower(\"actor\".\"login\") = 'lombiqbot'") && plan.contains("length(\"repo\".\"name\") > 10"), plan);
+    assertFalse(plan.contains("Filter "), "exact pushed filters are not re-evaluated by Spark: " + plan);
+  }
+
+  @Test
   void a_filter_no_psf_covers_runs_as_a_full_scan_and_is_correct() {
     String sql = "SELECT id FROM pd.pushdown WHERE created_at >= '2018-01-01T11:05:00Z' AND public = true";
     String plan = explain(sql);
@@ -138,7 +145,7 @@ abstract class ShoalPushdownTest extends ShoalSparkTestBase {
 
   @Test
   void filters_that_cannot_be_pushed_stay_in_spark() {
-    String plan = explain("SELECT id FROM pd.pushdown WHERE length(actor.login) > 10 AND type = 'PushEvent'");
+    String plan = explain("SELECT id FROM pd.pushdown WHERE abs(actor.id) > 10 AND type = 'PushEvent'");
     assertTrue(plan.contains("Filter "), plan);
     assertTrue(plan.contains("AND \"type\" = 'PushEvent']"), plan);
   }

@@ -90,6 +90,20 @@ class ShoalV2FiltersTest {
     }
   }
 
+  private static Expression fn(String name, Expression... children) {
+    return new org.apache.spark.sql.connector.expressions.GeneralScalarExpression(name, children);
+  }
+
+  @Test
+  void lower_upper_and_length_of_string_columns_are_translated() {
+    assertEquals("lower(\"actor\".\"login\") = 'bob'", t(p("=", fn("LOWER", col("actor", "login")), lit("bob"))));
+    assertEquals("upper(\"type\") <> 'X'", t(p("<>", lit("X"), fn("UPPER", col("type")))));
+    assertEquals("length(\"type\") > 3", t(p(">", fn("CHAR_LENGTH", col("type")), lit(3))));
+    assertNull(t(p("=", fn("LOWER", col("a.b")), lit("x"))), "a number column");
+    assertNull(t(p("=", fn("LOWER", col("type")), lit(3L))), "a number literal");
+    assertNull(t(p("=", fn("ABS", col("a.b")), lit(3L))), "a function shoal lacks");
+  }
+
   @Test
   void equality_on_a_top_level_string() {
     assertEquals("\"type\" = 'PushEvent'", t(p("=", col("type"), lit("PushEvent"))));

@@ -23,7 +23,9 @@ import org.apache.flink.table.types.logical.LogicalTypeFamily;
  * ({@code actor.login}) with a literal of the same type family (character string, number,
  * boolean), {@code IS [NOT] NULL}, {@code LIKE} of a string column with a pattern literal that
  * holds no backslash and has no {@code ESCAPE} ({@code %} and {@code _} mean the same in both),
- * and {@code AND}/{@code OR}/{@code NOT} of those. A {@code TIMESTAMP} or {@code TIMESTAMP_LTZ}
+ * and {@code AND}/{@code OR}/{@code NOT} of those; {@code LOWER}, {@code UPPER} and {@code
+ * CHAR_LENGTH} of a string column compared with a literal become shoal's {@code lower}, {@code
+ * upper}, {@code length}. A {@code TIMESTAMP} or {@code TIMESTAMP_LTZ}
  * column (the JSON format reads its RFC 3339 / SQL strings) compared with a timestamp literal
  * becomes shoal's {@code TIMESTAMP '…Z'} comparison, which reads the strings as instants: an LTZ
  * column's literal is the instant Flink reads it as (a {@code TIMESTAMP '…'} literal in the session's
@@ -74,6 +76,16 @@ final class ShoalFilters {
     String operator = operator(function);
     if (operator == null || args.size() != 2) {
       return Optional.empty();
+    }
+    Optional<String> applied = function(args.get(0));
+    if (applied.isPresent() && args.get(1) instanceof ValueLiteralExpression literal) {
+      return literal(literal, args.get(0).getOutputDataType().getLogicalType(), sessionZone)
+          .map(v -> "(" + applied.get() + " " + operator + " " + v + ")");
+    }
+    Optional<String> appliedRight = function(args.get(1));
+    if (appliedRight.isPresent() && args.get(0) instanceof ValueLiteralExpression literal) {
+      return literal(literal, args.get(1).getOutputDataType().getLogicalType(), sessionZone)
+          .map(v -> "(" + appliedRight.get() + " " + mirrored(operator) + " " + v + ")");
     }
     Optional<String> left = path(args.get(0));
     if (left.isPresent() && args.get(1) instanceof ValueLiteralExpression literal) {
@@ -126,6 +138,22 @@ final class ShoalFilters {
       case ">=" -> "<=";
       default -> operator;
     };
+  }
+
+  /** {@code lower("a")} for Flink's LOWER/UPPER/CHAR_LENGTH of a string column or field, else empty. */
+  private static Optional<String> function(ResolvedExpression expression) {
+    if (!(expression instanceof CallExpression call) || call.getResolvedChildren().size() != 1) {
+      return Optional.empty();
+    }
+    FunctionDefinition f = call.getFunctionDefinition();
+    String name = f == BuiltInFunctionDefinitions.LOWER ? "lower"
+        : f == BuiltInFunctionDefinitions.UPPER ? "upper"
+        : f == BuiltInFunctionDefinitions.CHAR_LENGTH ? "length" : null;
+    ResolvedExpression arg = call.getResolvedChildren().get(0);
+    if (name == null || !arg.getOutputDataType().getLogicalType().is(LogicalTypeFamily.CHARACTER_STRING)) {
+      return Optional.empty();
+    }
+    return path(arg).map(p -> name + "(" + p + ")");
   }
 
   /** A column ({@code "a"}) or a field of a ROW column ({@code "a"."b"}, Flink's GET). */

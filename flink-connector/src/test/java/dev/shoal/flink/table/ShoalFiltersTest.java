@@ -62,6 +62,18 @@ class ShoalFiltersTest {
   }
 
   @Test
+  void lowerUpperAndCharLengthOfStringColumnsAreTranslated() {
+    CallExpression lower = CallExpression.permanent(BuiltInFunctionDefinitions.LOWER, List.of(TYPE), DataTypes.STRING());
+    CallExpression length = CallExpression.permanent(BuiltInFunctionDefinitions.CHAR_LENGTH, List.of(TYPE), DataTypes.INT());
+    assertEquals(Optional.of("(lower(\"type\") = 'push')"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, lower, new ValueLiteralExpression("push"))));
+    assertEquals(Optional.of("(length(\"type\") < 4)"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.GREATER_THAN, new ValueLiteralExpression(4), length)));
+    assertEquals(Optional.empty(), ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS,
+        CallExpression.permanent(BuiltInFunctionDefinitions.LOWER, List.of(SIZE), DataTypes.STRING()), new ValueLiteralExpression("1"))));
+  }
+
+  @Test
   void comparisonsAcrossTypesAndUnknownFunctionsStayWithFlink() {
     assertEquals(Optional.empty(),
         ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, TYPE, new ValueLiteralExpression(5L))));

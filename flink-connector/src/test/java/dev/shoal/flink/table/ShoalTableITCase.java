@@ -139,6 +139,26 @@ abstract class ShoalTableITCase {
     }
     assertTrue(expected.size() > 100, "the query selects a real subset: " + expected.size());
     assertEquals(counts(expected), counts(read));
+
+    // LOWER and CHAR_LENGTH of a string field are pushed too.
+    String functions = "SELECT id FROM scan_events WHERE LOWER(actor.login) LIKE '%bot%' AND CHAR_LENGTH(type) > 9";
+    String functionsPlan = tEnv.explainSql(functions);
+    assertTrue(functionsPlan.contains("filter=[and(LIKE(LOWER(actor.login)") || functionsPlan.contains("CHAR_LENGTH(type), 9)"),
+        () -> "the functions are pushed into the shoal source:\n" + functionsPlan);
+    List<String> bots = new ArrayList<>();
+    try (CloseableIterator<Row> rows = tEnv.executeSql(functions).collect()) {
+      rows.forEachRemaining(r -> bots.add((String) r.getField(0)));
+    }
+    List<String> expectedBots = new ArrayList<>();
+    for (String line : Files.readAllLines(ShoalDaemon.events(), StandardCharsets.UTF_8)) {
+      JsonNode event = mapper.readTree(line);
+      if (event.get("actor").get("login").asText().toLowerCase(java.util.Locale.ROOT).contains("bot")
+          && event.get("type").asText().length() > 9) {
+        expectedBots.add(event.get("id").asText());
+      }
+    }
+    assertTrue(expectedBots.size() > 10, "the functions select a real subset: " + expectedBots.size());
+    assertEquals(counts(expectedBots), counts(bots));
   }
 
   /**

@@ -78,7 +78,9 @@ else
   key="$( { cat "$repo_root/fuzz/Cargo.lock"; rustc +nightly -vV 2>/dev/null || true; } | sha256sum | cut -c 1-16)"
   target_dir="$cache_root/$key"
   mkdir -p "$cache_root"
-  find "$cache_root" -mindepth 1 -maxdepth 1 -type d ! -name "$key" -mtime +14 -exec rm -rf {} + 2>/dev/null || true
+  # Other keys' targets (an older fuzz/Cargo.lock or toolchain) are 5-8 GB each: keep the newest
+  # one besides this key's, for a branch switched back to, and delete the rest.
+  ls -1dt "$cache_root"/*/ 2>/dev/null | grep -v "/$key/\$" | tail -n +2 | xargs -r rm -rf || true
   size_mb="$(du -sm "$target_dir" 2>/dev/null | cut -f 1 || true)"
   if (( ${size_mb:-0} > ${SHOAL_FUZZ_TARGET_MAX_MB:-8192} )); then
     echo "fuzz: $target_dir holds $size_mb MB, over ${SHOAL_FUZZ_TARGET_MAX_MB:-8192}: emptying it"

@@ -117,7 +117,7 @@ fn what_the_engine_cannot_do_is_refused_by_name() {
         ("SELECT a FROM e UNION SELECT a FROM f", "UNION"),
         ("INSERT INTO e VALUES (1)", "only SELECT"),
         ("SELECT a FROM e WHERE a = b", "two fields"),
-        ("SELECT a FROM e WHERE lower(a) = 'x'", "lower"),
+        ("SELECT a FROM e WHERE soundex(a) = 'x'", "soundex"),
         ("SELECT a FROM e LIMIT -1", "LIMIT"),
         ("SELECT a, b AS a FROM e", "named \"a\""),
         ("SELECT a FROM e ORDER BY count(*)", "select list"),
@@ -394,7 +394,7 @@ fn delete_statements_become_the_delete_action_and_other_changes_are_refused_by_n
         ("DELETE FROM users RETURNING id", "RETURNING"),
         ("DELETE FROM a, b WHERE a.id = 1", "one table"),
         ("SELECT * FROM users", "only DELETE"),
-        ("DELETE FROM users WHERE upper(status) = 'X'", "upper"),
+        ("DELETE FROM users WHERE soundex(status) = 'X'", "soundex"),
     ] {
         let message = parse_sql_delete(text, Parameters::Bound(&[])).unwrap_err().to_string();
         assert!(message.contains(named), "{text}: {message}");

@@ -58,7 +58,9 @@ impl InstantKey {
     pub fn compare(&self, text: &str) -> Option<std::cmp::Ordering> {
         if let Some(canonical) = &self.canonical {
             if canonical_valid(text.as_bytes()) {
-                return Some(text.as_bytes().cmp(canonical.as_slice()));
+                if let Ok(bytes) = <&[u8; 20]>::try_from(text.as_bytes()) {
+                    return Some(cmp20(bytes, canonical));
+                }
             }
         }
         parse_timestamp(text).map(|t| t.cmp(&self.micros))
@@ -66,27 +68,47 @@ impl InstantKey {
 }
 
 /// Whether `b` is `YYYY-MM-DDTHH:MM:SSZ` naming a valid instant of years 1678-2261 (what
-/// [`canonical_micros`] reads), judged on the bytes.
+/// [`canonical_micros`] reads), judged on the bytes without converting them: this runs once
+/// per value of a column a `TIMESTAMP` comparison scans, so no iterator or `memcmp` call.
+#[inline]
 fn canonical_valid(b: &[u8]) -> bool {
-    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z' {
+    let Ok(b) = <&[u8; 20]>::try_from(b) else { return false };
+    if b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z' {
         return false;
     }
-    let digits = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18];
-    if !digits.iter().all(|&i| b[i].is_ascii_digit()) {
+    // Every digit position at once: a byte below '0' wraps above 9.
+    let mut nondigit = 0u8;
+    for i in [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18] {
+        nondigit |= u8::from(b[i].wrapping_sub(b'0') > 9);
+    }
+    if nondigit != 0 {
         return false;
     }
-    let (year, month, day) = (&b[0..4], &b[5..7], &b[8..10]);
-    let last_day: &[u8] = match month {
-        b"01" | b"03" | b"05" | b"07" | b"08" | b"10" | b"12" => b"31",
-        b"04" | b"06" | b"09" | b"11" => b"30",
-        b"02" => {
-            let y = year.iter().fold(0u32, |n, d| n * 10 + u32::from(d - b'0'));
-            if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) { b"29" } else { b"28" }
+    let two = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+    let year = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let (month, day) = (two(5), two(8));
+    let last_day = match month {
+        0x3031 | 0x3033 | 0x3035 | 0x3037 | 0x3038 | 0x3130 | 0x3132 => 0x3331, // "31"
+        0x3034 | 0x3036 | 0x3039 | 0x3131 => 0x3330,                            // "30"
+        0x3032 => {
+            let y = (0..4).fold(0u32, |n, i| n * 10 + u32::from(b[i] - b'0'));
+            if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) { 0x3239 } else { 0x3238 } // "29", "28"
         }
         _ => return false,
     };
-    year >= b"1678".as_slice() && year <= b"2261".as_slice() && day >= b"01".as_slice() && day <= last_day
-        && &b[11..13] <= b"23".as_slice() && &b[14..16] <= b"59".as_slice() && &b[17..19] <= b"59".as_slice()
+    (u32::from_be_bytes(*b"1678")..=u32::from_be_bytes(*b"2261")).contains(&year)
+        && (0x3031..=last_day).contains(&day)
+        && two(11) <= 0x3233 // "23"
+        && two(14) <= 0x3539 // "59"
+        && two(17) <= 0x3539
+}
+
+/// Byte order of two 20-byte strings, as two big-endian integers (no `memcmp` call).
+#[inline]
+fn cmp20(a: &[u8; 20], b: &[u8; 20]) -> std::cmp::Ordering {
+    let head = |x: &[u8; 20]| u128::from_be_bytes(x[..16].try_into().unwrap_or([0; 16]));
+    let tail = |x: &[u8; 20]| u32::from_be_bytes([x[16], x[17], x[18], x[19]]);
+    head(a).cmp(&head(b)).then_with(|| tail(a).cmp(&tail(b)))
 }
 
 /// The instant of `YYYY-MM-DDTHH:MM:SSZ` — the shape most event data writes (GitHub Archive's

@@ -360,6 +360,9 @@ impl Lowering<'_> {
                 _ => Err(self.unsupported("a literal is not a condition (compare a field with it)", e)),
             },
             sql::Expr::Function(_) if call(e).is_some_and(|(name, _)| name == "array_contains") => self.array_contains(e),
+            sql::Expr::Function(_) if call(e).is_some_and(|(name, _)| name == "starts_with" || name == "startswith") => {
+                self.starts_with(e)
+            }
             sql::Expr::Identifier(_)
             | sql::Expr::CompoundIdentifier(_)
             | sql::Expr::CompoundFieldAccess { .. }
@@ -448,7 +451,7 @@ impl Lowering<'_> {
         if let Some((name, args)) = call(e) {
             let Some(function) = super::Function::named(&name) else {
                 return Err(self.unsupported(
-                    &format!("function `{name}` is not supported (lower, upper, length, array_contains are)"),
+                    &format!("function `{name}` is not supported (lower, upper, length, starts_with, array_contains are)"),
                     e,
                 ));
             };
@@ -513,6 +516,19 @@ impl Lowering<'_> {
             _ => return Err(self.unsupported_construct(e)),
         };
         FieldPath::from_segments(segments).map_err(|err| self.error(format!("{err}{}", self.at(e.span()))))
+    }
+
+    /// `starts_with(path, 'prefix')`: `path LIKE 'prefix%'` with the prefix taken literally.
+    fn starts_with(&self, e: &sql::Expr) -> Result<Expr> {
+        let Some((_, args)) = call(e) else { return Err(self.unsupported_construct(e)) };
+        let [field, prefix] = args.as_slice() else {
+            return Err(self.unsupported("starts_with() takes a field and a string", e));
+        };
+        let path = self.field_of(field, "starts_with()")?;
+        match self.literal_of(prefix, "starts_with()")? {
+            Literal::Str(prefix) => Ok(Expr::Like { path, prefix, negated: false }),
+            _ => Err(self.unsupported("starts_with() takes a string prefix", prefix)),
+        }
     }
 
     /// `array_contains(path, literal)` (`path` may be `array[*].element`).

@@ -400,7 +400,8 @@ fn unsupported_constructs_are_rejected_naming_the_construct_and_position() {
         ("a = b", "comparison between two fields is not supported: `a = b` at column 1"),
         ("x = 1 AND a.b < c.d", "comparison between two fields is not supported: `a.b < c.d` at column 11"),
         ("1 = 1", "comparison between two literals is not supported"),
-        ("soundex(a) = 'x'", "function `soundex` is not supported (lower, upper, length, array_contains are)"),
+        ("soundex(a) = 'x'", "function `soundex` is not supported (lower, upper, length, starts_with, array_contains are)"),
+        ("starts_with(a, 1)", "starts_with() takes a string prefix"),
         ("lower(a, b) = 'x'", "lower() takes one field"),
         ("lower('x') = 'x'", "lower() needs a field here, not a literal"),
         ("tags[*] > 1", "`[*]` compares with `=` only"),
@@ -497,6 +498,8 @@ fn functions_and_array_membership_parse_display_and_evaluate() {
         assert_eq!(eval(&e, &[("a", record.clone())]), expected, "{text} on {record:?}");
         assert_eq!(parse(&e.to_string()), e, "{text} reads back from {e}");
     }
+    assert_eq!(parse("starts_with(repo.name, 'a%b')"), Expr::Like { path: path("repo.name"), prefix: "a%b".into(), negated: false });
+    assert_eq!(parse("NOT starts_with(repo.name, 'a')"), Expr::Like { path: path("repo.name"), prefix: "a".into(), negated: true });
     let contains = parse("array_contains(tags, 'x')");
     assert_eq!(contains, Expr::Contains { path: path("tags"), element: None, value: str_lit("x"), negated: false });
     let authors = parse("payload.commits[*].author.name = 'ann'");

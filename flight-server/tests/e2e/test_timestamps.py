@@ -85,6 +85,11 @@ def test_timestamp_filters_and_hour_buckets_answer_as_python(daemon):
     # The same range as a cast and as a string the cast reads; one side alone is scanned.
     cast = f"CAST(at AS TIMESTAMP) BETWEEN '{low.isoformat()}' AND '{(high - dt.timedelta(microseconds=1)).isoformat()}'"
     assert query_ids(client, "ts", cast)[0] == expected
+    # date_trunc compared with an hour is that hour's range (served by the same PSF).
+    hour = START + dt.timedelta(hours=5)
+    ids, meta = query_ids(client, "ts", f"date_trunc('hour', at) = TIMESTAMP '{hour.isoformat()}'")
+    assert ids == between(records, hour, hour + dt.timedelta(hours=1)), meta["plan"]
+    assert [s["psfs"] for s in meta["plan"]["index_scans"]] == [["hour"]], meta["plan"]
     after = START + dt.timedelta(hours=11)
     ids, meta = query_ids(client, "ts", f"at > TIMESTAMP '{after.isoformat()}'")
     assert ids == sorted(r["id"] for r in records if (t := instant(r["at"])) is not None and t > after)

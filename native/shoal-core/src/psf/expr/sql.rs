@@ -231,6 +231,8 @@ enum Operand {
     Applied(super::Function, FieldPath),
     /// `path[*].element`: each element of an array (only `=` compares it).
     Elements(FieldPath, Option<FieldPath>),
+    /// `date_trunc('hour', field)`: the field's instant truncated to a width (microseconds).
+    Truncated(i64, FieldPath),
     Literal(Literal),
 }
 
@@ -393,7 +395,9 @@ impl Lowering<'_> {
                     Err(self.unsupported("`[*]` compares with `=` only (some element equals the literal)", whole))
                 }
             }
-            (Operand::Field(_) | Operand::TimeField(_) | Operand::Applied(..) | Operand::Elements(..), _) => {
+            (Operand::Truncated(width, path), Operand::Literal(value)) => self.truncated(width, path, op, value, right),
+            (Operand::Literal(value), Operand::Truncated(width, path)) => self.truncated(width, path, op.flipped(), value, left),
+            (Operand::Field(_) | Operand::TimeField(_) | Operand::Applied(..) | Operand::Elements(..) | Operand::Truncated(..), _) => {
                 Err(self.unsupported("comparison between two fields is not supported", whole))
             }
             (Operand::Literal(_), Operand::Literal(_)) => {
@@ -447,6 +451,29 @@ impl Lowering<'_> {
     fn operand(&self, e: &sql::Expr) -> Result<Operand> {
         if let Some(field) = timestamp_cast(e) {
             return self.field_of(field, "CAST(… AS TIMESTAMP)").map(Operand::TimeField);
+        }
+        if let Some((name, args)) = call(e).filter(|(name, _)| name == "date_trunc") {
+            let [unit, field] = args.as_slice() else {
+                return Err(self.unsupported(&format!("{name}() takes a unit and a field: date_trunc('hour', created_at)"), e));
+            };
+            let width = match self.literal_of(unit, "date_trunc()")? {
+                Literal::Str(name) => match name.to_ascii_lowercase().as_str() {
+                    "microsecond" | "microseconds" => 1,
+                    "millisecond" | "milliseconds" => 1_000,
+                    "second" | "seconds" => 1_000_000,
+                    "minute" | "minutes" => 60_000_000,
+                    "hour" | "hours" => 3_600_000_000,
+                    "day" | "days" => 86_400_000_000,
+                    _ => {
+                        return Err(self.unsupported(
+                            "date_trunc() takes 'microsecond', 'millisecond', 'second', 'minute', 'hour' or 'day' (UTC; weeks, months and years are not fixed widths)",
+                            unit,
+                        ))
+                    }
+                },
+                _ => return Err(self.unsupported("date_trunc() takes its unit as a string", unit)),
+            };
+            return self.field_of(field, "date_trunc()").map(|path| Operand::Truncated(width, path));
         }
         if let Some((name, args)) = call(e) {
             let Some(function) = super::Function::named(&name) else {
@@ -516,6 +543,34 @@ impl Lowering<'_> {
             _ => return Err(self.unsupported_construct(e)),
         };
         FieldPath::from_segments(segments).map_err(|err| self.error(format!("{err}{}", self.at(e.span()))))
+    }
+
+    /// `date_trunc(unit, path) op T` as comparisons of the field's instant itself: with
+    /// `⌊T⌋` and `⌈T⌉` the instants of width `width` at or below and at or above T,
+    /// `trunc >= T` is `f >= ⌈T⌉`, `trunc < T` is `f < ⌈T⌉`, `trunc > T` is `f >= ⌊T⌋ + w`,
+    /// `trunc <= T` is `f < ⌊T⌋ + w`, `trunc = T` is `T <= f < T + w` for an aligned T (else
+    /// never true), `<>` its negation — exact, and served by timestamp PSFs and the columnar
+    /// tier's instants like any timestamp range. Unknown as before for values naming no instant.
+    fn truncated(&self, width: i64, path: FieldPath, op: CmpOp, value: Literal, e: &sql::Expr) -> Result<Expr> {
+        let Literal::Timestamp(t) = self.instant(value, e)? else {
+            // NULL: unknown whatever the field holds.
+            return Ok(Expr::Cmp { path, op, value: Literal::Null });
+        };
+        let floor = t - t.rem_euclid(width);
+        let ceil = if floor == t { t } else { floor.saturating_add(width) };
+        let at = |op: CmpOp, instant: i64| Expr::Cmp { path: path.clone(), op, value: Literal::Timestamp(instant) };
+        Ok(match op {
+            CmpOp::GtEq => at(CmpOp::GtEq, ceil),
+            CmpOp::Lt => at(CmpOp::Lt, ceil),
+            CmpOp::Gt => at(CmpOp::GtEq, floor.saturating_add(width)),
+            CmpOp::LtEq => at(CmpOp::Lt, floor.saturating_add(width)),
+            // Unaligned: no truncated instant equals T; `f >= T AND f < T` is false for every
+            // instant and unknown for the rest, as the equality is.
+            CmpOp::Eq if floor != t => Expr::And(vec![at(CmpOp::GtEq, t), at(CmpOp::Lt, t)]),
+            CmpOp::Eq => Expr::And(vec![at(CmpOp::GtEq, t), at(CmpOp::Lt, t.saturating_add(width))]),
+            CmpOp::NotEq if floor != t => Expr::Or(vec![at(CmpOp::GtEq, t), at(CmpOp::Lt, t)]),
+            CmpOp::NotEq => Expr::Or(vec![at(CmpOp::Lt, t), at(CmpOp::GtEq, t.saturating_add(width))]),
+        })
     }
 
     /// `starts_with(path, 'prefix')`: `path LIKE 'prefix%'` with the prefix taken literally.

@@ -529,6 +529,35 @@ fn functions_and_array_membership_parse_display_and_evaluate() {
 }
 
 #[test]
+fn date_trunc_comparisons_are_ranges_of_the_instant() {
+    let ts = |text: &str| Literal::Timestamp(crate::timestamp::parse_timestamp(text).unwrap());
+    assert_eq!(
+        parse("date_trunc('hour', t) = TIMESTAMP '2021-07-21T10:00:00Z'"),
+        Expr::And(vec![cmp("t", CmpOp::GtEq, ts("2021-07-21T10:00:00Z")), cmp("t", CmpOp::Lt, ts("2021-07-21T11:00:00Z"))])
+    );
+    assert_eq!(parse("date_trunc('day', t) >= '2021-07-21 10:00:00'"), cmp("t", CmpOp::GtEq, ts("2021-07-22T00:00:00Z")));
+    assert_eq!(parse("TIMESTAMP '2021-07-21T10:30:00Z' < date_trunc('HOUR', t)"), cmp("t", CmpOp::GtEq, ts("2021-07-21T11:00:00Z")));
+    // Against every instant of a day in 7-minute steps, each form agrees with truncating by hand.
+    let hour = 3_600_000_000i64;
+    let base = crate::timestamp::parse_timestamp("2021-07-21T00:00:00Z").unwrap();
+    for literal in ["2021-07-21T10:00:00Z", "2021-07-21T10:20:00Z"] {
+        let t = crate::timestamp::parse_timestamp(literal).unwrap();
+        for (op, sql) in [(CmpOp::Eq, "="), (CmpOp::NotEq, "<>"), (CmpOp::Lt, "<"), (CmpOp::LtEq, "<="), (CmpOp::Gt, ">"), (CmpOp::GtEq, ">=")] {
+            let e = parse(&format!("date_trunc('hour', t) {sql} TIMESTAMP '{literal}'"));
+            for step in 0..(24 * 60 / 7) {
+                let v = base + i64::from(step) * 7 * 60_000_000;
+                let truncated = v - v.rem_euclid(hour);
+                let text = crate::timestamp::format_timestamp(v);
+                assert_eq!(eval(&e, &[("t", FieldValue::Str(Cow::Owned(text.clone())))]), Some(op.holds(truncated.cmp(&t))), "{e} on {text}");
+            }
+            assert_eq!(eval(&e, &[("t", s("soon"))]), None, "{e}");
+        }
+    }
+    assert!(rejection("date_trunc('month', t) = TIMESTAMP '2021-07-01'").contains("not fixed widths"));
+    assert!(rejection("date_trunc(t) = TIMESTAMP '2021-07-01'").contains("takes a unit and a field"));
+}
+
+#[test]
 fn syntax_errors_and_trailing_input_are_rejected() {
     assert!(rejection("a = 1 b").contains("unexpected `b` after the end of the expression at column 7"));
     assert!(rejection("a = 1;").contains("unexpected `;`"));

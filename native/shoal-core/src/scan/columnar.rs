@@ -36,9 +36,6 @@ pub const COLUMNAR_INDEX_SHARE: f64 = 0.01;
 /// Key pointers read from the head of an index scan's chains to estimate their density.
 const CHAIN_SAMPLE: usize = 1_024;
 
-/// Backfill-run entries counted per property when estimating an index scan's density.
-const MAX_RUN_COUNT: u64 = 1 << 20;
-
 impl Table {
     /// Moves the parts of `plan` that columnar files cover onto columnar scans: every
     /// full-scan range, and each index scan whose chains hold at least
@@ -74,7 +71,7 @@ impl Table {
             let records_in_range = stats.records as f64 * (scan.to - scan.from) as f64 / span as f64;
             let dense = covered_bytes > 0
                 && records_in_range >= 1_000.0
-                && self.estimate_chain_entries(&scan) >= records_in_range * COLUMNAR_INDEX_SHARE;
+                && self.estimate_chain_entries(&scan, records_in_range * COLUMNAR_INDEX_SHARE) >= records_in_range * COLUMNAR_INDEX_SHARE;
             if dense {
                 index_moved.push(scan.psfs.clone());
                 moved.extend(covered);
@@ -113,8 +110,8 @@ impl Table {
     /// Estimated key pointers of `scan`'s chains within its range: counted exactly when a
     /// chain ends within [`CHAIN_SAMPLE`] entries, else extrapolated from the density
     /// (entries per log byte) of its newest entries; below the PSF's safe register address,
-    /// its backfill runs' entries, counted (up to [`MAX_RUN_COUNT`] per property).
-    fn estimate_chain_entries(&self, scan: &IndexScanPlan) -> f64 {
+    /// its backfill runs' entries, counted until `enough` (the answer's threshold) is reached.
+    fn estimate_chain_entries(&self, scan: &IndexScanPlan, enough: f64) -> f64 {
         let mut reader = LogReader::new(&self.log);
         let per_chain = (CHAIN_SAMPLE / scan.properties.len().max(1)).max(16);
         let mut total = 0.0;
@@ -125,7 +122,9 @@ impl Table {
             if scan.from < below {
                 #[allow(clippy::cast_precision_loss)]
                 {
-                    total += self.backfilled_count(property, scan.from, below, MAX_RUN_COUNT) as f64;
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                    let cap = (enough - total).ceil().max(1.0) as u64;
+                    total += self.backfilled_count(property, scan.from, below, cap) as f64;
                 }
             }
             let Some(head) = self.index.find_entry(hash) else { continue };

@@ -14,7 +14,7 @@ import adbc_driver_flightsql.dbapi as flightsql
 import pyarrow as pa
 import pytest
 
-from conftest import action, put, query, query_ids
+from conftest import Daemon, action, put, query, query_ids
 
 START = dt.datetime(2021, 7, 21, 6, 0, tzinfo=dt.timezone.utc)
 SPELLINGS = [
@@ -107,6 +107,37 @@ def test_timestamp_filters_and_hour_buckets_answer_as_python(daemon):
         assert [row[0] for row in cur.fetchall()] == expected
         cur.execute("SELECT count(*) FROM ts WHERE at >= ? AND at < ?", parameters=(low, high))
         assert cur.fetchone()[0] == len(expected)
+
+
+def test_timestamp_and_function_psfs_survive_a_restart(tmp_path):
+    records = events(2000)
+    for r in records:
+        r["who"] = r["id"].upper()
+    low, high = START + dt.timedelta(hours=2), START + dt.timedelta(hours=3)
+    window = f"at >= TIMESTAMP '{low.isoformat()}' AND at < TIMESTAMP '{high.isoformat()}'"
+    definitions = None
+    for start in range(2):
+        d = Daemon(tmp_path / "data")
+        try:
+            client = d.client()
+            if start == 0:
+                action(client, "create_table", {"name": "keep", "page_size_bits": 16})
+                put(client, "keep", [json.dumps(r) for r in records])
+                action(client, "register_psf", {"table": "keep", "name": "hour", "kind": "range", "field": "at",
+                                                "type": "timestamp", "bucket": "1h", "backfill": False})
+                action(client, "register_psf", {"table": "keep", "name": "who", "kind": "projection", "field": "lower(who)",
+                                                "backfill": False})
+                put(client, "keep", [json.dumps(r) for r in records])
+                definitions = [p["definition"] for p in action(client, "list_psfs", {"table": "keep"})]
+            # The definitions and the chains come back with the table.
+            assert [p["definition"] for p in action(client, "list_psfs", {"table": "keep"})] == definitions
+            ids, meta = query_ids(client, "keep", window)
+            assert ids == sorted(between(records, low, high) * 2), meta["plan"]
+            assert [s["psfs"] for s in meta["plan"]["index_scans"]] == [["hour"]], meta["plan"]
+            ids, meta = query_ids(client, "keep", "lower(who) = 'e00042'")
+            assert ids == ["e00042", "e00042"] and [s["psfs"] for s in meta["plan"]["index_scans"]] == [["who"]], meta["plan"]
+        finally:
+            assert d.stop() == 0
 
 
 def test_bad_timestamp_psfs_and_literals_are_refused_by_name(daemon):

@@ -125,18 +125,10 @@ abstract class ShoalTableITCase {
     String query = "SELECT id, actor.login FROM scan_events WHERE type = 'PushEvent' AND payload.size > 5";
     String plan = tEnv.explainSql(query);
     assertTrue(plan.contains("filter=["), () -> "the filter is pushed into the shoal source:\n" + plan);
-    List<String> read = new ArrayList<>();
-    try (CloseableIterator<Row> rows = tEnv.executeSql(query).collect()) {
-      rows.forEachRemaining(r -> read.add(r.getField(0) + "/" + r.getField(1)));
-    }
-    ObjectMapper mapper = new ObjectMapper();
-    List<String> expected = new ArrayList<>();
-    for (String line : Files.readAllLines(ShoalDaemon.events(), StandardCharsets.UTF_8)) {
-      JsonNode event = mapper.readTree(line);
-      if (event.path("type").asText().equals("PushEvent") && event.path("payload").path("size").asLong(0) > 5) {
-        expected.add(event.get("id").asText() + "/" + event.get("actor").get("login").asText());
-      }
-    }
+    List<String> read = rows(tEnv, query, r -> r.getField(0) + "/" + r.getField(1));
+    List<String> expected = events(
+        event -> event.path("type").asText().equals("PushEvent") && event.path("payload").path("size").asLong(0) > 5,
+        event -> event.get("id").asText() + "/" + event.get("actor").get("login").asText());
     assertTrue(expected.size() > 100, "the query selects a real subset: " + expected.size());
     assertEquals(counts(expected), counts(read));
 
@@ -145,20 +137,36 @@ abstract class ShoalTableITCase {
     String functionsPlan = tEnv.explainSql(functions);
     assertTrue(functionsPlan.contains("filter=[and(LIKE(LOWER(actor.login)") || functionsPlan.contains("CHAR_LENGTH(type), 9)"),
         () -> "the functions are pushed into the shoal source:\n" + functionsPlan);
-    List<String> bots = new ArrayList<>();
-    try (CloseableIterator<Row> rows = tEnv.executeSql(functions).collect()) {
-      rows.forEachRemaining(r -> bots.add((String) r.getField(0)));
-    }
-    List<String> expectedBots = new ArrayList<>();
-    for (String line : Files.readAllLines(ShoalDaemon.events(), StandardCharsets.UTF_8)) {
-      JsonNode event = mapper.readTree(line);
-      if (event.get("actor").get("login").asText().toLowerCase(java.util.Locale.ROOT).contains("bot")
-          && event.get("type").asText().length() > 9) {
-        expectedBots.add(event.get("id").asText());
-      }
-    }
+    List<String> bots = rows(tEnv, functions, r -> (String) r.getField(0));
+    List<String> expectedBots = events(
+        event -> event.get("actor").get("login").asText().toLowerCase(java.util.Locale.ROOT).contains("bot")
+            && event.get("type").asText().length() > 9,
+        event -> event.get("id").asText());
     assertTrue(expectedBots.size() > 10, "the functions select a real subset: " + expectedBots.size());
     assertEquals(counts(expectedBots), counts(bots));
+  }
+
+  /** What {@code query} returns, each row as {@code text} makes it. */
+  private static List<String> rows(StreamTableEnvironment tEnv, String query, java.util.function.Function<Row, String> text) throws Exception {
+    List<String> out = new ArrayList<>();
+    try (CloseableIterator<Row> rows = tEnv.executeSql(query).collect()) {
+      rows.forEachRemaining(r -> out.add(text.apply(r)));
+    }
+    return out;
+  }
+
+  /** The events of the file that pass {@code test}, each as {@code text} makes it. */
+  private static List<String> events(java.util.function.Predicate<JsonNode> test, java.util.function.Function<JsonNode, String> text)
+      throws java.io.IOException {
+    ObjectMapper mapper = new ObjectMapper();
+    List<String> out = new ArrayList<>();
+    for (String line : Files.readAllLines(ShoalDaemon.events(), StandardCharsets.UTF_8)) {
+      JsonNode event = mapper.readTree(line);
+      if (test.test(event)) {
+        out.add(text.apply(event));
+      }
+    }
+    return out;
   }
 
   /**
@@ -188,21 +196,13 @@ abstract class ShoalTableITCase {
     String plan = tEnv.explainSql(query);
     assertTrue(plan.contains("filter=[and(>=(created_at, 2018-01-01 11:05:00), <(created_at, 2018-01-01 11:07:30))]"),
         () -> "the range is pushed into the shoal source:\n" + plan);
-    List<String> read = new ArrayList<>();
-    try (CloseableIterator<Row> rows = tEnv.executeSql(query).collect()) {
-      rows.forEachRemaining(r -> read.add((String) r.getField(0)));
-    }
-    ObjectMapper mapper = new ObjectMapper();
-    List<String> expected = new ArrayList<>();
+    List<String> read = rows(tEnv, query, r -> (String) r.getField(0));
     java.time.Instant from = java.time.Instant.parse("2018-01-01T11:05:00Z");
     java.time.Instant to = java.time.Instant.parse("2018-01-01T11:07:30Z");
-    for (String line : Files.readAllLines(ShoalDaemon.events(), StandardCharsets.UTF_8)) {
-      JsonNode event = mapper.readTree(line);
+    List<String> expected = events(event -> {
       java.time.Instant at = java.time.Instant.parse(event.get("created_at").asText());
-      if (!at.isBefore(from) && at.isBefore(to)) {
-        expected.add(event.get("id").asText());
-      }
-    }
+      return !at.isBefore(from) && at.isBefore(to);
+    }, event -> event.get("id").asText());
     assertTrue(expected.size() > 100, "the range selects a real subset: " + expected.size());
     assertEquals(counts(expected), counts(read));
   }

@@ -116,27 +116,12 @@ fn cmp20(a: &[u8; 20], b: &[u8; 20]) -> std::cmp::Ordering {
 /// answer (tested against it). `None` for any other shape, and for a leap second (`:60`),
 /// which the general parser decides.
 fn canonical_micros(b: &[u8]) -> Option<i64> {
-    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z' {
+    if !canonical_valid(b) {
         return None;
     }
-    let digits = |at: usize, count: usize| -> Option<i64> {
-        b[at..at + count].iter().try_fold(0i64, |n, d| d.is_ascii_digit().then(|| n * 10 + i64::from(d - b'0')))
-    };
-    let (year, month, day) = (digits(0, 4)?, digits(5, 2)?, digits(8, 2)?);
-    let (hour, minute, second) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let month_days = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return None,
-    };
-    // Years 1678-2261 only: the general parser's range (nanoseconds in i64) ends inside 1677
-    // and 2262, which it decides.
-    if !(1..=month_days).contains(&day) || hour > 23 || minute > 59 || second > 59 || !(1678..=2261).contains(&year) {
-        return None;
-    }
+    let digits = |at: usize, count: usize| b[at..at + count].iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+    let (year, month, day) = (digits(0, 4), digits(5, 2), digits(8, 2));
+    let (hour, minute, second) = (digits(11, 2), digits(14, 2), digits(17, 2));
     // Days since 1970-01-01 of the proleptic Gregorian date (the civil-from-days inverse).
     let (y, m) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
     let era = y.div_euclid(400);

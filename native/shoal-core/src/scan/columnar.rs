@@ -69,9 +69,8 @@ impl Table {
             let covered_bytes: u64 = covered.iter().map(|r| r.to - r.from).sum();
             #[allow(clippy::cast_precision_loss)]
             let records_in_range = stats.records as f64 * (scan.to - scan.from) as f64 / span as f64;
-            let dense = covered_bytes > 0
-                && records_in_range >= 1_000.0
-                && self.estimate_chain_entries(&scan, records_in_range * COLUMNAR_INDEX_SHARE) >= records_in_range * COLUMNAR_INDEX_SHARE;
+            let threshold = records_in_range * COLUMNAR_INDEX_SHARE;
+            let dense = covered_bytes > 0 && records_in_range >= 1_000.0 && self.estimate_chain_entries(&scan, threshold) >= threshold;
             if dense {
                 index_moved.push(scan.psfs.clone());
                 moved.extend(covered);

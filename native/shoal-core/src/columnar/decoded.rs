@@ -13,7 +13,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use arrow_array::{Array, ArrayRef};
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, Int64Array, StringArray};
 use parking_lot::Mutex;
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 
@@ -37,6 +39,16 @@ struct State {
     used: u64,
     /// Logical clock of uses (least recently used goes first).
     clock: u64,
+}
+
+/// Marks a key's leaf as the instants its strings name ([`DecodedColumns::instants`]),
+/// kept beside the strings themselves; no Parquet file has that many leaves.
+const INSTANTS: usize = 1 << (usize::BITS - 1);
+
+/// The instants `strings` name ([`crate::timestamp::parse_timestamp`]), row by row; null
+/// where a string is null or names none.
+pub(crate) fn instants_of(strings: &StringArray) -> Int64Array {
+    strings.iter().map(|s| s.and_then(crate::timestamp::parse_timestamp)).collect()
 }
 
 /// A table's cache of decoded columns (see the module's documentation).
@@ -151,6 +163,24 @@ impl DecodedColumns {
         let used_at = state.clock;
         state.used += bytes;
         state.entries.insert((file, row_group, leaf), Entry { array: array.clone(), bytes, used_at });
+    }
+
+    /// The instants the strings of leaf `leaf` of a whole row group name, as microseconds
+    /// since the epoch ([`crate::timestamp::parse_timestamp`]; null where a string names
+    /// none or is null): kept from an earlier scan, else read from `strings` (the leaf's
+    /// array, every row of the row group) and kept beside it. A `TIMESTAMP` comparison
+    /// then compares integers ([`super::eval`]) instead of reading every string again per
+    /// comparison and per query (two thirds of a one-hour range query's time at 1 GB).
+    pub(crate) fn instants(&self, file: u64, row_group: usize, leaf: usize, strings: &StringArray) -> Arc<Int64Array> {
+        let key = leaf | INSTANTS;
+        if let Some(array) = self.get(file, row_group, key) {
+            if let Some(instants) = array.as_any().downcast_ref::<Int64Array>() {
+                return Arc::new(instants.clone());
+            }
+        }
+        let instants = Arc::new(instants_of(strings));
+        self.insert(file, row_group, key, &(instants.clone() as ArrayRef));
+        instants
     }
 
     /// Drops every array of `file` (a file deleted by retention).

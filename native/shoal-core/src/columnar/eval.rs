@@ -39,6 +39,9 @@ pub(crate) struct PathView<'a> {
     pub ints: Option<&'a Int64Array>,
     pub floats: Option<&'a Float64Array>,
     pub strings: Option<&'a StringArray>,
+    /// The instants `strings` name (µs since the epoch; null where none), when the scan
+    /// read them for a `TIMESTAMP` comparison ([`super::DecodedColumns::instants`]).
+    pub instants: Option<&'a Int64Array>,
 }
 
 impl<'a> PathView<'a> {
@@ -222,7 +225,10 @@ fn compare(out: &mut [u8], view: &PathView<'_>, op: CmpOp, literal: &Literal) {
             }
         }
         Literal::Timestamp(t) => {
-            if let Some(strings) = view.strings {
+            if let Some(instants) = view.instants {
+                let values = instants.values();
+                for_valid(instants, |i| out[i] = tri(op.holds(values[i].cmp(t))));
+            } else if let Some(strings) = view.strings {
                 let key = crate::timestamp::InstantKey::new(*t);
                 for_valid(strings, |i| out[i] = holds(key.compare(strings.value(i))));
             }
@@ -238,7 +244,7 @@ mod tests {
 
     /// Column views of `values` per path, as a file would hold them.
     struct Columns {
-        paths: HashMap<FieldPath, (BooleanArray, Int64Array, Float64Array, StringArray)>,
+        paths: HashMap<FieldPath, (BooleanArray, Int64Array, Float64Array, StringArray, Int64Array)>,
     }
 
     impl Columns {
@@ -253,18 +259,27 @@ mod tests {
                 let floats = rows.iter().map(|r| if let FieldValue::Float(f) = get(r) { Some(f) } else { None }).collect();
                 let strings: StringArray =
                     rows.iter().map(|r| if let FieldValue::Str(s) = get(r) { Some(s.into_owned()) } else { None }).collect();
-                out.insert(FieldPath::parse(path).unwrap(), (bools, ints, floats, strings));
+                let instants = crate::columnar::instants_of(&strings);
+                out.insert(FieldPath::parse(path).unwrap(), (bools, ints, floats, strings, instants));
             }
             Self { paths: out }
         }
 
         fn view(&self, path: &FieldPath) -> PathView<'_> {
-            self.paths.get(path).map_or_else(PathView::default, |(b, i, f, s)| PathView {
+            self.paths.get(path).map_or_else(PathView::default, |(b, i, f, s, _)| PathView {
                 bools: Some(b),
                 ints: Some(i),
                 floats: Some(f),
                 strings: Some(s),
+                instants: None,
             })
+        }
+
+        /// As [`Self::view`], with the strings' instants read beforehand (as scans of
+        /// `TIMESTAMP` comparisons do).
+        fn view_with_instants(&self, path: &FieldPath) -> PathView<'_> {
+            let instants = self.paths.get(path).map(|(_, _, _, _, t)| t);
+            PathView { instants, ..self.view(path) }
         }
     }
 
@@ -273,7 +288,8 @@ mod tests {
         use FieldValue::{Bool, Float, Int, Missing, Null};
         let s = |t: &str| FieldValue::Str(std::borrow::Cow::Owned(t.to_owned()));
         let values = [Missing, Null, Bool(true), Bool(false), Int(1), Int(-3), Int(i64::MAX), Float(1.0), Float(-0.0), Float(2.5),
-            Float(1e300), s("1"), s("abc"), s("ab"), s(""), s("é")];
+            Float(1e300), s("1"), s("abc"), s("ab"), s(""), s("é"), s("2021-07-21T10:00:00Z"), s("2021-07-21 12:30:00+02:00"),
+            s("2021-07-21"), s("2021-02-30T00:00:00Z")];
         let rows: Vec<Vec<(&str, FieldValue<'static>)>> = values
             .iter()
             .flat_map(|a| values.iter().map(move |b| vec![("a", a.clone()), ("b", b.clone())]))
@@ -284,11 +300,15 @@ mod tests {
             "a = TRUE", "a < TRUE", "a = NULL", "a IN (1, 'ab', NULL)", "a NOT IN (1, 'ab')", "a IN (2.5, FALSE)",
             "a IS NULL", "a IS NOT NULL", "a LIKE 'a%'", "a NOT LIKE 'a%'", "a", "NOT a", "a = 1 AND b = 'ab'",
             "a = 1 OR b IS NULL", "NOT (a > 0 OR b < 'b')", "(a = 1 OR a = 'ab') AND NOT b", "zz = 1", "zz IS NULL",
-            "a = 9223372036854775807", "a > 1e299", "a = b_missing OR TRUE",
+            "a = 9223372036854775807", "a > 1e299",
+            "a >= TIMESTAMP '2021-07-21T10:00:00Z'", "a < TIMESTAMP '2021-07-21 10:30:00.5+00:00' AND b > TIMESTAMP '2021-07-21'",
+            "a IN (TIMESTAMP '2021-07-21T00:00:00Z', 1)", "NOT a <> TIMESTAMP '2021-07-21T10:30:00Z'",
         ];
         for text in filters {
-            let Ok(expr) = parse_expr(text) else { continue };
+            let Ok(expr) = parse_expr(text) else { panic!("{text} does not parse") };
             let got = evaluate(&expr, &|p| columns.view(p), rows.len());
+            let with_instants = evaluate(&expr, &|p| columns.view_with_instants(p), rows.len());
+            assert_eq!(got, with_instants, "{text}: strings and their instants disagree");
             for (i, row) in rows.iter().enumerate() {
                 let expected = expr.eval_with(&|p: &FieldPath| {
                     row.iter().find(|(name, _)| *name == p.to_string()).map_or(FieldValue::Missing, |(_, v)| v.clone())

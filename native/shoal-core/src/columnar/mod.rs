@@ -62,8 +62,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::LogAddress;
-use arrow_array::ArrayRef;
-pub(crate) use decoded::DecodedColumns;
+use arrow_array::{ArrayRef, Int64Array, StringArray};
+pub(crate) use decoded::{instants_of, DecodedColumns};
 pub use layout::{FileLayout, ScalarType};
 pub(crate) use compactor::start as start_compactor;
 use write::columnar_error;
@@ -426,6 +426,13 @@ impl ColumnarFile {
             },
             Literal::Bool(_) | Literal::Null => true,
         }
+    }
+
+    /// The instants the strings of leaf `leaf` of row group `row_group` name (`strings`:
+    /// that leaf's array, every row of the row group), kept in `cache` beside the decoded
+    /// columns ([`DecodedColumns::instants`]).
+    pub(crate) fn row_group_instants(&self, row_group: usize, leaf: usize, strings: &StringArray, cache: &DecodedColumns) -> Arc<Int64Array> {
+        cache.instants(self.id, row_group, leaf, strings)
     }
 
     /// The arrays of `leaves` (Parquet leaf column indices) of row group `row_group`, in

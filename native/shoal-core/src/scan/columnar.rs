@@ -5,18 +5,18 @@ use std::ops::ControlFlow;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
-use arrow_array::RecordBatch;
+use arrow_array::{Int64Array, RecordBatch};
 
 use super::reader::LogReader;
 use super::{corrupt, merge_adjacent, words, IndexScanPlan, LogRange, Output, Projector, RowGroupCounts, ScanPlan};
 use crate::columnar::assemble::Assembly;
 use crate::columnar::eval::{evaluate, PathView, TRUE};
 use crate::columnar::layout::{Resolved, ScalarType};
-use crate::columnar::ColumnarFile;
+use crate::columnar::{instants_of, ColumnarFile};
 use crate::error::Result;
 use crate::keys::Verdict;
 use crate::path::FieldPath;
-use crate::psf::Expr;
+use crate::psf::{Expr, Literal};
 use crate::record::{KeyPointer, RecordHeader, RecordView, KEY_POINTER_SIZE, RECORD_PREFIX};
 use crate::table::Table;
 use crate::value::FieldValue;
@@ -294,9 +294,26 @@ impl Table {
                 continue;
             }
             let column = |leaf: usize| leaves.binary_search(&leaf).ok().map(|i| &arrays[i]);
+            // The instants of the string columns a TIMESTAMP comparison reads: kept with the
+            // decoded columns when the batch is the whole row group, else read for it alone.
+            let instants: Vec<Option<std::sync::Arc<Int64Array>>> = paths
+                .iter()
+                .map(|path| {
+                    let compared = projector.filter_expr.as_ref().is_some_and(|f| compares_instants(f, path));
+                    let Resolved::Columns(columns) = file.layout.resolve(path) else { return None };
+                    let leaf = columns[ScalarType::String.slot()].filter(|_| compared)?;
+                    let strings = column(leaf)?.as_string::<i32>();
+                    Some(if skipped == 0 {
+                        file.row_group_instants(row_group, leaf, strings, &self.columnar.decoded)
+                    } else {
+                        std::sync::Arc::new(instants_of(strings))
+                    })
+                })
+                .collect();
             let views: Vec<PathView<'_>> = paths
                 .iter()
-                .map(|path| match file.layout.resolve(path) {
+                .zip(&instants)
+                .map(|(path, instants)| match file.layout.resolve(path) {
                     Resolved::Columns(columns) => {
                         let get = |ty: ScalarType| columns[ty.slot()].and_then(column);
                         PathView {
@@ -304,6 +321,7 @@ impl Table {
                             ints: get(ScalarType::Int).map(|a| a.as_primitive()),
                             floats: get(ScalarType::Float).map(|a| a.as_primitive()),
                             strings: get(ScalarType::String).map(|a| a.as_string()),
+                            instants: instants.as_deref(),
                         }
                     }
                     Resolved::Opaque => PathView::default(),
@@ -488,6 +506,18 @@ fn carve(range: LogRange, covered: &[(LogAddress, LogAddress)]) -> (Vec<LogRange
     (inside, outside)
 }
 
+/// Whether `expr` compares `path` with a `TIMESTAMP` literal somewhere (a comparison or an
+/// `IN` list): its string column is then read as instants ([`PathView::instants`]).
+fn compares_instants(expr: &Expr, path: &FieldPath) -> bool {
+    match expr {
+        Expr::And(terms) | Expr::Or(terms) => terms.iter().any(|t| compares_instants(t, path)),
+        Expr::Not(inner) => compares_instants(inner, path),
+        Expr::Cmp { path: p, value, .. } => p == path && matches!(value, Literal::Timestamp(_)),
+        Expr::In { path: p, list, .. } => p == path && list.iter().any(|l| matches!(l, Literal::Timestamp(_))),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,3 +534,4 @@ mod tests {
         assert_eq!(carve(r(10, 20), &c(&[(0, 40)])), (vec![r(10, 20)], vec![]));
     }
 }
+

@@ -123,12 +123,127 @@ fn canonical_micros(b: &[u8]) -> Option<i64> {
     let (year, month, day) = (digits(0, 4), digits(5, 2), digits(8, 2));
     let (hour, minute, second) = (digits(11, 2), digits(14, 2), digits(17, 2));
     // Days since 1970-01-01 of the proleptic Gregorian date (the civil-from-days inverse).
+    let days = days_from_civil(year, month, day);
+    Some(((days * 24 + hour) * 60 + minute) * 60 * MICROS_PER_SECOND + second * MICROS_PER_SECOND)
+}
+
+/// Days since 1970-01-01 of the proleptic Gregorian date `year-month-day` (month 1-12; a
+/// day beyond the month's last counts on into the next). Hinnant's `days_from_civil`.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let (y, m) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
     let era = y.div_euclid(400);
     let year_of_era = y - era * 400;
     let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + (153 * m + 2) / 5 + day - 1;
-    let days = era * 146_097 + day_of_era - 719_468;
-    Some(((days * 24 + hour) * 60 + minute) * 60 * MICROS_PER_SECOND + second * MICROS_PER_SECOND)
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The proleptic Gregorian `(year, month 1-12, day)` of `days` since 1970-01-01 (Hinnant's
+/// `civil_from_days`, the inverse of [`days_from_civil`]).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era = (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (year_of_era + era * 400 + i64::from(month <= 2), month, day)
+}
+
+const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
+
+/// What `date_trunc(unit, t)` truncates an instant to, in UTC: a fixed width from the epoch
+/// (microsecond to day), or a calendar unit — the week (starting on Monday, ISO 8601, as
+/// PostgreSQL, Spark and Flink truncate it), the month, the quarter, the year.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TruncUnit {
+    /// A whole number of microseconds from 1970-01-01T00:00:00Z (1 µs to a day).
+    Fixed(i64),
+    /// Monday 00:00 of the ISO week.
+    Week,
+    /// The first of the month, 00:00.
+    Month,
+    /// The first of January, April, July or October, 00:00.
+    Quarter,
+    /// The first of January, 00:00.
+    Year,
+}
+
+impl TruncUnit {
+    /// The unit SQL names `name` (any case, singular or plural): `microsecond`,
+    /// `millisecond`, `second`, `minute`, `hour`, `day`, `week`, `month`, `quarter`, `year`.
+    #[must_use]
+    pub fn named(name: &str) -> Option<TruncUnit> {
+        let name = name.to_ascii_lowercase();
+        Some(match name.strip_suffix('s').unwrap_or(&name) {
+            "microsecond" => TruncUnit::Fixed(1),
+            "millisecond" => TruncUnit::Fixed(1_000),
+            "second" => TruncUnit::Fixed(MICROS_PER_SECOND),
+            "minute" => TruncUnit::Fixed(60 * MICROS_PER_SECOND),
+            "hour" => TruncUnit::Fixed(3_600 * MICROS_PER_SECOND),
+            "day" => TruncUnit::Fixed(MICROS_PER_DAY),
+            "week" => TruncUnit::Week,
+            "month" => TruncUnit::Month,
+            "quarter" => TruncUnit::Quarter,
+            "year" => TruncUnit::Year,
+            _ => return None,
+        })
+    }
+
+    /// The unit's SQL name, as [`Self::named`] reads it.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            TruncUnit::Fixed(1) => "microsecond",
+            TruncUnit::Fixed(1_000) => "millisecond",
+            TruncUnit::Fixed(MICROS_PER_SECOND) => "second",
+            TruncUnit::Fixed(60_000_000) => "minute",
+            TruncUnit::Fixed(3_600_000_000) => "hour",
+            TruncUnit::Fixed(_) => "day",
+            TruncUnit::Week => "week",
+            TruncUnit::Month => "month",
+            TruncUnit::Quarter => "quarter",
+            TruncUnit::Year => "year",
+        }
+    }
+
+    /// `date_trunc(unit, t)`: the latest boundary of the unit at or before `t` (µs).
+    #[must_use]
+    pub fn floor(self, t: i64) -> i64 {
+        let days = t.div_euclid(MICROS_PER_DAY);
+        let day_start = |days: i64| days.saturating_mul(MICROS_PER_DAY);
+        match self {
+            TruncUnit::Fixed(width) => t - t.rem_euclid(width),
+            // 1970-01-01 was a Thursday: Monday is 3 days earlier.
+            TruncUnit::Week => day_start(days - (days + 3).rem_euclid(7)),
+            TruncUnit::Month | TruncUnit::Quarter | TruncUnit::Year => {
+                let (year, month, _) = civil_from_days(days);
+                let month = match self {
+                    TruncUnit::Month => month,
+                    TruncUnit::Quarter => (month - 1) / 3 * 3 + 1,
+                    _ => 1,
+                };
+                day_start(days_from_civil(year, month, 1))
+            }
+        }
+    }
+
+    /// The boundary after the boundary `floor` (a value of [`Self::floor`]), saturating at
+    /// the `i64` range.
+    #[must_use]
+    pub fn next(self, floor: i64) -> i64 {
+        let months = match self {
+            TruncUnit::Fixed(width) => return floor.saturating_add(width),
+            TruncUnit::Week => return floor.saturating_add(7 * MICROS_PER_DAY),
+            TruncUnit::Month => 1,
+            TruncUnit::Quarter => 3,
+            TruncUnit::Year => 12,
+        };
+        let (year, month, _) = civil_from_days(floor.div_euclid(MICROS_PER_DAY));
+        let index = year * 12 + (month - 1) + months;
+        days_from_civil(index.div_euclid(12), index.rem_euclid(12) + 1, 1).saturating_mul(MICROS_PER_DAY)
+    }
 }
 
 /// RFC 3339 text of an instant in microseconds, in UTC with `Z`, with as many fraction
@@ -220,6 +335,49 @@ pub fn format_duration(micros: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calendar_units_truncate_to_their_first_instant() {
+        let t = |text: &str| parse_timestamp(text).unwrap();
+        let cases = [
+            (TruncUnit::Week, "2021-07-21T10:20:30Z", "2021-07-19T00:00:00Z", "2021-07-26T00:00:00Z"),
+            (TruncUnit::Week, "2021-07-19T00:00:00Z", "2021-07-19T00:00:00Z", "2021-07-26T00:00:00Z"),
+            (TruncUnit::Week, "1970-01-01T00:00:00Z", "1969-12-29T00:00:00Z", "1970-01-05T00:00:00Z"),
+            (TruncUnit::Month, "2021-07-21T10:20:30Z", "2021-07-01T00:00:00Z", "2021-08-01T00:00:00Z"),
+            (TruncUnit::Month, "2020-12-31T23:59:59.999999Z", "2020-12-01T00:00:00Z", "2021-01-01T00:00:00Z"),
+            (TruncUnit::Month, "1969-02-28T12:00:00Z", "1969-02-01T00:00:00Z", "1969-03-01T00:00:00Z"),
+            (TruncUnit::Quarter, "2021-09-30T23:00:00Z", "2021-07-01T00:00:00Z", "2021-10-01T00:00:00Z"),
+            (TruncUnit::Quarter, "2021-11-02T00:00:00Z", "2021-10-01T00:00:00Z", "2022-01-01T00:00:00Z"),
+            (TruncUnit::Year, "2024-02-29T10:00:00Z", "2024-01-01T00:00:00Z", "2025-01-01T00:00:00Z"),
+            (TruncUnit::Year, "1900-06-01T00:00:00Z", "1900-01-01T00:00:00Z", "1901-01-01T00:00:00Z"),
+            (TruncUnit::Fixed(3_600 * MICROS_PER_SECOND), "2021-07-21T10:20:30Z", "2021-07-21T10:00:00Z", "2021-07-21T11:00:00Z"),
+        ];
+        for (unit, instant, floor, next) in cases {
+            assert_eq!(unit.floor(t(instant)), t(floor), "{unit:?} of {instant}");
+            assert_eq!(unit.next(t(floor)), t(next), "{unit:?} after {floor}");
+            assert_eq!(TruncUnit::named(unit.name()), Some(unit));
+        }
+        // Every day of four centuries round-trips through the civil calendar.
+        for days in -146_097..146_097 {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        assert_eq!(TruncUnit::named("MONTHS"), Some(TruncUnit::Month));
+        assert_eq!(TruncUnit::named("fortnight"), None);
+        // Floors are monotone and idempotent on random instants.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let instant = (x % 8_000_000_000_000_000) as i64 - 4_000_000_000_000_000;
+            for unit in [TruncUnit::Week, TruncUnit::Month, TruncUnit::Quarter, TruncUnit::Year] {
+                let floor = unit.floor(instant);
+                assert!(floor <= instant && instant < unit.next(floor), "{unit:?} {instant}");
+                assert_eq!(unit.floor(floor), floor);
+            }
+        }
+    }
 
     const TEN: i64 = 1_626_861_600 * MICROS_PER_SECOND; // 2021-07-21T10:00:00Z
 

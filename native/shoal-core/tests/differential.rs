@@ -50,6 +50,8 @@ fn fixture() -> Option<&'static Fixture> {
                 ("minute", PsfSpec::range("created_at", MINUTES.map(str::to_owned).to_vec())),
                 // A projection of a function of a field.
                 ("login_lower", PsfSpec::Projection { field: "lower(actor.login)".into() }),
+                // A projection of a substring (the repository's owner's first three characters).
+                ("repo_prefix", PsfSpec::Projection { field: "substr(repo.name, 1, 3)".into() }),
                 // The same field as instants, in buckets of 10 s from the epoch.
                 ("instant", PsfSpec::time_buckets("created_at", "10s", shoal_core::timestamp::EpochUnit::S)),
             ];
@@ -89,6 +91,10 @@ fn fixture() -> Option<&'static Fixture> {
                 "array_contains(payload.issue.labels[*].name, 'bug')".to_owned(),
                 "payload.commits[*].distinct = FALSE".to_owned(),
                 "NOT array_contains(payload.issue.labels[*].name, 'enhancement')".to_owned(),
+                "substring(repo.name, -3) = 'ons'".to_owned(),
+                "substr(actor.login, 0, 2) = 'ma' OR SUBSTRING(actor.login FROM 2 FOR 3) > 'ik'".to_owned(),
+                "date_trunc('month', created_at) = TIMESTAMP '2018-01-01'".to_owned(),
+                "date_trunc('week', created_at) < TIMESTAMP '2018-01-01T11:00:00Z'".to_owned(),
             ];
             for record in records.iter().step_by(97).take(12) {
                 let ty = record["type"].as_str().unwrap_or("none");
@@ -98,6 +104,8 @@ fn fixture() -> Option<&'static Fixture> {
                     atoms.push(format!("lower(actor.login) = {}", quote(&login.to_lowercase())));
                 }
                 if let Some(repo) = record["repo"]["name"].as_str() {
+                    let prefix: String = repo.chars().take(3).collect();
+                    atoms.push(format!("substr(repo.name, 1, 3) = {}", quote(&prefix)));
                     atoms.push(format!("repo.name = {} AND type = {}", quote(repo), quote(ty)));
                 }
             }
@@ -181,6 +189,7 @@ fn plans_use_each_psf_kind_within_its_safe_boundaries() {
         ("payload.size >= 5", "push_size"),
         ("lower(actor.login) = 'x'", "login_lower"),
         ("lower(actor.login) IN ('x', 'y')", "login_lower"),
+        ("substr(repo.name, 1, 3) = 'apa'", "repo_prefix"),
     ] {
         let plan = table.plan(&ScanRequest { filter: Some(parse_expr(filter).expect("parse")), ..ScanRequest::default() });
         assert_eq!(plan.index_scans.len(), 1, "{filter}: {plan:?}");

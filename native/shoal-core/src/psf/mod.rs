@@ -158,9 +158,24 @@ impl PsfKind {
         let invalid = |reason: String| Error::InvalidPsf { name: name.to_owned(), reason };
         Ok(match spec {
             PsfSpec::Projection { field } => match projected_function(field) {
+                Some((name, inner)) if matches!(name.to_ascii_lowercase().as_str(), "substr" | "substring") => {
+                    // `substr(field, start[, length])`: the positions are whole numbers.
+                    let mut parts = inner.split(',').map(str::trim);
+                    let field = FieldPath::parse(parts.next().unwrap_or_default())?;
+                    let numbers = parts
+                        .map(|p| p.parse::<i64>().map_err(|_| invalid(format!("`{p}` in `{name}(…)` is not a whole number"))))
+                        .collect::<Result<Vec<i64>>>()?;
+                    let function = match numbers.as_slice() {
+                        [start] => expr::Function::Substr { start: *start, length: None },
+                        [start, length] => expr::Function::Substr { start: *start, length: Some(*length) },
+                        _ => return Err(invalid(format!("`{name}` takes a field, a start and an optional length"))),
+                    };
+                    PsfKind::Projection { field, function: Some(function) }
+                }
                 Some((name, inner)) => {
-                    let function = expr::Function::named(name)
-                        .ok_or_else(|| invalid(format!("`{name}` is not a function of a projection (lower, upper, length are)")))?;
+                    let function = expr::Function::named(name).ok_or_else(|| {
+                        invalid(format!("`{name}` is not a function of a projection (lower, upper, length, substr are)"))
+                    })?;
                     PsfKind::Projection { field: FieldPath::parse(inner)?, function: Some(function) }
                 }
                 None => PsfKind::Projection { field: FieldPath::parse(field)?, function: None },
@@ -184,7 +199,7 @@ impl PsfKind {
     pub fn to_spec(&self) -> PsfSpec {
         match self {
             PsfKind::Projection { field, function: None } => PsfSpec::Projection { field: field.to_string() },
-            PsfKind::Projection { field, function: Some(function) } => PsfSpec::Projection { field: format!("{}({field})", function.name()) },
+            PsfKind::Projection { field, function: Some(function) } => PsfSpec::Projection { field: function.call(&field.to_string()) },
             PsfKind::Predicate { expr } => PsfSpec::Predicate { expr: expr.to_string() },
             PsfKind::Range { field, buckets } => buckets.to_spec(field.to_string()),
             PsfKind::Composite { fields } => PsfSpec::Composite { fields: fields.iter().map(ToString::to_string).collect() },

@@ -137,6 +137,17 @@ pub fn oracle(expr: &Expr, record: &serde_json::Value) -> Option<bool> {
                 shoal_core::psf::Function::Lower => serde_json::Value::String(s.to_lowercase()),
                 shoal_core::psf::Function::Upper => serde_json::Value::String(s.to_uppercase()),
                 shoal_core::psf::Function::Length => serde_json::Value::from(s.chars().count()),
+                shoal_core::psf::Function::Substr { start, length } => {
+                    // Spark's `substring`, written independently of the engine's: Unicode
+                    // characters from a 1-based start (0 as 1, negative from the end).
+                    let chars: Vec<char> = s.chars().collect();
+                    let count = chars.len() as i64;
+                    let first = if *start > 0 { start - 1 } else if *start < 0 { count + start } else { 0 };
+                    let end = length.map_or(count, |l| (first + l).min(count));
+                    let first = first.max(0);
+                    let picked: String = if first < end { chars[first as usize..end as usize].iter().collect() } else { String::new() };
+                    serde_json::Value::String(picked)
+                }
             };
             Some(holds(*op, compare(&applied, value)?))
         }

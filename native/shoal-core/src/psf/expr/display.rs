@@ -112,9 +112,7 @@ impl fmt::Display for Expr {
                 Ok(())
             }
             Expr::Function { function, path, op, value } => {
-                write!(f, "{}(", function.name())?;
-                write_sql_path(f, path)?;
-                write!(f, ") {op} {value}")
+                write!(f, "{} {op} {value}", function.call(&SqlPath(path).to_string()))
             }
             Expr::Contains { path, element, value, negated } => {
                 f.write_str(if *negated { "NOT array_contains(" } else { "array_contains(" })?;
@@ -138,6 +136,15 @@ pub(super) fn write_sql_string(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::R
 
 /// A path as SQL: segments joined by `.`, each bare when sqlparser reads it back as
 /// itself, otherwise double-quoted with `""` for a quote.
+/// A path written as the filter language reads it ([`write_sql_path`]).
+pub(crate) struct SqlPath<'a>(pub(crate) &'a FieldPath);
+
+impl fmt::Display for SqlPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_sql_path(f, self.0)
+    }
+}
+
 fn write_sql_path(f: &mut fmt::Formatter<'_>, path: &FieldPath) -> fmt::Result {
     for (i, segment) in path.segments().iter().enumerate() {
         if i > 0 {

@@ -211,7 +211,8 @@ impl fmt::Display for CmpOp {
 }
 
 /// A scalar function of one field that a comparison may apply before comparing
-/// ([`Expr::Function`]): `lower(actor.login) = 'bob'`, `length(repo.name) > 20`.
+/// ([`Expr::Function`]): `lower(actor.login) = 'bob'`, `length(repo.name) > 20`,
+/// `substr(repo.name, 1, 6) = 'apache'`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Function {
     /// `lower(s)`: the string in lower case (Unicode); other values: unknown.
@@ -221,10 +222,22 @@ pub enum Function {
     /// `length(s)` (also `char_length`, `character_length`): the string's length in
     /// characters (Unicode scalar values), an integer; other values: unknown.
     Length,
+    /// `substr(s, start[, length])` (also `substring`, and SQL's `SUBSTRING(s FROM start
+    /// FOR length)`): the characters from the 1-based position `start` — 0 counts as 1, a
+    /// negative start counts from the end — `length` of them (all to the end when absent;
+    /// none when not positive), as Spark's and Hive's `substring` take them; other values:
+    /// unknown.
+    Substr {
+        /// The 1-based position of the first character (negative: from the end).
+        start: i64,
+        /// How many characters at most; `None`: to the end.
+        length: Option<i64>,
+    },
 }
 
 impl Function {
-    /// The function named `name` (any case), if the filter language has it.
+    /// The one-argument function named `name` (any case), if the filter language has it
+    /// (`substr` takes positions too: [`Function::Substr`]).
     #[must_use]
     pub fn named(name: &str) -> Option<Function> {
         match name.to_ascii_lowercase().as_str() {
@@ -235,18 +248,31 @@ impl Function {
         }
     }
 
-    /// Its SQL name (`lower`, `upper`, `length`).
+    /// Its SQL name (`lower`, `upper`, `length`, `substr`).
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
             Function::Lower => "lower",
             Function::Upper => "upper",
             Function::Length => "length",
+            Function::Substr { .. } => "substr",
         }
     }
 
-    /// The function of `value`: a string for `lower`/`upper`, an integer for `length`;
-    /// [`FieldValue::Missing`] (unknown in every comparison) when `value` is not a string.
+    /// The call as SQL text over `field` (already written as SQL): `lower(a.b)`,
+    /// `substr(a.b, 2, 3)`; the filter language reads it back as this function.
+    #[must_use]
+    pub fn call(self, field: &str) -> String {
+        match self {
+            Function::Substr { start, length: Some(length) } => format!("substr({field}, {start}, {length})"),
+            Function::Substr { start, length: None } => format!("substr({field}, {start})"),
+            _ => format!("{}({field})", self.name()),
+        }
+    }
+
+    /// The function of `value`: a string for `lower`/`upper`/`substr`, an integer for
+    /// `length`; [`FieldValue::Missing`] (unknown in every comparison) when `value` is not
+    /// a string.
     #[must_use]
     pub fn apply(self, value: &FieldValue<'_>) -> FieldValue<'static> {
         let FieldValue::Str(text) = value else { return FieldValue::Missing };
@@ -254,8 +280,30 @@ impl Function {
             Function::Lower => FieldValue::Str(Cow::Owned(text.to_lowercase())),
             Function::Upper => FieldValue::Str(Cow::Owned(text.to_uppercase())),
             Function::Length => FieldValue::Int(i64::try_from(text.chars().count()).unwrap_or(i64::MAX)),
+            Function::Substr { start, length } => FieldValue::Str(Cow::Owned(substr(text, start, length))),
         }
     }
+}
+
+/// `substr(text, start, length)` in characters, as Spark's `UTF8String.substringSQL`:
+/// the first index is `start - 1` for a positive start, `count + start` for a negative one,
+/// 0 for 0; the end is that index plus `length` (computed before the index is clamped at
+/// 0); empty when the end is not past the clamped index.
+fn substr(text: &str, start: i64, length: Option<i64>) -> String {
+    let count = i64::try_from(text.chars().count()).unwrap_or(i64::MAX);
+    let first = match start {
+        1.. => start - 1,
+        0 => 0,
+        _ => count.saturating_add(start),
+    };
+    let end = length.map_or(i64::MAX, |length| first.saturating_add(length));
+    let first = first.max(0);
+    if first >= end {
+        return String::new();
+    }
+    let skip = usize::try_from(first).unwrap_or(usize::MAX);
+    let take = usize::try_from(end - first).unwrap_or(usize::MAX);
+    text.chars().skip(skip).take(take).collect()
 }
 
 // ---------------------------------------------------------------------------------------

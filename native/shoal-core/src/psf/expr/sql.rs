@@ -231,8 +231,8 @@ enum Operand {
     Applied(super::Function, FieldPath),
     /// `path[*].element`: each element of an array (only `=` compares it).
     Elements(FieldPath, Option<FieldPath>),
-    /// `date_trunc('hour', field)`: the field's instant truncated to a width (microseconds).
-    Truncated(i64, FieldPath),
+    /// `date_trunc('hour', field)`: the field's instant truncated to a unit.
+    Truncated(crate::timestamp::TruncUnit, FieldPath),
     Literal(Literal),
 }
 
@@ -395,8 +395,8 @@ impl Lowering<'_> {
                     Err(self.unsupported("`[*]` compares with `=` only (some element equals the literal)", whole))
                 }
             }
-            (Operand::Truncated(width, path), Operand::Literal(value)) => self.truncated(width, path, op, value, right),
-            (Operand::Literal(value), Operand::Truncated(width, path)) => self.truncated(width, path, op.flipped(), value, left),
+            (Operand::Truncated(unit, path), Operand::Literal(value)) => self.truncated(unit, path, op, value, right),
+            (Operand::Literal(value), Operand::Truncated(unit, path)) => self.truncated(unit, path, op.flipped(), value, left),
             (Operand::Field(_) | Operand::TimeField(_) | Operand::Applied(..) | Operand::Elements(..) | Operand::Truncated(..), _) => {
                 Err(self.unsupported("comparison between two fields is not supported", whole))
             }
@@ -456,29 +456,32 @@ impl Lowering<'_> {
             let [unit, field] = args.as_slice() else {
                 return Err(self.unsupported(&format!("{name}() takes a unit and a field: date_trunc('hour', created_at)"), e));
             };
-            let width = match self.literal_of(unit, "date_trunc()")? {
-                Literal::Str(name) => match name.to_ascii_lowercase().as_str() {
-                    "microsecond" | "microseconds" => 1,
-                    "millisecond" | "milliseconds" => 1_000,
-                    "second" | "seconds" => 1_000_000,
-                    "minute" | "minutes" => 60_000_000,
-                    "hour" | "hours" => 3_600_000_000,
-                    "day" | "days" => 86_400_000_000,
-                    _ => {
-                        return Err(self.unsupported(
-                            "date_trunc() takes 'microsecond', 'millisecond', 'second', 'minute', 'hour' or 'day' (UTC; weeks, months and years are not fixed widths)",
-                            unit,
-                        ))
-                    }
-                },
+            let unit = match self.literal_of(unit, "date_trunc()")? {
+                Literal::Str(name) => crate::timestamp::TruncUnit::named(&name).ok_or_else(|| {
+                    self.unsupported(
+                        "date_trunc() takes 'microsecond', 'millisecond', 'second', 'minute', 'hour', 'day', 'week', 'month', 'quarter' or 'year' (UTC)",
+                        unit,
+                    )
+                })?,
                 _ => return Err(self.unsupported("date_trunc() takes its unit as a string", unit)),
             };
-            return self.field_of(field, "date_trunc()").map(|path| Operand::Truncated(width, path));
+            return self.field_of(field, "date_trunc()").map(|path| Operand::Truncated(unit, path));
+        }
+        // `substr(f, 2, 3)`, `substring(f, 2)`, `SUBSTRING(f FROM 2 FOR 3)`: sqlparser reads
+        // every spelling as one node.
+        if let sql::Expr::Substring { expr, substring_from, substring_for, .. } = e {
+            let path = self.field_of(expr, "substr()")?;
+            let Some(start) = substring_from else {
+                return Err(self.unsupported("substr() takes a field, a start and an optional length: substr(repo.name, 1, 6)", e));
+            };
+            let start = self.position(start, "substr()")?;
+            let length = substring_for.as_deref().map(|l| self.position(l, "substr()")).transpose()?;
+            return Ok(Operand::Applied(super::Function::Substr { start, length }, path));
         }
         if let Some((name, args)) = call(e) {
             let Some(function) = super::Function::named(&name) else {
                 return Err(self.unsupported(
-                    &format!("function `{name}` is not supported (lower, upper, length, starts_with, array_contains are)"),
+                    &format!("function `{name}` is not supported (lower, upper, length, substr, starts_with, date_trunc, array_contains are)"),
                     e,
                 ));
             };
@@ -503,6 +506,14 @@ impl Lowering<'_> {
             sql::Expr::BinaryOp { op, .. } => Err(self.unsupported_operator(op, e)),
             sql::Expr::UnaryOp { op, .. } => Err(self.unsupported_operator(op, e)),
             _ => self.field_of(e, "a comparison").map(Operand::Field),
+        }
+    }
+
+    /// A whole-number argument of `construct` (a position or a length).
+    fn position(&self, e: &sql::Expr, construct: &str) -> Result<i64> {
+        match self.literal_of(e, construct)? {
+            Literal::Int(n) => Ok(n),
+            _ => Err(self.unsupported(&format!("{construct} takes whole numbers for its start and length"), e)),
         }
     }
 
@@ -546,30 +557,33 @@ impl Lowering<'_> {
     }
 
     /// `date_trunc(unit, path) op T` as comparisons of the field's instant itself: with
-    /// `⌊T⌋` and `⌈T⌉` the instants of width `width` at or below and at or above T,
-    /// `trunc >= T` is `f >= ⌈T⌉`, `trunc < T` is `f < ⌈T⌉`, `trunc > T` is `f >= ⌊T⌋ + w`,
-    /// `trunc <= T` is `f < ⌊T⌋ + w`, `trunc = T` is `T <= f < T + w` for an aligned T (else
-    /// never true), `<>` its negation — exact, and served by timestamp PSFs and the columnar
-    /// tier's instants like any timestamp range. Unknown as before for values naming no instant.
-    fn truncated(&self, width: i64, path: FieldPath, op: CmpOp, value: Literal, e: &sql::Expr) -> Result<Expr> {
+    /// `⌊T⌋` the unit's boundary at or below T, `next(b)` the boundary after `b`, and `⌈T⌉`
+    /// T when aligned else `next(⌊T⌋)`: `trunc >= T` is `f >= ⌈T⌉`, `trunc < T` is
+    /// `f < ⌈T⌉`, `trunc > T` is `f >= next(⌊T⌋)`, `trunc <= T` is `f < next(⌊T⌋)`,
+    /// `trunc = T` is `T <= f < next(T)` for an aligned T (else never true), `<>` its
+    /// negation — exact for fixed widths and calendar units alike (truncation is a
+    /// non-decreasing step function), and served by timestamp PSFs and the columnar tier's
+    /// instants like any timestamp range. Unknown as before for values naming no instant.
+    fn truncated(&self, unit: crate::timestamp::TruncUnit, path: FieldPath, op: CmpOp, value: Literal, e: &sql::Expr) -> Result<Expr> {
         let Literal::Timestamp(t) = self.instant(value, e)? else {
             // NULL: unknown whatever the field holds.
             return Ok(Expr::Cmp { path, op, value: Literal::Null });
         };
-        let floor = t - t.rem_euclid(width);
-        let ceil = if floor == t { t } else { floor.saturating_add(width) };
+        let floor = unit.floor(t);
+        let after = unit.next(floor);
+        let ceil = if floor == t { t } else { after };
         let at = |op: CmpOp, instant: i64| Expr::Cmp { path: path.clone(), op, value: Literal::Timestamp(instant) };
         Ok(match op {
             CmpOp::GtEq => at(CmpOp::GtEq, ceil),
             CmpOp::Lt => at(CmpOp::Lt, ceil),
-            CmpOp::Gt => at(CmpOp::GtEq, floor.saturating_add(width)),
-            CmpOp::LtEq => at(CmpOp::Lt, floor.saturating_add(width)),
+            CmpOp::Gt => at(CmpOp::GtEq, after),
+            CmpOp::LtEq => at(CmpOp::Lt, after),
             // Unaligned: no truncated instant equals T; `f >= T AND f < T` is false for every
             // instant and unknown for the rest, as the equality is.
             CmpOp::Eq if floor != t => Expr::And(vec![at(CmpOp::GtEq, t), at(CmpOp::Lt, t)]),
-            CmpOp::Eq => Expr::And(vec![at(CmpOp::GtEq, t), at(CmpOp::Lt, t.saturating_add(width))]),
+            CmpOp::Eq => Expr::And(vec![at(CmpOp::GtEq, t), at(CmpOp::Lt, after)]),
             CmpOp::NotEq if floor != t => Expr::Or(vec![at(CmpOp::GtEq, t), at(CmpOp::Lt, t)]),
-            CmpOp::NotEq => Expr::Or(vec![at(CmpOp::Lt, t), at(CmpOp::GtEq, t.saturating_add(width))]),
+            CmpOp::NotEq => Expr::Or(vec![at(CmpOp::Lt, t), at(CmpOp::GtEq, after)]),
         })
     }
 

@@ -400,7 +400,9 @@ fn unsupported_constructs_are_rejected_naming_the_construct_and_position() {
         ("a = b", "comparison between two fields is not supported: `a = b` at column 1"),
         ("x = 1 AND a.b < c.d", "comparison between two fields is not supported: `a.b < c.d` at column 11"),
         ("1 = 1", "comparison between two literals is not supported"),
-        ("soundex(a) = 'x'", "function `soundex` is not supported (lower, upper, length, starts_with, array_contains are)"),
+        ("soundex(a) = 'x'", "function `soundex` is not supported (lower, upper, length, substr, starts_with, date_trunc, array_contains are)"),
+        ("substr(a) = 'x'", "substr() takes a field, a start and an optional length"),
+        ("substr(a, 'b') = 'x'", "substr() takes whole numbers for its start and length"),
         ("starts_with(a, 1)", "starts_with() takes a string prefix"),
         ("lower(a, b) = 'x'", "lower() takes one field"),
         ("lower('x') = 'x'", "lower() needs a field here, not a literal"),
@@ -493,6 +495,17 @@ fn functions_and_array_membership_parse_display_and_evaluate() {
         ("NOT lower(a) = 'bob'", s("BOB"), Some(false)),
         ("lower(a) IN ('x', 'bob')", s("Bob"), Some(true)),
         ("lower(a) NOT IN ('x', 'bob')", s("Bob"), Some(false)),
+        // substr as Spark's substring: 1-based, 0 as 1, negative from the end, characters.
+        ("substr(a, 2, 3) = 'par'", s("Spark SQL"), Some(true)),
+        ("substring(a, 0, 2) = 'Sp'", s("Spark SQL"), Some(true)),
+        ("substr(a, -3) = 'SQL'", s("Spark SQL"), Some(true)),
+        ("substr(a, -12, 5) = 'Sp'", s("Spark SQL"), Some(true)),
+        ("substr(a, 20) = ''", s("Spark SQL"), Some(true)),
+        ("substr(a, 2, -1) = ''", s("Spark SQL"), Some(true)),
+        ("SUBSTRING(a FROM 2 FOR 2) = 'té'", s("été"), Some(true)),
+        ("SUBSTRING(a FROM 3) = 'é'", s("été"), Some(true)),
+        ("substr(a, 1, 2) IN ('ab', 'xy')", s("xyz"), Some(true)),
+        ("substr(a, 1, 2) = '12'", FieldValue::Int(123), None),
     ] {
         let e = parse(text);
         assert_eq!(eval(&e, &[("a", record.clone())]), expected, "{text} on {record:?}");
@@ -553,7 +566,29 @@ fn date_trunc_comparisons_are_ranges_of_the_instant() {
             assert_eq!(eval(&e, &[("t", s("soon"))]), None, "{e}");
         }
     }
-    assert!(rejection("date_trunc('month', t) = TIMESTAMP '2021-07-01'").contains("not fixed widths"));
+    // Calendar units: against every 5 h 11 min of two years, each form agrees with the unit's
+    // own truncation (itself tested against the calendar in `timestamp`).
+    let start = crate::timestamp::parse_timestamp("2020-01-01T00:00:00Z").unwrap();
+    for (unit, literal) in [("week", "2020-03-02T00:00:00Z"), ("week", "2020-03-04T12:00:00Z"), ("month", "2020-02-01T00:00:00Z"),
+        ("month", "2020-02-29T23:00:00Z"), ("quarter", "2020-10-01T00:00:00Z"), ("year", "2021-01-01T00:00:00Z"), ("year", "2020-06-01T00:00:00Z")]
+    {
+        let truncation = crate::timestamp::TruncUnit::named(unit).unwrap();
+        let t = crate::timestamp::parse_timestamp(literal).unwrap();
+        for (op, sql) in [(CmpOp::Eq, "="), (CmpOp::NotEq, "<>"), (CmpOp::Lt, "<"), (CmpOp::LtEq, "<="), (CmpOp::Gt, ">"), (CmpOp::GtEq, ">=")] {
+            let e = parse(&format!("date_trunc('{unit}', t) {sql} TIMESTAMP '{literal}'"));
+            for step in 0..(2 * 366 * 24 / 5) {
+                let v = start + i64::from(step) * (5 * 60 + 11) * 60_000_000;
+                let text = crate::timestamp::format_timestamp(v);
+                let expected = Some(op.holds(truncation.floor(v).cmp(&t)));
+                assert_eq!(eval(&e, &[("t", FieldValue::Str(Cow::Owned(text.clone())))]), expected, "{e} on {text}");
+            }
+        }
+    }
+    assert_eq!(
+        parse("date_trunc('month', t) = TIMESTAMP '2021-07-01'"),
+        Expr::And(vec![cmp("t", CmpOp::GtEq, ts("2021-07-01T00:00:00Z")), cmp("t", CmpOp::Lt, ts("2021-08-01T00:00:00Z"))])
+    );
+    assert!(rejection("date_trunc('fortnight', t) = TIMESTAMP '2021-07-01'").contains("'quarter' or 'year'"));
     assert!(rejection("date_trunc(t) = TIMESTAMP '2021-07-01'").contains("takes a unit and a field"));
 }
 

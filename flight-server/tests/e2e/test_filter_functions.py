@@ -1,5 +1,5 @@
-"""The filters people write first (docs/protocol.md, "Filters"): `lower`/`upper`/`length` of a
-field, `array_contains(path, literal)` and `path[*].field = literal` over arrays, and a
+"""The filters people write first (docs/protocol.md, "Filters"): `lower`/`upper`/`length`/`substr`
+of a field, `date_trunc` over calendar units, `array_contains(path, literal)` and `path[*].field = literal` over arrays, and a
 projection PSF over `lower(actor.login)` — through the native path and Flight SQL, on GitHub
 events, against a Python oracle."""
 
@@ -23,6 +23,9 @@ def test_functions_and_array_membership_answer_as_python(daemon):
     lowered = action(client, "register_psf", {"table": "fx", "name": "login_lower", "kind": "projection",
                                               "field": "LOWER(actor.login)"})
     assert lowered["definition"] == {"kind": "projection", "field": "lower(actor.login)"}, lowered
+    prefixed = action(client, "register_psf", {"table": "fx", "name": "repo_prefix", "kind": "projection",
+                                               "field": "substring(repo.name, 1, 4)"})
+    assert prefixed["definition"] == {"kind": "projection", "field": "substr(repo.name, 1, 4)"}, prefixed
     put(client, "fx", events[2000:])
     login = next(r["actor"]["login"] for r in records if any(c.isupper() for c in r["actor"]["login"]))
 
@@ -33,6 +36,13 @@ def test_functions_and_array_membership_answer_as_python(daemon):
         f"lower(actor.login) = '{login.lower()}'": ids(lambda r: r["actor"]["login"].lower() == login.lower()),
         f"upper(actor.login) IN ('{login.upper()}', 'NOBODY')": ids(lambda r: r["actor"]["login"].upper() == login.upper()),
         "length(repo.name) > 30": ids(lambda r: len(r["repo"]["name"]) > 30),
+        # Spark's substring: 1-based; a negative start counts from the end.
+        f"substr(repo.name, 1, 4) = '{records[5]['repo']['name'][:4]}'": ids(
+            lambda r: r["repo"]["name"][:4] == records[5]["repo"]["name"][:4]),
+        "SUBSTRING(actor.login FROM -3) = 'bot'": ids(lambda r: r["actor"]["login"][-3:] == "bot"),
+        # Calendar truncations: the events' ISO week (2018-01-01 is a Monday), none before 2018.
+        "date_trunc('week', created_at) = DATE '2018-01-01'": ids(lambda r: "2018-01-01" <= r["created_at"] < "2018-01-08"),
+        "date_trunc('year', created_at) < DATE '2018-01-01'": ids(lambda r: r["created_at"] < "2018"),
         "array_contains(payload.issue.labels[*].name, 'bug')": ids(lambda r: "bug" in labels(r)),
         "payload.commits[*].distinct = FALSE": ids(
             lambda r: any(c.get("distinct") is False for c in (dig(r, "payload.commits") or []))),
@@ -44,9 +54,11 @@ def test_functions_and_array_membership_answer_as_python(daemon):
     for text, expected in cases.items():
         got, meta = query_ids(client, "fx", text)
         assert got == expected, (text, sorted(set(got) ^ set(expected))[:5], meta["plan"]["reason"])
-        assert expected or "NOT" in text, f"{text} selects something"
+        assert expected or "NOT" in text or "year" in text, f"{text} selects something"
     _, meta = query_ids(client, "fx", f"lower(actor.login) = '{login.lower()}'")
     assert [s["psfs"] for s in meta["plan"]["index_scans"]] == [["login_lower"]], meta["plan"]
+    _, meta = query_ids(client, "fx", f"substr(repo.name, 1, 4) = '{records[5]['repo']['name'][:4]}'")
+    assert [s["psfs"] for s in meta["plan"]["index_scans"]] == [["repo_prefix"]], meta["plan"]
 
     with flightsql.connect(daemon.location) as conn, conn.cursor() as cur:
         cur.execute("SELECT id FROM fx WHERE array_contains(payload.issue.labels[*].name, 'bug') OR lower(actor.login) = ? ORDER BY id",

@@ -43,7 +43,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  *       contains} — become shoal's {@code LIKE} with the literal's {@code % _ \} escaped).
  *       {@code AND}, {@code OR} and {@code NOT} are translated only when all their children are.
  *       Both sides use SQL's three-valued logic, and a missing field is NULL in both.</li>
- *   <li>functions: {@code LOWER(col)}, {@code UPPER(col)} of a string column compared with a
+ *   <li>functions: {@code LOWER(col)}, {@code UPPER(col)}, {@code SUBSTRING(col, pos, len)} of a string column compared with a
  *       string, {@code LENGTH}/{@code CHAR_LENGTH(col)} with a number (characters, as shoal counts
  *       them), where Spark hands them to the source as V2 expressions.</li>
  *   <li>timestamps: a string column compared with a timestamp ({@code created_at >= TIMESTAMP
@@ -126,7 +126,7 @@ public final class ShoalV2Filters {
     if (left instanceof GeneralScalarExpression) {
       GeneralScalarExpression call = (GeneralScalarExpression) left;
       String applied = function(call, schema);
-      boolean length = !call.name().equals("LOWER") && !call.name().equals("UPPER");
+      boolean length = call.name().endsWith("LENGTH");
       String literal = applied != null && right instanceof Literal
           ? literal((Literal<?>) right, length ? org.apache.spark.sql.types.DataTypes.LongType : org.apache.spark.sql.types.DataTypes.StringType) : null;
       return literal == null ? null : applied + " " + op + " " + literal;
@@ -263,8 +263,27 @@ public final class ShoalV2Filters {
     return null;
   }
 
-  /** {@code lower(path)} for {@code LOWER(column)} of a string column (also UPPER, LENGTH); else null. */
+  /**
+   * {@code lower(path)} for {@code LOWER(column)} of a string column (also UPPER, LENGTH), {@code
+   * substr(path, pos, len)} for {@code SUBSTRING(column, pos, len)} with integer literals (shoal's
+   * substr follows Spark's substring: 1-based, 0 as 1, negative from the end); else null.
+   */
   private static String function(GeneralScalarExpression call, StructType schema) {
+    if (call.name().equals("SUBSTRING")) {
+      Expression[] args = call.children();
+      if (args.length < 2 || args.length > 3) {
+        return null;
+      }
+      StructField field = leaf(args[0], schema);
+      StringBuilder text = new StringBuilder("substr(").append(path(args[0]));
+      for (int i = 1; i < args.length; i++) {
+        if (!(args[i] instanceof Literal) || !(((Literal<?>) args[i]).value() instanceof Integer)) {
+          return null;
+        }
+        text.append(", ").append(((Literal<?>) args[i]).value());
+      }
+      return field != null && field.dataType() instanceof StringType ? text.append(")").toString() : null;
+    }
     String name;
     switch (call.name()) {
       case "LOWER":

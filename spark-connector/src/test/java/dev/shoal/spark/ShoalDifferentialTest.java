@@ -100,6 +100,7 @@ abstract class ShoalDifferentialTest extends ShoalSparkTestBase {
         // functions shoal evaluates (pushed where Spark hands them to the source)
         "SELECT id, actor.login FROM T WHERE length(actor.login) > 20",
         "SELECT id, actor.login FROM T WHERE lower(actor.login) = 'lombiqbot' OR upper(repo.name) LIKE 'LOMBIQ/%'",
+        "SELECT id, repo.name FROM T WHERE substring(repo.name, 1, 4) = 'apac' OR substr(actor.login, -3) = 'bot'",
         // filters that stay in Spark (field against field)
         "SELECT id FROM T WHERE actor.display_login <> actor.login",
         // arrays of structs, whole structs, whole rows

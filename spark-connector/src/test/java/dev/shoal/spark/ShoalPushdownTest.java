@@ -111,8 +111,10 @@ abstract class ShoalPushdownTest extends ShoalSparkTestBase {
 
   @Test
   void lower_and_length_of_a_string_column_are_pushed() {
-    String plan = explain("SELECT id FROM pd.pushdown WHERE lower(actor.login) = 'lombiqbot' AND length(repo.name) > 10");
-    assertTrue(plan.contains("lower(\"actor\".\"login\") = 'lombiqbot'") && plan.contains("length(\"repo\".\"name\") > 10"), plan);
+    String plan = explain("SELECT id FROM pd.pushdown WHERE lower(actor.login) = 'lombiqbot' AND length(repo.name) > 10"
+        + " AND substring(repo.name, 1, 6) = 'Lombiq'");
+    assertTrue(plan.contains("lower(\"actor\".\"login\") = 'lombiqbot'") && plan.contains("length(\"repo\".\"name\") > 10")
+        && plan.contains("substr(\"repo\".\"name\", 1, 6) = 'Lombiq'"), plan);
     assertFalse(plan.contains("Filter "), "exact pushed filters are not re-evaluated by Spark: " + plan);
   }
 

@@ -105,6 +105,14 @@ class ShoalV2FiltersTest {
   }
 
   @Test
+  void substring_of_a_string_column_with_literal_positions_is_translated() {
+    assertEquals("substr(\"actor\".\"login\", 1, 6) = 'apache'", t(p("=", fn("SUBSTRING", col("actor", "login"), lit(1), lit(6)), lit("apache"))));
+    assertEquals("substr(\"type\", -3, 2147483647) = 'ent'", t(p("=", fn("SUBSTRING", col("type"), lit(-3), lit(Integer.MAX_VALUE)), lit("ent"))));
+    assertNull(t(p("=", fn("SUBSTRING", col("type"), col("a.b"), lit(2)), lit("x"))), "a position that is a column");
+    assertNull(t(p("=", fn("SUBSTRING", col("a.b"), lit(1), lit(2)), lit("x"))), "a number column");
+  }
+
+  @Test
   void equality_on_a_top_level_string() {
     assertEquals("\"type\" = 'PushEvent'", t(p("=", col("type"), lit("PushEvent"))));
   }

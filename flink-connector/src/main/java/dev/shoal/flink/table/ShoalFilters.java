@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Optional;
 import org.apache.flink.table.expressions.CallExpression;
 import org.apache.flink.table.expressions.FieldReferenceExpression;
+import org.apache.flink.table.expressions.NestedFieldReferenceExpression;
 import org.apache.flink.table.expressions.ResolvedExpression;
 import org.apache.flink.table.expressions.ValueLiteralExpression;
 import org.apache.flink.table.functions.BuiltInFunctionDefinitions;
@@ -23,8 +24,8 @@ import org.apache.flink.table.types.logical.LogicalTypeFamily;
  * ({@code actor.login}) with a literal of the same type family (character string, number,
  * boolean), {@code IS [NOT] NULL}, {@code LIKE} of a string column with a pattern literal that
  * holds no backslash and has no {@code ESCAPE} ({@code %} and {@code _} mean the same in both),
- * and {@code AND}/{@code OR}/{@code NOT} of those; {@code LOWER}, {@code UPPER} and {@code
- * CHAR_LENGTH} of a string column compared with a literal become shoal's {@code lower}, {@code
+ * and {@code AND}/{@code OR}/{@code NOT} of those; {@code LOWER}, {@code UPPER}, {@code SUBSTRING} (a
+ * positive start) and {@code CHAR_LENGTH} of a string column compared with a literal become shoal's {@code lower}, {@code
  * upper}, {@code length}. A {@code TIMESTAMP} or {@code TIMESTAMP_LTZ}
  * column (the JSON format reads its RFC 3339 / SQL strings) compared with a timestamp literal
  * becomes shoal's {@code TIMESTAMP '…Z'} comparison, which reads the strings as instants: an LTZ
@@ -140,8 +141,18 @@ final class ShoalFilters {
     };
   }
 
-  /** {@code lower("a")} for Flink's LOWER/UPPER/CHAR_LENGTH of a string column or field, else empty. */
+  /**
+   * {@code lower("a")} for Flink's LOWER/UPPER/CHAR_LENGTH of a string column or field, {@code
+   * substr("a", 2, 3)} for SUBSTRING/SUBSTR with a positive start and a length that is not negative
+   * (where Flink's substring and shoal's agree: Flink answers NULL for a negative length), else
+   * empty.
+   */
   private static Optional<String> function(ResolvedExpression expression) {
+    if (expression instanceof CallExpression call
+        && (call.getFunctionDefinition() == BuiltInFunctionDefinitions.SUBSTRING
+            || call.getFunctionDefinition() == BuiltInFunctionDefinitions.SUBSTR)) {
+      return substring(call);
+    }
     if (!(expression instanceof CallExpression call) || call.getResolvedChildren().size() != 1) {
       return Optional.empty();
     }
@@ -156,10 +167,36 @@ final class ShoalFilters {
     return path(arg).map(p -> name + "(" + p + ")");
   }
 
-  /** A column ({@code "a"}) or a field of a ROW column ({@code "a"."b"}, Flink's GET). */
+  private static Optional<String> substring(CallExpression call) {
+    List<ResolvedExpression> args = call.getResolvedChildren();
+    if (args.size() < 2 || args.size() > 3
+        || !args.get(0).getOutputDataType().getLogicalType().is(LogicalTypeFamily.CHARACTER_STRING)) {
+      return Optional.empty();
+    }
+    StringBuilder positions = new StringBuilder();
+    for (int i = 1; i < args.size(); i++) {
+      if (!(args.get(i) instanceof ValueLiteralExpression literal)) {
+        return Optional.empty();
+      }
+      Optional<Integer> n = literal.getValueAs(Integer.class);
+      if (n.isEmpty() || n.get() < (i == 1 ? 1 : 0)) {
+        return Optional.empty();
+      }
+      positions.append(", ").append(n.get());
+    }
+    return path(args.get(0)).map(p -> "substr(" + p + positions + ")");
+  }
+
+  /**
+   * A column ({@code "a"}) or a field of a ROW column ({@code "a"."b"}: Flink's GET, or the nested
+   * field reference its planner hands to a source when a filter names {@code a.b}).
+   */
   static Optional<String> path(ResolvedExpression expression) {
     if (expression instanceof FieldReferenceExpression field) {
       return Optional.of(quote(field.getName()));
+    }
+    if (expression instanceof NestedFieldReferenceExpression nested) {
+      return Optional.of(String.join(".", java.util.Arrays.stream(nested.getFieldNames()).map(ShoalFilters::quote).toList()));
     }
     if (expression instanceof CallExpression call && call.getFunctionDefinition() == BuiltInFunctionDefinitions.GET
         && call.getResolvedChildren().size() == 2

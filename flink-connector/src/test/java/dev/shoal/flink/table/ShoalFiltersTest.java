@@ -74,6 +74,26 @@ class ShoalFiltersTest {
   }
 
   @Test
+  void substringWithAPositiveStartIsTranslated() {
+    CallExpression prefix = CallExpression.permanent(BuiltInFunctionDefinitions.SUBSTRING,
+        List.of(TYPE, new ValueLiteralExpression(1), new ValueLiteralExpression(4)), DataTypes.STRING());
+    assertEquals(Optional.of("(substr(\"type\", 1, 4) = 'Push')"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, prefix, new ValueLiteralExpression("Push"))));
+    CallExpression rest = CallExpression.permanent(BuiltInFunctionDefinitions.SUBSTR,
+        List.of(TYPE, new ValueLiteralExpression(5)), DataTypes.STRING());
+    assertEquals(Optional.of("(substr(\"type\", 5) = 'Event')"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, rest, new ValueLiteralExpression("Event"))));
+    // A start from the end, a negative length (NULL in Flink) and a column position stay with Flink.
+    for (List<org.apache.flink.table.expressions.ResolvedExpression> args : List.of(
+        List.<org.apache.flink.table.expressions.ResolvedExpression>of(TYPE, new ValueLiteralExpression(-3)),
+        List.<org.apache.flink.table.expressions.ResolvedExpression>of(TYPE, new ValueLiteralExpression(1), new ValueLiteralExpression(-1)),
+        List.<org.apache.flink.table.expressions.ResolvedExpression>of(TYPE, SIZE))) {
+      CallExpression sub = CallExpression.permanent(BuiltInFunctionDefinitions.SUBSTRING, args, DataTypes.STRING());
+      assertEquals(Optional.empty(), ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, sub, new ValueLiteralExpression("x"))), args.toString());
+    }
+  }
+
+  @Test
   void comparisonsAcrossTypesAndUnknownFunctionsStayWithFlink() {
     assertEquals(Optional.empty(),
         ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, TYPE, new ValueLiteralExpression(5L))));

@@ -144,6 +144,14 @@ abstract class ShoalTableITCase {
         event -> event.get("id").asText());
     assertTrue(expectedBots.size() > 10, "the functions select a real subset: " + expectedBots.size());
     assertEquals(counts(expectedBots), counts(bots));
+
+    // SUBSTRING of a string field is pushed as shoal's substr.
+    String prefixed = "SELECT id FROM scan_events WHERE SUBSTRING(actor.login FROM 1 FOR 4) = 'dipp'";
+    String prefixedPlan = tEnv.explainSql(prefixed);
+    assertTrue(prefixedPlan.contains("filter=[=(SUBSTRING(actor.login, 1, 4)"), () -> "SUBSTRING is pushed:\n" + prefixedPlan);
+    List<String> expectedPrefixed = events(event -> event.get("actor").get("login").asText().startsWith("dipp"), event -> event.get("id").asText());
+    assertTrue(expectedPrefixed.size() > 100, "the substring selects a real subset: " + expectedPrefixed.size());
+    assertEquals(counts(expectedPrefixed), counts(rows(tEnv, prefixed, r -> (String) r.getField(0))));
   }
 
   /** What {@code query} returns, each row as {@code text} makes it. */

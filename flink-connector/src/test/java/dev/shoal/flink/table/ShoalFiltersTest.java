@@ -83,6 +83,15 @@ class ShoalFiltersTest {
         List.of(TYPE, new ValueLiteralExpression(5)), DataTypes.STRING());
     assertEquals(Optional.of("(substr(\"type\", 5) = 'Event')"),
         ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, rest, new ValueLiteralExpression("Event"))));
+    // A nested field as the planner hands it to the source (not as GET).
+    org.apache.flink.table.expressions.NestedFieldReferenceExpression login = new org.apache.flink.table.expressions.NestedFieldReferenceExpression(
+        new String[] {"actor", "login"}, new int[] {2, 1}, DataTypes.STRING());
+    CallExpression nested = CallExpression.permanent(BuiltInFunctionDefinitions.SUBSTRING,
+        List.of(login, new ValueLiteralExpression(1), new ValueLiteralExpression(4)), DataTypes.STRING());
+    assertEquals(Optional.of("(substr(\"actor\".\"login\", 1, 4) = 'dipp')"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, nested, new ValueLiteralExpression("dipp"))));
+    assertEquals(Optional.of("(\"actor\".\"login\" = 'dipp')"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, login, new ValueLiteralExpression("dipp"))));
     // A start from the end, a negative length (NULL in Flink) and a column position stay with Flink.
     for (List<org.apache.flink.table.expressions.ResolvedExpression> args : List.of(
         List.<org.apache.flink.table.expressions.ResolvedExpression>of(TYPE, new ValueLiteralExpression(-3)),

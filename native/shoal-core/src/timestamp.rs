@@ -229,6 +229,26 @@ impl TruncUnit {
         }
     }
 
+    /// How many whole units lie between 1970-01-01T00:00:00Z's unit and `t`'s: the number
+    /// of `t`'s week (ISO, from Monday), month, quarter or year counted from the epoch's,
+    /// or `⌊t / width⌋` for a fixed width. Non-decreasing in `t` (the bucket of a calendar
+    /// range PSF).
+    #[must_use]
+    pub fn index(self, t: i64) -> i64 {
+        let days = t.div_euclid(MICROS_PER_DAY);
+        let months = || {
+            let (year, month, _) = civil_from_days(days);
+            (year - 1970) * 12 + month - 1
+        };
+        match self {
+            TruncUnit::Fixed(width) => t.div_euclid(width),
+            TruncUnit::Week => (days + 3).div_euclid(7),
+            TruncUnit::Month => months(),
+            TruncUnit::Quarter => months().div_euclid(3),
+            TruncUnit::Year => months().div_euclid(12),
+        }
+    }
+
     /// The boundary after the boundary `floor` (a value of [`Self::floor`]), saturating at
     /// the `i64` range.
     #[must_use]
@@ -363,6 +383,11 @@ mod tests {
             assert_eq!(days_from_civil(y, m, d), days);
         }
         assert_eq!(TruncUnit::named("MONTHS"), Some(TruncUnit::Month));
+        assert_eq!(TruncUnit::Month.index(t("1970-01-31T23:59:59Z")), 0);
+        assert_eq!(TruncUnit::Month.index(t("1969-12-31T23:59:59Z")), -1);
+        assert_eq!(TruncUnit::Year.index(t("2021-07-21T10:00:00Z")), 51);
+        assert_eq!(TruncUnit::Week.index(t("1970-01-05T00:00:00Z")), 1);
+        assert_eq!(TruncUnit::Week.index(t("1970-01-04T23:59:59Z")), 0);
         assert_eq!(TruncUnit::named("fortnight"), None);
         // Floors are monotone and idempotent on random instants.
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -375,6 +400,9 @@ mod tests {
                 let floor = unit.floor(instant);
                 assert!(floor <= instant && instant < unit.next(floor), "{unit:?} {instant}");
                 assert_eq!(unit.floor(floor), floor);
+                // The index counts units: the same within one, one more at the next.
+                assert_eq!(unit.index(floor), unit.index(instant));
+                assert_eq!(unit.index(unit.next(floor)), unit.index(instant) + 1, "{unit:?} {instant}");
             }
         }
     }

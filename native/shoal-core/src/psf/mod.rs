@@ -30,7 +30,7 @@ use crate::epoch::LightEpoch;
 use crate::error::{Error, Result};
 use crate::parser::FieldSet;
 use crate::path::FieldPath;
-use crate::timestamp::{format_duration, format_timestamp, parse_duration, parse_timestamp, EpochUnit};
+use crate::timestamp::{format_duration, format_timestamp, parse_duration, parse_timestamp, EpochUnit, TruncUnit};
 use crate::value::{encode_bucket, encode_canonical, encode_composite, tag, FieldValue};
 use crate::LogAddress;
 pub use expr::{parse_expr, BoundExpr, CmpOp, Expr, Function, Literal};
@@ -172,6 +172,15 @@ impl PsfKind {
                     };
                     PsfKind::Projection { field, function: Some(function) }
                 }
+                Some((name, inner)) if name.eq_ignore_ascii_case("date_trunc") => {
+                    // One chain per hour (month, …) of a field is a timestamp range PSF.
+                    let (unit, field) = inner.split_once(',').unwrap_or(("'hour'", inner));
+                    return Err(invalid(format!(
+                        "a PSF over date_trunc is a timestamp range PSF: {{\"kind\": \"range\", \"field\": \"{}\", \"type\": \"timestamp\", \"bucket\": \"{}\"}}",
+                        field.trim(),
+                        unit.trim().trim_matches('\'')
+                    )));
+                }
                 Some((name, inner)) => {
                     let function = expr::Function::named(name).ok_or_else(|| {
                         invalid(format!("`{name}` is not a function of a projection (lower, upper, length, substr are)"))
@@ -291,6 +300,9 @@ pub enum TimeEdges {
     /// Every `width` microseconds from the epoch: instant `t` is in bucket
     /// `⌊t / width⌋ + 2³¹`, clamped to `u32` (`"1h"` buckets span ±245,000 years).
     Every(i64),
+    /// One bucket per calendar week (from Monday), month, quarter or year, in UTC
+    /// ([`TruncUnit::index`] + 2³¹): what `date_trunc(unit, t)` groups together.
+    Calendar(TruncUnit),
 }
 
 /// At most this many chains are read for one range condition: a wider range of a timestamp
@@ -308,7 +320,14 @@ impl RangeBuckets {
                 return Err("a timestamp range PSF needs `boundaries` (instants) or `bucket` (a width such as \"1h\")".into())
             }
             (Some(RangeType::Timestamp), None, Some(width)) => {
-                RangeBuckets::Time { edges: TimeEdges::Every(parse_duration(width)?), unit: unit.unwrap_or_default() }
+                let edges = match TruncUnit::named(width) {
+                    Some(TruncUnit::Fixed(width)) => TimeEdges::Every(width),
+                    Some(calendar) => TimeEdges::Calendar(calendar),
+                    None => TimeEdges::Every(parse_duration(width).map_err(|e| {
+                        format!("{e}; or a unit of the calendar: \"week\" (from Monday), \"month\", \"quarter\", \"year\"")
+                    })?),
+                };
+                RangeBuckets::Time { edges, unit: unit.unwrap_or_default() }
             }
             (Some(RangeType::Timestamp), Some(list), None) => {
                 let unit = unit.unwrap_or_default();
@@ -332,7 +351,7 @@ impl RangeBuckets {
             RangeBuckets::Numbers(b) => (b.len(), b.iter().all(|b| b.is_finite()) && b.windows(2).all(|w| w[0] < w[1])),
             RangeBuckets::Strings(b) => (b.len(), b.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes())),
             RangeBuckets::Time { edges: TimeEdges::At(b), .. } => (b.len(), b.windows(2).all(|w| w[0] < w[1])),
-            RangeBuckets::Time { edges: TimeEdges::Every(_), .. } => (1, true),
+            RangeBuckets::Time { edges: TimeEdges::Every(_) | TimeEdges::Calendar(_), .. } => (1, true),
         };
         if count == 0 {
             return Err("a range PSF needs at least one boundary".into());
@@ -353,6 +372,7 @@ impl RangeBuckets {
                 let (boundaries, bucket) = match edges {
                     TimeEdges::At(b) => (Some(Boundaries::Strings(b.iter().map(|t| format_timestamp(*t)).collect())), None),
                     TimeEdges::Every(width) => (None, Some(format_duration(*width))),
+                    TimeEdges::Calendar(calendar) => (None, Some(calendar.name().to_owned())),
                 };
                 PsfSpec::Range { field, boundaries, value_type: Some(RangeType::Timestamp), bucket, unit: Some(*unit) }
             }
@@ -367,7 +387,7 @@ impl RangeBuckets {
             RangeBuckets::Numbers(b) => b.len() as u32,
             RangeBuckets::Strings(b) => b.len() as u32,
             RangeBuckets::Time { edges: TimeEdges::At(b), .. } => b.len() as u32,
-            RangeBuckets::Time { edges: TimeEdges::Every(_), .. } => u32::MAX,
+            RangeBuckets::Time { edges: TimeEdges::Every(_) | TimeEdges::Calendar(_), .. } => u32::MAX,
         }
     }
 
@@ -414,6 +434,7 @@ impl TimeEdges {
         match self {
             TimeEdges::At(edges) => edges.partition_point(|e| *e <= instant) as u32,
             TimeEdges::Every(width) => (instant.div_euclid(*width) + (1 << 31)).clamp(0, i64::from(u32::MAX)) as u32,
+            TimeEdges::Calendar(calendar) => (calendar.index(instant) + (1 << 31)).clamp(0, i64::from(u32::MAX)) as u32,
         }
     }
 }
@@ -867,10 +888,29 @@ mod tests {
         assert_eq!(buckets.bucket(&FieldValue::Str("2021-07-21T10:59:59Z".into())), Some(1));
         assert_eq!(buckets.bucket(&FieldValue::Int(1_626_865_200)), Some(2));
         assert_eq!(PsfKind::from_spec("at", &kind.to_spec()).unwrap(), kind);
+        // Calendar buckets: one per month (what date_trunc('month', t) groups), however spelled.
+        let months: PsfSpec = serde_json::from_str(r#"{"kind":"range","field":"t","type":"timestamp","bucket":"Month"}"#).unwrap();
+        let kind = PsfKind::from_spec("month", &months).unwrap();
+        let PsfKind::Range { buckets, .. } = &kind else { panic!() };
+        let month = |text: &str| buckets.bucket(&FieldValue::Str(text.to_owned().into())).unwrap();
+        assert_eq!(month("2021-07-01T00:00:00Z"), month("2021-07-31T23:59:59.999Z"));
+        assert_eq!(month("2021-07-31T23:30:00-01:00"), month("2021-08-01T00:00:00Z"));
+        assert_eq!(month("2021-06-30T23:59:59Z") + 1, month("2021-07-01T00:00:00Z"));
+        assert_eq!(month("2020-12-15T00:00:00Z") + 1, month("2021-01-15T00:00:00Z"));
+        assert_eq!(serde_json::to_string(&kind.to_spec()).unwrap(), r#"{"kind":"range","field":"t","type":"timestamp","bucket":"month","unit":"s"}"#);
+        assert_eq!(PsfKind::from_spec("month", &kind.to_spec()).unwrap(), kind);
+        let hours: PsfSpec = serde_json::from_str(r#"{"kind":"range","field":"t","type":"timestamp","bucket":"hour"}"#).unwrap();
+        let hourly = PsfKind::from_spec("hour", &hours).unwrap();
+        assert!(matches!(&hourly, PsfKind::Range { buckets: RangeBuckets::Time { edges: TimeEdges::Every(3_600_000_000), .. }, .. }));
+        // A PSF over date_trunc is named for what it is.
+        let truncated = PsfSpec::Projection { field: "date_trunc('month', created_at)".into() };
+        let error = PsfKind::from_spec("m", &truncated).unwrap_err().to_string();
+        assert!(error.contains(r#""field": "created_at", "type": "timestamp", "bucket": "month""#), "{error}");
         for bad in [
             r#"{"kind":"range","field":"t","type":"timestamp"}"#,
             r#"{"kind":"range","field":"t","type":"timestamp","bucket":"1h","boundaries":["2021-07-21"]}"#,
             r#"{"kind":"range","field":"t","type":"timestamp","bucket":"1y"}"#,
+            r#"{"kind":"range","field":"t","type":"timestamp","bucket":"fortnight"}"#,
             r#"{"kind":"range","field":"t","type":"timestamp","boundaries":["not a time"]}"#,
             r#"{"kind":"range","field":"t","type":"timestamp","boundaries":["2021-07-22","2021-07-21"]}"#,
             r#"{"kind":"range","field":"t","boundaries":[1],"bucket":"1h"}"#,

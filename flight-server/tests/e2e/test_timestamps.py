@@ -140,6 +140,37 @@ def test_timestamp_and_function_psfs_survive_a_restart(tmp_path):
             assert d.stop() == 0
 
 
+def test_calendar_buckets_serve_date_trunc_by_month(daemon):
+    """A timestamp range PSF with one bucket per calendar month serves `date_trunc('month', …)`
+    over records of eight months, backfilled, as Python's calendar answers."""
+    client = daemon.client()
+    rng = random.Random(11)
+    start = dt.datetime(2021, 1, 1, tzinfo=dt.timezone.utc)
+    records = [{"id": f"m{i:05d}", "at": rng.choice(SPELLINGS)(start + dt.timedelta(seconds=rng.randrange(243 * 86400)))}
+               for i in range(3000)]
+    action(client, "create_table", {"name": "months", "page_size_bits": 16})
+    put(client, "months", [json.dumps(r) for r in records])
+    month = action(client, "register_psf", {"table": "months", "name": "month", "kind": "range", "field": "at",
+                                            "type": "timestamp", "bucket": "Month"})
+    assert month["definition"]["bucket"] == "month", month
+    for _ in range(200):
+        if all((p.get("backfill") or {}).get("done", True) for p in action(client, "list_psfs", {"table": "months"})):
+            break
+        time.sleep(0.05)
+    for first, later in [(dt.datetime(2021, 2, 1, tzinfo=dt.timezone.utc), dt.datetime(2021, 3, 1, tzinfo=dt.timezone.utc)),
+                         (dt.datetime(2021, 7, 1, tzinfo=dt.timezone.utc), dt.datetime(2021, 8, 1, tzinfo=dt.timezone.utc))]:
+        ids, meta = query_ids(client, "months", f"date_trunc('month', at) = DATE '{first.date()}'")
+        expected = between(records, first, later)
+        assert ids == expected and len(expected) > 200, (len(ids), len(expected), meta["plan"])
+        scans = meta["plan"]["index_scans"]
+        # One bucket: the exclusive upper bound (the next month) begins a bucket, which is not read.
+        assert [s["psfs"] for s in scans] == [["month"]] and len(scans[0]["properties"]) == 1, meta["plan"]
+    # A quarter is three of the months' buckets.
+    ids, meta = query_ids(client, "months", "date_trunc('quarter', at) = TIMESTAMP '2021-04-01T00:00:00Z'")
+    assert ids == between(records, dt.datetime(2021, 4, 1, tzinfo=dt.timezone.utc), dt.datetime(2021, 7, 1, tzinfo=dt.timezone.utc))
+    assert len(meta["plan"]["index_scans"][0]["properties"]) == 3, meta["plan"]
+
+
 def test_bad_timestamp_psfs_and_literals_are_refused_by_name(daemon):
     client = daemon.client()
     action(client, "create_table", {"name": "bad"})
@@ -148,10 +179,14 @@ def test_bad_timestamp_psfs_and_literals_are_refused_by_name(daemon):
         ({"type": "timestamp", "bucket": "1y"}, "is not a duration"),
         ({"type": "timestamp", "boundaries": ["2021-07-21", "yesterday"]}, "boundary `yesterday` is not a timestamp"),
         ({"boundaries": [1, 2], "bucket": "1h"}, "belong to a range PSF with \"type\": \"timestamp\""),
+        ({"type": "timestamp", "bucket": "fortnight"}, "or a unit of the calendar"),
     ]:
         with pytest.raises(pa.ArrowInvalid) as error:
             action(client, "register_psf", {"table": "bad", "name": "t", "kind": "range", "field": "at", **spec})
         assert message in str(error.value), str(error.value)
+    with pytest.raises(pa.ArrowInvalid) as error:
+        action(client, "register_psf", {"table": "bad", "name": "d", "kind": "projection", "field": "date_trunc('day', at)"})
+    assert '"kind": "range", "field": "at", "type": "timestamp", "bucket": "day"' in str(error.value), str(error.value)
     with pytest.raises(pa.ArrowInvalid) as error:
         query(client, {"table": "bad", "filter": "at > TIMESTAMP 'tomorrow'"})
     assert "'tomorrow' is not a timestamp" in str(error.value)

@@ -428,6 +428,25 @@ impl RangeBuckets {
     }
 }
 
+impl RangeBuckets {
+    /// Whether `literal` is where its bucket begins — every value the filter orders below it
+    /// is in a lower bucket — so that `< literal` needs only the buckets below
+    /// [`Self::literal_bucket`]'s: a `TIMESTAMP` literal on an edge of timestamp buckets (the
+    /// hour of `"1h"`, the first of the month of `"month"`). Other buckets answer `false`
+    /// (numbers order ints and floats through a rounding).
+    #[must_use]
+    pub fn begins_bucket(&self, literal: &Literal) -> bool {
+        match (self, literal) {
+            (RangeBuckets::Time { edges, .. }, Literal::Timestamp(t)) => match edges {
+                TimeEdges::At(edges) => edges.binary_search(t).is_ok(),
+                TimeEdges::Every(width) => t.rem_euclid(*width) == 0,
+                TimeEdges::Calendar(calendar) => calendar.floor(*t) == *t,
+            },
+            _ => false,
+        }
+    }
+}
+
 impl TimeEdges {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     fn bucket(&self, instant: i64) -> u32 {
@@ -899,6 +918,10 @@ mod tests {
         assert_eq!(month("2020-12-15T00:00:00Z") + 1, month("2021-01-15T00:00:00Z"));
         assert_eq!(serde_json::to_string(&kind.to_spec()).unwrap(), r#"{"kind":"range","field":"t","type":"timestamp","bucket":"month","unit":"s"}"#);
         assert_eq!(PsfKind::from_spec("month", &kind.to_spec()).unwrap(), kind);
+        let at = |text: &str| Literal::Timestamp(parse_timestamp(text).unwrap());
+        assert!(buckets.begins_bucket(&at("2021-07-01T00:00:00Z")));
+        assert!(!buckets.begins_bucket(&at("2021-07-01T00:00:00.000001Z")));
+        assert!(!buckets.begins_bucket(&Literal::Str("2021-07-01T00:00:00Z".into())));
         let hours: PsfSpec = serde_json::from_str(r#"{"kind":"range","field":"t","type":"timestamp","bucket":"hour"}"#).unwrap();
         let hourly = PsfKind::from_spec("hour", &hours).unwrap();
         assert!(matches!(&hourly, PsfKind::Range { buckets: RangeBuckets::Time { edges: TimeEdges::Every(3_600_000_000), .. }, .. }));

@@ -25,8 +25,9 @@ import org.apache.flink.table.types.logical.LogicalTypeFamily;
  * boolean), {@code IS [NOT] NULL}, {@code LIKE} of a string column with a pattern literal that
  * holds no backslash and has no {@code ESCAPE} ({@code %} and {@code _} mean the same in both),
  * and {@code AND}/{@code OR}/{@code NOT} of those; {@code LOWER}, {@code UPPER}, {@code SUBSTRING} (a
- * positive start) and {@code CHAR_LENGTH} of a string column compared with a literal become shoal's {@code lower}, {@code
- * upper}, {@code length}. A {@code TIMESTAMP} or {@code TIMESTAMP_LTZ}
+ * positive start) and {@code CHAR_LENGTH} of a string column compared with a literal become shoal's
+ * {@code lower}, {@code upper}, {@code substr}, {@code length}; {@code ARRAY_CONTAINS(column,
+ * literal)} outside a NOT becomes shoal's {@code array_contains}. A {@code TIMESTAMP} or {@code TIMESTAMP_LTZ}
  * column (the JSON format reads its RFC 3339 / SQL strings) compared with a timestamp literal
  * becomes shoal's {@code TIMESTAMP '…Z'} comparison, which reads the strings as instants: an LTZ
  * column's literal is the instant Flink reads it as (a {@code TIMESTAMP '…'} literal in the session's
@@ -49,6 +50,16 @@ final class ShoalFilters {
    * sessionZone} is the session's {@code table.local-time-zone}.
    */
   static Optional<String> toShoal(ResolvedExpression expression, ZoneId sessionZone) {
+    return toShoal(expression, sessionZone, true);
+  }
+
+  /**
+   * {@code positive}: whether {@code expression} stands under an even number of NOTs. The
+   * translation may only select a superset of Flink's rows (Flink evaluates every filter again);
+   * {@code ARRAY_CONTAINS} differs on an array holding a null and not the element (Flink: FALSE,
+   * shoal: unknown), which only a NOT turns into a loss, so it is translated in positive places.
+   */
+  private static Optional<String> toShoal(ResolvedExpression expression, ZoneId sessionZone, boolean positive) {
     if (!(expression instanceof CallExpression call)) {
       return Optional.empty();
     }
@@ -57,7 +68,7 @@ final class ShoalFilters {
     if (function == BuiltInFunctionDefinitions.AND || function == BuiltInFunctionDefinitions.OR) {
       StringBuilder out = new StringBuilder("(");
       for (int i = 0; i < args.size(); i++) {
-        Optional<String> part = toShoal(args.get(i), sessionZone);
+        Optional<String> part = toShoal(args.get(i), sessionZone, positive);
         if (part.isEmpty()) {
           return Optional.empty();
         }
@@ -66,7 +77,12 @@ final class ShoalFilters {
       return Optional.of(out.append(')').toString());
     }
     if (function == BuiltInFunctionDefinitions.NOT && args.size() == 1) {
-      return toShoal(args.get(0), sessionZone).map(inner -> "(NOT " + inner + ")");
+      return toShoal(args.get(0), sessionZone, !positive).map(inner -> "(NOT " + inner + ")");
+    }
+    if (function == BuiltInFunctionDefinitions.ARRAY_CONTAINS && args.size() == 2 && positive
+        && args.get(1) instanceof ValueLiteralExpression needle
+        && args.get(0).getOutputDataType().getLogicalType() instanceof org.apache.flink.table.types.logical.ArrayType array) {
+      return path(args.get(0)).flatMap(p -> literal(needle, array.getElementType(), sessionZone).map(v -> "array_contains(" + p + ", " + v + ")"));
     }
     if ((function == BuiltInFunctionDefinitions.IS_NULL || function == BuiltInFunctionDefinitions.IS_NOT_NULL) && args.size() == 1) {
       return path(args.get(0)).map(p -> "(" + p + (function == BuiltInFunctionDefinitions.IS_NULL ? " IS NULL)" : " IS NOT NULL)"));

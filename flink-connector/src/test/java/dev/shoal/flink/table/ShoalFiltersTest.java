@@ -103,6 +103,19 @@ class ShoalFiltersTest {
   }
 
   @Test
+  void arrayContainsIsTranslatedOutsideANot() {
+    FieldReferenceExpression tags = new FieldReferenceExpression("tags", DataTypes.ARRAY(DataTypes.STRING()), 0, 5);
+    CallExpression contains = call(BuiltInFunctionDefinitions.ARRAY_CONTAINS, tags, new ValueLiteralExpression("t2"));
+    assertEquals(Optional.of("array_contains(\"tags\", 't2')"), ShoalFilters.toShoal(contains));
+    assertEquals(Optional.of("(array_contains(\"tags\", 't2') OR (NOT (NOT array_contains(\"tags\", 't2'))))"),
+        ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.OR, contains,
+            call(BuiltInFunctionDefinitions.NOT, call(BuiltInFunctionDefinitions.NOT, contains)))));
+    // Under one NOT: an array holding a null but not 't2' is TRUE for Flink, unknown for shoal.
+    assertEquals(Optional.empty(), ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.NOT, contains)));
+    assertEquals(Optional.empty(), ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.ARRAY_CONTAINS, tags, new ValueLiteralExpression(5))));
+  }
+
+  @Test
   void comparisonsAcrossTypesAndUnknownFunctionsStayWithFlink() {
     assertEquals(Optional.empty(),
         ShoalFilters.toShoal(call(BuiltInFunctionDefinitions.EQUALS, TYPE, new ValueLiteralExpression(5L))));

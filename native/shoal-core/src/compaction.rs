@@ -101,14 +101,14 @@ impl Table {
     /// copies durable (nothing is dropped then); ingest errors of the copies (e.g.
     /// [`Error::MemoryFull`] in an in-memory table whose ring cannot hold them).
     pub fn compact_log(&self, until: LogAddress, wait: Duration) -> Result<CompactReport> {
-        let Some(keyed) = &self.keyed else {
+        let Some(keyed) = self.keyed() else {
             return Err(Error::InvalidOperation(
                 "log compaction drops the obsolete versions of a keyed table; this table is append-only (truncate or a retention policy drops its head)".into(),
             ));
         };
         let _one_at_a_time = keyed.compaction.lock();
-        let previous = self.log.begin_address();
-        let until = self.log.page_start(self.log.page_of(until.min(self.compactable_until())));
+        let previous = self.log().begin_address();
+        let until = self.log().page_start(self.log().page_of(until.min(self.compactable_until())));
         let mut report = CompactReport {
             truncate: TruncateReport { previous_begin_address: previous, begin_address: previous, ..TruncateReport::default() },
             snapshot_horizon: keyed.snapshots.horizon(),
@@ -118,8 +118,8 @@ impl Table {
         // of an in-memory table need room in its ring, which the steps before free.
         while report.truncate.begin_address < until {
             let from = report.truncate.begin_address;
-            let step_end = self.log.page_of(from + self.compaction_step_bytes()).max(self.log.page_of(from) + 1);
-            let step_until = until.min(self.log.page_start(step_end));
+            let step_end = self.log().page_of(from + self.compaction_step_bytes()).max(self.log().page_of(from) + 1);
+            let step_until = until.min(self.log().page_start(step_end));
             if !self.compact_step(keyed, from, step_until, wait, &mut report)? {
                 report.deferred = true;
                 break;
@@ -139,11 +139,11 @@ impl Table {
     /// batch reserves twice its size), at least a page.
     fn compaction_step_bytes(&self) -> u64 {
         const STEP: u64 = 64 << 20;
-        if self.log.has_storage() {
+        if self.log().has_storage() {
             return STEP;
         }
-        let used = self.log.tail_address() - self.log.begin_address();
-        (self.log.ring_bytes().saturating_sub(used) / 4).clamp(1 << self.config.log.page_size_bits, STEP)
+        let used = self.log().tail_address() - self.log().begin_address();
+        (self.log().ring_bytes().saturating_sub(used) / 4).clamp(1 << self.config().log.page_size_bits, STEP)
     }
 
     /// One step of [`Self::compact_log`] over `[from, until)`: copies, horizon, wait,
@@ -170,7 +170,7 @@ impl Table {
         if !keyed.snapshots.wait_finished_below(horizon, wait) {
             return keep_head("scans with older snapshots still run");
         }
-        if self.log.has_storage() {
+        if self.log().has_storage() {
             if let Err(error) = self.wait_durable(horizon, Duration::from_secs(60)) {
                 keyed.snapshots.restore_horizon(previous_horizon);
                 return Err(error);
@@ -205,10 +205,10 @@ impl Table {
         let mut key = Vec::new();
         let mut batch: Vec<LiveVersion> = Vec::new();
         let mut batch_bytes = 0usize;
-        for page in self.log.page_of(from)..self.log.page_of(until) {
-            let Some(end) = self.log.read_page(page, &mut buffer)? else { continue };
-            let page_start = self.log.page_start(page);
-            for (offset, view) in PageRecords::new(&buffer[..end.min(self.log.page_capacity())]) {
+        for page in self.log().page_of(from)..self.log().page_of(until) {
+            let Some(end) = self.log().read_page(page, &mut buffer)? else { continue };
+            let page_start = self.log().page_start(page);
+            for (offset, view) in PageRecords::new(&buffer[..end.min(self.log().page_capacity())]) {
                 let address = page_start + offset as u64;
                 let header = view.header();
                 if address < from || !header.is_visible() || header.is_invalid() || !keyed.record_key(&view, &mut key) {

@@ -103,7 +103,7 @@ impl Table {
         use crate::record::ADDRESS_MASK;
         // Chains hold raw 48-bit addresses (the hash index's entries, key pointers' words).
         let kp_address = kp_address.get();
-        let word0_at = |address: u64| -> &AtomicU64 { &*self.log.memory_ptr(LogAddress::new(address)).cast::<AtomicU64>() };
+        let word0_at = |address: u64| -> &AtomicU64 { &*self.log().memory_ptr(LogAddress::new(address)).cast::<AtomicU64>() };
         let mine = word0_at(kp_address);
         let mut current = slot.load();
         'entry: loop {
@@ -175,7 +175,7 @@ impl Table {
     /// merge's base version cannot be read.
     pub fn ingest_ops(&self, records: &[&[u8]], ops: &[RecordOp]) -> Result<IngestReport> {
         self.check_ops(records.len(), ops)?;
-        let Some(keyed) = &self.keyed else {
+        let Some(keyed) = self.keyed() else {
             return self.ingest_resolved(records, &[], None);
         };
         if !ops.contains(&RecordOp::Merge) {
@@ -200,7 +200,7 @@ impl Table {
         if !ops.is_empty() && ops.len() != records {
             return Err(Error::InvalidOperation(format!("a batch of {records} records has {} operations", ops.len())));
         }
-        if self.keyed.is_none() {
+        if self.keyed().is_none() {
             if let Some(index) = ops.iter().position(|op| *op != RecordOp::Upsert) {
                 return Err(Error::InvalidOperation(format!(
                     "record {index} of the batch is a {:?}, which needs a keyed table (one created with a primary key); this table is append-only",
@@ -292,8 +292,8 @@ impl Table {
     /// [`Self::ingest_ops`] once merges are resolved to upserts.
     pub(crate) fn ingest_resolved(&self, records: &[&[u8]], ops: &[RecordOp], keyed: Option<&Keyed>) -> Result<IngestReport> {
         self.refuse_if_not_durable()?;
-        let psf_guard = self.psfs.epoch().protect();
-        let snapshot = self.psfs.snapshot();
+        let psf_guard = self.psfs().epoch().protect();
+        let snapshot = self.psfs().snapshot();
         let prepared = self.prepare_batch(&snapshot, records, ops, keyed)?;
         let report = self.append_batch(&snapshot, prepared, keyed)?;
         drop(psf_guard);
@@ -321,7 +321,7 @@ impl Table {
         let mut value_regions: Vec<u8> = Vec::new();
         let mut keys: Vec<u8> = Vec::new();
         let mut canonical = Vec::new();
-        let max = self.log.max_record_size();
+        let max = self.log().max_record_size();
         let skip = |report: &mut IngestReport, index: usize, reason: String| {
             report.skipped += 1;
             if report.skipped_examples.len() < 10 {
@@ -331,7 +331,7 @@ impl Table {
         for (index, payload) in records.iter().enumerate() {
             let values = match parsed.record(index) {
                 Ok(values) => values,
-                Err(reason) => match self.config.on_invalid_json {
+                Err(reason) => match self.config().on_invalid_json {
                     InvalidJsonPolicy::Reject => return Err(Error::InvalidRecord { index, reason: reason.to_owned() }),
                     InvalidJsonPolicy::Skip => {
                         skip(&mut report, index, reason.to_owned());
@@ -376,7 +376,7 @@ impl Table {
             if let Some(keyed) = keyed.filter(|_| keys.len() == key_start) {
                 key_pointers.truncate(kp_start);
                 value_regions.truncate(region_start);
-                match self.config.on_invalid_json {
+                match self.config().on_invalid_json {
                     InvalidJsonPolicy::Reject => return Err(Error::InvalidKey { index, key: keyed.key.describe() }),
                     InvalidJsonPolicy::Skip => {
                         skip(&mut report, index, format!("no primary key {}", keyed.key.describe()));
@@ -387,7 +387,7 @@ impl Table {
             let kp_count = key_pointers.len() - kp_start;
             let size = record_size(kp_count, value_regions.len() - region_start, payload.len());
             if size > max || kp_count > MAX_KEY_POINTERS || payload.len() > u32::MAX as usize {
-                return Err(Error::RecordTooLarge { index, size, page_size: self.log.page_size(), max });
+                return Err(Error::RecordTooLarge { index, size, page_size: self.log().page_size(), max });
             }
             pending.push(PendingRecord {
                 payload,
@@ -409,14 +409,14 @@ impl Table {
     fn append_batch(&self, snapshot: &PsfSnapshot, prepared: PreparedBatch<'_>, keyed: Option<&Keyed>) -> Result<IngestReport> {
         let PreparedBatch { pending, key_pointers, value_regions, keys, mut report } = prepared;
         // A failing device with a full memory ring: stop here, before anything is written.
-        let _room = self.log.check_room(pending.iter().map(|r| r.size).sum())?;
+        let _room = self.log().check_room(pending.iter().map(|r| r.size).sum())?;
         // In flight from here until the last record's visible bit (`completion.rs`).
-        let _in_flight = self.in_flight.begin(|| self.log.tail_address());
-        let mut guard = self.log.epoch().protect();
+        let _in_flight = self.in_flight().begin(|| self.log().tail_address());
+        let mut guard = self.log().epoch().protect();
         let mut word0_templates: Vec<u64> = Vec::new();
         let prefetch = |record: &PendingRecord<'_>| {
             for kp in &key_pointers[record.key_pointers.clone()] {
-                self.index.prefetch(kp.hash);
+                self.index().prefetch(kp.hash);
             }
         };
         pending.iter().take(PREFETCH_DISTANCE).for_each(prefetch);
@@ -424,7 +424,7 @@ impl Table {
             if let Some(ahead) = pending.get(number + PREFETCH_DISTANCE) {
                 prefetch(ahead);
             }
-            let address = self.log.allocate(record.size, &mut guard)?;
+            let address = self.log().allocate(record.size, &mut guard)?;
             let kps = &key_pointers[record.key_pointers.clone()];
             let region = &value_regions[record.value_region.clone()];
             #[allow(clippy::cast_possible_truncation)]
@@ -434,8 +434,8 @@ impl Table {
             // is held (it is not refreshed until the record is complete).
             let layout = RecordLayout::new(kps.len(), region.len(), record.payload.len());
             unsafe {
-                self.log.write_header(address, header);
-                let base = self.log.memory_ptr(address);
+                self.log().write_header(address, header);
+                let base = self.log().memory_ptr(address);
                 word0_templates.clear();
                 for (i, kp) in kps.iter().enumerate() {
                     #[allow(clippy::cast_possible_truncation)]
@@ -456,7 +456,7 @@ impl Table {
             let mut linked = true;
             for (i, kp) in kps.iter().enumerate() {
                 let kp_address = KeyPointer::address_in(address, i);
-                let slot = match self.index.find_or_create_entry(kp.hash) {
+                let slot = match self.index().find_or_create_entry(kp.hash) {
                     Ok(slot) => slot,
                     Err(e) => {
                         tracing::error!(error = %e, "hash index full; record left invisible");
@@ -476,7 +476,7 @@ impl Table {
             }
             let final_header = if linked { header.with_visible() } else { header.with_invalid() };
             // SAFETY: as above.
-            unsafe { self.log.write_header(address, final_header) };
+            unsafe { self.log().write_header(address, final_header) };
             if !linked {
                 return Err(Error::InvalidConfig("hash index overflow area is full; raise index_size_bits".into()));
             }
@@ -504,10 +504,10 @@ impl Table {
     /// # Errors
     /// The device's error ([`Error::Io`], e.g. `ENOSPC`).
     pub(crate) fn refuse_if_not_durable(&self) -> Result<()> {
-        if self.config.durability == crate::table::DurabilityPolicy::None || !self.log.has_storage() {
+        if self.config().durability == crate::table::DurabilityPolicy::None || !self.log().has_storage() {
             return Ok(());
         }
-        match self.log.device_failure(std::time::Duration::ZERO) {
+        match self.log().device_failure(std::time::Duration::ZERO) {
             Some(error) => Err(error),
             None => Ok(()),
         }
@@ -534,18 +534,18 @@ impl Table {
         // A keyed table's version that became durable meanwhile stays (a resend applies
         // it again, which upserts, merge patches and deletes allow): a log compaction may
         // already have dropped the version it superseded.
-        let durable = if self.keyed.is_some() { self.durable_address() } else { LogAddress::ZERO };
+        let durable = if self.keyed().is_some() { self.durable_address() } else { LogAddress::ZERO };
         {
             // Held while headers change: the page observer's counters (`stats.records`
             // after a restart from a checkpoint) lose the withdrawn records it counted.
-            let mut observed = self.observed.lock();
-            let guard = self.log.epoch().protect();
+            let mut observed = self.observed().lock();
+            let guard = self.log().epoch().protect();
             for &address in addresses {
-                if address < self.log.begin_address() || address < durable {
+                if address < self.log().begin_address() || address < durable {
                     continue;
                 }
-                if address < self.log.head_address() {
-                    if self.keyed.is_none() {
+                if address < self.log().head_address() {
+                    if self.keyed().is_none() {
                         below_head.push(address);
                     }
                     continue;
@@ -553,15 +553,15 @@ impl Table {
                 // SAFETY: protected in the epoch, so a page at or above the head address
                 // stays in its frame; headers are 8-byte aligned words changed atomically.
                 unsafe {
-                    let header = self.log.load_header(address);
+                    let header = self.log().load_header(address);
                     if header.is_visible() && !header.is_invalid() {
-                        self.log.write_header(address, header.with_invalid());
+                        self.log().write_header(address, header.with_invalid());
                         in_memory.push(address);
-                        let view = self.log.read_in_memory(&guard, address, header.size()).and_then(crate::record::RecordView::new);
+                        let view = self.log().read_in_memory(&guard, address, header.size()).and_then(crate::record::RecordView::new);
                         if let Some(view) = &view {
-                            uncount(&mut observed, address, view);
+                            observed.uncount(address, view);
                         }
-                        if let Some(keyed) = &self.keyed {
+                        if let Some(keyed) = self.keyed() {
                             let mut key = Vec::new();
                             if view.is_some_and(|view| keyed.record_key(&view, &mut key)) {
                                 keys.push(key);
@@ -571,18 +571,18 @@ impl Table {
                 }
             }
             drop(guard);
-            observed.withdrawn_unobserved.sort_unstable();
+            observed.sort_withdrawn();
         }
         // Records below the head, read from the device (outside the lock and the epoch):
         // the visible ones, with what the observer counted of them.
         let mut on_device: Vec<(LogAddress, usize, Vec<u32>)> = Vec::new();
         let mut bytes = Vec::new();
         for address in below_head {
-            let size = match self.log.read_from_device(address, 8, &mut bytes) {
+            let size = match self.log().read_from_device(address, 8, &mut bytes) {
                 Ok(true) => header_size(&bytes),
                 _ => continue,
             };
-            if !matches!(self.log.read_from_device(address, size, &mut bytes), Ok(true)) {
+            if !matches!(self.log().read_from_device(address, size, &mut bytes), Ok(true)) {
                 continue;
             }
             if let Some(view) = crate::record::RecordView::new(&bytes).filter(|v| v.header().is_visible() && !v.header().is_invalid()) {
@@ -591,15 +591,15 @@ impl Table {
             }
         }
         let device_addresses: Vec<LogAddress> = on_device.iter().map(|(a, _, _)| *a).collect();
-        let (records, not_lasting) = match self.log.withdraw_on_device(&in_memory, &device_addresses) {
+        let (records, not_lasting) = match self.log().withdraw_on_device(&in_memory, &device_addresses) {
             Ok(listed) => {
-                let mut observed = self.observed.lock();
+                let mut observed = self.observed().lock();
                 for (_, payload, psfs) in &on_device {
                     // Below the head: observed long ago.
-                    observed.totals.remove(*payload, psfs.iter().copied());
+                    observed.uncount_below_head(*payload, psfs);
                 }
                 drop(observed);
-                if let Err(error) = self.columnar.drop_containing(&listed) {
+                if let Err(error) = self.columnar().drop_containing(&listed) {
                     // Not read any more by this process; dropped at the next open.
                     tracing::error!(%error, "columnar files holding withdrawn records could not be dropped from the manifest");
                 }
@@ -611,7 +611,7 @@ impl Table {
             }
         };
         self.count_withdrawn(records);
-        if let Some(keyed) = &self.keyed {
+        if let Some(keyed) = self.keyed() {
             // After the listing: a version read back from the device is then seen invalid.
             if let Err(error) = self.revalidate_withdrawn(keyed, &keys) {
                 tracing::error!(%error, "keyed table: the latest versions of withdrawn keys could not be read back");
@@ -624,17 +624,6 @@ impl Table {
 /// The size of the record whose header `bytes` start with (8 when they hold no header).
 fn header_size(bytes: &[u8]) -> usize {
     bytes.get(..8).map_or(8, |word| crate::record::RecordHeader(u64::from_le_bytes(word.try_into().unwrap_or([0; 8]))).size().max(8))
-}
-
-/// Takes a record being withdrawn (still valid in `view`) out of the page observer's
-/// counters if its page was observed, else notes it for the observer.
-fn uncount(observed: &mut crate::table::Observed, address: LogAddress, view: &crate::record::RecordView<'_>) {
-    if address < observed.until {
-        let kps = (0..view.header().key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
-        observed.totals.remove(view.payload().len(), kps);
-    } else {
-        observed.withdrawn_unobserved.push(address);
-    }
 }
 
 /// What [`Table::withdraw`] did.

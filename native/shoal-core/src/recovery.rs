@@ -171,21 +171,21 @@ impl Table {
                 (p.name.clone(), kind, register, deregister)
             })
             .collect();
-        table.psfs.restore(restored);
+        table.psfs().restore(restored);
         // Backfills asked for before: their runs that still hold, and the rest resumed.
-        if let Err(error) = table.backfill.resume(&table.psfs.all()) {
+        if let Err(error) = table.backfill().resume(&table.psfs().all()) {
             tracing::warn!(%error, "the PSFs' backfills could not be resumed; they cover what they index from now on");
         }
-        for (psf, count) in table.psfs.all().iter().zip(key_pointer_counts) {
+        for (psf, count) in table.psfs().all().iter().zip(key_pointer_counts) {
             psf.add_key_pointers(count);
         }
         report.records = records;
-        table.sessions.restore(&replay.last_serials);
+        table.sessions().restore(&replay.last_serials);
         report.writers = replay.last_serials.len();
         table.restore_counts(records, payload_bytes);
         report.end_address = replay.end_address;
         report.tail_address = tail;
-        if let Some(keyed) = &table.keyed {
+        if let Some(keyed) = table.keyed() {
             // A horizon above the recovered tail was saved by a compaction that had not
             // dropped the head yet (that waits for its copies to be durable up to it).
             keyed.snapshots.raise_horizon(meta.snapshot_horizon.min(tail));
@@ -204,8 +204,8 @@ impl Table {
     /// # Errors
     /// [`Error::InvalidConfig`] when the table's first PSF is not its key's; device errors.
     fn rebuild_key_index(&self, report: &mut RecoveryReport) -> Result<()> {
-        let Some(keyed) = &self.keyed else { return Ok(()) };
-        match self.psfs.get(keyed.key.psf) {
+        let Some(keyed) = self.keyed() else { return Ok(()) };
+        match self.psfs().get(keyed.key.psf) {
             Some(psf) if psf.name == crate::keys::PRIMARY_KEY_PSF => {}
             _ => {
                 return Err(Error::InvalidConfig(format!(
@@ -214,13 +214,13 @@ impl Table {
                 )))
             }
         }
-        let (begin, tail) = (self.log.begin_address(), self.log.tail_address());
+        let (begin, tail) = (self.log().begin_address(), self.log().tail_address());
         let mut buffer = Vec::new();
         let mut canonical = Vec::new();
-        for page in self.log.page_of(begin)..=self.log.page_of(LogAddress::new(tail.get().max(1) - 1)) {
-            let Some(end) = self.log.read_page(page, &mut buffer)? else { continue };
-            let page_start = self.log.page_start(page);
-            for (offset, view) in PageRecords::new(&buffer[..end.min(self.log.page_capacity())]) {
+        for page in self.log().page_of(begin)..=self.log().page_of(LogAddress::new(tail.get().max(1) - 1)) {
+            let Some(end) = self.log().read_page(page, &mut buffer)? else { continue };
+            let page_start = self.log().page_start(page);
+            for (offset, view) in PageRecords::new(&buffer[..end.min(self.log().page_capacity())]) {
                 let header = view.header();
                 let address = page_start + offset as u64;
                 if !header.is_visible() || header.is_invalid() || address < begin {

@@ -54,7 +54,7 @@ impl Table {
         if let Some(bytes) = policy.keep_bytes {
             rules.push(RetentionRule::KeepBytes(bytes));
         }
-        if let Some(secs) = policy.max_age_secs.filter(|_| self.log.has_storage()) {
+        if let Some(secs) = policy.max_age_secs.filter(|_| self.log().has_storage()) {
             rules.push(RetentionRule::OlderThan(Duration::from_secs(secs)));
         }
         let mut reports = Vec::new();
@@ -62,12 +62,12 @@ impl Table {
             let target = self.retention_target(rule)?;
             // A keyed table's rule that would drop no obsolete version would only copy live
             // ones to the tail (retention never drops them): nothing to do.
-            if self.keyed.as_ref().is_some_and(|k| k.index.obsolete_below(target) == 0) {
+            if self.keyed().as_ref().is_some_and(|k| k.index.obsolete_below(target) == 0) {
                 continue;
             }
             reports.push(self.truncate(RetentionRule::BeforeAddress(target))?);
         }
-        if let Some(keyed) = &self.keyed {
+        if let Some(keyed) = self.keyed() {
             let percent = u64::from(policy.compact_obsolete_percent.unwrap_or(crate::config::DEFAULT_COMPACT_OBSOLETE_PERCENT));
             let until = self.compactable_until();
             let stats = keyed.index.stats();
@@ -94,16 +94,16 @@ impl Table {
 
     /// The address `rule` would drop the log below (before rounding to pages).
     fn retention_target(&self, rule: RetentionRule) -> Result<LogAddress> {
-        let previous = self.log.begin_address();
+        let previous = self.log().begin_address();
         Ok(match rule {
             RetentionRule::BeforeAddress(address) => address,
-            RetentionRule::KeepBytes(bytes) => self.log.tail_address().sub_bytes(bytes),
+            RetentionRule::KeepBytes(bytes) => self.log().tail_address().sub_bytes(bytes),
             RetentionRule::OlderThan(age) => {
-                if !self.log.has_storage() {
+                if !self.log().has_storage() {
                     return Err(Error::InvalidConfig("an in-memory table has no segment files to age".into()));
                 }
                 let cutoff = SystemTime::now().checked_sub(age).unwrap_or(SystemTime::UNIX_EPOCH);
-                self.log.begin_for_age(cutoff)?.unwrap_or(previous)
+                self.log().begin_for_age(cutoff)?.unwrap_or(previous)
             }
         })
     }
@@ -111,7 +111,7 @@ impl Table {
     /// The highest address the head of the log may be dropped up to: the start of the
     /// page holding the flushed address (only whole flushed pages are dropped).
     pub(crate) fn compactable_until(&self) -> LogAddress {
-        self.log.page_start(self.log.page_of(self.log.flushed_until().min(self.complete_until())))
+        self.log().page_start(self.log().page_of(self.log().flushed_until().min(self.complete_until())))
     }
 
     /// Drops the head of the log per `rule`: records below the new begin address are
@@ -127,7 +127,7 @@ impl Table {
     /// [`Table::compact_log`] on a keyed table.
     pub fn truncate(&self, rule: RetentionRule) -> Result<TruncateReport> {
         let target = self.retention_target(rule)?;
-        if self.keyed.is_some() {
+        if self.keyed().is_some() {
             return Ok(self.compact_log(target, crate::keys::SNAPSHOT_WAIT)?.truncate);
         }
         self.shift_head(target)
@@ -136,24 +136,24 @@ impl Table {
     /// Drops the head of the log below `target` (rounded down to a page boundary, never
     /// above the flushed address): [`Table::truncate`] without the keyed table's copy.
     pub(crate) fn shift_head(&self, target: LogAddress) -> Result<TruncateReport> {
-        let previous = self.log.begin_address();
+        let previous = self.log().begin_address();
         if target <= previous {
             return Ok(TruncateReport { previous_begin_address: previous, begin_address: previous, ..TruncateReport::default() });
         }
         // Persist the begin address first (clamped as the shift will clamp it).
-        let limit = self.log.page_start(self.log.page_of(self.log.flushed_until()));
-        let begin = self.log.page_start(self.log.page_of(target.min(limit))).max(previous);
+        let limit = self.log().page_start(self.log().page_of(self.log().flushed_until()));
+        let begin = self.log().page_start(self.log().page_of(target.min(limit))).max(previous);
         // The pages to drop are flushed: let the observer merge them into the inferred
         // schema first, so the schema does not lose their columns and types (the schema of
         // pages it had not reached is otherwise forgotten with them, and a reader that
         // loaded the schema before would see it narrow).
-        let observed = self.log.wait_observed(begin, std::time::Duration::from_secs(10));
+        let observed = self.log().wait_observed(begin, std::time::Duration::from_secs(10));
         if observed < begin {
             tracing::warn!(observed = observed.get(), begin = begin.get(), "truncating pages the schema observer has not reached yet");
         }
         self.write_meta_with_begin(begin)?;
-        let (begin, segments_deleted, bytes_deleted) = self.log.shift_begin_address(begin)?;
-        self.columnar.drop_below(begin)?;
+        let (begin, segments_deleted, bytes_deleted) = self.log().shift_begin_address(begin)?;
+        self.columnar().drop_below(begin)?;
         tracing::info!(previous = previous.get(), begin = begin.get(), segments_deleted, bytes_deleted, "log truncated");
         Ok(TruncateReport { previous_begin_address: previous, begin_address: begin, segments_deleted, bytes_deleted, versions_copied: 0 })
     }

@@ -99,12 +99,12 @@ pub struct MemoryStats {
 
 /// A FishStore instance: ingest JSON records, register PSFs, scan subsets.
 pub struct Table {
-    pub(crate) config: TableConfig,
-    pub(crate) log: Arc<HybridLog>,
-    pub(crate) index: HashIndex,
-    pub(crate) psfs: PsfRegistry,
+    config: TableConfig,
+    log: Arc<HybridLog>,
+    index: HashIndex,
+    psfs: PsfRegistry,
     /// The schema and counters of observed pages (the log's page observer).
-    pub(crate) observed: Arc<Mutex<Observed>>,
+    observed: Arc<Mutex<Observed>>,
     /// The schema of the pages the observer has not reached yet, kept up to date
     /// incrementally by [`Table::schema`].
     tail_schema: Mutex<TailSchema>,
@@ -117,21 +117,21 @@ pub struct Table {
     /// Serialises checkpoints (`checkpoint.json`).
     checkpoint_lock: Mutex<()>,
     /// The columnar tier's files and compactor.
-    pub(crate) columnar: Arc<ColumnarStore>,
+    columnar: Arc<ColumnarStore>,
     /// PSFs' backfills: sorted runs of the records below their safe register addresses.
-    pub(crate) backfill: Arc<crate::psf::backfill::Backfill>,
+    backfill: Arc<crate::psf::backfill::Backfill>,
     /// Writer sessions (exactly-once batches).
-    pub(crate) sessions: Sessions,
+    sessions: Sessions,
     parsers: Mutex<Vec<Box<dyn RecordParser>>>,
     /// Batches being written ([`Table::complete_until`]).
-    pub(crate) in_flight: InFlight,
+    in_flight: InFlight,
     /// The table's counters ([`Table::stats`]): changed only through
     /// [`Table::count_ingested`], [`Table::count_withdrawn`] and [`Table::restore_counts`].
     records: AtomicU64,
     payload_bytes: AtomicU64,
     skipped: AtomicU64,
     /// A keyed table's key and key index ([`crate::keys`]).
-    pub(crate) keyed: Option<Keyed>,
+    keyed: Option<Keyed>,
 }
 
 impl std::fmt::Debug for Table {
@@ -143,6 +143,36 @@ impl std::fmt::Debug for Table {
 impl Table {
     /// Adds a batch's counts (records and payload bytes ingested, records skipped) to the
     /// table's counters ([`Table::stats`]).
+    /// The columnar tier's files and compactor ([`crate::columnar`]).
+    pub(crate) fn columnar(&self) -> &Arc<ColumnarStore> {
+        &self.columnar
+    }
+
+    /// The PSFs' backfills ([`crate::psf::backfill`]).
+    pub(crate) fn backfill(&self) -> &Arc<crate::psf::backfill::Backfill> {
+        &self.backfill
+    }
+
+    /// The writer sessions of exactly-once batches ([`crate::session`]).
+    pub(crate) fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// The batches being written ([`Table::complete_until`]).
+    pub(crate) fn in_flight(&self) -> &InFlight {
+        &self.in_flight
+    }
+
+    /// The schema and counters of observed pages (the log's page observer).
+    pub(crate) fn observed(&self) -> &Arc<Mutex<Observed>> {
+        &self.observed
+    }
+
+    /// A keyed table's key and key index ([`crate::keys`]); `None` for a log of events.
+    pub(crate) fn keyed(&self) -> &Option<Keyed> {
+        &self.keyed
+    }
+
     pub(crate) fn count_ingested(&self, records: usize, payload_bytes: usize, skipped: usize) {
         self.records.fetch_add(records as u64, Ordering::Relaxed);
         self.payload_bytes.fetch_add(payload_bytes as u64, Ordering::Relaxed);
@@ -363,6 +393,12 @@ impl Table {
         &self.log
     }
 
+    /// The hybrid log (public with the feature `internals`).
+    #[cfg(not(feature = "internals"))]
+    pub(crate) fn log(&self) -> &Arc<HybridLog> {
+        &self.log
+    }
+
     /// The lowest valid log address (FASTER's begin address): records below it were dropped
     /// by retention or truncation.
     #[must_use]
@@ -485,6 +521,12 @@ impl Table {
     #[cfg(feature = "internals")]
     #[must_use]
     pub fn index(&self) -> &HashIndex {
+        &self.index
+    }
+
+    /// The hash index (public with the feature `internals`).
+    #[cfg(not(feature = "internals"))]
+    pub(crate) fn index(&self) -> &HashIndex {
         &self.index
     }
 
@@ -758,6 +800,31 @@ pub(crate) struct Observed {
     /// counted out of `totals` again (it may have read their page before the withdrawal).
     /// Their fields stay in the schema, which may name fields no record has.
     pub(crate) withdrawn_unobserved: Vec<LogAddress>,
+}
+
+impl Observed {
+    /// Takes a record being withdrawn (still valid in `view`) out of the counters if the
+    /// observer read its page, else notes it for the observer (which takes it out when it
+    /// reaches the page); [`Self::sort_withdrawn`] once the batch of withdrawals is noted.
+    pub(crate) fn uncount(&mut self, address: LogAddress, view: &crate::record::RecordView<'_>) {
+        if address < self.until {
+            let kps = (0..view.header().key_pointer_count()).filter_map(|i| view.key_pointer(i)).map(|kp| kp.psf_id);
+            self.totals.remove(view.payload().len(), kps);
+        } else {
+            self.withdrawn_unobserved.push(address);
+        }
+    }
+
+    /// Takes a withdrawn record below the head (observed long ago) out of the counters:
+    /// `payload` bytes, key pointers of the PSFs `psfs`.
+    pub(crate) fn uncount_below_head(&mut self, payload: usize, psfs: &[u32]) {
+        self.totals.remove(payload, psfs.iter().copied());
+    }
+
+    /// Orders the withdrawals noted for the observer (it looks them up by address).
+    pub(crate) fn sort_withdrawn(&mut self) {
+        self.withdrawn_unobserved.sort_unstable();
+    }
 }
 
 /// True when `dir` holds a table's metadata or log.

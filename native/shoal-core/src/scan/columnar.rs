@@ -42,7 +42,7 @@ impl Table {
     /// [`COLUMNAR_INDEX_SHARE`] of the records of its range (estimated from the newest
     /// entries of its chains) — provided each file holds the filter's paths in columns.
     pub(super) fn plan_columnar(&self, plan: &mut ScanPlan, filter: Option<&Expr>) {
-        let files = self.columnar.files();
+        let files = self.columnar().files();
         if files.is_empty() {
             return;
         }
@@ -111,12 +111,12 @@ impl Table {
     /// (entries per log byte) of its newest entries; below the PSF's safe register address,
     /// its backfill runs' entries, counted until `enough` (the answer's threshold) is reached.
     fn estimate_chain_entries(&self, scan: &IndexScanPlan, enough: f64) -> f64 {
-        let mut reader = LogReader::new(&self.log);
+        let mut reader = LogReader::new(self.log());
         let per_chain = (CHAIN_SAMPLE / scan.properties.len().max(1)).max(16);
         let mut total = 0.0;
         for property in &scan.properties {
             let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
-            let register = self.psfs.get(property.psf_id).map_or(LogAddress::ZERO, |p| p.safe_register_address());
+            let register = self.psfs().get(property.psf_id).map_or(LogAddress::ZERO, |p| p.safe_register_address());
             let below = scan.to.min(register);
             if scan.from < below {
                 #[allow(clippy::cast_precision_loss)]
@@ -126,11 +126,11 @@ impl Table {
                     total += self.backfilled_count(property, scan.from, below, cap) as f64;
                 }
             }
-            let Some(head) = self.index.find_entry(hash) else { continue };
+            let Some(head) = self.index().find_entry(hash) else { continue };
             let head = LogAddress::new(head);
             let (mut address, mut seen, mut in_range) = (head, 0usize, 0u64);
             let mut exhausted = true;
-            while address != LogAddress::ZERO && address >= scan.from && address >= self.log.begin_address() {
+            while address != LogAddress::ZERO && address >= scan.from && address >= self.log().begin_address() {
                 if seen == per_chain {
                     exhausted = false;
                     break;
@@ -168,7 +168,7 @@ impl Table {
     ) -> Result<ControlFlow<()>> {
         let mut at = range.from;
         while at < range.to {
-            let flow = match self.columnar.file_at(at) {
+            let flow = match self.columnar().file_at(at) {
                 Some(file) => {
                     let to = file.to.min(range.to);
                     let mut damaged_from = None;
@@ -176,7 +176,7 @@ impl Table {
                     if let Some(from) = damaged_from {
                         // The file changed on disk since it was written: the rows not
                         // answered yet come from the log, and the file goes.
-                        if let Err(error) = self.columnar.drop_damaged() {
+                        if let Err(error) = self.columnar().drop_damaged() {
                             tracing::error!(%error, "dropping a damaged columnar file failed; its range is answered from the log");
                         }
                         flow = self.full_scan(LogRange { from, to }, projector, sink)?;
@@ -185,7 +185,7 @@ impl Table {
                     flow
                 }
                 None => {
-                    let (gap, next_file) = self.columnar.next_gap(at);
+                    let (gap, next_file) = self.columnar().next_gap(at);
                     debug_assert_eq!(gap, at);
                     let to = next_file.min(range.to);
                     let flow = self.full_scan(LogRange { from: at, to }, projector, sink)?;
@@ -273,12 +273,12 @@ impl Table {
             // columns are not in memory; else decoded once, then kept in memory for later
             // scans (`columnar::DecodedColumns`).
             let fetched = match &projector.filter_expr {
-                Some(filter) => file.row_group_pages(row_group, &leaves, filter, &self.columnar.decoded, &mut opened),
+                Some(filter) => file.row_group_pages(row_group, &leaves, filter, &self.columnar().decoded, &mut opened),
                 None => Ok(None),
             }
             .and_then(|paged| match paged {
                 Some(paged) => Ok(paged),
-                None => file.row_group_columns(row_group, &leaves, &self.columnar.decoded, &mut opened).map(|arrays| (arrays, 0)),
+                None => file.row_group_columns(row_group, &leaves, &self.columnar().decoded, &mut opened).map(|arrays| (arrays, 0)),
             });
             let (arrays, skipped) = match fetched {
                 Ok(fetched) => fetched,
@@ -304,7 +304,7 @@ impl Table {
                     let leaf = columns[ScalarType::String.slot()].filter(|_| compared)?;
                     let strings = column(leaf)?.as_string::<i32>();
                     Some(if skipped == 0 {
-                        file.row_group_instants(row_group, leaf, strings, &self.columnar.decoded)
+                        file.row_group_instants(row_group, leaf, strings, &self.columnar().decoded)
                     } else {
                         std::sync::Arc::new(instants_of(strings))
                     })
@@ -450,12 +450,12 @@ impl Table {
             read.clear();
             read_walks.clear();
             {
-                let guard = self.log.epoch().protect();
+                let guard = self.log().epoch().protect();
                 for (i, &raw) in chunk.iter().enumerate() {
                     let address = LogAddress::new(raw);
-                    let in_memory = self.log.read_in_memory(&guard, address, RECORD_PREFIX).and_then(|prefix| {
+                    let in_memory = self.log().read_in_memory(&guard, address, RECORD_PREFIX).and_then(|prefix| {
                         let size = RecordHeader(u64::from_le_bytes(super::words_prefix(prefix))).size();
-                        (size >= RECORD_PREFIX).then(|| self.log.read_in_memory(&guard, address, size)).flatten()
+                        (size >= RECORD_PREFIX).then(|| self.log().read_in_memory(&guard, address, size)).flatten()
                     });
                     let record = match in_memory {
                         Some(bytes) => bytes,

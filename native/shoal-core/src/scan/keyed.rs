@@ -22,7 +22,7 @@ pub(super) struct Validator<'t> {
 impl<'t> Validator<'t> {
     /// A validator for `table` (keyed) at `snapshot`.
     pub(super) fn new(table: &'t Table, keyed: &'t Keyed, snapshot: LogAddress) -> Self {
-        Self { table, keyed, snapshot, key: Vec::new(), reader: LogReader::new(&table.log), walks: 0 }
+        Self { table, keyed, snapshot, key: Vec::new(), reader: LogReader::new(table.log()), walks: 0 }
     }
 
     /// The verdict on the version at `address` from its address alone: scans drop
@@ -33,7 +33,7 @@ impl<'t> Validator<'t> {
             // dropped the head: its entry may be gone already, and a live one was copied
             // above (read after the lookup, the begin address is at least the one the
             // compaction set before it pruned the entry).
-            Verdict::Live if address < self.table.log.begin_address() => Verdict::Superseded,
+            Verdict::Live if address < self.table.log().begin_address() => Verdict::Superseded,
             verdict => verdict,
         }
     }
@@ -76,9 +76,9 @@ impl Table {
     ) -> Result<Vec<Latest>> {
         let mut versions = Vec::new();
         let psf = keyed.key.psf;
-        let mut address = LogAddress::new(self.index.find_entry(crate::ingest::property_hash(psf, key)).unwrap_or(0));
+        let mut address = LogAddress::new(self.index().find_entry(crate::ingest::property_hash(psf, key)).unwrap_or(0));
         let mut canonical = Vec::new();
-        while address != LogAddress::ZERO && address >= self.log.begin_address() {
+        while address != LogAddress::ZERO && address >= self.log().begin_address() {
             let Some(bytes) = reader.read(address, KEY_POINTER_SIZE)? else { return Ok(versions) };
             let kp = KeyPointer::decode(super::words(bytes));
             let record_address = KeyPointer::record_of(address, usize::from(kp.index));
@@ -113,7 +113,7 @@ impl Table {
     /// # Errors
     /// Device errors.
     pub(crate) fn read_payload(&self, address: LogAddress) -> Result<Option<Vec<u8>>> {
-        let mut reader = LogReader::new(&self.log);
+        let mut reader = LogReader::new(self.log());
         let Some(record) = reader.read_record(address)? else { return Ok(None) };
         let view = RecordView::new(record).ok_or_else(|| super::corrupt(address, "record"))?;
         Ok(Some(view.payload().to_vec()))
@@ -126,7 +126,7 @@ impl Table {
     /// # Errors
     /// Device errors.
     pub(crate) fn revalidate_withdrawn(&self, keyed: &Keyed, keys: &[Vec<u8>]) -> Result<()> {
-        let mut reader = LogReader::new(&self.log);
+        let mut reader = LogReader::new(self.log());
         for key in keys {
             let versions = self.key_versions(keyed, key, LogAddress::MAX, usize::MAX, &mut reader)?;
             keyed.index.reset(key, &versions);
@@ -159,7 +159,7 @@ impl Table {
     /// (tombstones written before the error stay: each batch of them is atomic, the whole
     /// delete is not).
     pub fn delete_where(&self, filter: Option<&crate::psf::Expr>) -> Result<DeleteReport> {
-        if self.keyed.is_none() {
+        if self.keyed().is_none() {
             return Err(crate::Error::InvalidOperation(
                 "DELETE needs a keyed table (one created with a primary key); this table is append-only".into(),
             ));

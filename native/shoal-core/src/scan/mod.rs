@@ -391,7 +391,7 @@ impl Table {
     #[must_use]
     pub fn plan(&self, request: &ScanRequest) -> ScanPlan {
         let (from, to) = self.resolve_range(request);
-        let psfs = self.psfs.all();
+        let psfs = self.psfs().all();
         let mut plan = plan_scan(request.filter.as_ref(), &psfs, from, to);
         let stats = self.stats();
         let span = stats.tail_address.bytes_since(stats.begin_address).max(1);
@@ -406,7 +406,7 @@ impl Table {
             // of 58% of the records (`shoal-bench --cases query`, `type = 'PushEvent'`, 100
             // MB) take 0.23× the full scan's time. Only ranges reaching below the head
             // (device reads) get the check.
-            if records_in_range < 1_000 || scan.from >= self.log.head_address() {
+            if records_in_range < 1_000 || scan.from >= self.log().head_address() {
                 continue;
             }
             // Every key pointer its PSFs ever wrote bounds the chains' length: when that is
@@ -416,7 +416,7 @@ impl Table {
             let written: u64 = psfs
                 .iter()
                 .filter(|psf| scan.properties.iter().any(|p| p.psf_id == psf.id))
-                .map(|psf| psf.key_pointer_count() + self.backfill.progress(psf.id).map_or(0, |p| p.entries))
+                .map(|psf| psf.key_pointer_count() + self.backfill().progress(psf.id).map_or(0, |p| p.entries))
                 .sum();
             if written < cap {
                 continue;
@@ -434,7 +434,7 @@ impl Table {
         plan.full_scans.sort_by_key(|r| r.from);
         merge_adjacent(&mut plan.full_scans);
         self.plan_columnar(&mut plan, request.filter.as_ref());
-        if self.keyed.is_some() {
+        if self.keyed().is_some() {
             // As of the request's address (below the range's start when it asks for time
             // travel below the begin address: the snapshot horizon then refuses it).
             plan.snapshot = Some(request.to_address.min(to));
@@ -490,14 +490,14 @@ impl Table {
     /// Splits `[from, to)` (non-empty) into at most `parts` ranges that start at page
     /// boundaries.
     fn split_range(&self, from: LogAddress, to: LogAddress, parts: usize) -> Vec<(LogAddress, LogAddress)> {
-        let first = self.log.page_of(from);
-        let last = self.log.page_of(to - 1);
+        let first = self.log().page_of(from);
+        let last = self.log().page_of(to - 1);
         let pages = last - first + 1;
         let parts = (parts.max(1) as u64).min(pages);
         (0..parts)
             .map(|i| {
-                let start = if i == 0 { from } else { self.log.page_start(first + pages * i / parts) };
-                let end = if i + 1 == parts { to } else { self.log.page_start(first + pages * (i + 1) / parts) };
+                let start = if i == 0 { from } else { self.log().page_start(first + pages * i / parts) };
+                let end = if i + 1 == parts { to } else { self.log().page_start(first + pages * (i + 1) / parts) };
                 (start, end)
             })
             .collect()
@@ -538,7 +538,7 @@ impl Table {
         }
         for scan in &plan.index_scans {
             for property in &scan.properties {
-                let Some(psf) = self.psfs.get(property.psf_id) else {
+                let Some(psf) = self.psfs().get(property.psf_id) else {
                     return invalid(format!("PSF id {} does not exist", property.psf_id));
                 };
                 if psf.name != property.psf {
@@ -553,7 +553,7 @@ impl Table {
                 }
             }
         }
-        let (begin, tail) = (self.log.begin_address(), self.log.tail_address());
+        let (begin, tail) = (self.log().begin_address(), self.log().tail_address());
         let mut bound = plan.restrict(begin, tail);
         bound.full_scans.sort_by_key(|r| r.from);
         bound.columnar_scans.sort_by_key(|r| r.from);
@@ -567,16 +567,16 @@ impl Table {
     pub fn chain_length(&self, property: &PropertyKey, from: LogAddress, to: LogAddress, cap: u64) -> u64 {
         let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
         // Below the safe register address: the backfill's runs.
-        let register = self.psfs.get(property.psf_id).map_or(LogAddress::ZERO, |p| p.safe_register_address());
+        let register = self.psfs().get(property.psf_id).map_or(LogAddress::ZERO, |p| p.safe_register_address());
         let mut count = self.backfilled_count(property, from, to.min(register), cap);
         if count >= cap {
             return count;
         }
         let from = from.max(register);
-        let Some(head) = self.index.find_entry(hash) else { return count };
+        let Some(head) = self.index().find_entry(hash) else { return count };
         let mut address = LogAddress::new(head);
-        let mut reader = LogReader::new(&self.log);
-        while address != LogAddress::ZERO && address >= from && address >= self.log.begin_address() && count < cap {
+        let mut reader = LogReader::new(self.log());
+        while address != LogAddress::ZERO && address >= from && address >= self.log().begin_address() && count < cap {
             let Ok(Some(bytes)) = reader.read(address, KEY_POINTER_SIZE) else { break };
             let kp = KeyPointer::decode(words(bytes));
             if address < to && kp.psf_id == property.psf_id {
@@ -595,7 +595,7 @@ impl Table {
     pub(crate) fn backfilled_count(&self, property: &PropertyKey, from: LogAddress, to: LogAddress, cap: u64) -> u64 {
         let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
         let mut count = 0;
-        for run in self.backfill.runs(property.psf_id, from, to) {
+        for run in self.backfill().runs(property.psf_id, from, to) {
             count += run.count(hash, from, to, cap - count).unwrap_or(0);
             if count >= cap {
                 break;
@@ -608,7 +608,7 @@ impl Table {
     /// address) to its `to_address`, at most [`Table::complete_until`] — so no record in
     /// flight at planning time is skipped by one answer and by the next, which starts there.
     fn resolve_range(&self, request: &ScanRequest) -> (LogAddress, LogAddress) {
-        let from = request.from_address.max(self.log.begin_address());
+        let from = request.from_address.max(self.log().begin_address());
         let to = request.to_address.min(self.complete_until());
         (from, to.max(from))
     }
@@ -704,8 +704,8 @@ impl Table {
         let snapshot = plan.snapshot.or_else(|| plan.bounds().map(|(_, to)| to)).unwrap_or(LogAddress::MAX);
         // A keyed table's scan holds its snapshot open, so that a log compaction does not
         // drop versions it would see ([`crate::keys::Snapshots`]).
-        let _open = self.keyed.as_ref().map(|keyed| keyed.snapshots.open(snapshot)).transpose()?;
-        let validator = self.keyed.as_ref().map(|keyed| keyed::Validator::new(self, keyed, snapshot));
+        let _open = self.keyed().as_ref().map(|keyed| keyed.snapshots.open(snapshot)).transpose()?;
+        let validator = self.keyed().as_ref().map(|keyed| keyed::Validator::new(self, keyed, snapshot));
         let mut projector = Projector {
             table: self,
             filter,
@@ -722,7 +722,7 @@ impl Table {
             stats: ScanStats::default(),
             validator,
         };
-        let mut reader = LogReader::new(&self.log);
+        let mut reader = LogReader::new(self.log());
         let mut flow = ControlFlow::Continue(());
         for index_scan in &plan.index_scans {
             if flow.is_break() {
@@ -803,7 +803,7 @@ impl Table {
         let mut canonical = Vec::new();
         let mut copied = Vec::new();
         let mut ready: Vec<RecordBatch> = Vec::new();
-        let epoch = self.log.epoch();
+        let epoch = self.log().epoch();
         let mut chains = scan.properties.iter();
         // The chain being walked, the next address on it and where the chain part of the
         // range starts: at the PSF's safe register address (its backfill's runs index
@@ -826,17 +826,17 @@ impl Table {
                                 break;
                             };
                             let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
-                            let register = self.psfs.get(property.psf_id).map_or(LogAddress::ZERO, |p| p.safe_register_address());
-                            (property, LogAddress::new(self.index.find_entry(hash).unwrap_or(0)), scan.from.max(register))
+                            let register = self.psfs().get(property.psf_id).map_or(LogAddress::ZERO, |p| p.safe_register_address());
+                            (property, LogAddress::new(self.index().find_entry(hash).unwrap_or(0)), scan.from.max(register))
                         }
                     };
-                    if address == LogAddress::ZERO || address < chain_from || address < self.log.begin_address() {
+                    if address == LogAddress::ZERO || address < chain_from || address < self.log().begin_address() {
                         cursor = None;
                         continue;
                     }
                     reads += 1;
                     projector.stats.chain_entries += 1;
-                    let kp = match self.log.read_in_memory(&guard, address, KEY_POINTER_SIZE) {
+                    let kp = match self.log().read_in_memory(&guard, address, KEY_POINTER_SIZE) {
                         Some(bytes) => KeyPointer::decode(words(bytes)),
                         None => match reader.read(address, KEY_POINTER_SIZE)? {
                             Some(bytes) => KeyPointer::decode(words(bytes)),
@@ -869,10 +869,10 @@ impl Table {
                                 && kp.canonical_value(view.value_region(), view.payload(), canonical)
                                 && *canonical == property.canonical
                         };
-                        let found = if let Some(prefix) = self.log.read_in_memory(&guard, record_address, RECORD_PREFIX) {
+                        let found = if let Some(prefix) = self.log().read_in_memory(&guard, record_address, RECORD_PREFIX) {
                             let size = RecordHeader(u64::from_le_bytes(words_prefix(prefix))).size();
                             // As `LogReader::read_record`: a size that cannot be is no record.
-                            match (size >= RECORD_PREFIX).then(|| self.log.read_in_memory(&guard, record_address, size)).flatten() {
+                            match (size >= RECORD_PREFIX).then(|| self.log().read_in_memory(&guard, record_address, size)).flatten() {
                                 Some(bytes) => {
                                     let view = RecordView::new(bytes).ok_or_else(|| corrupt(record_address, "chain record"))?;
                                     matches(&view, &mut canonical).then(|| Candidate::InMemory(view.payload()))
@@ -949,13 +949,13 @@ impl Table {
     ) -> Result<ControlFlow<()>> {
         let mut addresses = Vec::new();
         for property in &scan.properties {
-            let Some(psf) = self.psfs.get(property.psf_id) else { continue };
+            let Some(psf) = self.psfs().get(property.psf_id) else { continue };
             let to = scan.to.min(psf.safe_register_address());
             if scan.from >= to {
                 continue;
             }
             let hash = crate::ingest::property_hash(property.psf_id, &property.canonical);
-            let runs = self.backfill.runs(property.psf_id, scan.from, to);
+            let runs = self.backfill().runs(property.psf_id, scan.from, to);
             // Read after the runs: a deregistration that deleted them reset it first.
             if psf.coverage().is_none_or(|(from, _)| from > scan.from) {
                 return Err(Error::InvalidPlan(format!(
@@ -966,7 +966,7 @@ impl Table {
             for run in runs {
                 if let Err(error) = run.lookup(hash, scan.from, to, &mut addresses) {
                     // A block that fails its checksum: the run is made again.
-                    self.backfill.damaged(&psf, &run);
+                    self.backfill().damaged(&psf, &run);
                     return Err(error);
                 }
             }
@@ -1026,11 +1026,11 @@ impl Table {
             return Ok(ControlFlow::Continue(()));
         }
         let mut page_bytes = Vec::new();
-        let first_page = self.log.page_of(range.from);
-        let last_page = self.log.page_of(range.to - 1);
+        let first_page = self.log().page_of(range.from);
+        let last_page = self.log().page_of(range.to - 1);
         for page in first_page..=last_page {
-            let page_start = self.log.page_start(page);
-            let mut records = self.log.page_records(page, range.from, range.to, &mut page_bytes)?;
+            let page_start = self.log().page_start(page);
+            let mut records = self.log().page_records(page, range.from, range.to, &mut page_bytes)?;
             projector.stats.full_scan_records += records.len() as u64;
             let mut walks = Vec::new();
             if let Some(validator) = &projector.validator {
@@ -1051,7 +1051,7 @@ impl Table {
             if projector.process(&payloads, &addresses, &walks, false, sink)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
-            if page_start + self.log.page_size() as u64 >= range.to {
+            if page_start + self.log().page_size() as u64 >= range.to {
                 break;
             }
         }

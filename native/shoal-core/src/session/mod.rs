@@ -60,7 +60,7 @@ impl Table {
                 batch.writer.len()
             )));
         }
-        let writer = self.sessions.writer(batch.writer);
+        let writer = self.sessions().writer(batch.writer);
         let mut state = writer.lock();
         if state.last_serial.is_some_and(|last| batch.serial <= last) {
             return Ok(IngestReport { duplicate: true, ..IngestReport::default() });
@@ -68,12 +68,12 @@ impl Table {
         self.refuse_if_not_durable()?;
         // Reserve the tail before `begin` is allocated: the durable address cannot pass
         // this batch until its commit (or abort) marker is durable.
-        let reservation = self.log.tail_address();
-        self.sessions.reserve(reservation);
+        let reservation = self.log().tail_address();
+        self.sessions().reserve(reservation);
         let (writer, serial) = (batch.writer.to_owned(), batch.serial);
         if let Err(e) = self.write_control(&Marker::Begin { writer: writer.clone(), serial }) {
             // Nothing of the batch is in the log.
-            self.sessions.close(reservation, None);
+            self.sessions().close(reservation, None);
             return Err(e);
         }
         let (outcome, closing_end) = match self.ingest_ops(records, ops) {
@@ -87,7 +87,7 @@ impl Table {
             },
         };
         match closing_end {
-            Some(end) => self.sessions.close(reservation, Some(end)),
+            Some(end) => self.sessions().close(reservation, Some(end)),
             // Without a closing marker the reservation is held for good: recovery will cut
             // the log at this batch's `begin`, so nothing after it may be reported durable.
             None => tracing::error!(writer = batch.writer, serial, "a writer batch has no commit or abort marker; the durable address stays below it"),
@@ -102,7 +102,7 @@ impl Table {
     /// What the table knows of `writer` (nothing: all `None`).
     #[must_use]
     pub fn writer_status(&self, writer: &str) -> WriterStatus {
-        let Some(state) = self.sessions.known_writer(writer) else {
+        let Some(state) = self.sessions().known_writer(writer) else {
             return WriterStatus { writer: writer.to_owned(), ..WriterStatus::default() };
         };
         let durable = self.durable_address();
@@ -122,11 +122,11 @@ impl Table {
     /// tables, where nothing survives.
     #[must_use]
     pub fn durable_address(&self) -> LogAddress {
-        if !self.log.has_storage() {
+        if !self.log().has_storage() {
             return LogAddress::ZERO;
         }
-        let flushed = self.log.flushed_until();
-        self.sessions.oldest_reservation(flushed).map_or(flushed, |r| r.min(flushed))
+        let flushed = self.log().flushed_until();
+        self.sessions().oldest_reservation(flushed).map_or(flushed, |r| r.min(flushed))
     }
 
     /// Makes everything ingested below `address` durable (writing the open page's
@@ -147,7 +147,7 @@ impl Table {
     /// # Errors
     /// As [`Table::wait_durable`]; [`Error::Cancelled`] when `keep_waiting` said no.
     pub fn wait_durable_while(&self, address: LogAddress, timeout: Duration, keep_waiting: &dyn Fn() -> bool) -> Result<LogAddress> {
-        if !self.log.has_storage() {
+        if !self.log().has_storage() {
             return Err(Error::InvalidConfig("an in-memory table has no durable storage".into()));
         }
         let deadline = std::time::Instant::now() + timeout;
@@ -159,10 +159,10 @@ impl Table {
             }
             // A device that keeps failing during this wait (e.g. a full disk: the flush
             // thread's retries every 100 ms keep failing) fails it after half a second.
-            if self.log.flush_error().is_some() {
+            if self.log().flush_error().is_some() {
                 let since = *failing_since.get_or_insert_with(std::time::Instant::now);
                 if since.elapsed() >= Duration::from_millis(500) {
-                    if let Some(error) = self.log.device_failure(Duration::ZERO) {
+                    if let Some(error) = self.log().device_failure(Duration::ZERO) {
                         return Err(error);
                     }
                 }
@@ -173,16 +173,16 @@ impl Table {
                 return Err(Error::Cancelled(format!("waiting for address {address} to be durable (durable up to {durable})")));
             }
             if std::time::Instant::now() >= deadline {
-                let reason = self.log.flush_error().unwrap_or_else(|| "timed out".into());
+                let reason = self.log().flush_error().unwrap_or_else(|| "timed out".into());
                 return Err(Error::io("log device", std::io::Error::other(format!(
                     "address {address} is not durable after {timeout:?} (durable up to {durable}): {reason}"
                 ))));
             }
             // Group commit writes on its own interval; otherwise ask for the write now.
-            if !matches!(self.config.durability, crate::table::DurabilityPolicy::GroupCommit { .. }) {
-                self.log.request_flush();
+            if !matches!(self.config().durability, crate::table::DurabilityPolicy::GroupCommit { .. }) {
+                self.log().request_flush();
             }
-            self.log.wait_flushed(address.min(self.log.tail_address()), Duration::from_millis(5));
+            self.log().wait_flushed(address.min(self.log().tail_address()), Duration::from_millis(5));
         }
     }
 
@@ -191,16 +191,16 @@ impl Table {
         let body = serde_json::to_vec(marker).map_err(|e| Error::InvalidConfig(format!("encoding a marker: {e}")))?;
         let size = record_size(0, 0, body.len());
         // In memory, the marker needs room like any record (see `HybridLog::check_room`).
-        let _room = if self.log.has_storage() { None } else { Some(self.log.check_room(size)?) };
-        let mut guard = self.log.epoch().protect();
-        let address = self.log.allocate(size, &mut guard)?;
+        let _room = if self.log().has_storage() { None } else { Some(self.log().check_room(size)?) };
+        let mut guard = self.log().epoch().protect();
+        let address = self.log().allocate(size, &mut guard)?;
         #[allow(clippy::cast_possible_truncation)]
         // SAFETY: `allocate` gave this thread [address, address + size) in an in-memory
         // page, which cannot be flushed or evicted while `guard` is held.
         unsafe {
-            self.log.write_header(address, RecordHeader::new(size as u32, 0, 0));
-            RecordLayout::new(0, 0, body.len()).write_body(self.log.memory_ptr(address), &[], &body);
-            self.log.write_header(address, RecordHeader::control(size as u32));
+            self.log().write_header(address, RecordHeader::new(size as u32, 0, 0));
+            RecordLayout::new(0, 0, body.len()).write_body(self.log().memory_ptr(address), &[], &body);
+            self.log().write_header(address, RecordHeader::control(size as u32));
         }
         Ok(address + size as u64)
     }

@@ -321,6 +321,30 @@ fn row_groups_whose_statistics_rule_the_filter_out_are_skipped() {
         assert!(reason.contains(&format!("{} skipped by their statistics", counts.skipped)), "{reason}");
         let (limited, _, _) = run(&on, Some(filter), &output, Some(3));
         assert_eq!(limited.len(), expected.len().min(3), "{filter}");
+        // Split eight ways (Flight endpoints): the parts still give every row once, and the
+        // parts whose row groups the statistics rule out join their neighbours.
+        let request = ScanRequest {
+            filter: Some(parse_expr(filter).expect("filter")),
+            columns: ["n", "s", "f"].iter().map(|p| FieldPath::parse(p).expect("path")).collect(),
+            ..ScanRequest::default()
+        };
+        let parts = on.split_plan(&plan, 8, request.filter.as_ref());
+        let mut batches = Vec::new();
+        for part in &parts {
+            on.scan_with_plan(&request, part, &mut |b: RecordBatch| {
+                batches.push(b);
+                Ok(ControlFlow::Continue(()))
+            })
+            .expect("part");
+        }
+        assert_eq!(rows(&batches), expected, "{filter}: {} parts", parts.len());
+        let unjoined = on.split_plan(&plan, 8, None).len();
+        if filter == "n >= 2950" || filter == "s < 'k00100'" {
+            assert!(parts.len() < unjoined && unjoined >= 2, "{filter}: {} parts of {unjoined}", parts.len());
+        }
+        if !prunes {
+            assert_eq!(parts.len(), unjoined, "{filter}: nothing is ruled out, nothing joins");
+        }
     }
 }
 

@@ -417,7 +417,7 @@ fn plan_command(catalog: &Catalog, command: QueryCommand, filter_bytes: usize) -
         query.command.max_endpoints.unwrap_or(catalog.config().endpoints_per_query)
     };
     let mut endpoints = Vec::new();
-    for part in table.split_plan(&query.plan, parts) {
+    for part in table.split_plan(&query.plan, parts, query.request.filter.as_ref()) {
         let plan = plan_json(&part);
         let ticket = TicketBody {
             v: TICKET_VERSION,

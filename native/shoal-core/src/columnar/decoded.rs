@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, Int64Array, StringArray};
@@ -170,7 +169,7 @@ impl DecodedColumns {
     /// none or is null): kept from an earlier scan, else read from `strings` (the leaf's
     /// array, every row of the row group) and kept beside it. A `TIMESTAMP` comparison
     /// then compares integers ([`super::eval`]) instead of reading every string again per
-    /// comparison and per query (two thirds of a one-hour range query's time at 1 GB).
+    /// comparison and per query (30 % of a one-hour range query's time at 1 GB).
     pub(crate) fn instants(&self, file: u64, row_group: usize, leaf: usize, strings: &StringArray) -> Arc<Int64Array> {
         let key = leaf | INSTANTS;
         if let Some(array) = self.get(file, row_group, key) {

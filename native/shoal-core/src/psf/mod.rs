@@ -439,8 +439,10 @@ impl RangeBuckets {
         match (self, literal) {
             (RangeBuckets::Time { edges, .. }, Literal::Timestamp(t)) => match edges {
                 TimeEdges::At(edges) => edges.binary_search(t).is_ok(),
-                TimeEdges::Every(width) => t.rem_euclid(*width) == 0,
-                TimeEdges::Calendar(calendar) => calendar.floor(*t) == *t,
+                // A bucket number clamped to 0 or `u32::MAX` holds every instant beyond it too
+                // (`"1ms"` buckets clamp outside ±24 days of the epoch): not an edge then.
+                TimeEdges::Every(width) => t.rem_euclid(*width) == 0 && TimeEdges::unclamped(t.div_euclid(*width)),
+                TimeEdges::Calendar(calendar) => calendar.floor(*t) == *t && TimeEdges::unclamped(calendar.index(*t)),
             },
             _ => false,
         }
@@ -448,6 +450,12 @@ impl RangeBuckets {
 }
 
 impl TimeEdges {
+    /// Whether the bucket of unit number `index` ([`Self::bucket`]: `index + 2³¹`) is not
+    /// clamped at 0, nor at `u32::MAX` where later instants' would be clamped into it too.
+    fn unclamped(index: i64) -> bool {
+        (1..i64::from(u32::MAX)).contains(&index.saturating_add(1 << 31))
+    }
+
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     fn bucket(&self, instant: i64) -> u32 {
         match self {
@@ -922,6 +930,13 @@ mod tests {
         assert!(buckets.begins_bucket(&at("2021-07-01T00:00:00Z")));
         assert!(!buckets.begins_bucket(&at("2021-07-01T00:00:00.000001Z")));
         assert!(!buckets.begins_bucket(&Literal::Str("2021-07-01T00:00:00Z".into())));
+        // Millisecond buckets clamp outside ±24 days of the epoch: 2021's instants share the
+        // last bucket, so `< 2021-07-01` must read it.
+        let millis: PsfSpec = serde_json::from_str(r#"{"kind":"range","field":"t","type":"timestamp","bucket":"1ms"}"#).unwrap();
+        let PsfKind::Range { buckets: clamped, .. } = PsfKind::from_spec("ms", &millis).unwrap() else { panic!() };
+        assert!(!clamped.begins_bucket(&at("2021-07-01T00:00:00Z")));
+        assert!(clamped.begins_bucket(&at("1970-01-02T00:00:00Z")));
+        assert!(!clamped.begins_bucket(&at("1969-01-01T00:00:00Z")));
         let hours: PsfSpec = serde_json::from_str(r#"{"kind":"range","field":"t","type":"timestamp","bucket":"hour"}"#).unwrap();
         let hourly = PsfKind::from_spec("hour", &hours).unwrap();
         assert!(matches!(&hourly, PsfKind::Range { buckets: RangeBuckets::Time { edges: TimeEdges::Every(3_600_000_000), .. }, .. }));

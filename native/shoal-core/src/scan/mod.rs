@@ -451,8 +451,8 @@ impl Table {
     /// plan with no range, the one part is the whole plan. With the plan's `filter`, a part
     /// that provably selects nothing — only columnar ranges, every row group of them ruled
     /// out by its statistics — joins its neighbour instead of costing a reader a round trip
-    /// for no row (a one-hour range over a day of data: one endpoint, not four); the parts
-    /// still tile the plan.
+    /// for no row (a one-hour range over a day of data: four endpoints, three certainly
+    /// empty, became two); the parts still tile the plan.
     #[must_use]
     pub fn split_plan(&self, plan: &ScanPlan, parts: usize, filter: Option<&crate::psf::Expr>) -> Vec<ScanPlan> {
         if parts <= 1 {

@@ -331,8 +331,8 @@ fn bounded_range_paths(terms: &[&Expr], psfs: &[Arc<Psf>]) -> Vec<AccessPath> {
             let Some(at) = buckets.literal_bucket(value) else { continue };
             match op {
                 CmpOp::Gt | CmpOp::GtEq => (low, below) = (low.max(at), true),
-                CmpOp::Lt if buckets.begins_bucket(value) && at == 0 => (low, high, above) = (1, 0, true),
-                CmpOp::Lt if buckets.begins_bucket(value) => (high, above) = (high.min(at - 1), true),
+                // Below an edge: the literal's own bucket holds nothing below it.
+                CmpOp::Lt if buckets.begins_bucket(value) => (high, above) = (high.min(at.saturating_sub(1)), true),
                 CmpOp::Lt | CmpOp::LtEq => (high, above) = (high.min(at), true),
                 CmpOp::Eq => (low, high, below, above) = (low.max(at), high.min(at), true, true),
                 CmpOp::NotEq => {}

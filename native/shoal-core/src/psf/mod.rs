@@ -940,6 +940,12 @@ mod tests {
         let hours: PsfSpec = serde_json::from_str(r#"{"kind":"range","field":"t","type":"timestamp","bucket":"hour"}"#).unwrap();
         let hourly = PsfKind::from_spec("hour", &hours).unwrap();
         assert!(matches!(&hourly, PsfKind::Range { buckets: RangeBuckets::Time { edges: TimeEdges::Every(3_600_000_000), .. }, .. }));
+        // Projections of substrings are written back as they are read (table.json at a restart).
+        for field in ["substr(repo.name, 1, 6)", "substr(a, -3)"] {
+            let kind = PsfKind::from_spec("p", &PsfSpec::Projection { field: field.into() }).unwrap();
+            assert_eq!(kind.to_spec(), PsfSpec::Projection { field: field.into() });
+        }
+        assert!(PsfKind::from_spec("p", &PsfSpec::Projection { field: "substr(a, x)".into() }).is_err());
         // A PSF over date_trunc is named for what it is.
         let truncated = PsfSpec::Projection { field: "date_trunc('month', created_at)".into() };
         let error = PsfKind::from_spec("m", &truncated).unwrap_err().to_string();

@@ -167,8 +167,8 @@ enum PsfCommand {
         /// (in --unit), compared as time by `field >= TIMESTAMP '…'` filters.
         #[arg(long, requires = "range")]
         timestamp: bool,
-        /// --timestamp buckets of a fixed width from the epoch instead of --boundaries:
-        /// 1h, 15m, 1d, 30s, …
+        /// --timestamp buckets instead of --boundaries: a fixed width from the epoch (1h,
+        /// 15m, 1d, 30s, …) or a calendar unit in UTC (week, month, quarter, year)
         #[arg(long, requires = "timestamp")]
         bucket: Option<String>,
         /// --timestamp: the unit of epoch numbers (s, ms or us; default s).

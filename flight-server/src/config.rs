@@ -66,6 +66,9 @@ pub struct ServerConfig {
     /// The cluster this daemon is a node of (`[cluster]`: `nodes`, `node_id`, `tls_ca`);
     /// default: none (`docs/deployment.md`, "A cluster").
     pub cluster: crate::cluster::ClusterConfig,
+    /// The remote store of the tables (`[storage]`: `remote`, `remote_sync_ms`,
+    /// `remote_commit_ms`); default: none (`docs/deployment.md`, "Object storage").
+    pub storage: crate::remote::StorageConfig,
     /// Keys of the file that are no setting (the flattened engine settings leave them
     /// here); [`ServerConfig::validate`] refuses them.
     #[serde(flatten, skip_serializing)]
@@ -92,6 +95,7 @@ impl Default for ServerConfig {
             handshake_timeout_secs: 10,
             max_streams_per_connection: 256,
             cluster: crate::cluster::ClusterConfig::default(),
+            storage: crate::remote::StorageConfig::default(),
             unknown: BTreeMap::new(),
         }
     }
@@ -172,6 +176,13 @@ impl ServerConfig {
         check_range("handshake_timeout_secs", self.handshake_timeout_secs, 1, 300, " seconds")?;
         check_range("max_streams_per_connection", u64::from(self.max_streams_per_connection), 1, 65_536, "")?;
         self.cluster.validate()?;
+        self.storage.validate()?;
+        if self.storage.remote.is_some() && self.engine.in_memory {
+            return Err("[storage] remote keeps tables in an object store; it cannot go with --in-memory".into());
+        }
+        if self.storage.remote.is_none() && self.engine.durability == Durability::Remote {
+            return Err("durability \"remote\" needs a remote store: set [storage] remote (--remote, SHOAL_REMOTE)".into());
+        }
         if self.auth_token.as_deref().is_some_and(str::is_empty) {
             return Err("auth_token is empty: give a token, or none to serve without authentication".into());
         }

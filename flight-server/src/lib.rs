@@ -8,6 +8,7 @@ pub mod config;
 pub mod flight_sql;
 pub mod limits;
 mod put;
+pub mod remote;
 mod route;
 pub mod rpc;
 pub mod service;

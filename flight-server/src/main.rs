@@ -15,6 +15,7 @@ use tonic::{Request, Status};
 
 use shoal_server::auth::Authenticator;
 use shoal_server::cluster::Cluster;
+use shoal_server::remote::RemoteStore;
 use shoal_ops::catalog::Catalog;
 use shoal_server::config::{durability_value_parser, Durability, ServerConfig};
 use shoal_server::service::ShoalFlightService;
@@ -90,6 +91,16 @@ struct ServeArgs {
     /// Group-commit interval in milliseconds [default: 5].
     #[arg(long, env = "SHOAL_GROUP_COMMIT_MS")]
     group_commit_ms: Option<u64>,
+    /// The tables' remote store, their durable home: s3://bucket/prefix, gs://…, az://…, file:///path
+    /// (credentials and endpoint from AWS_*, GOOGLE_*, AZURE_* as the cloud SDKs take them).
+    #[arg(long, env = "SHOAL_REMOTE")]
+    remote: Option<String>,
+    /// Milliseconds between uploads to the remote store of tables with a local durability [default: 1000].
+    #[arg(long, env = "SHOAL_REMOTE_SYNC_MS")]
+    remote_sync_ms: Option<u64>,
+    /// Milliseconds between uploads of tables with durability remote (their acknowledgements) [default: 50].
+    #[arg(long, env = "SHOAL_REMOTE_COMMIT_MS")]
+    remote_commit_ms: Option<u64>,
     /// Seconds between automatic checkpoints, 0 for none [default: 60].
     #[arg(long, env = "SHOAL_CHECKPOINT_INTERVAL_SECS")]
     checkpoint_interval_secs: Option<u64>,
@@ -310,6 +321,15 @@ impl ServeArgs {
             config.cluster.secret.clone_from(&self.cluster_secret);
             config.cluster.secret_file = None;
         }
+        if self.remote.is_some() {
+            config.storage.remote.clone_from(&self.remote);
+        }
+        if let Some(ms) = self.remote_sync_ms {
+            config.storage.remote_sync_ms = ms;
+        }
+        if let Some(ms) = self.remote_commit_ms {
+            config.storage.remote_commit_ms = ms;
+        }
         if self.cluster_secret_file.is_some() {
             config.cluster.secret_file.clone_from(&self.cluster_secret_file);
             config.cluster.secret = None;
@@ -404,7 +424,7 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-async fn serve_async(config: ServerConfig) -> Result<(), String> {
+async fn serve_async(mut config: ServerConfig) -> Result<(), String> {
     if let Some(addr) = config.metrics_listen {
         if !addr.ip().is_loopback() {
             tracing::warn!(%addr, "the metrics endpoint has no authentication and names the tables: it is reachable beyond this host");
@@ -418,7 +438,20 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let remote = match &config.storage.remote {
+        Some(_) => {
+            let node = config.cluster.node_id.map_or_else(|| "-".to_owned(), |n| n.to_string());
+            let remote = RemoteStore::open(&config.storage, &node)?;
+            std::fs::create_dir_all(&config.engine.data_dir).map_err(|e| format!("cannot create {}: {e}", config.engine.data_dir.display()))?;
+            remote.prepare(&config.engine.data_dir).await?;
+            config.engine.remote_commit_ms = Some(config.storage.remote_commit_ms);
+            tracing::info!(remote = remote.url(), "remote store: the tables' durable home");
+            Some(remote)
+        }
+        None => None,
+    };
     let catalog = Arc::new(Catalog::open(config.engine.clone())?);
+    let mirroring = remote.as_ref().map(|remote| tokio::spawn(Arc::clone(remote).run(Arc::clone(&catalog))));
     let authenticator = Arc::new(Authenticator::new(config.bearer_token()?, config.basic_auth.as_deref())?);
     let limits = shoal_server::service::StreamLimits {
         max_concurrent_scans: config.max_concurrent_scans,
@@ -427,6 +460,9 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
         stream_idle: std::time::Duration::from_secs(config.stream_idle_timeout_secs),
     };
     let mut service = ShoalFlightService::new(Arc::clone(&catalog), Arc::clone(&authenticator), &limits);
+    if let Some(remote) = &remote {
+        service = service.with_remote(Arc::clone(remote));
+    }
     if config.cluster.is_enabled() {
         let map_dir = (!config.engine.in_memory).then(|| config.engine.data_dir.join("cluster"));
         let cluster = Cluster::open(&config.cluster, map_dir, config.bearer_token()?.as_deref(), config.basic_auth.as_deref())?;
@@ -504,6 +540,14 @@ async fn serve_async(config: ServerConfig) -> Result<(), String> {
     tracing::info!("shutting down: flushing tables");
     let closing = Arc::clone(&catalog);
     tokio::task::spawn_blocking(move || closing.close_all()).await.map_err(|e| e.to_string())?;
+    if let Some(remote) = &remote {
+        // The tables are closed (checkpointed): a last round uploads their final files.
+        tracing::info!("shutting down: last uploads to the remote store");
+        remote.stop(std::time::Duration::from_secs(60)).await;
+    }
+    if let Some(task) = mirroring {
+        task.abort();
+    }
     tracing::info!("shoal stopped");
     Ok(())
 }

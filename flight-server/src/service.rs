@@ -72,6 +72,9 @@ pub struct ShoalFlightService {
     /// Where a request's table lives: here, or sharded over the nodes of this daemon's
     /// cluster (whose plans, reads, writes and actions go through `cluster/`).
     router: Router,
+    /// The tables' remote store: an action that changes a table answers once the store
+    /// holds the change ([`crate::remote::SYNCED_ACTIONS`]).
+    remote: Option<Arc<crate::remote::RemoteStore>>,
 }
 
 impl ShoalFlightService {
@@ -92,7 +95,14 @@ impl ShoalFlightService {
         let scans = Arc::new(Admission::new(&scans, "scans (DoGet)", "max_concurrent_scans", "scan_wait_timeout_ms"));
         let puts = Arc::new(Admission::new(&puts, "ingesting streams (DoPut)", "max_concurrent_puts", "30 s"));
         let sql = ShoalSqlService::new(Arc::clone(&catalog), Arc::clone(&scans), Arc::clone(&puts));
-        Self { catalog, auth, scans, puts, sql, router: Router::default() }
+        Self { catalog, auth, scans, puts, sql, router: Router::default(), remote: None }
+    }
+
+    /// The service with the tables' remote store.
+    #[must_use]
+    pub fn with_remote(mut self, remote: Arc<crate::remote::RemoteStore>) -> Self {
+        self.remote = Some(remote);
+        self
     }
 
     /// The service as a node of `cluster`.
@@ -411,11 +421,19 @@ impl FlightService for ShoalFlightService {
         }
         let catalog = Arc::clone(&self.catalog);
         let (alive, _guard) = CallerAlive::new();
+        let synced = self.remote.as_ref().filter(|_| crate::remote::SYNCED_ACTIONS.contains(&action.r#type.as_str())).map(|remote| {
+            let body: serde_json::Value = serde_json::from_slice(&action.body).unwrap_or_default();
+            let table = body.get("table").or_else(|| body.get("name")).and_then(serde_json::Value::as_str).unwrap_or_default().to_owned();
+            (Arc::clone(remote), table)
+        });
         let result = blocking(move || {
             let call = ops::ActionCall { keep_waiting: &|| alive.get(), filter_bytes: caller.filter_bytes() };
             ops::run_action_with(&catalog, &action.r#type, &action.body, call)
         })
         .await?;
+        if let Some((remote, table)) = synced {
+            remote.sync_table(&self.catalog, &table).await?;
+        }
         Ok(Response::new(Box::pin(stream::iter([Ok(json_result(&result))]))))
     }
 

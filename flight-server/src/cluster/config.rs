@@ -151,7 +151,7 @@ pub fn host_ordinal(host: &str) -> Option<usize> {
 }
 
 /// The host name: `HOSTNAME` (set in containers), else the operating system's.
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     if let Ok(name) = std::env::var("HOSTNAME") {
         if !name.is_empty() {
             return name;

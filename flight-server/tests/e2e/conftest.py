@@ -36,7 +36,7 @@ READY = "shoal ready: listening on "
 class Daemon:
     """A running `shoal serve` process."""
 
-    def __init__(self, data_dir: Path, *extra: str, scheme: str = "grpc", host: str = "127.0.0.1", listen: str = "127.0.0.1:0"):
+    def __init__(self, data_dir: Path, *extra: str, scheme: str = "grpc", host: str = "127.0.0.1", listen: str = "127.0.0.1:0", env: dict | None = None):
         # Port 0: the daemon binds a free port and prints it (no window in which another process
         # could take a port picked here).
         self.log_lines: list[str] = []
@@ -45,6 +45,7 @@ class Daemon:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            env={**os.environ, **(env or {})},
         )
         ready = threading.Event()
         bound: list[int] = []

@@ -36,6 +36,15 @@ pub enum DurabilityPolicy {
     },
     /// Every batch is written and synced before it is acknowledged.
     Fsync,
+    /// The object store is the durable home (issue 47): every `interval_ms` the log's
+    /// filled prefix is written to the segment files (unsynced: the local disk is a cache),
+    /// and a batch is acknowledged once the table's owner has put those bytes into the
+    /// remote store and said so ([`crate::Table::advance_remote_durable`]). The engine
+    /// itself uploads nothing: the daemon's remote mirror does.
+    Remote {
+        /// Interval between flushes of the open page, in milliseconds (at least 1).
+        interval_ms: u64,
+    },
 }
 
 /// Configuration of a [`Table`].
@@ -139,9 +148,11 @@ impl TableConfig {
     #[must_use]
     pub fn with_durability(mut self, policy: DurabilityPolicy) -> Self {
         self.durability = policy;
-        self.log.sync_on_flush = !matches!(policy, DurabilityPolicy::None);
+        self.log.sync_on_flush = matches!(policy, DurabilityPolicy::GroupCommit { .. } | DurabilityPolicy::Fsync);
         self.log.flush_interval = match policy {
-            DurabilityPolicy::GroupCommit { interval_ms } => Some(std::time::Duration::from_millis(interval_ms.max(1))),
+            DurabilityPolicy::GroupCommit { interval_ms } | DurabilityPolicy::Remote { interval_ms } => {
+                Some(std::time::Duration::from_millis(interval_ms.max(1)))
+            }
             _ => None,
         };
         self

@@ -110,6 +110,15 @@ pub enum Error {
         /// Bytes of the log between the begin address and the tail.
         used: u64,
     },
+    /// Another process owns the table now (it claimed a newer owner epoch in the remote
+    /// store), or it may not be written here: this process acknowledges nothing more of
+    /// it. The text says why (`fenced by epoch N: ...`).
+    #[error("{0}")]
+    Fenced(String),
+    /// The table's remote store (durability `remote`) has failed for a while: a batch
+    /// could not be acknowledged. Nothing acknowledged is lost; retry later.
+    #[error("the remote store is unavailable: {0}")]
+    RemoteUnavailable(String),
     /// A wait was given up because its caller went away (e.g. the client of a
     /// `make_durable` call disconnected); nothing was changed.
     #[error("cancelled: {0}")]

@@ -28,10 +28,7 @@ use crate::error::{Error, Result};
 pub fn write_json_atomic<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<()> {
     let path = dir.join(name);
     let temporary = dir.join(format!("{name}.tmp"));
-    let content = serde_json::to_vec_pretty(value).map_err(|e| Error::InvalidConfig(format!("encoding {name}: {e}")))?;
-    let mut text = format!("{{\"crc32\": {}, \"content\": ", crc32fast::hash(&content)).into_bytes();
-    text.extend_from_slice(&content);
-    text.extend_from_slice(b"}\n");
+    let text = encode_checksummed(name, value)?;
     let write = || -> std::io::Result<()> {
         let mut file = std::fs::File::create(&temporary)?;
         file.write_all(&text)?;
@@ -64,8 +61,32 @@ pub fn read_json<T: DeserializeOwned>(dir: &Path, name: &str) -> Result<Option<T
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(&path, e)),
     };
-    let damaged = |what: String| Error::InvalidConfig(format!("{} is damaged or not a shoal file: {what}", path.display()));
-    let content: &[u8] = match serde_json::from_slice::<Checksummed>(&bytes) {
+    decode_checksummed(&bytes, &path.display().to_string()).map(Some)
+}
+
+/// `value` in the checksummed form of these files ([module documentation](self)):
+/// `{"crc32": C, "content": V}` and a newline. `name` is for the error only. Also the
+/// form of the objects of the daemon's remote store that describe a table (its manifests).
+///
+/// # Errors
+/// [`Error::InvalidConfig`] when `value` cannot be encoded.
+pub fn encode_checksummed<T: Serialize>(name: &str, value: &T) -> Result<Vec<u8>> {
+    let content = serde_json::to_vec_pretty(value).map_err(|e| Error::InvalidConfig(format!("encoding {name}: {e}")))?;
+    let mut text = format!("{{\"crc32\": {}, \"content\": ", crc32fast::hash(&content)).into_bytes();
+    text.extend_from_slice(&content);
+    text.extend_from_slice(b"}\n");
+    Ok(text)
+}
+
+/// Decodes `bytes` written by [`encode_checksummed`] (or a bare value written before the
+/// checksum), checking the checksum; `what_file` names the file or object in errors.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] naming `what_file` when the checksum does not match the
+/// content or it is not the expected JSON.
+pub fn decode_checksummed<T: DeserializeOwned>(bytes: &[u8], what_file: &str) -> Result<T> {
+    let damaged = |what: String| Error::InvalidConfig(format!("{what_file} is damaged or not a shoal file: {what}"));
+    let content: &[u8] = match serde_json::from_slice::<Checksummed>(bytes) {
         Ok(file) => {
             let computed = crc32fast::hash(file.content.get().as_bytes());
             if computed != file.crc32 {
@@ -77,13 +98,13 @@ pub fn read_json<T: DeserializeOwned>(dir: &Path, name: &str) -> Result<Option<T
             // Written before files carried a checksum: the bare value — unless the file
             // names either member of the checksummed form (then it is one, damaged: a
             // flipped bit changes one name at most).
-            let legacy = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes)
+            let legacy = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes)
                 .is_ok_and(|members| !members.contains_key("crc32") && !members.contains_key("content"));
             if !legacy {
                 return Err(damaged(e.to_string()));
             }
-            &bytes
+            bytes
         }
     };
-    serde_json::from_slice(content).map(Some).map_err(|e| damaged(e.to_string()))
+    serde_json::from_slice(content).map_err(|e| damaged(e.to_string()))
 }

@@ -499,11 +499,19 @@ impl Table {
     /// is full) in a table whose writes are acknowledged only once durable: they could
     /// not be, and records accepted into memory would be visible although their writer
     /// was told they failed (7,000 such rows on a full disk before this check). Tables
-    /// with `durability = none` keep accepting into memory.
+    /// with `durability = none` keep accepting into memory. A fenced table ([`Table::fence`])
+    /// refuses every batch.
     ///
     /// # Errors
-    /// The device's error ([`Error::Io`], e.g. `ENOSPC`).
+    /// The device's error ([`Error::Io`], e.g. `ENOSPC`); [`Error::Fenced`];
+    /// [`Error::RemoteUnavailable`].
     pub(crate) fn refuse_if_not_durable(&self) -> Result<()> {
+        if let Some(reason) = self.fenced() {
+            return Err(Error::Fenced(reason.to_string()));
+        }
+        if let Some(error) = self.remote_failure() {
+            return Err(error);
+        }
         if self.config().durability == crate::table::DurabilityPolicy::None || !self.log().has_storage() {
             return Ok(());
         }

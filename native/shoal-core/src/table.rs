@@ -25,7 +25,7 @@ use crate::session::state::Sessions;
 use crate::LogAddress;
 
 pub use crate::config::{DurabilityPolicy, InvalidJsonPolicy, RetentionPolicy, TableConfig};
-pub use crate::log::{DeviceConfig, LogConfig};
+pub use crate::log::{page_location, DeviceConfig, LogConfig, PageSnapshot, PAGE_FOOTER_SIZE};
 
 /// Counters of a table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -55,6 +55,10 @@ pub struct TableStats {
     /// tables): where a follower that must never see a record a crash could take back
     /// stops (`durable_only`).
     pub durable_address: LogAddress,
+    /// Bytes of the log not yet in the remote store ([`Table::remote_lag_bytes`]); absent
+    /// without a remote store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_lag_bytes: Option<u64>,
     /// Bytes of one log page (the unit of flushing, eviction and observation: whole pages
     /// below `observed_until_address` are in the schema).
     pub page_size_bytes: u64,
@@ -132,7 +136,29 @@ pub struct Table {
     skipped: AtomicU64,
     /// A keyed table's key and key index ([`crate::keys`]).
     keyed: Option<Keyed>,
+    /// What the table's owner in a remote store says of it ([`Table::advance_remote_durable`],
+    /// [`Table::fence`]).
+    remote: RemoteState,
 }
+
+/// What the process that mirrors a table into an object store (the daemon's remote mirror,
+/// issue 47) tells the engine: how far the log is in the store, and whether another process
+/// took the table over.
+#[derive(Debug, Default)]
+struct RemoteState {
+    /// Every byte of the log below this address is in the remote store (a log address).
+    durable: AtomicU64,
+    /// Why this process may no longer write the table (another owner's newer epoch).
+    fenced: std::sync::OnceLock<String>,
+    /// Whether a remote store mirrors the table ([`Table::advance_remote_durable`] was called).
+    mirrored: std::sync::atomic::AtomicBool,
+    /// Since when, and why, uploads to the remote store fail ([`Table::set_remote_failure`]).
+    failure: Mutex<Option<(std::time::Instant, String)>>,
+}
+
+/// How long the remote store of a table with durability `remote` may fail before batches
+/// are refused and waits for durability fail ([`crate::Error::RemoteUnavailable`]).
+pub const REMOTE_FAILURE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -317,7 +343,68 @@ impl Table {
             payload_bytes: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
             keyed,
+            remote: RemoteState::default(),
         }))
+    }
+
+    /// Records that every byte of the log below `address` is in the remote store (the
+    /// daemon's remote mirror calls it after each upload it committed). With durability
+    /// [`DurabilityPolicy::Remote`] a batch is acknowledged once this passes its end
+    /// ([`Table::durable_address`]); the address never moves back.
+    pub fn advance_remote_durable(&self, address: LogAddress) {
+        self.remote.mirrored.store(true, Ordering::Release);
+        self.remote.durable.fetch_max(address.get(), Ordering::AcqRel);
+    }
+
+    /// Says that uploads to the remote store fail (`Some(why)`; the first failure's time is
+    /// kept while they go on failing) or work again (`None`). With durability
+    /// [`DurabilityPolicy::Remote`], once they have failed for [`REMOTE_FAILURE_GRACE`],
+    /// new batches are refused and waits for durability fail with
+    /// [`crate::Error::RemoteUnavailable`] naming `why`.
+    pub fn set_remote_failure(&self, why: Option<String>) {
+        let mut failure = self.remote.failure.lock();
+        *failure = why.map(|why| (failure.as_ref().map_or_else(std::time::Instant::now, |(since, _)| *since), why));
+    }
+
+    /// The remote store's failure once it has lasted [`REMOTE_FAILURE_GRACE`], for a table
+    /// with durability [`DurabilityPolicy::Remote`].
+    pub(crate) fn remote_failure(&self) -> Option<crate::Error> {
+        if !matches!(self.config.durability, DurabilityPolicy::Remote { .. }) {
+            return None;
+        }
+        let failure = self.remote.failure.lock();
+        let (since, why) = failure.as_ref()?;
+        (since.elapsed() >= REMOTE_FAILURE_GRACE)
+            .then(|| crate::Error::RemoteUnavailable(format!("{why} (failing for {} ms)", since.elapsed().as_millis())))
+    }
+
+    /// Bytes of the log not yet in the remote store (the tail minus
+    /// [`Table::remote_durable_address`]): what a lost disk would cost. `None` when no
+    /// remote store mirrors the table.
+    #[must_use]
+    pub fn remote_lag_bytes(&self) -> Option<u64> {
+        self.remote.mirrored.load(Ordering::Acquire).then(|| self.tail_address().get().saturating_sub(self.remote_durable_address().get()))
+    }
+
+    /// The address below which the remote store holds the log (0 when nothing was
+    /// uploaded, or the table has no remote store).
+    pub fn remote_durable_address(&self) -> LogAddress {
+        LogAddress::new(self.remote.durable.load(Ordering::Acquire))
+    }
+
+    /// Another process owns the table now (it claimed a newer epoch in the remote store):
+    /// from here on every batch is refused and every wait for durability fails with
+    /// [`crate::Error::Fenced`] carrying `reason` (the first reason given stays). Reads go on.
+    pub fn fence(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        if self.remote.fenced.set(reason.clone()).is_ok() {
+            tracing::warn!(reason, "table fenced: it acknowledges no more writes");
+        }
+    }
+
+    /// Why the table was fenced ([`Table::fence`]), if it was.
+    pub fn fenced(&self) -> Option<&str> {
+        self.remote.fenced.get().map(String::as_str)
     }
 
     /// Rewrites `table.json` with `psfs` (no-op for in-memory tables).
@@ -404,6 +491,31 @@ impl Table {
     #[must_use]
     pub fn begin_address(&self) -> LogAddress {
         self.log.begin_address()
+    }
+
+    /// The log address below which the log is in its segment files (written; synced under
+    /// `group_commit` and `fsync`): what a copy of the log (the daemon's remote store) can
+    /// read of them. 0 for an in-memory table.
+    #[must_use]
+    pub fn flushed_address(&self) -> LogAddress {
+        if self.log.has_storage() { self.log.flushed_until() } else { LogAddress::ZERO }
+    }
+
+    /// The page holding `address` (its number: address / page size).
+    #[must_use]
+    pub fn page_of(&self, address: LogAddress) -> u64 {
+        self.log.page_of(address)
+    }
+
+    /// Page `page` of the log as its segment file proves it now ([`PageSnapshot`]): for
+    /// copies of the log (the daemon's remote store). `None` for an in-memory table and a
+    /// page never written.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the segment file; [`Error::CorruptPage`] when its footer proves
+    /// nothing.
+    pub fn snapshot_page(&self, page: u64) -> Result<Option<PageSnapshot>> {
+        self.log.snapshot_page(page)
     }
 
     /// The log address one past the last allocated record (FASTER's tail): every record
@@ -681,6 +793,7 @@ impl Table {
             tail_address: self.log.tail_address(),
             complete_until: self.complete_until(),
             durable_address: self.durable_address(),
+            remote_lag_bytes: self.remote_lag_bytes(),
             page_size_bytes: self.log.page_size() as u64,
             index_bytes: self.index.memory_bytes() as u64,
             columnar: self.columnar.stats(

@@ -220,6 +220,13 @@ impl Catalog {
                 if let Some((page, reason)) = &report.corrupt_page {
                     tracing::warn!(table = %name, page, %reason, "a damaged page and everything after it were cut off");
                 }
+                if matches!(table.config().durability, shoal_core::table::DurabilityPolicy::Remote { .. }) && config.remote_commit_ms.is_none() {
+                    // Its batches would wait for uploads nobody makes: refused instead, reads go on.
+                    table.fence(format!(
+                        "table {name:?} has durability \"remote\", but this engine has no remote store ([storage] remote, \
+                         --remote or SHOAL_REMOTE on the daemon): its writes are refused, its reads served"
+                    ));
+                }
                 let memory = MemoryLimit { limit: config.memory_limit_bytes(), tables: Arc::downgrade(&shared) };
                 tables.insert(name.clone(), Arc::new(TableEntry::new(name, table, memory)?));
             }
@@ -293,7 +300,15 @@ impl Catalog {
                 request.name
             )));
         }
-        let mut config = config.with_durability(durability.policy(group_commit_ms));
+        if durability == Durability::Remote && self.config.remote_commit_ms.is_none() {
+            return Err(OpsError::invalid_argument(format!(
+                "table {:?}: durability \"remote\" needs a remote store, and this engine has none (set [storage] remote, \
+                 --remote or SHOAL_REMOTE on the daemon; the embedded engine has no remote store)",
+                request.name
+            )));
+        }
+        let remote_commit_ms = self.config.remote_commit_ms.unwrap_or(0);
+        let mut config = config.with_durability(durability.policy(group_commit_ms, remote_commit_ms));
         if !self.config.in_memory {
             let dir = self.table_dir(&request.name);
             if dir.join(TABLE_META_FILE).exists() {

@@ -20,7 +20,8 @@ pub struct EngineConfig {
     pub in_memory: bool,
     /// Default memory budget of each table's log ring, in bytes. Default 256 MiB.
     pub memory_budget_bytes: usize,
-    /// Default durability of new tables: `none`, `group_commit` or `fsync`. Default `none`.
+    /// Default durability of new tables: `none`, `group_commit`, `fsync` or `remote` (with
+    /// the daemon's `[storage] remote`). Default `none`.
     pub durability: Durability,
     /// Interval of `group_commit`, in milliseconds. Default 5.
     pub group_commit_ms: u64,
@@ -43,6 +44,12 @@ pub struct EngineConfig {
     /// Default settings of new tables' columnar tier (section `[columnar]`: `enabled`,
     /// `file_log_bytes`, `row_group_rows`, `codec`, `idle_ms`, `cache_bytes`). Default: on, 64 MiB files.
     pub columnar: shoal_core::columnar::ColumnarConfig,
+    /// The interval of durability `remote`, in milliseconds, when the tables have a remote
+    /// store to be acknowledged by (the daemon's `[storage] remote`, which sets this from
+    /// `[storage] remote_commit_ms`); `None`: no remote store, and durability `remote` is
+    /// refused. Not a setting of its own.
+    #[serde(skip)]
+    pub remote_commit_ms: Option<u64>,
 }
 
 /// The settings of the daemon's Flight service that the engine does not take (the
@@ -65,6 +72,7 @@ pub const DAEMON_SETTINGS: &[&str] = &[
     "stream_idle_timeout_secs",
     "handshake_timeout_secs",
     "max_streams_per_connection",
+    "storage",
 ];
 
 impl Default for EngineConfig {
@@ -82,6 +90,7 @@ impl Default for EngineConfig {
             max_tables: 1024,
             max_memory_bytes: 0,
             columnar: shoal_core::columnar::ColumnarConfig::default(),
+            remote_commit_ms: None,
         }
     }
 }
@@ -97,21 +106,26 @@ pub enum Durability {
     GroupCommit,
     /// Acknowledged once durable; every batch is written and synced at once.
     Fsync,
+    /// Acknowledged once in the daemon's remote store (`[storage] remote`): the log's
+    /// prefix is uploaded every `remote_commit_ms`.
+    Remote,
 }
 
 impl Durability {
     /// Every policy, in the order of their names in [`Durability::NAMES`].
-    pub const ALL: [Self; 3] = [Self::None, Self::GroupCommit, Self::Fsync];
-    /// The policies' names (`none`, `group_commit`, `fsync`).
-    pub const NAMES: [&'static str; 3] = ["none", "group_commit", "fsync"];
+    pub const ALL: [Self; 4] = [Self::None, Self::GroupCommit, Self::Fsync, Self::Remote];
+    /// The policies' names (`none`, `group_commit`, `fsync`, `remote`).
+    pub const NAMES: [&'static str; 4] = ["none", "group_commit", "fsync", "remote"];
 
-    /// The engine's policy, with `group_commit_ms` for group commit.
+    /// The engine's policy, with `group_commit_ms` for group commit and `remote_commit_ms`
+    /// for remote.
     #[must_use]
-    pub fn policy(self, group_commit_ms: u64) -> DurabilityPolicy {
+    pub fn policy(self, group_commit_ms: u64, remote_commit_ms: u64) -> DurabilityPolicy {
         match self {
             Self::None => DurabilityPolicy::None,
             Self::GroupCommit => DurabilityPolicy::GroupCommit { interval_ms: group_commit_ms.max(1) },
             Self::Fsync => DurabilityPolicy::Fsync,
+            Self::Remote => DurabilityPolicy::Remote { interval_ms: remote_commit_ms.max(1) },
         }
     }
 }
@@ -124,7 +138,7 @@ impl std::str::FromStr for Durability {
             .iter()
             .position(|n| *n == name)
             .map(|i| Self::ALL[i])
-            .ok_or_else(|| format!("unknown durability {name:?}: one of none, group_commit, fsync"))
+            .ok_or_else(|| format!("unknown durability {name:?}: one of none, group_commit, fsync, remote"))
     }
 }
 

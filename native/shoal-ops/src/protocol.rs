@@ -58,7 +58,7 @@ pub struct CreateTable {
     /// Succeed without change if the table exists (default false: `ALREADY_EXISTS`).
     #[serde(default)]
     pub if_not_exists: bool,
-    /// `none`, `group_commit` or `fsync` (default: the server's `durability`).
+    /// `none`, `group_commit`, `fsync` or `remote` (default: the server's `durability`).
     #[serde(default)]
     pub durability: Option<Durability>,
     /// Group-commit interval in milliseconds (default: the server's `group_commit_ms`).

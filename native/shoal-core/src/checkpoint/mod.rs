@@ -16,7 +16,7 @@ pub mod index;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::files::{read_json, write_json_atomic};
+pub use crate::files::{decode_checksummed, encode_checksummed, read_json, write_json_atomic};
 use crate::psf::{Psf, PsfSpec, NOT_YET};
 use crate::schema::InferredSchema;
 use crate::config::{DurabilityPolicy, InvalidJsonPolicy, RetentionPolicy};

@@ -269,9 +269,81 @@ pub(crate) fn verify_page(page: &[u8], page_number: u64) -> std::result::Result<
     best.ok_or_else(|| format!("no commit slot proves any bytes ({}; torn or never written)", reasons.join("; ")))
 }
 
+/// Where page `page` lives on a directory device: its segment file's name
+/// (`segment-{page / pages_per_segment:08}.log`) and its byte offset in that file.
+#[must_use]
+pub fn page_location(page: u64, page_size: usize, pages_per_segment: u64) -> (String, u64) {
+    (format!("segment-{:08}.log", page / pages_per_segment), (page % pages_per_segment) * page_size as u64)
+}
+
+/// A page as its commit slots prove it at one moment ([`crate::log::HybridLog::snapshot_page`]),
+/// for copies of the log (the daemon's remote store): `image` is the whole page
+/// (`page_size` bytes) with the bytes after the proven prefix zeroed and the footer as
+/// stored, which is what recovery reads of it when the image is written back at its place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageSnapshot {
+    /// The page number.
+    pub page: u64,
+    /// Bytes of the record area its footer proves.
+    pub proven: usize,
+    /// The page's bytes (`page_size`), zeros after `proven`, then the footer.
+    pub image: Vec<u8>,
+}
+
+impl PageSnapshot {
+    /// Whether the footer proves the whole record area (the page is closed: no byte of it
+    /// changes again).
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.proven == self.image.len() - PAGE_FOOTER_SIZE
+    }
+
+    /// The page's footer (its two commit slots), as stored.
+    #[must_use]
+    pub fn footer(&self) -> &[u8] {
+        &self.image[self.image.len() - PAGE_FOOTER_SIZE..]
+    }
+}
+
 impl SegmentFiles {
     fn segment_path(&self, segment: u64) -> PathBuf {
-        self.dir.join(format!("segment-{segment:08}.log"))
+        self.dir.join(page_location(segment * self.pages_per_segment, self.page_size, self.pages_per_segment).0)
+    }
+
+    /// Reads what page `page`'s footer proves now ([`PageSnapshot`]): the footer first, then
+    /// the record area up to the longer prefix a slot names — a page is only appended to,
+    /// the proven bytes before the slot that proves them, so the bytes read are those the
+    /// footer read proves, however the flush thread goes on meanwhile. `None` when the page
+    /// was never written (no file, a file that ends before the page's footer, a zero footer).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file; [`Error::CorruptPage`] when the footer proves nothing.
+    pub(crate) fn snapshot_page(&self, page: u64) -> Result<Option<PageSnapshot>> {
+        let (segment, offset) = self.locate(page);
+        let path = self.segment_path(segment);
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let capacity = self.page_size - PAGE_FOOTER_SIZE;
+        let mut image = vec![0u8; self.page_size];
+        match file.read_exact_at(&mut image[capacity..], offset + capacity as u64) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e)),
+        }
+        if image[capacity..].iter().all(|&b| b == 0) {
+            return Ok(None);
+        }
+        let slot_len = |at: usize| u32::from_le_bytes([image[at + 4], image[at + 5], image[at + 6], image[at + 7]]) as usize;
+        let longest = (0..2).map(|slot| slot_len(capacity + slot * SLOT_SIZE)).filter(|&len| len <= capacity).max().unwrap_or(0);
+        // A single (legacy) footer proves the whole area.
+        let wanted = if slot_len(capacity) == LEGACY_PAGE_MAGIC as usize || slot_len(capacity) > capacity { capacity } else { longest };
+        file.read_exact_at(&mut image[..wanted], offset).map_err(|e| Error::io(&path, e))?;
+        let proof = verify_page(&image, page).map_err(|reason| Error::CorruptPage { page, path, reason })?;
+        image[proof.len..capacity].fill(0);
+        Ok(Some(PageSnapshot { page, proven: proof.len, image }))
     }
 
     fn file(&self, segment: u64) -> Result<Arc<File>> {

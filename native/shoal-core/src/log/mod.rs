@@ -44,7 +44,7 @@ use crate::error::{Error, Result};
 use crate::record::RecordHeader;
 use crate::LogAddress;
 use crate::mem::AnonymousMemory;
-pub use device::{DeviceConfig, PAGE_FOOTER_SIZE};
+pub use device::{page_location, DeviceConfig, PageSnapshot, PAGE_FOOTER_SIZE};
 #[cfg(feature = "internals")]
 pub use device::CrashPoint;
 use device::{Device, PageCommit, SegmentFiles};
@@ -515,6 +515,21 @@ impl HybridLog {
     #[must_use]
     pub fn has_storage(&self) -> bool {
         !self.device.is_null()
+    }
+
+    /// Page `page` as the device proves it now ([`PageSnapshot`]; the bytes of withdrawn
+    /// records as stored: `withdrawn.bin` travels with a copy of the log). `None` on the
+    /// null device and for a page never written. Safe beside the flush thread: a page
+    /// is only appended to.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the segment file; [`Error::CorruptPage`] when its footer proves
+    /// nothing.
+    pub fn snapshot_page(&self, page: u64) -> Result<Option<PageSnapshot>> {
+        match &self.device {
+            Device::Null => Ok(None),
+            Device::Segments(files) => files.snapshot_page(page),
+        }
     }
 
     /// Makes the withdrawal of in-memory records lasting (a batch that could not be made

@@ -125,7 +125,11 @@ impl Table {
         if !self.log().has_storage() {
             return LogAddress::ZERO;
         }
-        let flushed = self.log().flushed_until();
+        let mut flushed = self.log().flushed_until();
+        if matches!(self.config().durability, crate::table::DurabilityPolicy::Remote { .. }) {
+            // The object store is the durable home: the local segment files are a cache.
+            flushed = flushed.min(self.remote_durable_address());
+        }
         self.sessions().oldest_reservation(flushed).map_or(flushed, |r| r.min(flushed))
     }
 
@@ -157,6 +161,12 @@ impl Table {
             if durable >= address {
                 return Ok(durable);
             }
+            if let Some(reason) = self.fenced() {
+                return Err(Error::Fenced(format!("{reason} (address {address} was not made durable)")));
+            }
+            if let Some(error) = self.remote_failure() {
+                return Err(error);
+            }
             // A device that keeps failing during this wait (e.g. a full disk: the flush
             // thread's retries every 100 ms keep failing) fails it after half a second.
             if self.log().flush_error().is_some() {
@@ -178,8 +188,11 @@ impl Table {
                     "address {address} is not durable after {timeout:?} (durable up to {durable}): {reason}"
                 ))));
             }
-            // Group commit writes on its own interval; otherwise ask for the write now.
-            if !matches!(self.config().durability, crate::table::DurabilityPolicy::GroupCommit { .. }) {
+            // Group commit (and remote) write on their own interval; otherwise ask for the write now.
+            if !matches!(
+                self.config().durability,
+                crate::table::DurabilityPolicy::GroupCommit { .. } | crate::table::DurabilityPolicy::Remote { .. }
+            ) {
                 self.log().request_flush();
             }
             self.log().wait_flushed(address.min(self.log().tail_address()), Duration::from_millis(5));

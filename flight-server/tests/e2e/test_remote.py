@@ -1,0 +1,355 @@
+"""The remote store (`[storage] remote`, issue 47) against real stores: moto's S3 server
+(from PyPI, started here; it honours `If-None-Match: *`, which the fencing needs, and is
+checked for it below) through a TCP proxy that can refuse connections, and the local
+filesystem backend (`file://`).
+
+- SIGKILL a daemon with `durability = remote` mid-ingest, again and again, each next daemon
+  on an EMPTY data directory: every acknowledged record is there exactly once, nothing never
+  sent is, PSF answers equal full scans;
+- fencing: the owner is paused (SIGSTOP), a second daemon claims the table and ingests, the
+  first resumes and acknowledges nothing more;
+- the store unavailable: batches are refused with a clear error after the grace, nothing
+  acknowledged is lost, ingestion resumes with the store;
+- a damaged object is named and never served;
+- local durability policies upload behind the tail (`remote_lag_bytes`), a drop is kept.
+"""
+
+import json
+import os
+import random
+import signal
+import socket
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from conftest import Daemon, action, put, query_ids
+
+SCHEMA = pa.schema([("json", pa.string())])
+BUCKET = "shoal-test"
+
+
+class Proxy:
+    """A TCP proxy in front of the S3 server that can refuse every connection (the store
+    unavailable) and come back."""
+
+    def __init__(self, target_port: int):
+        self.target = ("127.0.0.1", target_port)
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.blocked = threading.Event()
+        self.connections: list[socket.socket] = []
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.blocked.is_set():
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            self.connections += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self.pipe, args=(a, b), daemon=True).start()
+
+    def pipe(self, source: socket.socket, sink: socket.socket):
+        try:
+            while data := source.recv(1 << 16):
+                if self.blocked.is_set():
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        for s in (source, sink):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def block(self):
+        self.blocked.set()
+        for s in self.connections:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.connections.clear()
+
+    def unblock(self):
+        self.blocked.clear()
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """moto's S3 server on a free port, a bucket in it, and a proxy in front."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    _, port = server.get_host_and_port()
+    proxy = Proxy(port)
+    endpoint = f"http://127.0.0.1:{proxy.port}"
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    )
+    client.create_bucket(Bucket=BUCKET)
+    env = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }
+    yield {"client": client, "env": env, "proxy": proxy}
+    server.stop()
+
+
+def test_the_s3_server_honours_conditional_creates(s3):
+    """The fencing rests on `If-None-Match: *`: a second create of one key fails (412)."""
+    from botocore.exceptions import ClientError
+
+    s3["client"].put_object(Bucket=BUCKET, Key="probe/once", Body=b"1", IfNoneMatch="*")
+    with pytest.raises(ClientError) as refused:
+        s3["client"].put_object(Bucket=BUCKET, Key="probe/once", Body=b"2", IfNoneMatch="*")
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert s3["client"].get_object(Bucket=BUCKET, Key="probe/once")["Body"].read() == b"1"
+
+
+def record(table: str, n: int) -> str:
+    pad = "x" * ((n * 37) % 300)
+    return json.dumps({"id": f"{table}-{n:07d}", "type": f"T{n % 3}", "n": n, "pad": pad})
+
+
+def write(location: str, table: str, first: int, sent: list[int], acknowledged: list[int], stop: threading.Event, errors: list[str]):
+    """Batches of 8 records from `first` on, at most 4 unacknowledged, until the daemon dies
+    or `stop`; `sent` and `acknowledged` say how far (batches are acknowledged in order)."""
+    n = first
+    pending: list[int] = []
+    try:
+        client = flight.FlightClient(location)
+        writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), SCHEMA)
+        while not stop.is_set():
+            writer.write_batch(pa.record_batch([pa.array([record(table, i) for i in range(n, n + 8)], pa.string())], schema=SCHEMA))
+            n += 8
+            sent[0] = n
+            pending.append(n)
+            if len(pending) >= 4:
+                ack = reader.read()
+                if ack is None:
+                    return
+                result = json.loads(ack.to_pybytes())
+                assert result["durable_address"] >= result["end_address"], f"{table}: acknowledged before durable: {result}"
+                acknowledged[0] = pending.pop(0)
+    except (flight.FlightError, pa.ArrowException, OSError) as e:
+        errors.append(str(e))
+
+
+def ids_of(client, table: str) -> list[int]:
+    try:
+        got, _ = query_ids(client, table)
+    except pa.ArrowInvalid as e:
+        assert "no record seen so far" in str(e), e
+        return []
+    return [int(i.rsplit("-", 1)[1]) for i in got]
+
+
+def wait_until_uploaded(daemon: Daemon, table: str):
+    """Waits until `stats` says the store holds the whole log of `table` (`remote_lag_bytes`
+    0; absent until the table is claimed)."""
+    deadline = time.monotonic() + 20
+    while (lag := action(daemon.client(), "stats", {"table": table}).get("remote_lag_bytes")) != 0:
+        assert time.monotonic() < deadline, f"remote_lag_bytes stays at {lag}:\n" + "\n".join(daemon.log_lines[-20:])
+        time.sleep(0.1)
+
+
+COLUMNAR = {"enabled": True, "file_log_bytes": 1 << 17, "idle_ms": 20, "codec": "lz4"}
+TABLES = {
+    "plain": {},
+    "keyed": {"primary_key": "id"},
+    "columnar": {"columnar": COLUMNAR},
+}
+
+
+def remote_args(backend: str, s3, tmp_path) -> tuple[list[str], dict]:
+    if backend == "s3":
+        return ["--remote", f"s3://{BUCKET}/{tmp_path.name}"], s3["env"]
+    return ["--remote", f"file://{tmp_path / 'bucket'}"], {}
+
+
+@pytest.mark.parametrize("backend,kills", [("s3", int(os.environ.get("SHOAL_REMOTE_KILLS", "20"))), ("file", 4)])
+def test_sigkill_with_remote_durability_and_an_empty_directory_each_time_keeps_every_acknowledged_record(s3, tmp_path, backend, kills):
+    rng = random.Random(47)
+    args, env = remote_args(backend, s3, tmp_path)
+    daemon = Daemon(tmp_path / "data0", *args, "--durability", "remote", "--remote-commit-ms", "20", env=env)
+    client = daemon.client()
+    for name, options in TABLES.items():
+        action(client, "create_table", {"name": name, "page_size_bits": 14, **options})
+        action(client, "register_psf", {"table": name, "name": "by_type", "kind": "projection", "field": "type"})
+    present = {t: 0 for t in TABLES}
+    for kill in range(kills):
+        sent = {t: [present[t]] for t in TABLES}
+        acknowledged = {t: [present[t]] for t in TABLES}
+        stop = threading.Event()
+        errors: list[str] = []
+        writers = [
+            threading.Thread(target=write, args=(daemon.location, t, present[t], sent[t], acknowledged[t], stop, errors), daemon=True)
+            for t in TABLES
+        ]
+        for w in writers:
+            w.start()
+        time.sleep(rng.uniform(0.2, 0.8))
+        daemon.process.send_signal(signal.SIGKILL)
+        daemon.process.wait(30)
+        stop.set()
+        for w in writers:
+            w.join(30)
+        # The next daemon starts on an empty directory: everything comes from the store.
+        daemon = Daemon(tmp_path / f"data{kill + 1}", *args, "--durability", "remote", "--remote-commit-ms", "20", env=env)
+        client = daemon.client()
+        for t in TABLES:
+            got = ids_of(client, t)
+            context = f"{backend}, kill {kill}, table {t}: sent up to {sent[t][0]}, acknowledged up to {acknowledged[t][0]}, {len(got)} present"
+            assert len(got) == len(set(got)), f"records twice; {context}"
+            have = set(got)
+            missing = [i for i in range(acknowledged[t][0]) if i not in have]
+            assert not missing, f"{len(missing)} acknowledged records lost (first {missing[:5]}); {context}"
+            assert all(i < sent[t][0] for i in got), f"records that were never sent; {context}"
+            present[t] = max(got, default=-1) + 1
+        t = list(TABLES)[kill % len(TABLES)]
+        if present[t]:
+            indexed, plan = query_ids(client, t, "type = 'T1'")
+            full, _ = query_ids(client, t, "type = 'T1' OR n < 0")
+            assert indexed == full, f"kill {kill}, table {t}: PSF answer differs from a full scan ({plan})"
+    assert all(present[t] > 0 for t in TABLES), f"a table never got an acknowledged record: {present}"
+    # A clean stop uploads the checkpoint; a daemon on another empty directory reads it.
+    assert daemon.stop() == 0
+    daemon = Daemon(tmp_path / "final", *args, env=env)
+    client = daemon.client()
+    for t in TABLES:
+        assert sorted(ids_of(client, t)) == list(range(present[t])), t
+    wait_until_uploaded(daemon, "columnar")
+    assert daemon.stop() == 0
+    print(f"{backend}: {kills} kills, records at the end: {present}")
+
+
+def test_a_paused_owner_is_fenced_by_the_next_claim_and_acknowledges_nothing_more(s3, tmp_path):
+    args, env = remote_args("s3", s3, tmp_path)
+    first = Daemon(tmp_path / "first", *args, "--durability", "remote", env=env)
+    client = first.client()
+    action(client, "create_table", {"name": "events", "page_size_bits": 14})
+    put(client, "events", [record("events", i) for i in range(200)], batch=50)
+    # Paused mid-life (a long GC pause, a partitioned node): another process takes over.
+    first.process.send_signal(signal.SIGSTOP)
+    try:
+        second = Daemon(tmp_path / "second", *args, "--durability", "remote", env=env)
+        client2 = second.client()
+        assert sorted(ids_of(client2, "events")) == list(range(200))
+        put(client2, "events", [record("events", i) for i in range(200, 300)], batch=50)
+    finally:
+        first.process.send_signal(signal.SIGCONT)
+    # The first one's next batch is refused (FAILED_PRECONDITION): it may not acknowledge
+    # anything more.
+    with pytest.raises(pa.ArrowInvalid) as refused:
+        for _ in range(20):
+            put(client, "events", [record("events", i) for i in range(1000, 1010)], batch=10)
+            time.sleep(0.1)
+    assert "fenced by epoch 2" in str(refused.value), refused.value
+    stats = action(client, "stats", {"table": "events"})
+    put(client2, "events", [record("events", i) for i in range(300, 350)], batch=50)
+    assert second.stop() == 0
+    assert first.stop() == 0
+    # The store holds the second's records and the first's acknowledged before the claim.
+    third = Daemon(tmp_path / "third", *args, env=env)
+    assert sorted(ids_of(third.client(), "events")) == list(range(350)), stats
+    assert third.stop() == 0
+
+
+def test_an_unavailable_store_refuses_batches_clearly_and_loses_nothing(s3, tmp_path):
+    args, env = remote_args("s3", s3, tmp_path)
+    daemon = Daemon(tmp_path / "data", *args, "--durability", "remote", env=env)
+    client = daemon.client()
+    action(client, "create_table", {"name": "events", "page_size_bits": 14})
+    put(client, "events", [record("events", i) for i in range(100)], batch=50)
+    s3["proxy"].block()
+    try:
+        started = time.monotonic()
+        with pytest.raises(flight.FlightError) as refused:
+            put(client, "events", [record("events", i) for i in range(100, 110)], batch=10)
+        assert "remote store is unavailable" in str(refused.value), refused.value
+        assert time.monotonic() - started < 30
+        # Refused at once from now on (UNAVAILABLE: a client retries later).
+        with pytest.raises(flight.FlightUnavailableError):
+            put(client, "events", [record("events", i) for i in range(110, 120)], batch=10)
+    finally:
+        s3["proxy"].unblock()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            put(client, "events", [record("events", i) for i in range(120, 130)], batch=10)
+            break
+        except flight.FlightError:
+            assert time.monotonic() < deadline, "ingestion did not resume with the store"
+            time.sleep(0.5)
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(30)
+    again = Daemon(tmp_path / "again", *args, env=env)
+    got = set(ids_of(again.client(), "events"))
+    assert set(range(100)) <= got and set(range(120, 130)) <= got, sorted(got)
+    assert again.stop() == 0
+
+
+def test_a_damaged_object_is_named_and_never_served(s3, tmp_path):
+    args, env = remote_args("file", s3, tmp_path)
+    daemon = Daemon(tmp_path / "data", *args, "--durability", "remote", env=env)
+    client = daemon.client()
+    action(client, "create_table", {"name": "events", "page_size_bits": 14})
+    put(client, "events", [record("events", i) for i in range(500)], batch=100)
+    assert daemon.stop() == 0
+    runs = sorted((tmp_path / "bucket").rglob("pages-*"))
+    assert runs, list((tmp_path / "bucket").rglob("*"))
+    damaged = runs[0]
+    data = bytearray(damaged.read_bytes())
+    data[100] ^= 0x01
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(RuntimeError) as refused:
+        Daemon(tmp_path / "empty", *args, env=env)
+    message = str(refused.value)
+    assert "is damaged: checksum mismatch" in message and damaged.name in message, message
+
+
+def test_local_durability_uploads_behind_the_tail_and_a_drop_is_kept(s3, tmp_path):
+    args, env = remote_args("s3", s3, tmp_path)
+    daemon = Daemon(tmp_path / "data", *args, "--durability", "group_commit", "--remote-sync-ms", "100", env=env)
+    client = daemon.client()
+    action(client, "create_table", {"name": "kept", "page_size_bits": 14})
+    action(client, "create_table", {"name": "gone", "page_size_bits": 14})
+    action(client, "register_psf", {"table": "kept", "name": "by_type", "kind": "projection", "field": "type"})
+    put(client, "kept", [record("kept", i) for i in range(1000)], batch=100)
+    put(client, "gone", [record("gone", i) for i in range(10)], batch=10)
+    wait_until_uploaded(daemon, "kept")
+    action(client, "drop_table", {"name": "gone"})
+    time.sleep(0.5)
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(30)
+    again = Daemon(tmp_path / "again", *args, env=env)
+    client = again.client()
+    assert sorted(ids_of(client, "kept")) == list(range(1000))
+    indexed, plan = query_ids(client, "kept", "type = 'T2'")
+    assert len(indexed) == len([i for i in range(1000) if i % 3 == 2]) and "by_type" in json.dumps(plan), plan
+    names = [f.descriptor.path[0].decode() for f in client.list_flights()]
+    assert names == ["kept"], names
+    assert again.stop() == 0

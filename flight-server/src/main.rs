@@ -440,8 +440,10 @@ async fn serve_async(mut config: ServerConfig) -> Result<(), String> {
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let remote = match &config.storage.remote {
         Some(_) => {
-            let node = config.cluster.node_id.map_or_else(|| "-".to_owned(), |n| n.to_string());
-            let remote = RemoteStore::open(&config.storage, &node)?;
+            // A node of a cluster keeps its tables (its shards) under a prefix of its own:
+            // its replacement (the same node id, an empty volume) opens exactly them.
+            let node = config.cluster.is_enabled().then(|| config.cluster.resolve_node_id()).transpose()?;
+            let remote = RemoteStore::open(&config.storage, node)?;
             std::fs::create_dir_all(&config.engine.data_dir).map_err(|e| format!("cannot create {}: {e}", config.engine.data_dir.display()))?;
             remote.prepare(&config.engine.data_dir).await?;
             config.engine.remote_commit_ms = Some(config.storage.remote_commit_ms);

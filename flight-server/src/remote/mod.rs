@@ -135,7 +135,9 @@ impl RemoteStore {
     ///
     /// # Errors
     /// A URL of no known scheme, or settings the store's client refuses.
-    pub fn open(config: &StorageConfig, node: &str) -> Result<Arc<Self>, String> {
+    /// A node of a cluster (`node`: its id) keeps its tables under `node-<id>/` of the
+    /// store's prefix.
+    pub fn open(config: &StorageConfig, node: Option<usize>) -> Result<Arc<Self>, String> {
         let url = config.remote.clone().ok_or("no [storage] remote")?;
         let (scheme, bucket, prefix) = split_url(&url)?;
         // reqwest's rustls without a built-in provider: the process's is ring (as tonic's).
@@ -151,8 +153,14 @@ impl RemoteStore {
             "gs" => Arc::new(object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url.as_str()).build().map_err(refused)?),
             _ => Arc::new(object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url.as_str()).build().map_err(refused)?),
         };
-        let root = Path::parse(prefix).map_err(|e| format!("remote {url:?}: {e}"))?;
-        let owner = format!("{} pid {} node {node}", crate::cluster::config::host_name(), std::process::id());
+        let mut root = Path::parse(prefix).map_err(|e| format!("remote {url:?}: {e}"))?;
+        if let Some(node) = node {
+            root = root.join(format!("node-{node}").as_str());
+        }
+        let owner = match node {
+            Some(node) => format!("{} pid {} node {node}", crate::cluster::config::host_name(), std::process::id()),
+            None => format!("{} pid {}", crate::cluster::config::host_name(), std::process::id()),
+        };
         let (stopping, _) = tokio::sync::watch::channel(false);
         Ok(Arc::new(Self { store, root, url, config: config.clone(), owner, mirrors: Mutex::new(HashMap::new()), stopping }))
     }

@@ -1,0 +1,139 @@
+//! What the engine offers a process that mirrors a table into a remote store (the daemon's
+//! `remote/`, issue 47): durability `remote` (acknowledged once the mirror says the bytes are
+//! in the store), page snapshots that a copy of the log is made of, fencing, and the store's
+//! failures turned into refusals.
+
+mod common;
+
+use std::time::Duration;
+
+use shoal_core::scan::ScanRequest;
+use shoal_core::table::{page_location, DurabilityPolicy, Table, TableConfig};
+use shoal_core::{Error, FieldPath, LogAddress};
+
+fn records(from: usize, to: usize) -> Vec<String> {
+    (from..to).map(|i| format!(r#"{{"id": {i}, "type": "T{}", "pad": "{}"}}"#, i % 3, "x".repeat(i % 200))).collect()
+}
+
+fn ingest(table: &Table, lines: &[String]) -> shoal_core::Result<LogAddress> {
+    let batch: Vec<&[u8]> = lines.iter().map(String::as_bytes).collect();
+    Ok(table.ingest(&batch)?.end_address)
+}
+
+fn ids(table: &Table) -> Vec<i64> {
+    let request = ScanRequest { columns: vec![FieldPath::parse("id").unwrap()], ..ScanRequest::default() };
+    let mut ids: Vec<i64> = table
+        .scan(&request)
+        .unwrap()
+        .0
+        .iter()
+        .flat_map(|b| {
+            let column = arrow_cast::cast(b.column(0), &arrow_schema::DataType::Int64).unwrap();
+            column.as_any().downcast_ref::<arrow_array::Int64Array>().unwrap().values().to_vec()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+fn remote_table(dir: &std::path::Path) -> std::sync::Arc<Table> {
+    let mut config = TableConfig::on_disk(dir).with_durability(DurabilityPolicy::Remote { interval_ms: 2 });
+    config.log.page_size_bits = 14;
+    Table::create(config).unwrap()
+}
+
+#[test]
+fn durability_remote_acknowledges_only_what_the_mirror_reports_in_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = remote_table(dir.path());
+    let end = ingest(&table, &records(0, 300)).unwrap();
+    // Flushed locally (the interval's flushes), but nothing is in the store yet.
+    assert!(table.log().wait_flushed(end, Duration::from_secs(10)) >= end);
+    assert_eq!(table.durable_address(), LogAddress::ZERO);
+    assert!(table.wait_durable(end, Duration::from_millis(100)).is_err());
+    assert_eq!(table.stats().remote_lag_bytes, None, "no mirror yet: no lag reported");
+    table.advance_remote_durable(LogAddress::new(end.get() / 2));
+    assert_eq!(table.durable_address(), LogAddress::new(end.get() / 2));
+    assert_eq!(table.stats().remote_lag_bytes, Some(table.tail_address().get() - end.get() / 2));
+    table.advance_remote_durable(end);
+    assert_eq!(table.wait_durable(end, Duration::from_secs(1)).unwrap(), end);
+    // Never back.
+    table.advance_remote_durable(LogAddress::ZERO);
+    assert_eq!(table.remote_durable_address(), end);
+}
+
+#[test]
+fn a_fenced_table_refuses_batches_and_fails_waits_but_serves_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = remote_table(dir.path());
+    let end = ingest(&table, &records(0, 50)).unwrap();
+    table.advance_remote_durable(end);
+    let more = ingest(&table, &records(50, 60)).unwrap();
+    table.fence("fenced by epoch 7: another process owns this table now");
+    table.fence("a second reason is not kept");
+    match table.wait_durable(more, Duration::from_secs(5)) {
+        Err(Error::Fenced(reason)) => assert!(reason.starts_with("fenced by epoch 7"), "{reason}"),
+        other => panic!("expected a fence, got {other:?}"),
+    }
+    match ingest(&table, &records(60, 70)) {
+        Err(Error::Fenced(reason)) => assert_eq!(reason, "fenced by epoch 7: another process owns this table now"),
+        other => panic!("expected a fence, got {other:?}"),
+    }
+    assert_eq!(ids(&table), (0..60).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_failing_store_refuses_batches_after_the_grace_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = remote_table(dir.path());
+    let end = ingest(&table, &records(0, 20)).unwrap();
+    table.advance_remote_durable(end);
+    table.set_remote_failure(Some("writing s3://b/t: connection refused".into()));
+    // Within the grace: batches are taken (the store may come back at the next round).
+    ingest(&table, &records(20, 30)).unwrap();
+    std::thread::sleep(shoal_core::table::REMOTE_FAILURE_GRACE + Duration::from_millis(100));
+    match ingest(&table, &records(30, 40)) {
+        Err(e @ Error::RemoteUnavailable(_)) => assert!(e.to_string().contains("connection refused"), "{e}"),
+        other => panic!("expected the store's failure, got {other:?}"),
+    }
+    table.set_remote_failure(None);
+    ingest(&table, &records(40, 50)).unwrap();
+}
+
+#[test]
+fn page_snapshots_written_back_at_their_places_recover_the_table() {
+    let source = tempfile::tempdir().unwrap();
+    let mut config = TableConfig::on_disk(source.path()).with_durability(DurabilityPolicy::GroupCommit { interval_ms: 1 });
+    config.log.page_size_bits = 14;
+    let table = Table::create(config.clone()).unwrap();
+    let mut expected = Vec::new();
+    for round in 0..6 {
+        let lines = records(round * 40, round * 40 + 40);
+        let end = ingest(&table, &lines).unwrap();
+        table.wait_durable(end, Duration::from_secs(10)).unwrap();
+        expected.extend((round * 40) as i64..(round * 40 + 40) as i64);
+    }
+    let flushed = table.flushed_address();
+    let last = table.page_of(flushed);
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(source.path().join("table.json"), copy.path().join("table.json")).unwrap();
+    let page_size = 1usize << 14;
+    let mut closed = 0;
+    for page in 0..=last {
+        let Some(snapshot) = table.snapshot_page(page).unwrap() else { continue };
+        assert_eq!(snapshot.image.len(), page_size);
+        closed += usize::from(snapshot.is_closed());
+        if page < last {
+            assert!(snapshot.is_closed(), "page {page} is below the open page");
+        }
+        let (name, offset) = page_location(page, page_size, config.log.pages_per_segment);
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(copy.path().join(name)).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&file, &snapshot.image, offset).unwrap();
+    }
+    assert!(closed >= 2, "the workload spans several pages ({closed} closed)");
+    // The copy is the table as of the snapshots: every acknowledged record, once.
+    let (copied, _) = Table::open(TableConfig::on_disk(copy.path())).unwrap();
+    assert_eq!(ids(&copied), expected);
+    // A page never written has no snapshot.
+    assert_eq!(table.snapshot_page(last + 5).unwrap(), None);
+}

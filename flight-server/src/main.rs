@@ -59,6 +59,9 @@ enum Command {
     Compact(client::CompactArgs),
     /// Checkpoint a table (or every table): recovery then replays only what follows.
     Checkpoint(client::CheckpointArgs),
+    /// Restore a table of the remote store as a new table (a clone: metadata only), or as it
+    /// was at a log address, or both; daemons with this remote open it at their next start.
+    Restore(RestoreArgs),
     /// Print a shell completion script: `shoal completions bash > /etc/bash_completion.d/shoal`.
     Completions {
         /// The shell.
@@ -342,6 +345,38 @@ impl ServeArgs {
     }
 }
 
+/// `shoal restore`.
+#[derive(clap::Args)]
+struct RestoreArgs {
+    /// The remote store, as the daemon's --remote (s3://bucket/prefix, gs://, az://, file:///path).
+    #[arg(long, env = "SHOAL_REMOTE")]
+    remote: String,
+    /// The table to restore.
+    table: String,
+    /// Write it as a new table of this name; its manifest names the table's objects (nothing is copied
+    /// but the page holding --until-address).
+    #[arg(long = "as", value_name = "NEW")]
+    as_table: Option<String>,
+    /// As the table was when its log ended at this address (a batch's end_address or durable_address);
+    /// without --as the table itself is rolled back (stop its daemon first: it is fenced).
+    #[arg(long, value_name = "A")]
+    until_address: Option<u64>,
+    /// The id of the cluster node whose table it is (its tables are under node-<id>/ of the prefix).
+    #[arg(long)]
+    node_id: Option<usize>,
+}
+
+async fn restore(args: RestoreArgs) -> Result<(), String> {
+    let config = shoal_server::remote::StorageConfig { remote: Some(args.remote.clone()), ..Default::default() };
+    config.validate()?;
+    let remote = RemoteStore::open(&config, args.node_id)?;
+    let target = args.as_table.as_deref().unwrap_or(&args.table);
+    shoal_ops::catalog::validate_table_name(target).map_err(|e| e.message)?;
+    let cloned = remote.restore_as(&args.table, target, args.until_address).await?;
+    println!("{}", serde_json::to_string(&cloned).map_err(|e| e.to_string())?);
+    Ok(())
+}
+
 fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| "info".into());
     // Colours only on a terminal, and never with NO_COLOR set (no-color.org): a log file or
@@ -373,6 +408,7 @@ fn main() -> std::process::ExitCode {
         Command::Truncate(args) => client::run(client::truncate(args)),
         Command::Compact(args) => client::run(client::compact(args)),
         Command::Checkpoint(args) => client::run(client::checkpoint(args)),
+        Command::Restore(args) => client::run(restore(args)),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "shoal", &mut std::io::stdout());
             Ok(())

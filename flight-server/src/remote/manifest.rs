@@ -7,6 +7,9 @@
 //! tables/<table>/data/e<epoch>-s<seq>/...  the objects a manifest names (pages, chunks, files)
 //! ```
 //!
+//! A manifest names its objects relative to the store's prefix, so that a clone's manifest
+//! names the objects of the table it was cloned from (`shoal restore --as`).
+//!
 //! A manifest is written only with a conditional create (`PutMode::Create`: S3's
 //! `If-None-Match: *`), at the sequence number after the newest one: the write of number
 //! `n + 1` succeeds for exactly one process. A process that claims a table (opens it, or
@@ -60,7 +63,7 @@ pub struct PageRun {
     pub first: u64,
     /// One past the last page's number.
     pub end: u64,
-    /// The object's name, relative to the table's prefix.
+    /// The object's name, relative to the store's prefix.
     pub object: String,
     /// CRC-32 (IEEE) of the object's bytes.
     pub crc32: u32,
@@ -86,7 +89,7 @@ pub struct Chunk {
     pub from: u64,
     /// Offset one past the last byte.
     pub to: u64,
-    /// The object's name, relative to the table's prefix.
+    /// The object's name, relative to the store's prefix.
     pub object: String,
     /// CRC-32 (IEEE) of the object's bytes.
     pub crc32: u32,
@@ -96,7 +99,7 @@ pub struct Chunk {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileObject {
-    /// The object's name, relative to the table's prefix.
+    /// The object's name, relative to the store's prefix.
     pub object: String,
     /// Its length in bytes.
     pub bytes: u64,
@@ -133,6 +136,12 @@ impl std::fmt::Display for CommitError {
             Self::Store(e) => f.write_str(e),
         }
     }
+}
+
+/// The folder of table `name` under the store's `root`: `root/tables/<name>`.
+#[must_use]
+pub fn table_prefix(root: &Path, name: &str) -> Path {
+    root.clone().join("tables").join(name)
 }
 
 /// The folder of a table's manifests.

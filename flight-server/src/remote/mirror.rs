@@ -11,7 +11,7 @@
 //! checkpoint's end, a columnar file's addresses) was flushed before it was written, so
 //! the store holds it too; recovery treats the result as it treats a crash. Each object
 //! is written under a name only this owner and manifest number use
-//! (`data/e<epoch>-s<seq>/...`), then the manifest is committed with a conditional create
+//! (`tables/<name>/data/e<epoch>-s<seq>/...`), then the manifest is committed with a conditional create
 //! ([`super::manifest::commit`]); the engine is told how far the log is in the store
 //! ([`Table::advance_remote_durable`]) only after that commit.
 
@@ -57,6 +57,8 @@ pub enum RoundError {
 /// The mirror of one table, after its claim.
 pub struct Mirror {
     store: Arc<dyn ObjectStore>,
+    /// The store's prefix (objects are named relative to it).
+    root: Path,
     /// `root/tables/<name>`.
     prefix: Path,
     table: Arc<Table>,
@@ -69,6 +71,8 @@ pub struct Mirror {
     uploaded: BTreeMap<String, (u64, SystemTime)>,
     /// The first page not in a closed run.
     next_page: u64,
+    /// [`Table::withdrawn_generation`] when `withdrawn.bin` was last read.
+    withdrawn_generation: Option<u64>,
 }
 
 impl Mirror {
@@ -78,7 +82,8 @@ impl Mirror {
     ///
     /// # Errors
     /// The store's error, or the local files'.
-    pub async fn claim(store: Arc<dyn ObjectStore>, prefix: Path, name: &str, table: Arc<Table>, owner: &str) -> Result<Self, String> {
+    pub async fn claim(store: Arc<dyn ObjectStore>, root: Path, name: &str, table: Arc<Table>, owner: &str) -> Result<Self, String> {
+        let prefix = manifest::table_prefix(&root, name);
         let dir = table.directory().ok_or_else(|| format!("table {name:?} is in memory: it has nothing to mirror"))?.to_path_buf();
         let page_size = 1u64 << table.config().log.page_size_bits;
         let pages_per_segment = table.config().log.pages_per_segment;
@@ -109,7 +114,7 @@ impl Mirror {
                         .map_err(|e| e.to_string())?;
                     tracing::info!(table = name, epoch = claimed.epoch, seq, runs = claimed.runs.len(), files = claimed.files.len(), "remote store: table claimed");
                     table.advance_remote_durable(shoal_core::LogAddress::new(claimed.log_end));
-                    return Ok(Self { store, prefix, table, dir, seq, manifest: claimed, uploaded: BTreeMap::new(), next_page });
+                    return Ok(Self { store, root, prefix, table, dir, seq, manifest: claimed, uploaded: BTreeMap::new(), next_page, withdrawn_generation: None });
                 }
                 // Another process claimed it meanwhile: claim above it.
                 Err(CommitError::Fenced { epoch, owner }) => {
@@ -136,16 +141,16 @@ impl Mirror {
     /// [`RoundError::Failed`] otherwise.
     pub async fn round(&mut self) -> Result<bool, RoundError> {
         let collected = {
-            let (table, dir, uploaded, manifest, next_page) =
-                (Arc::clone(&self.table), self.dir.clone(), self.uploaded.clone(), self.manifest.clone(), self.next_page);
-            tokio::task::spawn_blocking(move || collect(&table, &dir, &uploaded, &manifest, next_page))
+            let (table, dir, uploaded, manifest, next_page, withdrawn) =
+                (Arc::clone(&self.table), self.dir.clone(), self.uploaded.clone(), self.manifest.clone(), self.next_page, self.withdrawn_generation);
+            tokio::task::spawn_blocking(move || collect(&table, &dir, &uploaded, &manifest, next_page, withdrawn))
                 .await
                 .map_err(|e| RoundError::Failed(e.to_string()))?
                 .map_err(RoundError::Failed)?
         };
         let mut next = self.manifest.clone();
         let seq = self.seq + 1;
-        let folder = format!("data/e{}-s{seq}", next.epoch);
+        let folder = format!("tables/{}/data/e{}-s{seq}", next.table, next.epoch);
         let mut puts: Vec<(Path, Bytes)> = Vec::new();
         let mut changed = false;
         for name in &collected.removed {
@@ -154,13 +159,13 @@ impl Mirror {
         for file in &collected.files {
             let object = format!("{folder}/f/{}", file.name);
             next.files.insert(file.name.clone(), FileObject { object: object.clone(), bytes: file.bytes.len() as u64, crc32: crc32fast::hash(&file.bytes) });
-            puts.push((manifest::object_path(&self.prefix, &object), file.bytes.clone()));
+            puts.push((manifest::object_path(&self.root, &object), file.bytes.clone()));
             changed = true;
         }
         for run in &collected.runs {
             let object = format!("{folder}/pages-{:012}-{:012}", run.first, run.end);
             next.runs.push(PageRun { first: run.first, end: run.end, object: object.clone(), crc32: crc32fast::hash(&run.bytes) });
-            puts.push((manifest::object_path(&self.prefix, &object), run.bytes.clone()));
+            puts.push((manifest::object_path(&self.root, &object), run.bytes.clone()));
             changed = true;
             if next.open_page.as_ref().is_some_and(|p| p.page < run.end) {
                 next.open_page = None;
@@ -173,7 +178,7 @@ impl Mirror {
                 Some(open) if open.page == chunk.page => open.chunks.push(entry),
                 _ => next.open_page = Some(OpenPage { page: chunk.page, chunks: vec![entry] }),
             }
-            puts.push((manifest::object_path(&self.prefix, &object), chunk.bytes.clone()));
+            puts.push((manifest::object_path(&self.root, &object), chunk.bytes.clone()));
             changed = true;
         }
         let before = next.runs.len();
@@ -190,6 +195,7 @@ impl Mirror {
             for (name, len, modified) in collected.same {
                 self.uploaded.insert(name, (len, modified));
             }
+            self.withdrawn_generation = collected.withdrawn_generation;
             return Ok(false);
         }
         put_all(self.store.as_ref(), puts).await.map_err(RoundError::Failed)?;
@@ -206,6 +212,7 @@ impl Mirror {
         self.seq = seq;
         self.manifest = next;
         self.next_page = collected.next_page;
+        self.withdrawn_generation = collected.withdrawn_generation;
         for file in collected.files {
             self.uploaded.insert(file.name, (file.bytes.len() as u64, file.modified));
         }
@@ -305,6 +312,8 @@ struct Collected {
     chunk: Option<ReadChunk>,
     next_page: u64,
     begin_page: u64,
+    /// The withdrawn records' generation read before `withdrawn.bin` was.
+    withdrawn_generation: Option<u64>,
 }
 
 /// Reads what changed since `manifest` (blocking).
@@ -314,6 +323,7 @@ fn collect(
     uploaded: &BTreeMap<String, (u64, SystemTime)>,
     manifest: &Manifest,
     next_page: u64,
+    withdrawn_read: Option<u64>,
 ) -> Result<Collected, String> {
     // 1. The files other than the log and the withdrawn list: the metadata first.
     let mut names = Vec::new();
@@ -375,9 +385,13 @@ fn collect(
             runs.push(ReadRun { first: run_first, end: page, bytes: Bytes::from(run) });
         }
     }
-    // 3. The withdrawn records, after the pages they mark.
+    // 3. The withdrawn records, after the pages they mark: read again when they changed
+    // (the file is rewritten in place, its length fixed).
+    let withdrawn_generation = Some(table.withdrawn_generation());
     if dir.join(WITHDRAWN_FILE).exists() {
-        match read_if_changed(dir, WITHDRAWN_FILE, uploaded, manifest)? {
+        let unchanged = withdrawn_generation == withdrawn_read && manifest.files.contains_key(WITHDRAWN_FILE);
+        let read = if unchanged { Read::Unchanged } else { read_if_changed(dir, WITHDRAWN_FILE, &BTreeMap::new(), manifest)? };
+        match read {
             Read::Changed(file) => files.push(file),
             Read::Same(len, modified) => same.push((WITHDRAWN_FILE.to_owned(), len, modified)),
             Read::Unchanged => {}
@@ -385,7 +399,7 @@ fn collect(
         present.insert(WITHDRAWN_FILE.to_owned());
     }
     let removed = manifest.files.keys().filter(|name| !present.contains(*name)).cloned().collect();
-    Ok(Collected { files, same, removed, runs, chunk, next_page: page, begin_page })
+    Ok(Collected { files, same, removed, runs, chunk, next_page: page, begin_page, withdrawn_generation })
 }
 
 /// The files under `dir` (relative names with `/`), without the log's segment files,

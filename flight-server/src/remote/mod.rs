@@ -171,8 +171,17 @@ impl RemoteStore {
         &self.url
     }
 
+    /// `shoal restore`: table `target` written in the store as `source` is now or was at
+    /// `until` ([`restore::restore_as`]).
+    ///
+    /// # Errors
+    /// As [`restore::restore_as`].
+    pub async fn restore_as(&self, source: &str, target: &str, until: Option<u64>) -> Result<restore::Cloned, String> {
+        restore::restore_as(self.store.as_ref(), &self.root, source, target, until, &format!("shoal restore ({})", self.owner)).await
+    }
+
     fn table_prefix(&self, name: &str) -> Path {
-        self.root.clone().join("tables").join(name)
+        manifest::table_prefix(&self.root, name)
     }
 
     /// Before the catalog opens `data_dir`: every table of the store whose local copy is
@@ -214,7 +223,7 @@ impl RemoteStore {
             if target.exists() {
                 std::fs::remove_dir_all(&target).map_err(|e| format!("removing {}: {e}", target.display()))?;
             }
-            let restored = restore::restore(self.store.as_ref(), &prefix, &latest, &target).await?;
+            let restored = restore::restore(self.store.as_ref(), &self.root, &latest, &target).await?;
             if local_dir.exists() {
                 std::fs::remove_dir_all(&local_dir).map_err(|e| format!("removing {}: {e}", local_dir.display()))?;
             }
@@ -345,7 +354,7 @@ impl RemoteStore {
         let mut stopping = self.stopping.subscribe();
         let mut backoff = interval;
         let mut mirror = loop {
-            match Mirror::claim(Arc::clone(&self.store), self.table_prefix(&name), &name, Arc::clone(&table), &self.owner).await {
+            match Mirror::claim(Arc::clone(&self.store), self.root.clone(), &name, Arc::clone(&table), &self.owner).await {
                 Ok(mirror) => break mirror,
                 Err(e) => {
                     tracing::warn!(table = %name, error = %e, retry_ms = u64::try_from(backoff.as_millis()).unwrap_or(u64::MAX), "remote store: cannot claim the table");

@@ -11,7 +11,7 @@ use object_store::path::Path;
 use object_store::ObjectStore;
 use shoal_core::table::PAGE_FOOTER_SIZE;
 
-use super::manifest::{self, Manifest};
+use super::manifest::{self, Chunk, Manifest, OpenPage, PageRun};
 use super::mirror::{LocalState, LOCAL_STATE_FILE};
 
 /// Most objects read at once.
@@ -31,7 +31,8 @@ pub struct Restored {
 ///
 /// # Errors
 /// The store's error, a damaged object (named), or the local files'.
-pub async fn restore(store: &dyn ObjectStore, prefix: &Path, manifest: &Manifest, dir: &FsPath) -> Result<Restored, String> {
+/// Objects are named relative to the store's prefix `root`.
+pub async fn restore(store: &dyn ObjectStore, root: &Path, manifest: &Manifest, dir: &FsPath) -> Result<Restored, String> {
     use futures::StreamExt;
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let page_size = usize::try_from(manifest.page_size).map_err(|e| e.to_string())?;
@@ -51,7 +52,7 @@ pub async fn restore(store: &dyn ObjectStore, prefix: &Path, manifest: &Manifest
     }
     let mut restored = Restored::default();
     let mut gets = futures::stream::iter(reads.into_iter().map(|(object, crc32, place)| {
-        let path = manifest::object_path(prefix, &object);
+        let path = manifest::object_path(root, &object);
         async move { manifest::get_checked(store, &path, crc32).await.map(|bytes| (bytes, place)) }
     }))
     .buffered(CONCURRENT_GETS);
@@ -122,5 +123,112 @@ impl Place {
                 std::fs::write(&path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))
             }
         }
+    }
+}
+
+/// What [`restore_as`] wrote.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Cloned {
+    /// The table written.
+    pub table: String,
+    /// Its manifest's number.
+    pub seq: u64,
+    /// Its owner epoch (a daemon's claim raises it).
+    pub epoch: u64,
+    /// Where its log ends (a log address).
+    pub log_end: u64,
+    /// Objects of the source the new manifest names without a copy.
+    pub objects_shared: usize,
+    /// Objects written (the page holding the cut, and the pages of its run before it).
+    pub objects_written: usize,
+}
+
+/// Files a table cut at an address keeps: the others describe the log beyond the cut
+/// (checkpoints, columnar files, backfill runs, transactions) and are rebuilt from the log.
+const KEPT_AT_AN_ADDRESS: &[&str] = &["table.json", "withdrawn.bin"];
+
+/// `shoal restore`: writes table `target`'s next manifest in the store as table `source`
+/// is now, or as it was when its log ended at `until` (a log address: a batch's
+/// `end_address` or `durable_address`). The new manifest names `source`'s objects (a clone
+/// costs metadata); only the page holding the cut is written anew (with a footer proving the
+/// bytes before the cut), and the pages before it in the same run object. With `target` =
+/// `source` the table is rolled back in place: the owner epoch is raised, which fences the
+/// daemon that owns it (stop it first; its next start opens the rolled-back table).
+///
+/// # Errors
+/// No such table, a target that exists already (other than the source), an address beyond
+/// what the store holds, the store's error, or a damaged object (named).
+pub async fn restore_as(store: &dyn ObjectStore, root: &Path, source: &str, target: &str, until: Option<u64>, owner: &str) -> Result<Cloned, String> {
+    let Some((_, from)) = manifest::latest(store, &manifest::table_prefix(root, source)).await? else {
+        return Err(format!("the store holds no table {source:?}"));
+    };
+    if from.dropped {
+        return Err(format!("table {source:?} was dropped"));
+    }
+    if source == target && until.is_none() {
+        return Err("nothing to do: give --as NEW (a clone) or --until-address A (a point in time), or both".into());
+    }
+    let target_prefix = manifest::table_prefix(root, target);
+    let (seq, epoch) = match manifest::latest(store, &target_prefix).await? {
+        None => (0, 1),
+        Some((seq, existing)) if existing.dropped || source == target => (seq + 1, existing.epoch + 1),
+        Some(_) => return Err(format!("the store holds a table {target:?} already: choose another name, or drop it first")),
+    };
+    let mut next = Manifest { table: target.to_owned(), epoch, owner: owner.to_owned(), ..from.clone() };
+    let mut puts: Vec<(String, Bytes)> = Vec::new();
+    if let Some(address) = until {
+        if address > from.log_end {
+            return Err(format!("address {address} is beyond what the store holds of table {source:?} (its log ends at {})", from.log_end));
+        }
+        let page_size = from.page_size;
+        let (cut_page, offset) = (address / page_size, (address % page_size) as usize);
+        let folder = format!("tables/{target}/data/restore-e{epoch}-s{seq}");
+        // The bytes of the page holding the cut, up to the cut.
+        let mut page_bytes: Option<Vec<u8>> = None;
+        next.runs.retain(|r| r.first <= cut_page);
+        if let Some(run) = next.runs.pop_if(|r| r.end > cut_page) {
+            let bytes = manifest::get_checked(store, &manifest::object_path(root, &run.object), run.crc32).await?;
+            let ps = page_size as usize;
+            if run.first < cut_page {
+                let object = format!("{folder}/pages-{:012}-{cut_page:012}", run.first);
+                let kept = bytes.slice(..(cut_page - run.first) as usize * ps);
+                next.runs.push(PageRun { first: run.first, end: cut_page, object: object.clone(), crc32: crc32fast::hash(&kept) });
+                puts.push((object, kept));
+            }
+            let at = (cut_page - run.first) as usize * ps;
+            page_bytes = Some(bytes[at..at + offset].to_vec());
+        } else if let Some(open) = from.open_page.as_ref().filter(|p| p.page == cut_page) {
+            let mut bytes = Vec::new();
+            for chunk in open.chunks.iter().filter(|c| (c.from as usize) < offset) {
+                let got = manifest::get_checked(store, &manifest::object_path(root, &chunk.object), chunk.crc32).await?;
+                bytes.extend_from_slice(&got[..(chunk.to - chunk.from) as usize]);
+            }
+            bytes.truncate(offset);
+            page_bytes = Some(bytes);
+        }
+        next.open_page = None;
+        if offset > 0 {
+            let bytes = page_bytes.filter(|b| b.len() == offset).ok_or_else(|| format!("the store holds no bytes of page {cut_page} up to address {address}"))?;
+            let mut object_bytes = bytes.clone();
+            object_bytes.extend_from_slice(&shoal_core::table::PageSnapshot::footer_proving(cut_page, &bytes));
+            let object_bytes = Bytes::from(object_bytes);
+            let object = format!("{folder}/chunk-{cut_page:012}-0-{offset}");
+            next.open_page = Some(OpenPage {
+                page: cut_page,
+                chunks: vec![Chunk { from: 0, to: offset as u64, object: object.clone(), crc32: crc32fast::hash(&object_bytes) }],
+            });
+            puts.push((object, object_bytes));
+        }
+        next.files.retain(|name, _| KEPT_AT_AN_ADDRESS.contains(&name.as_str()));
+        next.log_end = address;
+    }
+    let written = puts.len();
+    for (object, bytes) in puts {
+        manifest::put(store, &manifest::object_path(root, &object), bytes).await?;
+    }
+    let shared = next.runs.len() + next.files.len() + next.open_page.as_ref().map_or(0, |p| p.chunks.len()) - written;
+    match manifest::commit(store, &target_prefix, seq, &next).await {
+        Ok(()) => Ok(Cloned { table: target.to_owned(), seq, epoch, log_end: next.log_end, objects_shared: shared, objects_written: written }),
+        Err(e) => Err(format!("table {target:?} changed in the store meanwhile ({e}); run the restore again")),
     }
 }

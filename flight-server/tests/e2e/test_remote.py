@@ -11,7 +11,8 @@ filesystem backend (`file://`).
 - the store unavailable: batches are refused with a clear error after the grace, nothing
   acknowledged is lost, ingestion resumes with the store;
 - a damaged object is named and never served;
-- local durability policies upload behind the tail (`remote_lag_bytes`), a drop is kept.
+- local durability policies upload behind the tail (`remote_lag_bytes`), a drop is kept;
+- `shoal restore`: a clone at an address shares the source's objects, a table rolled back.
 """
 
 import json
@@ -19,6 +20,7 @@ import os
 import random
 import signal
 import socket
+import subprocess
 import threading
 import time
 
@@ -26,7 +28,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conftest import Daemon, action, put, query_ids
+from conftest import Daemon, action, put, query_ids, shoal_binary
 
 SCHEMA = pa.schema([("json", pa.string())])
 BUCKET = "shoal-test"
@@ -353,3 +355,44 @@ def test_local_durability_uploads_behind_the_tail_and_a_drop_is_kept(s3, tmp_pat
     names = [f.descriptor.path[0].decode() for f in client.list_flights()]
     assert names == ["kept"], names
     assert again.stop() == 0
+
+
+def test_restore_clones_a_table_at_an_address_sharing_its_objects_and_rolls_one_back(s3, tmp_path):
+    args, env = remote_args("s3", s3, tmp_path)
+    daemon = Daemon(tmp_path / "data", *args, "--durability", "remote", env=env)
+    client = daemon.client()
+    action(client, "create_table", {"name": "events", "page_size_bits": 14})
+    action(client, "register_psf", {"table": "events", "name": "by_type", "kind": "projection", "field": "type"})
+    acks = put(client, "events", [record("events", i) for i in range(700)], batch=100)
+    cut = acks[3]["end_address"]  # after records 0..399
+    put(client, "events", [record("events", i) for i in range(700, 800)], batch=100)
+    assert daemon.stop() == 0
+
+    def restore(*extra: str) -> dict:
+        done = subprocess.run([str(shoal_binary()), "restore", *args, *extra], capture_output=True, text=True, env={**os.environ, **env})
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    clone = restore("events", "--as", "events_at", "--until-address", str(cut))
+    assert clone["log_end"] == cut and clone["objects_written"] <= 2 and clone["objects_shared"] >= 3, clone
+    whole = restore("events", "--as", "events_copy")
+    assert whole["objects_written"] == 0, whole
+    refused = subprocess.run([str(shoal_binary()), "restore", *args, "events", "--as", "events_copy"], capture_output=True, text=True, env={**os.environ, **env})
+    assert refused.returncode != 0 and "holds a table \"events_copy\" already" in refused.stderr, refused.stderr
+    again = Daemon(tmp_path / "empty", *args, env=env)
+    client = again.client()
+    assert sorted(ids_of(client, "events_at")) == list(range(400))
+    assert sorted(ids_of(client, "events_copy")) == list(range(800))
+    assert sorted(ids_of(client, "events")) == list(range(800))
+    indexed, plan = query_ids(client, "events_at", "type = 'T1'")
+    assert len(indexed) == len([i for i in range(400) if i % 3 == 1]) and "by_type" in json.dumps(plan), plan
+    # The clone is a table of its own from now on: writes to it do not reach the source.
+    put(client, "events_at", [record("events_at", i) for i in range(5)], batch=5)
+    assert again.stop() == 0
+    # A point in time in place: the table itself rolled back (its daemon stopped first).
+    restore("events", "--until-address", str(cut))
+    last = Daemon(tmp_path / "data", *args, env=env)  # the old directory: an older epoch, replaced
+    client = last.client()
+    assert sorted(ids_of(client, "events")) == list(range(400))
+    assert len(ids_of(client, "events_at")) == 405
+    assert last.stop() == 0

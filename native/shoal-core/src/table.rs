@@ -507,6 +507,14 @@ impl Table {
         self.log.page_of(address)
     }
 
+    /// How many times the table's withdrawn records (`withdrawn.bin`) changed: a copy of
+    /// the table reads that file again when this moved (the file is preallocated and
+    /// rewritten in place, so its length says nothing).
+    #[must_use]
+    pub fn withdrawn_generation(&self) -> u64 {
+        self.log.withdrawn_generation()
+    }
+
     /// Page `page` of the log as its segment file proves it now ([`PageSnapshot`]): for
     /// copies of the log (the daemon's remote store). `None` for an in-memory table and a
     /// page never written.

@@ -107,11 +107,15 @@ fn page_snapshots_written_back_at_their_places_recover_the_table() {
     config.log.page_size_bits = 14;
     let table = Table::create(config.clone()).unwrap();
     let mut expected = Vec::new();
+    let mut middle = None;
     for round in 0..6 {
         let lines = records(round * 40, round * 40 + 40);
         let end = ingest(&table, &lines).unwrap();
         table.wait_durable(end, Duration::from_secs(10)).unwrap();
         expected.extend((round * 40) as i64..(round * 40 + 40) as i64);
+        if round == 2 {
+            middle = Some((end, expected.clone()));
+        }
     }
     let flushed = table.flushed_address();
     let last = table.page_of(flushed);
@@ -134,6 +138,27 @@ fn page_snapshots_written_back_at_their_places_recover_the_table() {
     // The copy is the table as of the snapshots: every acknowledged record, once.
     let (copied, _) = Table::open(TableConfig::on_disk(copy.path())).unwrap();
     assert_eq!(ids(&copied), expected);
+    // Cut at a batch's end (`shoal restore --until-address`): the pages before it whole, its
+    // page's bytes before it with a footer proving just them.
+    let (cut, expected_then) = middle.unwrap();
+    let cut_page = table.page_of(cut);
+    let cut_copy = tempfile::tempdir().unwrap();
+    std::fs::copy(source.path().join("table.json"), cut_copy.path().join("table.json")).unwrap();
+    for page in 0..=cut_page {
+        let Some(snapshot) = table.snapshot_page(page).unwrap() else { continue };
+        let mut image = snapshot.image.clone();
+        if page == cut_page {
+            let proven = (cut.get() % page_size as u64) as usize;
+            image[proven..].fill(0);
+            let footer = shoal_core::table::PageSnapshot::footer_proving(page, &image[..proven]);
+            image[page_size - footer.len()..].copy_from_slice(&footer);
+        }
+        let (name, offset) = page_location(page, page_size, config.log.pages_per_segment);
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(cut_copy.path().join(name)).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&file, &image, offset).unwrap();
+    }
+    let (cut_table, _) = Table::open(TableConfig::on_disk(cut_copy.path())).unwrap();
+    assert_eq!(ids(&cut_table), expected_then);
     // A page never written has no snapshot.
     assert_eq!(table.snapshot_page(last + 5).unwrap(), None);
 }

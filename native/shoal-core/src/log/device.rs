@@ -291,6 +291,18 @@ pub struct PageSnapshot {
 }
 
 impl PageSnapshot {
+    /// The footer of page `page` whose record area's proven prefix is `proven`: slot 0
+    /// proving it, slot 1 never written — the footer a copy of the log cut at an address
+    /// inside the page gets (`shoal restore --until-address`).
+    #[must_use]
+    pub fn footer_proving(page: u64, proven: &[u8]) -> [u8; PAGE_FOOTER_SIZE] {
+        let mut commit = PageCommit::new(page);
+        commit.hasher.update(proven);
+        let mut footer = [0u8; PAGE_FOOTER_SIZE];
+        footer[..SLOT_SIZE].copy_from_slice(&PageCommit::slot_bytes(&commit.hasher, proven.len()));
+        footer
+    }
+
     /// Whether the footer proves the whole record area (the page is closed: no byte of it
     /// changes again).
     #[must_use]

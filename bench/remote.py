@@ -14,6 +14,9 @@ here as its own process) and the local filesystem backend:
 
     .venv/bin/python bench/remote.py [--target-mb 1000] [--stores s3,file] [--reps 5]
 
+BENCH_UNSIGNED=true runs the daemon with AWS_UNSIGNED_PAYLOAD=true (no SHA-256 of each body for
+its request signature; the manifests' CRC-32s still check every object).
+
 Needs target/release/shoal (cargo build --release -p shoal-server), data/github/events.ndjson
 (scripts/fetch-data.sh) and moto[server] and boto3 in the venv (requirements-test.txt).
 """
@@ -69,8 +72,14 @@ def start_moto():
                 raise
             time.sleep(0.2)
     env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
-           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ALLOW_HTTP": "true"}
+           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ALLOW_HTTP": "true", "AWS_UNSIGNED_PAYLOAD": os.environ.get("BENCH_UNSIGNED", "false")}
     return server, client, env
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load(client, table, batches, records):
@@ -168,13 +177,21 @@ def main():
                 env = s3_env if store == "s3" else {}
                 daemon = Daemon(tmp / f"{store}-a", "--remote", url, env=env)
                 create(daemon.client(), "events", "remote")
+                cpu_before = (cpu_seconds(daemon.process.pid), cpu_seconds(moto.pid), time.process_time())
                 seconds = load(daemon.client(), "events", batches, len(records))
+                cpu = (cpu_seconds(daemon.process.pid) - cpu_before[0], cpu_seconds(moto.pid) - cpu_before[1], time.process_time() - cpu_before[2])
                 ingest = mb / seconds
                 sizes = object_sizes(store, s3, f"{store}-run/", tmp / "bucket")
                 row = {"remote_ingest_mb_s": round(ingest, 1), "objects": len(sizes),
+                       # Cores busy during the load (of the machine's os.cpu_count()): the daemon,
+                       # the S3 server, this client.
+                       "cores_busy": {"shoal": round(cpu[0] / seconds, 2), "s3_server": round(cpu[1] / seconds, 2) if store == "s3" else None,
+                                      "client": round(cpu[2] / seconds, 2), "of": os.cpu_count()},
                        "object_mb_median": round(statistics.median(sizes) / 1e6, 2) if sizes else 0}
                 if store == "s3":
+                    moto_before, wall = cpu_seconds(moto.pid), time.perf_counter()
                     put_rate = replay_puts(s3, sizes)
+                    row["replay_cores_busy_s3_server"] = round((cpu_seconds(moto.pid) - moto_before) / (time.perf_counter() - wall), 2)
                     row["store_put_mb_s"] = round(put_rate, 1)
                     row["ingest_vs_put"] = round(ingest / put_rate, 2)
                 row["ingest_vs_group_commit"] = round(ingest / figures["group_commit_local_mb_s"], 2)

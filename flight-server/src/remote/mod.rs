@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use object_store::path::Path;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 use serde::{Deserialize, Serialize};
 use shoal_core::table::DurabilityPolicy;
 use shoal_ops::catalog::{Catalog, TableEntry};
@@ -110,6 +110,12 @@ pub struct RemoteStore {
     mirrors: Mutex<HashMap<String, MirrorTask>>,
     /// Set at shutdown: every task makes a last round, then ends.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// A node of a cluster: `<data_dir>/cluster/` (the sharded tables' definitions), kept
+    /// under `<root>/cluster/` too, so that a node's replacement on an empty volume has them.
+    cluster_dir: std::sync::OnceLock<std::path::PathBuf>,
+    /// Length and modification time of each definition when last uploaded.
+    cluster_uploaded: Mutex<HashMap<String, (u64, std::time::SystemTime)>>,
+    is_node: bool,
 }
 
 /// A table's mirror task, and the table it mirrors.
@@ -162,7 +168,18 @@ impl RemoteStore {
             None => format!("{} pid {}", crate::cluster::config::host_name(), std::process::id()),
         };
         let (stopping, _) = tokio::sync::watch::channel(false);
-        Ok(Arc::new(Self { store, root, url, config: config.clone(), owner, mirrors: Mutex::new(HashMap::new()), stopping }))
+        Ok(Arc::new(Self {
+            store,
+            root,
+            url,
+            config: config.clone(),
+            owner,
+            mirrors: Mutex::new(HashMap::new()),
+            stopping,
+            cluster_dir: std::sync::OnceLock::new(),
+            cluster_uploaded: Mutex::new(HashMap::new()),
+            is_node: node.is_some(),
+        }))
     }
 
     /// The store's URL.
@@ -192,6 +209,11 @@ impl RemoteStore {
     /// # Errors
     /// The store's error, a damaged object (named), or the local files'.
     pub async fn prepare(&self, data_dir: &FsPath) -> Result<(), String> {
+        if self.is_node {
+            let dir = data_dir.join("cluster");
+            self.restore_cluster_definitions(&dir).await?;
+            let _ = self.cluster_dir.set(dir);
+        }
         let names = manifest::tables(self.store.as_ref(), &self.root).await?;
         let staging = data_dir.join("remote-restore");
         for name in names {
@@ -241,6 +263,60 @@ impl RemoteStore {
         Ok(())
     }
 
+    /// A node's sharded tables' definitions missing from `dir`, from the store.
+    async fn restore_cluster_definitions(&self, dir: &FsPath) -> Result<(), String> {
+        use futures::TryStreamExt;
+        let prefix = self.root.clone().join("cluster");
+        let listed: Vec<object_store::ObjectMeta> =
+            self.store.list(Some(&prefix)).try_collect().await.map_err(|e| format!("listing {prefix}: {e}"))?;
+        for meta in listed {
+            let Some(name) = meta.location.filename().filter(|n| n.ends_with(".json") && !n.contains('/')) else { continue };
+            let path = dir.join(name);
+            if path.exists() {
+                continue;
+            }
+            let bytes = manifest::get(self.store.as_ref(), &meta.location).await?;
+            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            std::fs::write(&path, &bytes).map_err(|e| format!("writing {}: {e}", path.display()))?;
+            tracing::info!(file = %path.display(), "remote store: a sharded table's definition restored");
+        }
+        Ok(())
+    }
+
+    /// Uploads the definitions of `<data_dir>/cluster/` that changed, and deletes those gone.
+    async fn upload_cluster_definitions(&self) -> Result<(), String> {
+        let Some(dir) = self.cluster_dir.get() else { return Ok(()) };
+        let mut present = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Ok(metadata) = entry.metadata() else { continue };
+                if !metadata.is_file() || !name.ends_with(".json") {
+                    continue;
+                }
+                let stamp = (metadata.len(), metadata.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH));
+                present.push(name.clone());
+                let unchanged = self.cluster_uploaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&name) == Some(&stamp);
+                if unchanged {
+                    continue;
+                }
+                let Ok(bytes) = std::fs::read(entry.path()) else { continue };
+                manifest::put(self.store.as_ref(), &self.root.clone().join("cluster").join(name.as_str()), bytes.into()).await?;
+                self.cluster_uploaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name, stamp);
+            }
+        }
+        let gone: Vec<String> = {
+            let uploaded = self.cluster_uploaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            uploaded.keys().filter(|name| !present.contains(name)).cloned().collect()
+        };
+        for name in gone {
+            let path = self.root.clone().join("cluster").join(name.as_str());
+            self.store.delete(&path).await.map_err(|e| format!("deleting {path}: {e}"))?;
+            self.cluster_uploaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&name);
+        }
+        Ok(())
+    }
+
     /// Mirrors the catalog's tables until [`Self::stop`]: starts a task for every on-disk
     /// table that has none (and for tables created later), each claiming its table and
     /// then uploading at its interval.
@@ -249,6 +325,9 @@ impl RemoteStore {
         loop {
             for entry in catalog.list() {
                 self.ensure_mirror(&catalog, &entry);
+            }
+            if let Err(e) = self.upload_cluster_definitions().await {
+                tracing::warn!(error = %e, "remote store: cannot upload the sharded tables' definitions");
             }
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(200)) => {}
@@ -330,6 +409,9 @@ impl RemoteStore {
     /// `timeout`).
     pub async fn stop(&self, timeout: Duration) {
         let _ = self.stopping.send(true);
+        if let Err(e) = self.upload_cluster_definitions().await {
+            tracing::warn!(error = %e, "remote store: cannot upload the sharded tables' definitions");
+        }
         let tasks: Vec<_> = self.mirrors.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().map(|(_, m)| m.task).collect();
         if tokio::time::timeout(timeout, futures::future::join_all(tasks)).await.is_err() {
             tracing::warn!(timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX), "remote store: uploads still running at shutdown were abandoned");

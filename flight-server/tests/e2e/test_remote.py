@@ -396,3 +396,30 @@ def test_restore_clones_a_table_at_an_address_sharing_its_objects_and_rolls_one_
     assert sorted(ids_of(client, "events")) == list(range(400))
     assert len(ids_of(client, "events_at")) == 405
     assert last.stop() == 0
+
+
+def test_a_cluster_node_replaced_on_an_empty_directory_serves_its_shards_again(s3, tmp_path):
+    from test_cluster import Cluster, read_all
+
+    args, env = remote_args("file", s3, tmp_path)
+    cluster = Cluster(tmp_path, 3, *args, "--durability", "remote")
+    try:
+        client = cluster.client(0)
+        action(client, "create_table", {"name": "events", "shard_key": "id"})
+        records = [record("events", i) for i in range(3000)]
+        put(client, "events", records, batch=250)
+        # Node 2 and its volume are lost; its replacement (the same node id, an empty directory)
+        # opens its shard and the sharded table's definition from the store.
+        cluster.daemons[2].process.send_signal(signal.SIGKILL)
+        cluster.daemons[2].process.wait(30)
+        cluster.daemons[2] = Daemon(tmp_path / "node2-replacement", "--cluster-nodes", cluster.nodes, "--node-id", "2",
+                                    "--cluster-secret", cluster.secret, *args, "--durability", "remote",
+                                    listen=f"127.0.0.1:{cluster.ports[2]}", env=env)
+        rows, _, _ = read_all(client, {"table": "events", "columns": ["id"]})
+        assert sorted(rows.column("id").to_pylist()) == sorted(json.loads(r)["id"] for r in records)
+        # And it takes writes for its shard again.
+        put(cluster.client(2), "events", [record("events", i) for i in range(3000, 3100)], batch=100)
+        rows, _, _ = read_all(cluster.client(1), {"table": "events", "columns": ["id"]})
+        assert rows.num_rows == 3100
+    finally:
+        cluster.stop()

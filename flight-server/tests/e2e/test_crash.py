@@ -79,6 +79,44 @@ def ids_of(client, table: str) -> list[int]:
     return [int(i.rsplit("-", 1)[1]) for i in got]
 
 
+def write_until_killed(daemon, tables, present: dict, seconds: float):
+    """One writer per table (from record `present[t]` on) into `daemon`, SIGKILLed after
+    `seconds`; returns how far each table's writer sent and was acknowledged."""
+    sent = {t: [present[t]] for t in tables}
+    acknowledged = {t: [present[t]] for t in tables}
+    stop = threading.Event()
+    writers = [
+        threading.Thread(target=write, args=(daemon.location, t, present[t], sent[t], acknowledged[t], stop), daemon=True)
+        for t in tables
+    ]
+    for w in writers:
+        w.start()
+    time.sleep(seconds)
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(30)
+    stop.set()
+    for w in writers:
+        w.join(30)
+    return sent, acknowledged
+
+
+def check_after_restart(client, tables, sent: dict, acknowledged: dict, label: str) -> dict:
+    """After a restart: every acknowledged record of each table is there exactly once and
+    nothing that was never sent is; returns where each table's next round starts (after the
+    highest id present: batches after the last acknowledged one may be partly there)."""
+    present = {}
+    for t in tables:
+        got = ids_of(client, t)
+        context = f"{label}, table {t}: sent up to {sent[t][0]}, acknowledged up to {acknowledged[t][0]}, {len(got)} present"
+        assert len(got) == len(set(got)), f"records twice; {context}"
+        have = set(got)
+        missing = [i for i in range(acknowledged[t][0]) if i not in have]
+        assert not missing, f"{len(missing)} acknowledged records lost (first {missing[:5]}); {context}"
+        assert all(i < sent[t][0] for i in got), f"records that were never sent; {context}"
+        present[t] = max(got, default=-1) + 1
+    return present
+
+
 def fresh_tables(data):
     """A daemon on an empty `data` directory with the tables of TABLES and their PSF."""
     shutil.rmtree(data, ignore_errors=True)
@@ -106,34 +144,11 @@ def test_sigkill_during_concurrent_puts_into_many_tables_keeps_every_acknowledge
             assert daemon.stop() == 0
             daemon, client = fresh_tables(data)
             present = {t: 0 for t in TABLES}
-        sent = {t: [present[t]] for t in TABLES}
-        acknowledged = {t: [present[t]] for t in TABLES}
-        stop = threading.Event()
-        writers = [
-            threading.Thread(target=write, args=(daemon.location, t, present[t], sent[t], acknowledged[t], stop), daemon=True)
-            for t in TABLES
-        ]
-        for w in writers:
-            w.start()
-        time.sleep(rng.uniform(0.05, 0.6))
-        daemon.process.send_signal(signal.SIGKILL)
-        daemon.process.wait(30)
-        stop.set()
-        for w in writers:
-            w.join(30)
+        sent, acknowledged = write_until_killed(daemon, TABLES, present, rng.uniform(0.05, 0.6))
         daemon = Daemon(data)
         client = daemon.client()
+        present = check_after_restart(client, TABLES, sent, acknowledged, f"kill {kill}")
         for t in TABLES:
-            got = ids_of(client, t)
-            context = f"kill {kill}, table {t}: sent up to {sent[t][0]}, acknowledged up to {acknowledged[t][0]}, {len(got)} present"
-            assert len(got) == len(set(got)), f"records twice; {context}"
-            have = set(got)
-            missing = [i for i in range(acknowledged[t][0]) if i not in have]
-            assert not missing, f"{len(missing)} acknowledged records lost (first {missing[:5]}); {context}"
-            assert all(i < sent[t][0] for i in got), f"records that were never sent; {context}"
-            # Batches after the last acknowledged one may be partly there: the next round
-            # continues after the highest id present, so every id stays unique.
-            present[t] = max(got, default=-1) + 1
             total_acknowledged += acknowledged[t][0]
         # PSF answers equal full scans on one table per round (all of them once in seven).
         t = list(TABLES)[kill % len(TABLES)]

@@ -29,8 +29,8 @@ import pyarrow.flight as flight
 import pytest
 
 from conftest import Daemon, action, put, query_ids, shoal_binary
+from test_crash import check_after_restart, ids_of, record, write_until_killed
 
-SCHEMA = pa.schema([("json", pa.string())])
 BUCKET = "shoal-test"
 
 
@@ -131,44 +131,6 @@ def test_the_s3_server_honours_conditional_creates(s3):
     assert s3["client"].get_object(Bucket=BUCKET, Key="probe/once")["Body"].read() == b"1"
 
 
-def record(table: str, n: int) -> str:
-    pad = "x" * ((n * 37) % 300)
-    return json.dumps({"id": f"{table}-{n:07d}", "type": f"T{n % 3}", "n": n, "pad": pad})
-
-
-def write(location: str, table: str, first: int, sent: list[int], acknowledged: list[int], stop: threading.Event, errors: list[str]):
-    """Batches of 8 records from `first` on, at most 4 unacknowledged, until the daemon dies
-    or `stop`; `sent` and `acknowledged` say how far (batches are acknowledged in order)."""
-    n = first
-    pending: list[int] = []
-    try:
-        client = flight.FlightClient(location)
-        writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), SCHEMA)
-        while not stop.is_set():
-            writer.write_batch(pa.record_batch([pa.array([record(table, i) for i in range(n, n + 8)], pa.string())], schema=SCHEMA))
-            n += 8
-            sent[0] = n
-            pending.append(n)
-            if len(pending) >= 4:
-                ack = reader.read()
-                if ack is None:
-                    return
-                result = json.loads(ack.to_pybytes())
-                assert result["durable_address"] >= result["end_address"], f"{table}: acknowledged before durable: {result}"
-                acknowledged[0] = pending.pop(0)
-    except (flight.FlightError, pa.ArrowException, OSError) as e:
-        errors.append(str(e))
-
-
-def ids_of(client, table: str) -> list[int]:
-    try:
-        got, _ = query_ids(client, table)
-    except pa.ArrowInvalid as e:
-        assert "no record seen so far" in str(e), e
-        return []
-    return [int(i.rsplit("-", 1)[1]) for i in got]
-
-
 def wait_until_uploaded(daemon: Daemon, table: str):
     """Waits until `stats` says the store holds the whole log of `table` (`remote_lag_bytes`
     0; absent until the table is claimed)."""
@@ -203,34 +165,11 @@ def test_sigkill_with_remote_durability_and_an_empty_directory_each_time_keeps_e
         action(client, "register_psf", {"table": name, "name": "by_type", "kind": "projection", "field": "type"})
     present = {t: 0 for t in TABLES}
     for kill in range(kills):
-        sent = {t: [present[t]] for t in TABLES}
-        acknowledged = {t: [present[t]] for t in TABLES}
-        stop = threading.Event()
-        errors: list[str] = []
-        writers = [
-            threading.Thread(target=write, args=(daemon.location, t, present[t], sent[t], acknowledged[t], stop, errors), daemon=True)
-            for t in TABLES
-        ]
-        for w in writers:
-            w.start()
-        time.sleep(rng.uniform(0.2, 0.8))
-        daemon.process.send_signal(signal.SIGKILL)
-        daemon.process.wait(30)
-        stop.set()
-        for w in writers:
-            w.join(30)
+        sent, acknowledged = write_until_killed(daemon, TABLES, present, rng.uniform(0.2, 0.8))
         # The next daemon starts on an empty directory: everything comes from the store.
         daemon = Daemon(tmp_path / f"data{kill + 1}", *args, "--durability", "remote", "--remote-commit-ms", "20", env=env)
         client = daemon.client()
-        for t in TABLES:
-            got = ids_of(client, t)
-            context = f"{backend}, kill {kill}, table {t}: sent up to {sent[t][0]}, acknowledged up to {acknowledged[t][0]}, {len(got)} present"
-            assert len(got) == len(set(got)), f"records twice; {context}"
-            have = set(got)
-            missing = [i for i in range(acknowledged[t][0]) if i not in have]
-            assert not missing, f"{len(missing)} acknowledged records lost (first {missing[:5]}); {context}"
-            assert all(i < sent[t][0] for i in got), f"records that were never sent; {context}"
-            present[t] = max(got, default=-1) + 1
+        present = check_after_restart(client, TABLES, sent, acknowledged, f"{backend}, kill {kill}")
         t = list(TABLES)[kill % len(TABLES)]
         if present[t]:
             indexed, plan = query_ids(client, t, "type = 'T1'")

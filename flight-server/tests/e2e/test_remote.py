@@ -36,7 +36,7 @@ BUCKET = "shoal-test"
 
 class Proxy:
     """A TCP proxy in front of the S3 server that can refuse every connection (the store
-    unavailable) and come back."""
+    unavailable) and come back, and delay what it forwards (a slow store)."""
 
     def __init__(self, target_port: int):
         self.target = ("127.0.0.1", target_port)
@@ -46,6 +46,7 @@ class Proxy:
         self.listener.listen(64)
         self.port = self.listener.getsockname()[1]
         self.blocked = threading.Event()
+        self.delay = 0.0
         self.connections: list[socket.socket] = []
         threading.Thread(target=self.accept, daemon=True).start()
 
@@ -72,6 +73,8 @@ class Proxy:
             while data := source.recv(1 << 16):
                 if self.blocked.is_set():
                     break
+                if self.delay:
+                    time.sleep(self.delay)
                 sink.sendall(data)
         except OSError:
             pass
@@ -219,12 +222,20 @@ def test_a_paused_owner_is_fenced_by_the_next_claim_and_acknowledges_nothing_mor
     assert third.stop() == 0
 
 
-def test_an_unavailable_store_refuses_batches_clearly_and_loses_nothing(s3, tmp_path):
+def test_a_slow_or_unavailable_store_refuses_batches_clearly_and_loses_nothing(s3, tmp_path):
     args, env = remote_args("s3", s3, tmp_path)
     daemon = Daemon(tmp_path / "data", *args, "--durability", "remote", env=env)
     client = daemon.client()
     action(client, "create_table", {"name": "events", "page_size_bits": 14})
-    put(client, "events", [record("events", i) for i in range(100)], batch=50)
+    # A slow store (100 ms on every read of either direction): batches wait for it, none fails.
+    s3["proxy"].delay = 0.1
+    try:
+        started = time.monotonic()
+        acks = put(client, "events", [record("events", i) for i in range(100)], batch=50)
+        assert all(a["durable_address"] >= a["end_address"] for a in acks), acks
+        assert time.monotonic() - started >= 0.2, "each acknowledgement waited for the store"
+    finally:
+        s3["proxy"].delay = 0.0
     s3["proxy"].block()
     try:
         started = time.monotonic()

@@ -118,6 +118,9 @@ impl Manifest {
 /// Why a manifest could not be committed.
 #[derive(Debug)]
 pub enum CommitError {
+    /// This owner's own earlier manifest holds the number: a write whose answer was lost
+    /// (a timeout after the store had written it). The caller goes on from it.
+    Taken(Box<Manifest>),
     /// Another process holds the sequence number with a newer (or another) epoch.
     Fenced {
         /// Its epoch.
@@ -132,6 +135,7 @@ pub enum CommitError {
 impl std::fmt::Display for CommitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Self::Taken(m) => write!(f, "this owner's earlier manifest (epoch {}) holds the number", m.epoch),
             Self::Fenced { epoch, owner } => write!(f, "fenced by epoch {epoch} (owner {owner})"),
             Self::Store(e) => f.write_str(e),
         }
@@ -187,7 +191,9 @@ pub async fn read(store: &dyn ObjectStore, table_prefix: &Path, seq: u64) -> Res
 /// written.
 ///
 /// # Errors
-/// [`CommitError::Fenced`] when another manifest holds the number; [`CommitError::Store`].
+/// [`CommitError::Taken`] when another manifest of the same owner epoch holds the number
+/// (an earlier write of this owner whose answer was lost); [`CommitError::Fenced`] when a
+/// manifest of another epoch does; [`CommitError::Store`].
 pub async fn commit(store: &dyn ObjectStore, table_prefix: &Path, seq: u64, manifest: &Manifest) -> Result<(), CommitError> {
     let path = manifest_path(table_prefix, seq);
     let bytes = shoal_core::checkpoint::encode_checksummed("manifest", manifest).map_err(|e| CommitError::Store(e.to_string()))?;
@@ -198,6 +204,9 @@ pub async fn commit(store: &dyn ObjectStore, table_prefix: &Path, seq: u64, mani
             let theirs = read(store, table_prefix, seq).await.map_err(CommitError::Store)?;
             if theirs == *manifest {
                 return Ok(());
+            }
+            if theirs.epoch == manifest.epoch && theirs.owner == manifest.owner {
+                return Err(CommitError::Taken(Box::new(theirs)));
             }
             Err(CommitError::Fenced { epoch: theirs.epoch, owner: theirs.owner })
         }
@@ -254,4 +263,54 @@ pub async fn tables(store: &dyn ObjectStore, root: &Path) -> Result<Vec<String>,
 #[must_use]
 pub fn object_path(prefix: &Path, relative: &str) -> Path {
     relative.split('/').filter(|part| !part.is_empty()).fold(prefix.clone(), Path::join)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(epoch: u64, owner: &str, log_end: u64) -> Manifest {
+        Manifest { table: "t".into(), epoch, owner: owner.into(), page_size: 1 << 14, pages_per_segment: 256, log_end, ..Manifest::default() }
+    }
+
+    #[tokio::test]
+    async fn a_manifest_number_is_written_once_and_the_loser_learns_why() {
+        let store = object_store::memory::InMemory::new();
+        let prefix = table_prefix(&Path::from("root"), "t");
+        assert!(latest(&store, &prefix).await.unwrap().is_none());
+        commit(&store, &prefix, 0, &manifest(1, "a", 10)).await.unwrap();
+        // The same manifest again (a retry whose first answer was lost): written.
+        commit(&store, &prefix, 0, &manifest(1, "a", 10)).await.unwrap();
+        // Another manifest of the same owner and epoch: its own earlier write, handed back.
+        match commit(&store, &prefix, 0, &manifest(1, "a", 20)).await {
+            Err(CommitError::Taken(earlier)) => assert_eq!(earlier.log_end, 10),
+            other => panic!("expected Taken, got {other:?}"),
+        }
+        // Another owner's: fenced by the epoch that holds the number.
+        commit(&store, &prefix, 1, &manifest(2, "b", 30)).await.unwrap();
+        match commit(&store, &prefix, 1, &manifest(1, "a", 20)).await {
+            Err(CommitError::Fenced { epoch: 2, owner }) => assert_eq!(owner, "b"),
+            other => panic!("expected Fenced, got {other:?}"),
+        }
+        assert_eq!(latest(&store, &prefix).await.unwrap().map(|(seq, m)| (seq, m.epoch)), Some((1, 2)));
+    }
+
+    #[tokio::test]
+    async fn a_damaged_manifest_or_object_is_named() {
+        let store = object_store::memory::InMemory::new();
+        let prefix = table_prefix(&Path::from("root"), "t");
+        commit(&store, &prefix, 0, &manifest(1, "a", 10)).await.unwrap();
+        let path = manifest_path(&prefix, 0);
+        let mut bytes = get(&store, &path).await.unwrap().to_vec();
+        let at = bytes.iter().position(|&b| b == b'"').unwrap() + 1;
+        bytes[at] ^= 0x20;
+        store.put(&path, PutPayload::from(bytes)).await.unwrap();
+        let error = latest(&store, &prefix).await.unwrap_err();
+        assert!(error.contains("manifest/00000000000000000000.json") && error.contains("damaged"), "{error}");
+        let object = object_path(&Path::from("root"), "tables/t/data/x");
+        put(&store, &object, Bytes::from_static(b"abc")).await.unwrap();
+        assert_eq!(&get_checked(&store, &object, crc32fast::hash(b"abc")).await.unwrap()[..], b"abc");
+        let error = get_checked(&store, &object, 7).await.unwrap_err();
+        assert!(error.contains("root/tables/t/data/x is damaged: checksum mismatch"), "{error}");
+    }
 }

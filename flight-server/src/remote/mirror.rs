@@ -10,8 +10,8 @@
 //! `withdrawn.bin`. Files first, log after: whatever a file names of the log (a
 //! checkpoint's end, a columnar file's addresses) was flushed before it was written, so
 //! the store holds it too; recovery treats the result as it treats a crash. Each object
-//! is written under a name only this owner and manifest number use
-//! (`tables/<name>/data/e<epoch>-s<seq>/...`), then the manifest is committed with a conditional create
+//! is written under a name only this owner, manifest number and attempt use
+//! (`tables/<name>/data/e<epoch>-s<seq>-a<attempt>/...`), then the manifest is committed with a conditional create
 //! ([`super::manifest::commit`]); the engine is told how far the log is in the store
 //! ([`Table::advance_remote_durable`]) only after that commit.
 
@@ -73,6 +73,9 @@ pub struct Mirror {
     next_page: u64,
     /// [`Table::withdrawn_generation`] when `withdrawn.bin` was last read.
     withdrawn_generation: Option<u64>,
+    /// Rounds attempted: part of every object's name, so that a retried round never
+    /// overwrites an object a manifest written by an attempt whose answer was lost names.
+    attempts: u64,
 }
 
 impl Mirror {
@@ -114,12 +117,14 @@ impl Mirror {
                         .map_err(|e| e.to_string())?;
                     tracing::info!(table = name, epoch = claimed.epoch, seq, runs = claimed.runs.len(), files = claimed.files.len(), "remote store: table claimed");
                     table.advance_remote_durable(shoal_core::LogAddress::new(claimed.log_end));
-                    return Ok(Self { store, root, prefix, table, dir, seq, manifest: claimed, uploaded: BTreeMap::new(), next_page, withdrawn_generation: None });
+                    return Ok(Self { store, root, prefix, table, dir, seq, manifest: claimed, uploaded: BTreeMap::new(), next_page, withdrawn_generation: None, attempts: 0 });
                 }
                 // Another process claimed it meanwhile: claim above it.
                 Err(CommitError::Fenced { epoch, owner }) => {
                     tracing::warn!(table = name, epoch, owner, "remote store: claimed by another process meanwhile; claiming again");
                 }
+                // An earlier claim of this process whose answer was lost: claim above it.
+                Err(CommitError::Taken(_)) => {}
                 Err(CommitError::Store(e)) => return Err(e),
             }
         }
@@ -150,7 +155,8 @@ impl Mirror {
         };
         let mut next = self.manifest.clone();
         let seq = self.seq + 1;
-        let folder = format!("tables/{}/data/e{}-s{seq}", next.table, next.epoch);
+        self.attempts += 1;
+        let folder = format!("tables/{}/data/e{}-s{seq}-a{}", next.table, next.epoch, self.attempts);
         let mut puts: Vec<(Path, Bytes)> = Vec::new();
         let mut changed = false;
         for name in &collected.removed {
@@ -207,6 +213,16 @@ impl Mirror {
                     self.manifest.epoch
                 )));
             }
+            Err(CommitError::Taken(earlier)) => {
+                // An earlier attempt's manifest was written after all: go on from it.
+                self.seq = seq;
+                self.next_page = earlier.runs.last().map_or(0, |r| r.end);
+                self.manifest = *earlier;
+                self.uploaded.clear();
+                self.withdrawn_generation = None;
+                self.table.advance_remote_durable(shoal_core::LogAddress::new(self.manifest.log_end));
+                return Err(RoundError::Failed(format!("manifest {seq} was written by an earlier attempt whose answer was lost; going on from it")));
+            }
             Err(CommitError::Store(e)) => return Err(RoundError::Failed(e)),
         }
         self.seq = seq;
@@ -242,7 +258,7 @@ impl Mirror {
         match manifest::commit(self.store.as_ref(), &self.prefix, self.seq + 1, &next).await {
             Ok(()) => Ok(()),
             Err(CommitError::Fenced { epoch, .. }) => Err(RoundError::Fenced(format!("fenced by epoch {epoch}"))),
-            Err(CommitError::Store(e)) => Err(RoundError::Failed(e)),
+            Err(e @ (CommitError::Taken(_) | CommitError::Store(_))) => Err(RoundError::Failed(e.to_string())),
         }
     }
 }

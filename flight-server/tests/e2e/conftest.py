@@ -3,6 +3,7 @@ process on a free port, a pyarrow Flight client, and GitHub Archive events."""
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,9 +26,20 @@ def shoal_binary() -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, below the kernel's ephemeral range (32768 and up on Linux): a port the
+    kernel picked for `bind(0)` is handed out again as the local port of outgoing connections
+    (the remote-store tests make many), which took a cluster node's port between this pick
+    and the node's bind ("Address already in use")."""
+    rng = random.SystemRandom()
+    for _ in range(1000):
+        port = rng.randrange(15000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 15000..32000")
 
 
 READY = "shoal ready: listening on "

@@ -111,10 +111,12 @@ impl Mirror {
             claimed.open_page = None;
             let next_page = claimed.runs.last().map_or(0, |r| r.end);
             claimed.log_end = claimed.log_end.min(next_page * page_size);
+            // The local copy names the epoch before the store does: a crash between the two
+            // leaves a copy at least as new as the store's newest epoch, which the next start
+            // keeps ([`super::RemoteStore::prepare`]).
+            shoal_core::checkpoint::write_json_atomic(&dir, LOCAL_STATE_FILE, &LocalState { epoch: claimed.epoch }).map_err(|e| e.to_string())?;
             match manifest::commit(store.as_ref(), &prefix, seq, &claimed).await {
                 Ok(()) => {
-                    shoal_core::checkpoint::write_json_atomic(&dir, LOCAL_STATE_FILE, &LocalState { epoch: claimed.epoch })
-                        .map_err(|e| e.to_string())?;
                     tracing::info!(table = name, epoch = claimed.epoch, seq, runs = claimed.runs.len(), files = claimed.files.len(), "remote store: table claimed");
                     table.advance_remote_durable(shoal_core::LogAddress::new(claimed.log_end));
                     return Ok(Self { store, root, prefix, table, dir, seq, manifest: claimed, uploaded: BTreeMap::new(), next_page, withdrawn_generation: None, attempts: 0 });

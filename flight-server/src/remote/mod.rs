@@ -207,7 +207,8 @@ impl RemoteStore {
     /// store says was dropped is removed locally. Logs what it does.
     ///
     /// # Errors
-    /// The store's error, a damaged object (named), or the local files'.
+    /// The store's error, a damaged object (named), the local files', or a table both in
+    /// the store and in a local directory that was never kept in a store.
     pub async fn prepare(&self, data_dir: &FsPath) -> Result<(), String> {
         if self.is_node {
             let dir = data_dir.join("cluster");
@@ -238,6 +239,16 @@ impl RemoteStore {
             }
             if local.is_some_and(|l| l.epoch >= latest.epoch) {
                 continue;
+            }
+            if local.is_none() && local_dir.join(shoal_core::checkpoint::TABLE_META_FILE).exists() {
+                // A table made here before the store was configured, and a table of the same
+                // name in the store: neither replaces the other silently.
+                return Err(format!(
+                    "table {name:?} is both in {} (never kept in a remote store) and in the remote store {}: move the local \
+                     directory away to open the store's, or give this daemon another remote prefix",
+                    local_dir.display(),
+                    self.url
+                ));
             }
             let started = std::time::Instant::now();
             tracing::info!(table = %name, epoch = latest.epoch, seq, runs = latest.runs.len(), files = latest.files.len(), "remote store: restoring the table");

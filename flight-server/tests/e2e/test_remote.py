@@ -373,3 +373,25 @@ def test_a_cluster_node_replaced_on_an_empty_directory_serves_its_shards_again(s
         assert rows.num_rows == 3100
     finally:
         cluster.stop()
+
+
+def test_local_tables_move_into_a_new_store_and_a_name_in_both_is_refused(s3, tmp_path):
+    args, env = remote_args("file", s3, tmp_path)
+    # Tables made before the daemon had a store are uploaded when it gets one.
+    local = Daemon(tmp_path / "local")
+    action(local.client(), "create_table", {"name": "old", "page_size_bits": 14})
+    put(local.client(), "old", [record("old", i) for i in range(300)], batch=100)
+    assert local.stop() == 0
+    moved = Daemon(tmp_path / "local", *args, env=env)
+    wait_until_uploaded(moved, "old")
+    assert moved.stop() == 0
+    elsewhere = Daemon(tmp_path / "elsewhere", *args, env=env)
+    assert sorted(ids_of(elsewhere.client(), "old")) == list(range(300))
+    assert elsewhere.stop() == 0
+    # A local-only table whose name the store holds too: neither replaces the other silently.
+    other = Daemon(tmp_path / "other")
+    action(other.client(), "create_table", {"name": "old", "page_size_bits": 14})
+    assert other.stop() == 0
+    with pytest.raises(RuntimeError) as refused:
+        Daemon(tmp_path / "other", *args, env=env)
+    assert 'table "old" is both in' in str(refused.value) and "move the local directory away" in str(refused.value), refused.value

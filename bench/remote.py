@@ -5,7 +5,7 @@ here as its own process) and the local filesystem backend:
    `group_commit` on the local disk (no remote store): the baseline;
 2. the same into a table with durability `remote` (acknowledged once in the store), per store;
 3. the store's own PUT throughput for the same object sizes: every object the daemon wrote in
-   (2) is written again by boto3 (4 at once, as the daemon's mirror does) and timed;
+   (2) is written again by boto3 (as many at once as the daemon's mirror writes) and timed;
 4. the daemon killed (SIGKILL) and a new one started on an EMPTY data directory with the same
    store: seconds until its first query is answered (restore + recovery + the query);
 5. three queries on the restored table against the same queries on the original table, once
@@ -42,6 +42,9 @@ from flight_bench import PSFS, REPO, drain_acks, replicated  # noqa: E402
 from conftest import Daemon, action, query  # noqa: E402
 
 BUCKET = "shoal-bench"
+# The daemon's mirror writes this many objects at once (flight-server/src/remote/mirror.rs,
+# CONCURRENT_PUTS); the store's own rate is measured the same way.
+PUTS_AT_ONCE = 4
 QUERIES = {
     "point lookup (PSF)": {"columns": ["id"], "filter": "repo.id = 115911530"},
     "count by type (PSF)": {"columns": ["id"], "filter": "type = 'IssuesEvent'"},
@@ -127,7 +130,7 @@ def query_times(client, table, reps):
 
 
 def replay_puts(s3, sizes):
-    """Writes objects of `sizes` bytes, 4 at once; returns MB/s."""
+    """Writes objects of `sizes` bytes, PUTS_AT_ONCE at once (as the daemon's mirror does); returns MB/s."""
     payload = os.urandom(max(sizes)) if sizes else b""
 
     def put(i_size):
@@ -135,7 +138,7 @@ def replay_puts(s3, sizes):
         s3.put_object(Bucket=BUCKET, Key=f"replay/{i:08d}", Body=payload[:size])
 
     start = time.perf_counter()
-    with ThreadPoolExecutor(4) as pool:
+    with ThreadPoolExecutor(PUTS_AT_ONCE) as pool:
         list(pool.map(put, enumerate(sizes)))
     return sum(sizes) / 1e6 / (time.perf_counter() - start)
 

@@ -27,8 +27,9 @@ use shoal_core::table::Table;
 
 use super::manifest::{self, Chunk, CommitError, FileObject, Manifest, OpenPage, PageRun};
 
-/// Most pages in one run object (4 MiB pages: 32 MiB objects).
-const PAGES_PER_RUN: u64 = 8;
+/// Most pages in one run object (4 MiB pages: 8 MiB objects; 32 MiB objects ingested 0.49× of
+/// the S3 server's own PUT rate, 8 MiB ones 0.55×: bench/results/remote-results-1g-2026-11-28.md).
+const PAGES_PER_RUN: u64 = 2;
 /// Most pages one round reads (a round after a long outage commits in steps).
 const PAGES_PER_ROUND: u64 = 64;
 /// Most objects one round writes at once.

@@ -375,7 +375,20 @@ impl RemoteStore {
     pub async fn sync_table(self: &Arc<Self>, catalog: &Arc<Catalog>, name: &str) -> Result<(), tonic::Status> {
         let waited = match catalog.get(name) {
             Ok(entry) => {
-                let Some(waited) = self.ensure_mirror(catalog, &entry) else { return Ok(()) };
+                if entry.table.directory().is_none() {
+                    return Ok(());
+                }
+                // A table of this name dropped just before: its task records the drop first.
+                let started = std::time::Instant::now();
+                let waited = loop {
+                    if let Some(waited) = self.ensure_mirror(catalog, &entry) {
+                        break waited;
+                    }
+                    if started.elapsed() >= SYNC_TIMEOUT {
+                        return Err(tonic::Status::unavailable(format!("table {name:?}: the remote store did not record the drop of its predecessor")));
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                };
                 Some((waited, entry))
             }
             // Dropped: its task records the drop and ends.

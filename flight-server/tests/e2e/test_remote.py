@@ -395,3 +395,19 @@ def test_local_tables_move_into_a_new_store_and_a_name_in_both_is_refused(s3, tm
     with pytest.raises(RuntimeError) as refused:
         Daemon(tmp_path / "other", *args, env=env)
     assert 'table "old" is both in' in str(refused.value) and "move the local directory away" in str(refused.value), refused.value
+
+
+def test_a_table_dropped_and_made_again_is_the_new_one_in_the_store(s3, tmp_path):
+    args, env = remote_args("file", s3, tmp_path)
+    daemon = Daemon(tmp_path / "data", *args, "--durability", "remote", env=env)
+    client = daemon.client()
+    action(client, "create_table", {"name": "t", "page_size_bits": 14})
+    put(client, "t", [record("t", i) for i in range(100)], batch=50)
+    action(client, "drop_table", {"name": "t"})
+    action(client, "create_table", {"name": "t", "page_size_bits": 14})
+    put(client, "t", [record("t", i) for i in range(1000, 1005)], batch=5)
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(30)
+    again = Daemon(tmp_path / "empty", *args, env=env)
+    assert sorted(ids_of(again.client(), "t")) == list(range(1000, 1005))
+    assert again.stop() == 0

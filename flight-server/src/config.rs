@@ -180,6 +180,9 @@ impl ServerConfig {
         if self.storage.remote.is_some() && self.engine.in_memory {
             return Err("[storage] remote keeps tables in an object store; it cannot go with --in-memory".into());
         }
+        if self.storage.remote.is_none() && self.storage.local_cache_bytes > 0 {
+            return Err("[storage] local_cache_bytes bounds a cache of the remote store: set [storage] remote (--remote, SHOAL_REMOTE) too".into());
+        }
         if self.storage.remote.is_none() && self.engine.durability == Durability::Remote {
             return Err("durability \"remote\" needs a remote store: set [storage] remote (--remote, SHOAL_REMOTE)".into());
         }

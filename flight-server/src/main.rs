@@ -104,6 +104,10 @@ struct ServeArgs {
     /// Milliseconds between uploads of tables with durability remote (their acknowledgements) [default: 50].
     #[arg(long, env = "SHOAL_REMOTE_COMMIT_MS")]
     remote_commit_ms: Option<u64>,
+    /// Most bytes of log pages kept on the local disk with a remote store; pages beyond are
+    /// read from the store when needed (0: keep every page) [default: 0].
+    #[arg(long, env = "SHOAL_LOCAL_CACHE_BYTES")]
+    local_cache_bytes: Option<u64>,
     /// Seconds between automatic checkpoints, 0 for none [default: 60].
     #[arg(long, env = "SHOAL_CHECKPOINT_INTERVAL_SECS")]
     checkpoint_interval_secs: Option<u64>,
@@ -333,6 +337,9 @@ impl ServeArgs {
         if let Some(ms) = self.remote_commit_ms {
             config.storage.remote_commit_ms = ms;
         }
+        if let Some(bytes) = self.local_cache_bytes {
+            config.storage.local_cache_bytes = bytes;
+        }
         if self.cluster_secret_file.is_some() {
             config.cluster.secret_file.clone_from(&self.cluster_secret_file);
             config.cluster.secret = None;
@@ -483,6 +490,7 @@ async fn serve_async(mut config: ServerConfig) -> Result<(), String> {
             std::fs::create_dir_all(&config.engine.data_dir).map_err(|e| format!("cannot create {}: {e}", config.engine.data_dir.display()))?;
             remote.prepare(&config.engine.data_dir).await?;
             config.engine.remote_commit_ms = Some(config.storage.remote_commit_ms);
+            config.engine.page_sources = remote.page_sources();
             tracing::info!(remote = remote.url(), "remote store: the tables' durable home");
             Some(remote)
         }

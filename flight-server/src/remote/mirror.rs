@@ -77,6 +77,9 @@ pub struct Mirror {
     /// Rounds attempted: part of every object's name, so that a retried round never
     /// overwrites an object a manifest written by an attempt whose answer was lost names.
     attempts: u64,
+    /// The table's page source, told of each manifest's runs before the engine is
+    /// (`local_cache_bytes`: pages are evicted only below what the engine is told).
+    published: Option<Arc<super::cache::RemotePages>>,
 }
 
 impl Mirror {
@@ -120,7 +123,7 @@ impl Mirror {
                 Ok(()) => {
                     tracing::info!(table = name, epoch = claimed.epoch, seq, runs = claimed.runs.len(), files = claimed.files.len(), "remote store: table claimed");
                     table.advance_remote_durable(shoal_core::LogAddress::new(claimed.log_end));
-                    return Ok(Self { store, root, prefix, table, dir, seq, manifest: claimed, uploaded: BTreeMap::new(), next_page, withdrawn_generation: None, attempts: 0 });
+                    return Ok(Self { store, root, prefix, table, dir, seq, manifest: claimed, uploaded: BTreeMap::new(), next_page, withdrawn_generation: None, attempts: 0, published: None });
                 }
                 // Another process claimed it meanwhile: claim above it.
                 Err(CommitError::Fenced { epoch, owner }) => {
@@ -132,6 +135,19 @@ impl Mirror {
             }
         }
         Err(format!("table {name:?}: five claims in a row lost to other processes"))
+    }
+
+    /// From now on, tells `pages` the runs of every manifest committed (before the engine
+    /// learns how far the store holds the log), starting with the claim's.
+    pub fn publish_runs_to(&mut self, pages: Arc<super::cache::RemotePages>) {
+        pages.set_runs(&self.manifest.runs);
+        self.published = Some(pages);
+    }
+
+    fn publish(&self) {
+        if let Some(pages) = &self.published {
+            pages.set_runs(&self.manifest.runs);
+        }
     }
 
     /// The owner epoch this mirror holds.
@@ -223,6 +239,7 @@ impl Mirror {
                 self.manifest = *earlier;
                 self.uploaded.clear();
                 self.withdrawn_generation = None;
+                self.publish();
                 self.table.advance_remote_durable(shoal_core::LogAddress::new(self.manifest.log_end));
                 return Err(RoundError::Failed(format!("manifest {seq} was written by an earlier attempt whose answer was lost; going on from it")));
             }
@@ -241,6 +258,7 @@ impl Mirror {
         for name in collected.removed {
             self.uploaded.remove(&name);
         }
+        self.publish();
         self.table.advance_remote_durable(shoal_core::LogAddress::new(self.manifest.log_end));
         Ok(true)
     }
@@ -279,22 +297,40 @@ async fn put_all(store: &dyn ObjectStore, puts: Vec<(Path, Bytes)>) -> Result<()
 
 /// How many of `runs` (from the first) the local segment files hold as they are: the
 /// runs are compared from the last backwards, and the first that agrees ends the search.
+/// With a page source (`local_cache_bytes`), a page below the flushed log that is not in
+/// its segment file is the store's (evicted, or not fetched since a restore); the pages of
+/// such a run that are local are compared one by one with the store's.
 fn agreeing_runs(table: &Table, runs: &[PageRun]) -> Result<usize, String> {
-    for (i, run) in runs.iter().enumerate().rev() {
-        let mut hasher = crc32fast::Hasher::new();
-        let mut whole = true;
+    let source = table.config().log.page_source.clone();
+    let local_end = table.page_of(table.flushed_address());
+    'runs: for (i, run) in runs.iter().enumerate().rev() {
+        let mut images = Vec::new();
+        let mut absent = false;
         for page in run.first..run.end {
             match table.snapshot_page(page) {
-                Ok(Some(snapshot)) if snapshot.is_closed() => hasher.update(&snapshot.image),
-                _ => {
-                    whole = false;
-                    break;
-                }
+                Ok(Some(snapshot)) if snapshot.is_closed() => images.push((page, snapshot.image)),
+                Ok(None) if source.is_some() && page < local_end => absent = true,
+                _ => continue 'runs,
             }
         }
-        if whole && hasher.finalize() == run.crc32 {
-            return Ok(i + 1);
+        if !absent {
+            let mut hasher = crc32fast::Hasher::new();
+            for (_, image) in &images {
+                hasher.update(image);
+            }
+            if hasher.finalize() == run.crc32 {
+                return Ok(i + 1);
+            }
+            continue;
         }
+        let Some(source) = &source else { continue };
+        let mut stored = vec![0u8; 1 << table.config().log.page_size_bits];
+        for (page, image) in &images {
+            if !source.0.fetch_page(*page, &mut stored)? || stored != *image {
+                continue 'runs;
+            }
+        }
+        return Ok(i + 1);
     }
     Ok(0)
 }

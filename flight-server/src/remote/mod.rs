@@ -7,7 +7,8 @@
 //! - [`manifest`]: the objects of a table and its owner epoch, committed by conditional
 //!   creates (fencing);
 //! - [`mirror`]: a table's claim and its upload rounds;
-//! - [`restore`]: a table's objects written back into a local directory.
+//! - [`restore`]: a table's objects written back into a local directory;
+//! - [`cache`]: the local disk as a bounded cache of the store's pages (`local_cache_bytes`).
 //!
 //! This module ties them to the daemon: [`StorageConfig`] (`[storage]`), [`RemoteStore::open`]
 //! (the URL), [`RemoteStore::prepare`] (before the catalog opens: tables restored from the
@@ -15,6 +16,7 @@
 //! table: claim, then a round every `remote_sync_ms`, or every `remote_commit_ms` for
 //! tables with durability `remote`).
 
+pub mod cache;
 pub mod manifest;
 pub mod mirror;
 pub mod restore;
@@ -51,11 +53,19 @@ pub struct StorageConfig {
     /// acknowledged at the upload after it (about one to two intervals, plus the store's
     /// latency). Default 50.
     pub remote_commit_ms: u64,
+    /// Most bytes the tables' log pages may take on the local disk together: pages the
+    /// store holds are evicted beyond it (least recently read first) and fetched from the
+    /// store when read again, so tables may outgrow the disk; a table opened from the store
+    /// fetches its pages when they are read instead of all at the start. It may be exceeded
+    /// by pages not yet uploaded and by what is fetched between two evictions (0.2 s). The
+    /// tables' other files (columnar files, index checkpoints) are kept whole. 0: every page
+    /// is kept (the default).
+    pub local_cache_bytes: u64,
 }
 
 impl Default for StorageConfig {
     fn default() -> Self {
-        Self { remote: None, remote_sync_ms: 1000, remote_commit_ms: 50 }
+        Self { remote: None, remote_sync_ms: 1000, remote_commit_ms: 50, local_cache_bytes: 0 }
     }
 }
 
@@ -116,6 +126,9 @@ pub struct RemoteStore {
     /// Length and modification time of each definition when last uploaded.
     cluster_uploaded: Mutex<HashMap<String, (u64, std::time::SystemTime)>>,
     is_node: bool,
+    /// Each table's pages in the store, read by its log when not local (with
+    /// `local_cache_bytes` only).
+    pages: Mutex<HashMap<String, Arc<cache::RemotePages>>>,
 }
 
 /// A table's mirror task, and the table it mirrors.
@@ -179,6 +192,7 @@ impl RemoteStore {
             cluster_dir: std::sync::OnceLock::new(),
             cluster_uploaded: Mutex::new(HashMap::new()),
             is_node: node.is_some(),
+            pages: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -195,6 +209,30 @@ impl RemoteStore {
     /// As [`restore::restore_as`].
     pub async fn restore_as(&self, source: &str, target: &str, until: Option<u64>) -> Result<restore::Cloned, String> {
         restore::restore_as(self.store.as_ref(), &self.root, source, target, until, &format!("shoal restore ({})", self.owner)).await
+    }
+
+    /// Table `name`'s pages in the store, as its log's page source (`None` without
+    /// `local_cache_bytes`).
+    fn remote_pages(&self, name: &str) -> Option<Arc<cache::RemotePages>> {
+        if self.config.local_cache_bytes == 0 {
+            return None;
+        }
+        let mut pages = self.pages.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = pages.entry(name.to_owned()).or_insert_with(|| Arc::new(cache::RemotePages::new(Arc::clone(&self.store), self.root.clone(), name)));
+        Some(Arc::clone(entry))
+    }
+
+    /// The tables' page sources for the engine ([`shoal_ops::config::EngineConfig::page_sources`]):
+    /// `None` without `local_cache_bytes` (every page is kept locally).
+    #[must_use]
+    pub fn page_sources(self: &Arc<Self>) -> Option<shoal_ops::config::PageSources> {
+        if self.config.local_cache_bytes == 0 {
+            return None;
+        }
+        let this = Arc::clone(self);
+        Some(shoal_ops::config::PageSources(Arc::new(move |name: &str| {
+            this.remote_pages(name).map(|pages| shoal_core::table::PageSourceRef(pages as Arc<dyn shoal_core::table::PageSource>))
+        })))
     }
 
     fn table_prefix(&self, name: &str) -> Path {
@@ -230,6 +268,9 @@ impl RemoteStore {
             } else {
                 None
             };
+            if let Some(pages) = self.remote_pages(&name).filter(|_| !latest.dropped) {
+                pages.set_runs(&latest.runs);
+            }
             if latest.dropped {
                 if local.is_some_and(|l| l.epoch <= latest.epoch) {
                     tracing::info!(table = %name, "remote store: the table was dropped; removing the local copy");
@@ -256,7 +297,9 @@ impl RemoteStore {
             if target.exists() {
                 std::fs::remove_dir_all(&target).map_err(|e| format!("removing {}: {e}", target.display()))?;
             }
-            let restored = restore::restore(self.store.as_ref(), &self.root, &latest, &target).await?;
+            // With a cache, the pages stay in the store until read.
+            let pages = self.config.local_cache_bytes == 0;
+            let restored = restore::restore(self.store.as_ref(), &self.root, &latest, &target, pages).await?;
             if local_dir.exists() {
                 std::fs::remove_dir_all(&local_dir).map_err(|e| format!("removing {}: {e}", local_dir.display()))?;
             }
@@ -339,6 +382,11 @@ impl RemoteStore {
             }
             if let Err(e) = self.upload_cluster_definitions().await {
                 tracing::warn!(error = %e, "remote store: cannot upload the sharded tables' definitions");
+            }
+            if self.config.local_cache_bytes > 0 {
+                let tables: Vec<_> = catalog.list().into_iter().map(|entry| Arc::clone(&entry.table)).collect();
+                let budget = self.config.local_cache_bytes;
+                let _ = tokio::task::spawn_blocking(move || cache::evict_to_budget(&tables, budget)).await;
             }
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(200)) => {}
@@ -475,6 +523,9 @@ impl RemoteStore {
             backoff = (backoff * 2).min(Duration::from_secs(5));
         };
         table.set_remote_failure(None);
+        if let Some(pages) = self.remote_pages(&name) {
+            mirror.publish_runs_to(pages);
+        }
         backoff = interval;
         loop {
             let last = tokio::select! {

@@ -411,3 +411,71 @@ def test_a_table_dropped_and_made_again_is_the_new_one_in_the_store(s3, tmp_path
     again = Daemon(tmp_path / "empty", *args, env=env)
     assert sorted(ids_of(again.client(), "t")) == list(range(1000, 1005))
     assert again.stop() == 0
+
+
+def segment_disk_bytes(table_dir) -> int:
+    """Bytes the table's segment files take on disk (holes take none)."""
+    return sum(p.stat().st_blocks * 512 for p in table_dir.glob("segment-*.log"))
+
+
+def test_a_table_four_times_the_local_cache_answers_exactly_and_stays_within_it(s3, tmp_path):
+    """`local_cache_bytes`: pages the store holds are evicted beyond the budget and fetched
+    again when read; a daemon on an empty directory restores no page run and fetches what
+    recovery and queries read. The columnar tier is off so that every query reads the log."""
+    args, env = remote_args("s3", s3, tmp_path)
+    cache, page = 1 << 20, 1 << 14
+    options = [*args, "--durability", "group_commit", "--remote-sync-ms", "100", "--local-cache-bytes", str(cache)]
+    daemon = Daemon(tmp_path / "data", *options, env=env)
+    client = daemon.client()
+    # A small ring, so that reads go to the segment files (a ring holds pages of its own).
+    action(client, "create_table", {"name": "big", "page_size_bits": 14, "memory_budget_bytes": 16 * page, "columnar": {"enabled": False}})
+    action(client, "register_psf", {"table": "big", "name": "by_type", "kind": "projection", "field": "type"})
+    count = 16_000  # ~4.3 MiB of log: more than 4x the cache
+    put(client, "big", [record("big", i) for i in range(count)], batch=1000)
+    wait_until_uploaded(daemon, "big")
+    stats = action(client, "stats", {"table": "big"})
+    assert stats["tail_address"] - stats["begin_address"] > 4 * cache, stats
+
+    # Pages not yet in the store, the open page and what a query fetches between two
+    # evictions (0.2 s apart) may go past the budget for a moment, never for long.
+    slack = 8 * page
+
+    def settles_within_budget(directory, what: str):
+        deadline = time.monotonic() + 10
+        while (used := segment_disk_bytes(directory)) > cache + slack:
+            assert time.monotonic() < deadline, f"{what}: the segment files take {used} bytes, the cache is {cache}"
+            time.sleep(0.1)
+
+    def answers_exactly(client, what: str):
+        assert ids_of(client, "big") == list(range(count)), what
+        indexed, plan = query_ids(client, "big", "type = 'T1'")
+        assert [int(i.rsplit("-", 1)[1]) for i in indexed] == [i for i in range(count) if i % 3 == 1], what
+        assert "by_type" in json.dumps(plan), plan
+        ranged, _ = query_ids(client, "big", "n >= 5000 AND n < 5100")
+        assert len(ranged) == 100, what
+
+    table_dir = tmp_path / "data" / "tables" / "big"
+    settles_within_budget(table_dir, "after ingestion")
+    answers_exactly(client, "the first daemon")
+    settles_within_budget(table_dir, "after the queries")
+    cached = action(client, "stats", {"table": "big"})["page_cache"]
+    assert cached["evicted_pages"] > 0 and cached["fetched_pages"] > 0, cached
+
+    # Another machine: an empty directory, the same store; no page run is restored.
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(30)
+    again = Daemon(tmp_path / "again", *options, env=env)
+    client = again.client()
+    table_dir = tmp_path / "again" / "tables" / "big"
+    # Recovery replays the log from the store (no checkpoint before the SIGKILL): the pages
+    # it fetched are evicted down to the budget, and the queries fetch them again.
+    settles_within_budget(table_dir, "on the empty directory, after recovery")
+    answers_exactly(client, "the daemon on an empty directory")
+    settles_within_budget(table_dir, "on the empty directory, after the queries")
+    assert action(client, "stats", {"table": "big"})["page_cache"]["fetched_pages"] > 0
+    # It goes on taking writes, and they reach the store.
+    put(client, "big", [record("big", i) for i in range(count, count + 500)], batch=500)
+    count += 500
+    wait_until_uploaded(again, "big")
+    answers_exactly(client, "after more writes")
+    assert again.stop() == 0

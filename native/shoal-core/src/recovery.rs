@@ -122,7 +122,7 @@ impl Table {
         let mut report = RecoveryReport::default();
         let (checkpoint, index, replay_from) = recover_index_checkpoint(&dir, &config, &mut report)?;
         let page_size = 1usize << config.log.page_size_bits;
-        let Device::Segments(files) = Device::open(&config.log.device, page_size, config.log.pages_per_segment)? else {
+        let Device::Segments(files) = Device::open(&config.log.device, page_size, config.log.pages_per_segment, config.log.page_source.as_ref())? else {
             return Err(Error::InvalidConfig("a directory device opened as the null device".into()));
         };
         let begin = meta.begin_address.max(LogAddress::FIRST);

@@ -25,7 +25,7 @@ use crate::session::state::Sessions;
 use crate::LogAddress;
 
 pub use crate::config::{DurabilityPolicy, InvalidJsonPolicy, RetentionPolicy, TableConfig};
-pub use crate::log::{page_location, DeviceConfig, LogConfig, PageSnapshot, PAGE_FOOTER_SIZE};
+pub use crate::log::{page_location, DeviceConfig, LogConfig, PageCacheStats, PageSnapshot, PageSource, PageSourceRef, PAGE_FOOTER_SIZE};
 
 /// Counters of a table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -59,6 +59,11 @@ pub struct TableStats {
     /// without a remote store.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote_lag_bytes: Option<u64>,
+    /// With a page source (the daemon's `local_cache_bytes`): pages fetched from the remote
+    /// store and evicted since the table was opened, and the bytes its segment files take
+    /// on the local disk now; absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_cache: Option<PageCacheUse>,
     /// Bytes of one log page (the unit of flushing, eviction and observation: whole pages
     /// below `observed_until_address` are in the schema).
     pub page_size_bytes: u64,
@@ -75,6 +80,17 @@ pub struct TableStats {
     pub keys: Option<KeyStats>,
     /// The table's memory: what it reserves now and what holds data.
     pub memory: MemoryStats,
+}
+
+/// A table's page cache ([`TableStats::page_cache`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PageCacheUse {
+    /// Pages fetched from the page source since the table was opened.
+    pub fetched_pages: u64,
+    /// Pages evicted from the segment files since the table was opened.
+    pub evicted_pages: u64,
+    /// Bytes the segment files take on the local disk (holes take none).
+    pub disk_bytes: u64,
 }
 
 /// A table's memory, in bytes ([`Table::memory_stats`]): reserved as it fills, up to its
@@ -390,6 +406,39 @@ impl Table {
     /// uploaded, or the table has no remote store).
     pub fn remote_durable_address(&self) -> LogAddress {
         LogAddress::new(self.remote.durable.load(Ordering::Acquire))
+    }
+
+    /// Evicts up to `max_pages` of the log's pages from the local segment files, chosen by
+    /// CLOCK among those the remote store holds and that are flushed (pages of
+    /// `[begin, min(remote durable, flushed))`, whole); they are fetched again from the
+    /// table's page source when read ([`crate::log::cache`]). Returns the pages evicted
+    /// (0 without a page source, or before the remote store holds a page).
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] naming the segment file (a file system without holes).
+    pub fn evict_cached_pages(&self, max_pages: u64) -> Result<u64> {
+        if !self.remote.mirrored.load(Ordering::Acquire) || self.config.log.page_source.is_none() {
+            return Ok(0);
+        }
+        let from = self.page_of(self.begin_address());
+        let to = self.page_of(self.remote_durable_address()).min(self.page_of(self.flushed_address()));
+        self.log.evict_pages(from, to, max_pages)
+    }
+
+    /// Bytes the log's segment files take on the local disk (holes left by eviction take
+    /// none).
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] naming the directory.
+    pub fn log_disk_bytes(&self) -> Result<u64> {
+        self.log.disk_bytes()
+    }
+
+    /// The log's page cache counters: pages fetched from the page source and evicted since
+    /// the table was opened (`None` without a page source).
+    #[must_use]
+    pub fn page_cache_stats(&self) -> Option<PageCacheStats> {
+        self.log.cache_stats()
     }
 
     /// Another process owns the table now (it claimed a newer epoch in the remote store):
@@ -802,6 +851,11 @@ impl Table {
             complete_until: self.complete_until(),
             durable_address: self.durable_address(),
             remote_lag_bytes: self.remote_lag_bytes(),
+            page_cache: self.page_cache_stats().map(|counts| PageCacheUse {
+                fetched_pages: counts.fetched_pages,
+                evicted_pages: counts.evicted_pages,
+                disk_bytes: self.log_disk_bytes().unwrap_or(0),
+            }),
             page_size_bytes: self.log.page_size() as u64,
             index_bytes: self.index.memory_bytes() as u64,
             columnar: self.columnar.stats(

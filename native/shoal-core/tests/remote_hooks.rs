@@ -162,3 +162,99 @@ fn page_snapshots_written_back_at_their_places_recover_the_table() {
     // A page never written has no snapshot.
     assert_eq!(table.snapshot_page(last + 5).unwrap(), None);
 }
+
+/// Closed page images held in memory: the remote copy of a log, as a page source.
+struct Images {
+    pages: std::collections::HashMap<u64, Vec<u8>>,
+    fetches: std::sync::atomic::AtomicU64,
+    failing: std::sync::atomic::AtomicBool,
+    damaged: std::sync::atomic::AtomicBool,
+}
+
+impl shoal_core::table::PageSource for Images {
+    fn fetch_page(&self, page: u64, buf: &mut [u8]) -> Result<bool, String> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.failing.load(Relaxed) {
+            return Err("the store is down".into());
+        }
+        let Some(image) = self.pages.get(&page) else {
+            return Ok(false);
+        };
+        self.fetches.fetch_add(1, Relaxed);
+        buf.copy_from_slice(image);
+        if self.damaged.load(Relaxed) {
+            buf[100] ^= 1;
+        }
+        Ok(true)
+    }
+}
+
+#[test]
+fn a_log_with_a_page_source_fetches_missing_pages_evicts_them_and_never_serves_a_damaged_one() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let source = tempfile::tempdir().unwrap();
+    let mut config = TableConfig::on_disk(source.path()).with_durability(DurabilityPolicy::GroupCommit { interval_ms: 1 });
+    config.log.page_size_bits = 14;
+    let table = Table::create(config.clone()).unwrap();
+    let end = ingest(&table, &records(0, 1500)).unwrap();
+    table.wait_durable(end, Duration::from_secs(10)).unwrap();
+    let last = table.page_of(table.flushed_address());
+    assert!(last >= 8, "the workload spans pages ({last})");
+    // The store holds the closed pages; the copy holds the metadata and the open page only.
+    let mut pages = std::collections::HashMap::new();
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(source.path().join("table.json"), copy.path().join("table.json")).unwrap();
+    for page in 0..=last {
+        let snapshot = table.snapshot_page(page).unwrap().unwrap();
+        if snapshot.is_closed() {
+            pages.insert(page, snapshot.image);
+        } else {
+            let (name, offset) = page_location(page, 1 << 14, config.log.pages_per_segment);
+            let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(copy.path().join(name)).unwrap();
+            std::os::unix::fs::FileExt::write_all_at(&file, &snapshot.image, offset).unwrap();
+        }
+    }
+    let images = std::sync::Arc::new(Images { pages, fetches: 0.into(), failing: false.into(), damaged: false.into() });
+    let open = |images: &std::sync::Arc<Images>| {
+        let mut config = TableConfig::on_disk(copy.path());
+        config.log.memory_budget_bytes = 4 << 14; // reads below the ring's four pages go to the files
+        config.log.page_source = Some(shoal_core::table::PageSourceRef(images.clone()));
+        Table::open(config)
+    };
+
+    // A store that fails while recovery needs it: the open fails, it does not cut the log.
+    images.failing.store(true, Relaxed);
+    let refused = open(&images).map(|_| ()).unwrap_err();
+    assert!(matches!(refused, Error::RemoteUnavailable(_)), "{refused}");
+    images.failing.store(false, Relaxed);
+    // A damaged page from the store is refused by its footer's checksum.
+    images.damaged.store(true, Relaxed);
+    let damaged = open(&images).map(|_| ()).unwrap_err();
+    assert!(matches!(damaged, Error::CorruptPage { .. }), "{damaged}");
+    images.damaged.store(false, Relaxed);
+
+    let (copied, _) = open(&images).unwrap();
+    assert_eq!(ids(&copied), (0..1500).collect::<Vec<i64>>());
+    assert!(images.fetches.load(Relaxed) > 0);
+    let disk = copied.log_disk_bytes().unwrap();
+    // Nothing is evicted before the store is said to hold it.
+    assert_eq!(copied.evict_cached_pages(u64::MAX).unwrap(), 0);
+    // The store holds the pages before the last (recovery closed the last one here).
+    let held = LogAddress::new(last << 14);
+    copied.advance_remote_durable(held);
+    // The hand passes every page once (clearing the reads' reference bits), then takes them.
+    let evicted = copied.evict_cached_pages(u64::MAX).unwrap();
+    assert_eq!(evicted, last, "every page the store holds is evicted");
+    assert!(copied.log_disk_bytes().unwrap() < disk / 2, "{} of {disk} bytes left", copied.log_disk_bytes().unwrap());
+    let before = images.fetches.load(Relaxed);
+    assert_eq!(ids(&copied), (0..1500).collect::<Vec<i64>>(), "evicted pages are fetched again");
+    assert!(images.fetches.load(Relaxed) > before);
+    let stats = copied.stats().page_cache.unwrap();
+    assert_eq!(stats.evicted_pages, evicted);
+    // A store that fails now fails the read, naming it; it never answers with less.
+    copied.evict_cached_pages(u64::MAX).unwrap();
+    images.failing.store(true, Relaxed);
+    let request = ScanRequest { columns: vec![shoal_core::FieldPath::parse("id").unwrap()], ..ScanRequest::default() };
+    let failed = copied.scan(&request).map(|_| ()).unwrap_err();
+    assert!(failed.to_string().contains("the store is down"), "{failed}");
+}

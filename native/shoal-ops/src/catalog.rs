@@ -202,7 +202,8 @@ impl Catalog {
             names.sort();
             for name in names {
                 let dir = root.join(&name);
-                let table_config = TableConfig::on_disk(&dir);
+                let mut table_config = TableConfig::on_disk(&dir);
+                table_config.log.page_source = config.page_sources.as_ref().and_then(|sources| (sources.0)(&name));
                 let (table, report) = Table::open(table_config).map_err(|e| {
                     format!("cannot recover table {name:?} in {}: {e} (move the directory away to start without it)", dir.display())
                 })?;
@@ -321,6 +322,7 @@ impl Catalog {
             // Leftovers of a creation that crashed before writing the metadata.
             remove_dir_if_exists(&dir)?;
             config.log.device = DeviceConfig::Directory(dir);
+            config.log.page_source = self.config.page_sources.as_ref().and_then(|sources| (sources.0)(&request.name));
         }
         let table = Table::create(config).map_err(|e| OpsError::from_engine(&e))?;
         let memory = MemoryLimit { limit: self.config.memory_limit_bytes(), tables: Arc::downgrade(&self.tables) };

@@ -50,6 +50,24 @@ pub struct EngineConfig {
     /// refused. Not a setting of its own.
     #[serde(skip)]
     pub remote_commit_ms: Option<u64>,
+    /// Where each table's pages missing from its segment files are read from (the daemon's
+    /// remote store, with `[storage] local_cache_bytes`): by table name. `None`: every page
+    /// is local. Not a setting of its own.
+    #[serde(skip)]
+    pub page_sources: Option<PageSources>,
+}
+
+/// A table's page source by its name (`None`: every page of it is local).
+pub type PageSourceFor = dyn Fn(&str) -> Option<shoal_core::table::PageSourceRef> + Send + Sync;
+
+/// The page source of each table, by name ([`EngineConfig::page_sources`]).
+#[derive(Clone)]
+pub struct PageSources(pub std::sync::Arc<PageSourceFor>);
+
+impl std::fmt::Debug for PageSources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PageSources")
+    }
 }
 
 /// The settings of the daemon's Flight service that the engine does not take (the
@@ -91,6 +109,7 @@ impl Default for EngineConfig {
             max_memory_bytes: 0,
             columnar: shoal_core::columnar::ColumnarConfig::default(),
             remote_commit_ms: None,
+            page_sources: None,
         }
     }
 }

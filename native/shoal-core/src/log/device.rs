@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use super::cache::{punch_hole, PageCache, PageCacheStats, PageSourceRef};
 use super::withdrawn::Withdrawn;
 use crate::error::{Error, Result};
 use crate::LogAddress;
@@ -67,6 +68,8 @@ pub(crate) struct SegmentFiles {
     /// A simulated crash armed by a test ([`CrashPoint`]).
     #[cfg(feature = "internals")]
     crash: std::sync::OnceLock<Arc<CrashPoint>>,
+    /// With a page source: the files are a cache of it ([`super::cache`]).
+    cache: Option<PageCache>,
 }
 
 /// A simulated process crash for the crash-consistency tests (feature `internals`, the
@@ -127,7 +130,9 @@ impl CrashPoint {
 }
 
 impl Device {
-    pub(crate) fn open(config: &DeviceConfig, page_size: usize, pages_per_segment: u64) -> Result<Self> {
+    /// Opens the device; with `source`, pages missing from the segment files are read
+    /// from it ([`super::cache`]).
+    pub(crate) fn open(config: &DeviceConfig, page_size: usize, pages_per_segment: u64, source: Option<&PageSourceRef>) -> Result<Self> {
         match config {
             DeviceConfig::Null => Ok(Device::Null),
             DeviceConfig::Directory(dir) => {
@@ -141,6 +146,7 @@ impl Device {
                     withdrawn: Withdrawn::open(dir)?,
                     #[cfg(feature = "internals")]
                     crash: std::sync::OnceLock::new(),
+                    cache: source.cloned().map(PageCache::new),
                 }))
             }
         }
@@ -457,10 +463,122 @@ impl SegmentFiles {
     }
 
     /// Reads `buf.len()` bytes of page `page` starting at `offset_in_page`, as stored.
+    /// With a page source, a page not in its segment file is fetched first, and the read
+    /// holds off eviction until it is done.
     fn read_raw(&self, page: u64, offset_in_page: usize, buf: &mut [u8]) -> Result<()> {
         let (segment, offset) = self.locate(page);
-        let file = self.open_file(segment, false)?;
-        file.read_exact_at(buf, offset + offset_in_page as u64).map_err(|e| Error::io(self.segment_path(segment), e))
+        let mut read = || {
+            let file = self.open_file(segment, false)?;
+            file.read_exact_at(buf, offset + offset_in_page as u64).map_err(|e| Error::io(self.segment_path(segment), e))
+        };
+        let Some(cache) = &self.cache else {
+            return read();
+        };
+        // A page evicted between its fetch and the read is fetched again (it was just
+        // referenced, so the hand passes it once first: this loops at most a few times).
+        loop {
+            {
+                let bits = cache.bits_covering(page);
+                if bits.is_present(page) {
+                    PageCache::referenced(&bits, page);
+                    return read();
+                }
+                if self.on_disk(page)? {
+                    PageCache::found(&bits, page);
+                    return read();
+                }
+            }
+            self.fetch(cache, page)?;
+        }
+    }
+
+    /// Whether page `page`'s footer is in its segment file (not a hole, not past the end).
+    fn on_disk(&self, page: u64) -> Result<bool> {
+        let (segment, offset) = self.locate(page);
+        let file = match self.open_file(segment, false) {
+            Ok(file) => file,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let mut footer = [0u8; PAGE_FOOTER_SIZE];
+        match file.read_exact_at(&mut footer, offset + (self.page_size - PAGE_FOOTER_SIZE) as u64) {
+            Ok(()) => Ok(footer.iter().any(|&b| b != 0)),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+            Err(e) => Err(Error::io(self.segment_path(segment), e)),
+        }
+    }
+
+    /// Fetches page `page` from the cache's source, checks that its footer proves all of
+    /// it, and writes it at its place in its segment file (marked present). Returns the
+    /// image (masked for nothing: as stored).
+    ///
+    /// # Errors
+    /// [`Error::RemoteUnavailable`] when the source fails; [`Error::CorruptPage`] when
+    /// the source's page is not whole and proven; [`Error::Io`] when the source does not
+    /// hold the page, or for the local write.
+    fn fetch(&self, cache: &PageCache, page: u64) -> Result<Vec<u8>> {
+        let (segment, offset) = self.locate(page);
+        let mut image = vec![0u8; self.page_size];
+        let held = cache.source.0.fetch_page(page, &mut image).map_err(|why| Error::RemoteUnavailable(format!("page {page}: {why}")))?;
+        if !held {
+            let missing = std::io::Error::new(std::io::ErrorKind::NotFound, format!("page {page} is neither here nor in the remote copy of the log"));
+            return Err(Error::io(self.segment_path(segment), missing));
+        }
+        let corrupt =
+            |reason: String| Error::CorruptPage { page, path: self.segment_path(segment), reason: format!("as fetched from the remote copy: {reason}") };
+        let proof = verify_page(&image, page).map_err(corrupt)?;
+        if proof.len < self.page_size - PAGE_FOOTER_SIZE {
+            return Err(corrupt(format!("only {} bytes are proven", proof.len)));
+        }
+        let bits = cache.bits_covering(page);
+        if !bits.is_present(page) && !self.on_disk(page)? {
+            let file = self.file(segment)?;
+            self.write_at(&file, &image, offset).map_err(|e| Error::io(self.segment_path(segment), e))?;
+        }
+        PageCache::found(&bits, page);
+        cache.count_fetch();
+        Ok(image)
+    }
+
+    /// Evicts up to `max_pages` pages of `[from, to)` from the segment files ([`super::cache`]);
+    /// the caller makes sure the page source holds them. Returns the pages evicted (0
+    /// without a page source).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file (a file system without holes: `EOPNOTSUPP`).
+    pub(crate) fn evict_pages(&self, from: u64, to: u64, max_pages: u64) -> Result<u64> {
+        let Some(cache) = &self.cache else {
+            return Ok(0);
+        };
+        cache.evict(
+            from,
+            to,
+            max_pages,
+            |page| self.on_disk(page).unwrap_or(false),
+            |page| {
+                let (segment, offset) = self.locate(page);
+                let file = self.open_file(segment, false)?;
+                punch_hole(&file, offset, self.page_size as u64).map_err(|e| Error::io(self.segment_path(segment), e))
+            },
+        )
+    }
+
+    /// Bytes the segment files take on disk (allocated blocks: holes take none).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the directory or file.
+    pub(crate) fn disk_bytes(&self) -> Result<u64> {
+        use std::os::unix::fs::MetadataExt;
+        let mut bytes = 0;
+        for (_, entry) in self.segment_entries()? {
+            bytes += entry.metadata().map_err(|e| Error::io(entry.path(), e))?.blocks() * 512;
+        }
+        Ok(bytes)
+    }
+
+    /// The page cache's counters (`None` without a page source).
+    pub(crate) fn cache_stats(&self) -> Option<PageCacheStats> {
+        self.cache.as_ref().map(PageCache::stats)
     }
 
     /// Reads a whole page (flushed whole: below the head, or closed by recovery) and checks
@@ -521,7 +639,28 @@ impl SegmentFiles {
     ///
     /// # Errors
     /// [`Error::Io`] for read errors other than a short file.
+    ///
+    /// With a page source, a page missing here is asked of the source (a table opened
+    /// from its remote copy): it is written here when the source holds it, and its
+    /// failure is an error, never a shorter log.
     pub(crate) fn recover_page(&self, page: u64, buf: &mut [u8]) -> Result<PageState> {
+        let state = self.recover_local_page(page, buf)?;
+        let Some(cache) = self.cache.as_ref().filter(|_| state == PageState::Missing) else {
+            return Ok(state);
+        };
+        match self.fetch(cache, page) {
+            Ok(image) => {
+                buf.copy_from_slice(&image);
+                self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
+                let proof = verify_page(&image, page).map_err(|reason| Error::CorruptPage { page, path: self.segment_path(self.locate(page).0), reason })?;
+                Ok(PageState::Valid(Recovered { proof, unproven_bytes: false }))
+            }
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(PageState::Missing),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn recover_local_page(&self, page: u64, buf: &mut [u8]) -> Result<PageState> {
         let (segment, offset) = self.locate(page);
         let path = self.segment_path(segment);
         let length = match std::fs::metadata(&path) {
@@ -534,7 +673,8 @@ impl SegmentFiles {
         }
         let present = usize::try_from((length - offset).min(self.page_size as u64)).unwrap_or(self.page_size);
         buf.fill(0);
-        self.read_raw(page, 0, &mut buf[..present])?;
+        let file = self.open_file(segment, false)?;
+        file.read_exact_at(&mut buf[..present], offset).map_err(|e| Error::io(&path, e))?;
         Ok(match verify_page(buf, page) {
             Ok(proof) => {
                 let capacity = buf.len() - PAGE_FOOTER_SIZE;

@@ -24,6 +24,7 @@
 //! move is safe, so readers that checked `address >= head` under protection may keep
 //! reading the frame.
 
+pub mod cache;
 pub mod device;
 mod flush;
 mod observer;
@@ -45,6 +46,7 @@ use crate::record::RecordHeader;
 use crate::LogAddress;
 use crate::mem::AnonymousMemory;
 pub use device::{page_location, DeviceConfig, PageSnapshot, PAGE_FOOTER_SIZE};
+pub use cache::{PageCacheStats, PageSource, PageSourceRef};
 #[cfg(feature = "internals")]
 pub use device::CrashPoint;
 use device::{Device, PageCommit, SegmentFiles};
@@ -80,6 +82,10 @@ pub struct LogConfig {
     /// tests) instead of refusing new records with [`Error::MemoryFull`]. Default false:
     /// an acknowledged record is never lost while the log is open.
     pub discard_evicted_pages: bool,
+    /// Where pages missing from the segment files are read from (a table whose remote
+    /// copy holds its log: [`cache`]). `None`: every page is local. Not part of the
+    /// table's metadata.
+    pub page_source: Option<PageSourceRef>,
 }
 
 impl Default for LogConfig {
@@ -92,6 +98,7 @@ impl Default for LogConfig {
             sync_on_flush: false,
             flush_interval: None,
             discard_evicted_pages: false,
+            page_source: None,
         }
     }
 }
@@ -268,7 +275,7 @@ impl HybridLog {
         let ring_bytes = Self::ring_bytes_for(config) as usize;
         let frame_count = ring_bytes / page_size;
         let ring = AnonymousMemory::new(ring_bytes, "the in-memory ring (memory budget)")?;
-        let device = Device::open(&config.device, page_size, config.pages_per_segment)?;
+        let device = Device::open(&config.device, page_size, config.pages_per_segment, config.page_source.as_ref())?;
         let start_address = first_page << config.page_size_bits;
         let log = Arc::new(Self {
             page_bits: config.page_size_bits,
@@ -529,6 +536,39 @@ impl HybridLog {
         match &self.device {
             Device::Null => Ok(None),
             Device::Segments(files) => files.snapshot_page(page),
+        }
+    }
+
+    /// Evicts up to `max_pages` pages of `[from, to)` from the segment files (a log with a
+    /// page source only: [`cache`]); returns the pages evicted. The caller makes sure the
+    /// source holds them and that they are flushed.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the segment file.
+    pub fn evict_pages(&self, from: u64, to: u64, max_pages: u64) -> Result<u64> {
+        match &self.device {
+            Device::Null => Ok(0),
+            Device::Segments(files) => files.evict_pages(from, to, max_pages),
+        }
+    }
+
+    /// Bytes the segment files take on disk (0 on the null device).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the directory.
+    pub fn disk_bytes(&self) -> Result<u64> {
+        match &self.device {
+            Device::Null => Ok(0),
+            Device::Segments(files) => files.disk_bytes(),
+        }
+    }
+
+    /// The page cache's counters (`None` without a page source).
+    #[must_use]
+    pub fn cache_stats(&self) -> Option<PageCacheStats> {
+        match &self.device {
+            Device::Null => None,
+            Device::Segments(files) => files.cache_stats(),
         }
     }
 

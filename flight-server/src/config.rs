@@ -67,7 +67,7 @@ pub struct ServerConfig {
     /// default: none (`docs/deployment.md`, "A cluster").
     pub cluster: crate::cluster::ClusterConfig,
     /// The remote store of the tables (`[storage]`: `remote`, `remote_sync_ms`,
-    /// `remote_commit_ms`); default: none (`docs/deployment.md`, "Object storage").
+    /// `remote_commit_ms`, `local_cache_bytes`); default: none (`docs/deployment.md`, "Object storage").
     pub storage: crate::remote::StorageConfig,
     /// Keys of the file that are no setting (the flattened engine settings leave them
     /// here); [`ServerConfig::validate`] refuses them.

@@ -10,7 +10,11 @@ here as its own process) and the local filesystem backend:
    store: seconds until its first query is answered (restore + recovery + the query);
 5. three queries on the restored table against the same queries on the original table, once
    both caught up their columnar tier (served from the local copy: the restore writes the
-   table back into the data directory); each query's first run on the restored table (cold).
+   table back into the data directory); each query's first run on the restored table (cold);
+6. a daemon on another empty directory with `--local-cache-bytes` a fraction of the table
+   (`--cache-fractions`, default a quarter, then twice the table): seconds to its first query (no page run restored: recovery and queries fetch the
+   pages they read), the three queries cold (first run: pages fetched from the store) and warm
+   (median) against the original table, and its page cache's counters.
 
     .venv/bin/python bench/remote.py [--target-mb 1000] [--stores s3,file] [--reps 5]
 
@@ -158,6 +162,7 @@ def main():
     parser.add_argument("--stores", default="s3,file")
     parser.add_argument("--reps", type=int, default=5, help="query repetitions")
     parser.add_argument("--out", help="write the figures as JSON here")
+    parser.add_argument("--cache-fractions", default="0.25,2", help="local_cache_bytes of step 6, as fractions of the table")
     args = parser.parse_args()
     os.environ.setdefault("SHOAL_BIN", str(REPO / "target" / "release" / "shoal"))
     lines = [line for line in (REPO / "data" / "github" / "events.ndjson").read_text().splitlines() if line.strip()]
@@ -220,6 +225,28 @@ def main():
                 assert all(mine[n][1] == base[n][1] for n in QUERIES), (mine, base)
                 print(f"{store}: queries restored vs local: {row['queries']}", flush=True)
                 again.stop()
+                # 6. The local disk as a cache of a fraction of the table: another empty
+                # directory each; the page runs stay in the store until read.
+                row["cache"] = {}
+                for fraction in (float(f) for f in args.cache_fractions.split(",")):
+                    budget = max(int(size * fraction), 64 << 20)
+                    start = time.perf_counter()
+                    cached = Daemon(tmp / f"{store}-c{fraction}", "--remote", url, "--local-cache-bytes", str(budget), env=env)
+                    query(cached.client(), {"table": "events", **QUERIES["count by type (PSF)"]})
+                    first_query = round(time.perf_counter() - start, 2)
+                    served = query_times(cached.client(), "events", args.reps)
+                    assert all(served[n][1] == base[n][1] for n in QUERIES), (served, base)
+                    row["cache"][str(fraction)] = {
+                        "budget_bytes": budget,
+                        "first_query_after_empty_restart_s": first_query,
+                        "queries": {name: {"cached_ms": round(served[name][0] * 1e3, 2), "local_ms": round(base[name][0] * 1e3, 2),
+                                           "ratio": round(served[name][0] / base[name][0], 2), "cold_first_ms": round(served[name][2] * 1e3, 2),
+                                           "rows": served[name][1]}
+                                    for name in QUERIES},
+                        **action(cached.client(), "stats", {"table": "events"})["page_cache"],
+                    }
+                    print(f"{store}: with a cache of {budget >> 20} MiB ({fraction} of the table): {row['cache'][str(fraction)]}", flush=True)
+                    cached.stop()
                 figures[store] = row
             local.stop()
     finally:

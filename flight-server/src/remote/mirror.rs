@@ -217,10 +217,7 @@ impl Mirror {
         changed |= log_end != next.log_end;
         next.log_end = log_end.max(next.log_end);
         if !changed {
-            for (name, len, modified) in collected.same {
-                self.uploaded.insert(name, (len, modified));
-            }
-            self.withdrawn_generation = collected.withdrawn_generation;
+            self.record_read(collected);
             return Ok(false);
         }
         put_all(self.store.as_ref(), puts).await.map_err(RoundError::Failed)?;
@@ -248,6 +245,16 @@ impl Mirror {
         self.seq = seq;
         self.manifest = next;
         self.next_page = collected.next_page;
+        self.record_read(collected);
+        self.publish();
+        self.table.advance_remote_durable(shoal_core::LogAddress::new(self.manifest.log_end));
+        Ok(true)
+    }
+
+    /// Remembers what a round read of the files (each file's length and modification time
+    /// as the store now holds it, the withdrawn records' generation), so the next round reads
+    /// only what changed after.
+    fn record_read(&mut self, collected: Collected) {
         self.withdrawn_generation = collected.withdrawn_generation;
         for file in collected.files {
             self.uploaded.insert(file.name, (file.bytes.len() as u64, file.modified));
@@ -258,9 +265,6 @@ impl Mirror {
         for name in collected.removed {
             self.uploaded.remove(&name);
         }
-        self.publish();
-        self.table.advance_remote_durable(shoal_core::LogAddress::new(self.manifest.log_end));
-        Ok(true)
     }
 
     /// Commits a manifest saying the table was dropped (a daemon that starts does not

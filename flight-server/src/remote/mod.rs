@@ -263,7 +263,8 @@ impl RemoteStore {
             let prefix = self.table_prefix(&name);
             let Some((seq, latest)) = manifest::latest(self.store.as_ref(), &prefix).await? else { continue };
             let local_dir = data_dir.join("tables").join(&name);
-            let local: Option<LocalState> = if local_dir.join(shoal_core::checkpoint::TABLE_META_FILE).exists() {
+            let has_table = local_dir.join(shoal_core::checkpoint::TABLE_META_FILE).exists();
+            let local: Option<LocalState> = if has_table {
                 shoal_core::checkpoint::read_json(&local_dir, LOCAL_STATE_FILE).map_err(|e| e.to_string())?
             } else {
                 None
@@ -281,7 +282,7 @@ impl RemoteStore {
             if local.is_some_and(|l| l.epoch >= latest.epoch) {
                 continue;
             }
-            if local.is_none() && local_dir.join(shoal_core::checkpoint::TABLE_META_FILE).exists() {
+            if local.is_none() && has_table {
                 // A table made here before the store was configured, and a table of the same
                 // name in the store: neither replaces the other silently.
                 return Err(format!(

@@ -44,6 +44,23 @@ def free_port() -> int:
 
 READY = "shoal ready: listening on "
 
+# Every daemon the tests started, so that none outlives the test that started it.
+STARTED: list = []
+
+
+@pytest.fixture(autouse=True)
+def no_daemon_outlives_its_test():
+    """Kills the daemons a test started and left running (a test that failed before its own
+    stop; a cluster whose later node failed to start); those of module-scoped fixtures, made
+    before, are theirs to stop."""
+    first = len(STARTED)
+    yield
+    for daemon in STARTED[first:]:
+        if daemon.alive():
+            daemon.process.kill()
+            daemon.process.wait(30)
+    del STARTED[first:]
+
 
 class Daemon:
     """A running `shoal serve` process."""
@@ -59,6 +76,7 @@ class Daemon:
             text=True,
             env={**os.environ, **(env or {})},
         )
+        STARTED.append(self)
         ready = threading.Event()
         bound: list[int] = []
 

@@ -369,6 +369,25 @@ pub struct ClusterArgs {
     /// Print the `cluster` action's answer (JSON) instead of the summary.
     #[arg(long)]
     json: bool,
+    #[command(subcommand)]
+    command: Option<ClusterCommand>,
+}
+
+/// `shoal cluster`'s subcommands.
+#[derive(clap::Subcommand)]
+pub enum ClusterCommand {
+    /// Move a shard of a sharded table to another node, online, through the nodes' remote
+    /// store (no copy of its data; its batches are refused with UNAVAILABLE, and retried by
+    /// writers, for the moment of the hand-over).
+    MoveShard {
+        /// The sharded table.
+        table: String,
+        /// The shard's number.
+        shard: usize,
+        /// The node to move it to (its id).
+        #[arg(long)]
+        to: usize,
+    },
 }
 
 /// `shoal checkpoint`.
@@ -704,6 +723,18 @@ pub async fn tables(args: TablesArgs) -> Result<(), String> {
 /// same credentials), then each sharded table's shards and the node holding each.
 pub async fn cluster(args: ClusterArgs) -> Result<(), String> {
     let mut client = connect(&args.connection).await?;
+    if let Some(ClusterCommand::MoveShard { table, shard, to }) = &args.command {
+        eprintln!("moving shard {shard} of {table:?} to node {to} ...");
+        let moved = action(&mut client, "move_shard", &json!({"table": table, "shard": shard, "to": to})).await?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&moved).unwrap_or_default());
+        } else if moved["moved"].as_bool() == Some(true) {
+            println!("shard {shard} of {table:?} moved from node {} to node {to} in {} ms", moved["from"], moved["elapsed_ms"]);
+        } else {
+            println!("shard {shard} of {table:?} is on node {to} already");
+        }
+        return Ok(());
+    }
     let described = action(&mut client, "cluster", &json!({})).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&described).unwrap_or_default());

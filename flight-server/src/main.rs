@@ -512,6 +512,9 @@ async fn serve_async(mut config: ServerConfig) -> Result<(), String> {
     if config.cluster.is_enabled() {
         let map_dir = (!config.engine.in_memory).then(|| config.engine.data_dir.join("cluster"));
         let cluster = Cluster::open(&config.cluster, map_dir, config.bearer_token()?.as_deref(), config.basic_auth.as_deref())?;
+        if let Some(remote) = &remote {
+            cluster.set_remote(Arc::clone(remote));
+        }
         tracing::info!(node_id = cluster.node_id(), nodes = config.cluster.nodes.len(), location = cluster.location(cluster.node_id()), "node of a cluster");
         service = service.with_cluster(Arc::new(cluster));
     }

@@ -328,6 +328,21 @@ impl FlightService for ShoalFlightService {
             let permit = self.puts.enter(caller).await?;
             return Ok(Response::new(cluster.put(&self.catalog, sharded, limits::idle_guarded(messages, idle, "DoPut"), permit)));
         }
+        // A shard's own table that moved to another node (a writer routing by key with an
+        // old shard map): say where it is.
+        if let Some((cluster, name)) = self.router.cluster().zip(descriptor.as_ref().and_then(|d| d.path.first())) {
+            if let Some((table, shard)) = cluster.map().shard_of_table(name).filter(|(t, s)| t.node_of(*s) != cluster.node_id()) {
+                if self.catalog.get(name).is_err() {
+                    let node = table.node_of(shard);
+                    return Err(Status::failed_precondition(format!(
+                        "table {name:?} (shard {shard} of {:?}) is held by node {node} ({}) since it moved: write it there, or write {:?} through any node",
+                        table.name,
+                        cluster.location(node),
+                        table.name
+                    )));
+                }
+            }
+        }
         let catalog = Arc::clone(&self.catalog);
         let mut places = Places::new(&self.puts, caller);
         let mut decoder = FlightDataDecoder::new(limits::idle_guarded(messages, idle, "DoPut").map_err(FlightError::from));
@@ -439,7 +454,11 @@ impl FlightService for ShoalFlightService {
 
     async fn list_actions(&self, _request: Request<Empty>) -> Result<Response<Self::ListActionsStream>, Status> {
         let tables = ACTIONS.iter().map(|a| (a.name, a.description));
-        let cluster = crate::cluster::ACTIONS.iter().map(|a| (a.name, a.description));
+        let cluster = crate::cluster::ACTIONS
+            .iter()
+            .map(|a| (a.name, a.description))
+            .chain(std::iter::once(crate::cluster::moves::MOVE_SHARD))
+            .chain(crate::cluster::moves::NODE_ACTIONS.iter().copied());
         let actions = tables.chain(cluster).chain(flight_sql::ACTIONS.iter().copied()).map(|(name, description)| {
             Ok(ActionType { r#type: name.to_owned(), description: description.to_owned() })
         });

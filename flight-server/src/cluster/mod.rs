@@ -3,20 +3,22 @@
 //! are ordinary tables spread over the nodes ([`shards`]); actions that fan out to every
 //! shard (this file); plans whose endpoints carry the location of the node that holds
 //! their shard, and tickets any node can serve ([`reads`]); ingestion routed by shard key
-//! ([`writes`]).
+//! ([`writes`]); shards moved to another node through the remote store ([`moves`]).
 //!
 //! A node talks to the others as any Flight client does (`FlightServiceClient` over one
 //! lazily connected channel per node), with the daemon's own credentials. There is no
 //! replication: a node that is down makes its shards unavailable (`UNAVAILABLE` naming
-//! shard and node) until it is back with its volume; its recovery is the tables' own.
+//! shard and node) until it is back with its volume — or, with a remote store, until its
+//! replacement opens them from the store; its recovery is the tables' own.
 
 pub mod config;
+pub mod moves;
 pub mod reads;
 pub mod schema;
 pub mod shards;
 pub mod writes;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -71,7 +73,7 @@ pub static ACTIONS: &[ClusterAction] = &[
 /// True for a call only nodes make to each other ([`ClusterAction::nodes_only`]).
 #[must_use]
 pub fn is_node_action(name: &str) -> bool {
-    ACTIONS.iter().any(|a| a.nodes_only && a.name == name)
+    ACTIONS.iter().any(|a| a.nodes_only && a.name == name) || moves::NODE_ACTIONS.iter().any(|(n, _)| *n == name)
 }
 
 /// The header in which a node sends the cluster's secret (`cluster.secret`) to another.
@@ -99,6 +101,8 @@ pub struct Cluster {
     /// Records this node received by DoPut for a sharded table and forwarded to the node
     /// holding their shard (the slower way in; writers routing by key send none).
     forwarded_records: AtomicU64,
+    /// The remote store shards move through ([`moves`]); `None` without `[storage] remote`.
+    remote: std::sync::OnceLock<Arc<crate::remote::RemoteStore>>,
 }
 
 impl Cluster {
@@ -142,6 +146,7 @@ impl Cluster {
             channels: Mutex::new(HashMap::new()),
             spread: AtomicUsize::new(0),
             forwarded_records: AtomicU64::new(0),
+            remote: std::sync::OnceLock::new(),
         })
     }
 
@@ -294,6 +299,9 @@ impl Cluster {
         if let Some(action) = ACTIONS.iter().find(|a| a.name == name) {
             return (action.handler)(self, body).map(Some);
         }
+        if let Some(moved) = self.move_action(catalog, name, body).await {
+            return moved.map(Some);
+        }
         let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(body) else { return Ok(None) };
         if name == "create_table" && (body.contains_key("shards") || body.contains_key("shard_key")) {
             return self.create_sharded(catalog, body).await.map(Some);
@@ -400,12 +408,12 @@ impl Cluster {
         if catalog.get(&name).is_ok() {
             return Err(Status::already_exists(format!("create_table: a table {name:?} exists on node {} (not sharded)", self.me)));
         }
-        let table = ShardedTable { name: name.clone(), shards: shard_count, shard_key, nodes: self.nodes.len(), options: body };
+        let table = ShardedTable { name: name.clone(), shards: shard_count, shard_key, nodes: self.nodes.len(), options: body, placement: BTreeMap::new() };
         if let Some(existing) = self.map.get(&name) {
             if !if_not_exists {
                 return Err(Status::already_exists(format!("create_table: the sharded table {name:?} exists (\"if_not_exists\": true to accept it)")));
             }
-            if existing.as_ref() != &table {
+            if !existing.same_table(&table) {
                 return Err(Status::already_exists(format!(
                     "create_table: the sharded table {name:?} exists with another definition: {}",
                     serde_json::to_string(existing.as_ref()).unwrap_or_default()
@@ -425,6 +433,8 @@ impl Cluster {
         }))
         .await;
         all_or_report(name, "create_table (defining the table on every node)", defined)?;
+        // A repeat after a move: the shards are where the moves put them.
+        let table = self.map.get(name).map_or(table, |defined| defined.as_ref().clone());
         let mut shard_body = table.options.clone();
         shard_body.insert("if_not_exists".into(), json!(true));
         let created = self.on_every_shard(catalog, &table, "create_table", &shard_body, "name").await;

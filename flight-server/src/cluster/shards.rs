@@ -35,6 +35,9 @@ pub struct ShardedTable {
     /// The `create_table` body every shard is made with (without `name`, `shards`,
     /// `shard_key`, `if_not_exists`).
     pub options: serde_json::Map<String, Value>,
+    /// Shards moved off their first node (`move_shard`): shard number → node.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub placement: BTreeMap<usize, usize>,
 }
 
 impl ShardedTable {
@@ -54,7 +57,16 @@ impl ShardedTable {
         if !(1..=super::config::MAX_NODES).contains(&self.nodes) {
             return Err(format!("\"nodes\" must be an integer in 1..={}, got {}", super::config::MAX_NODES, self.nodes));
         }
+        if let Some((shard, node)) = self.placement.iter().find(|(&shard, &node)| shard >= self.shards || node >= super::config::MAX_NODES) {
+            return Err(format!("\"placement\" puts shard {shard} on node {node}: the table has {} shards", self.shards));
+        }
         Ok(())
+    }
+
+    /// Whether `other` defines the same table, wherever its shards are now.
+    #[must_use]
+    pub fn same_table(&self, other: &ShardedTable) -> bool {
+        self.name == other.name && self.shards == other.shards && self.shard_key == other.shard_key && self.nodes == other.nodes && self.options == other.options
     }
 
     /// The table name of shard `shard` (`events.shard-2`).
@@ -63,10 +75,10 @@ impl ShardedTable {
         format!("{}{SHARD_INFIX}{shard}", self.name)
     }
 
-    /// The node holding shard `shard`.
+    /// The node holding shard `shard`: where a move put it, else `shard mod nodes`.
     #[must_use]
     pub fn node_of(&self, shard: usize) -> usize {
-        shard % self.nodes.max(1)
+        self.placement.get(&shard).copied().unwrap_or(shard % self.nodes.max(1))
     }
 
     /// The shards that can hold a record matching `filter`, when the filter pins every
@@ -303,7 +315,8 @@ impl ShardMap {
         table.validate().map_err(|e| (false, e))?;
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(existing) = tables.get(&table.name) {
-            if existing.as_ref() == table {
+            // The same table (a move may have placed its shards elsewhere since).
+            if existing.as_ref() == table || existing.same_table(table) {
                 return Ok(false);
             }
             return Err((true, format!("table {:?} is defined differently: {}", table.name, serde_json::to_string(existing.as_ref()).unwrap_or_default())));
@@ -315,6 +328,26 @@ impl ShardMap {
         }
         tables.insert(table.name.clone(), Arc::new(table.clone()));
         Ok(true)
+    }
+
+    /// Records `table` in place of the definition of the same name (a shard moved: its
+    /// placement changed), written to its file first as [`Self::define`] does.
+    ///
+    /// # Errors
+    /// An invalid definition, one of another table's shape (shards, key), or the I/O failure.
+    pub fn replace(&self, table: &ShardedTable) -> Result<(), String> {
+        table.validate()?;
+        let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(existing) = tables.get(&table.name) {
+            if !existing.same_table(table) {
+                return Err(format!("table {:?}: a new placement may not change its shards, key or options", table.name));
+            }
+        }
+        if let Some(dir) = &self.dir {
+            shoal_core::checkpoint::write_json_atomic(dir, &format!("{}.json", table.name), table).map_err(|e| e.to_string())?;
+        }
+        tables.insert(table.name.clone(), Arc::new(table.clone()));
+        Ok(())
     }
 
     /// Forgets `name` (its file first); true if it was defined.
@@ -362,6 +395,7 @@ mod tests {
             shard_key: key.iter().map(|s| (*s).to_owned()).collect(),
             nodes: 3,
             options: serde_json::Map::new(),
+            placement: BTreeMap::new(),
         }
     }
 
@@ -485,5 +519,25 @@ mod tests {
         assert!(reopened.shard_of_table("events.shard-3").is_none());
         assert!(reopened.forget("events").unwrap());
         assert!(ShardMap::open(Some(dir.path().to_path_buf())).unwrap().get("events").is_none());
+    }
+
+    #[test]
+    fn a_moved_shard_keeps_its_place_across_a_reopen_and_a_repeated_definition() {
+        let dir = tempfile::tempdir().unwrap();
+        let map = ShardMap::open(Some(dir.path().to_path_buf())).unwrap();
+        map.define(&table(3, &["id"])).unwrap();
+        let mut moved = table(3, &["id"]);
+        moved.placement.insert(1, 2);
+        map.replace(&moved).unwrap();
+        // The same table defined again (a create_table with if_not_exists) keeps the place.
+        assert_eq!(map.define(&table(3, &["id"])), Ok(false));
+        let reopened = ShardMap::open(Some(dir.path().to_path_buf())).unwrap();
+        let events = reopened.get("events").unwrap();
+        assert_eq!((0..3).map(|s| events.node_of(s)).collect::<Vec<_>>(), vec![0, 2, 2]);
+        // A placement never changes the table's shape, nor names a shard it does not have.
+        assert!(reopened.replace(&table(4, &["id"])).is_err());
+        let mut beyond = table(3, &["id"]);
+        beyond.placement.insert(3, 0);
+        assert!(reopened.replace(&beyond).unwrap_err().contains("shard 3"));
     }
 }

@@ -259,10 +259,20 @@ pub async fn tables(store: &dyn ObjectStore, root: &Path) -> Result<Vec<String>,
     Ok(names)
 }
 
-/// The object `relative` (a name with `/` between its parts) under `prefix`.
+/// The object `relative` (a name with `/` between its parts) under `prefix`; a leading
+/// `../` names a part of the prefix's parent (a shard moved from another node names that
+/// node's objects as `../node-<id>/tables/...`), never above the store's root.
 #[must_use]
 pub fn object_path(prefix: &Path, relative: &str) -> Path {
-    relative.split('/').filter(|part| !part.is_empty()).fold(prefix.clone(), Path::join)
+    let mut parts: Vec<object_store::path::PathPart<'_>> = prefix.parts().collect();
+    for part in relative.split('/').filter(|part| !part.is_empty() && *part != ".") {
+        if part == ".." {
+            parts.pop();
+        } else {
+            parts.push(part.into());
+        }
+    }
+    parts.into_iter().collect()
 }
 
 #[cfg(test)]
@@ -312,5 +322,13 @@ mod tests {
         assert_eq!(&get_checked(&store, &object, crc32fast::hash(b"abc")).await.unwrap()[..], b"abc");
         let error = get_checked(&store, &object, 7).await.unwrap_err();
         assert!(error.contains("root/tables/t/data/x is damaged: checksum mismatch"), "{error}");
+    }
+
+    #[test]
+    fn a_name_may_reach_a_sibling_prefix_but_not_above_the_root() {
+        let node = Path::from("root/node-1");
+        assert_eq!(object_path(&node, "tables/t/data/x").as_ref(), "root/node-1/tables/t/data/x");
+        assert_eq!(object_path(&node, "../node-0/tables/t/data/x").as_ref(), "root/node-0/tables/t/data/x");
+        assert_eq!(object_path(&node, "../../../../x").as_ref(), "x");
     }
 }

@@ -8,7 +8,8 @@
 //!   creates (fencing);
 //! - [`mirror`]: a table's claim and its upload rounds;
 //! - [`restore`]: a table's objects written back into a local directory;
-//! - [`cache`]: the local disk as a bounded cache of the store's pages (`local_cache_bytes`).
+//! - [`cache`]: the local disk as a bounded cache of the store's pages (`local_cache_bytes`);
+//! - [`handover`]: a table handed from one node of a cluster to another (`move_shard`).
 //!
 //! This module ties them to the daemon: [`StorageConfig`] (`[storage]`), [`RemoteStore::open`]
 //! (the URL), [`RemoteStore::prepare`] (before the catalog opens: tables restored from the
@@ -17,6 +18,7 @@
 //! tables with durability `remote`).
 
 pub mod cache;
+pub mod handover;
 pub mod manifest;
 pub mod mirror;
 pub mod restore;
@@ -129,6 +131,8 @@ pub struct RemoteStore {
     /// Each table's pages in the store, read by its log when not local (with
     /// `local_cache_bytes` only).
     pages: Mutex<HashMap<String, Arc<cache::RemotePages>>>,
+    /// The data directory ([`Self::prepare`]'s).
+    data_dir: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 /// A table's mirror task, and the table it mirrors.
@@ -193,6 +197,7 @@ impl RemoteStore {
             cluster_uploaded: Mutex::new(HashMap::new()),
             is_node: node.is_some(),
             pages: Mutex::new(HashMap::new()),
+            data_dir: std::sync::OnceLock::new(),
         }))
     }
 
@@ -248,6 +253,7 @@ impl RemoteStore {
     /// The store's error, a damaged object (named), the local files', or a table both in
     /// the store and in a local directory that was never kept in a store.
     pub async fn prepare(&self, data_dir: &FsPath) -> Result<(), String> {
+        let _ = self.data_dir.set(data_dir.to_path_buf());
         if self.is_node {
             let dir = data_dir.join("cluster");
             self.restore_cluster_definitions(&dir).await?;

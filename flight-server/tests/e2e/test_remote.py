@@ -375,6 +375,79 @@ def test_a_cluster_node_replaced_on_an_empty_directory_serves_its_shards_again(s
         cluster.stop()
 
 
+def test_a_shard_moves_to_another_node_under_load_and_stays_there(s3, tmp_path):
+    """`move_shard` (and `shoal cluster move-shard`): a shard changes nodes through the store
+    while a writer keeps writing through another node; batches refused during the hand-over
+    (UNAVAILABLE) are retried; every record is there once; the placement outlives restarts and
+    the old node does not open its old copy again."""
+    from test_cluster import Cluster, read_all
+
+    args, _ = remote_args("file", s3, tmp_path)
+    cluster = Cluster(tmp_path, 3, *args, "--durability", "remote", "--remote-commit-ms", "20")
+    try:
+        client = cluster.client(0)
+        # Keyed: a batch refused for one shard after the others took their part is retried
+        # whole, and its keys are written again, not twice.
+        action(client, "create_table", {"name": "events", "primary_key": "id", "shards": 3})
+        stop, written, refusals = threading.Event(), [], []
+
+        def writer():
+            writer_client = cluster.client(0)
+            n = 0
+            while not stop.is_set():
+                batch = [record("events", i) for i in range(n, n + 100)]
+                while True:
+                    try:
+                        put(writer_client, "events", batch, batch=100)
+                        break
+                    except flight.FlightError as e:
+                        refusals.append(str(e))
+                        time.sleep(0.05)
+                n += 100
+                written.append(n)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        time.sleep(1.0)
+        moved = action(client, "move_shard", {"table": "events", "shard": 1, "to": 2})
+        time.sleep(0.5)
+        stop.set()
+        thread.join(60)
+        assert moved["moved"] and moved["from"] == 1 and moved["to"] == 2, moved
+        assert all("moving to node 2" in r or "is held by node" in r for r in refusals), refusals[:3]
+        count = written[-1]
+        assert count >= 500, f"the writer wrote {count} records"
+        print(f"moved in {moved['elapsed_ms']} ms while {count} records were written; {len(refusals)} batches refused and retried")
+        for node in range(3):
+            shard_map = action(cluster.client(node), "cluster", {})["tables"][0]["shard_map"]
+            assert [s["node"] for s in shard_map] == [0, 2, 2], (node, shard_map)
+        assert not (tmp_path / "node1" / "tables" / "events.shard-1").exists(), "the old node keeps its copy"
+        rows, _, _ = read_all(cluster.client(1), {"table": "events", "columns": ["id"]})
+        assert sorted(rows.column("id").to_pylist()) == [f"events-{i:07d}" for i in range(count)]
+
+        # Every node restarted on its own directory: the placement and every record stay.
+        for node in range(3):
+            cluster.daemons[node].stop()
+        cluster.daemons = [cluster.start(node) for node in range(3)]
+        rows, _, _ = read_all(cluster.client(2), {"table": "events", "columns": ["id"]})
+        assert rows.num_rows == count
+        assert not (tmp_path / "node1" / "tables" / "events.shard-1").exists()
+        # A writer routing by key with the old shard map is told where the shard is now.
+        with pytest.raises((flight.FlightError, pa.ArrowInvalid), match="is held by node 2"):
+            put(cluster.client(1), "events.shard-1", [record("events", count)], batch=1)
+        # Back to node 1 with the command line, then a write through node 1 lands there.
+        out = subprocess.run([str(shoal_binary()), "cluster", "move-shard", "events", "1", "--to", "1", "--endpoint", cluster.daemons[0].location],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and "moved from node 2 to node 1" in out.stdout, out.stdout + out.stderr
+        put(cluster.client(1), "events", [record("events", i) for i in range(count, count + 300)], batch=300)
+        rows, _, _ = read_all(cluster.client(0), {"table": "events", "columns": ["id"]})
+        assert sorted(rows.column("id").to_pylist()) == [f"events-{i:07d}" for i in range(count + 300)]
+        assert action(cluster.client(1), "stats", {"table": "events.shard-1"})["records"] > 0
+        assert not (tmp_path / "node2" / "tables" / "events.shard-1").exists()
+    finally:
+        cluster.stop()
+
+
 def test_local_tables_move_into_a_new_store_and_a_name_in_both_is_refused(s3, tmp_path):
     args, env = remote_args("file", s3, tmp_path)
     # Tables made before the daemon had a store are uploaded when it gets one.

@@ -119,6 +119,11 @@ pub enum Error {
     /// could not be acknowledged. Nothing acknowledged is lost; retry later.
     #[error("the remote store is unavailable: {0}")]
     RemoteUnavailable(String),
+    /// The table is being handed to another process (a shard moving to another node,
+    /// [`crate::table::Table::close_to_writes`]): the batch was refused whole; retry it,
+    /// where the table is now.
+    #[error("{0}")]
+    Moving(String),
     /// A wait was given up because its caller went away (e.g. the client of a
     /// `make_durable` call disconnected); nothing was changed.
     #[error("cancelled: {0}")]

@@ -509,6 +509,9 @@ impl Table {
         if let Some(reason) = self.fenced() {
             return Err(Error::Fenced(reason.to_string()));
         }
+        if let Some(reason) = self.closed_to_writes() {
+            return Err(Error::Moving(reason));
+        }
         if let Some(error) = self.remote_failure() {
             return Err(error);
         }

@@ -170,6 +170,10 @@ struct RemoteState {
     mirrored: std::sync::atomic::AtomicBool,
     /// Since when, and why, uploads to the remote store fail ([`Table::set_remote_failure`]).
     failure: Mutex<Option<(std::time::Instant, String)>>,
+    /// Why new batches are refused while the table is handed over ([`Table::close_to_writes`]).
+    closed: Mutex<Option<String>>,
+    /// Whether `closed` holds a reason (read on every batch).
+    closing: std::sync::atomic::AtomicBool,
 }
 
 /// How long the remote store of a table with durability `remote` may fail before batches
@@ -439,6 +443,25 @@ impl Table {
     #[must_use]
     pub fn page_cache_stats(&self) -> Option<PageCacheStats> {
         self.log.cache_stats()
+    }
+
+    /// Refuses every new batch with [`crate::Error::Moving`] carrying `reason` (`Some`), or
+    /// takes batches again (`None`): a table being handed to another process (a shard moving
+    /// to another node). Unlike [`Table::fence`], batches already admitted go on and are
+    /// acknowledged as their durability says; [`Table::complete_until`] reaching the tail
+    /// says they are all in the log.
+    pub fn close_to_writes(&self, reason: Option<String>) {
+        let mut closed = self.remote.closed.lock();
+        self.remote.closing.store(reason.is_some(), Ordering::Release);
+        *closed = reason;
+    }
+
+    /// Why new batches are refused ([`Table::close_to_writes`]), if they are.
+    pub(crate) fn closed_to_writes(&self) -> Option<String> {
+        if !self.remote.closing.load(Ordering::Acquire) {
+            return None;
+        }
+        self.remote.closed.lock().clone()
     }
 
     /// Another process owns the table now (it claimed a newer epoch in the remote store):

@@ -258,3 +258,18 @@ fn a_log_with_a_page_source_fetches_missing_pages_evicts_them_and_never_serves_a
     let failed = copied.scan(&request).map(|_| ()).unwrap_err();
     assert!(failed.to_string().contains("the store is down"), "{failed}");
 }
+
+#[test]
+fn a_table_closed_to_writes_refuses_new_batches_whole_and_opens_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = remote_table(dir.path());
+    table.advance_remote_durable(LogAddress::new(u64::MAX >> 1));
+    ingest(&table, &records(0, 10)).unwrap();
+    table.close_to_writes(Some("moving to node 2".into()));
+    let refused = ingest(&table, &records(10, 20)).unwrap_err();
+    assert!(matches!(&refused, Error::Moving(reason) if reason == "moving to node 2"), "{refused}");
+    assert_eq!(ids(&table), (0..10).collect::<Vec<i64>>(), "a refused batch writes nothing");
+    table.close_to_writes(None);
+    ingest(&table, &records(10, 20)).unwrap();
+    assert_eq!(ids(&table), (0..20).collect::<Vec<i64>>());
+}

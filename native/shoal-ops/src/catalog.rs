@@ -175,6 +175,38 @@ pub fn validate_table_name(name: &str) -> Result<(), OpsError> {
     Ok(())
 }
 
+/// Opens (recovers) the table in `dir` as the catalog's entry `name`, logging what
+/// recovery did; a table with durability `remote` and no remote store is fenced.
+fn open_table(config: &EngineConfig, shared: &Arc<Tables>, name: &str, dir: &std::path::Path) -> Result<TableEntry, String> {
+    let mut table_config = TableConfig::on_disk(dir);
+    table_config.log.page_source = config.page_sources.as_ref().and_then(|sources| (sources.0)(name));
+    let (table, report) = Table::open(table_config)
+        .map_err(|e| format!("cannot recover table {name:?} in {}: {e} (move the directory away to start without it)", dir.display()))?;
+    tracing::info!(
+        table = %name,
+        records = report.records,
+        pages = report.pages_replayed,
+        bytes_replayed = report.bytes_replayed,
+        checkpoint_used = report.checkpoint_used,
+        corrupt_page = ?report.corrupt_page,
+        bytes_cut = report.bytes_cut,
+        elapsed_ms = report.elapsed_ms,
+        "table recovered"
+    );
+    if let Some((page, reason)) = &report.corrupt_page {
+        tracing::warn!(table = %name, page, %reason, "a damaged page and everything after it were cut off");
+    }
+    if matches!(table.config().durability, shoal_core::table::DurabilityPolicy::Remote { .. }) && config.remote_commit_ms.is_none() {
+        // Its batches would wait for uploads nobody makes: refused instead, reads go on.
+        table.fence(format!(
+            "table {name:?} has durability \"remote\", but this engine has no remote store ([storage] remote, \
+             --remote or SHOAL_REMOTE on the daemon): its writes are refused, its reads served"
+        ));
+    }
+    let memory = MemoryLimit { limit: config.memory_limit_bytes(), tables: Arc::downgrade(shared) };
+    TableEntry::new(name.to_owned(), table, memory)
+}
+
 impl Catalog {
     /// Opens the catalog on `config.data_dir`, recovering every table found under
     /// `<data_dir>/tables/` (see `shoal_core::recovery`) and logging what recovery did.
@@ -201,35 +233,8 @@ impl Catalog {
                 .collect();
             names.sort();
             for name in names {
-                let dir = root.join(&name);
-                let mut table_config = TableConfig::on_disk(&dir);
-                table_config.log.page_source = config.page_sources.as_ref().and_then(|sources| (sources.0)(&name));
-                let (table, report) = Table::open(table_config).map_err(|e| {
-                    format!("cannot recover table {name:?} in {}: {e} (move the directory away to start without it)", dir.display())
-                })?;
-                tracing::info!(
-                    table = %name,
-                    records = report.records,
-                    pages = report.pages_replayed,
-                    bytes_replayed = report.bytes_replayed,
-                    checkpoint_used = report.checkpoint_used,
-                    corrupt_page = ?report.corrupt_page,
-                    bytes_cut = report.bytes_cut,
-                    elapsed_ms = report.elapsed_ms,
-                    "table recovered"
-                );
-                if let Some((page, reason)) = &report.corrupt_page {
-                    tracing::warn!(table = %name, page, %reason, "a damaged page and everything after it were cut off");
-                }
-                if matches!(table.config().durability, shoal_core::table::DurabilityPolicy::Remote { .. }) && config.remote_commit_ms.is_none() {
-                    // Its batches would wait for uploads nobody makes: refused instead, reads go on.
-                    table.fence(format!(
-                        "table {name:?} has durability \"remote\", but this engine has no remote store ([storage] remote, \
-                         --remote or SHOAL_REMOTE on the daemon): its writes are refused, its reads served"
-                    ));
-                }
-                let memory = MemoryLimit { limit: config.memory_limit_bytes(), tables: Arc::downgrade(&shared) };
-                tables.insert(name.clone(), Arc::new(TableEntry::new(name, table, memory)?));
+                let entry = open_table(&config, &shared, &name, &root.join(&name))?;
+                tables.insert(name, Arc::new(entry));
             }
         }
         *shared.write().map_err(|_| "catalog lock poisoned".to_owned())? = tables;
@@ -263,6 +268,25 @@ impl Catalog {
     /// All tables, by name.
     pub fn list(&self) -> Vec<Arc<TableEntry>> {
         self.tables.read().map(|t| t.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Opens the table another process wrote into `<data_dir>/tables/<name>` (a shard moved
+    /// here from another node, restored from the remote store) and serves it, as a start
+    /// would have.
+    ///
+    /// # Errors
+    /// `ALREADY_EXISTS` when the catalog has a table of that name; `INTERNAL` when the
+    /// directory holds no table or recovery fails (the message names it).
+    pub fn adopt(&self, name: &str) -> Result<(), OpsError> {
+        validate_table_name(name)?;
+        let mut tables = self.tables.write().map_err(|_| OpsError::internal("catalog lock poisoned"))?;
+        if tables.contains_key(name) {
+            return Err(OpsError::already_exists(format!("table {name:?} already exists")));
+        }
+        let entry = open_table(&self.config, &self.tables, name, &self.table_dir(name)).map_err(OpsError::internal)?;
+        tables.insert(name.to_owned(), Arc::new(entry));
+        tracing::info!(table = %name, "table adopted");
+        Ok(())
     }
 
     /// Creates a table. Returns `false` if it existed and `if_not_exists` was set.

@@ -122,7 +122,7 @@ impl OpsError {
             // ENOSPC, EDQUOT: the disk (or the quota) is full.
             E::Io { source, .. } if matches!(source.raw_os_error(), Some(28 | 122)) => ErrorClass::ResourceExhausted,
             E::MemoryFull { .. } => ErrorClass::ResourceExhausted,
-            E::Closed | E::RemoteUnavailable(_) => ErrorClass::Unavailable,
+            E::Closed | E::RemoteUnavailable(_) | E::Moving(_) => ErrorClass::Unavailable,
             E::Cancelled(_) => ErrorClass::Cancelled,
             E::Fenced(_) => ErrorClass::FailedPrecondition,
             _ => ErrorClass::Internal,

@@ -689,7 +689,7 @@ impl ShoalSqlService {
             if let Some((cluster, table)) = self.sharded(&delete.table) {
                 // On every shard; the answer holds each shard's.
                 let body = serde_json::json!({"table": table.name, "filter": delete.filter});
-                let answer = cluster.action(&self.catalog, "delete", body.to_string().as_bytes()).await?.unwrap_or_default();
+                let answer = cluster.action(&self.catalog, "delete", body.to_string().as_bytes(), false).await?.unwrap_or_default();
                 let shards = answer["shards"].as_array().map(Vec::as_slice).unwrap_or_default();
                 return Ok(shards.iter().filter_map(|a| a["deleted"].as_i64()).sum());
             }

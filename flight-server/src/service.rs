@@ -414,6 +414,7 @@ impl FlightService for ShoalFlightService {
             )));
         }
         let caller = self.caller(&request);
+        let from_node = self.router.cluster().is_some_and(|cluster| cluster.is_node(request.metadata()));
         let action = request.into_inner();
         match self.router.cluster() {
             Some(cluster) => {
@@ -422,7 +423,7 @@ impl FlightService for ShoalFlightService {
                     // as a node's (the longer limit).
                     caller.check_filter(&action.r#type, &body)?;
                 }
-                if let Some(answer) = cluster.action(&self.catalog, &action.r#type, &action.body).await? {
+                if let Some(answer) = cluster.action(&self.catalog, &action.r#type, &action.body, from_node).await? {
                     return Ok(Response::new(Box::pin(stream::iter([Ok(json_result(&answer))]))));
                 }
             }
@@ -436,11 +437,10 @@ impl FlightService for ShoalFlightService {
         }
         let catalog = Arc::clone(&self.catalog);
         let (alive, _guard) = CallerAlive::new();
-        let synced = self.remote.as_ref().filter(|_| crate::remote::SYNCED_ACTIONS.contains(&action.r#type.as_str())).map(|remote| {
-            let body: serde_json::Value = serde_json::from_slice(&action.body).unwrap_or_default();
-            let table = body.get("table").or_else(|| body.get("name")).and_then(serde_json::Value::as_str).unwrap_or_default().to_owned();
-            (Arc::clone(remote), table)
-        });
+        let synced = self
+            .remote
+            .as_ref()
+            .and_then(|remote| crate::remote::synced_table(&self.catalog, &action.r#type, &action.body).map(|table| (Arc::clone(remote), table)));
         let result = blocking(move || {
             let call = ops::ActionCall { keep_waiting: &|| alive.get(), filter_bytes: caller.filter_bytes() };
             ops::run_action_with(&catalog, &action.r#type, &action.body, call)

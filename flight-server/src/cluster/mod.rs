@@ -70,6 +70,10 @@ pub static ACTIONS: &[ClusterAction] = &[
     ClusterAction { name: "cluster_forget", description: r#"(between nodes) {"name"} → {"name", "forgotten"}"#, nodes_only: true, handler: Cluster::forget },
 ];
 
+/// The node actions that change this node's sharded-table definitions (kept in the remote
+/// store, when there is one, before they are answered: [`Cluster::keep_definitions`]).
+const CHANGES_DEFINITIONS: &[&str] = &["cluster_define", "cluster_forget"];
+
 /// True for a call only nodes make to each other ([`ClusterAction::nodes_only`]).
 #[must_use]
 pub fn is_node_action(name: &str) -> bool {
@@ -231,15 +235,20 @@ impl Cluster {
     /// Runs action `name` with `body` on node `node` (this node: directly).
     async fn action_on(&self, catalog: &Arc<Catalog>, node: usize, name: &str, body: Value) -> Result<Value, Status> {
         if node == self.me {
-            let catalog = Arc::clone(catalog);
-            let name = name.to_owned();
+            let synced = self.remote.get().and_then(|remote| crate::remote::synced_table(catalog, name, body.to_string().as_bytes()).map(|t| (remote, t)));
+            let (running, action) = (Arc::clone(catalog), name.to_owned());
             // Its filter (a SQL DELETE's rendered condition, or a client's held to its limit
             // by the caller of the fan-out): the longer limit, as a node's.
-            return crate::rpc::blocking(move || {
+            let answer = crate::rpc::blocking(move || {
                 let call = ActionCall { filter_bytes: shoal_core::psf::expr::MAX_RENDERED_EXPR_BYTES, ..ActionCall::CLIENT };
-                ops::run_action_with(&catalog, &name, body.to_string().as_bytes(), call)
+                ops::run_action_with(&running, &action, body.to_string().as_bytes(), call)
             })
-            .await;
+            .await?;
+            // As the same action sent to this node would: answered once the store holds it.
+            if let Some((remote, table)) = synced {
+                remote.sync_table(catalog, &table).await?;
+            }
+            return Ok(answer);
         }
         let mut client = self.peer(node)?;
         let action = Action { r#type: name.to_owned(), body: body.to_string().into() };
@@ -295,9 +304,16 @@ impl Cluster {
     /// `INVALID_ARGUMENT` for a bad definition; a shard's error, naming the shard and
     /// node (a fan-out that reached only some shards says which failed; repeating it is
     /// safe).
-    pub async fn action(&self, catalog: &Arc<Catalog>, name: &str, body: &[u8]) -> Result<Option<Value>, Status> {
+    /// `from_node`: the call came from another node (it carries the cluster's secret): a
+    /// shard's own table is answered here, never forwarded again — two nodes whose shard maps
+    /// disagree for a moment would otherwise send a call back and forth.
+    pub async fn action(&self, catalog: &Arc<Catalog>, name: &str, body: &[u8], from_node: bool) -> Result<Option<Value>, Status> {
         if let Some(action) = ACTIONS.iter().find(|a| a.name == name) {
-            return (action.handler)(self, body).map(Some);
+            let answer = (action.handler)(self, body)?;
+            if CHANGES_DEFINITIONS.contains(&name) {
+                self.keep_definitions().await?;
+            }
+            return Ok(Some(answer));
         }
         if let Some(moved) = self.move_action(catalog, name, body).await {
             return moved.map(Some);
@@ -311,7 +327,7 @@ impl Cluster {
             // A shard's own table held by another node (`make_durable` of `T.shard-2` from a
             // writer that reached every shard through this node): answered there.
             let node = table.node_of(shard);
-            if node == self.me {
+            if node == self.me || from_node {
                 return Ok(None);
             }
             return self.action_on(catalog, node, name, Value::Object(body)).await.map(Some).map_err(|e| self.peer_error(&table.name, Some(shard), node, &e));
@@ -426,7 +442,7 @@ impl Cluster {
             let definition = definition.clone();
             async move {
                 if node == self.me {
-                    return self.action(catalog, "cluster_define", definition.to_string().as_bytes()).await.map(|_| Value::Null);
+                    return self.action(catalog, "cluster_define", definition.to_string().as_bytes(), false).await.map(|_| Value::Null);
                 }
                 self.action_on(catalog, node, "cluster_define", definition).await.map_err(|e| self.peer_error(name, None, node, &e))
             }
@@ -461,7 +477,7 @@ impl Cluster {
         let forgotten = join_all((0..self.nodes.len()).map(|node| async move {
             let body = json!({"name": table.name});
             if node == self.me {
-                return self.action(catalog, "cluster_forget", body.to_string().as_bytes()).await.map(|_| Value::Null);
+                return self.action(catalog, "cluster_forget", body.to_string().as_bytes(), false).await.map(|_| Value::Null);
             }
             self.action_on(catalog, node, "cluster_forget", body).await.map_err(|e| self.peer_error(&table.name, None, node, &e))
         }))

@@ -45,6 +45,18 @@ impl Cluster {
         let _ = self.remote.set(remote);
     }
 
+    /// With a remote store, uploads this node's sharded-table definitions that changed: a
+    /// node replaced right after a change keeps the definitions it answered for.
+    ///
+    /// # Errors
+    /// `UNAVAILABLE` naming the store's error.
+    pub(crate) async fn keep_definitions(&self) -> Result<(), Status> {
+        match self.remote.get() {
+            Some(remote) => remote.upload_cluster_definitions().await.map_err(|e| Status::unavailable(format!("the remote store did not take the definitions: {e}"))),
+            None => Ok(()),
+        }
+    }
+
     fn remote_store(&self) -> Result<&Arc<RemoteStore>, Status> {
         self.remote.get().ok_or_else(|| {
             Status::failed_precondition("moving a shard needs the nodes' tables in a remote store ([storage] remote on every node: docs/deployment.md)")
@@ -77,6 +89,7 @@ impl Cluster {
             _ => {
                 let table: ShardedTable = serde_json::from_value(body.clone()).map_err(|e| Status::invalid_argument(format!("{name}: {e}")))?;
                 self.map.replace(&table).map_err(Status::internal)?;
+                self.keep_definitions().await?;
                 Ok(json!({"name": table.name}))
             }
         }

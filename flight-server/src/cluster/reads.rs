@@ -389,7 +389,7 @@ impl Cluster {
     pub async fn list_entry(&self, catalog: &Arc<Catalog>, table: &ShardedTable) -> FlightInfo {
         let descriptor = FlightDescriptor::new_path(vec![table.name.clone()]);
         let stats_body = json!({"table": table.name}).to_string();
-        let both = async { futures::join!(self.schema(catalog, table), self.action(catalog, "stats", stats_body.as_bytes())) };
+        let both = async { futures::join!(self.schema(catalog, table), self.action(catalog, "stats", stats_body.as_bytes(), false)) };
         let listed = match tokio::time::timeout(LIST_TIMEOUT, both).await {
             Ok((schema, stats)) => schema.and_then(|schema| Ok((schema, stats?.unwrap_or_default()))),
             Err(_) => Err(Status::deadline_exceeded(format!("table {:?}: not every shard answered within {LIST_TIMEOUT:?}", table.name))),

@@ -153,6 +153,27 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 pub const SYNCED_ACTIONS: &[&str] =
     &["create_table", "drop_table", "alter_table", "register_psf", "deregister_psf", "truncate", "compact", "checkpoint"];
 
+/// The transaction actions whose answer waits for the store on a table with durability
+/// `remote` (a prepared transaction's staged records are promised to survive the node).
+pub const SYNCED_TRANSACTION_ACTIONS: &[&str] = &["begin_transaction", "prepare_transaction", "commit_transaction", "abort_transaction"];
+
+/// The table whose change action `name` with `body` must wait for the store before it
+/// answers ([`RemoteStore::sync_table`]): the [`SYNCED_ACTIONS`] always, the
+/// [`SYNCED_TRANSACTION_ACTIONS`] on a table with durability `remote`; `None` otherwise.
+#[must_use]
+pub fn synced_table(catalog: &Catalog, name: &str, body: &[u8]) -> Option<String> {
+    let transaction = SYNCED_TRANSACTION_ACTIONS.contains(&name);
+    if !SYNCED_ACTIONS.contains(&name) && !transaction {
+        return None;
+    }
+    let body: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let table = body.get("table").or_else(|| body.get("name")).and_then(serde_json::Value::as_str).unwrap_or_default().to_owned();
+    if transaction && !catalog.get(&table).is_ok_and(|entry| matches!(entry.table.config().durability, DurabilityPolicy::Remote { .. })) {
+        return None;
+    }
+    Some(table)
+}
+
 impl RemoteStore {
     /// Opens the store `config.remote` names (nothing is read yet).
     ///
@@ -345,7 +366,7 @@ impl RemoteStore {
     }
 
     /// Uploads the definitions of `<data_dir>/cluster/` that changed, and deletes those gone.
-    async fn upload_cluster_definitions(&self) -> Result<(), String> {
+    pub(crate) async fn upload_cluster_definitions(&self) -> Result<(), String> {
         let Some(dir) = self.cluster_dir.get() else { return Ok(()) };
         let mut present = Vec::new();
         if let Ok(entries) = std::fs::read_dir(dir) {

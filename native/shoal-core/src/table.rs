@@ -456,6 +456,22 @@ impl Table {
         *closed = reason;
     }
 
+    /// Whether the table takes writes here: `Err` when it is fenced ([`Table::fence`]) or
+    /// being handed over ([`Table::close_to_writes`]). For writes that do not go through a
+    /// batch (a transaction's staged records, its steps).
+    ///
+    /// # Errors
+    /// [`crate::Error::Fenced`], [`crate::Error::Moving`].
+    pub fn check_writable(&self) -> Result<()> {
+        if let Some(reason) = self.fenced() {
+            return Err(crate::Error::Fenced(reason.to_owned()));
+        }
+        match self.closed_to_writes() {
+            Some(reason) => Err(crate::Error::Moving(reason)),
+            None => Ok(()),
+        }
+    }
+
     /// Why new batches are refused ([`Table::close_to_writes`]), if they are.
     pub(crate) fn closed_to_writes(&self) -> Option<String> {
         if !self.remote.closing.load(Ordering::Acquire) {

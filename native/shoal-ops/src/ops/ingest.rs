@@ -96,6 +96,7 @@ pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &Bat
     entry.check_memory_for_ingest(records.iter().map(|r| r.len()).sum()).map_err(with_context)?;
     let ops = record_ops(batch).map_err(with_context)?;
     if let Some(transaction) = &metadata.transaction {
+        entry.table.check_writable().map_err(|e| OpsError::from_engine(&e)).map_err(with_context)?;
         let (staged, skipped) = entry.transactions.stage(&entry.table, transaction, &records, &ops).map_err(with_context)?;
         let metadata = json!({
             "batch": number,

@@ -12,7 +12,9 @@ import dev.shoal.client.testing.TargetMode;
  * shoal serve} processes sharing one membership list, each with its own data directory, every
  * one at a fixed port so that a node restarted after a kill is found again. {@link #createTable}
  * shards a table over every node by its {@code id}; the sink's {@code endpoint} is node 0, which
- * splits each batch by the shard key and forwards the other shards' rows.
+ * splits each batch by the shard key and forwards the other shards' rows. The nodes keep their
+ * tables in a remote store (a directory, {@code --remote file://...}), so that a node can be
+ * replaced on an empty directory and shards moved between nodes.
  */
 public final class ShoalCluster implements ShoalTarget {
   /** The nodes' shared secret ({@code --cluster-secret}): calls between nodes carry it. */
@@ -41,10 +43,16 @@ public final class ShoalCluster implements ShoalTarget {
     String list = String.join(",", ports.stream().map(p -> "grpc://127.0.0.1:" + p).toList());
     for (int i = 0; i < size; i++) {
       ShoalDaemon node = new ShoalDaemon(null, List.of("--cluster-nodes", list, "--node-id", Integer.toString(i),
-          "--cluster-secret", SECRET, "--durability", "group_commit"), ports.get(i));
+          "--cluster-secret", SECRET, "--durability", "group_commit",
+          "--remote", "file://" + ownedDir.resolve("store").toAbsolutePath(), "--remote-commit-ms", "20"), ports.get(i));
       nodes.add(node);
       node.start(ownedDir.resolve("node" + i));
     }
+  }
+
+  /** A data directory no node used yet (a node's replacement). */
+  public Path freshDataDir(String name) {
+    return ownedDir.resolve(name);
   }
 
   /** Node {@code i}. */

@@ -140,6 +140,16 @@ public final class ShoalDaemon implements BeforeAllCallback, AfterAllCallback, S
     openClient();
   }
 
+  /**
+   * Starts the daemon again on the same port, on another (empty) data directory: a node whose
+   * disk was lost, replaced; its tables come from its remote store ({@code --remote}).
+   */
+  public void replace(Path emptyDataDir) throws Exception {
+    closeClient();
+    this.dataDir = emptyDataDir;
+    launch();
+  }
+
   private void launch() throws Exception {
     List<String> args = new ArrayList<>();
     if (token != null) {

@@ -66,4 +66,53 @@ class ShoalExactlyOnceClusterITCase extends ShoalExactlyOnceITCase {
       assertTrue(shard.get("records").asLong() > 0, "every shard holds records: " + stats);
     }
   }
+
+  /**
+   * The nodes keep their tables in a remote store (durability {@code remote}): part-way through
+   * an exactly-once job a shard moves to another node ({@code move_shard}), then that node is
+   * killed and replaced on an EMPTY data directory (its shards come from the store): every
+   * event ends up in the table exactly once.
+   */
+  @Test
+  void aShardMovedAndItsNodeReplacedOnAnEmptyDirectoryDuringAnExactlyOnceJob() throws Exception {
+    String table = "cluster_moved";
+    SHOAL.action("create_table", "{\"name\":\"" + table + "\",\"on_invalid_json\":\"reject\",\"shard_key\":\"id\",\"durability\":\"remote\"}");
+    ShoalExactlyOnceDaemonITCase.Slow.HALFWAY = new CountDownLatch(1);
+    ShoalExactlyOnceDaemonITCase.Slow.SEEN.set(0);
+    StreamExecutionEnvironment env = environment(20);
+    env.enableCheckpointing(200);
+    ShoalSinkITCase.events(env)
+        .map(new ShoalExactlyOnceDaemonITCase.Slow(4000)).name("slow")
+        .sinkTo(sink(table, DeliveryGuarantee.EXACTLY_ONCE).build()).name("shoal-sink");
+    CompletableFuture<JobExecutionResult> job = CompletableFuture.supplyAsync(() -> {
+      try {
+        return env.execute("github events -> sharded shoal (exactly once), a shard moved, its node replaced");
+      } catch (Exception e) {
+        throw new RuntimeException(e);
+      }
+    });
+    assertTrue(ShoalExactlyOnceDaemonITCase.Slow.HALFWAY.await(120, TimeUnit.SECONDS), "the job got part-way");
+    JsonNode moved = ShoalExactlyOnceITCase.JSON.readTree(
+        SHOAL.action("move_shard", "{\"table\":\"" + table + "\",\"shard\":1,\"to\":2}"));
+    assertTrue(moved.get("moved").asBoolean(), "the shard moved: " + moved);
+    SHOAL.cluster().node(2).kill();
+    Thread.sleep(1000); // batches and commits touching shards 1 and 2 fail meanwhile
+    SHOAL.cluster().node(2).replace(SHOAL.cluster().freshDataDir("node2-replacement"));
+    job.get(240, TimeUnit.SECONDS);
+
+    List<String> expected = ShoalDaemon.eventIds();
+    List<String> written = SHOAL.column(table, "id");
+    Set<String> missing = new HashSet<>(expected);
+    missing.removeAll(new HashSet<>(written));
+    System.out.printf("exactly once across a shard move and a node replaced: %d written (%d duplicates), transactions %s%n",
+        written.size(), written.size() - expected.size(), states(transactions(table)));
+    assertEquals(Set.of(), missing, "no event id is missing");
+    assertEquals(counts(expected), counts(written), "every event id exactly once");
+    JsonNode cluster = ShoalExactlyOnceITCase.JSON.readTree(SHOAL.action("cluster", "{}"));
+    for (JsonNode sharded : cluster.get("tables")) {
+      if (sharded.get("name").asText().equals(table)) {
+        assertEquals(2, sharded.get("shard_map").get(1).get("node").asInt(), "shard 1 stays on node 2: " + sharded);
+      }
+    }
+  }
 }

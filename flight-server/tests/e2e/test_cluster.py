@@ -45,6 +45,18 @@ def cluster(tmp_path):
     c.stop()
 
 
+def put_batch(client, table: str, rows: list[str], metadata: dict) -> dict:
+    """One DoPut batch of `rows` into `table` with `metadata` (a writer's serial, a
+    transaction); the daemon's answer."""
+    schema = pa.schema([("json", pa.string())])
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path(table), schema)
+    with writer:
+        writer.write_with_metadata(pa.record_batch([pa.array(rows, pa.string())], schema=schema), json.dumps(metadata).encode())
+        ack = json.loads(reader.read().to_pybytes())
+        writer.done_writing()
+    return ack
+
+
 def read_all(client, command, at_locations=True):
     """Plans on `client` and reads every endpoint — at its location (a new client per node), or
     all through `client` (which forwards shards it does not hold)."""
@@ -196,16 +208,10 @@ def test_a_sharded_table_answers_as_one_daemon_holding_its_records(cluster, star
 def test_writers_serials_and_transactions_span_the_shards(cluster):
     client = cluster.client(0)
     action(client, "create_table", {"name": "t", "shards": 4, "shard_key": "k"})
-    schema = pa.schema([("json", pa.string())])
     records = [json.dumps({"k": f"key-{i}", "v": i}) for i in range(300)]
 
     def send(metadata, rows):
-        writer, reader = client.do_put(flight.FlightDescriptor.for_path("t"), schema)
-        with writer:
-            writer.write_with_metadata(pa.record_batch([pa.array(rows, pa.string())], schema=schema), json.dumps(metadata).encode())
-            ack = json.loads(reader.read().to_pybytes())
-            writer.done_writing()
-        return ack
+        return put_batch(client, "t", rows, metadata)
 
     # Before any record: a column is unknown everywhere (as on one daemon); a path only some shards
     # have seen reads as null on the others.

@@ -453,23 +453,17 @@ def test_a_prepared_transaction_survives_a_shard_move_and_its_node_replaced_on_a
     on the new node, replaced meanwhile on an empty directory (its staged records were in the
     store: `prepare_transaction` answers once they are; the definitions the replacement
     restored say where the shard is now)."""
-    from test_cluster import Cluster, read_all
+    from test_cluster import Cluster, put_batch, read_all
 
     args, _ = remote_args("file", s3, tmp_path)
     cluster = Cluster(tmp_path, 3, *args, "--durability", "remote", "--remote-commit-ms", "20")
     try:
         client = cluster.client(0)
         action(client, "create_table", {"name": "t", "shards": 3, "shard_key": "k"})
-        schema = pa.schema([("json", pa.string())])
         records = [json.dumps({"k": f"key-{i}", "v": i}) for i in range(600)]
 
         def send(metadata, rows):
-            writer, reader = client.do_put(flight.FlightDescriptor.for_path("t"), schema)
-            with writer:
-                writer.write_with_metadata(pa.record_batch([pa.array(rows, pa.string())], schema=schema), json.dumps(metadata).encode())
-                ack = json.loads(reader.read().to_pybytes())
-                writer.done_writing()
-            return ack
+            return put_batch(client, "t", rows, metadata)
 
         action(client, "begin_transaction", {"table": "t", "transaction": "tx1"})
         assert send({"transaction": "tx1"}, records[:300])["staged"] == 300

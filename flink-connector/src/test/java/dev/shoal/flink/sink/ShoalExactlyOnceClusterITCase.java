@@ -32,20 +32,7 @@ class ShoalExactlyOnceClusterITCase extends ShoalExactlyOnceITCase {
   void aNodeKilledAndRestartedDuringAnExactlyOnceJob() throws Exception {
     String table = "cluster_restart";
     SHOAL.createTable(table, "reject");
-    ShoalExactlyOnceDaemonITCase.Slow.HALFWAY = new CountDownLatch(1);
-    ShoalExactlyOnceDaemonITCase.Slow.SEEN.set(0);
-    StreamExecutionEnvironment env = environment(20);
-    env.enableCheckpointing(200);
-    ShoalSinkITCase.events(env)
-        .map(new ShoalExactlyOnceDaemonITCase.Slow(4000)).name("slow")
-        .sinkTo(sink(table, DeliveryGuarantee.EXACTLY_ONCE).build()).name("shoal-sink");
-    CompletableFuture<JobExecutionResult> job = CompletableFuture.supplyAsync(() -> {
-      try {
-        return env.execute("github events -> sharded shoal (exactly once), node 2 restarted");
-      } catch (Exception e) {
-        throw new RuntimeException(e);
-      }
-    });
+    CompletableFuture<JobExecutionResult> job = slowExactlyOnceJob(table, "node 2 restarted");
     assertTrue(ShoalExactlyOnceDaemonITCase.Slow.HALFWAY.await(120, TimeUnit.SECONDS), "the job got part-way");
     SHOAL.cluster().node(2).kill();
     Thread.sleep(1000); // batches and commits touching shard 2 fail meanwhile
@@ -77,20 +64,7 @@ class ShoalExactlyOnceClusterITCase extends ShoalExactlyOnceITCase {
   void aShardMovedAndItsNodeReplacedOnAnEmptyDirectoryDuringAnExactlyOnceJob() throws Exception {
     String table = "cluster_moved";
     SHOAL.action("create_table", "{\"name\":\"" + table + "\",\"on_invalid_json\":\"reject\",\"shard_key\":\"id\",\"durability\":\"remote\"}");
-    ShoalExactlyOnceDaemonITCase.Slow.HALFWAY = new CountDownLatch(1);
-    ShoalExactlyOnceDaemonITCase.Slow.SEEN.set(0);
-    StreamExecutionEnvironment env = environment(20);
-    env.enableCheckpointing(200);
-    ShoalSinkITCase.events(env)
-        .map(new ShoalExactlyOnceDaemonITCase.Slow(4000)).name("slow")
-        .sinkTo(sink(table, DeliveryGuarantee.EXACTLY_ONCE).build()).name("shoal-sink");
-    CompletableFuture<JobExecutionResult> job = CompletableFuture.supplyAsync(() -> {
-      try {
-        return env.execute("github events -> sharded shoal (exactly once), a shard moved, its node replaced");
-      } catch (Exception e) {
-        throw new RuntimeException(e);
-      }
-    });
+    CompletableFuture<JobExecutionResult> job = slowExactlyOnceJob(table, "a shard moved, its node replaced");
     assertTrue(ShoalExactlyOnceDaemonITCase.Slow.HALFWAY.await(120, TimeUnit.SECONDS), "the job got part-way");
     JsonNode moved = ShoalExactlyOnceITCase.JSON.readTree(
         SHOAL.action("move_shard", "{\"table\":\"" + table + "\",\"shard\":1,\"to\":2}"));
@@ -114,5 +88,23 @@ class ShoalExactlyOnceClusterITCase extends ShoalExactlyOnceITCase {
         assertEquals(2, sharded.get("shard_map").get(1).get("node").asInt(), "shard 1 stays on node 2: " + sharded);
       }
     }
+  }
+
+  /** The events into {@code table}, exactly once, slowed so that a test can act part-way ({@code Slow.HALFWAY}). */
+  private CompletableFuture<JobExecutionResult> slowExactlyOnceJob(String table, String what) {
+    ShoalExactlyOnceDaemonITCase.Slow.HALFWAY = new CountDownLatch(1);
+    ShoalExactlyOnceDaemonITCase.Slow.SEEN.set(0);
+    StreamExecutionEnvironment env = environment(20);
+    env.enableCheckpointing(200);
+    ShoalSinkITCase.events(env)
+        .map(new ShoalExactlyOnceDaemonITCase.Slow(4000)).name("slow")
+        .sinkTo(sink(table, DeliveryGuarantee.EXACTLY_ONCE).build()).name("shoal-sink");
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        return env.execute("github events -> sharded shoal (exactly once), " + what);
+      } catch (Exception e) {
+        throw new RuntimeException(e);
+      }
+    });
   }
 }

@@ -119,23 +119,14 @@ impl RemoteStore {
             Err(CommitError::Store(e)) => return Err(unavailable(e)),
             Err(e) => return Err(Status::aborted(format!("table {name:?}: its manifests changed meanwhile ({e}); move it again"))),
         }
-        let started = Instant::now();
-        let staging = data_dir.join("remote-restore").join(name);
-        let local_dir = data_dir.join("tables").join(name);
-        for dir in [&staging, &local_dir] {
-            if dir.exists() {
-                std::fs::remove_dir_all(dir).map_err(|e| Status::internal(format!("removing {}: {e}", dir.display())))?;
-            }
-        }
-        let restored = super::restore::restore(self.store.as_ref(), &self.root, &taken, &staging, self.config.local_cache_bytes == 0).await.map_err(unavailable)?;
-        std::fs::rename(&staging, &local_dir).map_err(|e| Status::internal(format!("moving {} to {}: {e}", staging.display(), local_dir.display())))?;
+        let restored = self.restore_table(data_dir, name, &taken).await.map_err(unavailable)?;
         if let Some(pages) = self.remote_pages(name) {
             pages.set_runs(&taken.runs);
         }
         let (adopting, table_name) = (Arc::clone(catalog), name.to_owned());
         crate::rpc::blocking(move || adopting.adopt(&table_name).map(|()| json!({}))).await?;
         self.sync_table(catalog, name).await?;
-        tracing::info!(table = %name, from, objects = restored.objects, bytes = restored.bytes, elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "remote store: table taken over");
+        tracing::info!(table = %name, from, "remote store: table taken over");
         Ok(json!({"table": name, "taken": true, "objects_read": restored.objects, "bytes_read": restored.bytes}))
     }
 

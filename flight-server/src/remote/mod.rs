@@ -319,30 +319,41 @@ impl RemoteStore {
                     self.url
                 ));
             }
-            let started = std::time::Instant::now();
             tracing::info!(table = %name, epoch = latest.epoch, seq, runs = latest.runs.len(), files = latest.files.len(), "remote store: restoring the table");
-            let target = staging.join(&name);
-            if target.exists() {
-                std::fs::remove_dir_all(&target).map_err(|e| format!("removing {}: {e}", target.display()))?;
-            }
-            // With a cache, the pages stay in the store until read.
-            let pages = self.config.local_cache_bytes == 0;
-            let restored = restore::restore(self.store.as_ref(), &self.root, &latest, &target, pages).await?;
-            if local_dir.exists() {
-                std::fs::remove_dir_all(&local_dir).map_err(|e| format!("removing {}: {e}", local_dir.display()))?;
-            }
-            std::fs::create_dir_all(data_dir.join("tables")).map_err(|e| e.to_string())?;
-            std::fs::rename(&target, &local_dir).map_err(|e| format!("moving {} to {}: {e}", target.display(), local_dir.display()))?;
-            tracing::info!(
-                table = %name,
-                objects = restored.objects,
-                bytes = restored.bytes,
-                elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                "remote store: table restored"
-            );
+            self.restore_table(data_dir, &name, &latest).await?;
         }
         let _ = std::fs::remove_dir(&staging);
         Ok(())
+    }
+
+    /// Writes table `name` as `manifest` describes it into `<data_dir>/tables/<name>`, in
+    /// place of any local copy: restored into `<data_dir>/remote-restore/<name>` first, then
+    /// moved there (a crash part-way leaves the old copy or none, never half a table). With
+    /// `local_cache_bytes` the page runs stay in the store until read. Logs what it did.
+    ///
+    /// # Errors
+    /// The store's error, a damaged object (named), or the local files'.
+    async fn restore_table(&self, data_dir: &FsPath, name: &str, manifest: &manifest::Manifest) -> Result<restore::Restored, String> {
+        let started = std::time::Instant::now();
+        let staging = data_dir.join("remote-restore").join(name);
+        let local_dir = data_dir.join("tables").join(name);
+        if staging.exists() {
+            std::fs::remove_dir_all(&staging).map_err(|e| format!("removing {}: {e}", staging.display()))?;
+        }
+        let restored = restore::restore(self.store.as_ref(), &self.root, manifest, &staging, self.config.local_cache_bytes == 0).await?;
+        if local_dir.exists() {
+            std::fs::remove_dir_all(&local_dir).map_err(|e| format!("removing {}: {e}", local_dir.display()))?;
+        }
+        std::fs::create_dir_all(data_dir.join("tables")).map_err(|e| e.to_string())?;
+        std::fs::rename(&staging, &local_dir).map_err(|e| format!("moving {} to {}: {e}", staging.display(), local_dir.display()))?;
+        tracing::info!(
+            table = %name,
+            objects = restored.objects,
+            bytes = restored.bytes,
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "remote store: table restored"
+        );
+        Ok(restored)
     }
 
     /// A node's sharded tables' definitions missing from `dir`, from the store.

@@ -235,6 +235,16 @@ fn a_log_with_a_page_source_fetches_missing_pages_evicts_them_and_never_serves_a
 
     let (copied, _) = open(&images).unwrap();
     assert_eq!(ids(&copied), (0..1500).collect::<Vec<i64>>());
+    drop(copied);
+    // A bit flipped in a page cached here: recovery takes the source's copy, cuts nothing.
+    let (name, offset) = page_location(3, 1 << 14, config.log.pages_per_segment);
+    let segment = std::fs::OpenOptions::new().read(true).write(true).open(copy.path().join(name)).unwrap();
+    let mut byte = [0u8; 1];
+    std::os::unix::fs::FileExt::read_exact_at(&segment, &mut byte, offset + 200).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&segment, &[byte[0] ^ 0x10], offset + 200).unwrap();
+    let (copied, report) = open(&images).unwrap();
+    assert_eq!(report.corrupt_page, None, "{report:?}");
+    assert_eq!(ids(&copied), (0..1500).collect::<Vec<i64>>());
     assert!(images.fetches.load(Relaxed) > 0);
     let disk = copied.log_disk_bytes().unwrap();
     // Nothing is evicted before the store is said to hold it.

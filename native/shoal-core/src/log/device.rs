@@ -488,7 +488,7 @@ impl SegmentFiles {
                     return read();
                 }
             }
-            self.fetch(cache, page)?;
+            self.fetch(cache, page, false)?;
         }
     }
 
@@ -516,7 +516,8 @@ impl SegmentFiles {
     /// [`Error::RemoteUnavailable`] when the source fails; [`Error::CorruptPage`] when
     /// the source's page is not whole and proven; [`Error::Io`] when the source does not
     /// hold the page, or for the local write.
-    fn fetch(&self, cache: &PageCache, page: u64) -> Result<Vec<u8>> {
+    /// `replace`: written over what the segment file holds at the page (a damaged copy).
+    fn fetch(&self, cache: &PageCache, page: u64, replace: bool) -> Result<Vec<u8>> {
         let (segment, offset) = self.locate(page);
         let mut image = vec![0u8; self.page_size];
         let held = cache.source.0.fetch_page(page, &mut image).map_err(|why| Error::RemoteUnavailable(format!("page {page}: {why}")))?;
@@ -531,7 +532,7 @@ impl SegmentFiles {
             return Err(corrupt(format!("only {} bytes are proven", proof.len)));
         }
         let bits = cache.bits_covering(page);
-        if !bits.is_present(page) && !self.on_disk(page)? {
+        if replace || (!bits.is_present(page) && !self.on_disk(page)?) {
             let file = self.file(segment)?;
             self.write_at(&file, &image, offset).map_err(|e| Error::io(self.segment_path(segment), e))?;
         }
@@ -640,22 +641,24 @@ impl SegmentFiles {
     /// # Errors
     /// [`Error::Io`] for read errors other than a short file.
     ///
-    /// With a page source, a page missing here is asked of the source (a table opened
-    /// from its remote copy): it is written here when the source holds it, and its
-    /// failure is an error, never a shorter log.
+    /// With a page source, a page missing or damaged here is asked of the source (a table
+    /// opened from its remote copy, a bit flipped in a cached page): the source's copy is
+    /// written here when it holds the page, and its failure is an error, never a shorter log.
     pub(crate) fn recover_page(&self, page: u64, buf: &mut [u8]) -> Result<PageState> {
         let state = self.recover_local_page(page, buf)?;
-        let Some(cache) = self.cache.as_ref().filter(|_| state == PageState::Missing) else {
+        let Some(cache) = self.cache.as_ref().filter(|_| matches!(state, PageState::Missing | PageState::Corrupt(_))) else {
             return Ok(state);
         };
-        match self.fetch(cache, page) {
+        // A page damaged here is replaced by the source's copy, if it holds one.
+        match self.fetch(cache, page, matches!(state, PageState::Corrupt(_))) {
             Ok(image) => {
                 buf.copy_from_slice(&image);
                 self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
                 let proof = verify_page(&image, page).map_err(|reason| Error::CorruptPage { page, path: self.segment_path(self.locate(page).0), reason })?;
                 Ok(PageState::Valid(Recovered { proof, unproven_bytes: false }))
             }
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(PageState::Missing),
+            // Not in the source: the page is what this copy says (missing, or damaged: cut).
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(state),
             Err(e) => Err(e),
         }
     }

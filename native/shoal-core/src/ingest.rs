@@ -506,12 +506,7 @@ impl Table {
     /// The device's error ([`Error::Io`], e.g. `ENOSPC`); [`Error::Fenced`];
     /// [`Error::RemoteUnavailable`].
     pub(crate) fn refuse_if_not_durable(&self) -> Result<()> {
-        if let Some(reason) = self.fenced() {
-            return Err(Error::Fenced(reason.to_string()));
-        }
-        if let Some(reason) = self.closed_to_writes() {
-            return Err(Error::Moving(reason));
-        }
+        self.check_writable()?;
         if let Some(error) = self.remote_failure() {
             return Err(error);
         }

@@ -510,14 +510,14 @@ impl SegmentFiles {
 
     /// Fetches page `page` from the cache's source, checks that its footer proves all of
     /// it, and writes it at its place in its segment file (marked present). Returns the
-    /// image (masked for nothing: as stored).
+    /// image (masked for nothing: as stored) and the proof its footer gave.
     ///
     /// # Errors
     /// [`Error::RemoteUnavailable`] when the source fails; [`Error::CorruptPage`] when
     /// the source's page is not whole and proven; [`Error::Io`] when the source does not
     /// hold the page, or for the local write.
     /// `replace`: written over what the segment file holds at the page (a damaged copy).
-    fn fetch(&self, cache: &PageCache, page: u64, replace: bool) -> Result<Vec<u8>> {
+    fn fetch(&self, cache: &PageCache, page: u64, replace: bool) -> Result<(Vec<u8>, Proof)> {
         let (segment, offset) = self.locate(page);
         let mut image = vec![0u8; self.page_size];
         let held = cache.source.0.fetch_page(page, &mut image).map_err(|why| Error::RemoteUnavailable(format!("page {page}: {why}")))?;
@@ -538,7 +538,7 @@ impl SegmentFiles {
         }
         PageCache::found(&bits, page);
         cache.count_fetch();
-        Ok(image)
+        Ok((image, proof))
     }
 
     /// Evicts up to `max_pages` pages of `[from, to)` from the segment files ([`super::cache`]);
@@ -651,10 +651,9 @@ impl SegmentFiles {
         };
         // A page damaged here is replaced by the source's copy, if it holds one.
         match self.fetch(cache, page, matches!(state, PageState::Corrupt(_))) {
-            Ok(image) => {
+            Ok((image, proof)) => {
                 buf.copy_from_slice(&image);
                 self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
-                let proof = verify_page(&image, page).map_err(|reason| Error::CorruptPage { page, path: self.segment_path(self.locate(page).0), reason })?;
                 Ok(PageState::Valid(Recovered { proof, unproven_bytes: false }))
             }
             // Not in the source: the page is what this copy says (missing, or damaged: cut).

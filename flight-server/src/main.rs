@@ -490,7 +490,7 @@ async fn serve_async(mut config: ServerConfig) -> Result<(), String> {
             std::fs::create_dir_all(&config.engine.data_dir).map_err(|e| format!("cannot create {}: {e}", config.engine.data_dir.display()))?;
             remote.prepare(&config.engine.data_dir).await?;
             config.engine.remote_commit_ms = Some(config.storage.remote_commit_ms);
-            config.engine.page_sources = remote.page_sources();
+            config.engine.page_sources = Some(remote.page_sources());
             tracing::info!(remote = remote.url(), "remote store: the tables' durable home");
             Some(remote)
         }

@@ -5,7 +5,9 @@
 //! ([`evict_to_budget`]; the engine picks them by CLOCK: `shoal_core::log::cache`).
 //!
 //! A table opened from the store with a cache is restored without its page runs (only its
-//! files and the open page's chunks): recovery and reads fetch the pages they need.
+//! files and the open page's chunks): recovery and reads fetch the pages they need. Every
+//! table the store keeps has its [`RemotePages`] as page source, with or without a cache: a
+//! page damaged on the local disk is replaced by the store's copy.
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock, RwLock};

@@ -237,28 +237,24 @@ impl RemoteStore {
         restore::restore_as(self.store.as_ref(), &self.root, source, target, until, &format!("shoal restore ({})", self.owner)).await
     }
 
-    /// Table `name`'s pages in the store, as its log's page source (`None` without
-    /// `local_cache_bytes`).
-    fn remote_pages(&self, name: &str) -> Option<Arc<cache::RemotePages>> {
-        if self.config.local_cache_bytes == 0 {
-            return None;
-        }
+    /// Table `name`'s pages in the store, as its log's page source: with `local_cache_bytes`
+    /// the pages evicted are read from it; without, the source only repairs (a page recovery
+    /// finds damaged or missing locally is taken from the store instead of cutting the log).
+    fn remote_pages(&self, name: &str) -> Arc<cache::RemotePages> {
         let mut pages = self.pages.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let entry = pages.entry(name.to_owned()).or_insert_with(|| Arc::new(cache::RemotePages::new(Arc::clone(&self.store), self.root.clone(), name)));
-        Some(Arc::clone(entry))
+        Arc::clone(entry)
     }
 
     /// The tables' page sources for the engine ([`shoal_ops::config::EngineConfig::page_sources`]):
-    /// `None` without `local_cache_bytes` (every page is kept locally).
+    /// every table the store keeps has one ([`Self::remote_pages`]); pages are evicted only
+    /// with `local_cache_bytes`.
     #[must_use]
-    pub fn page_sources(self: &Arc<Self>) -> Option<shoal_ops::config::PageSources> {
-        if self.config.local_cache_bytes == 0 {
-            return None;
-        }
+    pub fn page_sources(self: &Arc<Self>) -> shoal_ops::config::PageSources {
         let this = Arc::clone(self);
-        Some(shoal_ops::config::PageSources(Arc::new(move |name: &str| {
-            this.remote_pages(name).map(|pages| shoal_core::table::PageSourceRef(pages as Arc<dyn shoal_core::table::PageSource>))
-        })))
+        shoal_ops::config::PageSources(Arc::new(move |name: &str| {
+            Some(shoal_core::table::PageSourceRef(this.remote_pages(name) as Arc<dyn shoal_core::table::PageSource>))
+        }))
     }
 
     fn table_prefix(&self, name: &str) -> Path {
@@ -296,8 +292,8 @@ impl RemoteStore {
             } else {
                 None
             };
-            if let Some(pages) = self.remote_pages(&name).filter(|_| !latest.dropped) {
-                pages.set_runs(&latest.runs);
+            if !latest.dropped {
+                self.remote_pages(&name).set_runs(&latest.runs);
             }
             if latest.dropped {
                 if local.is_some_and(|l| l.epoch <= latest.epoch) {
@@ -562,9 +558,7 @@ impl RemoteStore {
             backoff = (backoff * 2).min(Duration::from_secs(5));
         };
         table.set_remote_failure(None);
-        if let Some(pages) = self.remote_pages(&name) {
-            mirror.publish_runs_to(pages);
-        }
+        mirror.publish_runs_to(self.remote_pages(&name));
         backoff = interval;
         loop {
             let last = tokio::select! {

@@ -596,3 +596,33 @@ def test_a_table_four_times_the_local_cache_answers_exactly_and_stays_within_it(
     wait_until_uploaded(again, "big")
     answers_exactly(client, "after more writes")
     assert again.stop() == 0
+
+
+def test_a_page_damaged_on_the_local_disk_is_read_from_the_store_without_a_cache(s3, tmp_path):
+    """Every table the store keeps has it as a page source, with or without
+    `local_cache_bytes`: a bit flipped in a local segment file is replaced by the store's copy
+    of the page (recovery, then reads), instead of cutting the log there."""
+    args, env = remote_args("file", s3, tmp_path)
+    options = [*args, "--durability", "group_commit", "--remote-sync-ms", "100"]
+    daemon = Daemon(tmp_path / "data", *options, env=env)
+    client = daemon.client()
+    action(client, "create_table", {"name": "events", "page_size_bits": 14, "columnar": {"enabled": False}})
+    put(client, "events", [record("events", i) for i in range(2000)], batch=500)
+    wait_until_uploaded(daemon, "events")
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(30)
+    segment = sorted((tmp_path / "data" / "tables" / "events").glob("segment-*.log"))[0]
+    assert segment.stat().st_size > 8 * (1 << 14), segment.stat()
+    at = (1 << 14) + 500  # in page 1's records
+    with open(segment, "r+b") as f:
+        f.seek(at)
+        original = f.read(1)
+        f.seek(at)
+        f.write(bytes([original[0] ^ 0x20]))
+    again = Daemon(tmp_path / "data", *options, env=env)
+    assert ids_of(again.client(), "events") == list(range(2000))
+    assert any("replaced a damaged page" in line for line in again.log_lines), "\n".join(again.log_lines[-20:])
+    with open(segment, "rb") as f:
+        f.seek(at)
+        assert f.read(1) == original, "the store's copy is written back"
+    assert again.stop() == 0

@@ -261,6 +261,17 @@ fn a_log_with_a_page_source_fetches_missing_pages_evicts_them_and_never_serves_a
     assert!(images.fetches.load(Relaxed) > before);
     let stats = copied.stats().page_cache.unwrap();
     assert_eq!(stats.evicted_pages, evicted);
+    // A bit flipped in a cached page while the table is open: the scan reads the source's
+    // copy and writes it back here.
+    let (name, offset) = page_location(2, 1 << 14, config.log.pages_per_segment);
+    let segment = std::fs::OpenOptions::new().read(true).write(true).open(copy.path().join(name)).unwrap();
+    let mut byte = [0u8; 1];
+    std::os::unix::fs::FileExt::read_exact_at(&segment, &mut byte, offset + 300).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&segment, &[byte[0] ^ 0x04], offset + 300).unwrap();
+    assert_eq!(ids(&copied), (0..1500).collect::<Vec<i64>>(), "a page damaged here is read from the source");
+    let mut repaired = [0u8; 1];
+    std::os::unix::fs::FileExt::read_exact_at(&segment, &mut repaired, offset + 300).unwrap();
+    assert_eq!(repaired, byte, "the source's copy is written back");
     // A store that fails now fails the read, naming it; it never answers with less.
     copied.evict_cached_pages(u64::MAX).unwrap();
     images.failing.store(true, Relaxed);

@@ -584,24 +584,37 @@ impl SegmentFiles {
 
     /// Reads a whole page (flushed whole: below the head, or closed by recovery) and checks
     /// that its footer proves all of it; then withdrawn records read as invalid.
+    ///
+    /// With a page source, a page damaged here (a bit flipped on the local disk) is replaced
+    /// by the source's copy, checked the same way; without one, or when the source does not
+    /// hold the page, the damage is [`Error::CorruptPage`].
     pub(crate) fn read_page(&self, page: u64, buf: &mut [u8]) -> Result<()> {
         self.read_raw(page, 0, buf)?;
-        let proof = verify_page(buf, page).map_err(|reason| Error::CorruptPage {
-            page,
-            path: self.segment_path(self.locate(page).0),
-            reason,
-        })?;
-        let capacity = buf.len() - PAGE_FOOTER_SIZE;
+        if let Err(damaged) = self.check_whole(page, buf) {
+            let Some(cache) = &self.cache else { return Err(damaged) };
+            match self.fetch(cache, page, true) {
+                Ok((image, _)) => {
+                    tracing::warn!(page, error = %damaged, "a damaged page was replaced by the page source's copy");
+                    buf.copy_from_slice(&image);
+                }
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Err(damaged),
+                Err(e) => return Err(e),
+            }
+        }
+        self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
+        Ok(())
+    }
+
+    /// [`Error::CorruptPage`] unless `image`'s footer proves all of page `page`.
+    fn check_whole(&self, page: u64, image: &[u8]) -> Result<()> {
+        let corrupt = |reason: String| Error::CorruptPage { page, path: self.segment_path(self.locate(page).0), reason };
+        let proof = verify_page(image, page).map_err(corrupt)?;
+        let capacity = image.len() - PAGE_FOOTER_SIZE;
         if proof.len < capacity {
             // Pages below the head were flushed whole: a shorter proof means the newest
             // slot was lost or damaged, and records after the proven bytes would vanish.
-            return Err(Error::CorruptPage {
-                page,
-                path: self.segment_path(self.locate(page).0),
-                reason: format!("only {} of its {capacity} bytes are proven by a commit slot", proof.len),
-            });
+            return Err(corrupt(format!("only {} of its {capacity} bytes are proven by a commit slot", proof.len)));
         }
-        self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
         Ok(())
     }
 
@@ -652,6 +665,9 @@ impl SegmentFiles {
         // A page damaged here is replaced by the source's copy, if it holds one.
         match self.fetch(cache, page, matches!(state, PageState::Corrupt(_))) {
             Ok((image, proof)) => {
+                if let PageState::Corrupt(why) = &state {
+                    tracing::warn!(page, path = %self.segment_path(self.locate(page).0).display(), why = %why, "recovery replaced a damaged page by the page source's copy");
+                }
                 buf.copy_from_slice(&image);
                 self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
                 Ok(PageState::Valid(Recovered { proof, unproven_bytes: false }))

@@ -32,7 +32,14 @@ impl RemoteStore {
     pub async fn hand_over(self: &Arc<Self>, catalog: &Arc<Catalog>, name: &str, to: usize) -> Result<Value, Status> {
         let entry = catalog.get(name).map_err(crate::rpc::status)?;
         let table = Arc::clone(&entry.table);
-        table.close_to_writes(Some(format!("table {name:?} is moving to node {to}: retry the batch (it was not written)")));
+        // Waits for a transaction's staging or step under way (off the runtime's threads:
+        // a commit may wait for this runtime's uploads).
+        let (closing, reason) = (Arc::clone(&table), format!("table {name:?} is moving to node {to}: retry the batch (it was not written)"));
+        crate::rpc::blocking(move || {
+            closing.close_to_writes(Some(reason));
+            Ok(())
+        })
+        .await?;
         let handed = async {
             let started = Instant::now();
             while table.complete_until() < table.tail_address() {

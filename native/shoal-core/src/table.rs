@@ -170,8 +170,9 @@ struct RemoteState {
     mirrored: std::sync::atomic::AtomicBool,
     /// Since when, and why, uploads to the remote store fail ([`Table::set_remote_failure`]).
     failure: Mutex<Option<(std::time::Instant, String)>>,
-    /// Why new batches are refused while the table is handed over ([`Table::close_to_writes`]).
-    closed: Mutex<Option<String>>,
+    /// Why new batches are refused while the table is handed over ([`Table::close_to_writes`]);
+    /// read-held by writes outside batches while they run ([`Table::hold_writable`]).
+    closed: parking_lot::RwLock<Option<String>>,
     /// Whether `closed` holds a reason (read on every batch).
     closing: std::sync::atomic::AtomicBool,
 }
@@ -450,8 +451,11 @@ impl Table {
     /// to another node). Unlike [`Table::fence`], batches already admitted go on and are
     /// acknowledged as their durability says; [`Table::complete_until`] reaching the tail
     /// says they are all in the log.
+    ///
+    /// Closing waits for the writes outside batches under way ([`Table::hold_writable`]): once
+    /// it returns, none writes until the table opens again.
     pub fn close_to_writes(&self, reason: Option<String>) {
-        let mut closed = self.remote.closed.lock();
+        let mut closed = self.remote.closed.write();
         self.remote.closing.store(reason.is_some(), Ordering::Release);
         *closed = reason;
     }
@@ -472,12 +476,33 @@ impl Table {
         }
     }
 
+    /// [`Table::check_writable`], and then holds off [`Table::close_to_writes`] until the
+    /// guard is dropped: for writes outside batches (a transaction's staged records, its
+    /// steps) that must be whole in the files a hand-over uploads, or refused. Batches need
+    /// none: the hand-over waits for every admitted batch to be in the log. A write holding
+    /// the guard must not wait for a hand-over.
+    ///
+    /// # Errors
+    /// As [`Table::check_writable`].
+    pub fn hold_writable(&self) -> Result<impl Drop + '_> {
+        let guard = self.remote.closed.read();
+        if let Some(reason) = self.fenced() {
+            return Err(crate::Error::Fenced(reason.to_owned()));
+        }
+        match &*guard {
+            Some(reason) => Err(crate::Error::Moving(reason.clone())),
+            None => Ok(guard),
+        }
+    }
+
     /// Why new batches are refused ([`Table::close_to_writes`]), if they are.
     pub(crate) fn closed_to_writes(&self) -> Option<String> {
+        // `closing` is set only under the write lock: while a write holds the read lock
+        // (`hold_writable`) it is false and nothing here locks again.
         if !self.remote.closing.load(Ordering::Acquire) {
             return None;
         }
-        self.remote.closed.lock().clone()
+        self.remote.closed.read().clone()
     }
 
     /// Another process owns the table now (it claimed a newer epoch in the remote store):

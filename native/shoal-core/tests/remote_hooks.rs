@@ -290,7 +290,27 @@ fn a_table_closed_to_writes_refuses_new_batches_whole_and_opens_again() {
     let refused = ingest(&table, &records(10, 20)).unwrap_err();
     assert!(matches!(&refused, Error::Moving(reason) if reason == "moving to node 2"), "{refused}");
     assert_eq!(ids(&table), (0..10).collect::<Vec<i64>>(), "a refused batch writes nothing");
+    assert!(matches!(table.hold_writable().map(|_| ()), Err(Error::Moving(_))), "a write outside batches is refused too");
     table.close_to_writes(None);
     ingest(&table, &records(10, 20)).unwrap();
     assert_eq!(ids(&table), (0..20).collect::<Vec<i64>>());
+
+    // Closing waits for a write outside batches under way (a transaction's staging), which
+    // may itself ingest: it is whole in the files a hand-over reads next, or refused.
+    let (held, released) = (std::sync::Barrier::new(2), std::sync::atomic::AtomicBool::new(false));
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let writing = table.hold_writable().unwrap();
+            held.wait();
+            std::thread::sleep(Duration::from_millis(200));
+            ingest(&table, &records(20, 30)).unwrap();
+            released.store(true, std::sync::atomic::Ordering::SeqCst);
+            drop(writing);
+        });
+        held.wait();
+        table.close_to_writes(Some("moving to node 3".into()));
+        assert!(released.load(std::sync::atomic::Ordering::SeqCst), "closing returned while a write held the table");
+    });
+    assert_eq!(ids(&table), (0..30).collect::<Vec<i64>>());
+    assert!(matches!(ingest(&table, &records(30, 31)), Err(Error::Moving(_))));
 }

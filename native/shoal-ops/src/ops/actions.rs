@@ -424,7 +424,7 @@ fn transaction(catalog: &Catalog, name: &str, body: &[u8], step: Step) -> Result
     let entry = catalog.get(&request.table)?;
     // A table handed to another node (or fenced) takes no transaction step here: the step
     // would be lost with this copy.
-    entry.table.check_writable().map_err(|e| OpsError::from_engine(&e))?;
+    let _writing = entry.table.hold_writable().map_err(|e| OpsError::from_engine(&e))?;
     let transactions = &entry.transactions;
     let info = match step {
         Step::Begin => transactions.begin(&request.transaction),

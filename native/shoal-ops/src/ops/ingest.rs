@@ -96,7 +96,8 @@ pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &Bat
     entry.check_memory_for_ingest(records.iter().map(|r| r.len()).sum()).map_err(with_context)?;
     let ops = record_ops(batch).map_err(with_context)?;
     if let Some(transaction) = &metadata.transaction {
-        entry.table.check_writable().map_err(|e| OpsError::from_engine(&e)).map_err(with_context)?;
+        // Held until the records are staged: a hand-over uploads them, or refuses them.
+        let writing = entry.table.hold_writable().map_err(|e| OpsError::from_engine(&e)).map_err(with_context)?;
         let (staged, skipped) = entry.transactions.stage(&entry.table, transaction, &records, &ops).map_err(with_context)?;
         let metadata = json!({
             "batch": number,
@@ -106,6 +107,7 @@ pub fn ingest_batch(entry: &Arc<TableEntry>, batch: &RecordBatch, metadata: &Bat
             "skipped": skipped.len(),
             "skipped_examples": skipped.iter().take(10).map(|(i, m)| json!({"row": i, "error": m})).collect::<Vec<_>>(),
         });
+        drop(writing);
         return Ok(Ingested { entry: Arc::clone(entry), metadata, durable_at: None, addresses: Vec::new() });
     }
     let started = Instant::now();

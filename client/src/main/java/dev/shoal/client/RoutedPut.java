@@ -94,6 +94,27 @@ public final class RoutedPut implements AutoCloseable {
     return ShardRouting.of(cluster, table);
   }
 
+  /**
+   * Whether {@code error} says that a part's shard is moving to another node or has moved there
+   * ({@code shoal cluster move-shard}): {@code UNAVAILABLE} "is moving to node N" while it is
+   * handed over, {@code FAILED_PRECONDITION} "is held by node N ... since it moved" after (which
+   * reaches Arrow Java as {@code INVALID_ARGUMENT}). Either way the part was not written: a writer
+   * asks the shard map again ({@link #routingOf}) and sends the part to the shard's new node.
+   */
+  public static boolean isShardMoving(Throwable error) {
+    ShoalStatus status = ShoalStatus.of(error);
+    if (status != ShoalStatus.UNAVAILABLE && status != ShoalStatus.FAILED_PRECONDITION && status != ShoalStatus.INVALID_ARGUMENT) {
+      return false;
+    }
+    for (Throwable t = error; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      String message = t.getMessage();
+      if (message != null && (message.contains(" is moving to node ") || message.contains(" since it moved"))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** The table's routing. */
   public ShardRouting routing() {
     return routing;

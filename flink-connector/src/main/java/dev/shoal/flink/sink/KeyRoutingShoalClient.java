@@ -39,15 +39,27 @@ import org.slf4j.LoggerFactory;
  * stats} of {@code T.shard-i}: the at-least-once writer waits for each shard's log), which go to
  * the shard's node.
  *
+ * <p>A shard moved to another node ({@code shoal cluster move-shard}) is followed: a part refused
+ * because its shard is moving or has moved ({@link RoutedPut#isShardMoving}: it was not written) is
+ * sent again, after a short wait, to the shard's node in the shard map asked again of the endpoint
+ * - the batch's other parts are not sent twice, and the job goes on without a restart.
+ *
  * <p>One Flight connection per node, opened with the first batch; thread-safe.
  */
 final class KeyRoutingShoalClient implements ShoalTableClient {
   private static final Logger LOG = LoggerFactory.getLogger(KeyRoutingShoalClient.class);
 
+  /** How many times a part refused because its shard is moving is sent again (about 30 s of waits). */
+  static final int MOVED_ATTEMPTS = 40;
+  /** The first wait before a part refused because its shard is moving is sent again (then doubled, up to 1 s). */
+  private static final long MOVED_BACKOFF_MS = 50;
+
   private final EndpointTableClient entry;
   private final ShoalClientOptions options;
   /** The shard map and connections, once the first batch asked for them; null before. */
   private volatile Shards shards;
+  /** Routed puts of shard maps replaced since (their connections may still be in use): closed with this. */
+  private final List<RoutedPut> replaced = new ArrayList<>(); // guarded by this
   private boolean closed; // guarded by this
 
   /**
@@ -93,19 +105,56 @@ final class KeyRoutingShoalClient implements ShoalTableClient {
           LOG.info("shoal table \"{}\" is sharded over {} shards by key: writing each record to its shard's node ({})",
               routing.table(), routing.shards().size(),
               routing.shards().stream().map(ShardRouting.Shard::location).distinct().toList());
-          RoutedPut routed = new RoutedPut(endpoint, routing,
-              location -> EndpointTableClient.connect(location, routing.table(), options));
-          try {
-            routed.connectAll();
-          } catch (RuntimeException e) {
-            closeQuietly(routed);
-            throw e;
-          }
-          shards = new Shards(routed);
+          shards = new Shards(connected(endpoint, routing));
         }
       }
       return shards;
     }
+  }
+
+  /** A routed put of {@code routing}, every node's connection open. */
+  private RoutedPut connected(ShoalClient endpoint, ShardRouting routing) {
+    RoutedPut routed = new RoutedPut(endpoint, routing,
+        location -> EndpointTableClient.connect(location, routing.table(), options));
+    try {
+      routed.connectAll();
+    } catch (RuntimeException e) {
+      closeQuietly(routed);
+      throw e;
+    }
+    return routed;
+  }
+
+  /**
+   * The shard map asked again of the endpoint after a part found {@code stale}'s out of date (a
+   * shard moved); {@code stale} itself while the endpoint's map says the same (the move is under
+   * way), the current one when another part refreshed it first.
+   *
+   * @throws IllegalStateException when the table is no longer sharded the same way (other shards)
+   */
+  private synchronized RoutedPut refreshed(RoutedPut stale) {
+    RoutedPut current = shards.routed();
+    if (current != stale) {
+      return current;
+    }
+    if (closed) {
+      throw new IllegalStateException("shoal table \"" + entry.table() + "\" at " + entry.endpoint() + ": the client is closed");
+    }
+    ShardRouting routing = RoutedPut.routingOf(stale.entry(), entry.table());
+    List<String> tables = stale.routing().shards().stream().map(ShardRouting.Shard::table).toList();
+    if (routing == null || !routing.shards().stream().map(ShardRouting.Shard::table).toList().equals(tables)) {
+      throw new IllegalStateException("shoal table \"" + entry.table() + "\" at " + entry.endpoint()
+          + ": its shards changed while writing (was " + tables + ", now " + (routing == null ? "not sharded" : routing.shards()) + ")");
+    }
+    if (routing.shards().equals(stale.routing().shards())) {
+      return stale;
+    }
+    LOG.info("shoal table \"{}\": a shard moved, writing to the nodes of its new shard map ({})", routing.table(),
+        routing.shards().stream().map(s -> s.number() + "@" + s.location()).toList());
+    RoutedPut routed = connected(stale.entry(), routing);
+    replaced.add(stale);
+    shards = new Shards(routed);
+    return routed;
   }
 
   @Override
@@ -137,22 +186,41 @@ final class KeyRoutingShoalClient implements ShoalTableClient {
       return merge(routed.send(records, record -> {
         int offset = OperationEntries.jsonOffset(record);
         return routing.shardOf(record, offset, record.length - offset);
-      }, part -> putPart(part, transaction)), transaction != null);
+      }, part -> putPart(routed, part, transaction)), transaction != null);
     } catch (ExecutionException e) {
       throw ShoalErrors.unwrap(e);
     }
   }
 
-  /** One {@code DoPut} of a part into its table at its node; a failure as a {@link RoutedPut.PartFailed} (naming the batch's rows). */
-  private static PutAcknowledgement putPart(RoutedPut.Part<byte[]> part, String transaction) throws InterruptedException {
+  /**
+   * One {@code DoPut} of a part into its table at its node, sent again to the shard's new node
+   * while it is refused because the shard is moving or moved ({@link #refreshed}); a failure as a
+   * {@link RoutedPut.PartFailed} (naming the batch's rows).
+   */
+  private PutAcknowledgement putPart(RoutedPut routed, RoutedPut.Part<byte[]> part, String transaction) throws InterruptedException {
     long bytes = 0;
     for (byte[] record : part.records()) {
       bytes += record.length;
     }
-    try {
-      return EndpointTableClient.put(part.node(), part.table(), part.records(), bytes, transaction);
-    } catch (RuntimeException e) {
-      throw new RoutedPut.PartFailed(e, part.rows());
+    ShoalClient node = part.node();
+    for (int attempt = 1; ; attempt++) {
+      try {
+        return EndpointTableClient.put(node, part.table(), part.records(), bytes, transaction);
+      } catch (RuntimeException e) {
+        if (part.unroutable() || attempt >= MOVED_ATTEMPTS || !RoutedPut.isShardMoving(e)) {
+          throw new RoutedPut.PartFailed(e, part.rows());
+        }
+        LOG.warn("shoal table \"{}\": {} records refused (attempt {} of {}), sending them again: {}", part.table(),
+            part.records().size(), attempt, MOVED_ATTEMPTS, ShoalErrors.describe(e));
+        Thread.sleep(Math.min(MOVED_BACKOFF_MS << Math.min(attempt - 1, 5), 1000));
+        try {
+          routed = refreshed(routed);
+        } catch (RuntimeException refresh) {
+          refresh.addSuppressed(e);
+          throw new RoutedPut.PartFailed(refresh, part.rows());
+        }
+        node = routed.node(part.index());
+      }
     }
   }
 
@@ -201,11 +269,14 @@ final class KeyRoutingShoalClient implements ShoalTableClient {
   @Override
   public void close() throws InterruptedException {
     Shards map;
+    List<RoutedPut> old;
     synchronized (this) {
       closed = true;
       map = shards;
+      old = List.copyOf(replaced);
     }
     try {
+      old.forEach(KeyRoutingShoalClient::closeQuietly);
       if (map != null && map.routed() != null) {
         closeQuietly(map.routed());
       }

@@ -10,12 +10,14 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import dev.shoal.client.testing.TargetMode;
 import dev.shoal.flink.ShoalDaemon;
 import dev.shoal.flink.ShoalMode;
 import org.apache.flink.api.common.JobExecutionResult;
-import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.functions.RichMapFunction;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -28,20 +30,36 @@ import org.junit.jupiter.params.provider.EnumSource;
 @ShoalMode(TargetMode.DAEMON)
 class ShoalExactlyOnceDaemonITCase extends ShoalExactlyOnceITCase {
 
-  /** Passes records through, slowly, and opens {@link #HALFWAY} after {@code signalAfter} records. */
-  static final class Slow implements MapFunction<String, String> {
+  /**
+   * Passes records through, slowly (1 ms every {@code pace} records), opens {@link #HALFWAY} after
+   * {@code signalAfter} records, and counts its subtasks' starts ({@link #OPENED}: a restart of the
+   * job starts them again).
+   */
+  static final class Slow extends RichMapFunction<String, String> {
     static volatile CountDownLatch HALFWAY = new CountDownLatch(1);
     static final AtomicLong SEEN = new AtomicLong();
+    static final AtomicInteger OPENED = new AtomicInteger();
     private final long signalAfter;
+    private final int pace;
 
     Slow(long signalAfter) {
+      this(signalAfter, 10);
+    }
+
+    Slow(long signalAfter, int pace) {
       this.signalAfter = signalAfter;
+      this.pace = pace;
+    }
+
+    @Override
+    public void open(OpenContext context) {
+      OPENED.incrementAndGet();
     }
 
     @Override
     public String map(String value) throws Exception {
       long seen = SEEN.incrementAndGet();
-      if (seen % 10 == 0) {
+      if (seen % pace == 0) {
         Thread.sleep(1);
       }
       if (seen == signalAfter) {

@@ -127,7 +127,7 @@ impl RemoteStore {
             Err(e) => return Err(Status::aborted(format!("table {name:?}: its manifests changed meanwhile ({e}); move it again"))),
         }
         let restored = self.restore_table(data_dir, name, &taken).await.map_err(unavailable)?;
-        self.remote_pages(name).set_runs(&taken.runs);
+        self.remote_pages(name).set(&taken);
         let (adopting, table_name) = (Arc::clone(catalog), name.to_owned());
         crate::rpc::blocking(move || adopting.adopt(&table_name).map(|()| json!({}))).await?;
         self.sync_table(catalog, name).await?;

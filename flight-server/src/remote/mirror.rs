@@ -137,16 +137,16 @@ impl Mirror {
         Err(format!("table {name:?}: five claims in a row lost to other processes"))
     }
 
-    /// From now on, tells `pages` the runs of every manifest committed (before the engine
-    /// learns how far the store holds the log), starting with the claim's.
-    pub fn publish_runs_to(&mut self, pages: Arc<super::cache::RemotePages>) {
-        pages.set_runs(&self.manifest.runs);
+    /// From now on, tells `pages` the runs and columnar files of every manifest committed
+    /// (before the engine learns how far the store holds the log), starting with the claim's.
+    pub fn publish_to(&mut self, pages: Arc<super::cache::RemotePages>) {
+        pages.set(&self.manifest);
         self.published = Some(pages);
     }
 
     fn publish(&self) {
         if let Some(pages) = &self.published {
-            pages.set_runs(&self.manifest.runs);
+            pages.set(&self.manifest);
         }
     }
 
@@ -456,6 +456,11 @@ fn collect(
             Read::Unchanged => {}
         }
         present.insert(WITHDRAWN_FILE.to_owned());
+    }
+    // A columnar file the table still has but that is not here was evicted (the store holds
+    // it, and it is fetched again when read): it stays in the manifest.
+    for name in table.columnar_file_names() {
+        present.insert(format!("{}{name}", super::cache::COLUMNAR_DIR));
     }
     let removed = manifest.files.keys().filter(|name| !present.contains(*name)).cloned().collect();
     Ok(Collected { files, same, removed, runs, chunk, next_page: page, begin_page, withdrawn_generation })

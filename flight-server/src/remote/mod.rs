@@ -293,7 +293,7 @@ impl RemoteStore {
                 None
             };
             if !latest.dropped {
-                self.remote_pages(&name).set_runs(&latest.runs);
+                self.remote_pages(&name).set(&latest);
             }
             if latest.dropped {
                 if local.is_some_and(|l| l.epoch <= latest.epoch) {
@@ -558,7 +558,7 @@ impl RemoteStore {
             backoff = (backoff * 2).min(Duration::from_secs(5));
         };
         table.set_remote_failure(None);
-        mirror.publish_runs_to(self.remote_pages(&name));
+        mirror.publish_to(self.remote_pages(&name));
         backoff = interval;
         loop {
             let last = tokio::select! {

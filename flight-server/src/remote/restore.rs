@@ -32,16 +32,17 @@ pub struct Restored {
 /// # Errors
 /// The store's error, a damaged object (named), or the local files'.
 /// Objects are named relative to the store's prefix `root`.
-/// Without `pages`, the page runs are not read (the table's log reads them from the store
-/// when it needs them: `local_cache_bytes`); the open page's chunks are.
-pub async fn restore(store: &dyn ObjectStore, root: &Path, manifest: &Manifest, dir: &FsPath, pages: bool) -> Result<Restored, String> {
+/// Without `whole`, the page runs and the columnar files are not read (the table reads them
+/// from the store when it needs them: `local_cache_bytes`); the open page's chunks and the
+/// other files are.
+pub async fn restore(store: &dyn ObjectStore, root: &Path, manifest: &Manifest, dir: &FsPath, whole: bool) -> Result<Restored, String> {
     use futures::StreamExt;
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let page_size = usize::try_from(manifest.page_size).map_err(|e| e.to_string())?;
     let pages_per_segment = manifest.pages_per_segment.max(1);
     // What to write where: (object, crc, how to place it).
     let mut reads: Vec<(String, u32, Place)> = Vec::new();
-    for run in manifest.runs.iter().filter(|_| pages) {
+    for run in manifest.runs.iter().filter(|_| whole) {
         reads.push((run.object.clone(), run.crc32, Place::Pages { first: run.first, end: run.end }));
     }
     if let Some(open) = &manifest.open_page {
@@ -49,7 +50,7 @@ pub async fn restore(store: &dyn ObjectStore, root: &Path, manifest: &Manifest, 
             reads.push((chunk.object.clone(), chunk.crc32, Place::Chunk { page: open.page, from: chunk.from, to: chunk.to }));
         }
     }
-    for (name, file) in &manifest.files {
+    for (name, file) in manifest.files.iter().filter(|(name, _)| whole || !super::cache::is_columnar_file(name)) {
         reads.push((file.object.clone(), file.crc32, Place::File(name.clone())));
     }
     let mut restored = Restored::default();

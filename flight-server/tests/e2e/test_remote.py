@@ -626,3 +626,64 @@ def test_a_page_damaged_on_the_local_disk_is_read_from_the_store_without_a_cache
         f.seek(at)
         assert f.read(1) == original, "the store's copy is written back"
     assert again.stop() == 0
+
+
+def test_columnar_files_are_fetched_when_read_and_evicted_beyond_the_local_cache(s3, tmp_path):
+    """`local_cache_bytes` bounds the columnar files with the log pages: files the store holds
+    are deleted beyond the budget (after the pages) and fetched whole when a scan reads them;
+    a daemon on an empty directory restores none of them and does not compact them again."""
+    args, env = remote_args("s3", s3, tmp_path)
+    cache, page = 1 << 20, 1 << 14
+    options = [*args, "--durability", "group_commit", "--remote-sync-ms", "100", "--local-cache-bytes", str(cache)]
+    daemon = Daemon(tmp_path / "data", *options, env=env)
+    client = daemon.client()
+    # No decoded columns kept in memory: every scan reads the files.
+    columnar = {**COLUMNAR, "cache_bytes": 0}
+    action(client, "create_table", {"name": "cols", "page_size_bits": 14, "memory_budget_bytes": 16 * page, "columnar": columnar})
+    count = 16_000
+    put(client, "cols", [record("cols", i) for i in range(count)], batch=1000)
+    deadline = time.monotonic() + 60
+    while (stats := action(client, "stats", {"table": "cols"}))["columnar"]["backlog_bytes"] > 0 or stats["columnar"]["files"] == 0:
+        assert time.monotonic() < deadline, stats["columnar"]
+        time.sleep(0.1)
+    files = stats["columnar"]["files"]
+    assert files >= 4 and stats["columnar"]["parquet_bytes"] > cache // 4, stats["columnar"]
+    wait_until_uploaded(daemon, "cols")
+
+    def local_bytes(directory) -> int:
+        return segment_disk_bytes(directory) + sum(p.stat().st_size for p in (directory / "columnar").glob("*.parquet"))
+
+    def settles_within_budget(directory, what: str):
+        deadline = time.monotonic() + 10
+        while (used := local_bytes(directory)) > cache + 8 * page:
+            assert time.monotonic() < deadline, f"{what}: the table takes {used} bytes here, the cache is {cache}"
+            time.sleep(0.1)
+
+    def answers_exactly(client, what: str):
+        ranged, plan = query_ids(client, "cols", "n >= 5000 AND n < 5100")
+        assert [int(i.rsplit("-", 1)[1]) for i in ranged] == list(range(5000, 5100)), what
+        assert "columnar" in json.dumps(plan), plan
+        assert ids_of(client, "cols") == list(range(count)), what
+
+    table_dir = tmp_path / "data" / "tables" / "cols"
+    settles_within_budget(table_dir, "after ingestion")
+    answers_exactly(client, "the first daemon")
+    settles_within_budget(table_dir, "after the queries")
+    cached = action(client, "stats", {"table": "cols"})["page_cache"]
+    assert cached["evicted_files"] > 0 and cached["fetched_files"] > 0, cached
+
+    # Another machine: no columnar file is restored; their footers are read at the open.
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(30)
+    again = Daemon(tmp_path / "again", *options, env=env)
+    client = again.client()
+    table_dir = tmp_path / "again" / "tables" / "cols"
+    assert list((table_dir / "columnar").glob("*.parquet")) == []
+    stats = action(client, "stats", {"table": "cols"})
+    # The files are the table's, not compacted again (only the page recovery closed is new).
+    assert stats["columnar"]["files"] >= files and stats["columnar"]["backlog_bytes"] <= page, stats["columnar"]
+    assert stats["columnar"]["compacted_json_bytes"] <= page, stats["columnar"]
+    answers_exactly(client, "the daemon on an empty directory")
+    settles_within_budget(table_dir, "on the empty directory, after the queries")
+    assert action(client, "stats", {"table": "cols"})["page_cache"]["fetched_files"] >= files
+    assert again.stop() == 0

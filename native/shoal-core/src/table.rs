@@ -91,6 +91,13 @@ pub struct PageCacheUse {
     pub evicted_pages: u64,
     /// Bytes the segment files take on the local disk (holes take none).
     pub disk_bytes: u64,
+    /// Columnar files fetched from the remote copy since the table was opened.
+    pub fetched_files: u64,
+    /// Columnar files evicted (deleted here, kept in the remote copy) since the table was
+    /// opened.
+    pub evicted_files: u64,
+    /// Bytes the columnar files take on the local disk.
+    pub columnar_disk_bytes: u64,
 }
 
 /// A table's memory, in bytes ([`Table::memory_stats`]): reserved as it fills, up to its
@@ -336,7 +343,7 @@ impl Table {
             DeviceConfig::Null => None,
         };
         let columnar =
-            Arc::new(ColumnarStore::open(config.columnar.clone(), dir.as_deref(), log.begin_address(), log.tail_address())?);
+            Arc::new(ColumnarStore::open(config.columnar.clone(), dir.as_deref(), log.begin_address(), log.tail_address(), config.log.page_source.as_ref())?);
         // Files a withdrawal could not drop (its manifest write failed after the list was
         // written): those that hold a withdrawn record as a row.
         if let Err(error) = columnar.drop_holding(&log.withdrawn_addresses()) {
@@ -428,6 +435,30 @@ impl Table {
         let from = self.page_of(self.begin_address());
         let to = self.page_of(self.remote_durable_address()).min(self.page_of(self.flushed_address()));
         self.log.evict_pages(from, to, max_pages)
+    }
+
+    /// Deletes the least recently read columnar files the page source holds (the remote
+    /// copy: [`PageSource::holds_columnar_file`]) until `max_bytes` are freed; a scan that
+    /// reads one fetches it again, checked against the columnar manifest. Nothing without a
+    /// page source.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] naming a file that could not be deleted.
+    pub fn evict_columnar_files(&self, max_bytes: u64) -> Result<crate::columnar::EvictedFiles> {
+        self.columnar.evict_files(max_bytes)
+    }
+
+    /// Bytes the columnar files take on the local disk (0 for an in-memory table).
+    #[must_use]
+    pub fn columnar_disk_bytes(&self) -> u64 {
+        self.columnar.disk_bytes()
+    }
+
+    /// The names of the table's columnar files (in its `columnar/` directory), whether or
+    /// not they are on the local disk now.
+    #[must_use]
+    pub fn columnar_file_names(&self) -> Vec<String> {
+        self.columnar.files().iter().map(|f| f.name().to_owned()).collect()
     }
 
     /// Bytes the log's segment files take on the local disk (holes left by eviction take
@@ -915,10 +946,16 @@ impl Table {
             complete_until: self.complete_until(),
             durable_address: self.durable_address(),
             remote_lag_bytes: self.remote_lag_bytes(),
-            page_cache: self.page_cache_stats().map(|counts| PageCacheUse {
-                fetched_pages: counts.fetched_pages,
-                evicted_pages: counts.evicted_pages,
-                disk_bytes: self.log_disk_bytes().unwrap_or(0),
+            page_cache: self.page_cache_stats().map(|counts| {
+                let (fetched_files, evicted_files) = self.columnar.cache_counts().unwrap_or_default();
+                PageCacheUse {
+                    fetched_pages: counts.fetched_pages,
+                    evicted_pages: counts.evicted_pages,
+                    disk_bytes: self.log_disk_bytes().unwrap_or(0),
+                    fetched_files,
+                    evicted_files,
+                    columnar_disk_bytes: self.columnar.disk_bytes(),
+                }
             }),
             page_size_bytes: self.log.page_size() as u64,
             index_bytes: self.index.memory_bytes() as u64,

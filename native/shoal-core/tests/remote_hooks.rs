@@ -314,3 +314,117 @@ fn a_table_closed_to_writes_refuses_new_batches_whole_and_opens_again() {
     assert_eq!(ids(&table), (0..30).collect::<Vec<i64>>());
     assert!(matches!(ingest(&table, &records(30, 31)), Err(Error::Moving(_))));
 }
+
+/// A remote copy of a table's columnar files (and of none of its pages), as a page source.
+struct ColumnarCopies {
+    files: std::collections::HashMap<String, Vec<u8>>,
+    fetches: std::sync::atomic::AtomicU64,
+    damaged: std::sync::atomic::AtomicBool,
+}
+
+impl shoal_core::table::PageSource for ColumnarCopies {
+    fn fetch_page(&self, _: u64, _: &mut [u8]) -> Result<bool, String> {
+        Ok(false)
+    }
+
+    fn fetch_columnar_file(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(bytes) = self.files.get(name) else { return Ok(None) };
+        self.fetches.fetch_add(1, Relaxed);
+        let mut bytes = bytes.clone();
+        if self.damaged.load(Relaxed) {
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 1;
+        }
+        Ok(Some(bytes))
+    }
+
+    fn holds_columnar_file(&self, name: &str) -> bool {
+        self.files.contains_key(name)
+    }
+}
+
+#[test]
+fn columnar_files_of_a_remote_copy_are_fetched_when_read_evicted_and_never_served_damaged() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let source = tempfile::tempdir().unwrap();
+    let mut config = TableConfig::on_disk(source.path()).with_durability(DurabilityPolicy::GroupCommit { interval_ms: 1 });
+    config.log.page_size_bits = 14;
+    // No decoded columns kept: every scan reads the files.
+    config.columnar = shoal_core::columnar::ColumnarConfig { file_log_bytes: 4 << 14, row_group_rows: 100, idle_ms: 0, cache_bytes: 0, ..Default::default() };
+    let table = Table::create(config.clone()).unwrap();
+    ingest(&table, &records(0, 3000)).unwrap();
+    table.flush().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while table.stats().columnar.backlog_bytes > 0 || table.stats().columnar.files == 0 {
+        assert!(std::time::Instant::now() < deadline, "compaction did not catch up: {:?}", table.stats().columnar);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let files = table.columnar_file_names();
+    assert!(files.len() >= 3, "{files:?}");
+    drop(table);
+
+    // A copy of the table whose columnar files are only in the "store".
+    let copy = tempfile::tempdir().unwrap();
+    let mut stored = std::collections::HashMap::new();
+    for entry in walk(source.path()) {
+        let relative = entry.strip_prefix(source.path()).unwrap().to_owned();
+        let target = copy.path().join(&relative);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        let name = relative.to_string_lossy().into_owned();
+        match name.strip_prefix("columnar/").filter(|n| n.ends_with(".parquet")) {
+            Some(file) => drop(stored.insert(file.to_owned(), std::fs::read(&entry).unwrap())),
+            None => drop(std::fs::copy(&entry, &target).unwrap()),
+        }
+    }
+    assert_eq!(stored.len(), files.len());
+    let copies = std::sync::Arc::new(ColumnarCopies { files: stored, fetches: 0.into(), damaged: false.into() });
+    let mut opened = TableConfig::on_disk(copy.path());
+    opened.log.page_source = Some(shoal_core::table::PageSourceRef(copies.clone()));
+    let (table, _) = Table::open(opened).unwrap();
+    let parquet_here = || std::fs::read_dir(copy.path().join("columnar")).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".parquet")).count();
+    // The open read each file's footer from the store and kept none of them here.
+    assert_eq!(table.columnar_file_names(), files, "the files are the table's, not compacted again");
+    assert_eq!(parquet_here(), 0);
+    assert_eq!(copies.fetches.load(Relaxed), files.len() as u64);
+
+    let expected: Vec<i64> = (0..3000).collect();
+    assert_eq!(ids(&table), expected);
+    assert_eq!(parquet_here(), files.len(), "a scan fetched the files it read");
+    let cache = table.stats().page_cache.unwrap();
+    assert_eq!(cache.fetched_files, 2 * files.len() as u64, "once at the open, once read: {cache:?}");
+    assert!(cache.columnar_disk_bytes > 0 && cache.columnar_disk_bytes == table.columnar_disk_bytes(), "{cache:?}");
+
+    // Evicted, then fetched again when read.
+    let evicted = table.evict_columnar_files(u64::MAX).unwrap();
+    assert_eq!((evicted.files, parquet_here(), table.columnar_disk_bytes()), (files.len() as u64, 0, 0));
+    assert_eq!(ids(&table), expected);
+    assert_eq!(table.stats().page_cache.unwrap().fetched_files, 3 * files.len() as u64);
+    // Eviction takes the least recently read first, and stops once enough is freed.
+    let one = table.evict_columnar_files(1).unwrap();
+    assert_eq!(one.files, 1);
+
+    // A damaged copy in the store is refused by the manifest's checksum: never decoded.
+    table.evict_columnar_files(u64::MAX).unwrap();
+    copies.damaged.store(true, Relaxed);
+    let request = ScanRequest { columns: vec![FieldPath::parse("id").unwrap()], ..ScanRequest::default() };
+    let refused = table.scan(&request).map(|_| ()).unwrap_err();
+    assert!(refused.to_string().contains("as fetched from the remote copy: size or checksum differs"), "{refused}");
+    assert_eq!(parquet_here(), 0, "nothing damaged is written here");
+    copies.damaged.store(false, Relaxed);
+    assert_eq!(ids(&table), expected);
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

@@ -34,6 +34,7 @@ mod decoded;
 mod dense;
 pub(crate) mod eval;
 pub mod layout;
+mod remote;
 mod shred;
 mod verified;
 mod write;
@@ -66,6 +67,7 @@ use arrow_array::{ArrayRef, Int64Array, StringArray};
 pub(crate) use decoded::{instants_of, DecodedColumns};
 pub use layout::{FileLayout, ScalarType};
 pub(crate) use compactor::start as start_compactor;
+pub use remote::EvictedFiles;
 use write::columnar_error;
 
 /// Compression codec of the columnar files.
@@ -194,6 +196,10 @@ pub struct ColumnarFile {
     /// The block checksums every read of a file on disk is checked against (`None` for an
     /// in-memory table's bytes).
     checks: Option<Arc<verified::FileChecks>>,
+    /// Where the file is fetched from when it is not here (a table kept in a remote store).
+    remote: Option<Arc<remote::RemoteFiles>>,
+    /// When it was last read ([`remote::tick`]): eviction takes the least recently read.
+    last_read: AtomicU64,
 }
 
 impl ColumnarFile {
@@ -262,7 +268,15 @@ impl ColumnarFile {
             source,
             crc32: crc32fast::hash(&bytes),
             name,
+            remote: None,
+            last_read: AtomicU64::new(remote::tick()),
         })
+    }
+
+    /// The file's name in the table's `columnar/` directory.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// Whether a read found the file changed since it was written (a block's CRC-32
@@ -281,7 +295,7 @@ impl ColumnarFile {
     /// for its later ones.
     fn opened(&self, path: &Path, opened: &mut Option<std::fs::File>) -> Result<verified::VerifiedFile> {
         if opened.is_none() {
-            *opened = Some(std::fs::File::open(path).map_err(|e| Error::io(path, e))?);
+            *opened = Some(self.open_local(path)?);
         }
         let file = opened.as_ref().map(std::fs::File::try_clone).transpose().map_err(|e| Error::io(path, e))?;
         self.verified(file.ok_or_else(|| columnar_error(&self.name, "not opened"))?)
@@ -609,7 +623,7 @@ impl ColumnarFile {
             let column = match &self.source {
                 Source::Memory(bytes) => self.decode(bytes.clone(), row_group, &leaves, cache)?,
                 Source::File(path) => {
-                    let file = self.verified(std::fs::File::open(path).map_err(|e| Error::io(path, e))?)?;
+                    let file = self.verified(self.open_local(path)?)?;
                     self.decode(file, row_group, &leaves, cache)?
                 }
             };
@@ -797,6 +811,8 @@ pub(crate) struct ColumnarStore {
     pub(crate) config: ColumnarConfig,
     /// `<table>/columnar` of an on-disk table.
     dir: Option<PathBuf>,
+    /// The remote copy of the files, with a page source ([`remote`]).
+    remote: Option<Arc<remote::RemoteFiles>>,
     /// Sorted by `from`, disjoint.
     files: RwLock<Vec<Arc<ColumnarFile>>>,
     /// Decoded columns of the files, for later scans.
@@ -839,9 +855,18 @@ impl ColumnarStore {
     /// The store of a table: empty for an in-memory table (`table_dir` `None`), else the
     /// files of `<table_dir>/columnar` that check out against the manifest and lie within
     /// `[begin, tail)` of the recovered log (the others are deleted, to be compacted again).
-    pub(crate) fn open(config: ColumnarConfig, table_dir: Option<&Path>, begin: LogAddress, tail: LogAddress) -> Result<Self> {
+    /// With a page `source`, a listed file missing or damaged here is read from the source's
+    /// copy instead ([`remote`]).
+    pub(crate) fn open(
+        config: ColumnarConfig,
+        table_dir: Option<&Path>,
+        begin: LogAddress,
+        tail: LogAddress,
+        source: Option<&crate::log::PageSourceRef>,
+    ) -> Result<Self> {
         let dir = table_dir.map(|d| d.join("columnar"));
         let store = Self {
+            remote: source.filter(|_| dir.is_some()).map(|s| Arc::new(remote::RemoteFiles::new(s.clone()))),
             decoded: DecodedColumns::new(config.cache_bytes),
             config,
             dir: dir.clone(),
@@ -878,13 +903,20 @@ impl ColumnarStore {
             }
             let path = dir.join(&entry.file);
             let check = || -> Result<ColumnarFile> {
-                let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-                if bytes.len() as u64 != entry.parquet_bytes || crc32fast::hash(&bytes) != entry.crc32 {
-                    return Err(columnar_error(&entry.file, "size or checksum differs from the manifest"));
-                }
+                let local = std::fs::read(&path).map_err(|e| Error::io(&path, e)).and_then(|bytes| {
+                    if bytes.len() as u64 != entry.parquet_bytes || crc32fast::hash(&bytes) != entry.crc32 {
+                        return Err(columnar_error(&entry.file, "size or checksum differs from the manifest"));
+                    }
+                    Ok(bytes)
+                });
+                let bytes = match local {
+                    Ok(bytes) => bytes,
+                    Err(e) => store.fetch_at_open(&entry.file, &path, entry.parquet_bytes, entry.crc32).unwrap_or(Err(e))?,
+                };
                 let mut file =
                     ColumnarFile::load(entry.from, entry.to, entry.file.clone(), bytes::Bytes::from(bytes), Source::File(path.clone()))?;
                 file.json_bytes = entry.json_bytes;
+                file.remote.clone_from(&store.remote);
                 Ok(file)
             };
             match check() {
@@ -958,6 +990,7 @@ impl ColumnarStore {
         };
         let mut file = ColumnarFile::load(from, to, name, bytes, source)?;
         file.json_bytes = written.json_bytes;
+        file.remote.clone_from(&self.remote);
         {
             let mut files = self.files.write();
             let at = files.partition_point(|f| f.from < from);

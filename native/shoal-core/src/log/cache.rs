@@ -34,6 +34,24 @@ pub trait PageSource: Send + Sync {
     /// # Errors
     /// Why the source could not be read (the store's error), as a message naming it.
     fn fetch_page(&self, page: u64, buf: &mut [u8]) -> std::result::Result<bool, String>;
+
+    /// The bytes of the table's columnar file `name` (as `columnar/manifest.json` names it),
+    /// `Ok(None)` when the source does not hold it (the default: a source of pages only).
+    /// The caller checks them against the manifest ([`crate::columnar`]'s remote files).
+    ///
+    /// # Errors
+    /// Why the source could not be read, as a message naming it.
+    fn fetch_columnar_file(&self, name: &str) -> std::result::Result<Option<Vec<u8>>, String> {
+        let _ = name;
+        Ok(None)
+    }
+
+    /// Whether the source holds columnar file `name`, so that it may be deleted here (it is
+    /// fetched again when read). Default: no.
+    fn holds_columnar_file(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
 }
 
 /// A [`PageSource`] in a [`super::LogConfig`]: compared by identity.

@@ -358,11 +358,19 @@ pub struct ShoalSqlService {
     /// Where a statement's table lives: here, or sharded over the nodes of this daemon's
     /// cluster (statements naming it are planned over its shards, `cluster/reads.rs`).
     router: Router,
+    /// The tables' remote store: a bulk ingest that creates or replaces its table goes on
+    /// once the store holds the change (as `create_table` answers then).
+    remote: Option<Arc<crate::remote::RemoteStore>>,
 }
 
 impl ShoalSqlService {
     pub(crate) fn new(catalog: Arc<Catalog>, scans: Arc<Admission>, puts: Arc<Admission>) -> Self {
-        Self { catalog, scans, puts, router: Router::default() }
+        Self { catalog, scans, puts, router: Router::default(), remote: None }
+    }
+
+    /// Bulk ingest that creates or replaces its table waits for `remote` to hold the change.
+    pub(crate) fn set_remote(&mut self, remote: Arc<crate::remote::RemoteStore>) {
+        self.remote = Some(remote);
     }
 
     /// Statements naming a sharded table of `cluster` are planned and run over its shards.
@@ -773,7 +781,11 @@ impl ShoalSqlService {
         }
         let catalog = Arc::clone(&self.catalog);
         let table = ingest.table.clone();
-        let entry = blocking(move || prepare_ingest_table(&catalog, &table, options.if_not_exist, options.if_exists)).await?;
+        let (entry, made) = blocking(move || prepare_ingest_table(&catalog, &table, options.if_not_exist, options.if_exists)).await?;
+        if let Some(remote) = self.remote.as_ref().filter(|_| made) {
+            // As `create_table` and `drop_table` answer: once the store holds the table.
+            remote.sync_table(&self.catalog, &ingest.table).await?;
+        }
         // The put pipeline (crate::put), fed each batch as DoPut's `json` column.
         let mut places = Places::new(&self.puts, caller);
         let (work_sender, work) = tokio::sync::mpsc::channel::<Result<PutBatch, Status>>(PIPELINE_DEPTH);
@@ -851,13 +863,13 @@ impl ShoalSqlService {
 /// The table a bulk ingest writes: created, replaced or taken as it is, per ADBC's modes
 /// (`create`: create or fail; `append`: fail if missing; `replace`: drop and create;
 /// `create_append`: create if missing). Unspecified options create a missing table and
-/// append to an existing one.
+/// append to an existing one. Also says whether the table was made (created or replaced).
 fn prepare_ingest_table(
     catalog: &Catalog,
     table: &str,
     if_not_exist: i32,
     if_exists: i32,
-) -> Result<Arc<shoal_ops::catalog::TableEntry>, OpsError> {
+) -> Result<(Arc<shoal_ops::catalog::TableEntry>, bool), OpsError> {
     let exists = catalog.get(table).is_ok();
     let create = || {
         let request: CreateTable = serde_json::from_value(serde_json::json!({ "name": table }))
@@ -875,9 +887,11 @@ fn prepare_ingest_table(
             TableExistsOption::Replace => {
                 catalog.drop_table(table)?;
                 create()?;
+                return Ok((catalog.get(table)?, true));
             }
             TableExistsOption::Append | TableExistsOption::Unspecified => {}
         }
+        Ok((catalog.get(table)?, false))
     } else {
         match TableNotExistOption::try_from(if_not_exist).unwrap_or(TableNotExistOption::Unspecified) {
             TableNotExistOption::Fail => {
@@ -888,8 +902,8 @@ fn prepare_ingest_table(
             }
             TableNotExistOption::Create | TableNotExistOption::Unspecified => create()?,
         }
+        Ok((catalog.get(table)?, true))
     }
-    catalog.get(table)
 }
 
 /// A batch of bulk ingest as DoPut's `json` column: a batch whose only column is a string

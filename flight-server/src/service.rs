@@ -101,6 +101,7 @@ impl ShoalFlightService {
     /// The service with the tables' remote store.
     #[must_use]
     pub fn with_remote(mut self, remote: Arc<crate::remote::RemoteStore>) -> Self {
+        self.sql.set_remote(Arc::clone(&remote));
         self.remote = Some(remote);
         self
     }

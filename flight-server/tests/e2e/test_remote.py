@@ -687,3 +687,23 @@ def test_columnar_files_are_fetched_when_read_and_evicted_beyond_the_local_cache
     settles_within_budget(table_dir, "on the empty directory, after the queries")
     assert action(client, "stats", {"table": "cols"})["page_cache"]["fetched_files"] >= files
     assert again.stop() == 0
+
+
+def test_a_table_made_by_flight_sql_bulk_ingest_is_in_the_store_when_the_ingest_answers(s3, tmp_path):
+    """ADBC bulk ingest that creates (or replaces) its table goes on once the store holds
+    the table, as `create_table` answers: a node lost right after still has it elsewhere."""
+    import adbc_driver_flightsql.dbapi as flightsql
+
+    args, env = remote_args("file", s3, tmp_path)
+    # Uploads only when a change asks for one: the periodic upload would come too late.
+    options = [*args, "--durability", "group_commit", "--remote-sync-ms", "600000"]
+    daemon = Daemon(tmp_path / "data", *options, env=env)
+    rows = pa.table({"id": [f"made-{i}" for i in range(10)]})
+    with flightsql.connect(daemon.location) as conn, conn.cursor() as cur:
+        assert cur.adbc_ingest("made", rows, mode="create") == 10
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(30)
+    again = Daemon(tmp_path / "again", *options, env=env)
+    names = [f.descriptor.path[0].decode() for f in again.client().list_flights()]
+    assert names == ["made"], names
+    assert again.stop() == 0

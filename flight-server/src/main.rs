@@ -62,6 +62,9 @@ enum Command {
     /// Restore a table of the remote store as a new table (a clone: metadata only), or as it
     /// was at a log address, or both; daemons with this remote open it at their next start.
     Restore(RestoreArgs),
+    /// Delete what no table of the remote store needs any more: manifests other than each table's newest
+    /// (and those younger than --keep-secs), and the objects no kept manifest names (older than --keep-secs).
+    Gc(GcArgs),
     /// Print a shell completion script: `shoal completions bash > /etc/bash_completion.d/shoal`.
     Completions {
         /// The shell.
@@ -384,6 +387,31 @@ async fn restore(args: RestoreArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// `shoal gc`.
+#[derive(clap::Args)]
+struct GcArgs {
+    /// The remote store, as the daemons' --remote (s3://bucket/prefix, gs://, az://, file:///path): the
+    /// prefix they were started with, not a cluster node's node-<id>/ (other nodes' manifests may name its objects).
+    #[arg(long, env = "SHOAL_REMOTE")]
+    remote: String,
+    /// Seconds during which a superseded manifest and an object no manifest names yet are kept: a restore
+    /// or a daemon may still read them, an upload round may not have committed its manifest yet.
+    #[arg(long, default_value_t = 3600)]
+    keep_secs: u64,
+    /// Count what would be deleted; delete nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+async fn gc(args: GcArgs) -> Result<(), String> {
+    let config = shoal_server::remote::StorageConfig { remote: Some(args.remote.clone()), ..Default::default() };
+    config.validate()?;
+    let remote = RemoteStore::open(&config, None)?;
+    let collected = remote.collect_garbage(std::time::Duration::from_secs(args.keep_secs), args.dry_run).await?;
+    println!("{}", serde_json::to_string(&collected).map_err(|e| e.to_string())?);
+    Ok(())
+}
+
 fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| "info".into());
     // Colours only on a terminal, and never with NO_COLOR set (no-color.org): a log file or
@@ -416,6 +444,7 @@ fn main() -> std::process::ExitCode {
         Command::Compact(args) => client::run(client::compact(args)),
         Command::Checkpoint(args) => client::run(client::checkpoint(args)),
         Command::Restore(args) => client::run(restore(args)),
+        Command::Gc(args) => client::run(gc(args)),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "shoal", &mut std::io::stdout());
             Ok(())

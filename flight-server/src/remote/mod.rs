@@ -9,7 +9,8 @@
 //! - [`mirror`]: a table's claim and its upload rounds;
 //! - [`restore`]: a table's objects written back into a local directory;
 //! - [`cache`]: the local disk as a bounded cache of the store's pages (`local_cache_bytes`);
-//! - [`handover`]: a table handed from one node of a cluster to another (`move_shard`).
+//! - [`handover`]: a table handed from one node of a cluster to another (`move_shard`);
+//! - [`gc`]: the manifests and objects no table needs any more deleted (`shoal gc`).
 //!
 //! This module ties them to the daemon: [`StorageConfig`] (`[storage]`), [`RemoteStore::open`]
 //! (the URL), [`RemoteStore::prepare`] (before the catalog opens: tables restored from the
@@ -18,6 +19,7 @@
 //! tables with durability `remote`).
 
 pub mod cache;
+pub mod gc;
 pub mod handover;
 pub mod manifest;
 pub mod mirror;
@@ -226,6 +228,14 @@ impl RemoteStore {
     #[must_use]
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// `shoal gc`: the store's garbage collected ([`gc::collect`]).
+    ///
+    /// # Errors
+    /// As [`gc::collect`].
+    pub async fn collect_garbage(&self, keep: Duration, dry_run: bool) -> Result<gc::Collected, String> {
+        gc::collect(self.store.as_ref(), &self.root, keep, dry_run).await
     }
 
     /// `shoal restore`: table `target` written in the store as `source` is now or was at

@@ -329,6 +329,24 @@ def test_restore_clones_a_table_at_an_address_sharing_its_objects_and_rolls_one_
     assert whole["objects_written"] == 0, whole
     refused = subprocess.run([str(shoal_binary()), "restore", *args, "events", "--as", "events_copy"], capture_output=True, text=True, env={**os.environ, **env})
     assert refused.returncode != 0 and "holds a table \"events_copy\" already" in refused.stderr, refused.stderr
+
+    def gc(*extra: str) -> dict:
+        done = subprocess.run([str(shoal_binary()), "gc", *args, "--keep-secs", "0", *extra], capture_output=True, text=True, env={**os.environ, **env})
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def objects() -> int:
+        return s3["client"].list_objects_v2(Bucket=BUCKET, Prefix=tmp_path.name).get("KeyCount", 0)
+
+    # Garbage (superseded manifests, the open page's chunks the closed pages replaced) goes;
+    # what any table's newest manifest names stays, the clones' shared objects too.
+    before = objects()
+    dry = gc("--dry-run")
+    assert dry["manifests_deleted"] > 0 and dry["objects_deleted"] > 0 and objects() == before, dry
+    collected = gc()
+    assert collected["tables"] == 3 and collected["manifests_kept"] == 3, collected
+    assert objects() == before - collected["manifests_deleted"] - collected["objects_deleted"], collected
+    assert gc()["objects_deleted"] == 0
     again = Daemon(tmp_path / "empty", *args, env=env)
     client = again.client()
     assert sorted(ids_of(client, "events_at")) == list(range(400))
@@ -346,6 +364,14 @@ def test_restore_clones_a_table_at_an_address_sharing_its_objects_and_rolls_one_
     assert sorted(ids_of(client, "events")) == list(range(400))
     assert len(ids_of(client, "events_at")) == 405
     assert last.stop() == 0
+    # The pages the roll-back dropped are the whole copy's still: collected, it is whole.
+    assert gc()["manifests_kept"] == 3
+    final = Daemon(tmp_path / "empty-after-gc", *args, env=env)
+    client = final.client()
+    assert sorted(ids_of(client, "events_copy")) == list(range(800))
+    assert sorted(ids_of(client, "events")) == list(range(400))
+    assert len(ids_of(client, "events_at")) == 405
+    assert final.stop() == 0
 
 
 def test_a_cluster_node_replaced_on_an_empty_directory_serves_its_shards_again(s3, tmp_path):

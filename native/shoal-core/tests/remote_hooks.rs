@@ -428,3 +428,34 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+#[test]
+fn pages_evicted_and_fetched_again_do_not_make_a_sealed_segment_look_new() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TableConfig::on_disk(dir.path()).with_durability(DurabilityPolicy::GroupCommit { interval_ms: 1 });
+    config.log.page_size_bits = 14;
+    config.log.pages_per_segment = 4;
+    config.log.memory_budget_bytes = 4 << 14;
+    let table = Table::create(config.clone()).unwrap();
+    let end = ingest(&table, &records(0, 1500)).unwrap();
+    table.wait_durable(end, Duration::from_secs(10)).unwrap();
+    let last = table.page_of(table.flushed_address());
+    assert!(last >= 8, "the workload spans segments ({last} pages)");
+    let pages = (0..last).map(|page| (page, table.snapshot_page(page).unwrap().unwrap().image)).collect();
+    drop(table);
+    // Segment 0 last written two days ago.
+    let (name, _) = page_location(0, 1 << 14, 4);
+    let two_days_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 86_400);
+    let set_age = |when| std::fs::File::options().write(true).open(dir.path().join(&name)).unwrap().set_modified(when).unwrap();
+    set_age(two_days_ago);
+    let images = std::sync::Arc::new(Images { pages, fetches: 0.into(), failing: false.into(), damaged: false.into() });
+    let mut opened = TableConfig::on_disk(dir.path());
+    opened.log.page_source = Some(shoal_core::table::PageSourceRef(images.clone()));
+    let (table, _) = Table::open(opened).unwrap();
+    table.advance_remote_durable(LogAddress::new(last << 14));
+    assert!(table.evict_cached_pages(u64::MAX).unwrap() >= 4);
+    assert_eq!(ids(&table), (0..1500).collect::<Vec<i64>>(), "evicted pages are fetched again");
+    assert!(images.fetches.load(std::sync::atomic::Ordering::Relaxed) >= 4);
+    let modified = std::fs::metadata(dir.path().join(&name)).unwrap().modified().unwrap();
+    assert_eq!(modified, two_days_ago, "the segment is as old as its last append");
+}

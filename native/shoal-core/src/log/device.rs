@@ -70,6 +70,9 @@ pub(crate) struct SegmentFiles {
     crash: std::sync::OnceLock<Arc<CrashPoint>>,
     /// With a page source: the files are a cache of it ([`super::cache`]).
     cache: Option<PageCache>,
+    /// The first page of the newest segment appended to (from the newest segment file at
+    /// open): the segments below it are sealed, their modification time is their age.
+    newest_segment_page: std::sync::atomic::AtomicU64,
 }
 
 /// A simulated process crash for the crash-consistency tests (feature `internals`, the
@@ -137,7 +140,7 @@ impl Device {
             DeviceConfig::Null => Ok(Device::Null),
             DeviceConfig::Directory(dir) => {
                 std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-                Ok(Device::Segments(SegmentFiles {
+                let files = SegmentFiles {
                     dir: dir.clone(),
                     page_size,
                     pages_per_segment,
@@ -147,7 +150,11 @@ impl Device {
                     #[cfg(feature = "internals")]
                     crash: std::sync::OnceLock::new(),
                     cache: source.cloned().map(PageCache::new),
-                }))
+                    newest_segment_page: std::sync::atomic::AtomicU64::new(0),
+                };
+                let newest = files.segment_entries()?.iter().map(|(number, _)| *number).max().unwrap_or(0);
+                files.newest_segment_page.store(newest * pages_per_segment, std::sync::atomic::Ordering::Relaxed);
+                Ok(Device::Segments(files))
             }
         }
     }
@@ -380,6 +387,21 @@ impl SegmentFiles {
         Ok(Arc::clone(self.files.write().entry(segment).or_insert(file)))
     }
 
+    /// Runs `change` (a page fetched into, or evicted from, segment `segment`'s `file`),
+    /// keeping the file's modification time when the segment is sealed: time-based
+    /// retention ages a segment by it, and a page cached again or evicted is not new data.
+    fn keeping_age<T>(&self, segment: u64, file: &File, change: impl FnOnce() -> Result<T>) -> Result<T> {
+        let sealed = (segment + 1) * self.pages_per_segment <= self.newest_segment_page.load(std::sync::atomic::Ordering::Relaxed);
+        let age = if sealed { file.metadata().and_then(|m| m.modified()).ok() } else { None };
+        let result = change();
+        if let Some(modified) = age {
+            if let Err(e) = file.set_modified(modified) {
+                tracing::debug!(error = %e, segment, "could not keep a segment file's modification time");
+            }
+        }
+        result
+    }
+
     fn locate(&self, page: u64) -> (u64, u64) {
         (page / self.pages_per_segment, (page % self.pages_per_segment) * self.page_size as u64)
     }
@@ -401,6 +423,7 @@ impl SegmentFiles {
             return Err(Error::InvalidConfig(format!("a write of {len} bytes into a page that holds {capacity}")));
         }
         let (segment, offset) = self.locate(commit.page);
+        self.newest_segment_page.fetch_max(segment * self.pages_per_segment, std::sync::atomic::Ordering::Relaxed);
         let path = || self.segment_path(segment);
         let fault = self.write_fault.load(std::sync::atomic::Ordering::Relaxed);
         if fault != 0 {
@@ -534,7 +557,7 @@ impl SegmentFiles {
         let bits = cache.bits_covering(page);
         if replace || (!bits.is_present(page) && !self.on_disk(page)?) {
             let file = self.file(segment)?;
-            self.write_at(&file, &image, offset).map_err(|e| Error::io(self.segment_path(segment), e))?;
+            self.keeping_age(segment, &file, || self.write_at(&file, &image, offset).map_err(|e| Error::io(self.segment_path(segment), e)))?;
         }
         PageCache::found(&bits, page);
         cache.count_fetch();
@@ -559,7 +582,9 @@ impl SegmentFiles {
             |page| {
                 let (segment, offset) = self.locate(page);
                 let file = self.open_file(segment, false)?;
-                punch_hole(&file, offset, self.page_size as u64).map_err(|e| Error::io(self.segment_path(segment), e))
+                self.keeping_age(segment, &file, || {
+                    punch_hole(&file, offset, self.page_size as u64).map_err(|e| Error::io(self.segment_path(segment), e))
+                })
             },
         )
     }

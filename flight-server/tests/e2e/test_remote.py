@@ -561,6 +561,28 @@ def segment_disk_bytes(table_dir) -> int:
     return sum(p.stat().st_blocks * 512 for p in table_dir.glob("segment-*.log"))
 
 
+def local_bytes(table_dir) -> int:
+    """Bytes the table's segment files and columnar files take on disk."""
+    return segment_disk_bytes(table_dir) + sum(p.stat().st_size for p in (table_dir / "columnar").glob("*.parquet"))
+
+
+def settles_within(table_dir, most: int, what: str):
+    """Waits until the table's segment and columnar files take at most `most` bytes: pages not
+    yet in the store, the open page and what a query fetches between two evictions (0.2 s
+    apart) may go past the budget for a moment, never for long."""
+    deadline = time.monotonic() + 10
+    while (used := local_bytes(table_dir)) > most:
+        assert time.monotonic() < deadline, f"{what}: the table takes {used} bytes here, at most {most} expected"
+        time.sleep(0.1)
+
+
+def sigkill_and_start_empty(daemon: Daemon, directory, options: list, env: dict) -> Daemon:
+    """Another machine: `daemon` SIGKILLed, a daemon on the EMPTY `directory` with the same store."""
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(30)
+    return Daemon(directory, *options, env=env)
+
+
 def test_a_table_four_times_the_local_cache_answers_exactly_and_stays_within_it(s3, tmp_path):
     """`local_cache_bytes`: pages the store holds are evicted beyond the budget and fetched
     again when read; a daemon on an empty directory restores no page run and fetches what
@@ -579,15 +601,8 @@ def test_a_table_four_times_the_local_cache_answers_exactly_and_stays_within_it(
     stats = action(client, "stats", {"table": "big"})
     assert stats["tail_address"] - stats["begin_address"] > 4 * cache, stats
 
-    # Pages not yet in the store, the open page and what a query fetches between two
-    # evictions (0.2 s apart) may go past the budget for a moment, never for long.
-    slack = 8 * page
-
     def settles_within_budget(directory, what: str):
-        deadline = time.monotonic() + 10
-        while (used := segment_disk_bytes(directory)) > cache + slack:
-            assert time.monotonic() < deadline, f"{what}: the segment files take {used} bytes, the cache is {cache}"
-            time.sleep(0.1)
+        settles_within(directory, cache + 8 * page, what)
 
     def answers_exactly(client, what: str):
         assert ids_of(client, "big") == list(range(count)), what
@@ -605,9 +620,7 @@ def test_a_table_four_times_the_local_cache_answers_exactly_and_stays_within_it(
     assert cached["evicted_pages"] > 0 and cached["fetched_pages"] > 0, cached
 
     # Another machine: an empty directory, the same store; no page run is restored.
-    daemon.process.send_signal(signal.SIGKILL)
-    daemon.process.wait(30)
-    again = Daemon(tmp_path / "again", *options, env=env)
+    again = sigkill_and_start_empty(daemon, tmp_path / "again", options, env)
     client = again.client()
     table_dir = tmp_path / "again" / "tables" / "big"
     # Recovery replays the log from the store (no checkpoint before the SIGKILL): the pages
@@ -676,14 +689,8 @@ def test_columnar_files_are_fetched_when_read_and_evicted_beyond_the_local_cache
     assert files >= 4 and stats["columnar"]["parquet_bytes"] > cache // 4, stats["columnar"]
     wait_until_uploaded(daemon, "cols")
 
-    def local_bytes(directory) -> int:
-        return segment_disk_bytes(directory) + sum(p.stat().st_size for p in (directory / "columnar").glob("*.parquet"))
-
     def settles_within_budget(directory, what: str):
-        deadline = time.monotonic() + 10
-        while (used := local_bytes(directory)) > cache + 8 * page:
-            assert time.monotonic() < deadline, f"{what}: the table takes {used} bytes here, the cache is {cache}"
-            time.sleep(0.1)
+        settles_within(directory, cache + 8 * page, what)
 
     def answers_exactly(client, what: str):
         ranged, plan = query_ids(client, "cols", "n >= 5000 AND n < 5100")
@@ -699,9 +706,7 @@ def test_columnar_files_are_fetched_when_read_and_evicted_beyond_the_local_cache
     assert cached["evicted_files"] > 0 and cached["fetched_files"] > 0, cached
 
     # Another machine: no columnar file is restored; their footers are read at the open.
-    daemon.process.send_signal(signal.SIGKILL)
-    daemon.process.wait(30)
-    again = Daemon(tmp_path / "again", *options, env=env)
+    again = sigkill_and_start_empty(daemon, tmp_path / "again", options, env)
     client = again.client()
     table_dir = tmp_path / "again" / "tables" / "cols"
     assert list((table_dir / "columnar").glob("*.parquet")) == []

@@ -320,6 +320,7 @@ struct ColumnarCopies {
     files: std::collections::HashMap<String, Vec<u8>>,
     fetches: std::sync::atomic::AtomicU64,
     damaged: std::sync::atomic::AtomicBool,
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl shoal_core::table::PageSource for ColumnarCopies {
@@ -329,6 +330,9 @@ impl shoal_core::table::PageSource for ColumnarCopies {
 
     fn fetch_columnar_file(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
         use std::sync::atomic::Ordering::Relaxed;
+        if self.failing.load(Relaxed) {
+            return Err("the store is down".into());
+        }
         let Some(bytes) = self.files.get(name) else { return Ok(None) };
         self.fetches.fetch_add(1, Relaxed);
         let mut bytes = bytes.clone();
@@ -378,9 +382,13 @@ fn columnar_files_of_a_remote_copy_are_fetched_when_read_evicted_and_never_serve
         }
     }
     assert_eq!(stored.len(), files.len());
-    let copies = std::sync::Arc::new(ColumnarCopies { files: stored, fetches: 0.into(), damaged: false.into() });
+    let copies = std::sync::Arc::new(ColumnarCopies { files: stored, fetches: 0.into(), damaged: false.into(), failing: true.into() });
     let mut opened = TableConfig::on_disk(copy.path());
     opened.log.page_source = Some(shoal_core::table::PageSourceRef(copies.clone()));
+    // A store that fails while the open needs a file: the open fails, nothing is compacted again.
+    let refused = Table::open(opened.clone()).map(|_| ()).unwrap_err();
+    assert!(matches!(refused, Error::RemoteUnavailable(_)), "{refused}");
+    copies.failing.store(false, Relaxed);
     let (table, _) = Table::open(opened).unwrap();
     let parquet_here = || std::fs::read_dir(copy.path().join("columnar")).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".parquet")).count();
     // The open read each file's footer from the store and kept none of them here.

@@ -922,6 +922,9 @@ impl ColumnarStore {
             match check() {
                 Ok(file) if kept.last().is_none_or(|last: &Arc<ColumnarFile>| last.to <= file.from) => kept.push(Arc::new(file)),
                 Ok(_) => tracing::warn!(file = entry.file, "columnar file overlaps another: compacted again"),
+                // The remote copy unreachable: the open fails (as recovery's does) rather
+                // than compact again what the store holds.
+                Err(e @ Error::RemoteUnavailable(_)) => return Err(e),
                 Err(e) => tracing::warn!(error = %e, "columnar file dropped: compacted again from the log"),
             }
         }

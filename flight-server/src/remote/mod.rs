@@ -195,17 +195,7 @@ impl RemoteStore {
                 Arc::new(object_store::local::LocalFileSystem::new_with_prefix(bucket).map_err(refused)?)
             }
             "memory" => Arc::new(object_store::memory::InMemory::new()),
-            "s3" | "s3a" => {
-                let mut builder = object_store::aws::AmazonS3Builder::from_env().with_url(url.as_str());
-                // A body is checked by the store against its CRC-64/NVME (a header the request's
-                // signature covers) rather than signed whole with SHA-256: the same end-to-end
-                // check for a fraction of the CPU. AWS_UNSIGNED_PAYLOAD or
-                // AWS_CHECKSUM_ALGORITHM set in the environment choose otherwise.
-                if std::env::var_os("AWS_UNSIGNED_PAYLOAD").is_none() && std::env::var_os("AWS_CHECKSUM_ALGORITHM").is_none() {
-                    builder = builder.with_unsigned_payload(true).with_checksum_algorithm(object_store::aws::Checksum::CRC64NVME);
-                }
-                Arc::new(builder.build().map_err(refused)?)
-            }
+            "s3" | "s3a" => Arc::new(object_store::aws::AmazonS3Builder::from_env().with_url(url.as_str()).build().map_err(refused)?),
             "gs" => Arc::new(object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url.as_str()).build().map_err(refused)?),
             _ => Arc::new(object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url.as_str()).build().map_err(refused)?),
         };

@@ -19,7 +19,8 @@ here as its own process) and the local filesystem backend:
     .venv/bin/python bench/remote.py [--target-mb 1000] [--stores s3,file] [--reps 5]
 
 BENCH_UNSIGNED=true runs the daemon with AWS_UNSIGNED_PAYLOAD=true (no SHA-256 of each body for
-its request signature; the manifests' CRC-32s still check every object).
+its request signature; the manifests' CRC-32s still check every object); unset, the daemon's
+default (the body signed).
 
 Needs target/release/shoal (cargo build --release -p shoal-server), data/github/events.ndjson
 (scripts/fetch-data.sh) and moto[server] and boto3 in the venv (requirements-test.txt).
@@ -79,7 +80,9 @@ def start_moto():
                 raise
             time.sleep(0.2)
     env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
-           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ALLOW_HTTP": "true", "AWS_UNSIGNED_PAYLOAD": os.environ.get("BENCH_UNSIGNED", "false")}
+           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ALLOW_HTTP": "true"}
+    if "BENCH_UNSIGNED" in os.environ:
+        env["AWS_UNSIGNED_PAYLOAD"] = os.environ["BENCH_UNSIGNED"]
     return server, client, env
 
 

@@ -182,6 +182,9 @@ struct RemoteState {
     closed: parking_lot::RwLock<Option<String>>,
     /// Whether `closed` holds a reason (read on every batch).
     closing: std::sync::atomic::AtomicBool,
+    /// Signalled when `durable` advances, the table is fenced or uploads fail: what a wait
+    /// for durability `remote` sleeps on ([`Table::wait_remote_durable`]).
+    changed: (Mutex<()>, parking_lot::Condvar),
 }
 
 /// How long the remote store of a table with durability `remote` may fail before batches
@@ -382,6 +385,22 @@ impl Table {
     pub fn advance_remote_durable(&self, address: LogAddress) {
         self.remote.mirrored.store(true, Ordering::Release);
         self.remote.durable.fetch_max(address.get(), Ordering::AcqRel);
+        self.remote_changed();
+    }
+
+    /// Wakes the waits for durability `remote` ([`Table::wait_remote_durable`]).
+    fn remote_changed(&self) {
+        let _guard = self.remote.changed.0.lock();
+        self.remote.changed.1.notify_all();
+    }
+
+    /// Sleeps until the remote store holds the log below `address`, the table is fenced,
+    /// uploads fail, or `timeout` passes (the caller checks which).
+    pub(crate) fn wait_remote_durable(&self, address: LogAddress, timeout: std::time::Duration) {
+        let mut guard = self.remote.changed.0.lock();
+        if self.remote_durable_address() < address {
+            self.remote.changed.1.wait_for(&mut guard, timeout);
+        }
     }
 
     /// Says that uploads to the remote store fail (`Some(why)`; the first failure's time is
@@ -390,8 +409,11 @@ impl Table {
     /// new batches are refused and waits for durability fail with
     /// [`crate::Error::RemoteUnavailable`] naming `why`.
     pub fn set_remote_failure(&self, why: Option<String>) {
-        let mut failure = self.remote.failure.lock();
-        *failure = why.map(|why| (failure.as_ref().map_or_else(std::time::Instant::now, |(since, _)| *since), why));
+        {
+            let mut failure = self.remote.failure.lock();
+            *failure = why.map(|why| (failure.as_ref().map_or_else(std::time::Instant::now, |(since, _)| *since), why));
+        }
+        self.remote_changed();
     }
 
     /// The remote store's failure once it has lasted [`REMOTE_FAILURE_GRACE`], for a table
@@ -544,6 +566,7 @@ impl Table {
         if self.remote.fenced.set(reason.clone()).is_ok() {
             tracing::warn!(reason, "table fenced: it acknowledges no more writes");
         }
+        self.remote_changed();
     }
 
     /// Why the table was fenced ([`Table::fence`]), if it was.

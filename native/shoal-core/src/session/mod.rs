@@ -188,14 +188,19 @@ impl Table {
                     "address {address} is not durable after {timeout:?} (durable up to {durable}): {reason}"
                 ))));
             }
+            let here = address.min(self.log().tail_address());
+            let remote = matches!(self.config().durability, crate::table::DurabilityPolicy::Remote { .. });
+            if remote && self.log().flushed_until() >= here {
+                // Written here: the remote store's upload is what is waited for (woken when
+                // it lands, the table is fenced or uploads fail; not polled).
+                self.wait_remote_durable(address, Duration::from_millis(10));
+                continue;
+            }
             // Group commit (and remote) write on their own interval; otherwise ask for the write now.
-            if !matches!(
-                self.config().durability,
-                crate::table::DurabilityPolicy::GroupCommit { .. } | crate::table::DurabilityPolicy::Remote { .. }
-            ) {
+            if !remote && !matches!(self.config().durability, crate::table::DurabilityPolicy::GroupCommit { .. }) {
                 self.log().request_flush();
             }
-            self.log().wait_flushed(address.min(self.log().tail_address()), Duration::from_millis(5));
+            self.log().wait_flushed(here, Duration::from_millis(5));
         }
     }
 

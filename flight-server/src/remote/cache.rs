@@ -114,8 +114,8 @@ impl PageSource for RemotePages {
         Ok(Some(bytes.to_vec()))
     }
 
-    fn holds_columnar_file(&self, name: &str) -> bool {
-        self.columnar.read().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(name)
+    fn holds_columnar_file(&self, name: &str, crc32: u32) -> bool {
+        self.columnar.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(name).is_some_and(|file| file.crc32 == crc32)
     }
 }
 

@@ -343,8 +343,8 @@ impl shoal_core::table::PageSource for ColumnarCopies {
         Ok(Some(bytes))
     }
 
-    fn holds_columnar_file(&self, name: &str) -> bool {
-        self.files.contains_key(name)
+    fn holds_columnar_file(&self, name: &str, crc32: u32) -> bool {
+        self.files.get(name).is_some_and(|bytes| crc32fast::hash(bytes) == crc32)
     }
 }
 

@@ -138,7 +138,7 @@ impl ColumnarStore {
         let mut candidates: Vec<(u64, String, u64)> = self
             .files()
             .iter()
-            .filter(|f| matches!(f.source, Source::File(_)) && remote.source.0.holds_columnar_file(&f.name))
+            .filter(|f| matches!(f.source, Source::File(_)) && remote.source.0.holds_columnar_file(&f.name, f.crc32))
             .filter_map(|f| std::fs::metadata(dir.join(&f.name)).ok().map(|m| (f.last_read.load(Ordering::Relaxed), f.name.clone(), m.len())))
             .collect();
         candidates.sort_unstable();

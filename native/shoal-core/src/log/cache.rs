@@ -46,10 +46,11 @@ pub trait PageSource: Send + Sync {
         Ok(None)
     }
 
-    /// Whether the source holds columnar file `name`, so that it may be deleted here (it is
-    /// fetched again when read). Default: no.
-    fn holds_columnar_file(&self, name: &str) -> bool {
-        let _ = name;
+    /// Whether the source holds columnar file `name` with these bytes (their CRC-32: a file
+    /// compacted again under the same name differs until the source has the new one), so that
+    /// it may be deleted here (it is fetched again when read). Default: no.
+    fn holds_columnar_file(&self, name: &str, crc32: u32) -> bool {
+        let _ = (name, crc32);
         false
     }
 }

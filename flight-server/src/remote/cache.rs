@@ -8,9 +8,8 @@
 //! A table opened from the store with a cache is restored without its page runs and its
 //! columnar files (only its other files and the open page's chunks): recovery and reads fetch
 //! what they need (the columnar files' footers once at the open, each file whole when a scan
-//! reads it). Every
-//! table the store keeps has its [`RemotePages`] as page source, with or without a cache: a
-//! page damaged on the local disk is replaced by the store's copy.
+//! reads it). Every table the store keeps has its [`RemotePages`] as page source, with or
+//! without a cache: a page damaged on the local disk is replaced by the store's copy.
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock, RwLock};

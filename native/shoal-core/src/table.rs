@@ -514,17 +514,22 @@ impl Table {
     }
 
     /// Whether the table takes writes here: `Err` when it is fenced ([`Table::fence`]) or
-    /// being handed over ([`Table::close_to_writes`]). For writes that do not go through a
-    /// batch (a transaction's staged records, its steps).
+    /// being handed over ([`Table::close_to_writes`]). A batch's admission asks it; writes
+    /// outside batches hold [`Table::hold_writable`] instead.
     ///
     /// # Errors
     /// [`crate::Error::Fenced`], [`crate::Error::Moving`].
     pub fn check_writable(&self) -> Result<()> {
+        self.writable_unless(self.closed_to_writes().as_deref())
+    }
+
+    /// `Err` when the table is fenced, or `closed` says why it is handed over.
+    fn writable_unless(&self, closed: Option<&str>) -> Result<()> {
         if let Some(reason) = self.fenced() {
             return Err(crate::Error::Fenced(reason.to_owned()));
         }
-        match self.closed_to_writes() {
-            Some(reason) => Err(crate::Error::Moving(reason)),
+        match closed {
+            Some(reason) => Err(crate::Error::Moving(reason.to_owned())),
             None => Ok(()),
         }
     }
@@ -539,13 +544,8 @@ impl Table {
     /// As [`Table::check_writable`].
     pub fn hold_writable(&self) -> Result<impl Drop + '_> {
         let guard = self.remote.closed.read();
-        if let Some(reason) = self.fenced() {
-            return Err(crate::Error::Fenced(reason.to_owned()));
-        }
-        match &*guard {
-            Some(reason) => Err(crate::Error::Moving(reason.clone())),
-            None => Ok(guard),
-        }
+        self.writable_unless(guard.as_deref())?;
+        Ok(guard)
     }
 
     /// Why new batches are refused ([`Table::close_to_writes`]), if they are.

@@ -564,6 +564,15 @@ impl SegmentFiles {
         Ok((image, proof))
     }
 
+    /// [`Self::fetch`], `None` when the source does not hold the page.
+    fn fetch_held(&self, cache: &PageCache, page: u64, replace: bool) -> Result<Option<(Vec<u8>, Proof)>> {
+        match self.fetch(cache, page, replace) {
+            Ok(fetched) => Ok(Some(fetched)),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Evicts up to `max_pages` pages of `[from, to)` from the segment files ([`super::cache`]);
     /// the caller makes sure the page source holds them. Returns the pages evicted (0
     /// without a page source).
@@ -617,14 +626,9 @@ impl SegmentFiles {
         self.read_raw(page, 0, buf)?;
         if let Err(damaged) = self.check_whole(page, buf) {
             let Some(cache) = &self.cache else { return Err(damaged) };
-            match self.fetch(cache, page, true) {
-                Ok((image, _)) => {
-                    tracing::warn!(page, error = %damaged, "a damaged page was replaced by the page source's copy");
-                    buf.copy_from_slice(&image);
-                }
-                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Err(damaged),
-                Err(e) => return Err(e),
-            }
+            let Some((image, _)) = self.fetch_held(cache, page, true)? else { return Err(damaged) };
+            tracing::warn!(page, error = %damaged, "a damaged page was replaced by the page source's copy");
+            buf.copy_from_slice(&image);
         }
         self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
         Ok(())
@@ -687,20 +691,15 @@ impl SegmentFiles {
         let Some(cache) = self.cache.as_ref().filter(|_| matches!(state, PageState::Missing | PageState::Corrupt(_))) else {
             return Ok(state);
         };
-        // A page damaged here is replaced by the source's copy, if it holds one.
-        match self.fetch(cache, page, matches!(state, PageState::Corrupt(_))) {
-            Ok((image, proof)) => {
-                if let PageState::Corrupt(why) = &state {
-                    tracing::warn!(page, path = %self.segment_path(self.locate(page).0).display(), why = %why, "recovery replaced a damaged page by the page source's copy");
-                }
-                buf.copy_from_slice(&image);
-                self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
-                Ok(PageState::Valid(Recovered { proof, unproven_bytes: false }))
-            }
-            // Not in the source: the page is what this copy says (missing, or damaged: cut).
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(state),
-            Err(e) => Err(e),
+        // A page damaged here is replaced by the source's copy, if it holds one; not in the
+        // source, the page is what this copy says (missing, or damaged: cut).
+        let Some((image, proof)) = self.fetch_held(cache, page, matches!(state, PageState::Corrupt(_)))? else { return Ok(state) };
+        if let PageState::Corrupt(why) = &state {
+            tracing::warn!(page, path = %self.segment_path(self.locate(page).0).display(), why = %why, "recovery replaced a damaged page by the page source's copy");
         }
+        buf.copy_from_slice(&image);
+        self.withdrawn.mask(LogAddress::new(page * self.page_size as u64), buf);
+        Ok(PageState::Valid(Recovered { proof, unproven_bytes: false }))
     }
 
     fn recover_local_page(&self, page: u64, buf: &mut [u8]) -> Result<PageState> {

@@ -107,8 +107,8 @@ struct ServeArgs {
     /// Milliseconds between uploads of tables with durability remote (their acknowledgements) [default: 50].
     #[arg(long, env = "SHOAL_REMOTE_COMMIT_MS")]
     remote_commit_ms: Option<u64>,
-    /// Most bytes of log pages kept on the local disk with a remote store; pages beyond are
-    /// read from the store when needed (0: keep every page) [default: 0].
+    /// Most bytes of log pages and columnar files kept on the local disk with a remote store;
+    /// beyond, they are read from the store when needed (0: keep everything) [default: 0].
     #[arg(long, env = "SHOAL_LOCAL_CACHE_BYTES")]
     local_cache_bytes: Option<u64>,
     /// Seconds between automatic checkpoints, 0 for none [default: 60].

@@ -57,13 +57,13 @@ pub struct StorageConfig {
     /// acknowledged at the upload after it (about one to two intervals, plus the store's
     /// latency). Default 50.
     pub remote_commit_ms: u64,
-    /// Most bytes the tables' log pages may take on the local disk together: pages the
-    /// store holds are evicted beyond it (least recently read first) and fetched from the
-    /// store when read again, so tables may outgrow the disk; a table opened from the store
-    /// fetches its pages when they are read instead of all at the start. It may be exceeded
-    /// by pages not yet uploaded and by what is fetched between two evictions (0.2 s). The
-    /// tables' other files (columnar files, index checkpoints) are kept whole. 0: every page
-    /// is kept (the default).
+    /// Most bytes the tables' log pages and columnar files may take on the local disk
+    /// together: what the store holds is evicted beyond it (pages first, least recently read
+    /// first, then columnar files) and fetched from the store when read again, so tables may
+    /// outgrow the disk; a table opened from the store fetches its pages and columnar files
+    /// when they are read instead of all at the start. It may be exceeded by what is not yet
+    /// uploaded and by what is fetched between two evictions (0.2 s). The tables' other
+    /// files (index checkpoints, metadata) are kept whole. 0: everything is kept (the default).
     pub local_cache_bytes: u64,
 }
 
@@ -335,7 +335,8 @@ impl RemoteStore {
     /// Writes table `name` as `manifest` describes it into `<data_dir>/tables/<name>`, in
     /// place of any local copy: restored into `<data_dir>/remote-restore/<name>` first, then
     /// moved there (a crash part-way leaves the old copy or none, never half a table). With
-    /// `local_cache_bytes` the page runs stay in the store until read. Logs what it did.
+    /// `local_cache_bytes` the page runs and columnar files stay in the store until read.
+    /// Logs what it did.
     ///
     /// # Errors
     /// The store's error, a damaged object (named), or the local files'.

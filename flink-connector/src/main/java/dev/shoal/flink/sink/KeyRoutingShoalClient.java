@@ -10,6 +10,7 @@ import dev.shoal.flink.common.OperationEntries;
 import dev.shoal.flink.common.ShoalClientOptions;
 import dev.shoal.flink.common.ShoalErrors;
 import dev.shoal.flink.common.ShoalTableClient;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
@@ -49,10 +50,11 @@ import org.slf4j.LoggerFactory;
 final class KeyRoutingShoalClient implements ShoalTableClient {
   private static final Logger LOG = LoggerFactory.getLogger(KeyRoutingShoalClient.class);
 
-  /** How many times a part refused because its shard is moving is sent again (about 30 s of waits). */
-  static final int MOVED_ATTEMPTS = 40;
-  /** The first wait before a part refused because its shard is moving is sent again (then doubled, up to 1 s). */
-  private static final long MOVED_BACKOFF_MS = 50;
+  /**
+   * A part refused because its shard is moving is sent again up to 39 times (40 attempts, about
+   * 30 s of waits), after 50 ms doubled up to 1 s.
+   */
+  static final RetryPolicy MOVED_RETRIES = new RetryPolicy(39, Duration.ofMillis(50), Duration.ofSeconds(1));
 
   private final EndpointTableClient entry;
   private final ShoalClientOptions options;
@@ -207,12 +209,12 @@ final class KeyRoutingShoalClient implements ShoalTableClient {
       try {
         return EndpointTableClient.put(node, part.table(), part.records(), bytes, transaction);
       } catch (RuntimeException e) {
-        if (part.unroutable() || attempt >= MOVED_ATTEMPTS || !RoutedPut.isShardMoving(e)) {
+        if (part.unroutable() || attempt > MOVED_RETRIES.maxRetries() || !RoutedPut.isShardMoving(e)) {
           throw new RoutedPut.PartFailed(e, part.rows());
         }
         LOG.warn("shoal table \"{}\": {} records refused (attempt {} of {}), sending them again: {}", part.table(),
-            part.records().size(), attempt, MOVED_ATTEMPTS, ShoalErrors.describe(e));
-        Thread.sleep(Math.min(MOVED_BACKOFF_MS << Math.min(attempt - 1, 5), 1000));
+            part.records().size(), attempt, MOVED_RETRIES.maxRetries() + 1, ShoalErrors.describe(e));
+        Thread.sleep(MOVED_RETRIES.backoffMillis(attempt));
         try {
           routed = refreshed(routed);
         } catch (RuntimeException refresh) {
